@@ -1,0 +1,251 @@
+package bpfloader
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/wattrace/wattrace/internal/testenv"
+	"github.com/wattrace/wattrace/pkg/cgroup"
+	"github.com/wattrace/wattrace/pkg/usage"
+)
+
+// busyEnv makes the test binary a short-lived CPU burner, so the
+// short-process test can fork hundreds of processes that exit on their own.
+const busyEnv = "WATTRACE_TEST_BUSY"
+
+func TestMain(m *testing.M) {
+	if d := os.Getenv(busyEnv); d != "" {
+		dur, err := time.ParseDuration(d)
+		if err != nil {
+			os.Exit(2)
+		}
+		for end := time.Now().Add(dur); time.Now().Before(end); {
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func loadForTest(t *testing.T) (*Accounting, cgroup.Hierarchy, *cgroup.Resolver) {
+	t.Helper()
+	testenv.RequireRoot(t)
+	h, err := cgroup.Detect("/proc", "/sys/fs/cgroup", "auto")
+	if err != nil {
+		t.Fatalf("detect hierarchy: %v", err)
+	}
+	a, err := Load(Options{Hierarchy: h})
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	t.Cleanup(func() { a.Close() })
+	return a, h, cgroup.NewResolver(h)
+}
+
+func findCgroup(r usage.Reading, id uint64) usage.Cgroup {
+	for _, c := range r.Cgroups {
+		if c.ID == id {
+			return c
+		}
+	}
+	return usage.Cgroup{ID: id}
+}
+
+func findProc(r usage.Reading, pid int) (usage.Process, bool) {
+	for _, p := range r.Processes {
+		if int(p.Key.PID) == pid {
+			return p, true
+		}
+	}
+	return usage.Process{}, false
+}
+
+func cgUsage(t *testing.T, res *cgroup.Resolver, h cgroup.Hierarchy, dir string) uint64 {
+	t.Helper()
+	rel, err := filepath.Rel(h.Mount, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := res.Usage("/" + rel)
+	if err != nil {
+		t.Fatalf("cgroup usage of %s: %v", dir, err)
+	}
+	return u
+}
+
+// Two cgroups, A with two busy processes and B with one, on a two-core
+// machine: A gets about twice B's CPU. The BPF figures must match the
+// kernel's own cgroup accounting and per-task runtime to 1%.
+func TestTwoCgroupsMatchKernelAccounting(t *testing.T) {
+	a, h, res := loadForTest(t)
+	dirA := testenv.Cgroup(t, h.Mount, "a")
+	dirB := testenv.Cgroup(t, h.Mount, "b")
+	idA, idB := testenv.Inode(t, dirA), testenv.Inode(t, dirB)
+
+	r0, err := a.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	uA0, uB0 := cgUsage(t, res, h, dirA), cgUsage(t, res, h, dirB)
+	procs := []*exec.Cmd{
+		testenv.StartIn(t, dirA, testenv.Busy...),
+		testenv.StartIn(t, dirA, testenv.Busy...),
+		testenv.StartIn(t, dirB, testenv.Busy...),
+	}
+	// Read as the loop would, so deltas cross several reads.
+	for i := 0; i < 10; i++ {
+		time.Sleep(time.Second)
+		if _, err := a.Read(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Freeze the burners so every figure below describes the same instant.
+	for _, p := range procs {
+		_ = p.Process.Signal(syscall.SIGSTOP)
+	}
+	time.Sleep(100 * time.Millisecond)
+	r1, err := a.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	uA1, uB1 := cgUsage(t, res, h, dirA), cgUsage(t, res, h, dirB)
+
+	gotA := float64(findCgroup(r1, idA).CPUNs - findCgroup(r0, idA).CPUNs)
+	gotB := float64(findCgroup(r1, idB).CPUNs - findCgroup(r0, idB).CPUNs)
+	wantA, wantB := float64(uA1-uA0), float64(uB1-uB0)
+	t.Logf("A: bpf %.0f ns, kernel %.0f ns; B: bpf %.0f ns, kernel %.0f ns", gotA, wantA, gotB, wantB)
+	if wantA < 5e9 {
+		t.Fatalf("A used only %.2f s: the load did not run", wantA/1e9)
+	}
+	if d := testenv.RelDiff(gotA, wantA); d > 0.01 {
+		t.Errorf("cgroup A: bpf %.0f ns vs kernel %.0f ns (%.3f%% off)", gotA, wantA, d*100)
+	}
+	if d := testenv.RelDiff(gotB, wantB); d > 0.01 {
+		t.Errorf("cgroup B: bpf %.0f ns vs kernel %.0f ns (%.3f%% off)", gotB, wantB, d*100)
+	}
+	if ratio := gotA / gotB; ratio < 1.6 || ratio > 2.4 {
+		t.Errorf("A/B CPU ratio %.2f, want about 2", ratio)
+	}
+	for _, p := range procs {
+		pid := p.Process.Pid
+		want, err := testenv.SchedRuntime(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := findProc(r1, pid)
+		if !ok {
+			t.Fatalf("pid %d not reported", pid)
+		}
+		if d := testenv.RelDiff(float64(got.CPUNs), float64(want)); d > 0.01 {
+			t.Errorf("pid %d: bpf %d ns vs schedstat %d ns (%.3f%% off)", pid, got.CPUNs, want, d*100)
+		}
+		if got.Cgroup != idA && got.Cgroup != idB {
+			t.Errorf("pid %d in cgroup %d, want A (%d) or B (%d)", pid, got.Cgroup, idA, idB)
+		}
+	}
+}
+
+// 500 processes that each live well under 50 ms: their CPU time must reach
+// their cgroup through the exit path, and their map entries must go away.
+func TestShortLivedProcesses(t *testing.T) {
+	a, h, res := loadForTest(t)
+	dir := testenv.Cgroup(t, h.Mount, "short")
+	id := testenv.Inode(t, dir)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r0, err := a.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	u0 := cgUsage(t, res, h, dir)
+
+	// The launcher enters the cgroup first, so every child is born there.
+	const n = 500
+	launcher := exec.Command("/bin/sh", "-c",
+		`echo $$ > "$0/cgroup.procs" && i=0 && while [ $i -lt `+strconv.Itoa(n)+` ]; do "$1" & "$1" & wait; i=$((i+2)); done`,
+		dir, exe)
+	launcher.Env = append(os.Environ(), busyEnv+"=10ms")
+	start := time.Now()
+	if err := launcher.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- launcher.Wait() }()
+	reads := 0
+loop:
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("launcher: %v", err)
+			}
+			break loop
+		case <-time.After(500 * time.Millisecond):
+			if _, err := a.Read(); err != nil {
+				t.Fatal(err)
+			}
+			reads++
+		}
+	}
+	elapsed := time.Since(start)
+	// Two more reads: the first sees the last remainders, the second
+	// retires the processes and deletes their entries.
+	var r1 usage.Reading
+	for i := 0; i < 3; i++ {
+		time.Sleep(100 * time.Millisecond)
+		if r1, err = a.Read(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u1 := cgUsage(t, res, h, dir)
+	got := float64(findCgroup(r1, id).CPUNs - findCgroup(r0, id).CPUNs)
+	want := float64(u1 - u0)
+	t.Logf("%d processes in %v over %d reads: bpf %.0f ns, kernel %.0f ns (%.2f%%)", n, elapsed, reads, got, want, 100*got/want)
+	if want < float64(n)*5e6 {
+		t.Fatalf("cgroup used %.0f ns, less than %d × 5 ms: the processes did not run", want, n)
+	}
+	if got < 0.98*want || got > 1.02*want {
+		t.Errorf("attributed %.0f ns of the cgroup's %.0f ns (%.2f%%), want 98–102%%", got, want, 100*got/want)
+	}
+	entries, err := a.ExitedProcEntries(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if entries > 0 {
+		t.Errorf("%d exited-process entries left in the map, want 0", entries)
+	}
+	procs, cgs, err := a.Drops()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if procs != 0 || cgs != 0 {
+		t.Errorf("drops: %d process, %d cgroup entries", procs, cgs)
+	}
+}
+
+// The idle task is idle, never a workload.
+func TestNoIdleTask(t *testing.T) {
+	a, _, _ := loadForTest(t)
+	r, err := a.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Processes) < 10 {
+		t.Fatalf("only %d processes read", len(r.Processes))
+	}
+	self, ok := findProc(r, os.Getpid())
+	if !ok || self.CPUNs == 0 {
+		t.Errorf("own process missing or without CPU time: %+v", self)
+	}
+	for _, p := range r.Processes {
+		if p.Key.PID == 0 {
+			t.Fatalf("pid 0 reported as a workload: %+v", p)
+		}
+	}
+}

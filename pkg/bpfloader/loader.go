@@ -1,0 +1,247 @@
+// Package bpfloader loads wattrace's BPF programs, attaches them and turns
+// what they report into the cumulative counters of package usage.
+package bpfloader
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/rlimit"
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/wattrace/wattrace/pkg/cgroup"
+)
+
+// Options configures Load.
+type Options struct {
+	Hierarchy cgroup.Hierarchy
+	Log       *zap.Logger
+	// BTFPath is the kernel's BTF; empty means /sys/kernel/btf/vmlinux.
+	BTFPath string
+}
+
+// hierarchy values understood by the BPF programs (bpf/accounting.bpf.c).
+const (
+	hierV2 uint32 = 0
+	hierV1 uint32 = 1
+)
+
+// Load loads and attaches the accounting programs. The error names the
+// cause when it is one a user can fix: missing capability, missing BTF, or
+// a verifier rejection (whose log tail is logged at debug level).
+func Load(o Options) (*Accounting, error) {
+	log := o.Log
+	if log == nil {
+		log = zap.NewNop()
+	}
+	btfPath := o.BTFPath
+	if btfPath == "" {
+		btfPath = "/sys/kernel/btf/vmlinux"
+	}
+	if _, err := os.Stat(btfPath); err != nil {
+		return nil, fmt.Errorf("kernel BTF not available at %s (the kernel needs CONFIG_DEBUG_INFO_BTF=y): %w", btfPath, err)
+	}
+	// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK.
+	if err := rlimit.RemoveMemlock(); err != nil {
+		log.Debug("could not raise RLIMIT_MEMLOCK", zap.Error(err))
+	}
+
+	spec, err := loadAccounting()
+	if err != nil {
+		return nil, err
+	}
+	hier, subsys, err := hierarchyConsts(o.Hierarchy.Kind)
+	if err != nil {
+		return nil, err
+	}
+	if err := spec.Variables[accountingVarHierarchy].Set(hier); err != nil {
+		return nil, fmt.Errorf("set hierarchy: %w", err)
+	}
+	if err := spec.Variables[accountingVarV1Subsys].Set(subsys); err != nil {
+		return nil, fmt.Errorf("set v1_subsys: %w", err)
+	}
+
+	a := &Accounting{log: log, state: newState()}
+	if err := spec.LoadAndAssign(&a.objs, nil); err != nil {
+		return nil, explainLoadError(err, log)
+	}
+	a.free, err = link.AttachTracing(link.TracingOptions{Program: a.objs.TaskFree})
+	if err != nil {
+		a.objs.Close()
+		return nil, explainLoadError(fmt.Errorf("attach tp_btf/sched_process_free: %w", err), log)
+	}
+	a.iter, err = link.AttachIter(link.IterOptions{Program: a.objs.DumpTask})
+	if err != nil {
+		a.free.Close()
+		a.objs.Close()
+		return nil, explainLoadError(fmt.Errorf("attach iter/task: %w", err), log)
+	}
+	log.Info("BPF accounting loaded",
+		zap.String("hierarchy", string(o.Hierarchy.Kind)),
+		zap.Uint32("v1_subsys", subsys))
+	return a, nil
+}
+
+// hierarchyConsts maps a hierarchy to the programs' constants. A v1
+// controller's index in task->cgroups->subsys[] is the kernel's enum
+// cgroup_subsys_id, which depends on the kernel's config: read it from BTF.
+func hierarchyConsts(k cgroup.Kind) (uint32, uint32, error) {
+	switch k {
+	case cgroup.V2:
+		return hierV2, 0, nil
+	case cgroup.CPUAcct, cgroup.CPU:
+		idx, err := subsysIndex(string(k) + "_cgrp_id")
+		if err != nil {
+			return 0, 0, err
+		}
+		return hierV1, idx, nil
+	}
+	return 0, 0, fmt.Errorf("unknown cgroup hierarchy %q", k)
+}
+
+func subsysIndex(name string) (uint32, error) {
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return 0, fmt.Errorf("load kernel BTF: %w", err)
+	}
+	var e *btf.Enum
+	if err := spec.TypeByName("cgroup_subsys_id", &e); err != nil {
+		return 0, fmt.Errorf("kernel BTF has no enum cgroup_subsys_id: %w", err)
+	}
+	for _, v := range e.Values {
+		if v.Name == name {
+			return uint32(v.Value), nil
+		}
+	}
+	return 0, fmt.Errorf("kernel has no %s (controller not built in)", name)
+}
+
+func explainLoadError(err error, log *zap.Logger) error {
+	var ve *ebpf.VerifierError
+	if errors.As(err, &ve) {
+		n := len(ve.Log)
+		tail := ve.Log[max(0, n-20):]
+		for _, l := range tail {
+			log.Debug("verifier", zap.String("line", l))
+		}
+		return fmt.Errorf("BPF verifier rejected the program (run with --log.level=debug for the verifier log): %w", err)
+	}
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+		return fmt.Errorf("not permitted to load BPF programs: run as root or grant CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE (CAP_SYS_ADMIN on kernels before 5.8): %w", err)
+	}
+	if errors.Is(err, ebpf.ErrNotSupported) {
+		return fmt.Errorf("kernel lacks a BPF feature wattrace needs (task iterator, task storage and tp_btf: Linux 5.11 or later): %w", err)
+	}
+	return fmt.Errorf("load BPF accounting: %w", err)
+}
+
+// Accounting is the BPF accounting source; it implements usage.Source.
+// Read must not be called concurrently.
+type Accounting struct {
+	objs  accountingObjects
+	iter  *link.Iter
+	free  link.Link
+	log   *zap.Logger
+	state *state
+	// Buffers reused across reads so a read allocates little.
+	buf       []byte
+	tasks     []taskRec
+	procExits []procExitRec
+	cgExits   []cgExitRec
+}
+
+// Mode implements usage.Source.
+func (a *Accounting) Mode() string { return "bpf" }
+
+// Close detaches the programs and frees their maps.
+func (a *Accounting) Close() error {
+	return errors.Join(a.iter.Close(), a.free.Close(), a.objs.Close())
+}
+
+// readTasks runs the task iterator once and returns its raw records.
+func (a *Accounting) readTasks() ([]byte, error) {
+	r, err := a.iter.Open()
+	if err != nil {
+		return nil, fmt.Errorf("open task iterator: %w", err)
+	}
+	defer r.Close()
+	a.buf = a.buf[:0]
+	for {
+		if len(a.buf) == cap(a.buf) {
+			a.buf = append(a.buf, 0)[:len(a.buf)]
+		}
+		n, err := r.Read(a.buf[len(a.buf):cap(a.buf)])
+		a.buf = a.buf[:len(a.buf)+n]
+		if errors.Is(err, io.EOF) {
+			return a.buf, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read task iterator: %w", err)
+		}
+	}
+}
+
+// ProgramStat is one program's cost as the kernel counts it. The kernel
+// counts only while statistics are enabled (EnableStats).
+type ProgramStat struct {
+	Name     string
+	RunTime  time.Duration
+	RunCount uint64
+}
+
+// ProgramStats returns the cost of each program that runs in the kernel
+// on its own (the iterator runs on our reads and is left out).
+func (a *Accounting) ProgramStats() ([]ProgramStat, error) {
+	return programStats(map[string]*ebpf.Program{"task_free": a.objs.TaskFree})
+}
+
+func programStats(progs map[string]*ebpf.Program) ([]ProgramStat, error) {
+	out := make([]ProgramStat, 0, len(progs))
+	for name, p := range progs {
+		st, err := p.Stats()
+		if err != nil {
+			return nil, fmt.Errorf("program %s statistics: %w", name, err)
+		}
+		out = append(out, ProgramStat{Name: name, RunTime: st.Runtime, RunCount: st.RunCount})
+	}
+	return out, nil
+}
+
+// Drops reports exits whose per-process (procs) or per-cgroup (cgroups)
+// entry could not be stored because the map was full.
+func (a *Accounting) Drops() (procs, cgroups uint64, err error) {
+	var vals []uint64
+	for slot := uint32(0); slot < 2; slot++ {
+		if err := a.objs.Drops.Lookup(slot, &vals); err != nil {
+			return 0, 0, fmt.Errorf("read drops: %w", err)
+		}
+		var sum uint64
+		for _, v := range vals {
+			sum += v
+		}
+		if slot == 0 {
+			procs = sum
+		} else {
+			cgroups = sum
+		}
+	}
+	return procs, cgroups, nil
+}
+
+// EnableStats turns on the kernel's BPF run-time statistics until the
+// returned closer is closed. They cost every BPF program on the host about
+// 50 ns per run, which is why they are off unless asked for.
+func EnableStats() (io.Closer, error) {
+	fd, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		return nil, fmt.Errorf("enable BPF run-time statistics: %w", err)
+	}
+	return fd, nil
+}

@@ -1,0 +1,128 @@
+package bpfloader
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/wattrace/wattrace/pkg/usage"
+)
+
+// recSize is sizeof(struct task_rec) in bpf/accounting.bpf.c.
+const recSize = int(unsafe.Sizeof(accountingTaskRec{}))
+
+// parseTasks decodes the iterator's records. Fields are little-endian: the
+// objects are built for bpfel only.
+func parseTasks(b []byte, out []taskRec) ([]taskRec, error) {
+	if len(b)%recSize != 0 {
+		return out, fmt.Errorf("task iterator returned %d bytes, not a multiple of the %d-byte record", len(b), recSize)
+	}
+	le := binary.LittleEndian
+	for off := 0; off < len(b); off += recSize {
+		r := b[off : off+recSize]
+		out = append(out, taskRec{
+			tid:         le.Uint32(r[0:]),
+			tgid:        le.Uint32(r[4:]),
+			start:       le.Uint64(r[8:]),
+			leaderStart: le.Uint64(r[16:]),
+			cgroup:      le.Uint64(r[24:]),
+			c:           counters{runtime: le.Uint64(r[32:]), switches: le.Uint64(r[40:])},
+			cpu:         int32(le.Uint32(r[48:])),
+			comm:        cString(r[56:72]),
+		})
+	}
+	return out, nil
+}
+
+func cString(b []byte) string {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	return string(b)
+}
+
+func commString(c [16]int8) string {
+	b := make([]byte, 0, 16)
+	for _, v := range c {
+		if v == 0 {
+			break
+		}
+		b = append(b, byte(v))
+	}
+	return string(b)
+}
+
+// Read implements usage.Source. The iterator runs before the exit maps are
+// read: a task freed in between has already been reported by the iterator
+// (its storage says so) and its remainder is in the maps now or on the next
+// read, so it is counted once either way.
+func (a *Accounting) Read() (usage.Reading, error) {
+	raw, err := a.readTasks()
+	if err != nil {
+		return usage.Reading{}, err
+	}
+	tasks, err := parseTasks(raw, a.tasks[:0])
+	if err != nil {
+		return usage.Reading{}, err
+	}
+	a.tasks = tasks
+
+	a.procExits = a.procExits[:0]
+	var pk accountingProcKey
+	var pe accountingProcExit
+	it := a.objs.ExitedProcs.Iterate()
+	for it.Next(&pk, &pe) {
+		a.procExits = append(a.procExits, procExitRec{
+			key:    usage.ProcKey{PID: pk.Tgid, StartTime: pk.Start},
+			c:      counters{runtime: pe.Runtime, switches: pe.Switches},
+			cgroup: pe.Cgroup,
+			comm:   commString(pe.Comm),
+		})
+	}
+	if err := it.Err(); err != nil {
+		return usage.Reading{}, fmt.Errorf("iterate exited_procs: %w", err)
+	}
+	a.cgExits = a.cgExits[:0]
+	var id uint64
+	var c accountingCounters
+	it = a.objs.ExitedCgroups.Iterate()
+	for it.Next(&id, &c) {
+		a.cgExits = append(a.cgExits, cgExitRec{id: id, c: counters{runtime: c.Runtime, switches: c.Switches}})
+	}
+	if err := it.Err(); err != nil {
+		return usage.Reading{}, fmt.Errorf("iterate exited_cgroups: %w", err)
+	}
+
+	r, delProcs, delCgroups := a.state.update(a.tasks, a.procExits, a.cgExits)
+	for _, k := range delProcs {
+		key := accountingProcKey{Tgid: k.PID, Start: k.StartTime}
+		if err := a.objs.ExitedProcs.Delete(&key); err != nil && err != ebpf.ErrKeyNotExist {
+			return r, fmt.Errorf("delete exited_procs entry of pid %d: %w", k.PID, err)
+		}
+	}
+	for _, id := range delCgroups {
+		if err := a.objs.ExitedCgroups.Delete(&id); err != nil && err != ebpf.ErrKeyNotExist {
+			return r, fmt.Errorf("delete exited_cgroups entry %d: %w", id, err)
+		}
+	}
+	return r, nil
+}
+
+// ExitedProcEntries reports how many per-process exit entries the map
+// holds for processes of cgroup cg; tests use it to check that the dead
+// don't pile up.
+func (a *Accounting) ExitedProcEntries(cg uint64) (int, error) {
+	var k accountingProcKey
+	var v accountingProcExit
+	n := 0
+	it := a.objs.ExitedProcs.Iterate()
+	for it.Next(&k, &v) {
+		if v.Cgroup == cg {
+			n++
+		}
+	}
+	return n, it.Err()
+}

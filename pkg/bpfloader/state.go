@@ -1,0 +1,200 @@
+package bpfloader
+
+import (
+	"github.com/wattrace/wattrace/pkg/usage"
+)
+
+// The bookkeeping that turns per-task runtimes (from the iterator) and
+// freed tasks' remainders (from the exit maps) into monotonic per-process
+// and per-cgroup counters. It is kept apart from the kernel objects so that
+// it can be tested with synthetic reads.
+
+type threadKey struct {
+	tid   uint32
+	start uint64
+}
+
+type counters struct {
+	runtime  uint64
+	switches uint64
+}
+
+// sub returns c − prev, or zero for a field that went backwards (which the
+// kernel's runtime never does; a zero keeps our counters monotonic anyway).
+func (c counters) sub(prev counters) counters {
+	var d counters
+	if c.runtime > prev.runtime {
+		d.runtime = c.runtime - prev.runtime
+	}
+	if c.switches > prev.switches {
+		d.switches = c.switches - prev.switches
+	}
+	return d
+}
+
+type taskRec struct {
+	tid, tgid          uint32
+	start, leaderStart uint64
+	cgroup             uint64
+	c                  counters
+	cpu                int32
+	comm               string
+}
+
+type procExitRec struct {
+	key    usage.ProcKey
+	c      counters
+	cgroup uint64
+	comm   string
+}
+
+type cgExitRec struct {
+	id uint64
+	c  counters
+}
+
+type procState struct {
+	p        usage.Process
+	livePass uint64
+	// grace is set on the first pass without live threads: a released
+	// thread's free hook runs an RCU grace period later, so the process's
+	// last remainder can arrive one read after its threads vanished.
+	grace bool
+}
+
+type cgState struct {
+	c        usage.Cgroup
+	livePass uint64
+	exitLast counters
+	hasExit  bool
+	idle     int // passes with neither live tasks nor new exits
+}
+
+// cgIdlePasses is how many reads a cgroup with no tasks and no exits is
+// kept before its exit-map entry is deleted and its state dropped, so a
+// churn of short-lived cgroups (pods, jobs) can't fill the map.
+const cgIdlePasses = 120
+
+type state struct {
+	pass         uint64
+	threads      map[threadKey]counters
+	spare        map[threadKey]counters
+	procs        map[usage.ProcKey]*procState
+	procExitLast map[usage.ProcKey]counters
+	cgroups      map[uint64]*cgState
+}
+
+func newState() *state {
+	return &state{
+		threads:      map[threadKey]counters{},
+		spare:        map[threadKey]counters{},
+		procs:        map[usage.ProcKey]*procState{},
+		procExitLast: map[usage.ProcKey]counters{},
+		cgroups:      map[uint64]*cgState{},
+	}
+}
+
+func (s *state) cgroup(id uint64) *cgState {
+	cg := s.cgroups[id]
+	if cg == nil {
+		cg = &cgState{c: usage.Cgroup{ID: id}}
+		s.cgroups[id] = cg
+	}
+	return cg
+}
+
+// update folds one read into the state. It returns the reading and the
+// exit-map keys that have had their final read and must now be deleted.
+func (s *state) update(tasks []taskRec, procExits []procExitRec, cgExits []cgExitRec) (r usage.Reading, delProcs []usage.ProcKey, delCgroups []uint64) {
+	s.pass++
+	next := s.spare
+	clear(next)
+	for i := range tasks {
+		t := &tasks[i]
+		tk := threadKey{t.tid, t.start}
+		d := t.c.sub(s.threads[tk])
+		next[tk] = t.c
+
+		pk := usage.ProcKey{PID: t.tgid, StartTime: t.leaderStart}
+		ps := s.procs[pk]
+		if ps == nil {
+			ps = &procState{p: usage.Process{Key: pk, Comm: t.comm, Cgroup: t.cgroup, CPU: int(t.cpu)}}
+			s.procs[pk] = ps
+		}
+		if t.tid == t.tgid {
+			// The leader names the process and says where it lives.
+			ps.p.Comm, ps.p.Cgroup, ps.p.CPU = t.comm, t.cgroup, int(t.cpu)
+		}
+		ps.p.CPUNs += d.runtime
+		ps.p.Switches += d.switches
+		ps.livePass = s.pass
+		ps.grace = false
+
+		cg := s.cgroup(t.cgroup)
+		cg.c.CPUNs += d.runtime
+		cg.c.Switches += d.switches
+		cg.livePass = s.pass
+	}
+	s.spare, s.threads = s.threads, next
+
+	for i := range procExits {
+		e := &procExits[i]
+		d := e.c.sub(s.procExitLast[e.key])
+		s.procExitLast[e.key] = e.c
+		ps := s.procs[e.key]
+		if ps == nil {
+			// Started and ended between two reads.
+			ps = &procState{p: usage.Process{Key: e.key, Comm: e.comm, Cgroup: e.cgroup, CPU: -1}}
+			s.procs[e.key] = ps
+		}
+		ps.p.CPUNs += d.runtime
+		ps.p.Switches += d.switches
+	}
+	for i := range cgExits {
+		e := &cgExits[i]
+		cg := s.cgroup(e.id)
+		d := e.c.sub(cg.exitLast)
+		cg.exitLast, cg.hasExit = e.c, true
+		cg.c.CPUNs += d.runtime
+		cg.c.Switches += d.switches
+		if d != (counters{}) {
+			cg.idle = 0
+		}
+	}
+
+	r.Processes = make([]usage.Process, 0, len(s.procs))
+	for k, ps := range s.procs {
+		p := ps.p
+		p.Alive = true
+		if ps.livePass != s.pass {
+			if !ps.grace {
+				ps.grace = true
+			} else {
+				p.Alive = false
+				delete(s.procs, k)
+				if _, ok := s.procExitLast[k]; ok {
+					delete(s.procExitLast, k)
+					delProcs = append(delProcs, k)
+				}
+			}
+		}
+		r.Processes = append(r.Processes, p)
+	}
+
+	r.Cgroups = make([]usage.Cgroup, 0, len(s.cgroups))
+	for id, cg := range s.cgroups {
+		r.Cgroups = append(r.Cgroups, cg.c)
+		if cg.livePass == s.pass {
+			cg.idle = 0
+			continue
+		}
+		cg.idle++
+		if cg.idle >= cgIdlePasses {
+			if cg.hasExit {
+				delCgroups = append(delCgroups, id)
+			}
+			delete(s.cgroups, id)
+		}
+	}
+	return r, delProcs, delCgroups
+}

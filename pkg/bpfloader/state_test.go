@@ -1,0 +1,149 @@
+package bpfloader
+
+import (
+	"testing"
+
+	"github.com/wattrace/wattrace/pkg/usage"
+)
+
+func proc(r usage.Reading, pid uint32) (usage.Process, bool) {
+	for _, p := range r.Processes {
+		if p.Key.PID == pid {
+			return p, true
+		}
+	}
+	return usage.Process{}, false
+}
+
+func cg(r usage.Reading, id uint64) uint64 {
+	for _, c := range r.Cgroups {
+		if c.ID == id {
+			return c.CPUNs
+		}
+	}
+	return 0
+}
+
+func task(tid, tgid uint32, cgroup, runtime uint64) taskRec {
+	return taskRec{tid: tid, tgid: tgid, start: uint64(tid) * 1000, leaderStart: uint64(tgid) * 1000,
+		cgroup: cgroup, c: counters{runtime: runtime, switches: runtime / 10}, comm: "t"}
+}
+
+// A process's threads come and go, a thread's remainder arrives through the
+// exit maps, the process dies and is retired one read later.
+func TestStateLifecycle(t *testing.T) {
+	s := newState()
+	pk := usage.ProcKey{PID: 10, StartTime: 10000}
+	step := func(tasks []taskRec, pe []procExitRec, ce []cgExitRec) (usage.Reading, []usage.ProcKey) {
+		r, dp, _ := s.update(tasks, pe, ce)
+		return r, dp
+	}
+	check := func(r usage.Reading, wantProc, wantCg uint64, wantAlive bool) {
+		t.Helper()
+		p, ok := proc(r, 10)
+		if !ok {
+			t.Fatalf("process 10 missing")
+		}
+		if p.CPUNs != wantProc || p.Alive != wantAlive {
+			t.Errorf("process: cpu %d alive %v, want %d %v", p.CPUNs, p.Alive, wantProc, wantAlive)
+		}
+		if got := cg(r, 1); got != wantCg {
+			t.Errorf("cgroup 1: %d, want %d", got, wantCg)
+		}
+	}
+	r, _ := step([]taskRec{task(10, 10, 1, 100)}, nil, nil)
+	check(r, 100, 100, true)
+	r, _ = step([]taskRec{task(10, 10, 1, 150), task(11, 10, 1, 30)}, nil, nil)
+	check(r, 180, 180, true)
+	// Thread 11 was freed with 5 ns more than the iterator last saw.
+	r, _ = step([]taskRec{task(10, 10, 1, 200)},
+		[]procExitRec{{key: pk, c: counters{runtime: 5}, cgroup: 1}},
+		[]cgExitRec{{id: 1, c: counters{runtime: 5}}})
+	check(r, 235, 235, true)
+	// The leader is gone too; its remainder (7) is cumulative with the 5.
+	r, dp := step(nil,
+		[]procExitRec{{key: pk, c: counters{runtime: 12}, cgroup: 1}},
+		[]cgExitRec{{id: 1, c: counters{runtime: 12}}})
+	check(r, 242, 242, true)
+	if len(dp) != 0 {
+		t.Errorf("deleted %v during the grace read", dp)
+	}
+	r, dp = step(nil,
+		[]procExitRec{{key: pk, c: counters{runtime: 12}, cgroup: 1}},
+		[]cgExitRec{{id: 1, c: counters{runtime: 12}}})
+	check(r, 242, 242, false)
+	if len(dp) != 1 || dp[0] != pk {
+		t.Errorf("deleted %v, want [%v]", dp, pk)
+	}
+	r, _ = step(nil, nil, []cgExitRec{{id: 1, c: counters{runtime: 12}}})
+	if _, ok := proc(r, 10); ok {
+		t.Errorf("retired process still reported")
+	}
+	if got := cg(r, 1); got != 242 {
+		t.Errorf("cgroup kept %d after its process died, want 242", got)
+	}
+}
+
+// A process that starts and ends between two reads is known only from the
+// exit maps; it keeps its name and cgroup.
+func TestStateShortLived(t *testing.T) {
+	s := newState()
+	pk := usage.ProcKey{PID: 20, StartTime: 1}
+	r, _, _ := s.update(nil, []procExitRec{{key: pk, c: counters{runtime: 40, switches: 3}, cgroup: 2, comm: "sh"}},
+		[]cgExitRec{{id: 2, c: counters{runtime: 40, switches: 3}}})
+	p, ok := proc(r, 20)
+	if !ok || p.CPUNs != 40 || p.Switches != 3 || p.Comm != "sh" || p.Cgroup != 2 || p.CPU != -1 {
+		t.Fatalf("short-lived process: %+v", p)
+	}
+	if got := cg(r, 2); got != 40 {
+		t.Errorf("cgroup 2: %d, want 40", got)
+	}
+}
+
+// A thread that moves between cgroups: its runtime after the move goes to
+// the new cgroup, and nothing goes backwards.
+func TestStateMigration(t *testing.T) {
+	s := newState()
+	s.update([]taskRec{task(30, 30, 1, 100)}, nil, nil)
+	r, _, _ := s.update([]taskRec{task(30, 30, 2, 160)}, nil, nil)
+	if cg(r, 1) != 100 || cg(r, 2) != 60 {
+		t.Errorf("after move: cgroup 1 %d (want 100), cgroup 2 %d (want 60)", cg(r, 1), cg(r, 2))
+	}
+	p, _ := proc(r, 30)
+	if p.Cgroup != 2 || p.CPUNs != 160 {
+		t.Errorf("process: %+v", p)
+	}
+}
+
+// Idle cgroups are dropped, with their exit entries, after cgIdlePasses.
+func TestStateIdleCgroupRetired(t *testing.T) {
+	s := newState()
+	var del []uint64
+	for i := 0; i < cgIdlePasses+1; i++ {
+		_, _, d := s.update(nil, nil, []cgExitRec{{id: 5, c: counters{runtime: 9}}})
+		del = append(del, d...)
+	}
+	if len(del) != 1 || del[0] != 5 {
+		t.Errorf("deleted %v, want [5]", del)
+	}
+}
+
+func TestParseTasks(t *testing.T) {
+	b := make([]byte, 2*recSize)
+	b[0] = 7           // tid
+	b[4] = 7           // tgid
+	b[32] = 0x10       // runtime
+	b[48] = 0xff       // cpu = -1 …
+	b[49], b[50], b[51] = 0xff, 0xff, 0xff
+	copy(b[56:], "bash\x00junk")
+	got, err := parseTasks(b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].tid != 7 || got[0].c.runtime != 16 || got[0].cpu != -1 || got[0].comm != "bash" {
+		t.Errorf("parsed %+v", got[0])
+	}
+	if _, err := parseTasks(b[:recSize+1], nil); err == nil {
+		t.Error("a truncated record was accepted")
+	}
+}

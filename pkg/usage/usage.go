@@ -1,0 +1,53 @@
+// Package usage holds the cumulative CPU counters that every accounting
+// source (the BPF programs, or procfs in fallback mode) hands to the stats
+// loop. It exists so that sources and the loop share one vocabulary without
+// importing each other.
+package usage
+
+// ProcKey names a process across PID reuse: the PID alone is recycled, the
+// PID together with the group leader's start time is not. StartTime is in
+// whatever unit the source reads (ns for BPF, clock ticks for procfs); it is
+// only compared within one source.
+type ProcKey struct {
+	PID       uint32
+	StartTime uint64
+}
+
+// Process is one process's cumulative counters. CPUNs counts every thread
+// the process ever had, exited threads included.
+type Process struct {
+	Key      ProcKey
+	Comm     string
+	Cgroup   uint64 // id of the process's cgroup in the key hierarchy
+	CPUNs    uint64
+	Switches uint64 // voluntary + involuntary context switches
+	// CPU is the CPU the process last ran on, -1 when unknown; the loop uses
+	// it to place the interval's usage on a socket.
+	CPU int
+	// Alive is false on the one read that reports a process's final totals;
+	// the source forgets the process after that read.
+	Alive bool
+}
+
+// Cgroup is one cgroup's cumulative counters for tasks directly in it
+// (not its descendants), exited tasks included.
+type Cgroup struct {
+	ID       uint64
+	CPUNs    uint64
+	Switches uint64
+}
+
+// Reading is one consistent read of a source. Counters never decrease
+// between two readings of the same source.
+type Reading struct {
+	Processes []Process
+	Cgroups   []Cgroup
+}
+
+// Source is implemented by each accounting backend.
+type Source interface {
+	Read() (Reading, error)
+	// Mode is "bpf" or "procfs".
+	Mode() string
+	Close() error
+}
