@@ -1,0 +1,123 @@
+package stats_test
+
+import (
+	"math"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/wattrace/wattrace/internal/testenv"
+	"github.com/wattrace/wattrace/pkg/bpfloader"
+	"github.com/wattrace/wattrace/pkg/cgroup"
+	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/stats"
+)
+
+// steadyMeter draws a constant 100 W: enough to check the split exactly.
+type steadyMeter struct{ j float64 }
+
+func (m *steadyMeter) Name() string    { return "rapl" }
+func (m *steadyMeter) Estimated() bool { return false }
+func (m *steadyMeter) Read() ([]power.ZoneSample, error) {
+	return []power.ZoneSample{{Zone: "package", Socket: 0, Joules: m.j}}, nil
+}
+
+func find(ws []stats.Workload, id uint64) stats.Workload {
+	for _, w := range ws {
+		if w.CgroupID == id {
+			return w
+		}
+	}
+	return stats.Workload{}
+}
+
+// The BPF path end to end: two real cgroups in a 2:1 CPU ratio get dynamic
+// energy in the ratio of the kernel's own accounting, and each interval's
+// joules are exactly the node's dynamic energy times their CPU share.
+func TestBPFTwoCgroupsEnergy(t *testing.T) {
+	testenv.RequireRoot(t)
+	h, err := cgroup.Detect("/proc", "/sys/fs/cgroup", "auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := bpfloader.Load(bpfloader.Options{Hierarchy: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	res := cgroup.NewResolver(h)
+	m := &steadyMeter{}
+	l, err := stats.New(stats.Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none",
+		IdleWatts: map[string]float64{"package": 20}, Hierarchy: string(h.Kind)}, src, m, res, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Snapshot() != nil {
+		t.Fatal("snapshot before the first step")
+	}
+	dirA := testenv.Cgroup(t, h.Mount, "ea")
+	dirB := testenv.Cgroup(t, h.Mount, "eb")
+	idA, idB := testenv.Inode(t, dirA), testenv.Inode(t, dirB)
+	relA, _ := filepath.Rel(h.Mount, dirA)
+	relB, _ := filepath.Rel(h.Mount, dirB)
+
+	now := time.Now()
+	l.Step(now)
+	uA0, _ := res.Usage("/" + relA)
+	uB0, _ := res.Usage("/" + relB)
+	procs := []int{
+		testenv.StartIn(t, dirA, testenv.Busy...).Process.Pid,
+		testenv.StartIn(t, dirA, testenv.Busy...).Process.Pid,
+		testenv.StartIn(t, dirB, testenv.Busy...).Process.Pid,
+	}
+	prev := l.Snapshot()
+	for i := 0; i < 10; i++ {
+		time.Sleep(time.Second)
+		if i == 9 {
+			for _, p := range procs {
+				_ = syscall.Kill(p, syscall.SIGSTOP)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		now = now.Add(time.Second)
+		m.j += 100 // 100 J a second
+		l.Step(now)
+		s := l.Snapshot()
+		// Each interval: a workload's joules are the node's dynamic
+		// energy times its share of all cgroups' CPU time.
+		var total float64
+		for _, w := range s.Cgroups {
+			total += w.CPUSeconds - find(prev.Cgroups, w.CgroupID).CPUSeconds
+		}
+		dyn := s.Zones[0].DynamicJ - prev.Zones[0].DynamicJ
+		if s.Zones[0].IdleJ-prev.Zones[0].IdleJ != 20 {
+			t.Errorf("interval %d: idle %v J, want 20", i, s.Zones[0].IdleJ-prev.Zones[0].IdleJ)
+		}
+		for _, id := range []uint64{idA, idB} {
+			cpu := find(s.Cgroups, id).CPUSeconds - find(prev.Cgroups, id).CPUSeconds
+			got := find(s.Cgroups, id).Energy["package"].DynamicJ - find(prev.Cgroups, id).Energy["package"].DynamicJ
+			if want := dyn * cpu / total; math.Abs(got-want) > 1e-9*dyn {
+				t.Errorf("interval %d, cgroup %d: %v J, want %v J (%v s of %v s)", i, id, got, want, cpu, total)
+			}
+		}
+		prev = s
+	}
+	uA1, _ := res.Usage("/" + relA)
+	uB1, _ := res.Usage("/" + relB)
+	s := l.Snapshot()
+	a, b := find(s.Cgroups, idA), find(s.Cgroups, idB)
+	kernelRatio := float64(uA1-uA0) / float64(uB1-uB0)
+	energyRatio := a.Energy["package"].DynamicJ / b.Energy["package"].DynamicJ
+	t.Logf("A %.3f s %.2f J, B %.3f s %.2f J; energy ratio %.4f, kernel CPU ratio %.4f",
+		a.CPUSeconds, a.Energy["package"].DynamicJ, b.CPUSeconds, b.Energy["package"].DynamicJ, energyRatio, kernelRatio)
+	if d := testenv.RelDiff(energyRatio, kernelRatio); d > 0.01 {
+		t.Errorf("energy ratio %.4f vs kernel CPU ratio %.4f: %.2f%% off", energyRatio, kernelRatio, d*100)
+	}
+	if d := testenv.RelDiff(a.CPUSeconds, float64(uA1-uA0)/1e9); d > 0.01 {
+		t.Errorf("A: %v s vs kernel %v s", a.CPUSeconds, float64(uA1-uA0)/1e9)
+	}
+	if s.Mode != "bpf" {
+		t.Errorf("mode %q, want bpf", s.Mode)
+	}
+}

@@ -1,0 +1,520 @@
+// Package stats runs the loop that reads the accounting source and the
+// node's meter each interval, splits the node's energy among workloads
+// through the ratio model, and publishes immutable snapshots.
+package stats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/wattrace/wattrace/pkg/model"
+	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/usage"
+)
+
+// Config configures the loop.
+type Config struct {
+	Interval  time.Duration
+	Retention time.Duration
+	// IdlePolicy is "none", "even" or "cpu".
+	IdlePolicy string
+	// IdleWatts gives a zone's idle power by zone name; zones without an
+	// entry learn it as the lowest power seen at low utilization.
+	IdleWatts map[string]float64
+	// Sockets maps each CPU to its socket; empty means one socket.
+	Sockets map[int]int
+	// CPUs is the number of online CPUs; 0 means runtime.NumCPU().
+	CPUs int
+	// Hierarchy names the key hierarchy, for the snapshot.
+	Hierarchy string
+}
+
+// Resolver names cgroups; *cgroup.Resolver implements it.
+type Resolver interface {
+	Path(id uint64) (string, bool)
+}
+
+// advancer is implemented by meters that estimate from utilization.
+type advancer interface {
+	Advance(util float64, dt time.Duration)
+}
+
+// learnThreshold is the utilization below which an interval's power may
+// teach the learned idle model: low enough that dynamic power is small.
+const learnThreshold = 0.1
+
+// Loop is the stats loop. Step and Run must be called from one goroutine;
+// Snapshot may be called from any.
+type Loop struct {
+	cfg    Config
+	policy model.IdlePolicy
+	src    usage.Source
+	meter  power.Meter
+	res    Resolver
+	log    *zap.Logger
+	snap   atomic.Pointer[Snapshot]
+
+	started   bool
+	last      time.Time
+	intervals uint64
+	zones     map[ZoneID]*zoneState
+	zoneOrder []ZoneID
+	cgroups   map[uint64]*workload
+	procs     map[usage.ProcKey]*workload
+	nsockets  int
+
+	// Scratch maps reused every interval.
+	cgUse, procUse     map[int]map[*workload]float64 // socket → usage
+	cgTotal, procTotal map[*workload]float64
+	dyn, idle          map[*workload]float64
+}
+
+type zoneState struct {
+	Zone
+	prevJ  float64
+	seen   bool
+	idleMd model.IdleModel
+}
+
+type workload struct {
+	w       Workload
+	prevCPU uint64
+	prevSw  uint64
+	seen    bool // present in the latest reading
+}
+
+// New builds a loop. It fails on a configuration it can't honour, naming
+// the key.
+func New(cfg Config, src usage.Source, meter power.Meter, res Resolver, log *zap.Logger) (*Loop, error) {
+	if cfg.Interval <= 0 {
+		return nil, fmt.Errorf("stats.interval must be positive, got %v", cfg.Interval)
+	}
+	if cfg.Retention < 0 {
+		return nil, fmt.Errorf("stats.retention must not be negative, got %v", cfg.Retention)
+	}
+	policy, err := model.ParseIdlePolicy(cfg.IdlePolicy)
+	if err != nil {
+		return nil, fmt.Errorf("power.idle-policy: %w", err)
+	}
+	for z, w := range cfg.IdleWatts {
+		if _, err := model.NewConfiguredIdle(w); err != nil {
+			return nil, fmt.Errorf("power.idle-watts %s: %w", z, err)
+		}
+	}
+	if src == nil || meter == nil {
+		return nil, errors.New("stats loop needs an accounting source and a meter")
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if cfg.CPUs <= 0 {
+		cfg.CPUs = runtime.NumCPU()
+	}
+	sockets := map[int]bool{}
+	for _, s := range cfg.Sockets {
+		sockets[s] = true
+	}
+	return &Loop{
+		cfg: cfg, policy: policy, src: src, meter: meter, res: res, log: log,
+		zones:    map[ZoneID]*zoneState{},
+		cgroups:  map[uint64]*workload{},
+		procs:    map[usage.ProcKey]*workload{},
+		nsockets: max(1, len(sockets)),
+		cgUse:    map[int]map[*workload]float64{},
+		procUse:  map[int]map[*workload]float64{},
+		cgTotal:  map[*workload]float64{},
+		dyn:      map[*workload]float64{},
+		idle:     map[*workload]float64{},
+	}, nil
+}
+
+// Snapshot returns the latest snapshot, nil before the first interval.
+func (l *Loop) Snapshot() *Snapshot { return l.snap.Load() }
+
+// Run steps the loop until ctx is done. The first step only takes a
+// baseline; the first interval follows a second later so that a fresh
+// exporter has figures quickly, then one each Interval.
+func (l *Loop) Run(ctx context.Context) error {
+	l.Step(time.Now())
+	first := time.NewTimer(min(time.Second, l.cfg.Interval))
+	defer first.Stop()
+	select {
+	case <-ctx.Done():
+		return nil
+	case now := <-first.C:
+		l.Step(now)
+	}
+	t := time.NewTicker(l.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case now := <-t.C:
+			l.Step(now)
+		}
+	}
+}
+
+// Step runs one interval ending at now. A failing source or meter is
+// logged and never stops the other: the counters they keep are cumulative,
+// so what a failed read missed is counted by the next good one.
+func (l *Loop) Step(now time.Time) {
+	reading, srcErr := l.src.Read()
+	if srcErr != nil {
+		l.log.Warn("read accounting source", zap.String("mode", l.src.Mode()), zap.Error(srcErr))
+	}
+	if !l.started {
+		l.started, l.last = true, now
+		if srcErr == nil {
+			l.absorb(reading, now, true)
+		}
+		if a, ok := l.meter.(advancer); ok {
+			a.Advance(0, 0)
+		}
+		l.readMeter(0, 0)
+		l.publish(now)
+		return
+	}
+	dt := now.Sub(l.last)
+	l.last = now
+	if dt <= 0 {
+		return
+	}
+	l.intervals++
+	var cpuSec float64
+	if srcErr == nil {
+		cpuSec = l.absorb(reading, now, false)
+	} else {
+		l.clearUsage()
+	}
+	util := cpuSec / (dt.Seconds() * float64(l.cfg.CPUs))
+	if a, ok := l.meter.(advancer); ok {
+		a.Advance(util, dt)
+	}
+	l.readMeter(dt, util)
+	l.publish(now)
+}
+
+func (l *Loop) clearUsage() {
+	for _, m := range l.cgUse {
+		clear(m)
+	}
+	for _, m := range l.procUse {
+		clear(m)
+	}
+	clear(l.cgTotal)
+}
+
+// absorb folds a reading into the workloads and fills the usage maps with
+// this interval's CPU seconds. It returns the node's CPU seconds. On the
+// baseline read, what workloads had already used is their history, not
+// usage of any interval; afterwards a new workload's counters are all new.
+func (l *Loop) absorb(r usage.Reading, now time.Time, baseline bool) float64 {
+	l.clearUsage()
+	for _, w := range l.cgroups {
+		w.seen = false
+	}
+	// Processes first: they say on which socket each cgroup ran.
+	cgSocket := map[uint64]map[int]float64{}
+	for _, w := range l.procs {
+		w.seen = false
+	}
+	for i := range r.Processes {
+		p := &r.Processes[i]
+		w := l.procs[p.Key]
+		if w == nil {
+			w = &workload{w: Workload{PID: p.Key.PID, Energy: map[string]WorkloadEnergy{}}}
+			if baseline {
+				w.w.CPUSeconds = float64(p.CPUNs) / 1e9
+				w.w.ContextSwitches = p.Switches
+				w.prevCPU, w.prevSw = p.CPUNs, p.Switches
+			}
+			l.procs[p.Key] = w
+		}
+		d, dsw := deltas(p.CPUNs, w.prevCPU, p.Switches, w.prevSw)
+		w.prevCPU, w.prevSw = p.CPUNs, p.Switches
+		w.w.CPUSeconds += float64(d) / 1e9
+		w.w.ContextSwitches += dsw
+		w.w.Comm, w.w.CgroupID, w.w.Alive, w.w.LastSeen = p.Comm, p.Cgroup, p.Alive, now
+		w.seen = true
+		w.w.Cgroup = l.cgroupPath(p.Cgroup)
+		if d > 0 {
+			s := l.socketOf(p.CPU)
+			l.use(l.procUse, s)[w] += float64(d) / 1e9
+			if l.nsockets > 1 {
+				m := cgSocket[p.Cgroup]
+				if m == nil {
+					m = map[int]float64{}
+					cgSocket[p.Cgroup] = m
+				}
+				m[s] += float64(d)
+			}
+		}
+	}
+	var total float64
+	for i := range r.Cgroups {
+		c := &r.Cgroups[i]
+		w := l.cgroups[c.ID]
+		if w == nil {
+			// Retention of a cgroup never resolved (removed before we
+			// could name it) runs from its first sighting.
+			w = &workload{w: Workload{CgroupID: c.ID, Energy: map[string]WorkloadEnergy{}, LastSeen: now}}
+			if baseline {
+				w.prevCPU, w.prevSw = c.CPUNs, c.Switches
+				w.w.CPUSeconds = float64(c.CPUNs) / 1e9
+				w.w.ContextSwitches = c.Switches
+			}
+			l.cgroups[c.ID] = w
+		}
+		d, dsw := deltas(c.CPUNs, w.prevCPU, c.Switches, w.prevSw)
+		w.prevCPU, w.prevSw = c.CPUNs, c.Switches
+		w.w.CPUSeconds += float64(d) / 1e9
+		w.w.ContextSwitches += dsw
+		w.seen = true
+		path, ok := l.resolve(c.ID)
+		if ok {
+			w.w.Cgroup = path
+		} else if w.w.Cgroup == "" {
+			w.w.Cgroup = fmt.Sprintf("id:%d", c.ID)
+		}
+		// A removed cgroup's retention runs from when it was last seen
+		// alive, even while the source still reports its final totals.
+		w.w.Alive = ok
+		if ok {
+			w.w.LastSeen = now
+		}
+		if d == 0 {
+			continue
+		}
+		sec := float64(d) / 1e9
+		total += sec
+		l.cgTotal[w] = sec
+		l.spread(w, sec, cgSocket[c.ID])
+	}
+	for _, w := range l.cgroups {
+		if !w.seen {
+			w.w.Alive = false
+		}
+	}
+	return total
+}
+
+// spread places a cgroup's usage on sockets in proportion to where its
+// processes ran; with one socket, or nothing to go by, evenly.
+func (l *Loop) spread(w *workload, sec float64, bySocket map[int]float64) {
+	if l.nsockets == 1 {
+		l.use(l.cgUse, 0)[w] += sec
+		return
+	}
+	var sum float64
+	for _, v := range bySocket {
+		sum += v
+	}
+	if sum == 0 {
+		for s := 0; s < l.nsockets; s++ {
+			l.use(l.cgUse, s)[w] += sec / float64(l.nsockets)
+		}
+		return
+	}
+	for s, v := range bySocket {
+		l.use(l.cgUse, s)[w] += sec * v / sum
+	}
+}
+
+func (l *Loop) use(m map[int]map[*workload]float64, socket int) map[*workload]float64 {
+	u := m[socket]
+	if u == nil {
+		u = map[*workload]float64{}
+		m[socket] = u
+	}
+	return u
+}
+
+func (l *Loop) socketOf(cpu int) int {
+	if l.nsockets == 1 || cpu < 0 {
+		return 0
+	}
+	return l.cfg.Sockets[cpu]
+}
+
+func (l *Loop) resolve(id uint64) (string, bool) {
+	if l.res == nil {
+		return fmt.Sprintf("id:%d", id), true
+	}
+	return l.res.Path(id)
+}
+
+func (l *Loop) cgroupPath(id uint64) string {
+	if w := l.cgroups[id]; w != nil && w.w.Cgroup != "" {
+		return w.w.Cgroup
+	}
+	if p, ok := l.resolve(id); ok {
+		return p
+	}
+	return fmt.Sprintf("id:%d", id)
+}
+
+// deltas returns cur−prev per counter; a counter that went backwards was
+// reset by its source (a workload forgotten and seen again), and its new
+// value is all new usage.
+func deltas(cur, prev, curSw, prevSw uint64) (uint64, uint64) {
+	d, dsw := cur-prev, curSw-prevSw
+	if cur < prev {
+		d = cur
+	}
+	if curSw < prevSw {
+		dsw = curSw
+	}
+	return d, dsw
+}
+
+func (l *Loop) readMeter(dt time.Duration, util float64) {
+	samples, err := l.meter.Read()
+	if err != nil {
+		l.log.Warn("read power meter", zap.String("source", l.meter.Name()), zap.Error(err))
+		return
+	}
+	for _, s := range samples {
+		id := ZoneID{Name: s.Zone, Socket: s.Socket}
+		z := l.zones[id]
+		if z == nil {
+			z = &zoneState{Zone: Zone{ZoneID: id, Source: l.meter.Name(), Estimated: l.meter.Estimated()}}
+			if w, ok := l.cfg.IdleWatts[s.Zone]; ok {
+				z.idleMd, _ = model.NewConfiguredIdle(w)
+			} else {
+				z.idleMd = model.NewLearnedIdle(learnThreshold)
+			}
+			l.zones[id] = z
+			l.zoneOrder = append(l.zoneOrder, id)
+		}
+		if !z.seen || dt <= 0 {
+			z.prevJ, z.seen = s.Joules, true
+			continue
+		}
+		dE := s.Joules - z.prevJ
+		z.prevJ = s.Joules
+		if dE < 0 {
+			dE = 0
+		}
+		l.splitZone(z, dE, dt, util)
+	}
+}
+
+func (l *Loop) splitZone(z *zoneState, dE float64, dt time.Duration, util float64) {
+	idleJ := z.idleMd.IdleJ(dt, dE, util)
+	res := l.split(z, dE, idleJ, l.cgUse, true)
+	l.split(z, dE, idleJ, l.procUse, false)
+	z.EnergyJ += dE
+	z.IdleJ += res.IdleJ
+	z.DynamicJ += res.DynamicJ
+	z.UnattributedJ += res.UnattributedJ
+	z.PowerW = dE / dt.Seconds()
+	if res.Clamped {
+		z.IdleClamps++
+	}
+}
+
+// split runs the model for one zone over one hierarchy (cgroups or
+// processes; each sums to the node on its own) and adds the result to the
+// workloads' cumulative energy.
+func (l *Loop) split(z *zoneState, dE, idleJ float64, use map[int]map[*workload]float64, cg bool) model.Result {
+	clear(l.dyn)
+	clear(l.idle)
+	var usageMap map[*workload]float64
+	if z.Socket >= 0 && l.nsockets > 1 {
+		usageMap = l.use(use, z.Socket)
+	} else if l.nsockets == 1 {
+		usageMap = l.use(use, 0)
+	} else {
+		usageMap = l.merged(use, cg)
+	}
+	res := model.Split(model.Interval[*workload]{EnergyJ: dE, IdleJ: idleJ, Usage: usageMap, Policy: l.policy}, l.dyn, l.idle)
+	for w, j := range l.dyn {
+		e := w.w.Energy[z.Name]
+		e.DynamicJ += j
+		w.w.Energy[z.Name] = e
+	}
+	for w, j := range l.idle {
+		e := w.w.Energy[z.Name]
+		e.IdleJ += j
+		w.w.Energy[z.Name] = e
+	}
+	return res
+}
+
+// merged sums usage over sockets for node-wide zones on multi-socket nodes.
+func (l *Loop) merged(use map[int]map[*workload]float64, cg bool) map[*workload]float64 {
+	if cg {
+		return l.cgTotal
+	}
+	if l.procTotal == nil {
+		l.procTotal = map[*workload]float64{}
+	}
+	clear(l.procTotal)
+	for _, m := range use {
+		for w, v := range m {
+			l.procTotal[w] += v
+		}
+	}
+	return l.procTotal
+}
+
+// publish builds an immutable snapshot and drops workloads past retention.
+func (l *Loop) publish(now time.Time) {
+	s := &Snapshot{
+		Time:      now,
+		Interval:  l.cfg.Interval,
+		Mode:      l.src.Mode(),
+		Hierarchy: l.cfg.Hierarchy,
+		Intervals: l.intervals,
+		Zones:     make([]Zone, 0, len(l.zoneOrder)),
+		Cgroups:   make([]Workload, 0, len(l.cgroups)),
+		Processes: make([]Workload, 0, len(l.procs)),
+	}
+	for _, id := range l.zoneOrder {
+		s.Zones = append(s.Zones, l.zones[id].Zone)
+	}
+	s.Cgroups = l.export(s.Cgroups, l.cgroups, now)
+	s.Processes = l.export(s.Processes, l.procs, now)
+	l.snap.Store(s)
+}
+
+func (l *Loop) export(out []Workload, ws any, now time.Time) []Workload {
+	// keep reports whether the state is kept; a workload past retention
+	// that its source still reports keeps its state (so its counters
+	// can't restart) but leaves the snapshot.
+	add := func(w *workload) (keep bool) {
+		if !w.w.Alive && now.Sub(w.w.LastSeen) > l.cfg.Retention {
+			return w.seen
+		}
+		c := w.w
+		c.Energy = make(map[string]WorkloadEnergy, len(w.w.Energy))
+		for k, v := range w.w.Energy {
+			c.Energy[k] = v
+		}
+		out = append(out, c)
+		return true
+	}
+	switch m := ws.(type) {
+	case map[uint64]*workload:
+		for k, w := range m {
+			if !add(w) {
+				delete(m, k)
+			}
+		}
+	case map[usage.ProcKey]*workload:
+		for k, w := range m {
+			if !add(w) {
+				delete(m, k)
+			}
+		}
+	}
+	return out
+}

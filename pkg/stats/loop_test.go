@@ -1,0 +1,287 @@
+package stats
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/usage"
+)
+
+// fakeSource replays readings; CPU counters are cumulative.
+type fakeSource struct {
+	r   usage.Reading
+	err error
+}
+
+func (f *fakeSource) Read() (usage.Reading, error) {
+	if f.err != nil {
+		return usage.Reading{}, f.err
+	}
+	r := usage.Reading{
+		Processes: append([]usage.Process(nil), f.r.Processes...),
+		Cgroups:   append([]usage.Cgroup(nil), f.r.Cgroups...),
+	}
+	return r, nil
+}
+func (f *fakeSource) Mode() string { return "bpf" }
+func (f *fakeSource) Close() error { return nil }
+
+func (f *fakeSource) add(cg uint64, pid uint32, cpu int, ns uint64) {
+	found := false
+	for i := range f.r.Cgroups {
+		if f.r.Cgroups[i].ID == cg {
+			f.r.Cgroups[i].CPUNs += ns
+			found = true
+		}
+	}
+	if !found {
+		f.r.Cgroups = append(f.r.Cgroups, usage.Cgroup{ID: cg, CPUNs: ns})
+	}
+	for i := range f.r.Processes {
+		if f.r.Processes[i].Key.PID == pid {
+			f.r.Processes[i].CPUNs += ns
+			f.r.Processes[i].CPU = cpu
+			return
+		}
+	}
+	f.r.Processes = append(f.r.Processes, usage.Process{Key: usage.ProcKey{PID: pid}, Cgroup: cg, CPUNs: ns, CPU: cpu, Alive: true})
+}
+
+// fakeMeter serves cumulative zone energies set by the test.
+type fakeMeter struct {
+	samples []power.ZoneSample
+	err     error
+}
+
+func (m *fakeMeter) Name() string    { return "rapl" }
+func (m *fakeMeter) Estimated() bool { return false }
+func (m *fakeMeter) Read() ([]power.ZoneSample, error) {
+	if m.err != nil {
+		return nil, m.err
+	}
+	return append([]power.ZoneSample(nil), m.samples...), nil
+}
+
+type names map[uint64]string
+
+// anyName resolves every id.
+type anyName struct{}
+
+func (anyName) Path(id uint64) (string, bool) { return "/x", true }
+
+func (n names) Path(id uint64) (string, bool) { p, ok := n[id]; return p, ok }
+
+func mustLoop(t *testing.T, cfg Config, src *fakeSource, m power.Meter, res Resolver) *Loop {
+	t.Helper()
+	if cfg.Interval == 0 {
+		cfg.Interval = time.Second
+	}
+	if cfg.IdlePolicy == "" {
+		cfg.IdlePolicy = "none"
+	}
+	l, err := New(cfg, src, m, res, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func cgroupByPath(s *Snapshot, path string) Workload {
+	for _, w := range s.Cgroups {
+		if w.Cgroup == path {
+			return w
+		}
+	}
+	return Workload{}
+}
+
+// Two workloads in a 2:1 CPU ratio with 10 W of configured idle: idle is
+// exactly 10 W × Δt, and the rest goes 2:1.
+func TestSplitByCPU(t *testing.T) {
+	src := &fakeSource{}
+	src.add(1, 100, 0, 0)
+	src.add(2, 200, 0, 0)
+	m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
+	l := mustLoop(t, Config{IdleWatts: map[string]float64{"package": 10}, CPUs: 2}, src, m, names{1: "/a", 2: "/b"})
+	t0 := time.Unix(1000, 0)
+	l.Step(t0)
+	src.add(1, 100, 0, 2e9)
+	src.add(2, 200, 0, 1e9)
+	m.samples[0].Joules = 50 // 50 J in 2 s: 20 J idle, 30 J dynamic
+	l.Step(t0.Add(2 * time.Second))
+	s := l.Snapshot()
+	z := s.Zones[0]
+	if z.IdleJ != 20 || z.DynamicJ != 30 || z.EnergyJ != 50 || z.PowerW != 25 {
+		t.Fatalf("zone: %+v", z)
+	}
+	a, b := cgroupByPath(s, "/a"), cgroupByPath(s, "/b")
+	if a.Energy["package"].DynamicJ != 20 || b.Energy["package"].DynamicJ != 10 {
+		t.Errorf("dynamic: a %v b %v, want 20 and 10", a.Energy["package"], b.Energy["package"])
+	}
+	if a.CPUSeconds != 2 || b.CPUSeconds != 1 {
+		t.Errorf("cpu seconds: a %v b %v", a.CPUSeconds, b.CPUSeconds)
+	}
+	var pSum float64
+	for _, p := range s.Processes {
+		pSum += p.Energy["package"].DynamicJ
+	}
+	if pSum != 30 {
+		t.Errorf("processes got %v J of 30 J dynamic", pSum)
+	}
+}
+
+// 100 intervals of random-ish load, with the RAPL-like counter passing
+// through wraparound in the meter (already corrected to cumulative):
+// Σ workload dynamic + unattributed + idle = node energy to 1e-9.
+func TestConservationOver100Intervals(t *testing.T) {
+	src := &fakeSource{}
+	m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}, {Zone: "dram", Socket: 0}}}
+	l := mustLoop(t, Config{IdleWatts: map[string]float64{"package": 7.5, "dram": 40}, IdlePolicy: "cpu", CPUs: 2}, src, m, anyName{})
+	t0 := time.Unix(0, 0)
+	l.Step(t0)
+	seed := uint64(42)
+	rnd := func() uint64 { seed = seed*6364136223846793005 + 1442695040888963407; return seed >> 33 }
+	for i := 1; i <= 100; i++ {
+		for w := uint64(0); w < 50; w++ {
+			if rnd()%3 != 0 {
+				src.add(w, uint32(w+1000), 0, rnd()%1e9)
+			}
+		}
+		m.samples[0].Joules += float64(rnd()%10000) / 7
+		m.samples[1].Joules += float64(rnd()%1000) / 3
+		l.Step(t0.Add(time.Duration(i) * time.Second))
+	}
+	s := l.Snapshot()
+	for _, z := range s.Zones {
+		var cg, pr float64
+		for _, w := range s.Cgroups {
+			cg += w.Energy[z.Name].DynamicJ + w.Energy[z.Name].IdleJ
+		}
+		for _, w := range s.Processes {
+			pr += w.Energy[z.Name].DynamicJ + w.Energy[z.Name].IdleJ
+		}
+		node := z.EnergyJ
+		if math.Abs(z.IdleJ+z.DynamicJ-node) > 1e-9*node {
+			t.Errorf("%s: idle %v + dynamic %v != %v", z.Name, z.IdleJ, z.DynamicJ, node)
+		}
+		// Under the cpu policy workloads carry idle too: all of the node.
+		if math.Abs(cg+z.UnattributedJ-node) > 1e-9*node {
+			t.Errorf("%s: cgroups %v + unattributed %v != node %v", z.Name, cg, z.UnattributedJ, node)
+		}
+		if math.Abs(pr+z.UnattributedJ-node) > 1e-9*node {
+			t.Errorf("%s: processes %v + unattributed %v != node %v", z.Name, pr, z.UnattributedJ, node)
+		}
+		if z.Name == "dram" && z.IdleClamps == 0 {
+			t.Errorf("dram idle (40 W) exceeds its energy yet no clamp was counted")
+		}
+	}
+}
+
+// Two sockets: work that ran only on socket 1's CPUs gets only socket 1's
+// energy.
+func TestTwoSockets(t *testing.T) {
+	src := &fakeSource{}
+	m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}, {Zone: "package", Socket: 1}}}
+	l := mustLoop(t, Config{IdleWatts: map[string]float64{"package": 0}, Sockets: map[int]int{0: 0, 1: 0, 2: 1, 3: 1}, CPUs: 4},
+		src, m, names{1: "/s0", 2: "/s1"})
+	t0 := time.Unix(0, 0)
+	src.add(1, 1, 0, 0)
+	src.add(2, 2, 3, 0)
+	l.Step(t0)
+	src.add(1, 1, 1, 1e9)
+	src.add(2, 2, 3, 3e9)
+	m.samples[0].Joules, m.samples[1].Joules = 100, 40
+	l.Step(t0.Add(time.Second))
+	s := l.Snapshot()
+	if got := cgroupByPath(s, "/s0").Energy["package"].DynamicJ; got != 100 {
+		t.Errorf("socket-0 work got %v J, want all 100 J of socket 0", got)
+	}
+	if got := cgroupByPath(s, "/s1").Energy["package"].DynamicJ; got != 40 {
+		t.Errorf("socket-1 work got %v J, want all 40 J of socket 1", got)
+	}
+}
+
+// A failing source or meter is logged; counters never go backwards and
+// the next good read catches up.
+func TestFailuresLoseNothing(t *testing.T) {
+	src := &fakeSource{}
+	m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
+	l := mustLoop(t, Config{IdleWatts: map[string]float64{"package": 0}}, src, m, names{1: "/a"})
+	t0 := time.Unix(0, 0)
+	src.add(1, 1, 0, 0)
+	l.Step(t0)
+	m.err = errors.New("meter down")
+	src.add(1, 1, 0, 1e9)
+	m.samples[0].Joules = 10
+	l.Step(t0.Add(time.Second))
+	if got := cgroupByPath(l.Snapshot(), "/a").CPUSeconds; got != 1 {
+		t.Errorf("cpu with the meter down: %v, want 1", got)
+	}
+	m.err = nil
+	src.err = errors.New("source down")
+	m.samples[0].Joules = 30
+	l.Step(t0.Add(2 * time.Second))
+	z := l.Snapshot().Zones[0]
+	if z.EnergyJ != 30 || z.UnattributedJ != 30 {
+		t.Errorf("zone after source failure: %+v, want 30 J, all unattributed", z)
+	}
+	src.err = nil
+	src.add(1, 1, 0, 1e9)
+	m.samples[0].Joules = 40
+	l.Step(t0.Add(3 * time.Second))
+	a := cgroupByPath(l.Snapshot(), "/a")
+	if a.CPUSeconds != 2 || a.Energy["package"].DynamicJ != 10 {
+		t.Errorf("after recovery: cpu %v (want 2), dynamic %v (want 10)", a.CPUSeconds, a.Energy["package"].DynamicJ)
+	}
+}
+
+// Terminated processes stay for the retention, then leave; a cgroup
+// removed while its source still reports it leaves after retention and its
+// counters never restart.
+func TestRetention(t *testing.T) {
+	src := &fakeSource{}
+	m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
+	res := names{1: "/a"}
+	l := mustLoop(t, Config{Retention: 10 * time.Second}, src, m, res)
+	t0 := time.Unix(0, 0)
+	src.add(1, 7, 0, 1e9)
+	l.Step(t0)
+	src.r.Processes[0].Alive = false
+	l.Step(t0.Add(time.Second))
+	src.r.Processes = nil
+	delete(res, 1)
+	l.Step(t0.Add(5 * time.Second))
+	s := l.Snapshot()
+	if len(s.Processes) != 1 || s.Processes[0].Alive {
+		t.Fatalf("within retention: %+v", s.Processes)
+	}
+	if w := cgroupByPath(s, "/a"); w.Alive || w.CPUSeconds != 1 {
+		t.Errorf("removed cgroup within retention: %+v", w)
+	}
+	l.Step(t0.Add(20 * time.Second))
+	s = l.Snapshot()
+	if len(s.Processes) != 0 || len(s.Cgroups) != 0 {
+		t.Errorf("after retention: %d processes, %d cgroups", len(s.Processes), len(s.Cgroups))
+	}
+	// The source still reports the cgroup; its state must survive so that
+	// a counter can't restart from zero.
+	if w := l.cgroups[1]; w == nil || w.w.CPUSeconds != 1 {
+		t.Errorf("cgroup state dropped while its source still reports it: %+v", w)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	src, m := &fakeSource{}, &fakeMeter{}
+	for _, c := range []Config{
+		{Interval: 0, IdlePolicy: "none"},
+		{Interval: time.Second, IdlePolicy: "most"},
+		{Interval: time.Second, IdlePolicy: "none", IdleWatts: map[string]float64{"package": -1}},
+	} {
+		if _, err := New(c, src, m, nil, nil); err == nil {
+			t.Errorf("config %+v accepted", c)
+		}
+	}
+}
