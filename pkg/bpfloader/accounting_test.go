@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func loadForTest(t *testing.T) (*Accounting, cgroup.Hierarchy, *cgroup.Resolver) {
+func loadForTest(t testing.TB) (*Accounting, cgroup.Hierarchy, *cgroup.Resolver) {
 	t.Helper()
 	testenv.RequireRoot(t)
 	h, err := cgroup.Detect("/proc", "/sys/fs/cgroup", "auto")
@@ -64,7 +64,7 @@ func findProc(r usage.Reading, pid int) (usage.Process, bool) {
 	return usage.Process{}, false
 }
 
-func cgUsage(t *testing.T, res *cgroup.Resolver, h cgroup.Hierarchy, dir string) uint64 {
+func cgUsage(t testing.TB, res *cgroup.Resolver, h cgroup.Hierarchy, dir string) uint64 {
 	t.Helper()
 	rel, err := filepath.Rel(h.Mount, dir)
 	if err != nil {

@@ -1,0 +1,132 @@
+package bpfloader
+
+import (
+	"os/exec"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/wattrace/wattrace/internal/testenv"
+)
+
+func statDelta(b *testing.B, p *ebpf.Program, f func()) (runs uint64, nsPerRun float64) {
+	b.Helper()
+	s0, err := p.Stats()
+	if err != nil {
+		b.Fatal(err)
+	}
+	f()
+	s1, err := p.Stats()
+	if err != nil {
+		b.Fatal(err)
+	}
+	runs = s1.RunCount - s0.RunCount
+	if runs > 0 {
+		nsPerRun = float64(s1.Runtime-s0.Runtime) / float64(runs)
+	}
+	return runs, nsPerRun
+}
+
+func stress(b *testing.B, args ...string) {
+	b.Helper()
+	if out, err := exec.Command("stress-ng", args...).CombinedOutput(); err != nil {
+		b.Fatalf("stress-ng %v: %v\n%s", args, err, out)
+	}
+}
+
+// BenchmarkSchedSwitchCost runs a context-switch load with a do-nothing
+// tp_btf/sched_switch program (the floor) attached beside ours. Ours attach
+// nothing at sched_switch, so what they cost per context switch is zero;
+// the floor's ns per run is what any program there would cost at least.
+func BenchmarkSchedSwitchCost(b *testing.B) {
+	testenv.RequireRoot(b)
+	if _, err := exec.LookPath("stress-ng"); err != nil {
+		b.Fatalf("stress-ng is needed for the load: %v", err)
+	}
+	st, err := EnableStats()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	a, _, _ := loadForTest(b)
+	var floor floorObjects
+	if err := loadFloorObjects(&floor, nil); err != nil {
+		b.Fatal(err)
+	}
+	defer floor.Close()
+	l, err := link.AttachTracing(link.TracingOptions{Program: floor.FloorSwitch})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+
+	var floorRuns, freeRuns uint64
+	var floorNs, freeNs float64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		freeRuns, freeNs = statDelta(b, a.objs.TaskFree, func() {
+			floorRuns, floorNs = statDelta(b, floor.FloorSwitch, func() {
+				stress(b, "--switch", "2", "--timeout", "3s", "--quiet")
+			})
+		})
+	}
+	// Of ours only task_free runs in the kernel on its own, and only on a
+	// task's free; its cost spread over the switches of the same run is
+	// what it adds per context switch.
+	b.ReportMetric(floorNs, "floor-ns/switch")
+	b.ReportMetric(float64(freeRuns)*freeNs/float64(max(floorRuns, 1)), "ours-ns/switch")
+	b.ReportMetric(float64(floorRuns)/3, "switches/s")
+}
+
+// BenchmarkTaskFree measures the exit hook per freed task under a fork load.
+func BenchmarkTaskFree(b *testing.B) {
+	testenv.RequireRoot(b)
+	st, err := EnableStats()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	a, _, _ := loadForTest(b)
+	var runs uint64
+	var ns float64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		runs, ns = statDelta(b, a.objs.TaskFree, func() {
+			stress(b, "--fork", "2", "--timeout", "3s", "--quiet")
+		})
+	}
+	b.ReportMetric(ns, "ns/exit")
+	b.ReportMetric(float64(runs)/3, "exits/s")
+}
+
+// BenchmarkRead measures one collection: the task iterator over every task
+// on the machine plus the exit maps, in user-space time per read; the
+// kernel side of the iterator is reported per task.
+func BenchmarkRead(b *testing.B) {
+	testenv.RequireRoot(b)
+	st, err := EnableStats()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	a, _, _ := loadForTest(b)
+	var tasks int
+	// The first read creates every task's storage; measure steady reads.
+	if _, err := a.Read(); err != nil {
+		b.Fatal(err)
+	}
+	_, ns := statDelta(b, a.objs.DumpTask, func() {
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			r, err := a.Read()
+			if err != nil {
+				b.Fatal(err)
+			}
+			tasks = len(r.Processes)
+		}
+		b.StopTimer()
+	})
+	b.ReportMetric(ns, "iter-ns/task")
+	b.ReportMetric(float64(tasks), "processes")
+}
