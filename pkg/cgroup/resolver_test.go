@@ -1,0 +1,239 @@
+package cgroup
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/wattrace/wattrace/pkg/cgroup/cgrouptest"
+)
+
+func hostHierarchy(t *testing.T) Hierarchy {
+	t.Helper()
+	cgrouptest.RequireRoot(t)
+	h, err := Detect("/proc", "", "auto")
+	if err != nil {
+		t.Fatalf("Detect: %v", err)
+	}
+	return h
+}
+
+func statIno(t *testing.T, p string) uint64 {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(p, &st); err != nil {
+		t.Fatalf("stat %s: %v", p, err)
+	}
+	return st.Ino
+}
+
+func TestResolverHost(t *testing.T) {
+	h := hostHierarchy(t)
+	top := cgrouptest.TempDir(t, h.Mount)
+	a := cgrouptest.Mkdir(t, filepath.Join(top, "a"))
+	b := cgrouptest.Mkdir(t, filepath.Join(top, "b"))
+	relTop := "/" + filepath.Base(top)
+	relA, relB := relTop+"/a", relTop+"/b"
+
+	r := NewResolver(h)
+	if r.Hierarchy() != h {
+		t.Fatalf("Hierarchy() = %+v", r.Hierarchy())
+	}
+	// Path on a fresh resolver must find the cgroup by walking.
+	if p, ok := r.Path(statIno(t, a)); !ok || p != relA {
+		t.Fatalf("Path(ino of a) = %q, %v; want %q", p, ok, relA)
+	}
+	for rel, dir := range map[string]string{"/": h.Mount, relTop: top, relA: a, relB: b} {
+		id, err := r.ID(rel)
+		if err != nil {
+			t.Fatalf("ID(%s): %v", rel, err)
+		}
+		if want := statIno(t, dir); id != want {
+			t.Errorf("ID(%s) = %d, want inode %d", rel, id, want)
+		}
+		if p, ok := r.Path(id); !ok || p != rel {
+			t.Errorf("Path(%d) = %q, %v; want %q", id, p, ok, rel)
+		}
+	}
+
+	nodes, err := r.Scan()
+	if err != nil {
+		t.Fatalf("Scan: %v", err)
+	}
+	byPath := map[string]Node{}
+	for _, n := range nodes {
+		byPath[n.Path] = n
+	}
+	if byPath["/"].Parent != 0 || byPath[relA].Parent != byPath[relTop].ID || byPath[relTop].Parent != byPath["/"].ID {
+		t.Errorf("parents wrong: root %+v top %+v a %+v", byPath["/"], byPath[relTop], byPath[relA])
+	}
+
+	// A removed cgroup disappears after a rescan.
+	idB := statIno(t, b)
+	cgrouptest.Remove(t, b)
+	r.now = func() time.Time { return time.Now().Add(time.Hour) } // lift the rate limit
+	if _, ok := r.Path(1<<62 + 3); ok {                           // a miss rescans
+		t.Fatal("unknown id resolved")
+	}
+	if p, ok := r.Path(idB); ok {
+		t.Errorf("Path(removed b) = %q, still known after rescan", p)
+	}
+	if _, err := r.ID(relB); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("ID(removed b) error = %v, want not-exist", err)
+	}
+}
+
+func TestResolverRateLimit(t *testing.T) {
+	h := hostHierarchy(t)
+	top := cgrouptest.TempDir(t, h.Mount)
+	r := NewResolver(h)
+	now := time.Now()
+	r.now = func() time.Time { return now }
+
+	if _, ok := r.Path(1<<62 + 7); ok {
+		t.Fatal("unknown id resolved")
+	}
+	if r.walks != 1 {
+		t.Fatalf("walks = %d after first miss, want 1", r.walks)
+	}
+	for range 100 {
+		r.Path(1<<62 + 7)
+	}
+	if r.walks != 1 {
+		t.Fatalf("walks = %d after 100 misses within a second, want 1", r.walks)
+	}
+	// A cgroup created just after the walk stays unknown until the limit
+	// lapses; then one miss finds it.
+	c := cgrouptest.Mkdir(t, filepath.Join(top, "late"))
+	id := statIno(t, c)
+	if _, ok := r.Path(id); ok {
+		t.Fatal("found a new cgroup without walking")
+	}
+	now = now.Add(1100 * time.Millisecond)
+	if p, ok := r.Path(id); !ok || p != "/"+filepath.Base(top)+"/late" {
+		t.Fatalf("Path(late) = %q, %v after the limit lapsed", p, ok)
+	}
+	if r.walks != 2 {
+		t.Fatalf("walks = %d, want 2", r.walks)
+	}
+}
+
+func TestResolverConcurrent(t *testing.T) {
+	h := hostHierarchy(t)
+	top := cgrouptest.TempDir(t, h.Mount)
+	rel := "/" + filepath.Base(top)
+	r := NewResolver(h)
+	want := statIno(t, top)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for range 200 {
+				if i%2 == 0 {
+					if p, ok := r.Path(want); !ok || p != rel {
+						t.Errorf("Path = %q, %v", p, ok)
+						return
+					}
+				} else if id, err := r.ID(rel); err != nil || id != want {
+					t.Errorf("ID = %d, %v", id, err)
+					return
+				}
+				r.Path(12345678901) // misses share the rate-limited walk
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 20 {
+			if _, err := r.Scan(); err != nil {
+				t.Errorf("Scan: %v", err)
+			}
+		}
+	})
+	wg.Wait()
+}
+
+func TestUsageHost(t *testing.T) {
+	h := hostHierarchy(t)
+	top := cgrouptest.TempDir(t, h.Mount)
+	a := cgrouptest.Mkdir(t, filepath.Join(top, "a"))
+	relTop, relA := "/"+filepath.Base(top), "/"+filepath.Base(top)+"/a"
+	r := NewResolver(h)
+	if h.Kind == CPU {
+		if _, err := r.Usage(relA); !errors.Is(err, ErrUsageUnavailable) {
+			t.Fatalf("Usage on v1 cpu = %v, want ErrUsageUnavailable", err)
+		}
+		t.Skip("usage needs cpuacct")
+	}
+	u0, err := r.Usage(relA)
+	if err != nil {
+		t.Fatalf("Usage: %v", err)
+	}
+	// Busy in a child process: moving the test binary would move all of
+	// its threads.
+	cmd := cgrouptest.Spawn(t, a, "while :; do :; done")
+	time.Sleep(500 * time.Millisecond)
+	u1, err := r.Usage(relA)
+	if err != nil {
+		t.Fatalf("Usage: %v", err)
+	}
+	cgrouptest.Kill(cmd)
+	top1, err := r.Usage(relTop)
+	if err != nil {
+		t.Fatalf("Usage(top): %v", err)
+	}
+	if d := u1 - u0; u1 < u0 || d < uint64(300*time.Millisecond) {
+		t.Errorf("usage grew by %v in 500ms of busy loop, want ≥300ms", time.Duration(d))
+	}
+	if top1 < u1 {
+		t.Errorf("parent usage %d < child usage %d: usage must be hierarchical", top1, u1)
+	}
+	if _, err := r.Usage("/no-such-cgroup-here"); err == nil {
+		t.Error("Usage of a missing cgroup succeeded")
+	}
+	if _, err := r.Usage("relative"); err == nil {
+		t.Error("Usage of a relative path succeeded")
+	}
+}
+
+// TestUsageFixture checks the file formats against a fake tree.
+func TestUsageFixture(t *testing.T) {
+	dir := t.TempDir()
+	write := func(p, s string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(dir, "v2/x/cpu.stat"), "usage_usec 1500\nuser_usec 1000\n")
+	write(filepath.Join(dir, "acct/x/cpuacct.usage"), "123456789\n")
+	write(filepath.Join(dir, "cpu/x/cpu.shares"), "1024\n")
+	write(filepath.Join(dir, "comount/x/cpuacct.usage"), "42\n")
+	tests := []struct {
+		h       Hierarchy
+		want    uint64
+		wantErr error
+	}{
+		{Hierarchy{V2, dir + "/v2"}, 1500000, nil},
+		{Hierarchy{CPUAcct, dir + "/acct"}, 123456789, nil},
+		{Hierarchy{CPU, dir + "/cpu"}, 0, ErrUsageUnavailable},
+		{Hierarchy{CPU, dir + "/comount"}, 42, nil},
+	}
+	for _, tt := range tests {
+		got, err := NewResolver(tt.h).Usage("/x")
+		if tt.wantErr != nil {
+			if !errors.Is(err, tt.wantErr) {
+				t.Errorf("%s: err = %v, want %v", tt.h.Kind, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("%s: Usage = %d, %v; want %d", tt.h.Kind, got, err, tt.want)
+		}
+	}
+}

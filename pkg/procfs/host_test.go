@@ -1,0 +1,181 @@
+package procfs
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wattrace/wattrace/pkg/cgroup"
+	"github.com/wattrace/wattrace/pkg/cgroup/cgrouptest"
+	"github.com/wattrace/wattrace/pkg/usage"
+)
+
+// procTicksNs reads utime+stime of pid from the real /proc, in ns.
+func procTicksNs(t *testing.T, pid int) uint64 {
+	t.Helper()
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
+	ut, _ := strconv.ParseUint(f[11], 10, 64)
+	st, _ := strconv.ParseUint(f[12], 10, 64)
+	return (ut + st) * nsPerTick
+}
+
+func within(got, want, tol uint64) bool {
+	if got > want {
+		return got-want <= tol
+	}
+	return want-got <= tol
+}
+
+func TestHost(t *testing.T) {
+	cgrouptest.RequireRoot(t)
+	h, err := cgroup.Detect("/proc", "", "auto")
+	if err != nil {
+		t.Fatalf("Detect: %v", err)
+	}
+	res := cgroup.NewResolver(h)
+	top := cgrouptest.TempDir(t, h.Mount)
+	dirA := cgrouptest.Mkdir(t, filepath.Join(top, "A"))
+	dirB := cgrouptest.Mkdir(t, filepath.Join(top, "B"))
+	relA, relB := "/"+filepath.Base(top)+"/A", "/"+filepath.Base(top)+"/B"
+	idA, err := res.ID(relA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idB, err := res.ID(relB)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	busy := cgrouptest.Spawn(t, dirA, "while :; do :; done")
+	light := cgrouptest.Spawn(t, dirB, "while :; do i=0; while [ $i -lt 300 ]; do i=$((i+1)); done; sleep 0.01; done")
+
+	src, err := New(Options{Resolver: res})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	defer src.Close()
+	exact := h.Kind != cgroup.CPU
+
+	// cgroupUsage reads the cgroups' own counters just after each Read, so
+	// both sides of the comparison are skewed alike and deltas cancel.
+	cgroupUsage := func() (uint64, uint64) {
+		if !exact {
+			return 0, 0
+		}
+		a, err := res.Usage(relA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := res.Usage(relB)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a, b
+	}
+	time.Sleep(200 * time.Millisecond)
+	r0, err := src.Read()
+	if err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	uA0, uB0 := cgroupUsage()
+	time.Sleep(3 * time.Second)
+	r1, err := src.Read()
+	if err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	uA1, uB1 := cgroupUsage()
+	busyNs, lightNs := procTicksNs(t, busy.Process.Pid), procTicksNs(t, light.Process.Pid)
+
+	c0, c1 := byID(r0), byID(r1)
+	dA, dB := c1[idA].CPUNs-c0[idA].CPUNs, c1[idB].CPUNs-c0[idB].CPUNs
+	t.Logf("A: source %v cgroupfs %v; B: source %v cgroupfs %v", time.Duration(dA), time.Duration(uA1-uA0), time.Duration(dB), time.Duration(uB1-uB0))
+	if dA < uint64(2*time.Second) {
+		t.Errorf("busy cgroup A used only %v in 3s", time.Duration(dA))
+	}
+	if dB == 0 || dB >= dA {
+		t.Errorf("light cgroup B used %v, busy A %v", time.Duration(dB), time.Duration(dA))
+	}
+	if exact {
+		if tol := (uA1-uA0)*3/100 + 5*ms; !within(dA, uA1-uA0, tol) {
+			t.Errorf("A: source delta %v, cpuacct delta %v", time.Duration(dA), time.Duration(uA1-uA0))
+		}
+		if tol := (uB1-uB0)*3/100 + 5*ms; !within(dB, uB1-uB0, tol) {
+			t.Errorf("B: source delta %v, cpuacct delta %v", time.Duration(dB), time.Duration(uB1-uB0))
+		}
+	}
+	if c1[idB].Switches <= c0[idB].Switches {
+		t.Errorf("B's switches did not grow: %d → %d", c0[idB].Switches, c1[idB].Switches)
+	}
+
+	p1 := byKey(r1)
+	for _, c := range []struct {
+		pid  int
+		cg   uint64
+		want uint64
+	}{{busy.Process.Pid, idA, busyNs}, {light.Process.Pid, idB, lightNs}} {
+		var p usage.Process
+		for _, q := range p1 {
+			if int(q.Key.PID) == c.pid {
+				p = q
+			}
+		}
+		if !p.Alive || p.Cgroup != c.cg || p.Comm != "sh" {
+			t.Errorf("pid %d: %+v, want alive sh in cgroup %d", c.pid, p, c.cg)
+		}
+		if tol := nsPerTick + c.want*2/100; !within(p.CPUNs, c.want, tol) {
+			t.Errorf("pid %d: CPUNs %v, /proc stat %v", c.pid, time.Duration(p.CPUNs), time.Duration(c.want))
+		}
+	}
+
+	// Counters never decrease.
+	for k, p := range byKey(r0) {
+		if q, ok := p1[k]; ok && (q.CPUNs < p.CPUNs || q.Switches < p.Switches) {
+			t.Errorf("process %+v went back: %+v → %+v", k, p, q)
+		}
+	}
+	for id, c := range c0 {
+		if d, ok := c1[id]; ok && (d.CPUNs < c.CPUNs || d.Switches < c.Switches) {
+			t.Errorf("cgroup %d went back: %+v → %+v", id, c, d)
+		}
+	}
+
+	// A killed process is reported once with Alive=false, then forgotten.
+	victim := cgrouptest.Spawn(t, dirA, "exec sleep 100")
+	pid := uint32(victim.Process.Pid)
+	find := func(r usage.Reading) []usage.Process {
+		var out []usage.Process
+		for _, p := range r.Processes {
+			if p.Key.PID == pid {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	r, err := src.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps := find(r); len(ps) != 1 || !ps[0].Alive || ps[0].Cgroup != idA {
+		t.Fatalf("victim before kill: %+v", ps)
+	}
+	cgrouptest.Kill(victim)
+	if r, err = src.Read(); err != nil {
+		t.Fatal(err)
+	}
+	if ps := find(r); len(ps) != 1 || ps[0].Alive {
+		t.Fatalf("victim after kill: %+v, want one report with Alive=false", ps)
+	}
+	if r, err = src.Read(); err != nil {
+		t.Fatal(err)
+	}
+	if ps := find(r); len(ps) != 0 {
+		t.Fatalf("victim still reported: %+v", ps)
+	}
+}
