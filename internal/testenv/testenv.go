@@ -134,3 +134,24 @@ func RelDiff(a, b float64) float64 {
 	}
 	return d
 }
+
+// StatCPU is a process's utime+stime from /proc/PID/stat in ns, at the
+// USER_HZ of 100 that the kernel reports it in.
+func StatCPU(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command, which may hold spaces, start after ')'.
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	ut, err1 := strconv.ParseUint(f[11], 10, 64)
+	st, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("parse /proc/%d/stat: %v %v", pid, err1, err2)
+	}
+	return (ut + st) * 1e7, nil
+}

@@ -11,7 +11,9 @@ import (
 	"github.com/wattrace/wattrace/pkg/bpfloader"
 	"github.com/wattrace/wattrace/pkg/cgroup"
 	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/procfs"
 	"github.com/wattrace/wattrace/pkg/stats"
+	"github.com/wattrace/wattrace/pkg/usage"
 )
 
 // steadyMeter draws a constant 100 W: enough to check the split exactly.
@@ -46,6 +48,43 @@ func TestBPFTwoCgroupsEnergy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src.Close()
+	// The kernel's runtime is exact: 1% for everything.
+	twoCgroups(t, h, src, "bpf", func(pid int) (float64, float64) {
+		ns, err := testenv.SchedRuntime(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return float64(ns), 0.01 * float64(ns)
+	})
+}
+
+// Fallback mode passes the same test against /proc/PID/stat, whose CPU
+// time comes in ticks of 10 ms: each process may be off by a tick per read
+// plus 1%.
+func TestFallbackTwoCgroupsEnergy(t *testing.T) {
+	testenv.RequireRoot(t)
+	h, err := cgroup.Detect("/proc", "/sys/fs/cgroup", "auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := procfs.New(procfs.Options{ProcfsRoot: "/proc", Hierarchy: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	twoCgroups(t, h, src, "procfs", func(pid int) (float64, float64) {
+		ns, err := testenv.StatCPU(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return float64(ns), 1e7 + 0.01*float64(ns)
+	})
+}
+
+// twoCgroups runs A (two burners) and B (one) for 10 s of 1-s intervals
+// and checks CPU against the kernel and energy against CPU shares.
+// procCPU gives a process's CPU time from the kernel and the tolerance.
+func twoCgroups(t *testing.T, h cgroup.Hierarchy, src usage.Source, mode string, procCPU func(pid int) (float64, float64)) {
 	res := cgroup.NewResolver(h)
 	m := &steadyMeter{}
 	l, err := stats.New(stats.Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none",
@@ -106,6 +145,18 @@ func TestBPFTwoCgroupsEnergy(t *testing.T) {
 	uA1, _ := res.Usage("/" + relA)
 	uB1, _ := res.Usage("/" + relB)
 	s := l.Snapshot()
+	for _, pid := range procs {
+		want, tol := procCPU(pid)
+		var got float64
+		for _, p := range s.Processes {
+			if int(p.PID) == pid {
+				got = p.CPUSeconds * 1e9
+			}
+		}
+		if math.Abs(got-want) > tol {
+			t.Errorf("pid %d: %.0f ns, kernel %.0f ns (tolerance %.0f)", pid, got, want, tol)
+		}
+	}
 	a, b := find(s.Cgroups, idA), find(s.Cgroups, idB)
 	kernelRatio := float64(uA1-uA0) / float64(uB1-uB0)
 	energyRatio := a.Energy["package"].DynamicJ / b.Energy["package"].DynamicJ
@@ -117,7 +168,10 @@ func TestBPFTwoCgroupsEnergy(t *testing.T) {
 	if d := testenv.RelDiff(a.CPUSeconds, float64(uA1-uA0)/1e9); d > 0.01 {
 		t.Errorf("A: %v s vs kernel %v s", a.CPUSeconds, float64(uA1-uA0)/1e9)
 	}
-	if s.Mode != "bpf" {
-		t.Errorf("mode %q, want bpf", s.Mode)
+	if d := testenv.RelDiff(b.CPUSeconds, float64(uB1-uB0)/1e9); d > 0.01 {
+		t.Errorf("B: %v s vs kernel %v s", b.CPUSeconds, float64(uB1-uB0)/1e9)
+	}
+	if s.Mode != mode {
+		t.Errorf("mode %q, want %s", s.Mode, mode)
 	}
 }
