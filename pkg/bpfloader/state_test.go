@@ -130,10 +130,10 @@ func TestStateIdleCgroupRetired(t *testing.T) {
 
 func TestParseTasks(t *testing.T) {
 	b := make([]byte, 2*recSize)
-	b[0] = 7           // tid
-	b[4] = 7           // tgid
-	b[32] = 0x10       // runtime
-	b[48] = 0xff       // cpu = -1 …
+	b[0] = 7     // tid
+	b[4] = 7     // tgid
+	b[32] = 0x10 // runtime
+	b[48] = 0xff // cpu = -1 …
 	b[49], b[50], b[51] = 0xff, 0xff, 0xff
 	copy(b[56:], "bash\x00junk")
 	got, err := parseTasks(b, nil)
