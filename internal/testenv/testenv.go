@@ -1,10 +1,13 @@
 // Package testenv holds helpers for tests that need root, real cgroups and
-// real processes. CI runs as root, so there a missing privilege fails the
-// test instead of skipping it.
+// real processes, and removes what they made when the test ends. CI runs as
+// root, so there a missing privilege fails the test instead of skipping it.
 package testenv
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,37 +30,6 @@ func RequireRoot(t testing.TB) {
 	t.Skip("needs root (set CI to make this a failure)")
 }
 
-// Cgroup creates a child cgroup below dir (a hierarchy root, e.g.
-// /sys/fs/cgroup/cpuacct) and removes it when the test ends, killing any
-// process still in it first.
-func Cgroup(t testing.TB, dir, name string) string {
-	t.Helper()
-	p := filepath.Join(dir, fmt.Sprintf("wattrace-test-%d-%s", os.Getpid(), name))
-	if err := os.MkdirAll(p, 0o755); err != nil {
-		t.Fatalf("create cgroup: %v", err)
-	}
-	t.Cleanup(func() { RemoveCgroup(t, p) })
-	return p
-}
-
-// RemoveCgroup kills what is left in the cgroup p and removes it.
-func RemoveCgroup(t testing.TB, p string) {
-	for i := 0; i < 50; i++ {
-		b, _ := os.ReadFile(filepath.Join(p, "cgroup.procs"))
-		pids := strings.Fields(string(b))
-		for _, s := range pids {
-			if pid, err := strconv.Atoi(s); err == nil {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
-		if err := os.Remove(p); err == nil || os.IsNotExist(err) {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Errorf("could not remove cgroup %s", p)
-}
-
 // StartIn starts argv as a process that enters cgroup dir before it execs,
 // so everything it runs is charged there. The process is killed when the
 // test ends.
@@ -68,11 +40,102 @@ func StartIn(t testing.TB, dir string, argv ...string) *exec.Cmd {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %v: %v", argv, err)
 	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
+	t.Cleanup(func() { Kill(cmd) })
 	return cmd
+}
+
+// Cgroup creates a uniquely named child cgroup below a hierarchy root and
+// registers its removal.
+func Cgroup(t testing.TB, mount, name string) string {
+	t.Helper()
+	return Mkdir(t, filepath.Join(mount, fmt.Sprintf("wattrace-test-%08x-%s", rand.Uint32(), name)))
+}
+
+// Mkdir creates the cgroup dir (its parent must exist) and registers its
+// removal: tasks still in it are moved to the parent, then it is removed.
+func Mkdir(t testing.TB, dir string) string {
+	t.Helper()
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatalf("create cgroup: %v", err)
+	}
+	t.Cleanup(func() { Remove(t, dir) })
+	return dir
+}
+
+// TempDir creates a uniquely named cgroup wattrace-test-XXXX directly under
+// the hierarchy root mount and registers its removal.
+func TempDir(t testing.TB, mount string) string {
+	t.Helper()
+	return Mkdir(t, filepath.Join(mount, fmt.Sprintf("wattrace-test-%08x", rand.Uint32())))
+}
+
+// Remove moves the tasks of dir and its descendants to dir's parent and
+// removes them, retrying briefly while a just-killed task is still leaving.
+func Remove(t testing.TB, dir string) {
+	t.Helper()
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.IsDir() {
+			Remove(t, filepath.Join(dir, e.Name()))
+		}
+	}
+	parent := filepath.Dir(dir)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		moveTasks(dir, parent)
+		err := syscall.Rmdir(dir)
+		if err == nil || errors.Is(err, syscall.ENOENT) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("remove cgroup %s: %v", dir, err)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func moveTasks(from, to string) {
+	data, err := os.ReadFile(filepath.Join(from, "cgroup.procs"))
+	if err != nil {
+		return
+	}
+	for _, f := range bytes.Fields(data) {
+		// A task may exit between the read and the write; ESRCH is fine.
+		_ = os.WriteFile(filepath.Join(to, "cgroup.procs"), append(f, '\n'), 0)
+	}
+}
+
+// Spawn starts `sh -c script`, moves it into cgroup dir, and registers its
+// kill (and reaping) to run before the cgroup's removal, provided Spawn is
+// called after the Mkdir of dir.
+func Spawn(t testing.TB, dir, script string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", script)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %q: %v", script, err)
+	}
+	t.Cleanup(func() { Kill(cmd) })
+	Move(t, dir, cmd.Process.Pid)
+	return cmd
+}
+
+// Move writes pid into dir's cgroup.procs.
+func Move(t testing.TB, dir string, pid int) {
+	t.Helper()
+	p := filepath.Join(dir, "cgroup.procs")
+	if err := os.WriteFile(p, []byte(strconv.Itoa(pid)+"\n"), 0); err != nil {
+		t.Fatalf("move %d into %s: %v", pid, dir, err)
+	}
+}
+
+// Kill kills and reaps cmd; calling it again is harmless.
+func Kill(cmd *exec.Cmd) {
+	if cmd.ProcessState != nil {
+		return
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
 }
 
 // Busy is a shell command line that burns CPU until killed.
@@ -99,15 +162,6 @@ func SchedRuntime(pid int) (uint64, error) {
 		sum += v
 	}
 	return sum, nil
-}
-
-// CPUAcctUsage reads a v1 cpuacct cgroup's usage in ns.
-func CPUAcctUsage(dir string) (uint64, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "cpuacct.usage"))
-	if err != nil {
-		return 0, err
-	}
-	return strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
 }
 
 // Inode returns a cgroup directory's inode, which is its cgroup id.

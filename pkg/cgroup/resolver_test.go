@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wattrace/wattrace/pkg/cgroup/cgrouptest"
+	"github.com/wattrace/wattrace/internal/testenv"
 )
 
 func hostHierarchy(t *testing.T) Hierarchy {
 	t.Helper()
-	cgrouptest.RequireRoot(t)
+	testenv.RequireRoot(t)
 	h, err := Detect("/proc", "", "auto")
 	if err != nil {
 		t.Fatalf("Detect: %v", err)
@@ -33,9 +33,9 @@ func statIno(t *testing.T, p string) uint64 {
 
 func TestResolverHost(t *testing.T) {
 	h := hostHierarchy(t)
-	top := cgrouptest.TempDir(t, h.Mount)
-	a := cgrouptest.Mkdir(t, filepath.Join(top, "a"))
-	b := cgrouptest.Mkdir(t, filepath.Join(top, "b"))
+	top := testenv.TempDir(t, h.Mount)
+	a := testenv.Mkdir(t, filepath.Join(top, "a"))
+	b := testenv.Mkdir(t, filepath.Join(top, "b"))
 	relTop := "/" + filepath.Base(top)
 	relA, relB := relTop+"/a", relTop+"/b"
 
@@ -74,7 +74,7 @@ func TestResolverHost(t *testing.T) {
 
 	// A removed cgroup disappears after a rescan.
 	idB := statIno(t, b)
-	cgrouptest.Remove(t, b)
+	testenv.Remove(t, b)
 	r.now = func() time.Time { return time.Now().Add(time.Hour) } // lift the rate limit
 	if _, ok := r.Path(1<<62 + 3); ok {                           // a miss rescans
 		t.Fatal("unknown id resolved")
@@ -89,7 +89,7 @@ func TestResolverHost(t *testing.T) {
 
 func TestResolverRateLimit(t *testing.T) {
 	h := hostHierarchy(t)
-	top := cgrouptest.TempDir(t, h.Mount)
+	top := testenv.TempDir(t, h.Mount)
 	r := NewResolver(h)
 	now := time.Now()
 	r.now = func() time.Time { return now }
@@ -108,7 +108,7 @@ func TestResolverRateLimit(t *testing.T) {
 	}
 	// A cgroup created just after the walk stays unknown until the limit
 	// lapses; then one miss finds it.
-	c := cgrouptest.Mkdir(t, filepath.Join(top, "late"))
+	c := testenv.Mkdir(t, filepath.Join(top, "late"))
 	id := statIno(t, c)
 	if _, ok := r.Path(id); ok {
 		t.Fatal("found a new cgroup without walking")
@@ -124,7 +124,7 @@ func TestResolverRateLimit(t *testing.T) {
 
 func TestResolverConcurrent(t *testing.T) {
 	h := hostHierarchy(t)
-	top := cgrouptest.TempDir(t, h.Mount)
+	top := testenv.TempDir(t, h.Mount)
 	rel := "/" + filepath.Base(top)
 	r := NewResolver(h)
 	want := statIno(t, top)
@@ -157,8 +157,8 @@ func TestResolverConcurrent(t *testing.T) {
 
 func TestUsageHost(t *testing.T) {
 	h := hostHierarchy(t)
-	top := cgrouptest.TempDir(t, h.Mount)
-	a := cgrouptest.Mkdir(t, filepath.Join(top, "a"))
+	top := testenv.TempDir(t, h.Mount)
+	a := testenv.Mkdir(t, filepath.Join(top, "a"))
 	relTop, relA := "/"+filepath.Base(top), "/"+filepath.Base(top)+"/a"
 	r := NewResolver(h)
 	if h.Kind == CPU {
@@ -173,13 +173,13 @@ func TestUsageHost(t *testing.T) {
 	}
 	// Busy in a child process: moving the test binary would move all of
 	// its threads.
-	cmd := cgrouptest.Spawn(t, a, "while :; do :; done")
+	cmd := testenv.Spawn(t, a, "while :; do :; done")
 	time.Sleep(500 * time.Millisecond)
 	u1, err := r.Usage(relA)
 	if err != nil {
 		t.Fatalf("Usage: %v", err)
 	}
-	cgrouptest.Kill(cmd)
+	testenv.Kill(cmd)
 	top1, err := r.Usage(relTop)
 	if err != nil {
 		t.Fatalf("Usage(top): %v", err)

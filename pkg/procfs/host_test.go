@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wattrace/wattrace/internal/testenv"
 	"github.com/wattrace/wattrace/pkg/cgroup"
-	"github.com/wattrace/wattrace/pkg/cgroup/cgrouptest"
 	"github.com/wattrace/wattrace/pkg/usage"
 )
 
@@ -34,15 +34,15 @@ func within(got, want, tol uint64) bool {
 }
 
 func TestHost(t *testing.T) {
-	cgrouptest.RequireRoot(t)
+	testenv.RequireRoot(t)
 	h, err := cgroup.Detect("/proc", "", "auto")
 	if err != nil {
 		t.Fatalf("Detect: %v", err)
 	}
 	res := cgroup.NewResolver(h)
-	top := cgrouptest.TempDir(t, h.Mount)
-	dirA := cgrouptest.Mkdir(t, filepath.Join(top, "A"))
-	dirB := cgrouptest.Mkdir(t, filepath.Join(top, "B"))
+	top := testenv.TempDir(t, h.Mount)
+	dirA := testenv.Mkdir(t, filepath.Join(top, "A"))
+	dirB := testenv.Mkdir(t, filepath.Join(top, "B"))
 	relA, relB := "/"+filepath.Base(top)+"/A", "/"+filepath.Base(top)+"/B"
 	idA, err := res.ID(relA)
 	if err != nil {
@@ -53,8 +53,8 @@ func TestHost(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	busy := cgrouptest.Spawn(t, dirA, "while :; do :; done")
-	light := cgrouptest.Spawn(t, dirB, "while :; do i=0; while [ $i -lt 300 ]; do i=$((i+1)); done; sleep 0.01; done")
+	busy := testenv.Spawn(t, dirA, "while :; do :; done")
+	light := testenv.Spawn(t, dirB, "while :; do i=0; while [ $i -lt 300 ]; do i=$((i+1)); done; sleep 0.01; done")
 
 	src, err := New(Options{Resolver: res})
 	if err != nil {
@@ -147,7 +147,7 @@ func TestHost(t *testing.T) {
 	}
 
 	// A killed process is reported once with Alive=false, then forgotten.
-	victim := cgrouptest.Spawn(t, dirA, "exec sleep 100")
+	victim := testenv.Spawn(t, dirA, "exec sleep 100")
 	pid := uint32(victim.Process.Pid)
 	find := func(r usage.Reading) []usage.Process {
 		var out []usage.Process
@@ -165,7 +165,7 @@ func TestHost(t *testing.T) {
 	if ps := find(r); len(ps) != 1 || !ps[0].Alive || ps[0].Cgroup != idA {
 		t.Fatalf("victim before kill: %+v", ps)
 	}
-	cgrouptest.Kill(victim)
+	testenv.Kill(victim)
 	if r, err = src.Read(); err != nil {
 		t.Fatal(err)
 	}
