@@ -1,0 +1,532 @@
+// Package config loads wattrace's configuration from, lowest to highest
+// precedence: built-in defaults, a YAML file (--config.file), environment
+// variables (WATTRACE_ prefix) and command-line flags.
+//
+// Every setting has exactly one key, which is the flag name without the
+// leading dashes ("web.listen-address"). The same key is used in the YAML
+// file and, upper-cased with dots and dashes turned into underscores, as the
+// environment variable (WATTRACE_WEB_LISTEN_ADDRESS). One name per setting
+// means the documentation needs a single table, and a test checks that table.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cast"
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+)
+
+// EnvPrefix is prepended (with an underscore) to every environment variable.
+const EnvPrefix = "WATTRACE"
+
+// Keys. They double as flag names and YAML keys.
+const (
+	KeyConfigFile = "config.file"
+
+	KeyWebListenAddress = "web.listen-address"
+	KeyWebConfigFile    = "web.config.file"
+	KeyWebTelemetryPath = "web.telemetry-path"
+
+	KeyPathProcfs   = "path.procfs"
+	KeyPathSysfs    = "path.sysfs"
+	KeyPathCgroupfs = "path.cgroupfs"
+
+	KeyLogLevel  = "log.level"
+	KeyLogFormat = "log.format"
+
+	KeyAccountingMode  = "accounting.mode"
+	KeyCgroupHierarchy = "cgroup.hierarchy"
+
+	KeyStatsInterval  = "stats.interval"
+	KeyStatsRetention = "stats.retention"
+
+	KeyPowerSource          = "power.source"
+	KeyPowerIdleWatts       = "power.idle-watts"
+	KeyPowerIdlePolicy      = "power.idle-policy"
+	KeyPowerEstimatorMinPer = "power.estimator.min-watts-per-cpu"
+	KeyPowerEstimatorMaxPer = "power.estimator.max-watts-per-cpu"
+
+	KeyCollectorNode       = "collector.node"
+	KeyCollectorCgroup     = "collector.cgroup"
+	KeyCollectorProcess    = "collector.process"
+	KeyCollectorProcessTop = "collector.process.top"
+	KeyCollectorBPFStats   = "collector.bpf-stats"
+)
+
+// Allowed values of the enumerated settings, in the order they are listed
+// in error messages and help text.
+var (
+	LogLevels         = []string{"debug", "info", "warn", "error"}
+	LogFormats        = []string{"logfmt", "json"}
+	AccountingModes   = []string{"auto", "bpf", "procfs"}
+	CgroupHierarchies = []string{"auto", "v2", "cpuacct", "cpu"}
+	PowerSources      = []string{"auto", "rapl", "estimator"}
+	IdlePolicies      = []string{"none", "even", "cpu"}
+)
+
+// DefaultListenAddress is the exporter's port. 9841 is not claimed on the
+// Prometheus "default port allocations" wiki page as far as we know; change
+// it there and here together if that turns out to be wrong.
+const DefaultListenAddress = ":9841"
+
+// Config is the complete, validated configuration.
+type Config struct {
+	// ConfigFile is the YAML file the configuration was read from, "" if none.
+	ConfigFile string
+	// ShowVersion is set by --version; it is not a setting and is never read
+	// from the file or the environment.
+	ShowVersion bool
+
+	Web        Web
+	Path       Path
+	Log        Log
+	Accounting Accounting
+	Cgroup     Cgroup
+	Stats      Stats
+	Power      Power
+	Collector  Collector
+}
+
+// Web configures the HTTP server.
+type Web struct {
+	ListenAddresses []string
+	// ConfigFile is an exporter-toolkit web configuration (TLS, basic auth).
+	ConfigFile    string
+	TelemetryPath string
+}
+
+// Path holds the mount points of the kernel file systems, so that the
+// exporter can run in a container with the host's mounted elsewhere.
+type Path struct {
+	Procfs   string
+	Sysfs    string
+	Cgroupfs string
+}
+
+// Log configures the logger.
+type Log struct {
+	Level  string
+	Format string
+}
+
+// Accounting chooses how per-task CPU time is collected.
+type Accounting struct {
+	Mode string // auto | bpf | procfs
+}
+
+// Cgroup chooses the hierarchy that keys workloads.
+type Cgroup struct {
+	Hierarchy string // auto | v2 | cpuacct | cpu
+}
+
+// Stats configures the accounting loop.
+type Stats struct {
+	Interval  time.Duration
+	Retention time.Duration
+}
+
+// Power configures the energy source and the idle model.
+type Power struct {
+	Source     string             // auto | rapl | estimator
+	IdleWatts  map[string]float64 // zone name -> watts
+	IdlePolicy string             // none | even | cpu
+	Estimator  Estimator
+}
+
+// Estimator overrides the built-in coefficient table; 0 means "use the table".
+type Estimator struct {
+	MinWattsPerCPU float64
+	MaxWattsPerCPU float64
+}
+
+// Collector enables collectors.
+type Collector struct {
+	Node       bool
+	Cgroup     bool
+	Process    bool
+	ProcessTop int // 0 = all processes
+	BPFStats   bool
+}
+
+// EnvVar returns the environment variable that sets key.
+func EnvVar(key string) string {
+	return EnvPrefix + "_" + strings.ToUpper(envReplacer.Replace(key))
+}
+
+var envReplacer = strings.NewReplacer(".", "_", "-", "_")
+
+// NewFlagSet returns the exporter's flags with their defaults. Load parses
+// it; it is exported so that main can print usage and tests can check that
+// every flag is documented.
+func NewFlagSet(name string) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SortFlags = false
+
+	fs.String(KeyConfigFile, "", "YAML configuration file; keys are flag names without the leading dashes, e.g. stats.interval: 10s.")
+	fs.Bool("version", false, "Print version information and exit.")
+
+	fs.StringSlice(KeyWebListenAddress, []string{DefaultListenAddress}, "Addresses to listen on for the web interface and telemetry. Repeatable.")
+	fs.String(KeyWebConfigFile, "", "Path to an exporter-toolkit web configuration file that enables TLS or authentication.")
+	fs.String(KeyWebTelemetryPath, "/metrics", "Path under which to expose metrics.")
+
+	fs.String(KeyPathProcfs, "/proc", "procfs mount point.")
+	fs.String(KeyPathSysfs, "/sys", "sysfs mount point.")
+	fs.String(KeyPathCgroupfs, "/sys/fs/cgroup", "cgroup file system mount point.")
+
+	fs.String(KeyLogLevel, "info", "Log level: "+strings.Join(LogLevels, ", ")+".")
+	fs.String(KeyLogFormat, "logfmt", "Log format: "+strings.Join(LogFormats, ", ")+".")
+
+	fs.String(KeyAccountingMode, "auto", "Per-task CPU accounting: bpf, procfs, or auto (bpf, falling back to procfs when BPF cannot be loaded).")
+	fs.String(KeyCgroupHierarchy, "auto", "cgroup hierarchy that keys workloads: "+strings.Join(CgroupHierarchies, ", ")+".")
+
+	fs.Duration(KeyStatsInterval, 5*time.Second, "Accounting interval. Short enough to follow load changes within a 15-30s scrape, long enough that reading thousands of tasks costs <0.1% CPU.")
+	fs.Duration(KeyStatsRetention, 5*time.Minute, "How long terminated cgroups and processes stay exported, so the last scrape sees their final totals.")
+
+	fs.String(KeyPowerSource, "auto", "Energy source: rapl, estimator, or auto (RAPL when readable, else the estimator).")
+	fs.String(KeyPowerIdleWatts, "", "Fixed idle power per zone, e.g. package=10,dram=2. Zones not listed learn idle power from the minimum seen at low utilization.")
+	fs.String(KeyPowerIdlePolicy, "none", "How idle energy is attributed to workloads: none (kept at node level), even (split evenly among active workloads), cpu (by CPU time).")
+	fs.Float64(KeyPowerEstimatorMinPer, 0, "Estimator: watts per CPU at idle. 0 = from the built-in CPU model table.")
+	fs.Float64(KeyPowerEstimatorMaxPer, 0, "Estimator: watts per CPU at full load. 0 = from the built-in CPU model table.")
+
+	fs.Bool(KeyCollectorNode, true, "Enable the node collector (zone energy and power).")
+	fs.Bool(KeyCollectorCgroup, true, "Enable the cgroup collector (energy, CPU time, context switches per cgroup).")
+	fs.Bool(KeyCollectorProcess, false, "Enable the process collector (per-process series; high cardinality).")
+	fs.Int(KeyCollectorProcessTop, 20, "Export only the N processes with the most energy. 0 = all.")
+	fs.Bool(KeyCollectorBPFStats, false, "Export run time of wattrace's BPF programs. Turns on kernel BPF statistics, which costs every BPF program on the host ~50ns per run.")
+	return fs
+}
+
+// notSettings are flags that only make sense on the command line.
+var notSettings = map[string]bool{"version": true}
+
+// Load parses args (without the program name) and merges them with the
+// environment, the configuration file and the defaults, then validates the
+// result. On --help it returns an error wrapping pflag.ErrHelp after the
+// flag set has printed usage.
+func Load(args []string) (*Config, error) {
+	fs := NewFlagSet("wattrace")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if len(fs.Args()) > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+
+	// "::" as key delimiter keeps flag names, which contain dots, as flat
+	// keys. With viper's default "." delimiter collector.process (a bool) and
+	// collector.process.top (an int) would collide as value and map.
+	v := viper.NewWithOptions(viper.KeyDelimiter("::"))
+	v.SetEnvPrefix(EnvPrefix)
+	v.SetEnvKeyReplacer(envReplacer)
+	v.AutomaticEnv()
+
+	keys := map[string]bool{}
+	var bindErr error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if notSettings[f.Name] {
+			return
+		}
+		keys[f.Name] = true
+		if err := v.BindPFlag(f.Name, f); err != nil && bindErr == nil {
+			bindErr = fmt.Errorf("binding flag %s: %w", f.Name, err)
+		}
+	})
+	if bindErr != nil {
+		return nil, bindErr
+	}
+
+	cfgFile := v.GetString(KeyConfigFile)
+	if cfgFile != "" {
+		settings, err := readFile(cfgFile, keys)
+		if err != nil {
+			return nil, err
+		}
+		if err := v.MergeConfigMap(settings); err != nil {
+			return nil, fmt.Errorf("merging %s: %w", cfgFile, err)
+		}
+	}
+
+	cfg, err := decode(v)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ConfigFile = cfgFile
+	cfg.ShowVersion, _ = fs.GetBool("version")
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// readFile reads the YAML file into a flat map keyed by setting key. Both
+// flat keys ("stats.interval: 5s") and nested maps ("stats: {interval: 5s}")
+// are accepted. Unknown keys are an error so that typos don't silently fall
+// back to defaults.
+func readFile(path string, known map[string]bool) (map[string]any, error) {
+	fv := viper.NewWithOptions(viper.KeyDelimiter("::"))
+	fv.SetConfigFile(path)
+	fv.SetConfigType("yaml")
+	if err := fv.ReadInConfig(); err != nil {
+		return nil, fmt.Errorf("reading config file %s: %w", path, err)
+	}
+	out := map[string]any{}
+	var rest []string
+	for _, k := range fv.AllKeys() {
+		key := strings.ReplaceAll(k, "::", ".")
+		if known[key] && key != KeyConfigFile {
+			out[key] = fv.Get(k)
+			continue
+		}
+		// A map under power.idle-watts flattens into
+		// power.idle-watts::package etc.; fold those back into one map.
+		if zone, ok := strings.CutPrefix(key, KeyPowerIdleWatts+"."); ok && zone != "" {
+			m, _ := out[KeyPowerIdleWatts].(map[string]any)
+			if m == nil {
+				m = map[string]any{}
+				out[KeyPowerIdleWatts] = m
+			}
+			m[zone] = fv.Get(k)
+			continue
+		}
+		rest = append(rest, key)
+	}
+	if len(rest) > 0 {
+		sort.Strings(rest)
+		return nil, fmt.Errorf("config file %s: unknown keys %s", path, strings.Join(rest, ", "))
+	}
+	return out, nil
+}
+
+// decode converts viper's untyped values, reporting the key of any value
+// that doesn't parse (viper's plain getters would silently return zero).
+func decode(v *viper.Viper) (*Config, error) {
+	d := decoder{v: v}
+	c := &Config{
+		Web: Web{
+			ListenAddresses: d.strings(KeyWebListenAddress),
+			ConfigFile:      d.string(KeyWebConfigFile),
+			TelemetryPath:   d.string(KeyWebTelemetryPath),
+		},
+		Path: Path{
+			Procfs:   d.string(KeyPathProcfs),
+			Sysfs:    d.string(KeyPathSysfs),
+			Cgroupfs: d.string(KeyPathCgroupfs),
+		},
+		Log:        Log{Level: d.string(KeyLogLevel), Format: d.string(KeyLogFormat)},
+		Accounting: Accounting{Mode: d.string(KeyAccountingMode)},
+		Cgroup:     Cgroup{Hierarchy: d.string(KeyCgroupHierarchy)},
+		Stats: Stats{
+			Interval:  d.duration(KeyStatsInterval),
+			Retention: d.duration(KeyStatsRetention),
+		},
+		Power: Power{
+			Source:     d.string(KeyPowerSource),
+			IdleWatts:  d.idleWatts(KeyPowerIdleWatts),
+			IdlePolicy: d.string(KeyPowerIdlePolicy),
+			Estimator: Estimator{
+				MinWattsPerCPU: d.float(KeyPowerEstimatorMinPer),
+				MaxWattsPerCPU: d.float(KeyPowerEstimatorMaxPer),
+			},
+		},
+		Collector: Collector{
+			Node:       d.bool(KeyCollectorNode),
+			Cgroup:     d.bool(KeyCollectorCgroup),
+			Process:    d.bool(KeyCollectorProcess),
+			ProcessTop: d.int(KeyCollectorProcessTop),
+			BPFStats:   d.bool(KeyCollectorBPFStats),
+		},
+	}
+	if len(d.errs) > 0 {
+		return nil, errors.Join(d.errs...)
+	}
+	return c, nil
+}
+
+type decoder struct {
+	v    *viper.Viper
+	errs []error
+}
+
+func (d *decoder) fail(key string, val any, why string) {
+	d.errs = append(d.errs, fmt.Errorf("invalid value %q for %s: %s", fmt.Sprint(val), key, why))
+}
+
+func (d *decoder) string(key string) string {
+	return strings.TrimSpace(d.v.GetString(key))
+}
+
+func (d *decoder) strings(key string) []string {
+	var out []string
+	for _, s := range cast.ToStringSlice(d.v.Get(key)) {
+		// Environment variables arrive as one string; accept commas too.
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+func (d *decoder) duration(key string) time.Duration {
+	val := d.v.Get(key)
+	// A bare number would be read as nanoseconds, which is never what a
+	// person writing "5" meant; insist on a unit.
+	if s, ok := val.(string); ok {
+		t, err := time.ParseDuration(strings.TrimSpace(s))
+		if err != nil {
+			d.fail(key, val, "want a duration such as 5s or 1m")
+		}
+		return t
+	}
+	if t, ok := val.(time.Duration); ok {
+		return t
+	}
+	d.fail(key, val, "want a duration such as 5s or 1m")
+	return 0
+}
+
+func (d *decoder) float(key string) float64 {
+	val := d.v.Get(key)
+	f, err := cast.ToFloat64E(val)
+	if err != nil {
+		d.fail(key, val, "want a number")
+	}
+	return f
+}
+
+func (d *decoder) int(key string) int {
+	val := d.v.Get(key)
+	if s, ok := val.(string); ok {
+		// cast accepts "0x10" and "1e3" loosely; be strict.
+		i, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			d.fail(key, val, "want an integer")
+		}
+		return i
+	}
+	i, err := cast.ToIntE(val)
+	if err != nil {
+		d.fail(key, val, "want an integer")
+	}
+	return i
+}
+
+func (d *decoder) bool(key string) bool {
+	val := d.v.Get(key)
+	b, err := cast.ToBoolE(val)
+	if err != nil {
+		d.fail(key, val, "want true or false")
+	}
+	return b
+}
+
+// idleWatts accepts "package=10,dram=2" (flag, environment, YAML string) or
+// a YAML map {package: 10, dram: 2}.
+func (d *decoder) idleWatts(key string) map[string]float64 {
+	out := map[string]float64{}
+	switch val := d.v.Get(key).(type) {
+	case nil:
+	case string:
+		for _, item := range strings.Split(val, ",") {
+			item = strings.TrimSpace(item)
+			if item == "" {
+				continue
+			}
+			zone, w, ok := strings.Cut(item, "=")
+			zone = strings.TrimSpace(zone)
+			f, err := strconv.ParseFloat(strings.TrimSpace(w), 64)
+			if !ok || zone == "" || err != nil {
+				d.fail(key, val, "want zone=watts pairs such as package=10,dram=2")
+				return nil
+			}
+			out[zone] = f
+		}
+	case map[string]any:
+		for zone, w := range val {
+			f, err := cast.ToFloat64E(w)
+			if err != nil || zone == "" {
+				d.fail(key, fmt.Sprintf("%s: %v", zone, w), "want a number of watts per zone")
+				return nil
+			}
+			out[zone] = f
+		}
+	default:
+		d.fail(key, val, "want zone=watts pairs such as package=10,dram=2")
+		return nil
+	}
+	return out
+}
+
+// Validate checks every setting and returns all problems, each naming the
+// key and what is allowed.
+func (c *Config) Validate() error {
+	var errs []error
+	enum := func(key, val string, allowed []string) {
+		for _, a := range allowed {
+			if val == a {
+				return
+			}
+		}
+		errs = append(errs, fmt.Errorf("invalid value %q for %s: allowed %s", val, key, strings.Join(allowed, ", ")))
+	}
+	positive := func(key string, d time.Duration) {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("invalid value %q for %s: must be > 0", d.String(), key))
+		}
+	}
+	nonNegative := func(key string, f float64) {
+		if f < 0 {
+			errs = append(errs, fmt.Errorf("invalid value %q for %s: must be >= 0", strconv.FormatFloat(f, 'g', -1, 64), key))
+		}
+	}
+	nonEmpty := func(key, val string) {
+		if val == "" {
+			errs = append(errs, fmt.Errorf("invalid value \"\" for %s: must not be empty", key))
+		}
+	}
+
+	enum(KeyLogLevel, c.Log.Level, LogLevels)
+	enum(KeyLogFormat, c.Log.Format, LogFormats)
+	enum(KeyAccountingMode, c.Accounting.Mode, AccountingModes)
+	enum(KeyCgroupHierarchy, c.Cgroup.Hierarchy, CgroupHierarchies)
+	enum(KeyPowerSource, c.Power.Source, PowerSources)
+	enum(KeyPowerIdlePolicy, c.Power.IdlePolicy, IdlePolicies)
+
+	positive(KeyStatsInterval, c.Stats.Interval)
+	positive(KeyStatsRetention, c.Stats.Retention)
+
+	if len(c.Web.ListenAddresses) == 0 {
+		errs = append(errs, fmt.Errorf("invalid value \"\" for %s: at least one address is required", KeyWebListenAddress))
+	}
+	if p := c.Web.TelemetryPath; !strings.HasPrefix(p, "/") || p == "/" || strings.HasPrefix(p, "/-/") {
+		errs = append(errs, fmt.Errorf("invalid value %q for %s: must start with / and not be / or under /-/ (landing page and health endpoints)", p, KeyWebTelemetryPath))
+	}
+	nonEmpty(KeyPathProcfs, c.Path.Procfs)
+	nonEmpty(KeyPathSysfs, c.Path.Sysfs)
+	nonEmpty(KeyPathCgroupfs, c.Path.Cgroupfs)
+
+	zones := make([]string, 0, len(c.Power.IdleWatts))
+	for z := range c.Power.IdleWatts {
+		zones = append(zones, z)
+	}
+	sort.Strings(zones)
+	for _, z := range zones {
+		nonNegative(KeyPowerIdleWatts+"."+z, c.Power.IdleWatts[z])
+	}
+	nonNegative(KeyPowerEstimatorMinPer, c.Power.Estimator.MinWattsPerCPU)
+	nonNegative(KeyPowerEstimatorMaxPer, c.Power.Estimator.MaxWattsPerCPU)
+	if lo, hi := c.Power.Estimator.MinWattsPerCPU, c.Power.Estimator.MaxWattsPerCPU; lo > 0 && hi > 0 && hi < lo {
+		errs = append(errs, fmt.Errorf("invalid value %q for %s: must be >= %s (%g)", strconv.FormatFloat(hi, 'g', -1, 64), KeyPowerEstimatorMaxPer, KeyPowerEstimatorMinPer, lo))
+	}
+	if c.Collector.ProcessTop < 0 {
+		errs = append(errs, fmt.Errorf("invalid value %q for %s: must be >= 0 (0 = all)", strconv.Itoa(c.Collector.ProcessTop), KeyCollectorProcessTop))
+	}
+	return errors.Join(errs...)
+}

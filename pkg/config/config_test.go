@@ -1,0 +1,275 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "wattrace.yml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestDefaults(t *testing.T) {
+	c, err := Load(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Config{
+		Web:        Web{ListenAddresses: []string{":9841"}, TelemetryPath: "/metrics"},
+		Path:       Path{Procfs: "/proc", Sysfs: "/sys", Cgroupfs: "/sys/fs/cgroup"},
+		Log:        Log{Level: "info", Format: "logfmt"},
+		Accounting: Accounting{Mode: "auto"},
+		Cgroup:     Cgroup{Hierarchy: "auto"},
+		Stats:      Stats{Interval: 5 * time.Second, Retention: 5 * time.Minute},
+		Power:      Power{Source: "auto", IdleWatts: map[string]float64{}, IdlePolicy: "none"},
+		Collector:  Collector{Node: true, Cgroup: true, Process: false, ProcessTop: 20, BPFStats: false},
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("defaults:\n got %+v\nwant %+v", c, want)
+	}
+}
+
+// TestPrecedence checks defaults < file < environment < flags for settings
+// of every value type.
+func TestPrecedence(t *testing.T) {
+	file := `
+log.level: warn
+stats:
+  interval: 10s
+collector.process: true
+collector.process.top: 7
+power.idle-watts:
+  package: 12.5
+  dram: 3
+power.estimator.max-watts-per-cpu: 9
+web.listen-address: [":1000", ":1001"]
+`
+	tests := []struct {
+		name  string
+		file  string
+		env   map[string]string
+		args  []string
+		check func(t *testing.T, c *Config)
+	}{
+		{
+			name: "file over defaults",
+			file: file,
+			check: func(t *testing.T, c *Config) {
+				eq(t, c.Log.Level, "warn")
+				eq(t, c.Stats.Interval, 10*time.Second)
+				eq(t, c.Stats.Retention, 5*time.Minute) // default kept
+				eq(t, c.Collector.Process, true)
+				eq(t, c.Collector.ProcessTop, 7)
+				eq(t, c.Power.IdleWatts, map[string]float64{"package": 12.5, "dram": 3})
+				eq(t, c.Power.Estimator.MaxWattsPerCPU, 9.0)
+				eq(t, c.Web.ListenAddresses, []string{":1000", ":1001"})
+			},
+		},
+		{
+			name: "env over file",
+			file: file,
+			env: map[string]string{
+				"WATTRACE_LOG_LEVEL":             "debug",
+				"WATTRACE_STATS_INTERVAL":        "2s",
+				"WATTRACE_COLLECTOR_PROCESS_TOP": "3",
+				"WATTRACE_POWER_IDLE_WATTS":      "package=1",
+				"WATTRACE_WEB_LISTEN_ADDRESS":    ":2000",
+				"WATTRACE_COLLECTOR_BPF_STATS":   "true",
+			},
+			check: func(t *testing.T, c *Config) {
+				eq(t, c.Log.Level, "debug")
+				eq(t, c.Stats.Interval, 2*time.Second)
+				eq(t, c.Collector.ProcessTop, 3)
+				eq(t, c.Collector.Process, true) // from file
+				eq(t, c.Collector.BPFStats, true)
+				eq(t, c.Power.IdleWatts, map[string]float64{"package": 1})
+				eq(t, c.Web.ListenAddresses, []string{":2000"})
+			},
+		},
+		{
+			name: "flags over env and file",
+			file: file,
+			env: map[string]string{
+				"WATTRACE_LOG_LEVEL":             "debug",
+				"WATTRACE_COLLECTOR_PROCESS_TOP": "3",
+			},
+			args: []string{
+				"--log.level=error",
+				"--collector.process.top=0",
+				"--collector.process=false",
+				"--stats.interval=1m",
+				"--power.idle-watts=package=4,dram=0.5",
+				"--web.listen-address=:3000", "--web.listen-address=:3001",
+			},
+			check: func(t *testing.T, c *Config) {
+				eq(t, c.Log.Level, "error")
+				eq(t, c.Collector.ProcessTop, 0)
+				eq(t, c.Collector.Process, false)
+				eq(t, c.Stats.Interval, time.Minute)
+				eq(t, c.Power.IdleWatts, map[string]float64{"package": 4, "dram": 0.5})
+				eq(t, c.Web.ListenAddresses, []string{":3000", ":3001"})
+				eq(t, c.Power.Estimator.MaxWattsPerCPU, 9.0) // from file
+			},
+		},
+		{
+			name: "config file named by environment",
+			env:  map[string]string{"WATTRACE_CONFIG_FILE": "FILE"},
+			file: "log.format: json\n",
+			check: func(t *testing.T, c *Config) {
+				eq(t, c.Log.Format, "json")
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := tt.args
+			if tt.file != "" {
+				p := writeFile(t, tt.file)
+				if tt.env["WATTRACE_CONFIG_FILE"] == "FILE" {
+					tt.env["WATTRACE_CONFIG_FILE"] = p
+				} else {
+					args = append([]string{"--config.file=" + p}, args...)
+				}
+			}
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			c, err := Load(args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, c)
+		})
+	}
+}
+
+func eq[T any](t *testing.T, got, want T) {
+	t.Helper()
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		file string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{name: "bad enum flag", args: []string{"--log.level=x"}, want: `invalid value "x" for log.level: allowed debug, info, warn, error`},
+		{name: "bad enum env", env: map[string]string{"WATTRACE_ACCOUNTING_MODE": "ebpf"}, want: `invalid value "ebpf" for accounting.mode: allowed auto, bpf, procfs`},
+		{name: "bad duration env", env: map[string]string{"WATTRACE_STATS_INTERVAL": "five"}, want: `invalid value "five" for stats.interval: want a duration`},
+		{name: "unitless duration in file", file: "stats.retention: 5\n", want: `invalid value "5" for stats.retention: want a duration`},
+		{name: "bad int env", env: map[string]string{"WATTRACE_COLLECTOR_PROCESS_TOP": "ten"}, want: `invalid value "ten" for collector.process.top: want an integer`},
+		{name: "bad bool env", env: map[string]string{"WATTRACE_COLLECTOR_NODE": "maybe"}, want: `invalid value "maybe" for collector.node: want true or false`},
+		{name: "bad idle watts", args: []string{"--power.idle-watts=package"}, want: `invalid value "package" for power.idle-watts: want zone=watts pairs`},
+		{name: "unknown file key", file: "stats.intervall: 5s\nlog: {levl: x}\n", want: "unknown keys log.levl, stats.intervall"},
+		{name: "missing file", args: []string{"--config.file=/nonexistent/wattrace.yml"}, want: "reading config file /nonexistent/wattrace.yml"},
+		{name: "stray argument", args: []string{"metrics"}, want: "unexpected arguments"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := tt.args
+			if tt.file != "" {
+				args = append(args, "--config.file="+writeFile(t, tt.file))
+			}
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			_, err := Load(args)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	fs := NewFlagSet("wattrace")
+	fs.SetOutput(&strings.Builder{})
+	if err := fs.Parse([]string{"--help"}); !errors.Is(err, pflag.ErrHelp) {
+		t.Fatalf("got %v, want ErrHelp", err)
+	}
+}
+
+func valid() Config {
+	c, err := Load(nil)
+	if err != nil {
+		panic(err)
+	}
+	return *c
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		modify func(c *Config)
+		want   string // "" = valid
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"log.level", func(c *Config) { c.Log.Level = "trace" }, `invalid value "trace" for log.level: allowed debug, info, warn, error`},
+		{"log.format", func(c *Config) { c.Log.Format = "text" }, `invalid value "text" for log.format: allowed logfmt, json`},
+		{"accounting.mode", func(c *Config) { c.Accounting.Mode = "ebpf" }, `invalid value "ebpf" for accounting.mode: allowed auto, bpf, procfs`},
+		{"cgroup.hierarchy", func(c *Config) { c.Cgroup.Hierarchy = "v1" }, `invalid value "v1" for cgroup.hierarchy: allowed auto, v2, cpuacct, cpu`},
+		{"power.source", func(c *Config) { c.Power.Source = "ipmi" }, `invalid value "ipmi" for power.source: allowed auto, rapl, estimator`},
+		{"power.idle-policy", func(c *Config) { c.Power.IdlePolicy = "share" }, `invalid value "share" for power.idle-policy: allowed none, even, cpu`},
+		{"enum is case-sensitive", func(c *Config) { c.Log.Level = "INFO" }, `invalid value "INFO" for log.level`},
+		{"interval zero", func(c *Config) { c.Stats.Interval = 0 }, `invalid value "0s" for stats.interval: must be > 0`},
+		{"interval negative", func(c *Config) { c.Stats.Interval = -time.Second }, `invalid value "-1s" for stats.interval: must be > 0`},
+		{"retention zero", func(c *Config) { c.Stats.Retention = 0 }, `invalid value "0s" for stats.retention: must be > 0`},
+		{"retention negative", func(c *Config) { c.Stats.Retention = -time.Minute }, `invalid value "-1m0s" for stats.retention: must be > 0`},
+		{"process.top negative", func(c *Config) { c.Collector.ProcessTop = -1 }, `invalid value "-1" for collector.process.top`},
+		{"idle watts negative", func(c *Config) { c.Power.IdleWatts = map[string]float64{"dram": -2} }, `invalid value "-2" for power.idle-watts.dram: must be >= 0`},
+		{"estimator negative", func(c *Config) { c.Power.Estimator.MinWattsPerCPU = -1 }, `invalid value "-1" for power.estimator.min-watts-per-cpu`},
+		{"estimator max < min", func(c *Config) { c.Power.Estimator = Estimator{MinWattsPerCPU: 5, MaxWattsPerCPU: 2} }, `invalid value "2" for power.estimator.max-watts-per-cpu: must be >= power.estimator.min-watts-per-cpu (5)`},
+		{"estimator max only", func(c *Config) { c.Power.Estimator = Estimator{MaxWattsPerCPU: 2} }, ""},
+		{"telemetry path relative", func(c *Config) { c.Web.TelemetryPath = "metrics" }, `invalid value "metrics" for web.telemetry-path`},
+		{"telemetry path clashes", func(c *Config) { c.Web.TelemetryPath = "/-/healthy" }, `invalid value "/-/healthy" for web.telemetry-path`},
+		{"no listen address", func(c *Config) { c.Web.ListenAddresses = nil }, `for web.listen-address: at least one address`},
+		{"empty procfs", func(c *Config) { c.Path.Procfs = "" }, `invalid value "" for path.procfs`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := valid()
+			tt.modify(&c)
+			err := c.Validate()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("unexpected error %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("error %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestValidateReportsAll makes sure one run shows every problem, not just
+// the first, so fixing a config file takes one round trip.
+func TestValidateReportsAll(t *testing.T) {
+	c := valid()
+	c.Log.Level = "x"
+	c.Stats.Interval = 0
+	err := c.Validate()
+	if err == nil || strings.Count(err.Error(), "invalid value") != 2 {
+		t.Fatalf("got %v, want two problems", err)
+	}
+}
+
+func TestEnvVar(t *testing.T) {
+	eq(t, EnvVar("web.listen-address"), "WATTRACE_WEB_LISTEN_ADDRESS")
+	eq(t, EnvVar("power.estimator.min-watts-per-cpu"), "WATTRACE_POWER_ESTIMATOR_MIN_WATTS_PER_CPU")
+}
