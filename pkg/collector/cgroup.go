@@ -1,0 +1,53 @@
+package collector
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wattrace/wattrace/pkg/stats"
+)
+
+// cgroupCollector exports energy and CPU usage per cgroup of the key
+// hierarchy. Counters cover tasks directly in the cgroup, not descendants,
+// so summing over cgroups never counts a task twice.
+type cgroupCollector struct {
+	energy, cpu, switches *prometheus.Desc
+	idle                  bool
+}
+
+func newCgroupCollector(idleAttributed bool) *cgroupCollector {
+	return &cgroupCollector{
+		idle: idleAttributed,
+		energy: prometheus.NewDesc(
+			prometheus.BuildFQName(namespace, "cgroup", "energy_joules_total"),
+			"Energy attributed to the tasks directly in the cgroup. mode=\"dynamic\" is its share of the energy above idle; mode=\"idle\" its share of idle energy under the idle policy (exported only when the policy is not none).",
+			[]string{"cgroup", "zone", "source", "method", "mode"}, nil),
+		cpu: prometheus.NewDesc(
+			prometheus.BuildFQName(namespace, "cgroup", "cpu_seconds_total"),
+			"CPU time used by the tasks directly in the cgroup, exited tasks included.",
+			[]string{"cgroup"}, nil),
+		switches: prometheus.NewDesc(
+			prometheus.BuildFQName(namespace, "cgroup", "context_switches_total"),
+			"Voluntary and involuntary context switches of the tasks directly in the cgroup.",
+			[]string{"cgroup"}, nil),
+	}
+}
+
+func (c *cgroupCollector) describe(ch chan<- *prometheus.Desc) {
+	ch <- c.energy
+	ch <- c.cpu
+	ch <- c.switches
+}
+
+func (c *cgroupCollector) update(ch chan<- prometheus.Metric, snap *stats.Snapshot) error {
+	if snap == nil {
+		return errNoSnapshot
+	}
+	zl := newZoneLabels(snap.Zones)
+	for _, a := range aggregate(snap.Cgroups, false) {
+		cg := a.key.cgroup
+		emitEnergy(ch, c.energy, a, zl, c.idle, cg)
+		ch <- metric(c.cpu, prometheus.CounterValue, a.cpuSeconds, cg)
+		ch <- metric(c.switches, prometheus.CounterValue, float64(a.switches), cg)
+	}
+	return nil
+}

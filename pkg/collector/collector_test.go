@@ -1,0 +1,361 @@
+package collector
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/version"
+
+	"github.com/wattrace/wattrace/pkg/stats"
+)
+
+type fixedSource struct{ snap *stats.Snapshot }
+
+func (f fixedSource) Snapshot() *stats.Snapshot { return f.snap }
+
+type fakePrograms struct {
+	stats []ProgramStat
+	err   error
+}
+
+func (f fakePrograms) ProgramStats() ([]ProgramStat, error) { return f.stats, f.err }
+
+// testSnapshot is a two-socket RAPL node with a node-wide psys zone.
+// Numbers are chosen so that each series is distinguishable.
+func testSnapshot() *stats.Snapshot {
+	return &stats.Snapshot{
+		Time:      time.Unix(1700000000, 500000000),
+		Interval:  5 * time.Second,
+		Mode:      "bpf",
+		Hierarchy: "v2",
+		Intervals: 42,
+		Zones: []stats.Zone{
+			{ZoneID: stats.ZoneID{Name: "package", Socket: 0}, Source: "rapl", EnergyJ: 150, IdleJ: 100, DynamicJ: 50, UnattributedJ: 5, PowerW: 30, IdleClamps: 2},
+			{ZoneID: stats.ZoneID{Name: "package", Socket: 1}, Source: "rapl", EnergyJ: 120, IdleJ: 80, DynamicJ: 40, PowerW: 24},
+			{ZoneID: stats.ZoneID{Name: "psys", Socket: -1}, Source: "rapl", EnergyJ: 500, IdleJ: 300, DynamicJ: 200, UnattributedJ: 1.5, PowerW: 100, IdleClamps: 1},
+		},
+		Cgroups: []stats.Workload{
+			{Cgroup: "/", CgroupID: 1, CPUSeconds: 1.5, ContextSwitches: 10, Alive: true,
+				Energy: map[string]stats.WorkloadEnergy{"package": {DynamicJ: 20, IdleJ: 5}}},
+			{Cgroup: "/system.slice/a.service", CgroupID: 77, CPUSeconds: 3, ContextSwitches: 30, Alive: true,
+				Energy: map[string]stats.WorkloadEnergy{"package": {DynamicJ: 40, IdleJ: 10}, "psys": {DynamicJ: 60}}},
+			// The same path re-created with a new id while the old one is
+			// retained: merged into one series.
+			{Cgroup: "/system.slice/a.service", CgroupID: 78, CPUSeconds: 1, ContextSwitches: 2, Alive: false,
+				Energy: map[string]stats.WorkloadEnergy{"package": {DynamicJ: 5}}},
+		},
+		Processes: []stats.Workload{
+			proc(100, "small", 1),
+			proc(200, "big", 30),
+			proc(300, "mid", 10),
+			proc(400, "bad\xffname", 20),
+		},
+	}
+}
+
+func proc(pid uint32, comm string, dynJ float64) stats.Workload {
+	return stats.Workload{
+		Cgroup: "/user.slice", PID: pid, Comm: comm, CPUSeconds: dynJ / 10, ContextSwitches: uint64(pid), Alive: true,
+		Energy: map[string]stats.WorkloadEnergy{"package": {DynamicJ: dynJ, IdleJ: 1}},
+	}
+}
+
+func newExporter(t *testing.T, snap *stats.Snapshot, o Options) *Exporter {
+	t.Helper()
+	e, err := New(fixedSource{snap}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// gatherCompare registers c on a pedantic registry, which checks every
+// metric against its descriptor, and compares the named families.
+func gatherCompare(t *testing.T, c prometheus.Collector, want string, names ...string) {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(c); err != nil {
+		t.Fatal(err)
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestNodeCollector(t *testing.T) {
+	e := newExporter(t, testSnapshot(), Options{Node: true})
+	gatherCompare(t, e, `
+# HELP wattrace_node_energy_joules_total Energy the node used since the exporter started, split into idle and dynamic (mode). sum without(mode) is the zone's energy. Zones overlap (psys contains package, package contains core), so do not sum across zones.
+# TYPE wattrace_node_energy_joules_total counter
+wattrace_node_energy_joules_total{method="measured",mode="dynamic",socket="0",source="rapl",zone="package"} 50
+wattrace_node_energy_joules_total{method="measured",mode="idle",socket="0",source="rapl",zone="package"} 100
+wattrace_node_energy_joules_total{method="measured",mode="dynamic",socket="1",source="rapl",zone="package"} 40
+wattrace_node_energy_joules_total{method="measured",mode="idle",socket="1",source="rapl",zone="package"} 80
+wattrace_node_energy_joules_total{method="measured",mode="dynamic",socket="node",source="rapl",zone="psys"} 200
+wattrace_node_energy_joules_total{method="measured",mode="idle",socket="node",source="rapl",zone="psys"} 300
+# HELP wattrace_node_power_watts Mean power of the zone over the last accounting interval.
+# TYPE wattrace_node_power_watts gauge
+wattrace_node_power_watts{method="measured",socket="0",source="rapl",zone="package"} 30
+wattrace_node_power_watts{method="measured",socket="1",source="rapl",zone="package"} 24
+wattrace_node_power_watts{method="measured",socket="node",source="rapl",zone="psys"} 100
+# HELP wattrace_node_unattributed_joules_total Dynamic energy of intervals in which no workload used the CPU, so it could not be split among workloads.
+# TYPE wattrace_node_unattributed_joules_total counter
+wattrace_node_unattributed_joules_total{method="measured",socket="0",source="rapl",zone="package"} 5
+wattrace_node_unattributed_joules_total{method="measured",socket="1",source="rapl",zone="package"} 0
+wattrace_node_unattributed_joules_total{method="measured",socket="node",source="rapl",zone="psys"} 1.5
+# HELP wattrace_node_idle_clamps_total Intervals in which the idle model exceeded the measured energy and idle was clamped to it. A rising rate means the idle power is set too high.
+# TYPE wattrace_node_idle_clamps_total counter
+wattrace_node_idle_clamps_total{socket="0",zone="package"} 2
+wattrace_node_idle_clamps_total{socket="1",zone="package"} 0
+wattrace_node_idle_clamps_total{socket="node",zone="psys"} 1
+`, "wattrace_node_energy_joules_total", "wattrace_node_power_watts", "wattrace_node_unattributed_joules_total", "wattrace_node_idle_clamps_total")
+}
+
+func TestNodeCollectorEstimated(t *testing.T) {
+	snap := &stats.Snapshot{Zones: []stats.Zone{
+		{ZoneID: stats.ZoneID{Name: "package", Socket: -1}, Source: "estimator", Estimated: true, IdleJ: 7, DynamicJ: 3, PowerW: 2},
+	}, Cgroups: []stats.Workload{
+		{Cgroup: "/", Energy: map[string]stats.WorkloadEnergy{"package": {DynamicJ: 3}}},
+	}}
+	e := newExporter(t, snap, Options{Node: true, Cgroup: true})
+	gatherCompare(t, e, `
+# HELP wattrace_node_power_watts Mean power of the zone over the last accounting interval.
+# TYPE wattrace_node_power_watts gauge
+wattrace_node_power_watts{method="estimated",socket="node",source="estimator",zone="package"} 2
+# HELP wattrace_cgroup_energy_joules_total Energy attributed to the tasks directly in the cgroup. mode="dynamic" is its share of the energy above idle; mode="idle" its share of idle energy under the idle policy (exported only when the policy is not none).
+# TYPE wattrace_cgroup_energy_joules_total counter
+wattrace_cgroup_energy_joules_total{cgroup="/",method="estimated",mode="dynamic",source="estimator",zone="package"} 3
+`, "wattrace_node_power_watts", "wattrace_cgroup_energy_joules_total")
+}
+
+const cgroupEnergyHelp = `# HELP wattrace_cgroup_energy_joules_total Energy attributed to the tasks directly in the cgroup. mode="dynamic" is its share of the energy above idle; mode="idle" its share of idle energy under the idle policy (exported only when the policy is not none).
+# TYPE wattrace_cgroup_energy_joules_total counter
+`
+
+func TestCgroupCollector(t *testing.T) {
+	e := newExporter(t, testSnapshot(), Options{Cgroup: true, IdleAttributed: true})
+	gatherCompare(t, e, cgroupEnergyHelp+`
+wattrace_cgroup_energy_joules_total{cgroup="/",method="measured",mode="dynamic",source="rapl",zone="package"} 20
+wattrace_cgroup_energy_joules_total{cgroup="/",method="measured",mode="idle",source="rapl",zone="package"} 5
+wattrace_cgroup_energy_joules_total{cgroup="/system.slice/a.service",method="measured",mode="dynamic",source="rapl",zone="package"} 45
+wattrace_cgroup_energy_joules_total{cgroup="/system.slice/a.service",method="measured",mode="idle",source="rapl",zone="package"} 10
+wattrace_cgroup_energy_joules_total{cgroup="/system.slice/a.service",method="measured",mode="dynamic",source="rapl",zone="psys"} 60
+wattrace_cgroup_energy_joules_total{cgroup="/system.slice/a.service",method="measured",mode="idle",source="rapl",zone="psys"} 0
+# HELP wattrace_cgroup_cpu_seconds_total CPU time used by the tasks directly in the cgroup, exited tasks included.
+# TYPE wattrace_cgroup_cpu_seconds_total counter
+wattrace_cgroup_cpu_seconds_total{cgroup="/"} 1.5
+wattrace_cgroup_cpu_seconds_total{cgroup="/system.slice/a.service"} 4
+# HELP wattrace_cgroup_context_switches_total Voluntary and involuntary context switches of the tasks directly in the cgroup.
+# TYPE wattrace_cgroup_context_switches_total counter
+wattrace_cgroup_context_switches_total{cgroup="/"} 10
+wattrace_cgroup_context_switches_total{cgroup="/system.slice/a.service"} 32
+`, "wattrace_cgroup_energy_joules_total", "wattrace_cgroup_cpu_seconds_total", "wattrace_cgroup_context_switches_total")
+}
+
+// Under idle policy "none" workloads get no idle energy, so no all-zero
+// mode="idle" series are exported.
+func TestCgroupCollectorNoIdlePolicy(t *testing.T) {
+	e := newExporter(t, testSnapshot(), Options{Cgroup: true})
+	gatherCompare(t, e, cgroupEnergyHelp+`
+wattrace_cgroup_energy_joules_total{cgroup="/",method="measured",mode="dynamic",source="rapl",zone="package"} 20
+wattrace_cgroup_energy_joules_total{cgroup="/system.slice/a.service",method="measured",mode="dynamic",source="rapl",zone="package"} 45
+wattrace_cgroup_energy_joules_total{cgroup="/system.slice/a.service",method="measured",mode="dynamic",source="rapl",zone="psys"} 60
+`, "wattrace_cgroup_energy_joules_total")
+}
+
+func TestProcessCollectorTopN(t *testing.T) {
+	e := newExporter(t, testSnapshot(), Options{Process: true, ProcessTop: 2, IdleAttributed: true})
+	gatherCompare(t, e, `
+# HELP wattrace_process_energy_joules_total Energy attributed to the process (all its threads, exited ones included); mode as for wattrace_cgroup_energy_joules_total. Only the top N processes by energy are exported.
+# TYPE wattrace_process_energy_joules_total counter
+wattrace_process_energy_joules_total{cgroup="/user.slice",comm="big",method="measured",mode="dynamic",pid="200",source="rapl",zone="package"} 30
+wattrace_process_energy_joules_total{cgroup="/user.slice",comm="big",method="measured",mode="idle",pid="200",source="rapl",zone="package"} 1
+wattrace_process_energy_joules_total{cgroup="/user.slice",comm="bad`+"\uFFFD"+`name",method="measured",mode="dynamic",pid="400",source="rapl",zone="package"} 20
+wattrace_process_energy_joules_total{cgroup="/user.slice",comm="bad`+"\uFFFD"+`name",method="measured",mode="idle",pid="400",source="rapl",zone="package"} 1
+# HELP wattrace_process_cpu_seconds_total CPU time used by the process, all threads included.
+# TYPE wattrace_process_cpu_seconds_total counter
+wattrace_process_cpu_seconds_total{cgroup="/user.slice",comm="big",pid="200"} 3
+wattrace_process_cpu_seconds_total{cgroup="/user.slice",comm="bad`+"\uFFFD"+`name",pid="400"} 2
+# HELP wattrace_process_context_switches_total Voluntary and involuntary context switches of the process's threads.
+# TYPE wattrace_process_context_switches_total counter
+wattrace_process_context_switches_total{cgroup="/user.slice",comm="big",pid="200"} 200
+wattrace_process_context_switches_total{cgroup="/user.slice",comm="bad`+"\uFFFD"+`name",pid="400"} 400
+`, "wattrace_process_energy_joules_total", "wattrace_process_cpu_seconds_total", "wattrace_process_context_switches_total")
+}
+
+func TestProcessCollectorAll(t *testing.T) {
+	e := newExporter(t, testSnapshot(), Options{Process: true, ProcessTop: 0})
+	if n := testutil.CollectAndCount(e, "wattrace_process_cpu_seconds_total"); n != 4 {
+		t.Errorf("top 0 exported %d processes, want all 4", n)
+	}
+}
+
+func agg(pid uint32, total float64) *workloadAgg {
+	return &workloadAgg{key: workloadKey{pid: pid}, total: total}
+}
+
+func pids(ws []*workloadAgg) []uint32 {
+	out := make([]uint32, len(ws))
+	for i, w := range ws {
+		out[i] = w.key.pid
+	}
+	return out
+}
+
+func TestTopN(t *testing.T) {
+	in := func() []*workloadAgg {
+		return []*workloadAgg{agg(1, 5), agg(2, 50), agg(3, 0), agg(4, 50), agg(5, 7), agg(6, 100), agg(7, 7)}
+	}
+	tests := []struct {
+		n    int
+		want []uint32
+	}{
+		{1, []uint32{6}},
+		{2, []uint32{6, 2}},          // tie on 50: lower PID first
+		{3, []uint32{6, 2, 4}},       // both tied entries
+		{5, []uint32{6, 2, 4, 5, 7}}, // tie on 7
+		{6, []uint32{6, 2, 4, 5, 7, 1}},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.n), func(t *testing.T) {
+			if got := pids(topN(in(), tt.n)); fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("topN(%d) = %v, want %v", tt.n, got, tt.want)
+			}
+		})
+	}
+	if got := topN(in(), 7); len(got) != 7 {
+		t.Errorf("n == len: got %d, want all 7", len(got))
+	}
+	if got := topN(in(), 0); len(got) != 7 {
+		t.Errorf("n == 0: got %d, want all 7", len(got))
+	}
+	if got := topN(nil, 3); len(got) != 0 {
+		t.Errorf("empty input: got %d", len(got))
+	}
+}
+
+func TestSelfCollector(t *testing.T) {
+	e := newExporter(t, testSnapshot(), Options{})
+	gatherCompare(t, e, fmt.Sprintf(`
+# HELP wattrace_build_info Always 1; the labels identify the wattrace build.
+# TYPE wattrace_build_info gauge
+wattrace_build_info{goversion=%q,revision=%q,version=%q} 1
+# HELP wattrace_accounting_mode 1 for the active per-task CPU accounting mode (bpf or procfs), 0 for the others. Exported once the first interval has completed.
+# TYPE wattrace_accounting_mode gauge
+wattrace_accounting_mode{mode="bpf"} 1
+wattrace_accounting_mode{mode="procfs"} 0
+# HELP wattrace_cgroup_hierarchy_info Always 1; hierarchy names the cgroup hierarchy that keys workloads (v2, cpuacct or cpu). Exported once the first interval has completed.
+# TYPE wattrace_cgroup_hierarchy_info gauge
+wattrace_cgroup_hierarchy_info{hierarchy="v2"} 1
+# HELP wattrace_stats_last_update_timestamp_seconds Unix time at which the latest accounting interval ended. Exported once the first interval has completed.
+# TYPE wattrace_stats_last_update_timestamp_seconds gauge
+wattrace_stats_last_update_timestamp_seconds 1.7000000005e+09
+# HELP wattrace_stats_intervals_total Accounting intervals completed since the exporter started.
+# TYPE wattrace_stats_intervals_total counter
+wattrace_stats_intervals_total 42
+`, runtime.Version(), version.Revision, version.Version),
+		"wattrace_build_info", "wattrace_accounting_mode", "wattrace_cgroup_hierarchy_info",
+		"wattrace_stats_last_update_timestamp_seconds", "wattrace_stats_intervals_total")
+}
+
+// Before the first interval the exporter still answers: build info, zero
+// intervals, and success 0 for the collectors that need a snapshot.
+func TestNoSnapshotYet(t *testing.T) {
+	e := newExporter(t, nil, Options{Node: true, Cgroup: true, Process: true, ProcessTop: 20, BPFStats: true,
+		Programs: fakePrograms{stats: []ProgramStat{{Name: "sched_switch", RunTime: time.Second, RunCount: 10}}}})
+	gatherCompare(t, e, `
+# HELP wattrace_scrape_collector_success Whether a collector succeeded (1) or failed or had no data yet (0) in this scrape.
+# TYPE wattrace_scrape_collector_success gauge
+wattrace_scrape_collector_success{collector="bpf-stats"} 1
+wattrace_scrape_collector_success{collector="cgroup"} 0
+wattrace_scrape_collector_success{collector="node"} 0
+wattrace_scrape_collector_success{collector="process"} 0
+# HELP wattrace_stats_intervals_total Accounting intervals completed since the exporter started.
+# TYPE wattrace_stats_intervals_total counter
+wattrace_stats_intervals_total 0
+`, "wattrace_scrape_collector_success", "wattrace_stats_intervals_total", "wattrace_node_energy_joules_total", "wattrace_accounting_mode")
+	if n := testutil.CollectAndCount(e, "wattrace_build_info"); n != 1 {
+		t.Errorf("build_info: %d series, want 1", n)
+	}
+}
+
+func TestBPFStatsCollector(t *testing.T) {
+	progs := fakePrograms{stats: []ProgramStat{
+		{Name: "handle_switch", RunTime: 1500 * time.Millisecond, RunCount: 1000},
+		{Name: "handle_exit", RunTime: 250 * time.Millisecond, RunCount: 40},
+		// Kernel names are truncated, so two programs can share one.
+		{Name: "handle_exit", RunTime: 250 * time.Millisecond, RunCount: 2},
+	}}
+	e := newExporter(t, testSnapshot(), Options{BPFStats: true, Programs: progs})
+	gatherCompare(t, e, `
+# HELP wattrace_bpf_program_run_seconds_total Time the kernel spent running the BPF program while statistics were enabled.
+# TYPE wattrace_bpf_program_run_seconds_total counter
+wattrace_bpf_program_run_seconds_total{program="handle_exit"} 0.5
+wattrace_bpf_program_run_seconds_total{program="handle_switch"} 1.5
+# HELP wattrace_bpf_program_runs_total Times the kernel ran the BPF program while statistics were enabled.
+# TYPE wattrace_bpf_program_runs_total counter
+wattrace_bpf_program_runs_total{program="handle_exit"} 42
+wattrace_bpf_program_runs_total{program="handle_switch"} 1000
+# HELP wattrace_scrape_collector_success Whether a collector succeeded (1) or failed or had no data yet (0) in this scrape.
+# TYPE wattrace_scrape_collector_success gauge
+wattrace_scrape_collector_success{collector="bpf-stats"} 1
+`, "wattrace_bpf_program_run_seconds_total", "wattrace_bpf_program_runs_total", "wattrace_scrape_collector_success")
+
+	failing := newExporter(t, testSnapshot(), Options{Node: true, BPFStats: true, Programs: fakePrograms{err: errors.New("EPERM")}})
+	gatherCompare(t, failing, `
+# HELP wattrace_scrape_collector_success Whether a collector succeeded (1) or failed or had no data yet (0) in this scrape.
+# TYPE wattrace_scrape_collector_success gauge
+wattrace_scrape_collector_success{collector="bpf-stats"} 0
+wattrace_scrape_collector_success{collector="node"} 1
+`, "wattrace_scrape_collector_success", "wattrace_bpf_program_runs_total")
+}
+
+func TestScrapeDurationPerCollector(t *testing.T) {
+	e := newExporter(t, testSnapshot(), Options{Node: true, Cgroup: true})
+	if n := testutil.CollectAndCount(e, "wattrace_scrape_collector_duration_seconds"); n != 2 {
+		t.Errorf("got %d duration series, want one per enabled collector (2)", n)
+	}
+}
+
+func TestNewErrors(t *testing.T) {
+	if _, err := New(nil, Options{}); err == nil {
+		t.Error("nil source accepted")
+	}
+	if _, err := New(fixedSource{}, Options{BPFStats: true}); err == nil {
+		t.Error("bpf-stats without a program source accepted")
+	}
+	if _, err := New(fixedSource{}, Options{ProcessTop: -1}); err == nil {
+		t.Error("negative top accepted")
+	}
+}
+
+func BenchmarkProcessCollector(b *testing.B) {
+	snap := testSnapshot()
+	snap.Processes = nil
+	for i := 0; i < 10000; i++ {
+		snap.Processes = append(snap.Processes, proc(uint32(i+1), fmt.Sprintf("p%d", i%97), float64(i%1013)))
+	}
+	e, err := New(fixedSource{snap}, Options{Process: true, ProcessTop: 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ch := make(chan prometheus.Metric, 1024)
+	done := make(chan struct{})
+	go func() {
+		for range ch {
+		}
+		close(done)
+	}()
+	b.ReportAllocs()
+	for b.Loop() {
+		e.Collect(ch)
+	}
+	close(ch)
+	<-done
+}

@@ -1,0 +1,194 @@
+package collector
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+)
+
+// family is one metric family's name, type and label names.
+type family struct {
+	typ    string
+	labels string // sorted, comma-separated; "" for none
+}
+
+func normLabels(ls []string) string {
+	out := make([]string, 0, len(ls))
+	for _, l := range ls {
+		if l = strings.TrimSpace(strings.Trim(strings.TrimSpace(l), "`")); l != "" && l != "—" && l != "-" {
+			out = append(out, l)
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, ",")
+}
+
+// fullRegistry exposes every family: all collectors on, idle attributed,
+// BPF statistics present.
+func fullRegistry(t *testing.T) *prometheus.Registry {
+	t.Helper()
+	e := newExporter(t, testSnapshot(), Options{
+		Node: true, Cgroup: true, Process: true, ProcessTop: 20, IdleAttributed: true,
+		BPFStats: true, Programs: fakePrograms{stats: []ProgramStat{{Name: "handle_switch", RunTime: time.Millisecond, RunCount: 3}}},
+	})
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(e)
+	return reg
+}
+
+func exposed(t *testing.T) map[string]family {
+	t.Helper()
+	mfs, err := fullRegistry(t).Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]family{}
+	for _, mf := range mfs {
+		labels := map[string]bool{}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				labels[lp.GetName()] = true
+			}
+		}
+		var ls []string
+		for l := range labels {
+			ls = append(ls, l)
+		}
+		out[mf.GetName()] = family{typ: strings.ToLower(mf.GetType().String()), labels: normLabels(ls)}
+	}
+	return out
+}
+
+func golden(t *testing.T) map[string]family {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", "families.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string]family{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		fields := strings.Fields(line)
+		if len(fields) < 2 || len(fields) > 3 {
+			t.Fatalf("families.golden: malformed line %q", line)
+		}
+		fam := family{typ: fields[1]}
+		if len(fields) == 3 {
+			fam.labels = normLabels(strings.Split(fields[2], ","))
+		}
+		out[fields[0]] = fam
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// docTable parses the metrics reference table of a Markdown file: rows of
+// the form | `name` | type | `label`, `label` | meaning |.
+func docTable(t *testing.T, path string) map[string]family {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]family{}
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "| `wattrace_") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		if len(cells) < 4 {
+			t.Errorf("%s: metrics table row needs family, type, labels, meaning: %q", path, line)
+			continue
+		}
+		name := strings.Trim(strings.TrimSpace(cells[0]), "`")
+		if _, dup := out[name]; dup {
+			t.Errorf("%s: %s listed twice", path, name)
+		}
+		out[name] = family{typ: strings.TrimSpace(cells[1]), labels: normLabels(strings.Split(cells[2], ","))}
+	}
+	if len(out) == 0 {
+		t.Errorf("%s: no metrics table rows found", path)
+	}
+	return out
+}
+
+func compareFamilies(t *testing.T, what string, got, want map[string]family) {
+	t.Helper()
+	for name, w := range want {
+		g, ok := got[name]
+		switch {
+		case !ok:
+			t.Errorf("%s: missing %s (%s; labels %q)", what, name, w.typ, w.labels)
+		case g != w:
+			t.Errorf("%s: %s is %s with labels %q, want %s with labels %q", what, name, g.typ, g.labels, w.typ, w.labels)
+		}
+	}
+	for name, g := range got {
+		if _, ok := want[name]; !ok {
+			t.Errorf("%s: %s (%s; labels %q) is not in families.golden", what, name, g.typ, g.labels)
+		}
+	}
+}
+
+func TestFamiliesGolden(t *testing.T) {
+	compareFamilies(t, "exposed", exposed(t), golden(t))
+}
+
+// TestDocsMatchGolden keeps the documented metrics reference in step with
+// the code: a family added, renamed or relabelled fails here until both
+// documents are updated.
+func TestDocsMatchGolden(t *testing.T) {
+	want := golden(t)
+	for _, doc := range []string{"../../README.md", "../../docs/metrics.md"} {
+		compareFamilies(t, doc, docTable(t, doc), want)
+	}
+}
+
+// TestPromtoolCheckMetrics runs the scrape text through promtool's linter,
+// which enforces the naming conventions (units, _total, help text).
+func TestPromtoolCheckMetrics(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		if _, statErr := os.Stat("/usr/bin/promtool"); statErr == nil {
+			promtool = "/usr/bin/promtool"
+		} else if os.Getenv("CI") == "true" {
+			t.Fatal("promtool not found; CI must install it (Debian package prometheus)")
+		} else {
+			t.Skip("promtool not installed")
+		}
+	}
+	mfs, err := fullRegistry(t).Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range mfs {
+		if err := enc.Encode(mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = &buf
+	out, err := cmd.CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) > 0 {
+		t.Fatalf("promtool check metrics: %v\n%s", err, out)
+	}
+}

@@ -1,0 +1,66 @@
+package collector
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wattrace/wattrace/pkg/stats"
+)
+
+// nodeCollector exports the node's energy per zone and socket.
+type nodeCollector struct {
+	energy, power, unattributed, clamps *prometheus.Desc
+}
+
+func newNodeCollector() *nodeCollector {
+	zoneLabels := []string{"zone", "socket", "source", "method"}
+	return &nodeCollector{
+		energy: prometheus.NewDesc(
+			prometheus.BuildFQName(namespace, "node", "energy_joules_total"),
+			"Energy the node used since the exporter started, split into idle and dynamic (mode). sum without(mode) is the zone's energy. Zones overlap (psys contains package, package contains core), so do not sum across zones.",
+			append(zoneLabels, "mode"), nil),
+		power: prometheus.NewDesc(
+			prometheus.BuildFQName(namespace, "node", "power_watts"),
+			"Mean power of the zone over the last accounting interval.",
+			zoneLabels, nil),
+		unattributed: prometheus.NewDesc(
+			prometheus.BuildFQName(namespace, "node", "unattributed_joules_total"),
+			"Dynamic energy of intervals in which no workload used the CPU, so it could not be split among workloads.",
+			zoneLabels, nil),
+		clamps: prometheus.NewDesc(
+			prometheus.BuildFQName(namespace, "node", "idle_clamps_total"),
+			"Intervals in which the idle model exceeded the measured energy and idle was clamped to it. A rising rate means the idle power is set too high.",
+			[]string{"zone", "socket"}, nil),
+	}
+}
+
+func (c *nodeCollector) describe(ch chan<- *prometheus.Desc) {
+	ch <- c.energy
+	ch <- c.power
+	ch <- c.unattributed
+	ch <- c.clamps
+}
+
+func (c *nodeCollector) update(ch chan<- prometheus.Metric, snap *stats.Snapshot) error {
+	if snap == nil {
+		return errNoSnapshot
+	}
+	for _, z := range snap.Zones {
+		socket := socketLabel(z.Socket)
+		m := method(z.Estimated)
+		ch <- metric(c.energy, prometheus.CounterValue, z.IdleJ, z.Name, socket, z.Source, m, modeIdle)
+		ch <- metric(c.energy, prometheus.CounterValue, z.DynamicJ, z.Name, socket, z.Source, m, modeDynamic)
+		ch <- metric(c.power, prometheus.GaugeValue, z.PowerW, z.Name, socket, z.Source, m)
+		ch <- metric(c.unattributed, prometheus.CounterValue, z.UnattributedJ, z.Name, socket, z.Source, m)
+		ch <- metric(c.clamps, prometheus.CounterValue, float64(z.IdleClamps), z.Name, socket)
+	}
+	return nil
+}
+
+func socketLabel(s int) string {
+	if s < 0 {
+		return socketNode
+	}
+	return strconv.Itoa(s)
+}

@@ -1,0 +1,112 @@
+package collector
+
+import (
+	"container/heap"
+	"sort"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wattrace/wattrace/pkg/stats"
+)
+
+// processCollector exports per-process series for the top N processes by
+// energy. Per-process series are high-cardinality, so the collector is off
+// by default and bounded by N when on.
+type processCollector struct {
+	energy, cpu, switches *prometheus.Desc
+	top                   int
+	idle                  bool
+}
+
+func newProcessCollector(top int, idleAttributed bool) *processCollector {
+	labels := []string{"pid", "comm", "cgroup"}
+	return &processCollector{
+		top:  top,
+		idle: idleAttributed,
+		energy: prometheus.NewDesc(
+			prometheus.BuildFQName(namespace, "process", "energy_joules_total"),
+			"Energy attributed to the process (all its threads, exited ones included); mode as for wattrace_cgroup_energy_joules_total. Only the top N processes by energy are exported.",
+			append(labels, "zone", "source", "method", "mode"), nil),
+		cpu: prometheus.NewDesc(
+			prometheus.BuildFQName(namespace, "process", "cpu_seconds_total"),
+			"CPU time used by the process, all threads included.",
+			labels, nil),
+		switches: prometheus.NewDesc(
+			prometheus.BuildFQName(namespace, "process", "context_switches_total"),
+			"Voluntary and involuntary context switches of the process's threads.",
+			labels, nil),
+	}
+}
+
+func (c *processCollector) describe(ch chan<- *prometheus.Desc) {
+	ch <- c.energy
+	ch <- c.cpu
+	ch <- c.switches
+}
+
+func (c *processCollector) update(ch chan<- prometheus.Metric, snap *stats.Snapshot) error {
+	if snap == nil {
+		return errNoSnapshot
+	}
+	zl := newZoneLabels(snap.Zones)
+	for _, a := range topN(aggregate(snap.Processes, true), c.top) {
+		pid := strconv.FormatUint(uint64(a.key.pid), 10)
+		emitEnergy(ch, c.energy, a, zl, c.idle, pid, a.key.comm, a.key.cgroup)
+		ch <- metric(c.cpu, prometheus.CounterValue, a.cpuSeconds, pid, a.key.comm, a.key.cgroup)
+		ch <- metric(c.switches, prometheus.CounterValue, float64(a.switches), pid, a.key.comm, a.key.cgroup)
+	}
+	return nil
+}
+
+// less orders workloads by total energy, ties broken by the label set so the
+// selection is deterministic between scrapes.
+func less(a, b *workloadAgg) bool {
+	if a.total != b.total {
+		return a.total < b.total
+	}
+	if a.key.pid != b.key.pid {
+		return a.key.pid > b.key.pid // lower PID ranks higher on ties
+	}
+	if a.key.comm != b.key.comm {
+		return a.key.comm > b.key.comm
+	}
+	return a.key.cgroup > b.key.cgroup
+}
+
+// topN returns the n workloads with the most energy, most first; n == 0
+// returns all (unordered). A bounded min-heap makes this O(len·log n) rather
+// than sorting thousands of processes every scrape to keep 20.
+func topN(ws []*workloadAgg, n int) []*workloadAgg {
+	if n == 0 || n >= len(ws) {
+		return ws
+	}
+	h := make(minHeap, 0, n)
+	for _, w := range ws {
+		if len(h) < n {
+			heap.Push(&h, w)
+			continue
+		}
+		if less(h[0], w) {
+			h[0] = w
+			heap.Fix(&h, 0)
+		}
+	}
+	out := []*workloadAgg(h)
+	sort.Slice(out, func(i, j int) bool { return less(out[j], out[i]) })
+	return out
+}
+
+// minHeap keeps the smallest of the current top n at index 0.
+type minHeap []*workloadAgg
+
+func (h minHeap) Len() int           { return len(h) }
+func (h minHeap) Less(i, j int) bool { return less(h[i], h[j]) }
+func (h minHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *minHeap) Push(x any)        { *h = append(*h, x.(*workloadAgg)) }
+func (h *minHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}

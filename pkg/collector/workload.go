@@ -1,0 +1,91 @@
+package collector
+
+import (
+	"sort"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wattrace/wattrace/pkg/stats"
+)
+
+// workloadKey is the label set of one cgroup or process series. Distinct
+// workloads can share it: a cgroup removed and re-created under the same
+// path, or a PID reused with the same comm while the old process is still
+// retained. Their counters are summed, which keeps the series monotonic
+// while both are retained; without merging the registry would reject the
+// scrape for duplicate series.
+type workloadKey struct {
+	pid    uint32
+	comm   string
+	cgroup string
+}
+
+type workloadAgg struct {
+	key        workloadKey
+	cpuSeconds float64
+	switches   uint64
+	energy     map[string]stats.WorkloadEnergy
+	total      float64 // Σ zones (dynamic+idle), for ranking
+	owned      bool    // energy is a copy this aggregate may modify
+}
+
+// aggregate merges workloads by label set. withProcess selects whether pid
+// and comm are part of the key.
+func aggregate(ws []stats.Workload, withProcess bool) []*workloadAgg {
+	idx := make(map[workloadKey]*workloadAgg, len(ws))
+	out := make([]*workloadAgg, 0, len(ws))
+	for i := range ws {
+		w := &ws[i]
+		k := workloadKey{cgroup: w.Cgroup}
+		if withProcess {
+			k.pid, k.comm = w.PID, w.Comm
+		}
+		a := idx[k]
+		if a == nil {
+			// Share the snapshot's map (it is immutable); copy only if a
+			// second workload has to be merged in.
+			a = &workloadAgg{key: k, cpuSeconds: w.CPUSeconds, switches: w.ContextSwitches, energy: w.Energy}
+			for _, e := range w.Energy {
+				a.total += e.DynamicJ + e.IdleJ
+			}
+			idx[k] = a
+			out = append(out, a)
+			continue
+		}
+		if !a.owned {
+			m := make(map[string]stats.WorkloadEnergy, len(a.energy)+len(w.Energy))
+			for z, e := range a.energy {
+				m[z] = e
+			}
+			a.energy, a.owned = m, true
+		}
+		a.cpuSeconds += w.CPUSeconds
+		a.switches += w.ContextSwitches
+		for zone, e := range w.Energy {
+			cur := a.energy[zone]
+			cur.DynamicJ += e.DynamicJ
+			cur.IdleJ += e.IdleJ
+			a.energy[zone] = cur
+			a.total += e.DynamicJ + e.IdleJ
+		}
+	}
+	return out
+}
+
+// emitEnergy sends one workload's energy series; labels are the workload's
+// own label values, followed by zone, source, method and mode.
+func emitEnergy(ch chan<- prometheus.Metric, desc *prometheus.Desc, a *workloadAgg, zl zoneLabels, idle bool, labels ...string) {
+	zones := make([]string, 0, len(a.energy))
+	for z := range a.energy {
+		zones = append(zones, z)
+	}
+	sort.Strings(zones)
+	for _, z := range zones {
+		e := a.energy[z]
+		src, m := zl.get(z)
+		ch <- metric(desc, prometheus.CounterValue, e.DynamicJ, append(labels, z, src, m, modeDynamic)...)
+		if idle {
+			ch <- metric(desc, prometheus.CounterValue, e.IdleJ, append(labels, z, src, m, modeIdle)...)
+		}
+	}
+}
