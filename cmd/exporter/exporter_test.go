@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/wattrace/wattrace/pkg/config"
+	"github.com/wattrace/wattrace/pkg/stats"
+)
+
+type fakeSource struct{ snap *stats.Snapshot }
+
+func (f *fakeSource) Snapshot() *stats.Snapshot { return f.snap }
+
+func get(t *testing.T, h http.Handler, path string) (int, string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	b, _ := io.ReadAll(rec.Result().Body)
+	return rec.Code, string(b)
+}
+
+func testConfig(t *testing.T) *config.Config {
+	t.Helper()
+	cfg, err := config.Load(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func TestHealthEndpoints(t *testing.T) {
+	src := &fakeSource{}
+	h := newHandlers(src)
+	mux, err := newMux(testConfig(t), prometheus.NewRegistry(), h, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/-/healthy", "/-/ready"} {
+		if code, _ := get(t, mux, p); code != http.StatusServiceUnavailable {
+			t.Errorf("%s before the first snapshot: %d, want 503", p, code)
+		}
+	}
+	src.snap = &stats.Snapshot{}
+	for _, p := range []string{"/-/healthy", "/-/ready"} {
+		if code, _ := get(t, mux, p); code != http.StatusOK {
+			t.Errorf("%s after the first snapshot: %d, want 200", p, code)
+		}
+	}
+	h.draining.Store(true)
+	if code, _ := get(t, mux, "/-/ready"); code != http.StatusServiceUnavailable {
+		t.Errorf("/-/ready while draining: %d, want 503", code)
+	}
+	if code, _ := get(t, mux, "/-/healthy"); code != http.StatusOK {
+		t.Errorf("/-/healthy while draining: %d, want 200", code)
+	}
+	if code, body := get(t, mux, "/"); code != http.StatusOK || !strings.Contains(body, "/metrics") {
+		t.Errorf("landing page: %d, links to /metrics: %v", code, strings.Contains(body, "/metrics"))
+	}
+	if code, _ := get(t, mux, "/metrics"); code != http.StatusOK {
+		t.Errorf("/metrics: %d", code)
+	}
+}
+
+func TestLoggerJSON(t *testing.T) {
+	var buf bytes.Buffer
+	log, err := newLogger(config.Log{Level: "warn", Format: "json"}, &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info("dropped")
+	log.Warn("kept", zap.Int("n", 3))
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 1 {
+		t.Fatalf("got %d lines, want 1 (info filtered at warn): %q", len(lines), buf.String())
+	}
+	var rec map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec["msg"] != "kept" || rec["level"] != "warn" || rec["n"] != 3.0 {
+		t.Errorf("record %v", rec)
+	}
+}
+
+func TestLoggerBadValues(t *testing.T) {
+	if _, err := newLogger(config.Log{Level: "loud", Format: "json"}, io.Discard); err == nil {
+		t.Error("bad level accepted")
+	}
+	if _, err := newLogger(config.Log{Level: "info", Format: "xml"}, io.Discard); err == nil {
+		t.Error("bad format accepted")
+	}
+}
+
+// exporter-toolkit logs through slog; the bridge must keep level filtering,
+// attributes, groups and errors.
+func TestSlogBridge(t *testing.T) {
+	var buf bytes.Buffer
+	log, err := newLogger(config.Log{Level: "info", Format: "json"}, &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sl := newSlogLogger(log, "web")
+	sl.Debug("hidden")
+	sl.With("address", ":9841").WithGroup("tls").Error("listen failed", "err", errors.New("boom"), "port", 9841)
+	var rec map[string]any
+	if err := json.Unmarshal(bytes.TrimSpace(buf.Bytes()), &rec); err != nil {
+		t.Fatalf("want exactly one JSON record, got %q: %v", buf.String(), err)
+	}
+	want := map[string]any{"level": "error", "logger": "web", "msg": "listen failed", "address": ":9841", "tls.err": "boom", "tls.port": 9841.0}
+	for k, v := range want {
+		if rec[k] != v {
+			t.Errorf("%s = %v, want %v (record %v)", k, rec[k], v, rec)
+		}
+	}
+}
+
+func TestOpenMeterEstimatorOverrides(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Path.Procfs = t.TempDir() // no cpuinfo: average coefficients
+	cfg.Path.Sysfs = t.TempDir()  // no powercap, no cpu list
+	cfg.Power.Estimator = config.Estimator{MinWattsPerCPU: 1, MaxWattsPerCPU: 4}
+	m, err := openMeter(cfg, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Name() != "estimator" || !m.Estimated() {
+		t.Errorf("auto without RAPL gave %s (estimated %v), want the estimator", m.Name(), m.Estimated())
+	}
+	cfg.Power.Source = "rapl"
+	if _, err := openMeter(cfg, zap.NewNop()); err == nil || !strings.Contains(err.Error(), "power.source=rapl") {
+		t.Errorf("forced RAPL without RAPL: %v, want an error naming power.source=rapl", err)
+	}
+}
