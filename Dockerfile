@@ -1,0 +1,42 @@
+# syntax=docker/dockerfile:1
+#
+# wattrace container image. The BPF objects are committed (pkg/bpfloader),
+# so the build needs neither clang nor kernel headers.
+#
+# Run it privileged, in the host's PID and cgroup namespaces, with the
+# host's /proc and cgroupfs mounted (see README "Deployment"):
+#
+#   docker run --rm --privileged --pid=host --cgroupns=host \
+#     -v /proc:/host/proc:ro -v /sys:/sys:ro -v /sys/fs/cgroup:/host/sys/fs/cgroup:ro \
+#     -p 9841:9841 wattrace
+#
+# Instead of --privileged: --cap-add BPF --cap-add PERFMON
+# --cap-add SYS_RESOURCE --cap-add DAC_READ_SEARCH (RAPL's energy_uj is
+# root-only since Linux 5.10) --security-opt apparmor=unconfined.
+
+FROM golang:1.26 AS build
+WORKDIR /src
+# Dependencies first, so code changes don't invalidate the module cache.
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+ARG VERSION=dev
+ARG REVISION=unknown
+ARG BRANCH=unknown
+RUN CGO_ENABLED=0 go build -trimpath \
+      -ldflags "-s -w \
+        -X github.com/prometheus/common/version.Version=${VERSION} \
+        -X github.com/prometheus/common/version.Revision=${REVISION} \
+        -X github.com/prometheus/common/version.Branch=${BRANCH}" \
+      -o /out/wattrace ./cmd/exporter
+
+# static: the binary is CGO-free. Not the :nonroot variant: loading BPF
+# programs and reading RAPL need root or the capabilities listed above.
+FROM gcr.io/distroless/static-debian12
+COPY --from=build /out/wattrace /bin/wattrace
+USER 0:0
+EXPOSE 9841
+ENTRYPOINT ["/bin/wattrace"]
+# The host's /proc and cgroupfs are expected under /host; /sys is the
+# container's own, which for sysfs shows the host's devices (RAPL, BTF).
+CMD ["--path.procfs=/host/proc", "--path.cgroupfs=/host/sys/fs/cgroup"]
