@@ -18,7 +18,7 @@ LDFLAGS := -s -w \
 	-X $(VERSION_PKG).BuildUser=$(shell id -un 2>/dev/null)@$(shell hostname 2>/dev/null) \
 	-X $(VERSION_PKG).BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 
-.PHONY: all build run test bench generate lint check-generate clean
+.PHONY: all build run test bench generate vmlinux lint check-generate clean
 
 all: lint test build
 
@@ -46,6 +46,12 @@ bench:
 # bpftool).
 generate:
 	$(GO) generate ./pkg/bpfloader/...
+
+# vmlinux.h comes from the kernel the programs were developed on; CO-RE
+# relocates against the running kernel's BTF, so it rarely needs refreshing
+# and is kept out of check-generate (CI's kernel may differ).
+vmlinux:
+	bpftool btf dump file /sys/kernel/btf/vmlinux format c > vmlinux/vmlinux.h
 
 lint:
 	@out="$$(gofmt -l .)"; \

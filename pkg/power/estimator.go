@@ -91,3 +91,12 @@ func (e *Estimator) Read() ([]ZoneSample, error) {
 	e.mu.Unlock()
 	return []ZoneSample{{Zone: ZonePackage, Socket: -1, Joules: j}}, nil
 }
+
+// IdleWatts is the model's own idle power: the estimator knows its idle
+// exactly (every CPU at its minimum), so nothing needs to be learned.
+func (e *Estimator) IdleWatts(zone string) (float64, bool) {
+	if zone != ZonePackage {
+		return 0, false
+	}
+	return float64(e.c.CPUs) * e.c.MinWattsPerCPU, true
+}

@@ -45,6 +45,12 @@ type advancer interface {
 	Advance(util float64, dt time.Duration)
 }
 
+// idler is implemented by meters that know a zone's idle power (an
+// estimator's model has it built in); configuration still overrides it.
+type idler interface {
+	IdleWatts(zone string) (float64, bool)
+}
+
 // learnThreshold is the utilization below which an interval's power may
 // teach the learned idle model: low enough that dynamic power is small.
 const learnThreshold = 0.1
@@ -386,11 +392,7 @@ func (l *Loop) readMeter(dt time.Duration, util float64) {
 		z := l.zones[id]
 		if z == nil {
 			z = &zoneState{Zone: Zone{ZoneID: id, Source: l.meter.Name(), Estimated: l.meter.Estimated()}}
-			if w, ok := l.cfg.IdleWatts[s.Zone]; ok {
-				z.idleMd, _ = model.NewConfiguredIdle(w)
-			} else {
-				z.idleMd = model.NewLearnedIdle(learnThreshold)
-			}
+			z.idleMd = l.idleModel(s.Zone)
 			l.zones[id] = z
 			l.zoneOrder = append(l.zoneOrder, id)
 		}
@@ -405,6 +407,22 @@ func (l *Loop) readMeter(dt time.Duration, util float64) {
 		}
 		l.splitZone(z, dE, dt, util)
 	}
+}
+
+func (l *Loop) idleModel(zone string) model.IdleModel {
+	if w, ok := l.cfg.IdleWatts[zone]; ok {
+		if m, err := model.NewConfiguredIdle(w); err == nil { // validated in New
+			return m
+		}
+	}
+	if i, ok := l.meter.(idler); ok {
+		if w, ok := i.IdleWatts(zone); ok {
+			if m, err := model.NewConfiguredIdle(w); err == nil {
+				return m
+			}
+		}
+	}
+	return model.NewLearnedIdle(learnThreshold)
 }
 
 func (l *Loop) splitZone(z *zoneState, dE float64, dt time.Duration, util float64) {

@@ -285,3 +285,28 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// With the estimator as meter, idle is the model's own floor (CPUs × min
+// watts) and dynamic energy is exactly what utilization added.
+func TestEstimatorIdle(t *testing.T) {
+	est, err := power.NewEstimator(power.Coefficients{MinWattsPerCPU: 1, MaxWattsPerCPU: 3, CPUs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &fakeSource{}
+	l := mustLoop(t, Config{CPUs: 2}, src, est, names{1: "/a"})
+	t0 := time.Unix(0, 0)
+	src.add(1, 1, 0, 0)
+	l.Step(t0)
+	src.add(1, 1, 0, 10e9) // 10 CPU-s in 10 s on 2 CPUs: 50% utilization
+	l.Step(t0.Add(10 * time.Second))
+	s := l.Snapshot()
+	z := s.Zones[0]
+	// 2 W idle × 10 s = 20 J; (3−1) W × 2 CPUs × 0.5 × 10 s = 20 J dynamic.
+	if z.IdleJ != 20 || z.DynamicJ != 20 || !z.Estimated || z.Source != "estimator" {
+		t.Errorf("zone %+v", z)
+	}
+	if got := cgroupByPath(s, "/a").Energy["package"].DynamicJ; got != 20 {
+		t.Errorf("workload dynamic %v, want 20", got)
+	}
+}
