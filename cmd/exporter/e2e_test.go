@@ -1,0 +1,244 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/wattrace/wattrace/internal/testenv"
+	"github.com/wattrace/wattrace/pkg/cgroup"
+)
+
+// buildExporter builds the real binary once per test.
+func buildExporter(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "wattrace")
+	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	cmd := exec.Command(gobin, "build", "-o", bin, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startExporter runs the binary with args and returns its base URL; the
+// process is stopped with SIGTERM when the test ends and must exit cleanly.
+func startExporter(t *testing.T, bin, addr string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("exporter exited with %v\n%s", err, logs.String())
+			}
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Errorf("exporter did not stop on SIGINT\n%s", logs.String())
+		}
+		if t.Failed() {
+			t.Logf("exporter log:\n%s", logs.String())
+		}
+	})
+	return "http://" + addr
+}
+
+func scrape(t *testing.T, url string) (map[string]*dto.MetricFamily, []byte) {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		return nil, nil
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return nil, nil
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("parse scrape: %v", err)
+	}
+	return fams, body
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// sum adds the samples of a family whose labels match.
+func sum(fams map[string]*dto.MetricFamily, name string, match map[string]string) (float64, bool) {
+	f := fams[name]
+	if f == nil {
+		return 0, false
+	}
+	var v float64
+	found := false
+next:
+	for _, m := range f.GetMetric() {
+		for k, want := range match {
+			if label(m, k) != want {
+				continue next
+			}
+		}
+		found = true
+		v += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+	}
+	return v, found
+}
+
+// The README's run command, with no flag, on this machine: within 10 s
+// /metrics shows estimated node energy and per-cgroup energy that grow from
+// scrape to scrape, a busy cgroup gaining more than an idle one, in BPF mode.
+func TestREADMERunCommand(t *testing.T) {
+	testenv.RequireRoot(t)
+	h, err := cgroup.Detect("/proc", "/sys/fs/cgroup", "auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy := testenv.Cgroup(t, h.Mount, "busy")
+	idle := testenv.Cgroup(t, h.Mount, "idle")
+	testenv.StartIn(t, busy, testenv.Busy...)
+	testenv.StartIn(t, idle, "sleep", "600")
+	busyPath, idlePath := "/"+filepath.Base(busy), "/"+filepath.Base(idle)
+
+	bin := buildExporter(t)
+	start := time.Now()
+	url := startExporter(t, bin, "localhost:9841")
+	cgEnergy := func(fams map[string]*dto.MetricFamily, path string) float64 {
+		v, _ := sum(fams, "wattrace_cgroup_energy_joules_total", map[string]string{"cgroup": path})
+		return v
+	}
+	var first map[string]*dto.MetricFamily
+	for time.Since(start) < 10*time.Second {
+		fams, _ := scrape(t, url)
+		if v, ok := sum(fams, "wattrace_node_energy_joules_total", map[string]string{"method": "estimated"}); ok && v > 0 && cgEnergy(fams, busyPath) > 0 {
+			first = fams
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if first == nil {
+		t.Fatalf("no estimated node energy and busy-cgroup energy within 10 s")
+	}
+	t.Logf("energy visible after %v", time.Since(start).Round(time.Millisecond))
+	if v, _ := sum(first, "wattrace_accounting_mode", map[string]string{"mode": "bpf"}); v != 1 {
+		t.Errorf("accounting mode is not bpf")
+	}
+	n0, _ := sum(first, "wattrace_stats_intervals_total", nil)
+	var second map[string]*dto.MetricFamily
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		fams, _ := scrape(t, url)
+		if n, _ := sum(fams, "wattrace_stats_intervals_total", nil); n > n0 {
+			second = fams
+			break
+		}
+	}
+	if second == nil {
+		t.Fatal("no new interval within 15 s")
+	}
+	node0, _ := sum(first, "wattrace_node_energy_joules_total", nil)
+	node1, _ := sum(second, "wattrace_node_energy_joules_total", nil)
+	dBusy := cgEnergy(second, busyPath) - cgEnergy(first, busyPath)
+	dIdle := cgEnergy(second, idlePath) - cgEnergy(first, idlePath)
+	t.Logf("node +%.2f J, busy cgroup +%.3f J, idle cgroup +%.6f J", node1-node0, dBusy, dIdle)
+	if node1 <= node0 {
+		t.Errorf("node energy did not grow: %v then %v", node0, node1)
+	}
+	if dBusy <= 0 || dBusy <= dIdle {
+		t.Errorf("busy cgroup gained %v J, idle %v J: want busy > idle and > 0", dBusy, dIdle)
+	}
+}
+
+// A real scrape of the running exporter, every collector on, passes
+// promtool check metrics with no finding and carries every family the
+// README documents (the golden list the collector tests hold to the docs).
+func TestRealScrapeLintAndFamilies(t *testing.T) {
+	testenv.RequireRoot(t)
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Fatalf("promtool is needed (Debian package prometheus): %v", err)
+	}
+	bin := buildExporter(t)
+	url := startExporter(t, bin, "localhost:19841", "--web.listen-address=localhost:19841",
+		"--collector.process", "--collector.bpf-stats", "--power.idle-policy=cpu")
+	var body []byte
+	var fams map[string]*dto.MetricFamily
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		fams, body = scrape(t, url)
+		if n, _ := sum(fams, "wattrace_stats_intervals_total", nil); n >= 1 {
+			break
+		}
+	}
+	if body == nil {
+		t.Fatal("no scrape")
+	}
+	cmd := exec.CommandContext(context.Background(), promtool, "check", "metrics")
+	cmd.Stdin = bytes.NewReader(body)
+	out, err := cmd.CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) > 0 {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+
+	golden, err := os.Open("../../pkg/collector/testdata/families.golden")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer golden.Close()
+	sc := bufio.NewScanner(golden)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Fields(line)
+		name := f[0]
+		fam := fams[name]
+		if fam == nil {
+			t.Errorf("documented family %s missing from a real scrape", name)
+			continue
+		}
+		var want []string
+		if len(f) > 2 {
+			want = strings.Split(f[2], ",")
+		}
+		sort.Strings(want)
+		var got []string
+		for _, l := range fam.GetMetric()[0].GetLabel() {
+			got = append(got, l.GetName())
+		}
+		sort.Strings(got)
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s labels %v, documented %v", name, got, want)
+		}
+	}
+}
