@@ -25,7 +25,7 @@ import (
 )
 
 // buildExporter builds the real binary once per test.
-func buildExporter(t *testing.T) string {
+func buildExporter(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "wattrace")
 	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")

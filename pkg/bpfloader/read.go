@@ -23,6 +23,8 @@ func parseTasks(b []byte, out []taskRec) ([]taskRec, error) {
 	le := binary.LittleEndian
 	for off := 0; off < len(b); off += recSize {
 		r := b[off : off+recSize]
+		var comm [16]byte
+		copy(comm[:], r[56:72])
 		out = append(out, taskRec{
 			tid:         le.Uint32(r[0:]),
 			tgid:        le.Uint32(r[4:]),
@@ -31,7 +33,7 @@ func parseTasks(b []byte, out []taskRec) ([]taskRec, error) {
 			cgroup:      le.Uint64(r[24:]),
 			c:           counters{runtime: le.Uint64(r[32:]), switches: le.Uint64(r[40:])},
 			cpu:         int32(le.Uint32(r[48:])),
-			comm:        cString(r[56:72]),
+			comm:        comm,
 		})
 	}
 	return out, nil

@@ -38,7 +38,7 @@ type taskRec struct {
 	cgroup             uint64
 	c                  counters
 	cpu                int32
-	comm               string
+	comm               [16]byte // raw: turned into a string only when it changes
 }
 
 type procExitRec struct {
@@ -55,6 +55,7 @@ type cgExitRec struct {
 
 type procState struct {
 	p        usage.Process
+	comm     [16]byte
 	livePass uint64
 	// grace is set on the first pass without live threads: a released
 	// thread's free hook runs an RCU grace period later, so the process's
@@ -118,12 +119,15 @@ func (s *state) update(tasks []taskRec, procExits []procExitRec, cgExits []cgExi
 		pk := usage.ProcKey{PID: t.tgid, StartTime: t.leaderStart}
 		ps := s.procs[pk]
 		if ps == nil {
-			ps = &procState{p: usage.Process{Key: pk, Comm: t.comm, Cgroup: t.cgroup, CPU: int(t.cpu)}}
+			ps = &procState{p: usage.Process{Key: pk, Comm: cString(t.comm[:]), Cgroup: t.cgroup, CPU: int(t.cpu)}, comm: t.comm}
 			s.procs[pk] = ps
 		}
 		if t.tid == t.tgid {
 			// The leader names the process and says where it lives.
-			ps.p.Comm, ps.p.Cgroup, ps.p.CPU = t.comm, t.cgroup, int(t.cpu)
+			if t.comm != ps.comm {
+				ps.p.Comm, ps.comm = cString(t.comm[:]), t.comm
+			}
+			ps.p.Cgroup, ps.p.CPU = t.cgroup, int(t.cpu)
 		}
 		ps.p.CPUNs += d.runtime
 		ps.p.Switches += d.switches

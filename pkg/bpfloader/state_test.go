@@ -26,7 +26,7 @@ func cg(r usage.Reading, id uint64) uint64 {
 
 func task(tid, tgid uint32, cgroup, runtime uint64) taskRec {
 	return taskRec{tid: tid, tgid: tgid, start: uint64(tid) * 1000, leaderStart: uint64(tgid) * 1000,
-		cgroup: cgroup, c: counters{runtime: runtime, switches: runtime / 10}, comm: "t"}
+		cgroup: cgroup, c: counters{runtime: runtime, switches: runtime / 10}, comm: [16]byte{'t'}}
 }
 
 // A process's threads come and go, a thread's remainder arrives through the
@@ -140,7 +140,7 @@ func TestParseTasks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || got[0].tid != 7 || got[0].c.runtime != 16 || got[0].cpu != -1 || got[0].comm != "bash" {
+	if len(got) != 2 || got[0].tid != 7 || got[0].c.runtime != 16 || got[0].cpu != -1 || cString(got[0].comm[:]) != "bash" {
 		t.Errorf("parsed %+v", got[0])
 	}
 	if _, err := parseTasks(b[:recSize+1], nil); err == nil {

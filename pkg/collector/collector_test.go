@@ -42,13 +42,13 @@ func testSnapshot() *stats.Snapshot {
 		},
 		Cgroups: []stats.Workload{
 			{Cgroup: "/", CgroupID: 1, CPUSeconds: 1.5, ContextSwitches: 10, Alive: true,
-				Energy: map[string]stats.WorkloadEnergy{"package": {DynamicJ: 20, IdleJ: 5}}},
+				Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 20, IdleJ: 5}}}},
 			{Cgroup: "/system.slice/a.service", CgroupID: 77, CPUSeconds: 3, ContextSwitches: 30, Alive: true,
-				Energy: map[string]stats.WorkloadEnergy{"package": {DynamicJ: 40, IdleJ: 10}, "psys": {DynamicJ: 60}}},
+				Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 40, IdleJ: 10}}, {Zone: "psys", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 60}}}},
 			// The same path re-created with a new id while the old one is
 			// retained: merged into one series.
 			{Cgroup: "/system.slice/a.service", CgroupID: 78, CPUSeconds: 1, ContextSwitches: 2, Alive: false,
-				Energy: map[string]stats.WorkloadEnergy{"package": {DynamicJ: 5}}},
+				Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 5}}}},
 		},
 		Processes: []stats.Workload{
 			proc(100, "small", 1),
@@ -62,7 +62,7 @@ func testSnapshot() *stats.Snapshot {
 func proc(pid uint32, comm string, dynJ float64) stats.Workload {
 	return stats.Workload{
 		Cgroup: "/user.slice", PID: pid, Comm: comm, CPUSeconds: dynJ / 10, ContextSwitches: uint64(pid), Alive: true,
-		Energy: map[string]stats.WorkloadEnergy{"package": {DynamicJ: dynJ, IdleJ: 1}},
+		Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: dynJ, IdleJ: 1}}},
 	}
 }
 
@@ -121,7 +121,7 @@ func TestNodeCollectorEstimated(t *testing.T) {
 	snap := &stats.Snapshot{Zones: []stats.Zone{
 		{ZoneID: stats.ZoneID{Name: "package", Socket: -1}, Source: "estimator", Estimated: true, IdleJ: 7, DynamicJ: 3, PowerW: 2},
 	}, Cgroups: []stats.Workload{
-		{Cgroup: "/", Energy: map[string]stats.WorkloadEnergy{"package": {DynamicJ: 3}}},
+		{Cgroup: "/", Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 3}}}},
 	}}
 	e := newExporter(t, snap, Options{Node: true, Cgroup: true})
 	gatherCompare(t, e, `

@@ -1,8 +1,6 @@
 package collector
 
 import (
-	"sort"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wattrace/wattrace/pkg/stats"
@@ -24,7 +22,7 @@ type workloadAgg struct {
 	key        workloadKey
 	cpuSeconds float64
 	switches   uint64
-	energy     map[string]stats.WorkloadEnergy
+	energy     stats.Energy
 	total      float64 // Σ zones (dynamic+idle), for ranking
 	owned      bool    // energy is a copy this aggregate may modify
 }
@@ -42,8 +40,8 @@ func aggregate(ws []stats.Workload, withProcess bool) []*workloadAgg {
 		}
 		a := idx[k]
 		if a == nil {
-			// Share the snapshot's map (it is immutable); copy only if a
-			// second workload has to be merged in.
+			// Share the snapshot's slice (it is immutable); copy only if
+			// a second workload has to be merged in.
 			a = &workloadAgg{key: k, cpuSeconds: w.CPUSeconds, switches: w.ContextSwitches, energy: w.Energy}
 			for _, e := range w.Energy {
 				a.total += e.DynamicJ + e.IdleJ
@@ -53,19 +51,12 @@ func aggregate(ws []stats.Workload, withProcess bool) []*workloadAgg {
 			continue
 		}
 		if !a.owned {
-			m := make(map[string]stats.WorkloadEnergy, len(a.energy)+len(w.Energy))
-			for z, e := range a.energy {
-				m[z] = e
-			}
-			a.energy, a.owned = m, true
+			a.energy, a.owned = append(stats.Energy(nil), a.energy...), true
 		}
 		a.cpuSeconds += w.CPUSeconds
 		a.switches += w.ContextSwitches
-		for zone, e := range w.Energy {
-			cur := a.energy[zone]
-			cur.DynamicJ += e.DynamicJ
-			cur.IdleJ += e.IdleJ
-			a.energy[zone] = cur
+		for _, e := range w.Energy {
+			a.energy = a.energy.Add(e.Zone, e.DynamicJ, e.IdleJ)
 			a.total += e.DynamicJ + e.IdleJ
 		}
 	}
@@ -75,13 +66,8 @@ func aggregate(ws []stats.Workload, withProcess bool) []*workloadAgg {
 // emitEnergy sends one workload's energy series; labels are the workload's
 // own label values, followed by zone, source, method and mode.
 func emitEnergy(ch chan<- prometheus.Metric, desc *prometheus.Desc, a *workloadAgg, zl zoneLabels, idle bool, labels ...string) {
-	zones := make([]string, 0, len(a.energy))
-	for z := range a.energy {
-		zones = append(zones, z)
-	}
-	sort.Strings(zones)
-	for _, z := range zones {
-		e := a.energy[z]
+	for _, e := range a.energy { // sorted by zone
+		z := e.Zone
 		src, m := zl.get(z)
 		ch <- metric(desc, prometheus.CounterValue, e.DynamicJ, append(labels, z, src, m, modeDynamic)...)
 		if idle {

@@ -135,7 +135,7 @@ func twoCgroups(t *testing.T, h cgroup.Hierarchy, src usage.Source, mode string,
 		}
 		for _, id := range []uint64{idA, idB} {
 			cpu := find(s.Cgroups, id).CPUSeconds - find(prev.Cgroups, id).CPUSeconds
-			got := find(s.Cgroups, id).Energy["package"].DynamicJ - find(prev.Cgroups, id).Energy["package"].DynamicJ
+			got := find(s.Cgroups, id).Energy.Get("package").DynamicJ - find(prev.Cgroups, id).Energy.Get("package").DynamicJ
 			if want := dyn * cpu / total; math.Abs(got-want) > 1e-9*dyn {
 				t.Errorf("interval %d, cgroup %d: %v J, want %v J (%v s of %v s)", i, id, got, want, cpu, total)
 			}
@@ -159,9 +159,9 @@ func twoCgroups(t *testing.T, h cgroup.Hierarchy, src usage.Source, mode string,
 	}
 	a, b := find(s.Cgroups, idA), find(s.Cgroups, idB)
 	kernelRatio := float64(uA1-uA0) / float64(uB1-uB0)
-	energyRatio := a.Energy["package"].DynamicJ / b.Energy["package"].DynamicJ
+	energyRatio := a.Energy.Get("package").DynamicJ / b.Energy.Get("package").DynamicJ
 	t.Logf("A %.3f s %.2f J, B %.3f s %.2f J; energy ratio %.4f, kernel CPU ratio %.4f",
-		a.CPUSeconds, a.Energy["package"].DynamicJ, b.CPUSeconds, b.Energy["package"].DynamicJ, energyRatio, kernelRatio)
+		a.CPUSeconds, a.Energy.Get("package").DynamicJ, b.CPUSeconds, b.Energy.Get("package").DynamicJ, energyRatio, kernelRatio)
 	if d := testenv.RelDiff(energyRatio, kernelRatio); d > 0.01 {
 		t.Errorf("energy ratio %.4f vs kernel CPU ratio %.4f: %.2f%% off", energyRatio, kernelRatio, d*100)
 	}

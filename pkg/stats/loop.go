@@ -71,7 +71,8 @@ type Loop struct {
 	intervals uint64
 	zones     map[ZoneID]*zoneState
 	zoneOrder []ZoneID
-	cgroups   map[uint64]*workload
+	cgIDs     map[uint64]*cgSeries // by the source's cgroup id
+	byPath    map[string]*workload // cgroup workloads, by path
 	procs     map[usage.ProcKey]*workload
 	nsockets  int
 
@@ -90,9 +91,17 @@ type zoneState struct {
 
 type workload struct {
 	w       Workload
-	prevCPU uint64
+	prevCPU uint64 // processes only: a cgroup's are per id, in cgSeries
 	prevSw  uint64
-	seen    bool // present in the latest reading
+	seen    bool      // present in the latest reading
+	gone    bool      // merged away or dropped
+	into    *workload // where a merged-away workload's ids now count
+}
+
+// cgSeries is one cgroup id's counters as the source reports them.
+type cgSeries struct {
+	prevCPU, prevSw uint64
+	w               *workload
 }
 
 // New builds a loop. It fails on a configuration it can't honour, naming
@@ -129,7 +138,8 @@ func New(cfg Config, src usage.Source, meter power.Meter, res Resolver, log *zap
 	return &Loop{
 		cfg: cfg, policy: policy, src: src, meter: meter, res: res, log: log,
 		zones:    map[ZoneID]*zoneState{},
-		cgroups:  map[uint64]*workload{},
+		cgIDs:    map[uint64]*cgSeries{},
+		byPath:   map[string]*workload{},
 		procs:    map[usage.ProcKey]*workload{},
 		nsockets: max(1, len(sockets)),
 		cgUse:    map[int]map[*workload]float64{},
@@ -224,9 +234,6 @@ func (l *Loop) clearUsage() {
 // usage of any interval; afterwards a new workload's counters are all new.
 func (l *Loop) absorb(r usage.Reading, now time.Time, baseline bool) float64 {
 	l.clearUsage()
-	for _, w := range l.cgroups {
-		w.seen = false
-	}
 	// Processes first: they say on which socket each cgroup ran.
 	cgSocket := map[uint64]map[int]float64{}
 	for _, w := range l.procs {
@@ -236,7 +243,7 @@ func (l *Loop) absorb(r usage.Reading, now time.Time, baseline bool) float64 {
 		p := &r.Processes[i]
 		w := l.procs[p.Key]
 		if w == nil {
-			w = &workload{w: Workload{PID: p.Key.PID, Energy: map[string]WorkloadEnergy{}}}
+			w = &workload{w: Workload{PID: p.Key.PID}}
 			if baseline {
 				w.w.CPUSeconds = float64(p.CPUNs) / 1e9
 				w.w.ContextSwitches = p.Switches
@@ -265,51 +272,83 @@ func (l *Loop) absorb(r usage.Reading, now time.Time, baseline bool) float64 {
 		}
 	}
 	var total float64
+	for _, w := range l.byPath {
+		w.seen, w.w.Alive = false, false
+	}
 	for i := range r.Cgroups {
 		c := &r.Cgroups[i]
-		w := l.cgroups[c.ID]
-		if w == nil {
-			// Retention of a cgroup never resolved (removed before we
-			// could name it) runs from its first sighting.
-			w = &workload{w: Workload{CgroupID: c.ID, Energy: map[string]WorkloadEnergy{}, LastSeen: now}}
+		cs := l.cgIDs[c.ID]
+		if cs == nil {
+			cs = &cgSeries{}
 			if baseline {
-				w.prevCPU, w.prevSw = c.CPUNs, c.Switches
-				w.w.CPUSeconds = float64(c.CPUNs) / 1e9
-				w.w.ContextSwitches = c.Switches
+				cs.prevCPU, cs.prevSw = c.CPUNs, c.Switches
 			}
-			l.cgroups[c.ID] = w
+			l.cgIDs[c.ID] = cs
 		}
-		d, dsw := deltas(c.CPUNs, w.prevCPU, c.Switches, w.prevSw)
-		w.prevCPU, w.prevSw = c.CPUNs, c.Switches
+		d, dsw := deltas(c.CPUNs, cs.prevCPU, c.Switches, cs.prevSw)
+		if baseline {
+			d, dsw = c.CPUNs, c.Switches // history: counted, not usage
+		}
+		cs.prevCPU, cs.prevSw = c.CPUNs, c.Switches
+		path, ok := l.resolve(c.ID)
+		w := l.attach(cs, c.ID, path, ok, now)
 		w.w.CPUSeconds += float64(d) / 1e9
 		w.w.ContextSwitches += dsw
 		w.seen = true
-		path, ok := l.resolve(c.ID)
-		if ok {
-			w.w.Cgroup = path
-		} else if w.w.Cgroup == "" {
-			w.w.Cgroup = fmt.Sprintf("id:%d", c.ID)
-		}
 		// A removed cgroup's retention runs from when it was last seen
 		// alive, even while the source still reports its final totals.
-		w.w.Alive = ok
 		if ok {
-			w.w.LastSeen = now
+			w.w.Alive, w.w.LastSeen, w.w.CgroupID = true, now, c.ID
 		}
-		if d == 0 {
+		if d == 0 || baseline {
 			continue
 		}
 		sec := float64(d) / 1e9
 		total += sec
-		l.cgTotal[w] = sec
+		l.cgTotal[w] += sec
 		l.spread(w, sec, cgSocket[c.ID])
 	}
-	for _, w := range l.cgroups {
-		if !w.seen {
-			w.w.Alive = false
-		}
-	}
 	return total
+}
+
+// attach finds the workload a cgroup id's figures go to. Workloads are
+// keyed by path, so a cgroup removed and created again under the same path
+// (a restarted service) continues its series rather than restarting or
+// duplicating it. An id not yet resolvable gets a placeholder named by id,
+// merged into the path's workload once the id resolves.
+func (l *Loop) attach(cs *cgSeries, id uint64, path string, ok bool, now time.Time) *workload {
+	if !ok {
+		if cs.w == nil {
+			key := fmt.Sprintf("id:%d", id)
+			cs.w = l.byPath[key]
+			if cs.w == nil {
+				// Retention of a cgroup never resolved (removed before
+				// we could name it) runs from its first sighting.
+				cs.w = &workload{w: Workload{Cgroup: key, CgroupID: id, LastSeen: now}}
+				l.byPath[key] = cs.w
+			}
+		}
+		return cs.w
+	}
+	if cs.w != nil && cs.w.w.Cgroup == path {
+		return cs.w
+	}
+	target := l.byPath[path]
+	if target == nil {
+		target = &workload{w: Workload{Cgroup: path, CgroupID: id, LastSeen: now}}
+		l.byPath[path] = target
+	}
+	if old := cs.w; old != nil && old != target {
+		target.w.CPUSeconds += old.w.CPUSeconds
+		target.w.ContextSwitches += old.w.ContextSwitches
+		for _, e := range old.w.Energy {
+			target.w.Energy = target.w.Energy.Add(e.Zone, e.DynamicJ, e.IdleJ)
+		}
+		delete(l.byPath, old.w.Cgroup)
+		old.gone, old.into = true, target
+	}
+	cs.w = target
+	return target
 }
 
 // spread places a cgroup's usage on sockets in proportion to where its
@@ -358,8 +397,8 @@ func (l *Loop) resolve(id uint64) (string, bool) {
 }
 
 func (l *Loop) cgroupPath(id uint64) string {
-	if w := l.cgroups[id]; w != nil && w.w.Cgroup != "" {
-		return w.w.Cgroup
+	if cs := l.cgIDs[id]; cs != nil && cs.w != nil {
+		return cs.w.w.Cgroup
 	}
 	if p, ok := l.resolve(id); ok {
 		return p
@@ -455,14 +494,10 @@ func (l *Loop) split(z *zoneState, dE, idleJ float64, use map[int]map[*workload]
 	}
 	res := model.Split(model.Interval[*workload]{EnergyJ: dE, IdleJ: idleJ, Usage: usageMap, Policy: l.policy}, l.dyn, l.idle)
 	for w, j := range l.dyn {
-		e := w.w.Energy[z.Name]
-		e.DynamicJ += j
-		w.w.Energy[z.Name] = e
+		w.w.Energy = w.w.Energy.Add(z.Name, j, 0)
 	}
 	for w, j := range l.idle {
-		e := w.w.Energy[z.Name]
-		e.IdleJ += j
-		w.w.Energy[z.Name] = e
+		w.w.Energy = w.w.Energy.Add(z.Name, 0, j)
 	}
 	return res
 }
@@ -493,13 +528,21 @@ func (l *Loop) publish(now time.Time) {
 		Hierarchy: l.cfg.Hierarchy,
 		Intervals: l.intervals,
 		Zones:     make([]Zone, 0, len(l.zoneOrder)),
-		Cgroups:   make([]Workload, 0, len(l.cgroups)),
+		Cgroups:   make([]Workload, 0, len(l.byPath)),
 		Processes: make([]Workload, 0, len(l.procs)),
 	}
 	for _, id := range l.zoneOrder {
 		s.Zones = append(s.Zones, l.zones[id].Zone)
 	}
-	s.Cgroups = l.export(s.Cgroups, l.cgroups, now)
+	s.Cgroups = l.export(s.Cgroups, l.byPath, now)
+	for id, cs := range l.cgIDs {
+		for cs.w != nil && cs.w.gone && cs.w.into != nil {
+			cs.w = cs.w.into
+		}
+		if cs.w != nil && cs.w.gone {
+			delete(l.cgIDs, id)
+		}
+	}
 	s.Processes = l.export(s.Processes, l.procs, now)
 	l.snap.Store(s)
 }
@@ -513,17 +556,15 @@ func (l *Loop) export(out []Workload, ws any, now time.Time) []Workload {
 			return w.seen
 		}
 		c := w.w
-		c.Energy = make(map[string]WorkloadEnergy, len(w.w.Energy))
-		for k, v := range w.w.Energy {
-			c.Energy[k] = v
-		}
+		c.Energy = append(Energy(nil), w.w.Energy...)
 		out = append(out, c)
 		return true
 	}
 	switch m := ws.(type) {
-	case map[uint64]*workload:
+	case map[string]*workload:
 		for k, w := range m {
 			if !add(w) {
+				w.gone = true
 				delete(m, k)
 			}
 		}

@@ -118,15 +118,15 @@ func TestSplitByCPU(t *testing.T) {
 		t.Fatalf("zone: %+v", z)
 	}
 	a, b := cgroupByPath(s, "/a"), cgroupByPath(s, "/b")
-	if a.Energy["package"].DynamicJ != 20 || b.Energy["package"].DynamicJ != 10 {
-		t.Errorf("dynamic: a %v b %v, want 20 and 10", a.Energy["package"], b.Energy["package"])
+	if a.Energy.Get("package").DynamicJ != 20 || b.Energy.Get("package").DynamicJ != 10 {
+		t.Errorf("dynamic: a %v b %v, want 20 and 10", a.Energy.Get("package"), b.Energy.Get("package"))
 	}
 	if a.CPUSeconds != 2 || b.CPUSeconds != 1 {
 		t.Errorf("cpu seconds: a %v b %v", a.CPUSeconds, b.CPUSeconds)
 	}
 	var pSum float64
 	for _, p := range s.Processes {
-		pSum += p.Energy["package"].DynamicJ
+		pSum += p.Energy.Get("package").DynamicJ
 	}
 	if pSum != 30 {
 		t.Errorf("processes got %v J of 30 J dynamic", pSum)
@@ -158,10 +158,10 @@ func TestConservationOver100Intervals(t *testing.T) {
 	for _, z := range s.Zones {
 		var cg, pr float64
 		for _, w := range s.Cgroups {
-			cg += w.Energy[z.Name].DynamicJ + w.Energy[z.Name].IdleJ
+			cg += w.Energy.Get(z.Name).DynamicJ + w.Energy.Get(z.Name).IdleJ
 		}
 		for _, w := range s.Processes {
-			pr += w.Energy[z.Name].DynamicJ + w.Energy[z.Name].IdleJ
+			pr += w.Energy.Get(z.Name).DynamicJ + w.Energy.Get(z.Name).IdleJ
 		}
 		node := z.EnergyJ
 		if math.Abs(z.IdleJ+z.DynamicJ-node) > 1e-9*node {
@@ -196,10 +196,10 @@ func TestTwoSockets(t *testing.T) {
 	m.samples[0].Joules, m.samples[1].Joules = 100, 40
 	l.Step(t0.Add(time.Second))
 	s := l.Snapshot()
-	if got := cgroupByPath(s, "/s0").Energy["package"].DynamicJ; got != 100 {
+	if got := cgroupByPath(s, "/s0").Energy.Get("package").DynamicJ; got != 100 {
 		t.Errorf("socket-0 work got %v J, want all 100 J of socket 0", got)
 	}
-	if got := cgroupByPath(s, "/s1").Energy["package"].DynamicJ; got != 40 {
+	if got := cgroupByPath(s, "/s1").Energy.Get("package").DynamicJ; got != 40 {
 		t.Errorf("socket-1 work got %v J, want all 40 J of socket 1", got)
 	}
 }
@@ -233,8 +233,8 @@ func TestFailuresLoseNothing(t *testing.T) {
 	m.samples[0].Joules = 40
 	l.Step(t0.Add(3 * time.Second))
 	a := cgroupByPath(l.Snapshot(), "/a")
-	if a.CPUSeconds != 2 || a.Energy["package"].DynamicJ != 10 {
-		t.Errorf("after recovery: cpu %v (want 2), dynamic %v (want 10)", a.CPUSeconds, a.Energy["package"].DynamicJ)
+	if a.CPUSeconds != 2 || a.Energy.Get("package").DynamicJ != 10 {
+		t.Errorf("after recovery: cpu %v (want 2), dynamic %v (want 10)", a.CPUSeconds, a.Energy.Get("package").DynamicJ)
 	}
 }
 
@@ -268,8 +268,8 @@ func TestRetention(t *testing.T) {
 	}
 	// The source still reports the cgroup; its state must survive so that
 	// a counter can't restart from zero.
-	if w := l.cgroups[1]; w == nil || w.w.CPUSeconds != 1 {
-		t.Errorf("cgroup state dropped while its source still reports it: %+v", w)
+	if cs := l.cgIDs[1]; cs == nil || cs.w.w.CPUSeconds != 1 {
+		t.Errorf("cgroup state dropped while its source still reports it: %+v", cs)
 	}
 }
 
@@ -306,7 +306,51 @@ func TestEstimatorIdle(t *testing.T) {
 	if z.IdleJ != 20 || z.DynamicJ != 20 || !z.Estimated || z.Source != "estimator" {
 		t.Errorf("zone %+v", z)
 	}
-	if got := cgroupByPath(s, "/a").Energy["package"].DynamicJ; got != 20 {
+	if got := cgroupByPath(s, "/a").Energy.Get("package").DynamicJ; got != 20 {
 		t.Errorf("workload dynamic %v, want 20", got)
+	}
+}
+
+// A cgroup removed and created again under the same path (a restarted
+// service) continues its series: counters carry on, never restart, and
+// there is one workload for the path.
+func TestRecreatedCgroupContinues(t *testing.T) {
+	src := &fakeSource{}
+	m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
+	res := names{1: "/svc"}
+	l := mustLoop(t, Config{Retention: time.Minute, IdleWatts: map[string]float64{"package": 0}}, src, m, res)
+	t0 := time.Unix(0, 0)
+	src.add(1, 10, 0, 0)
+	l.Step(t0)
+	src.add(1, 10, 0, 2e9)
+	m.samples[0].Joules = 10
+	l.Step(t0.Add(time.Second))
+	// The service restarts: id 1 is gone, id 2 has the same path and
+	// first shows up before the resolver knows it.
+	delete(res, 1)
+	src.r.Processes[0].Alive = false
+	src.add(2, 11, 0, 1e9)
+	m.samples[0].Joules = 16
+	l.Step(t0.Add(2 * time.Second))
+	if got := len(l.Snapshot().Cgroups); got != 2 {
+		t.Fatalf("%d cgroup workloads, want /svc and a placeholder for id 2", got)
+	}
+	res[2] = "/svc"
+	src.add(2, 11, 0, 1e9)
+	m.samples[0].Joules = 20
+	l.Step(t0.Add(3 * time.Second))
+	s := l.Snapshot()
+	if len(s.Cgroups) != 1 {
+		t.Fatalf("cgroups %+v, want one /svc", s.Cgroups)
+	}
+	w := s.Cgroups[0]
+	if w.Cgroup != "/svc" || w.CPUSeconds != 4 || w.Energy.Get("package").DynamicJ != 20 || !w.Alive || w.CgroupID != 2 {
+		t.Errorf("continued series: %+v", w)
+	}
+	src.add(2, 11, 0, 1e9)
+	m.samples[0].Joules = 22
+	l.Step(t0.Add(4 * time.Second))
+	if w := l.Snapshot().Cgroups[0]; w.CPUSeconds != 5 || w.Energy.Get("package").DynamicJ != 22 {
+		t.Errorf("after the merge: %+v", w)
 	}
 }

@@ -107,7 +107,7 @@ func TestRAPLFixtureConservation(t *testing.T) {
 	for _, z := range s.Zones {
 		var dyn float64
 		for _, w := range s.Cgroups {
-			dyn += w.Energy[z.Name].DynamicJ
+			dyn += w.Energy.Get(z.Name).DynamicJ
 		}
 		sum := dyn + z.UnattributedJ + z.IdleJ
 		if rel := math.Abs(sum-z.EnergyJ) / z.EnergyJ; rel > 1e-9 {
@@ -154,7 +154,7 @@ func TestRAPLFixtureTwoSockets(t *testing.T) {
 	s := l.Snapshot()
 	check := func(path, zone string, want float64) {
 		t.Helper()
-		if got := cgroupByPath(s, path).Energy[zone].DynamicJ; math.Abs(got-want) > 1e-9 {
+		if got := cgroupByPath(s, path).Energy.Get(zone).DynamicJ; math.Abs(got-want) > 1e-9 {
 			t.Errorf("%s %s: %v J, want %v", path, zone, got, want)
 		}
 	}

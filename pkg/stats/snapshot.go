@@ -69,9 +69,46 @@ type Workload struct {
 	CPUSeconds      float64
 	ContextSwitches uint64
 	// Energy per zone name (summed over sockets).
-	Energy map[string]WorkloadEnergy
+	Energy Energy
 	// Alive is false once the workload is gone; it stays in snapshots
 	// for the configured retention.
 	Alive    bool
 	LastSeen time.Time
+}
+
+// ZoneEnergy is a workload's energy in the zone named Zone.
+type ZoneEnergy struct {
+	Zone string
+	WorkloadEnergy
+}
+
+// Energy is a workload's energy by zone, sorted by zone name. A slice
+// rather than a map: nodes have a handful of zones, and tens of thousands
+// of workloads each carrying a map would dominate the exporter's memory.
+type Energy []ZoneEnergy
+
+// Get returns the energy of one zone (zero if the workload has none there).
+func (e Energy) Get(zone string) WorkloadEnergy {
+	for i := range e {
+		if e[i].Zone == zone {
+			return e[i].WorkloadEnergy
+		}
+	}
+	return WorkloadEnergy{}
+}
+
+// Add adds to a zone's energy, keeping the slice sorted; like append it
+// returns the (possibly moved) slice.
+func (e Energy) Add(zone string, dynamicJ, idleJ float64) Energy {
+	i := 0
+	for ; i < len(e) && e[i].Zone < zone; i++ {
+	}
+	if i == len(e) || e[i].Zone != zone {
+		e = append(e, ZoneEnergy{})
+		copy(e[i+1:], e[i:])
+		e[i] = ZoneEnergy{Zone: zone}
+	}
+	e[i].DynamicJ += dynamicJ
+	e[i].IdleJ += idleJ
+	return e
 }
