@@ -52,7 +52,7 @@ func Cgroup(t testing.TB, mount, name string) string {
 }
 
 // Mkdir creates the cgroup dir (its parent must exist) and registers its
-// removal: tasks still in it are moved to the parent, then it is removed.
+// removal: tasks still in it are killed, then it is removed.
 func Mkdir(t testing.TB, dir string) string {
 	t.Helper()
 	if err := os.Mkdir(dir, 0o755); err != nil {
@@ -69,8 +69,9 @@ func TempDir(t testing.TB, mount string) string {
 	return Mkdir(t, filepath.Join(mount, fmt.Sprintf("wattrace-test-%08x", rand.Uint32())))
 }
 
-// Remove moves the tasks of dir and its descendants to dir's parent and
-// removes them, retrying briefly while a just-killed task is still leaving.
+// Remove kills what runs in dir and its descendants (the tests own those
+// processes; moving them out would leave them running) and removes the
+// cgroups, retrying briefly while killed tasks are still leaving.
 func Remove(t testing.TB, dir string) {
 	t.Helper()
 	entries, _ := os.ReadDir(dir)
@@ -79,10 +80,9 @@ func Remove(t testing.TB, dir string) {
 			Remove(t, filepath.Join(dir, e.Name()))
 		}
 	}
-	parent := filepath.Dir(dir)
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for {
-		moveTasks(dir, parent)
+		killTasks(dir)
 		err := syscall.Rmdir(dir)
 		if err == nil || errors.Is(err, syscall.ENOENT) {
 			return
@@ -95,14 +95,16 @@ func Remove(t testing.TB, dir string) {
 	}
 }
 
-func moveTasks(from, to string) {
-	data, err := os.ReadFile(filepath.Join(from, "cgroup.procs"))
+func killTasks(dir string) {
+	data, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 	if err != nil {
 		return
 	}
+	self := os.Getpid()
 	for _, f := range bytes.Fields(data) {
-		// A task may exit between the read and the write; ESRCH is fine.
-		_ = os.WriteFile(filepath.Join(to, "cgroup.procs"), append(f, '\n'), 0)
+		if pid, err := strconv.Atoi(string(f)); err == nil && pid != self {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
 	}
 }
 
