@@ -11,7 +11,7 @@
 #     -p 9841:9841 wattrace
 #
 # Instead of --privileged: --cap-add BPF --cap-add PERFMON
-# --cap-add SYS_RESOURCE --cap-add DAC_READ_SEARCH (RAPL's energy_uj is
+# --cap-add DAC_READ_SEARCH (RAPL's energy_uj is
 # root-only since Linux 5.10) --security-opt apparmor=unconfined.
 
 FROM golang:1.26 AS build

@@ -28,7 +28,7 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/exporter
 
 # Starts the exporter with defaults. BPF accounting needs root (or
-# CAP_BPF+CAP_PERFMON+CAP_SYS_RESOURCE); without it wattrace falls back to
+# CAP_BPF+CAP_PERFMON); without it wattrace falls back to
 # procfs accounting.
 run: build
 	./$(BIN)

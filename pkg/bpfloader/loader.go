@@ -134,7 +134,7 @@ func explainLoadError(err error, log *zap.Logger) error {
 		return fmt.Errorf("BPF verifier rejected the program (run with --log.level=debug for the verifier log): %w", err)
 	}
 	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
-		return fmt.Errorf("not permitted to load BPF programs: run as root or grant CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE (CAP_SYS_ADMIN on kernels before 5.8): %w", err)
+		return fmt.Errorf("not permitted to load BPF programs: run as root or grant CAP_BPF and CAP_PERFMON: %w", err)
 	}
 	if errors.Is(err, ebpf.ErrNotSupported) {
 		return fmt.Errorf("kernel lacks a BPF feature wattrace needs (task iterator, task storage and tp_btf: Linux 5.11 or later): %w", err)

@@ -50,7 +50,7 @@ func (c *processCollector) update(ch chan<- prometheus.Metric, snap *stats.Snaps
 		return errNoSnapshot
 	}
 	zl := newZoneLabels(snap.Zones)
-	for _, a := range topN(aggregate(snap.Processes, true), c.top) {
+	for _, a := range topN(aggregate(candidates(snap.Processes, c.top), true), c.top) {
 		pid := strconv.FormatUint(uint64(a.key.pid), 10)
 		emitEnergy(ch, c.energy, a, zl, c.idle, pid, a.key.comm, a.key.cgroup)
 		ch <- metric(c.cpu, prometheus.CounterValue, a.cpuSeconds, pid, a.key.comm, a.key.cgroup)
@@ -61,17 +61,19 @@ func (c *processCollector) update(ch chan<- prometheus.Metric, snap *stats.Snaps
 
 // less orders workloads by total energy, ties broken by the label set so the
 // selection is deterministic between scrapes.
-func less(a, b *workloadAgg) bool {
-	if a.total != b.total {
-		return a.total < b.total
+func less(a, b *workloadAgg) bool { return lessBy(a.total, a.key, b.total, b.key) }
+
+func lessBy(ta float64, ka workloadKey, tb float64, kb workloadKey) bool {
+	if ta != tb {
+		return ta < tb
 	}
-	if a.key.pid != b.key.pid {
-		return a.key.pid > b.key.pid // lower PID ranks higher on ties
+	if ka.pid != kb.pid {
+		return ka.pid > kb.pid // lower PID ranks higher on ties
 	}
-	if a.key.comm != b.key.comm {
-		return a.key.comm > b.key.comm
+	if ka.comm != kb.comm {
+		return ka.comm > kb.comm
 	}
-	return a.key.cgroup > b.key.cgroup
+	return ka.cgroup > kb.cgroup
 }
 
 // topN returns the n workloads with the most energy, most first; n == 0
@@ -105,6 +107,69 @@ func (h minHeap) Less(i, j int) bool { return less(h[i], h[j]) }
 func (h minHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
 func (h *minHeap) Push(x any)        { *h = append(*h, x.(*workloadAgg)) }
 func (h *minHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// candidates narrows thousands of processes to those that can be in the
+// top n before anything is allocated per process: the n with the most
+// energy of their own, plus every other process sharing a label set with
+// one of them (a reused PID), whose counters aggregate will merge in.
+// Ranking by each process's own energy can differ from ranking merged
+// label sets only when a PID is reused with the same comm and cgroup within
+// the retention, and then only at the edge of the top n.
+func candidates(ws []stats.Workload, n int) []stats.Workload {
+	if n == 0 || n >= len(ws) {
+		return ws
+	}
+	h := make(rankHeap, 0, n)
+	for i := range ws {
+		r := rank{total: energyTotal(ws[i].Energy), key: workloadKey{pid: ws[i].PID, comm: ws[i].Comm, cgroup: ws[i].Cgroup}}
+		if len(h) < n {
+			heap.Push(&h, r)
+		} else if h.less(h[0], r) {
+			h[0] = r
+			heap.Fix(&h, 0)
+		}
+	}
+	keys := make(map[workloadKey]bool, n)
+	for _, r := range h {
+		keys[r.key] = true
+	}
+	out := make([]stats.Workload, 0, n)
+	for i := range ws {
+		if keys[workloadKey{pid: ws[i].PID, comm: ws[i].Comm, cgroup: ws[i].Cgroup}] {
+			out = append(out, ws[i])
+		}
+	}
+	return out
+}
+
+func energyTotal(e stats.Energy) float64 {
+	var t float64
+	for _, z := range e {
+		t += z.DynamicJ + z.IdleJ
+	}
+	return t
+}
+
+type rank struct {
+	total float64
+	key   workloadKey
+}
+
+// rankHeap keeps the smallest of the current top n at index 0, with the
+// same tie-break as less.
+type rankHeap []rank
+
+func (h rankHeap) less(a, b rank) bool { return lessBy(a.total, a.key, b.total, b.key) }
+func (h rankHeap) Len() int            { return len(h) }
+func (h rankHeap) Less(i, j int) bool  { return h.less(h[i], h[j]) }
+func (h rankHeap) Swap(i, j int)       { h[i], h[j] = h[j], h[i] }
+func (h *rankHeap) Push(x any)         { *h = append(*h, x.(rank)) }
+func (h *rankHeap) Pop() any {
 	old := *h
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
