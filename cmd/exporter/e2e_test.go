@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -62,11 +63,43 @@ func startExporter(t *testing.T, bin, addr string, args ...string) string {
 			_ = cmd.Process.Kill()
 			t.Errorf("exporter did not stop on SIGINT\n%s", logs.String())
 		}
+		// The kernel frees a closed program from deferred work, so
+		// its id can outlive the process by a moment.
+		n := ourPrograms(t)
+		for deadline := time.Now().Add(3 * time.Second); n != 0 && time.Now().Before(deadline); n = ourPrograms(t) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if n != 0 {
+			t.Errorf("%d of wattrace's BPF programs still loaded 3 s after shutdown", n)
+		}
 		if t.Failed() {
 			t.Logf("exporter log:\n%s", logs.String())
 		}
 	})
 	return "http://" + addr
+}
+
+// ourPrograms counts loaded BPF programs with our programs' names; run
+// with -p 1, nothing else in the test run loads them at the same time.
+func ourPrograms(t *testing.T) int {
+	t.Helper()
+	n := 0
+	for id := ebpf.ProgramID(0); ; {
+		next, err := ebpf.ProgramGetNextID(id)
+		if err != nil {
+			return n
+		}
+		id = next
+		p, err := ebpf.NewProgramFromID(id)
+		if err != nil {
+			continue // unloaded meanwhile
+		}
+		info, err := p.Info()
+		p.Close()
+		if err == nil && (info.Name == "dump_task" || info.Name == "task_free") {
+			n++
+		}
+	}
 }
 
 func scrape(t *testing.T, url string) (map[string]*dto.MetricFamily, []byte) {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/wattrace/wattrace/internal/testenv"
 	"github.com/wattrace/wattrace/pkg/cgroup"
 	"github.com/wattrace/wattrace/pkg/usage"
@@ -247,5 +249,49 @@ func TestNoIdleTask(t *testing.T) {
 		if p.Key.PID == 0 {
 			t.Fatalf("pid 0 reported as a workload: %+v", p)
 		}
+	}
+}
+
+// Close detaches and unloads everything while the process lives on (an
+// exiting process would release them anyway, so only this shows Close works).
+func TestCloseDetaches(t *testing.T) {
+	testenv.RequireRoot(t)
+	h, err := cgroup.Detect("/proc", "/sys/fs/cgroup", "auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func() int {
+		n := 0
+		for id := ebpf.ProgramID(0); ; {
+			next, err := ebpf.ProgramGetNextID(id)
+			if err != nil {
+				return n
+			}
+			id = next
+			if p, err := ebpf.NewProgramFromID(id); err == nil {
+				if info, err := p.Info(); err == nil && (info.Name == "dump_task" || info.Name == "task_free") {
+					n++
+				}
+				p.Close()
+			}
+		}
+	}
+	before := count()
+	a, err := Load(Options{Hierarchy: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := count(); got != before+2 {
+		t.Fatalf("%d programs loaded, want %d", got, before+2)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got := count()
+	for deadline := time.Now().Add(3 * time.Second); got != before && time.Now().Before(deadline); got = count() {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got != before {
+		t.Errorf("%d of our programs still loaded after Close, want %d", got, before)
 	}
 }
