@@ -18,7 +18,7 @@ LDFLAGS := -s -w \
 	-X $(VERSION_PKG).BuildUser=$(shell id -un 2>/dev/null)@$(shell hostname 2>/dev/null) \
 	-X $(VERSION_PKG).BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 
-.PHONY: all build run test bench generate vmlinux lint check-generate clean
+.PHONY: all build run test bench fuzz generate vmlinux lint check-generate clean
 
 all: lint test build
 
@@ -38,6 +38,10 @@ run: build
 # packages running side by side on a small machine would starve each other.
 test:
 	$(GO) test -p 1 -count=1 ./...
+
+# Every fuzz target, briefly (FUZZTIME=3s each by default).
+fuzz:
+	./scripts/fuzz.sh
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
