@@ -440,7 +440,7 @@ func readSwitches(path string) (uint64, error) {
 // thread on every read, and procfs.Proc.NewStatus parses everything.
 func parseSwitches(data []byte) (uint64, error) {
 	var sum uint64
-	found := 0
+	var found [2]bool // voluntary, nonvoluntary: a repeated line must not pass for both
 	for len(data) > 0 {
 		line := data
 		if i := bytes.IndexByte(data, '\n'); i >= 0 {
@@ -456,11 +456,21 @@ func parseSwitches(data []byte) (uint64, error) {
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", key, err)
 		}
+		which := 0
+		if string(key) == "nonvoluntary_ctxt_switches" {
+			which = 1
+		}
+		if found[which] {
+			return 0, fmt.Errorf("%s given twice", key)
+		}
+		found[which] = true
+		if sum+v < sum {
+			return 0, fmt.Errorf("context switch counts overflow: %d + %d", sum, v)
+		}
 		sum += v
-		found++
 	}
-	if found != 2 {
-		return 0, fmt.Errorf("want voluntary and nonvoluntary context switches, found %d of them", found)
+	if !found[0] || !found[1] {
+		return 0, fmt.Errorf("want voluntary and nonvoluntary context switches, found voluntary=%v nonvoluntary=%v", found[0], found[1])
 	}
 	return sum, nil
 }
