@@ -11,23 +11,12 @@
 // Per-task storage remembers what the iterator last reported, which is what
 // makes the remainder exact and keeps the two paths from counting twice.
 
-#include "../vmlinux/vmlinux.h"
-#include <bpf/bpf_helpers.h>
-#include <bpf/bpf_core_read.h>
-#include <bpf/bpf_tracing.h>
+#include "common.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
 // include/linux/sched.h; macros are not in BTF.
 #define EXIT_DEAD 0x00000010
-
-// Which cgroup hierarchy keys workloads; set by the loader before load.
-#define HIER_V2 0
-#define HIER_V1 1
-const volatile __u32 hierarchy = HIER_V2;
-// Subsystem index (enum cgroup_subsys_id) of the v1 controller that keys
-// workloads, resolved by the loader from kernel BTF.
-const volatile __u32 v1_subsys = 0;
 
 // What the iterator last reported for a task. Freed with the task.
 struct reported {
@@ -54,12 +43,6 @@ struct proc_exit {
 	__u64 switches;
 	__u64 cgroup;
 	char comm[16];
-};
-
-struct proc_key {
-	__u32 tgid;
-	__u32 pad;
-	__u64 start; // group leader's start_time: PIDs are reused, this pair is not
 };
 
 // Cumulative runtime of freed tasks not yet reported, per process. User space
@@ -105,23 +88,6 @@ struct task_rec {
 };
 // Keeps the record type in BTF so bpf2go can generate its Go twin.
 const struct task_rec *unused_task_rec __attribute__((unused));
-
-static __always_inline __u64 task_cgroup(struct task_struct *t)
-{
-	if (hierarchy == HIER_V1) {
-		struct cgroup_subsys_state *css;
-		css = BPF_CORE_READ(t, cgroups, subsys[v1_subsys & 15]);
-		return BPF_CORE_READ(css, cgroup, kn, id);
-	}
-	return BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
-}
-
-static __always_inline __s32 task_cpu(struct task_struct *t)
-{
-	if (bpf_core_field_exists(t->thread_info.cpu))
-		return BPF_CORE_READ(t, thread_info.cpu);
-	return BPF_CORE_READ(t, wake_cpu);
-}
 
 static __always_inline void count_drop(__u32 slot)
 {

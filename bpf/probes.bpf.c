@@ -1,0 +1,667 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// The optional kernel probes: page cache, softirq, block IO, network and
+// per-task hardware counters.
+//
+// One object, several programs: every program here is loaded and attached
+// on its own by the loader (pkg/bpfloader/probes.go) against the same maps,
+// so a hook the kernel lacks, or a program its verifier refuses, turns off
+// only that probe's figures. All of them add to the same cumulative
+// per-process and per-cgroup counters (struct stats); user space computes
+// deltas.
+//
+// The logic lives in static __always_inline functions that take scalars;
+// the hooks only gather the scalars from kernel objects. The SEC("raw_tp")
+// test_* entries at the end call the same functions with values from their
+// u64 context, which is how the logic is unit-tested with BPF_PROG_TEST_RUN
+// (tp_btf programs can't be test-run). They are never attached.
+
+#include "common.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+// include/linux/socket.h, include/uapi/linux/in.h: macros, not in BTF.
+#define AF_INET 2
+#define AF_INET6 10
+#define MSG_PEEK 2
+#define IPPROTO_TCP 6
+#define IPPROTO_UDP 17
+// include/linux/blk_types.h: REQ_OP_BITS is 8 since the op field was split
+// out of bi_opf (4.10); READ and WRITE have kept their values.
+#define REQ_OP_MASK 0xff
+#define REQ_OP_READ 0
+#define REQ_OP_WRITE 1
+// include/linux/interrupt.h: HI_SOFTIRQ .. RCU_SOFTIRQ.
+#define NR_VECTORS 10
+#define MAX_COUNTERS 4
+
+// log2 of the page size, set by the loader (PAGE_SHIFT is a macro).
+const volatile __u32 page_shift = 12;
+// How many perf event slots per CPU the loader filled in counter_events.
+const volatile __u32 nr_counters = 0;
+
+// One cumulative counter per field, per process and per cgroup. An array,
+// so that one helper adds to any field; bpf2go turns the enum into Go
+// constants, which keeps the reader's indices in step with this file.
+enum stat_field {
+	STAT_PC_ACCESSED,   // pages read through the page cache (read, splice)
+	STAT_PC_ADDED,      // pages added to the page cache (misses, readahead, new pages written)
+	STAT_PC_DIRTIED,    // pages turned dirty by this task
+	STAT_SOFTIRQ_COUNT, // softirqs that interrupted this task
+	STAT_SOFTIRQ_NS,    // and their time
+	STAT_BLK_READ_BYTES,
+	STAT_BLK_READS, // bios submitted, not requests: merging happens later
+	STAT_BLK_WRITE_BYTES,
+	STAT_BLK_WRITES,
+	STAT_TCP_SEND_BYTES, // the four TCP fields, then the four UDP fields, in this order
+	STAT_TCP_SENDS,
+	STAT_TCP_RECV_BYTES,
+	STAT_TCP_RECVS,
+	STAT_UDP_SEND_BYTES,
+	STAT_UDP_SENDS,
+	STAT_UDP_RECV_BYTES,
+	STAT_UDP_RECVS,
+	STAT_COUNTER0, // MAX_COUNTERS perf counters, in the loader's slot order
+	STAT_COUNTER1,
+	STAT_COUNTER2,
+	STAT_COUNTER3,
+	STAT_NR,
+};
+// Keeps the enum in BTF so bpf2go can generate its Go twin.
+const enum stat_field *unused_stat_field __attribute__((unused));
+
+struct stats {
+	__u64 v[STAT_NR];
+};
+
+// Per process (tgid + leader start, as the CPU accounting keys them). User
+// space deletes an entry once the CPU accounting has reported the process
+// gone; NO_PREALLOC so that an idle exporter does not hold 6 MiB.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 32768);
+	__type(key, struct proc_key);
+	__type(value, struct stats);
+} proc_stats SEC(".maps");
+
+// Per cgroup id of the key hierarchy.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct stats);
+} cgroup_stats SEC(".maps");
+
+// Slot 0: events whose process entry could not be stored (map full).
+// Slot 1: events whose cgroup entry could not be stored.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, __u64);
+} probe_drops SEC(".maps");
+
+// Node-level softirq figures by vector, per CPU.
+struct vec_stat {
+	__u64 count;
+	__u64 ns;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NR_VECTORS);
+	__type(key, __u32);
+	__type(value, struct vec_stat);
+} softirq_node SEC(".maps");
+
+// The softirq running on this CPU: softirqs don't nest on one CPU (each
+// runs with softirqs disabled), so one slot per CPU is enough.
+struct softirq_start {
+	__u64 ts;
+	__u32 vec;
+	__u32 valid;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct softirq_start);
+} softirq_started SEC(".maps");
+
+// A task's last page-cache read range, to tell a new read from the same
+// read coming back for its next batch (see read_pages).
+struct read_state {
+	__u64 mapping;
+	__u64 index;
+	__u64 last;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct read_state);
+} read_states SEC(".maps");
+
+// Perf events opened by user space, one map per counter slot, indexed by
+// CPU (the loader sizes them to the possible CPUs). One map per slot rather
+// than one of cpu × slot entries: a perf event array holds at most one
+// entry per possible CPU.
+#define COUNTER_MAP(n)                                     \
+	struct {                                           \
+		__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY); \
+		__uint(key_size, sizeof(__u32));           \
+		__uint(value_size, sizeof(__u32));         \
+	} counter_events##n SEC(".maps")
+COUNTER_MAP(0);
+COUNTER_MAP(1);
+COUNTER_MAP(2);
+COUNTER_MAP(3);
+
+// read_counter reads slot i's event on this CPU; an error when none is there.
+static __always_inline long read_counter(__u32 i, struct bpf_perf_event_value *v)
+{
+	switch (i) {
+	case 0:
+		return bpf_perf_event_read_value(&counter_events0, BPF_F_CURRENT_CPU, v, sizeof(*v));
+	case 1:
+		return bpf_perf_event_read_value(&counter_events1, BPF_F_CURRENT_CPU, v, sizeof(*v));
+	case 2:
+		return bpf_perf_event_read_value(&counter_events2, BPF_F_CURRENT_CPU, v, sizeof(*v));
+	case 3:
+		return bpf_perf_event_read_value(&counter_events3, BPF_F_CURRENT_CPU, v, sizeof(*v));
+	}
+	return -1;
+}
+
+// What each counter read at this CPU's last context switch.
+struct counter_last {
+	__u64 counter[MAX_COUNTERS];
+	__u64 enabled[MAX_COUNTERS];
+	__u64 running[MAX_COUNTERS];
+	__u8 seen[MAX_COUNTERS];
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct counter_last);
+} counter_lasts SEC(".maps");
+
+// ---- shared logic ---------------------------------------------------------
+
+static __always_inline void probe_drop(__u32 slot)
+{
+	__u64 *v = bpf_map_lookup_elem(&probe_drops, &slot);
+	if (v)
+		*v += 1;
+}
+
+// stats_of finds or creates the entry of key in map (proc_stats or
+// cgroup_stats); NULL, counted in probe_drops[slot], when the map is full.
+static __always_inline struct stats *stats_of(void *map, const void *key, __u32 slot)
+{
+	struct stats *s = bpf_map_lookup_elem(map, key);
+	if (s)
+		return s;
+	struct stats init = {};
+	// BPF_NOEXIST: another CPU may have created the entry since the
+	// lookup; then the second lookup finds that one.
+	bpf_map_update_elem(map, key, &init, BPF_NOEXIST);
+	s = bpf_map_lookup_elem(map, key);
+	if (!s)
+		probe_drop(slot);
+	return s;
+}
+
+static __always_inline void bump(struct stats *s, __u32 field, __u64 val)
+{
+	if (field < STAT_NR && val)
+		__sync_fetch_and_add(&s->v[field], val);
+}
+
+// account adds v1 to field f1 and v2 to f2 (STAT_NR: none) of a process
+// (pk NULL: none, for the idle task) and its cgroup.
+static __always_inline void account(const struct proc_key *pk, __u64 cg,
+				    __u32 f1, __u64 v1, __u32 f2, __u64 v2)
+{
+	struct stats *s;
+
+	if (!v1 && !v2)
+		return;
+	if (pk) {
+		s = stats_of(&proc_stats, pk, 0);
+		if (s) {
+			bump(s, f1, v1);
+			bump(s, f2, v2);
+		}
+	}
+	s = stats_of(&cgroup_stats, &cg, 1);
+	if (s) {
+		bump(s, f1, v1);
+		bump(s, f2, v2);
+	}
+}
+
+// task_keys fills pk with t's process key and returns t's cgroup. The idle
+// task (pid 0) is no workload: pk is then NULL for account().
+static __always_inline __u64 task_keys(struct task_struct *t, struct proc_key *pk)
+{
+	// t is a BTF pointer (tp_btf argument or bpf_get_current_task_btf):
+	// plain loads, relocated by CO-RE, cost less than probe reads.
+	pk->tgid = t->tgid;
+	pk->start = t->group_leader->start_time;
+	return task_cgroup(t);
+}
+
+static __always_inline void account_current(__u32 f1, __u64 v1, __u32 f2, __u64 v2)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct proc_key pk = {};
+	__u64 cg;
+
+	if (!v1 && !v2)
+		return;
+	cg = task_keys(t, &pk);
+	account(t->pid ? &pk : NULL, cg, f1, v1, f2, v2);
+}
+
+// read_pages returns how many pages one mm_filemap_get_pages event adds to
+// the pages read. The event reports the rest of the read's range
+// (index..last), not the batch it found: a read longer than one batch (31
+// folios) comes back with the same mapping and last page and a higher
+// index, and its pages were all counted at the read's first event. The
+// range is clamped to the file's size, since a read's buffer may reach
+// past the end of the file.
+static __always_inline __u64 read_pages(struct read_state *st, __u64 mapping,
+					__u64 index, __u64 last, __u64 isize)
+{
+	bool cont = st->mapping == mapping && st->last == last && index > st->index;
+	__u64 end = (isize + (1ULL << (page_shift & 31)) - 1) >> (page_shift & 31);
+
+	st->mapping = mapping;
+	st->index = index;
+	st->last = last;
+	if (cont)
+		return 0;
+	if (last + 1 < end)
+		end = last + 1;
+	return end > index ? end - index : 0;
+}
+
+static __always_inline void softirq_enter(struct softirq_start *s, __u32 vec, __u64 ts)
+{
+	s->ts = ts;
+	s->vec = vec;
+	s->valid = 1;
+}
+
+// softirq_leave counts one softirq of vec at node level and returns its
+// time, zero when its entry was not seen (the program was attached while
+// it ran).
+static __always_inline __u64 softirq_leave(struct softirq_start *s, __u32 vec, __u64 ts)
+{
+	struct vec_stat *n;
+	__u64 ns = 0;
+
+	if (vec >= NR_VECTORS)
+		return 0;
+	if (s->valid && s->vec == vec && ts >= s->ts)
+		ns = ts - s->ts;
+	s->valid = 0;
+	n = bpf_map_lookup_elem(&softirq_node, &vec);
+	if (n) {
+		n->count += 1; // per-CPU slot: no other writer
+		n->ns += ns;
+	}
+	return ns;
+}
+
+// net_field is the bytes field of a send (recv 0) or receive of a TCP or
+// UDP socket; the calls field follows it. STAT_NR for everything else.
+static __always_inline __u32 net_field(__u32 family, __u32 proto, __s64 ret,
+				       __u32 flags, bool recv)
+{
+	__u32 f;
+
+	if (ret <= 0 || (family != AF_INET && family != AF_INET6))
+		return STAT_NR;
+	// A peek returns bytes that the next receive returns again.
+	if (recv && (flags & MSG_PEEK))
+		return STAT_NR;
+	if (proto == IPPROTO_TCP)
+		f = STAT_TCP_SEND_BYTES;
+	else if (proto == IPPROTO_UDP)
+		f = STAT_UDP_SEND_BYTES;
+	else
+		return STAT_NR;
+	return recv ? f + 2 : f;
+}
+
+// bio_field is the bytes field of a bio (the count field follows it), or
+// STAT_NR for one not counted: a bio submitted while another is being
+// submitted (current->bio_list set) is a stacking driver (dm, md) passing
+// on what was already counted at the top device.
+static __always_inline __u32 bio_field(__u32 opf, bool nested)
+{
+	if (nested)
+		return STAT_NR;
+	switch (opf & REQ_OP_MASK) {
+	case REQ_OP_READ:
+		return STAT_BLK_READ_BYTES;
+	case REQ_OP_WRITE:
+		return STAT_BLK_WRITE_BYTES;
+	}
+	return STAT_NR;
+}
+
+// counter_delta returns what counter slot i counted since this CPU's last
+// switch, scaled by enabled/running when the PMU multiplexed it, and
+// remembers the new reading. Zero on a CPU's first reading (no slice start).
+static __always_inline __u64 counter_delta(struct counter_last *l, __u32 i,
+					   __u64 c, __u64 en, __u64 run)
+{
+	__u64 dc, den, drun;
+	bool seen;
+
+	i &= MAX_COUNTERS - 1;
+	seen = l->seen[i];
+	dc = c - l->counter[i];
+	den = en - l->enabled[i];
+	drun = run - l->running[i];
+	if (!seen || c < l->counter[i] || run < l->running[i])
+		dc = 0;
+	l->counter[i] = c;
+	l->enabled[i] = en;
+	l->running[i] = run;
+	l->seen[i] = 1;
+	if (!dc || drun == 0)
+		return 0;
+	if (den == drun)
+		return dc;
+	if (dc < ~0ULL / den)
+		return dc * den / drun;
+	return dc / drun * den;
+}
+
+// Pages in a folio: _nr_pages (6.x, 64-bit) or the order kept in the first
+// tail page's flags; 1 when the folio is not large (PG_head clear).
+struct folio___old {
+	unsigned int _folio_nr_pages;
+} __attribute__((preserve_access_index));
+
+static __always_inline __u64 folio_pages(struct folio *f)
+{
+	__u64 flags = 0;
+
+	bpf_core_read(&flags, sizeof(flags), &f->flags);
+	if (!(flags & (1ULL << bpf_core_enum_value(enum pageflags, PG_head))))
+		return 1;
+	if (bpf_core_field_exists(f->_nr_pages))
+		return BPF_CORE_READ(f, _nr_pages);
+	if (bpf_core_field_exists(((struct folio___old *)f)->_folio_nr_pages))
+		return BPF_CORE_READ((struct folio___old *)f, _folio_nr_pages);
+	return 1ULL << (BPF_CORE_READ(f, _flags_1) & 31);
+}
+
+// ---- hooks ----------------------------------------------------------------
+
+SEC("tp_btf/mm_filemap_get_pages")
+int BPF_PROG(pc_get_pages, struct address_space *mapping, unsigned long index,
+	     unsigned long last_index)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct read_state *st;
+	__u64 isize;
+
+	st = bpf_task_storage_get(&read_states, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!st)
+		return 0;
+	isize = BPF_CORE_READ(mapping, host, i_size);
+	account_current(STAT_PC_ACCESSED, read_pages(st, (__u64)mapping, index, last_index, isize),
+			STAT_NR, 0);
+	return 0;
+}
+
+SEC("tp_btf/mm_filemap_add_to_page_cache")
+int BPF_PROG(pc_add, struct folio *folio)
+{
+	account_current(STAT_PC_ADDED, folio_pages(folio), STAT_NR, 0);
+	return 0;
+}
+
+// Fires where a clean folio turns dirty (folio_account_dirtied), in the
+// writer's context.
+SEC("tp_btf/writeback_dirty_folio")
+int BPF_PROG(pc_dirty_folio, struct folio *folio, struct address_space *mapping)
+{
+	account_current(STAT_PC_DIRTIED, folio_pages(folio), STAT_NR, 0);
+	return 0;
+}
+
+// Kernels before folios (5.x) have the page variant: one page per event.
+SEC("tp_btf/writeback_dirty_page")
+int BPF_PROG(pc_dirty_page, struct page *page, struct address_space *mapping)
+{
+	account_current(STAT_PC_DIRTIED, 1, STAT_NR, 0);
+	return 0;
+}
+
+SEC("tp_btf/softirq_entry")
+int BPF_PROG(softirq_in, unsigned int vec)
+{
+	__u32 zero = 0;
+	struct softirq_start *s = bpf_map_lookup_elem(&softirq_started, &zero);
+
+	if (s)
+		softirq_enter(s, vec, bpf_ktime_get_ns());
+	return 0;
+}
+
+// A softirq runs in the context of the task it interrupted (or of
+// ksoftirqd), so current here is that task: the one whose time it took,
+// not always the one the work was for.
+SEC("tp_btf/softirq_exit")
+int BPF_PROG(softirq_out, unsigned int vec)
+{
+	__u32 zero = 0;
+	struct softirq_start *s = bpf_map_lookup_elem(&softirq_started, &zero);
+	__u64 ns;
+
+	if (!s)
+		return 0;
+	ns = softirq_leave(s, vec, bpf_ktime_get_ns());
+	if (vec < NR_VECTORS)
+		account_current(STAT_SOFTIRQ_COUNT, 1, STAT_SOFTIRQ_NS, ns);
+	return 0;
+}
+
+// block_bio_queue runs in the submitter's context for every bio, once
+// (BIO_TRACE_COMPLETION keeps a remapped bio from being traced again).
+// Completion hooks run in interrupt context and know no task.
+SEC("tp_btf/block_bio_queue")
+int BPF_PROG(blk_bio_queue, struct bio *bio)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	__u32 f = bio_field(BPF_CORE_READ(bio, bi_opf), BPF_CORE_READ(t, bio_list) != NULL);
+
+	if (f != STAT_NR)
+		account_current(f, BPF_CORE_READ(bio, bi_iter.bi_size), f + 1, 1);
+	return 0;
+}
+
+// sock_sendmsg and sock_recvmsg, so every way payload reaches a socket from
+// a task (write, send*, splice to a socket, io_uring), in the caller's
+// context; ret is the payload bytes moved or an error.
+SEC("tp_btf/sock_send_length")
+int BPF_PROG(net_send, struct sock *sk, int ret, int flags)
+{
+	__u32 f = net_field(BPF_CORE_READ(sk, __sk_common.skc_family),
+			    BPF_CORE_READ(sk, sk_protocol), ret, flags, false);
+
+	if (f != STAT_NR)
+		account_current(f, ret, f + 1, 1);
+	return 0;
+}
+
+SEC("tp_btf/sock_recv_length")
+int BPF_PROG(net_recv, struct sock *sk, int ret, int flags)
+{
+	__u32 f = net_field(BPF_CORE_READ(sk, __sk_common.skc_family),
+			    BPF_CORE_READ(sk, sk_protocol), ret, flags, true);
+
+	if (f != STAT_NR)
+		account_current(f, ret, f + 1, 1);
+	return 0;
+}
+
+// Attached only when at least one counter opened: otherwise nothing of ours
+// runs on a context switch. Credits what each counter counted since this
+// CPU's last switch to the task switched out.
+SEC("tp_btf/sched_switch")
+int BPF_PROG(counters_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	__u32 zero = 0;
+	struct counter_last *l = bpf_map_lookup_elem(&counter_lasts, &zero);
+	struct bpf_perf_event_value v;
+	__u64 d[MAX_COUNTERS] = {};
+	struct proc_key pk = {};
+	struct stats *s;
+	bool any = false;
+	__u64 cg;
+
+	if (!l)
+		return 0;
+	for (__u32 i = 0; i < MAX_COUNTERS; i++) {
+		if (i >= nr_counters)
+			break;
+		if (read_counter(i, &v))
+			continue;
+		d[i] = counter_delta(l, i, v.counter, v.enabled, v.running);
+		any = any || d[i];
+	}
+	if (!any || prev->pid == 0)
+		return 0;
+	cg = task_keys(prev, &pk);
+	s = stats_of(&proc_stats, &pk, 0);
+	if (s)
+		for (__u32 i = 0; i < MAX_COUNTERS; i++)
+			bump(s, STAT_COUNTER0 + i, d[i]);
+	s = stats_of(&cgroup_stats, &cg, 1);
+	if (s)
+		for (__u32 i = 0; i < MAX_COUNTERS; i++)
+			bump(s, STAT_COUNTER0 + i, d[i]);
+	return 0;
+}
+
+// ---- test entries (BPF_PROG_TEST_RUN only, never attached) ----------------
+
+// State the test entries use instead of per-task and per-CPU state, so
+// that consecutive test runs see the same slot whatever CPU they run on.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct read_state);
+} test_read_state SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct counter_last);
+} test_counter_last SEC(".maps");
+
+static __always_inline struct proc_key test_key(__u64 tgid, __u64 start)
+{
+	struct proc_key pk = {.tgid = tgid, .start = start};
+	return pk;
+}
+
+// args: tgid, start, cgroup, field, value
+SEC("raw_tp")
+int test_account(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct proc_key pk = test_key(ctx->args[0], ctx->args[1]);
+
+	account(ctx->args[0] ? &pk : NULL, ctx->args[2], ctx->args[3], ctx->args[4], STAT_NR, 0);
+	return 0;
+}
+
+// args: tgid, start, cgroup, mapping, index, last, isize; returns the pages counted
+SEC("raw_tp")
+int test_read(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct proc_key pk = test_key(ctx->args[0], ctx->args[1]);
+	__u32 zero = 0;
+	struct read_state *st = bpf_map_lookup_elem(&test_read_state, &zero);
+	__u64 pages;
+
+	if (!st)
+		return -1;
+	pages = read_pages(st, ctx->args[3], ctx->args[4], ctx->args[5], ctx->args[6]);
+	account(&pk, ctx->args[2], STAT_PC_ACCESSED, pages, STAT_NR, 0);
+	return pages;
+}
+
+// args: tgid (0: idle), start, cgroup, vec, entry ts (0: entry not seen),
+// exit ts; returns the ns counted
+SEC("raw_tp")
+int test_softirq(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct proc_key pk = test_key(ctx->args[0], ctx->args[1]);
+	__u32 zero = 0, vec = ctx->args[3];
+	struct softirq_start *s = bpf_map_lookup_elem(&softirq_started, &zero);
+	__u64 ns;
+
+	if (!s)
+		return -1;
+	if (ctx->args[4])
+		softirq_enter(s, vec, ctx->args[4]);
+	ns = softirq_leave(s, vec, ctx->args[5]);
+	if (vec < NR_VECTORS)
+		account(ctx->args[0] ? &pk : NULL, ctx->args[2], STAT_SOFTIRQ_COUNT, 1, STAT_SOFTIRQ_NS, ns);
+	return ns;
+}
+
+// args: tgid, start, cgroup, family, protocol, ret, flags, recv; returns the field
+SEC("raw_tp")
+int test_net(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct proc_key pk = test_key(ctx->args[0], ctx->args[1]);
+	__s64 ret = (__s32)ctx->args[5];
+	__u32 f = net_field(ctx->args[3], ctx->args[4], ret, ctx->args[6], ctx->args[7]);
+
+	if (f != STAT_NR)
+		account(&pk, ctx->args[2], f, ret, f + 1, 1);
+	return f;
+}
+
+// args: tgid, start, cgroup, bi_opf, bytes, nested; returns the field
+SEC("raw_tp")
+int test_bio(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct proc_key pk = test_key(ctx->args[0], ctx->args[1]);
+	__u32 f = bio_field(ctx->args[3], ctx->args[5]);
+
+	if (f != STAT_NR)
+		account(&pk, ctx->args[2], f, ctx->args[4], f + 1, 1);
+	return f;
+}
+
+// args: slot, counter, enabled, running; returns the delta credited
+SEC("raw_tp")
+int test_counter(struct bpf_raw_tracepoint_args *ctx)
+{
+	__u32 zero = 0;
+	struct counter_last *l = bpf_map_lookup_elem(&test_counter_last, &zero);
+
+	if (!l)
+		return -1;
+	return counter_delta(l, ctx->args[0], ctx->args[1], ctx->args[2], ctx->args[3]);
+}

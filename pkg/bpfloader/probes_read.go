@@ -1,0 +1,178 @@
+package bpfloader
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/wattrace/wattrace/pkg/usage"
+)
+
+// ProbeStats are one process's or cgroup's cumulative probe counters.
+// A figure whose probe is not active stays zero.
+type ProbeStats struct {
+	// Pages read through the page cache (read, splice, sendfile; not mmap).
+	PageCacheAccessed uint64
+	// Pages added to the page cache in this task's context: read misses,
+	// readahead, and pages created by writes.
+	PageCacheAdded uint64
+	// Pages turned dirty by this task's writes.
+	PageCacheDirtied uint64
+	// Softirqs that ran while this task was the one interrupted, and their time.
+	SoftirqCount, SoftirqNs uint64
+	// Block IO submitted by this task (bios, before merging).
+	BlockReadBytes, BlockReads, BlockWriteBytes, BlockWrites uint64
+	// TCP and UDP payload moved by this task's socket calls that moved any.
+	TCPSentBytes, TCPSends, TCPRecvBytes, TCPRecvs uint64
+	UDPSentBytes, UDPSends, UDPRecvBytes, UDPRecvs uint64
+	// Perf counters credited at context switches, in the order of
+	// Probes.Counters.
+	Counters [MaxCounters]uint64
+}
+
+// PageCacheHits estimates the page-cache hits of an interval from the
+// deltas of PageCacheAccessed and PageCacheAdded over it: pages read that
+// did not have to be added. Clamped at zero, since adds also count
+// readahead beyond what was read and pages created by writes.
+func PageCacheHits(accessedDelta, addedDelta uint64) uint64 {
+	if accessedDelta > addedDelta {
+		return accessedDelta - addedDelta
+	}
+	return 0
+}
+
+func countersFrom(s *probesStats) ProbeStats {
+	v := s.V
+	c := ProbeStats{
+		PageCacheAccessed: v[probesStatFieldSTAT_PC_ACCESSED],
+		PageCacheAdded:    v[probesStatFieldSTAT_PC_ADDED],
+		PageCacheDirtied:  v[probesStatFieldSTAT_PC_DIRTIED],
+		SoftirqCount:      v[probesStatFieldSTAT_SOFTIRQ_COUNT],
+		SoftirqNs:         v[probesStatFieldSTAT_SOFTIRQ_NS],
+		BlockReadBytes:    v[probesStatFieldSTAT_BLK_READ_BYTES],
+		BlockReads:        v[probesStatFieldSTAT_BLK_READS],
+		BlockWriteBytes:   v[probesStatFieldSTAT_BLK_WRITE_BYTES],
+		BlockWrites:       v[probesStatFieldSTAT_BLK_WRITES],
+		TCPSentBytes:      v[probesStatFieldSTAT_TCP_SEND_BYTES],
+		TCPSends:          v[probesStatFieldSTAT_TCP_SENDS],
+		TCPRecvBytes:      v[probesStatFieldSTAT_TCP_RECV_BYTES],
+		TCPRecvs:          v[probesStatFieldSTAT_TCP_RECVS],
+		UDPSentBytes:      v[probesStatFieldSTAT_UDP_SEND_BYTES],
+		UDPSends:          v[probesStatFieldSTAT_UDP_SENDS],
+		UDPRecvBytes:      v[probesStatFieldSTAT_UDP_RECV_BYTES],
+		UDPRecvs:          v[probesStatFieldSTAT_UDP_RECVS],
+	}
+	copy(c.Counters[:], v[probesStatFieldSTAT_COUNTER0:probesStatFieldSTAT_COUNTER0+MaxCounters])
+	return c
+}
+
+// ProbeProcess is one process's counters, keyed as the CPU accounting keys
+// it (tgid + group leader start time in ns).
+type ProbeProcess struct {
+	Key usage.ProcKey
+	ProbeStats
+}
+
+// ProbeCgroup is one cgroup's counters (tasks directly in it), keyed by
+// the cgroup id of the same hierarchy as the CPU accounting.
+type ProbeCgroup struct {
+	ID uint64
+	ProbeStats
+}
+
+// SoftirqVector is one softirq vector's node-wide count and time.
+type SoftirqVector struct {
+	Name  string
+	Count uint64
+	Ns    uint64
+}
+
+// SoftirqNames are the vectors in the kernel's order (softirq_to_name).
+var SoftirqNames = [...]string{"HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU"}
+
+// ProbeReading is one read of the probe maps. Counters are cumulative
+// since load; Softirqs is empty when the softirq probe is off.
+type ProbeReading struct {
+	Processes []ProbeProcess
+	Cgroups   []ProbeCgroup
+	Softirqs  []SoftirqVector
+}
+
+// Read returns every process's and cgroup's cumulative counters and the
+// node's softirqs by vector.
+func (p *Probes) Read() (ProbeReading, error) {
+	var r ProbeReading
+	var pk probesProcKey
+	var s probesStats
+	it := p.maps["proc_stats"].Iterate()
+	for it.Next(&pk, &s) {
+		r.Processes = append(r.Processes, ProbeProcess{Key: usage.ProcKey{PID: pk.Tgid, StartTime: pk.Start}, ProbeStats: countersFrom(&s)})
+	}
+	if err := it.Err(); err != nil {
+		return r, fmt.Errorf("iterate proc_stats: %w", err)
+	}
+	var id uint64
+	it = p.maps["cgroup_stats"].Iterate()
+	for it.Next(&id, &s) {
+		r.Cgroups = append(r.Cgroups, ProbeCgroup{ID: id, ProbeStats: countersFrom(&s)})
+	}
+	if err := it.Err(); err != nil {
+		return r, fmt.Errorf("iterate cgroup_stats: %w", err)
+	}
+	if p.isActive(ProbeSoftirq) {
+		var per []probesVecStat
+		for vec, name := range SoftirqNames {
+			if err := p.maps["softirq_node"].Lookup(uint32(vec), &per); err != nil {
+				return r, fmt.Errorf("read softirq_node[%s]: %w", name, err)
+			}
+			v := SoftirqVector{Name: name}
+			for _, c := range per {
+				v.Count += c.Count
+				v.Ns += c.Ns
+			}
+			r.Softirqs = append(r.Softirqs, v)
+		}
+	}
+	return r, nil
+}
+
+// Forget deletes the entries of processes and cgroups that are gone. The
+// caller passes the processes the CPU accounting reported for the last
+// time (Alive false) and the cgroups it stopped reporting: per-process
+// entries are keyed alike, so the two sources retire processes together.
+func (p *Probes) Forget(procs []usage.ProcKey, cgroups []uint64) error {
+	for _, k := range procs {
+		key := probesProcKey{Tgid: k.PID, Start: k.StartTime}
+		if err := p.maps["proc_stats"].Delete(&key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("delete proc_stats entry of pid %d: %w", k.PID, err)
+		}
+	}
+	for _, id := range cgroups {
+		if err := p.maps["cgroup_stats"].Delete(&id); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("delete cgroup_stats entry %d: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// Drops reports events whose per-process (procs) or per-cgroup (cgroups)
+// entry could not be stored because the map was full.
+func (p *Probes) Drops() (procs, cgroups uint64, err error) {
+	var vals []uint64
+	for slot := uint32(0); slot < 2; slot++ {
+		if err := p.maps["probe_drops"].Lookup(slot, &vals); err != nil {
+			return 0, 0, fmt.Errorf("read probe_drops: %w", err)
+		}
+		var sum uint64
+		for _, v := range vals {
+			sum += v
+		}
+		if slot == 0 {
+			procs = sum
+		} else {
+			cgroups = sum
+		}
+	}
+	return procs, cgroups, nil
+}
