@@ -176,3 +176,41 @@ func (p *Probes) Drops() (procs, cgroups uint64, err error) {
 	}
 	return procs, cgroups, nil
 }
+
+// fields lists the counters of s, so arithmetic on ProbeStats can't miss
+// one when a field is added.
+func (s *ProbeStats) fields() []*uint64 {
+	f := []*uint64{&s.PageCacheAccessed, &s.PageCacheAdded, &s.PageCacheDirtied,
+		&s.SoftirqCount, &s.SoftirqNs,
+		&s.BlockReadBytes, &s.BlockReads, &s.BlockWriteBytes, &s.BlockWrites,
+		&s.TCPSentBytes, &s.TCPSends, &s.TCPRecvBytes, &s.TCPRecvs,
+		&s.UDPSentBytes, &s.UDPSends, &s.UDPRecvBytes, &s.UDPRecvs}
+	for i := range s.Counters {
+		f = append(f, &s.Counters[i])
+	}
+	return f
+}
+
+// Delta returns s − prev per counter. A counter below prev was reset (its
+// entry deleted and created again), so its whole value is new.
+func (s ProbeStats) Delta(prev ProbeStats) ProbeStats {
+	cur, old := s.fields(), prev.fields()
+	var d ProbeStats
+	out := d.fields()
+	for i := range cur {
+		if *cur[i] >= *old[i] {
+			*out[i] = *cur[i] - *old[i]
+		} else {
+			*out[i] = *cur[i]
+		}
+	}
+	return d
+}
+
+// Add adds d to s.
+func (s *ProbeStats) Add(d ProbeStats) {
+	dst, src := s.fields(), d.fields()
+	for i := range dst {
+		*dst[i] += *src[i]
+	}
+}

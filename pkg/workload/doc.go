@@ -1,0 +1,54 @@
+// Package workload resolves cgroup paths to the workloads that own them:
+// containers (docker, containerd, CRI-O, podman), Kubernetes pods, libvirt
+// VMs, Slurm jobs and systemd units, on cgroup v1, v2 and hybrid hosts.
+//
+// Parse reads the path alone. A Resolver adds names from enrichment
+// sources (passwd for user names, libvirt's XML or the QEMU command line
+// for VM names and uuids, the kubelet for pod and container names through
+// package kube) and caches the result per path: once an identity is
+// complete, resolving the path again is a map lookup. Incomplete ones (the
+// kubelet has not listed the pod yet) are retried with backoff, from 1s to
+// 5min, and never block: callers get the path-derived ids meanwhile.
+//
+// # Layouts
+//
+// See the tables in parse_test.go for every layout with real paths. In
+// short: the innermost container, pod, VM, Slurm job or container monitor
+// in the path is the workload (a systemd unit only when there is none: a
+// unit inside a container is part of it), fields of enclosing workloads
+// are kept (a container's pod uid), and components below the workload's
+// own cgroup become Identity.Part. Slurm's patterns are configurable; see
+// SlurmPatterns for how to add one for a new release.
+//
+// # Label scheme
+//
+// One family per level, e.g. wattrace_container_energy_joules_total, each
+// with the level's labels followed by the usual zone, source, method,
+// mode. LabelNames and Identity.LabelValues give them; summing a level's
+// cgroups by these values gives each workload's total, because every
+// cgroup of a workload yields the same values:
+//
+//	container  container_id, container, pod, namespace, manager
+//	pod        pod_uid, pod, namespace, qos
+//	vm         vm_uuid, vm, instance
+//	job        job_id, user, uid, slurm_node
+//	unit       unit, manager
+//
+// A cgroup belongs to every level it has fields for: a container in a pod
+// is summed into its container series and its pod series; a container
+// monitor (conmon) into its pod and unit series but not the container's; a
+// VM's emulator and vcpu cgroups into one VM series. Plain cgroups (and
+// every cgroup) keep the existing wattrace_cgroup_* series.
+//
+// Cardinality: each series lives as long as its workload (plus the
+// exporter's retention); ids are the keys and names ride along, since they
+// are functionally dependent on the id and add no series. Deliberately
+// left out: the Slurm step and task (srun loops start thousands of steps
+// per job; Identity.Step is there for an opt-in step level), the VM's
+// part (vcpu0…: summed), the pod's container for the pod level, the
+// runtime's image. Unit series follow systemd's own churn (session-N.scope
+// numbers grow), no worse than the existing cgroup label. Labels filled by
+// enrichment can change once, from "" to the name, when the source answers
+// after the workload's first interval; a short-lived duplicate series is
+// the price of never blocking the stats loop.
+package workload

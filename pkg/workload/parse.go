@@ -1,0 +1,327 @@
+package workload
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Config holds what a Parser can be told beyond the built-in layouts.
+type Config struct {
+	Slurm SlurmPatterns
+}
+
+// DefaultConfig returns the built-in layouts.
+func DefaultConfig() Config { return Config{Slurm: DefaultSlurmPatterns()} }
+
+// Parser turns cgroup paths into Identities using the path alone. It holds
+// only compiled patterns and is safe for concurrent use.
+type Parser struct {
+	slurm slurmRules
+}
+
+// NewParser compiles cfg's patterns.
+func NewParser(cfg Config) (*Parser, error) {
+	s, err := compileSlurm(cfg.Slurm)
+	if err != nil {
+		return nil, fmt.Errorf("workload parser: %w", err)
+	}
+	return &Parser{slurm: s}, nil
+}
+
+// defaultParser serves Parse. It is built once and only read afterwards.
+var defaultParser = func() *Parser {
+	p, err := NewParser(DefaultConfig())
+	if err != nil {
+		panic(err) // the built-in patterns are constants; a test covers them
+	}
+	return p
+}()
+
+// Parse returns the identity that the cgroup path (relative to the
+// hierarchy root, as in stats.Workload.Cgroup) names, using the built-in
+// layouts. It never touches the file system; names that only enrichment
+// knows are left empty.
+func Parse(path string) Identity { return defaultParser.Parse(path) }
+
+// Built-in layouts, each matched against one whole path component. Only
+// read after package initialisation.
+var (
+	// kubepods-burstable-pod<uid>.slice; "kubelet-kubepods-…" when kubelet
+	// runs with a cgroup root (kind, k3s). Systemd-driver pod uids have
+	// '_' for '-'; static pods have a 32-hex hash instead of a uuid.
+	rePodSlice = regexp.MustCompile(`^(?:[^/]*-)?kubepods(?:-(burstable|besteffort))?-pod([0-9a-fA-F]{8}_[0-9a-fA-F]{4}_[0-9a-fA-F]{4}_[0-9a-fA-F]{4}_[0-9a-fA-F]{12}|[0-9a-fA-F]{32})\.slice$`)
+	reQoSSlice = regexp.MustCompile(`^(?:[^/]*-)?kubepods(?:-(burstable|besteffort))?\.slice$`)
+	rePodDir   = regexp.MustCompile(`^pod([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[0-9a-fA-F]{32})$`)
+	// Runtime scopes (systemd driver) and directories (cgroupfs driver
+	// of CRI-O and podman). The monitors are matched first.
+	reConmon    = regexp.MustCompile(`^(crio|libpod)-conmon-([0-9a-f]{64})(?:\.scope)?$`)
+	reContainer = regexp.MustCompile(`^(docker|cri-containerd|crio|libpod|nerdctl)-([0-9a-f]{64})(?:\.scope)?$`)
+	reHex64     = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	// machine-qemu\x2d<id>\x2d<name>.scope; before libvirt 3.x (2017)
+	// machine-qemu\x2d<name>.scope without the id.
+	reMachineID = regexp.MustCompile(`^machine-qemu\\x2d([0-9]+)\\x2d(.+)\.scope$`)
+	reMachine   = regexp.MustCompile(`^machine-qemu\\x2d(.+)\.scope$`)
+	// libvirt without systemd: qemu-<id>-<name>.libvirt-qemu, older
+	// releases <name>.libvirt-qemu.
+	reLibvirtDirID = regexp.MustCompile(`^qemu-([0-9]+)-(.+)\.libvirt-qemu$`)
+	reLibvirtDir   = regexp.MustCompile(`^(.+)\.libvirt-qemu$`)
+	reInstance     = regexp.MustCompile(`^instance-[0-9a-f]{8}$`)
+	reUserSlice    = regexp.MustCompile(`^user-([0-9]+)\.slice$`)
+	reUserService  = regexp.MustCompile(`^user@([0-9]+)\.service$`)
+	reUnit         = regexp.MustCompile(`^.+\.(?:service|scope|slice|socket|mount|swap)$`)
+)
+
+var runtimeManager = map[string]string{
+	"docker":         ManagerDocker,
+	"cri-containerd": ManagerContainerd,
+	"nerdctl":        ManagerContainerd,
+	"crio":           ManagerCRIO,
+	"libpod":         ManagerPodman,
+}
+
+// comp classifies the previous path component, the context most layouts
+// need ("a 64-hex directory below a pod directory is a container").
+type comp int
+
+const (
+	cOther comp = iota
+	cKubepods
+	cQoS
+	cPod
+	cDockerDir
+	cSlurmRoot
+	cSlurmUID
+	cStepd
+	cJob
+	cStep
+	cStepUser
+	cVM
+)
+
+// Parse is the method form of the package-level Parse, using p's patterns.
+func (p *Parser) Parse(path string) Identity {
+	id, _ := p.parse(path)
+	return id
+}
+
+// parse also returns the prefix of path up to the innermost workload's own
+// cgroup ("" for plain cgroups), which the Resolver uses to find the
+// workload's processes.
+//
+// Components are read from the root down. A component that starts a
+// workload (container, pod, VM, job, container monitor) makes it the
+// innermost one; a systemd unit does so only outside any such workload,
+// because a unit inside one (a container's init.scope, say) is part of it.
+// Components below the innermost workload that refine it (Slurm step and
+// task, libvirt's "libvirt" level) set fields; any other becomes Part.
+func (p *Parser) parse(path string) (Identity, string) {
+	id := Identity{Kind: KindCgroup}
+	strong := false // the innermost workload is more than a unit
+	kube, slurm := false, false
+	prev := cOther
+	base := ""
+	var part []string
+	pos := 0
+	for pos < len(path) {
+		end := strings.IndexByte(path[pos:], '/')
+		if end < 0 {
+			end = len(path)
+		} else {
+			end += pos
+		}
+		c := path[pos:end]
+		pos = end + 1
+		if c == "" {
+			continue
+		}
+		// start makes c the innermost workload.
+		start := func(k Kind, manager, wid string) {
+			id.Kind, id.Manager, id.ID, id.Name, id.Part = k, manager, wid, "", ""
+			part = part[:0]
+			base = path[:end]
+		}
+		cur := cOther
+		switch {
+		// Slurm: refinements of the job, then the job itself.
+		case slurm && prev == cSlurmRoot && p.matchUID(c, &id):
+			cur = cSlurmUID
+		case slurm && (prev == cSlurmRoot || prev == cSlurmUID || prev == cStepd) && p.matchJob(c, &id):
+			start(KindJob, ManagerSlurm, id.JobID)
+			strong, cur = true, cJob
+		case prev == cJob && p.matchStep(c, &id):
+			cur = cStep
+		case prev == cStep && c == "user":
+			cur = cStepUser
+		case prev == cStep && c == "slurm":
+			part = append(part, "stepd")
+		case (prev == cStep || prev == cStepUser) && p.matchTask(c, &id):
+		case !slurm && !strong && p.matchSlurmRoot(c, &id):
+			slurm, cur = true, cSlurmRoot
+			if id.Kind == KindCgroup {
+				id.Manager = ManagerSlurm
+			}
+		case !slurm && !strong && p.matchStepd(c, &id):
+			slurm, cur = true, cStepd
+			start(KindUnit, ManagerSystemd, c)
+			id.Name = unescapeUnit(c)
+
+		// libvirt's own level below the VM scope on cgroup v2.
+		case prev == cVM && c == "libvirt":
+			cur = cVM
+
+		// Kubernetes.
+		case c == "kubepods":
+			kube, cur = true, cKubepods
+			if !strong {
+				id.Kind, id.Manager = KindCgroup, ManagerKubernetes
+			}
+		case prev == cKubepods && (c == "burstable" || c == "besteffort"):
+			id.QoS, cur = c, cQoS
+		case (prev == cKubepods || prev == cQoS) && rePodDir.MatchString(c):
+			id.PodUID = c[len("pod"):]
+			p.startPod(&id, start)
+			strong, cur = true, cPod
+		case rePodSlice.MatchString(c):
+			m := rePodSlice.FindStringSubmatch(c)
+			kube = true
+			if m[1] != "" {
+				id.QoS = m[1]
+			}
+			id.PodUID = strings.ReplaceAll(m[2], "_", "-")
+			p.startPod(&id, start)
+			strong, cur = true, cPod
+		case !strong && reQoSSlice.MatchString(c):
+			m := reQoSSlice.FindStringSubmatch(c)
+			kube = true
+			id.Kind, id.Manager, id.ID, id.Name, id.QoS = KindCgroup, ManagerKubernetes, "", "", m[1]
+		case prev == cPod && reHex64.MatchString(c):
+			// cgroupfs driver: the runtime is not in the path.
+			start(KindContainer, ManagerKubernetes, c)
+			strong = true
+
+		// Container runtimes.
+		case c == "docker":
+			cur = cDockerDir
+			if id.Kind != KindCgroup {
+				part = append(part, c)
+			}
+		case prev == cDockerDir && reHex64.MatchString(c):
+			start(KindContainer, ManagerDocker, c)
+			strong = true
+		case reConmon.MatchString(c):
+			m := reConmon.FindStringSubmatch(c)
+			start(KindUnit, runtimeManager[m[1]], c)
+			id.Name, id.Part = c, "conmon"
+			strong = true
+		case reContainer.MatchString(c):
+			m := reContainer.FindStringSubmatch(c)
+			start(KindContainer, runtimeManager[m[1]], m[2])
+			strong = true
+
+		// libvirt.
+		case reMachineID.MatchString(c):
+			m := reMachineID.FindStringSubmatch(c)
+			startVM(&id, start, m[1], unescapeUnit(m[2]))
+			strong, cur = true, cVM
+		case reMachine.MatchString(c):
+			m := reMachine.FindStringSubmatch(c)
+			startVM(&id, start, "", unescapeUnit(m[1]))
+			strong, cur = true, cVM
+		case reLibvirtDirID.MatchString(c):
+			m := reLibvirtDirID.FindStringSubmatch(c)
+			startVM(&id, start, m[1], m[2])
+			strong, cur = true, cVM
+		case reLibvirtDir.MatchString(c):
+			startVM(&id, start, "", reLibvirtDir.FindStringSubmatch(c)[1])
+			strong, cur = true, cVM
+
+		// systemd units, weakest.
+		case !strong && reUnit.MatchString(c):
+			start(KindUnit, ManagerSystemd, c)
+			id.Name = unescapeUnit(c)
+			if m := reUserSlice.FindStringSubmatch(c); m != nil {
+				id.UID = m[1]
+			} else if m := reUserService.FindStringSubmatch(c); m != nil {
+				id.UID = m[1]
+			}
+
+		default:
+			if id.Kind != KindCgroup {
+				part = append(part, c)
+			}
+		}
+		prev = cur
+	}
+	if kube && id.PodUID != "" && id.QoS == "" {
+		id.QoS = "guaranteed" // the only class without a QoS level
+	}
+	if len(part) > 0 {
+		if id.Part != "" {
+			part = append([]string{id.Part}, part...)
+		}
+		id.Part = strings.Join(part, "/")
+	}
+	return id, base
+}
+
+func (p *Parser) startPod(id *Identity, start func(Kind, string, string)) {
+	start(KindPod, ManagerKubernetes, id.PodUID)
+}
+
+func startVM(id *Identity, start func(Kind, string, string), domID, name string) {
+	start(KindVM, ManagerLibvirt, name)
+	id.VMName, id.DomainID, id.VMUUID = name, domID, ""
+	id.Instance = ""
+	if reInstance.MatchString(name) {
+		id.Instance = name
+	}
+}
+
+func (p *Parser) matchSlurmRoot(c string, id *Identity) bool {
+	node, ok := p.slurm.root.match(c)
+	if ok {
+		id.SlurmNode = node
+	}
+	return ok
+}
+
+func (p *Parser) matchStepd(c string, id *Identity) bool {
+	node, ok := p.slurm.stepd.match(c)
+	if ok {
+		id.SlurmNode = node
+	}
+	return ok
+}
+
+func (p *Parser) matchUID(c string, id *Identity) bool {
+	v, ok := p.slurm.uid.match(c)
+	if ok {
+		id.UID = v
+	}
+	return ok
+}
+
+func (p *Parser) matchJob(c string, id *Identity) bool {
+	v, ok := p.slurm.job.match(c)
+	if ok {
+		id.JobID = v
+	}
+	return ok
+}
+
+func (p *Parser) matchStep(c string, id *Identity) bool {
+	v, ok := p.slurm.step.match(c)
+	if ok {
+		id.Step = v
+	}
+	return ok
+}
+
+func (p *Parser) matchTask(c string, id *Identity) bool {
+	v, ok := p.slurm.task.match(c)
+	if ok {
+		id.Task = v
+	}
+	return ok
+}
