@@ -2,9 +2,13 @@ package power
 
 // ZoneSample is one zone's cumulative energy since the meter's first Read.
 type ZoneSample struct {
-	Zone   string  // "package", "core", "uncore", "dram", "psys"
-	Socket int     // package index; -1 for node-wide zones (psys, the estimator)
+	Zone   string  // "package", "core", "uncore", "dram", "psys", "gpu", "platform"
+	Socket int     // package (or GPU) index; -1 for node-wide zones (psys, platform, the estimator)
 	Joules float64 // cumulative, wraparound-corrected, never decreases
+	// Source names the meter that measured this zone when it differs from
+	// the Meter's own Name (a Combine of several meters sets it on every
+	// sample); empty means Meter.Name().
+	Source string
 }
 
 // Meter is a source of node energy. Implementations are safe for
@@ -28,6 +32,12 @@ const (
 	ZoneUncore  = "uncore"
 	ZoneDRAM    = "dram"
 	ZonePsys    = "psys"
+	// ZoneGPU is a discrete accelerator's own draw (Socket = its index),
+	// outside the CPU package.
+	ZoneGPU = "gpu"
+	// ZonePlatform is the whole node as its BMC or board meter sees it
+	// (fans, disks, NICs, PSU loss, often GPUs included); Socket is -1.
+	ZonePlatform = "platform"
 )
 
 // Compile-time checks that both meters satisfy Meter.

@@ -1,0 +1,283 @@
+package power
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Reading is one zone's figure as a slow meter (a BMC, a hwmon power
+// sensor) reports it at one moment: either an energy counter of the
+// device's own or an instantaneous power.
+type Reading struct {
+	Zone   string
+	Socket int
+	// Energy says Joules holds the device's cumulative energy counter
+	// (any origin; only its differences are used). Otherwise Watts holds
+	// the power at Time.
+	Energy bool
+	Joules float64
+	Watts  float64
+	// Time is when the device took the reading, if it says (a BMC's
+	// DCMI timestamp, a Redfish sensor's ReadingTime); zero otherwise, and
+	// the time the read returned is used instead.
+	Time time.Time
+}
+
+// PowerReader is a meter that may be slow or give only power. It must
+// honour ctx: NewCached cancels it after its timeout.
+type PowerReader interface {
+	Name() string
+	ReadPower(ctx context.Context) ([]Reading, error)
+}
+
+// ErrNoReading is returned by Cached.Read before the first good reading.
+var ErrNoReading = errors.New("no reading yet")
+
+// Cached turns a PowerReader into a Meter whose Read never touches the
+// device. A goroutine reads the device every interval (each read bounded by
+// timeout) and keeps, per zone, a cumulative energy:
+//
+//   - energy counters contribute their differences; a counter that went
+//     backwards was reset (BMC reboot) and contributes nothing for that step;
+//   - power readings are integrated with the trapezoid rule over the
+//     device's timestamps when it gives them, else over the times the reads
+//     returned. A reading whose device timestamp has not advanced is the
+//     same sample again and is skipped (the next new one spans the gap).
+//
+// A device that fails or stops updating keeps its last cumulative value
+// and Age grows; that never affects another meter.
+type Cached struct {
+	r        PowerReader
+	interval time.Duration
+	timeout  time.Duration
+	now      func() time.Time
+
+	mu       sync.Mutex
+	zones    map[zoneKey]*cachedZone
+	order    []zoneKey
+	fresh    time.Time // host time of the last reading that brought a new sample
+	started  time.Time
+	lastErr  error
+	reads    uint64
+	failures uint64
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+type zoneKey struct {
+	zone   string
+	socket int
+}
+
+type cachedZone struct {
+	joules  float64
+	primed  bool
+	energy  bool
+	prevJ   float64   // last device energy counter
+	prevW   float64   // last power
+	prevDev time.Time // last device timestamp (zero if none)
+	prevT   time.Time // host time of the last sample
+}
+
+// NewCached starts reading r every interval, each read bounded by timeout
+// (at most interval when timeout is 0 or larger). Close stops it.
+func NewCached(r PowerReader, interval, timeout time.Duration) *Cached {
+	return newCached(r, interval, timeout, time.Now, true)
+}
+
+func newCached(r PowerReader, interval, timeout time.Duration, now func() time.Time, run bool) *Cached {
+	if interval <= 0 {
+		interval = time.Second
+	}
+	if timeout <= 0 || timeout > interval {
+		// A read slower than the interval would only delay the next one.
+		timeout = interval
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Cached{
+		r: r, interval: interval, timeout: timeout, now: now,
+		zones: make(map[zoneKey]*cachedZone), started: now(),
+		cancel: cancel, done: make(chan struct{}),
+	}
+	if run {
+		go c.loop(ctx)
+	} else {
+		close(c.done)
+	}
+	return c
+}
+
+func (c *Cached) loop(ctx context.Context) {
+	defer close(c.done)
+	t := time.NewTicker(c.interval)
+	defer t.Stop()
+	for {
+		c.poll(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// poll reads the device once and folds the result in.
+func (c *Cached) poll(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(ctx, c.timeout)
+	readings, err := c.r.ReadPower(rctx)
+	cancel()
+	if err == nil && rctx.Err() == context.DeadlineExceeded {
+		err = fmt.Errorf("read took longer than %v", c.timeout)
+	}
+	c.fold(readings, err, c.now())
+}
+
+func (c *Cached) fold(readings []Reading, err error, at time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reads++
+	if err == nil && len(readings) == 0 {
+		err = errors.New("meter returned no readings")
+	}
+	if err != nil {
+		c.failures++
+		c.lastErr = fmt.Errorf("%s: %w", c.r.Name(), err)
+		return
+	}
+	c.lastErr = nil
+	for _, rd := range readings {
+		k := zoneKey{rd.Zone, rd.Socket}
+		z := c.zones[k]
+		if z == nil {
+			z = &cachedZone{}
+			c.zones[k] = z
+			c.order = append(c.order, k)
+		}
+		if z.add(rd, at) {
+			c.fresh = at
+		}
+	}
+}
+
+// add folds one reading into the zone and reports whether it was a new
+// sample.
+func (z *cachedZone) add(rd Reading, at time.Time) bool {
+	if !z.primed || z.energy != rd.Energy {
+		// First sample, or the device switched between energy and
+		// power (a BMC firmware update): restart the baseline.
+		z.primed, z.energy = true, rd.Energy
+		z.prevJ, z.prevW, z.prevDev, z.prevT = rd.Joules, rd.Watts, rd.Time, at
+		return true
+	}
+	if !rd.Time.IsZero() && !z.prevDev.IsZero() && !rd.Time.After(z.prevDev) {
+		return false // the device's sample has not changed
+	}
+	if rd.Energy {
+		if d := rd.Joules - z.prevJ; d > 0 {
+			z.joules += d
+		}
+		z.prevJ, z.prevDev, z.prevT = rd.Joules, rd.Time, at
+		return true
+	}
+	dt := at.Sub(z.prevT)
+	if !rd.Time.IsZero() && !z.prevDev.IsZero() {
+		// The BMC's clock times its own samples; trust it unless it
+		// jumped (NTP step, reset) far beyond the host's elapsed time.
+		if dev := rd.Time.Sub(z.prevDev); dev <= 2*dt+10*time.Second {
+			dt = dev
+		}
+	}
+	if dt > 0 && rd.Watts >= 0 && z.prevW >= 0 {
+		z.joules += (z.prevW + rd.Watts) / 2 * dt.Seconds()
+	}
+	z.prevW, z.prevDev, z.prevT = rd.Watts, rd.Time, at
+	return true
+}
+
+// Name implements Meter.
+func (c *Cached) Name() string { return c.r.Name() }
+
+// Estimated implements Meter: slow meters are measurements.
+func (c *Cached) Estimated() bool { return false }
+
+// Read implements Meter with the cached figures; it never blocks on the
+// device. Before the first good reading it fails with ErrNoReading (and
+// the device's error, if any).
+func (c *Cached) Read() ([]ZoneSample, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.order) == 0 {
+		if c.lastErr != nil {
+			return nil, fmt.Errorf("%w: %w", ErrNoReading, c.lastErr)
+		}
+		return nil, fmt.Errorf("%s: %w", c.r.Name(), ErrNoReading)
+	}
+	out := make([]ZoneSample, len(c.order))
+	for i, k := range c.order {
+		out[i] = ZoneSample{Zone: k.zone, Socket: k.socket, Joules: c.zones[k].joules}
+	}
+	return out, nil
+}
+
+// Age is how long ago the device last gave a new sample (since start when
+// it never has): the staleness of what Read returns.
+func (c *Cached) Age() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fresh.IsZero() {
+		return c.now().Sub(c.started)
+	}
+	return c.now().Sub(c.fresh)
+}
+
+// LastError is the error of the latest device read, nil if it succeeded.
+func (c *Cached) LastError() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastErr
+}
+
+// Reads returns how many device reads were attempted and how many failed.
+func (c *Cached) Reads() (total, failed uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reads, c.failures
+}
+
+// WaitFirst blocks until the first good reading, the first failure, or
+// ctx ends; start-up uses it to check a meter works before choosing it.
+func (c *Cached) WaitFirst(ctx context.Context) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		c.mu.Lock()
+		ok, err, n := len(c.order) > 0, c.lastErr, c.reads
+		c.mu.Unlock()
+		switch {
+		case ok:
+			return nil
+		case n > 0 && err != nil:
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: first reading: %w", c.r.Name(), ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// Close stops the reading goroutine and closes the reader if it is a
+// Closer.
+func (c *Cached) Close() error {
+	c.cancel()
+	<-c.done
+	if cl, ok := c.r.(interface{ Close() error }); ok {
+		return cl.Close()
+	}
+	return nil
+}

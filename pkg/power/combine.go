@@ -1,0 +1,107 @@
+package power
+
+import (
+	"errors"
+	"strings"
+	"sync"
+)
+
+// Combined is a Meter that unions the zones of several meters (RAPL for
+// the CPU, a BMC for the platform, hwmon for GPUs).
+//
+// Duplicate zones: a zone name belongs to the first meter, in argument
+// order, that reports it, and that ownership never moves. Later meters'
+// samples of that zone, on any socket, are dropped: summing a RAPL
+// "package" per socket with a BMC's node-wide "package" would count the
+// CPUs twice, and switching owners would break the cumulative counter.
+//
+// A meter that fails does not fail the others: Read returns the samples of
+// those that succeeded and fails only when every meter failed. The per-meter
+// errors of the latest Read are in LastErrors.
+type Combined struct {
+	meters []Meter
+
+	mu      sync.Mutex
+	owner   map[string]int // zone name -> index of the meter that owns it
+	lastErr []error
+}
+
+// Combine returns a Meter over meters; see Combined for the rules.
+func Combine(meters ...Meter) *Combined {
+	return &Combined{meters: meters, owner: make(map[string]int), lastErr: make([]error, len(meters))}
+}
+
+// Name implements Meter: the members' names joined with "+".
+func (c *Combined) Name() string {
+	names := make([]string, len(c.meters))
+	for i, m := range c.meters {
+		names[i] = m.Name()
+	}
+	return strings.Join(names, "+")
+}
+
+// Estimated implements Meter: true if any member is a model.
+func (c *Combined) Estimated() bool {
+	for _, m := range c.meters {
+		if m.Estimated() {
+			return true
+		}
+	}
+	return false
+}
+
+// Meters returns the members, in precedence order.
+func (c *Combined) Meters() []Meter { return c.meters }
+
+// Read implements Meter. Every sample carries its meter's name in Source.
+func (c *Combined) Read() ([]ZoneSample, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []ZoneSample
+	failed := 0
+	for i, m := range c.meters {
+		samples, err := m.Read()
+		c.lastErr[i] = err
+		if err != nil {
+			failed++
+			continue
+		}
+		for _, s := range samples {
+			o, ok := c.owner[s.Zone]
+			if !ok {
+				c.owner[s.Zone], o = i, i
+			}
+			if o != i {
+				continue
+			}
+			if s.Source == "" {
+				s.Source = m.Name()
+			}
+			out = append(out, s)
+		}
+	}
+	if failed == len(c.meters) && failed > 0 {
+		return nil, errors.Join(c.lastErr...)
+	}
+	return out, nil
+}
+
+// LastErrors returns each member's error from the latest Read (nil where it
+// succeeded), in precedence order.
+func (c *Combined) LastErrors() []error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]error(nil), c.lastErr...)
+}
+
+// Close closes every member that is a Closer (cached meters stop their
+// goroutines).
+func (c *Combined) Close() error {
+	var errs []error
+	for _, m := range c.meters {
+		if cl, ok := m.(interface{ Close() error }); ok {
+			errs = append(errs, cl.Close())
+		}
+	}
+	return errors.Join(errs...)
+}

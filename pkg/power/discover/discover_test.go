@@ -1,0 +1,88 @@
+package discover
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wattrace/wattrace/pkg/power"
+)
+
+func copyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.Walk(src, func(p string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if info.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func noTools(string) (string, error) { return "", errors.New("not found") }
+
+func zones(t *testing.T, m power.Meter) []string {
+	t.Helper()
+	s, err := m.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var z []string
+	for _, x := range s {
+		z = append(z, x.Source+":"+x.Zone)
+	}
+	return z
+}
+
+func TestDiscoverPMCountersWins(t *testing.T) {
+	root := t.TempDir()
+	copyTree(t, "../testdata/pm-counters", root)
+	copyTree(t, "../testdata/hwmon", root)
+	m, log, err := Discover(context.Background(), Options{SysfsRoot: root, NoIPMI: true, LookPath: noTools, Interval: 20 * time.Millisecond, Timeout: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.(*power.Combined).Close()
+	got := strings.Join(zones(t, m), " ")
+	if got != "pm_counters:platform pm_counters:package pm_counters:dram pm_counters:gpu pm_counters:gpu" {
+		t.Fatalf("zones %q\nlog:\n%s", got, strings.Join(log, "\n"))
+	}
+	if !strings.Contains(strings.Join(log, "\n"), "pm_counters: used for platform") {
+		t.Fatalf("log:\n%s", strings.Join(log, "\n"))
+	}
+}
+
+func TestDiscoverHwmonPlatform(t *testing.T) {
+	root := t.TempDir()
+	copyTree(t, "../testdata/hwmon", root)
+	m, log, err := Discover(context.Background(), Options{SysfsRoot: root, NoIPMI: true, LookPath: noTools, Interval: 20 * time.Millisecond, Timeout: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.(*power.Combined).Close()
+	got := strings.Join(zones(t, m), " ")
+	if got != "hwmon:platform hwmon:gpu hwmon:gpu" {
+		t.Fatalf("zones %q\nlog:\n%s", got, strings.Join(log, "\n"))
+	}
+}
+
+func TestDiscoverNothing(t *testing.T) {
+	_, log, err := Discover(context.Background(), Options{SysfsRoot: t.TempDir(), NoIPMI: true, LookPath: noTools})
+	if err == nil || len(log) < 5 {
+		t.Fatalf("err %v, log %q", err, log)
+	}
+}

@@ -1,0 +1,279 @@
+package power
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// PerfEvent is one RAPL event of the kernel's "power" perf PMU
+// (<sysfs>/bus/event_source/devices/power/events/energy-*).
+type PerfEvent struct {
+	Name   string  // "energy-pkg"
+	Type   uint32  // the PMU's dynamic type (devices/power/type)
+	Config uint64  // from "event=0x02"
+	Scale  float64 // joules per count, from <event>.scale
+	Unit   string  // "Joules"
+}
+
+// perfZones maps perf RAPL events to our zone names. energy-gpu is the
+// integrated GPU inside the package (powercap's PP1, "uncore"), not a
+// discrete GPU.
+var perfZones = map[string]string{
+	"energy-pkg":   ZonePackage,
+	"energy-cores": ZoneCore,
+	"energy-gpu":   ZoneUncore,
+	"energy-ram":   ZoneDRAM,
+	"energy-psys":  ZonePsys,
+}
+
+// ParsePerfPMU reads the power PMU's type and RAPL event descriptions, and
+// the CPUs to open them on (devices/power/cpumask: one CPU per package).
+func ParsePerfPMU(sysfsRoot string) ([]PerfEvent, []int, error) {
+	dir := filepath.Join(sysfsRoot, "bus", "event_source", "devices", "power")
+	tb, err := os.ReadFile(filepath.Join(dir, "type"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("read %s (no power PMU: not Intel/AMD RAPL, a VM, or an old kernel): %w", filepath.Join(dir, "type"), err)
+	}
+	typ, err := strconv.ParseUint(strings.TrimSpace(string(tb)), 10, 32)
+	if err != nil {
+		return nil, nil, fmt.Errorf("parse %s: %w", filepath.Join(dir, "type"), err)
+	}
+	edir := filepath.Join(dir, "events")
+	entries, err := os.ReadDir(edir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read %s: %w", edir, err)
+	}
+	var events []PerfEvent
+	for _, e := range entries {
+		n := e.Name()
+		if _, ok := perfZones[n]; !ok {
+			continue
+		}
+		ev := PerfEvent{Name: n, Type: uint32(typ)}
+		b, err := os.ReadFile(filepath.Join(edir, n))
+		if err != nil {
+			return nil, nil, fmt.Errorf("read %s: %w", filepath.Join(edir, n), err)
+		}
+		if ev.Config, err = ParsePerfEventConfig(string(b)); err != nil {
+			return nil, nil, fmt.Errorf("parse %s: %w", filepath.Join(edir, n), err)
+		}
+		b, err = os.ReadFile(filepath.Join(edir, n+".scale"))
+		if err != nil {
+			return nil, nil, fmt.Errorf("read %s: %w", filepath.Join(edir, n+".scale"), err)
+		}
+		if ev.Scale, err = ParsePerfScale(string(b)); err != nil {
+			return nil, nil, fmt.Errorf("parse %s: %w", filepath.Join(edir, n+".scale"), err)
+		}
+		if b, err = os.ReadFile(filepath.Join(edir, n+".unit")); err == nil {
+			ev.Unit = strings.TrimSpace(string(b))
+		}
+		if ev.Unit != "" && ev.Unit != "Joules" {
+			return nil, nil, fmt.Errorf("%s: unit %q, want Joules", filepath.Join(edir, n+".unit"), ev.Unit)
+		}
+		events = append(events, ev)
+	}
+	if len(events) == 0 {
+		return nil, nil, fmt.Errorf("%s: no energy-* events", edir)
+	}
+	sort.Slice(events, func(i, j int) bool { return events[i].Name < events[j].Name })
+	mb, err := os.ReadFile(filepath.Join(dir, "cpumask"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("read %s: %w", filepath.Join(dir, "cpumask"), err)
+	}
+	cpus, err := ParseCPUList(string(mb))
+	if err != nil {
+		return nil, nil, fmt.Errorf("parse %s: %w", filepath.Join(dir, "cpumask"), err)
+	}
+	return events, cpus, nil
+}
+
+// ParsePerfEventConfig parses an event description such as "event=0x02"
+// (terms separated by commas; only "event" is used by the power PMU).
+func ParsePerfEventConfig(s string) (uint64, error) {
+	for _, term := range strings.Split(strings.TrimSpace(s), ",") {
+		k, v, ok := strings.Cut(term, "=")
+		if !ok || strings.TrimSpace(k) != "event" {
+			continue
+		}
+		v = strings.TrimSpace(v)
+		hex, ok := strings.CutPrefix(v, "0x")
+		if !ok || hex == "" {
+			return 0, fmt.Errorf("event value %q: want 0x<hex>", truncate(v))
+		}
+		c, err := strconv.ParseUint(hex, 16, 64)
+		if err != nil {
+			return 0, fmt.Errorf("event value %q: %w", truncate(v), err)
+		}
+		return c, nil
+	}
+	return 0, fmt.Errorf("no event= term in %q", truncate(s))
+}
+
+// ParsePerfScale parses a .scale file: a positive, finite decimal.
+func ParsePerfScale(s string) (float64, error) {
+	v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil {
+		return 0, fmt.Errorf("scale %q: %w", truncate(s), err)
+	}
+	if !(v > 0) || v > 1 {
+		// Joules per count is tiny (2^-32 typically); anything else is
+		// not a RAPL scale.
+		return 0, fmt.Errorf("scale %q: want 0 < scale <= 1", truncate(s))
+	}
+	return v, nil
+}
+
+// ParseCPUList parses a kernel CPU list ("0,28-29").
+func ParseCPUList(s string) ([]int, error) {
+	var cpus []int
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, errors.New("empty CPU list")
+	}
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil || a < 0 {
+			return nil, fmt.Errorf("CPU list %q: bad CPU %q", truncate(s), truncate(lo))
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a || b-a > 1<<16 {
+				return nil, fmt.Errorf("CPU list %q: bad range %q", truncate(s), truncate(part))
+			}
+		}
+		for c := a; c <= b; c++ {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus, nil
+}
+
+// PerfCounter is one open perf event: a free-running 64-bit count.
+type PerfCounter interface {
+	Count() (uint64, error)
+	Close() error
+}
+
+// PerfOpener opens event ev on cpu (perf_event_open with pid -1).
+type PerfOpener func(ev PerfEvent, cpu int) (PerfCounter, error)
+
+// PerfRAPL reads RAPL through perf events. The kernel extends the 32-bit
+// hardware counters to 64 bits, so no wraparound correction is needed:
+// the unsigned difference of two reads is the count in between. Opening
+// needs CAP_PERFMON (or CAP_SYS_ADMIN) or kernel.perf_event_paranoid <= 0.
+type PerfRAPL struct {
+	mu       sync.Mutex
+	counters []*perfRAPLCounter
+}
+
+type perfRAPLCounter struct {
+	c      PerfCounter
+	zone   string
+	socket int
+	scale  float64
+	primed bool
+	prev   uint64
+	joules float64
+}
+
+// NewPerfRAPL opens every RAPL event of the power PMU on one CPU per
+// package, with the kernel's perf_event_open.
+func NewPerfRAPL(sysfsRoot string) (*PerfRAPL, error) {
+	return newPerfRAPL(sysfsRoot, openPerfCounter)
+}
+
+func newPerfRAPL(sysfsRoot string, open PerfOpener) (*PerfRAPL, error) {
+	events, cpus, err := ParsePerfPMU(sysfsRoot)
+	if err != nil {
+		return nil, err
+	}
+	p := &PerfRAPL{}
+	for _, ev := range events {
+		for i, cpu := range cpus {
+			zone := perfZones[ev.Name]
+			socket := -1
+			if zone == ZonePsys {
+				if i > 0 {
+					break // psys is the platform's, not a package's: once
+				}
+			} else {
+				if socket, err = cpuPackage(sysfsRoot, cpu); err != nil {
+					p.Close()
+					return nil, err
+				}
+			}
+			c, err := open(ev, cpu)
+			if err != nil {
+				p.Close()
+				return nil, fmt.Errorf("perf_event_open %s on CPU %d (needs CAP_PERFMON or kernel.perf_event_paranoid <= 0): %w", ev.Name, cpu, err)
+			}
+			p.counters = append(p.counters, &perfRAPLCounter{c: c, zone: zone, socket: socket, scale: ev.Scale})
+		}
+	}
+	sort.SliceStable(p.counters, func(i, j int) bool {
+		a, b := p.counters[i], p.counters[j]
+		if a.socket != b.socket {
+			return a.socket < b.socket
+		}
+		return zoneRank(a.zone) < zoneRank(b.zone)
+	})
+	return p, nil
+}
+
+func cpuPackage(sysfsRoot string, cpu int) (int, error) {
+	path := filepath.Join(sysfsRoot, "devices", "system", "cpu", "cpu"+strconv.Itoa(cpu), "topology", "physical_package_id")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", path, err)
+	}
+	v, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("parse %s: %q is not a package id", path, truncate(string(b)))
+	}
+	return v, nil
+}
+
+// Name implements Meter.
+func (p *PerfRAPL) Name() string { return "rapl-perf" }
+
+// Estimated implements Meter.
+func (p *PerfRAPL) Estimated() bool { return false }
+
+// Read implements Meter. All counters are read before any state changes.
+func (p *PerfRAPL) Read() ([]ZoneSample, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cur := make([]uint64, len(p.counters))
+	for i, c := range p.counters {
+		v, err := c.c.Count()
+		if err != nil {
+			return nil, fmt.Errorf("read perf RAPL %s socket %d: %w", c.zone, c.socket, err)
+		}
+		cur[i] = v
+	}
+	out := make([]ZoneSample, len(p.counters))
+	for i, c := range p.counters {
+		if c.primed {
+			c.joules += float64(cur[i]-c.prev) * c.scale
+		}
+		c.prev, c.primed = cur[i], true
+		out[i] = ZoneSample{Zone: c.zone, Socket: c.socket, Joules: c.joules}
+	}
+	return out, nil
+}
+
+// Close closes the perf events.
+func (p *PerfRAPL) Close() error {
+	var errs []error
+	for _, c := range p.counters {
+		errs = append(errs, c.c.Close())
+	}
+	return errors.Join(errs...)
+}
