@@ -16,6 +16,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/model"
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/usage"
+	"github.com/wattrace/wattrace/pkg/workload"
 )
 
 // Config configures the loop.
@@ -72,14 +73,18 @@ type Loop struct {
 	zones     map[ZoneID]*zoneState
 	zoneOrder []ZoneID
 	cgIDs     map[uint64]*cgSeries // by the source's cgroup id
-	byPath    map[string]*workload // cgroup workloads, by path
-	procs     map[usage.ProcKey]*workload
+	byPath    map[string]*wstate   // cgroup workloads, by path
+	procs     map[usage.ProcKey]*wstate
 	nsockets  int
 
+	ids    IdentityResolver
+	levels []workload.Kind
+	units  map[string]*unitState
+
 	// Scratch maps reused every interval.
-	cgUse, procUse     map[int]map[*workload]float64 // socket → usage
-	cgTotal, procTotal map[*workload]float64
-	dyn, idle          map[*workload]float64
+	cgUse, procUse     map[int]map[*wstate]float64 // socket → usage
+	cgTotal, procTotal map[*wstate]float64
+	dyn, idle          map[*wstate]float64
 }
 
 type zoneState struct {
@@ -89,24 +94,34 @@ type zoneState struct {
 	idleMd model.IdleModel
 }
 
-type workload struct {
+type wstate struct {
 	w       Workload
 	prevCPU uint64 // processes only: a cgroup's are per id, in cgSeries
 	prevSw  uint64
-	seen    bool      // present in the latest reading
-	gone    bool      // merged away or dropped
-	into    *workload // where a merged-away workload's ids now count
+	seen    bool     // present in the latest reading
+	gone    bool     // merged away or dropped
+	into    *wstate  // where a merged-away workload's ids now count
+	rep     reported // cgroups: what rollUp has passed on to units
 }
 
 // cgSeries is one cgroup id's counters as the source reports them.
 type cgSeries struct {
 	prevCPU, prevSw uint64
-	w               *workload
+	w               *wstate
+}
+
+// Option adds an optional part to the loop.
+type Option func(*Loop)
+
+// WithWorkloads rolls cgroups up into the workloads that own them at the
+// given levels (containers, pods, VMs, jobs, units).
+func WithWorkloads(ids IdentityResolver, levels []workload.Kind) Option {
+	return func(l *Loop) { l.ids, l.levels = ids, levels }
 }
 
 // New builds a loop. It fails on a configuration it can't honour, naming
 // the key.
-func New(cfg Config, src usage.Source, meter power.Meter, res Resolver, log *zap.Logger) (*Loop, error) {
+func New(cfg Config, src usage.Source, meter power.Meter, res Resolver, log *zap.Logger, opts ...Option) (*Loop, error) {
 	if cfg.Interval <= 0 {
 		return nil, fmt.Errorf("stats.interval must be positive, got %v", cfg.Interval)
 	}
@@ -135,19 +150,24 @@ func New(cfg Config, src usage.Source, meter power.Meter, res Resolver, log *zap
 	for _, s := range cfg.Sockets {
 		sockets[s] = true
 	}
-	return &Loop{
+	l := &Loop{
 		cfg: cfg, policy: policy, src: src, meter: meter, res: res, log: log,
 		zones:    map[ZoneID]*zoneState{},
 		cgIDs:    map[uint64]*cgSeries{},
-		byPath:   map[string]*workload{},
-		procs:    map[usage.ProcKey]*workload{},
+		byPath:   map[string]*wstate{},
+		procs:    map[usage.ProcKey]*wstate{},
 		nsockets: max(1, len(sockets)),
-		cgUse:    map[int]map[*workload]float64{},
-		procUse:  map[int]map[*workload]float64{},
-		cgTotal:  map[*workload]float64{},
-		dyn:      map[*workload]float64{},
-		idle:     map[*workload]float64{},
-	}, nil
+		cgUse:    map[int]map[*wstate]float64{},
+		procUse:  map[int]map[*wstate]float64{},
+		cgTotal:  map[*wstate]float64{},
+		dyn:      map[*wstate]float64{},
+		idle:     map[*wstate]float64{},
+		units:    map[string]*unitState{},
+	}
+	for _, o := range opts {
+		o(l)
+	}
+	return l, nil
 }
 
 // Snapshot returns the latest snapshot, nil before the first interval.
@@ -195,6 +215,7 @@ func (l *Loop) Step(now time.Time) {
 			a.Advance(0, 0)
 		}
 		l.readMeter(0, 0)
+		l.rollUp(now)
 		l.publish(now)
 		return
 	}
@@ -215,6 +236,7 @@ func (l *Loop) Step(now time.Time) {
 		a.Advance(util, dt)
 	}
 	l.readMeter(dt, util)
+	l.rollUp(now)
 	l.publish(now)
 }
 
@@ -243,7 +265,7 @@ func (l *Loop) absorb(r usage.Reading, now time.Time, baseline bool) float64 {
 		p := &r.Processes[i]
 		w := l.procs[p.Key]
 		if w == nil {
-			w = &workload{w: Workload{PID: p.Key.PID}}
+			w = &wstate{w: Workload{PID: p.Key.PID}}
 			if baseline {
 				w.w.CPUSeconds = float64(p.CPUNs) / 1e9
 				w.w.ContextSwitches = p.Switches
@@ -316,7 +338,7 @@ func (l *Loop) absorb(r usage.Reading, now time.Time, baseline bool) float64 {
 // (a restarted service) continues its series rather than restarting or
 // duplicating it. An id not yet resolvable gets a placeholder named by id,
 // merged into the path's workload once the id resolves.
-func (l *Loop) attach(cs *cgSeries, id uint64, path string, ok bool, now time.Time) *workload {
+func (l *Loop) attach(cs *cgSeries, id uint64, path string, ok bool, now time.Time) *wstate {
 	if !ok {
 		if cs.w == nil {
 			key := fmt.Sprintf("id:%d", id)
@@ -324,7 +346,7 @@ func (l *Loop) attach(cs *cgSeries, id uint64, path string, ok bool, now time.Ti
 			if cs.w == nil {
 				// Retention of a cgroup never resolved (removed before
 				// we could name it) runs from its first sighting.
-				cs.w = &workload{w: Workload{Cgroup: key, CgroupID: id, LastSeen: now}}
+				cs.w = &wstate{w: Workload{Cgroup: key, CgroupID: id, LastSeen: now}}
 				l.byPath[key] = cs.w
 			}
 		}
@@ -335,7 +357,7 @@ func (l *Loop) attach(cs *cgSeries, id uint64, path string, ok bool, now time.Ti
 	}
 	target := l.byPath[path]
 	if target == nil {
-		target = &workload{w: Workload{Cgroup: path, CgroupID: id, LastSeen: now}}
+		target = &wstate{w: Workload{Cgroup: path, CgroupID: id, LastSeen: now}}
 		l.byPath[path] = target
 	}
 	if old := cs.w; old != nil && old != target {
@@ -343,6 +365,13 @@ func (l *Loop) attach(cs *cgSeries, id uint64, path string, ok bool, now time.Ti
 		target.w.ContextSwitches += old.w.ContextSwitches
 		for _, e := range old.w.Energy {
 			target.w.Energy = target.w.Energy.Add(e.Zone, e.DynamicJ, e.IdleJ)
+		}
+		// What old already passed on to its units moves along, so
+		// rollUp doesn't pass it on twice.
+		target.rep.cpu += old.rep.cpu
+		target.rep.switches += old.rep.switches
+		for _, e := range old.rep.energy {
+			target.rep.energy = target.rep.energy.Add(e.Zone, e.DynamicJ, e.IdleJ)
 		}
 		delete(l.byPath, old.w.Cgroup)
 		old.gone, old.into = true, target
@@ -353,7 +382,7 @@ func (l *Loop) attach(cs *cgSeries, id uint64, path string, ok bool, now time.Ti
 
 // spread places a cgroup's usage on sockets in proportion to where its
 // processes ran; with one socket, or nothing to go by, evenly.
-func (l *Loop) spread(w *workload, sec float64, bySocket map[int]float64) {
+func (l *Loop) spread(w *wstate, sec float64, bySocket map[int]float64) {
 	if l.nsockets == 1 {
 		l.use(l.cgUse, 0)[w] += sec
 		return
@@ -373,10 +402,10 @@ func (l *Loop) spread(w *workload, sec float64, bySocket map[int]float64) {
 	}
 }
 
-func (l *Loop) use(m map[int]map[*workload]float64, socket int) map[*workload]float64 {
+func (l *Loop) use(m map[int]map[*wstate]float64, socket int) map[*wstate]float64 {
 	u := m[socket]
 	if u == nil {
-		u = map[*workload]float64{}
+		u = map[*wstate]float64{}
 		m[socket] = u
 	}
 	return u
@@ -426,15 +455,11 @@ func (l *Loop) readMeter(dt time.Duration, util float64) {
 		l.log.Warn("read power meter", zap.String("source", l.meter.Name()), zap.Error(err))
 		return
 	}
+	var platform, components float64
+	havePlatform := false
 	for _, s := range samples {
 		id := ZoneID{Name: s.Zone, Socket: s.Socket}
-		z := l.zones[id]
-		if z == nil {
-			z = &zoneState{Zone: Zone{ZoneID: id, Source: l.meter.Name(), Estimated: l.meter.Estimated()}}
-			z.idleMd = l.idleModel(s.Zone)
-			l.zones[id] = z
-			l.zoneOrder = append(l.zoneOrder, id)
-		}
+		z := l.zone(id, s.Source)
 		if !z.seen || dt <= 0 {
 			z.prevJ, z.seen = s.Joules, true
 			continue
@@ -444,8 +469,68 @@ func (l *Loop) readMeter(dt time.Duration, util float64) {
 		if dE < 0 {
 			dE = 0
 		}
+		switch s.Zone {
+		case power.ZonePlatform:
+			platform, havePlatform = platform+dE, true
+		case power.ZonePackage, power.ZoneDRAM, power.ZoneGPU:
+			components += dE
+		}
 		l.splitZone(z, dE, dt, util)
 	}
+	if havePlatform && components > 0 {
+		l.other(platform, components, dt)
+	}
+}
+
+// zone returns the state of a zone, creating it on first sight.
+func (l *Loop) zone(id ZoneID, source string) *zoneState {
+	z := l.zones[id]
+	if z != nil {
+		return z
+	}
+	if source == "" {
+		source = l.meter.Name()
+	}
+	z = &zoneState{Zone: Zone{ZoneID: id, Source: source, Estimated: l.estimated(source)}}
+	z.idleMd = l.idleModel(id.Name)
+	l.zones[id] = z
+	l.zoneOrder = append(l.zoneOrder, id)
+	return z
+}
+
+// estimated tells whether a zone's source is a model: a combined meter
+// answers per member, so measured RAPL zones next to an estimated platform
+// are labelled as what they are.
+func (l *Loop) estimated(source string) bool {
+	if c, ok := l.meter.(interface{ Meters() []power.Meter }); ok {
+		for _, m := range c.Meters() {
+			if m.Name() == source {
+				return m.Estimated()
+			}
+		}
+	}
+	return l.meter.Estimated()
+}
+
+// other books what the platform meter saw beyond the CPU packages, DRAM and
+// GPUs (fans, disks, NICs, PSU loss) as the node-level zone "other". It is
+// part of the platform zone, which the model already splits among
+// workloads, so here it stays unattributed: reporting it again per workload
+// would count it twice. A platform reading below its components (the BMC
+// and RAPL sample at different moments) books zero rather than negative.
+func (l *Loop) other(platform, components float64, dt time.Duration) {
+	z := l.zones[ZoneID{Name: ZoneOther, Socket: -1}]
+	if z == nil {
+		z = &zoneState{Zone: Zone{ZoneID: ZoneID{Name: ZoneOther, Socket: -1}, Source: SourceDerived,
+			Estimated: l.zones[ZoneID{Name: power.ZonePlatform, Socket: -1}].Estimated}}
+		l.zones[z.ZoneID] = z
+		l.zoneOrder = append(l.zoneOrder, z.ZoneID)
+	}
+	dE := max(platform-components, 0)
+	z.EnergyJ += dE
+	z.DynamicJ += dE
+	z.UnattributedJ += dE
+	z.PowerW = dE / dt.Seconds()
 }
 
 func (l *Loop) idleModel(zone string) model.IdleModel {
@@ -481,10 +566,10 @@ func (l *Loop) splitZone(z *zoneState, dE float64, dt time.Duration, util float6
 // split runs the model for one zone over one hierarchy (cgroups or
 // processes; each sums to the node on its own) and adds the result to the
 // workloads' cumulative energy.
-func (l *Loop) split(z *zoneState, dE, idleJ float64, use map[int]map[*workload]float64, cg bool) model.Result {
+func (l *Loop) split(z *zoneState, dE, idleJ float64, use map[int]map[*wstate]float64, cg bool) model.Result {
 	clear(l.dyn)
 	clear(l.idle)
-	var usageMap map[*workload]float64
+	var usageMap map[*wstate]float64
 	if z.Socket >= 0 && l.nsockets > 1 {
 		usageMap = l.use(use, z.Socket)
 	} else if l.nsockets == 1 {
@@ -492,7 +577,7 @@ func (l *Loop) split(z *zoneState, dE, idleJ float64, use map[int]map[*workload]
 	} else {
 		usageMap = l.merged(use, cg)
 	}
-	res := model.Split(model.Interval[*workload]{EnergyJ: dE, IdleJ: idleJ, Usage: usageMap, Policy: l.policy}, l.dyn, l.idle)
+	res := model.Split(model.Interval[*wstate]{EnergyJ: dE, IdleJ: idleJ, Usage: usageMap, Policy: l.policy}, l.dyn, l.idle)
 	for w, j := range l.dyn {
 		w.w.Energy = w.w.Energy.Add(z.Name, j, 0)
 	}
@@ -503,12 +588,12 @@ func (l *Loop) split(z *zoneState, dE, idleJ float64, use map[int]map[*workload]
 }
 
 // merged sums usage over sockets for node-wide zones on multi-socket nodes.
-func (l *Loop) merged(use map[int]map[*workload]float64, cg bool) map[*workload]float64 {
+func (l *Loop) merged(use map[int]map[*wstate]float64, cg bool) map[*wstate]float64 {
 	if cg {
 		return l.cgTotal
 	}
 	if l.procTotal == nil {
-		l.procTotal = map[*workload]float64{}
+		l.procTotal = map[*wstate]float64{}
 	}
 	clear(l.procTotal)
 	for _, m := range use {
@@ -544,6 +629,7 @@ func (l *Loop) publish(now time.Time) {
 		}
 	}
 	s.Processes = l.export(s.Processes, l.procs, now)
+	s.Units = l.exportUnits(now)
 	l.snap.Store(s)
 }
 
@@ -551,7 +637,7 @@ func (l *Loop) export(out []Workload, ws any, now time.Time) []Workload {
 	// keep reports whether the state is kept; a workload past retention
 	// that its source still reports keeps its state (so its counters
 	// can't restart) but leaves the snapshot.
-	add := func(w *workload) (keep bool) {
+	add := func(w *wstate) (keep bool) {
 		if !w.w.Alive && now.Sub(w.w.LastSeen) > l.cfg.Retention {
 			return w.seen
 		}
@@ -561,14 +647,14 @@ func (l *Loop) export(out []Workload, ws any, now time.Time) []Workload {
 		return true
 	}
 	switch m := ws.(type) {
-	case map[string]*workload:
+	case map[string]*wstate:
 		for k, w := range m {
 			if !add(w) {
 				w.gone = true
 				delete(m, k)
 			}
 		}
-	case map[usage.ProcKey]*workload:
+	case map[usage.ProcKey]*wstate:
 		for k, w := range m {
 			if !add(w) {
 				delete(m, k)

@@ -354,3 +354,59 @@ func TestRecreatedCgroupContinues(t *testing.T) {
 		t.Errorf("after the merge: %+v", w)
 	}
 }
+
+// A platform meter beside RAPL: the platform zone is split like any other,
+// conserving energy, and "other" = platform − (package + dram) stays at
+// node level; each zone keeps its own source and method.
+func TestPlatformZone(t *testing.T) {
+	rapl := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}, {Zone: "dram", Socket: 0}}}
+	bmc := &namedMeter{fakeMeter{samples: []power.ZoneSample{{Zone: "platform", Socket: -1}}}, "ipmi"}
+	src := &fakeSource{}
+	l := mustLoop(t, Config{IdleWatts: map[string]float64{"package": 5, "dram": 1, "platform": 80}, IdlePolicy: "cpu"},
+		src, power.Combine(rapl, bmc), names{1: "/a", 2: "/b"})
+	t0 := time.Unix(0, 0)
+	src.add(1, 1, 0, 0)
+	src.add(2, 2, 0, 0)
+	l.Step(t0)
+	for i := 1; i <= 10; i++ {
+		src.add(1, 1, 0, 3e9)
+		src.add(2, 2, 0, 1e9)
+		rapl.samples[0].Joules += 60
+		rapl.samples[1].Joules += 10
+		bmc.samples[0].Joules += 200
+		l.Step(t0.Add(time.Duration(i) * 2 * time.Second))
+	}
+	s := l.Snapshot()
+	zones := map[string]Zone{}
+	for _, z := range s.Zones {
+		zones[z.Name] = z
+	}
+	if o := zones["other"]; o.EnergyJ != 10*(200-70) || o.UnattributedJ != o.EnergyJ || o.Source != "derived" || o.Estimated {
+		t.Errorf("other: %+v, want 1300 J unattributed, derived, measured", o)
+	}
+	p := zones["platform"]
+	if p.Source != "ipmi" || p.IdleJ != 10*160 || p.EnergyJ != 2000 {
+		t.Errorf("platform: %+v", p)
+	}
+	if zones["package"].Source != "rapl" {
+		t.Errorf("package source %q", zones["package"].Source)
+	}
+	var sum float64
+	for _, w := range s.Cgroups {
+		e := w.Energy.Get("platform")
+		sum += e.DynamicJ + e.IdleJ
+	}
+	if math.Abs(sum+p.UnattributedJ-p.EnergyJ) > 1e-9*p.EnergyJ {
+		t.Errorf("platform: workloads %v + unattributed %v != %v", sum, p.UnattributedJ, p.EnergyJ)
+	}
+	if a := cgroupByPath(s, "/a").Energy.Get("platform"); math.Abs(a.DynamicJ-3*cgroupByPath(s, "/b").Energy.Get("platform").DynamicJ) > 1e-9 {
+		t.Errorf("platform dynamic not split 3:1: %+v", a)
+	}
+}
+
+type namedMeter struct {
+	fakeMeter
+	name string
+}
+
+func (m *namedMeter) Name() string { return m.name }

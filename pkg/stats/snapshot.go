@@ -19,14 +19,24 @@ type Snapshot struct {
 	Zones     []Zone
 	Cgroups   []Workload
 	Processes []Workload
+	// Units are the workloads that own cgroups (containers, pods, VMs,
+	// Slurm jobs, systemd units), when workload resolution is on.
+	Units []Unit
 
 	// Intervals counts completed intervals since start.
 	Intervals uint64
 }
 
+// ZoneOther is the node-level zone platform − (package + dram + gpu), and
+// SourceDerived its source: it is computed from the other zones.
+const (
+	ZoneOther     = "other"
+	SourceDerived = "derived"
+)
+
 // ZoneID names one energy zone of the node.
 type ZoneID struct {
-	Name   string // package, core, uncore, dram, psys, platform
+	Name   string // package, core, uncore, dram, psys, gpu, platform, other
 	Socket int    // -1 when the zone is node-wide
 }
 

@@ -1,0 +1,125 @@
+package stats
+
+import (
+	"strings"
+	"time"
+
+	"github.com/wattrace/wattrace/pkg/workload"
+)
+
+// IdentityResolver names the workload that owns a cgroup path;
+// *workload.Resolver implements it. Resolve must be cheap on a cached path:
+// it runs for every cgroup each interval.
+type IdentityResolver interface {
+	Resolve(path string) workload.Identity
+	Sweep() int
+}
+
+// Unit is one workload at one level (a container, pod, VM, Slurm job or
+// systemd unit): the sum of the cgroups it owns. Counters are cumulative
+// and kept in the unit itself, so they never go backwards when one of its
+// cgroups leaves the snapshot before the others.
+type Unit struct {
+	Level workload.Kind
+	// Labels are the level's label values, aligned with
+	// workload.LabelNames(Level).
+	Labels          []string
+	CPUSeconds      float64
+	ContextSwitches uint64
+	Energy          Energy
+	// Cgroups counts the unit's cgroups alive in the latest interval.
+	Cgroups  int
+	Alive    bool
+	LastSeen time.Time
+}
+
+type unitState struct {
+	u    Unit
+	seen bool
+}
+
+// reported is what of a cgroup workload's cumulative figures has already
+// been added to its units.
+type reported struct {
+	cpu      float64
+	switches uint64
+	energy   Energy
+}
+
+// rollUp adds each cgroup's growth since the last interval to the units
+// that own it at every enabled level.
+func (l *Loop) rollUp(now time.Time) {
+	if l.ids == nil {
+		return
+	}
+	for _, u := range l.units {
+		u.seen, u.u.Alive, u.u.Cgroups = false, false, 0
+	}
+	for _, w := range l.byPath {
+		id := l.ids.Resolve(w.w.Cgroup)
+		dCPU := w.w.CPUSeconds - w.rep.cpu
+		dSw := w.w.ContextSwitches - w.rep.switches
+		var dE Energy
+		for _, e := range w.w.Energy {
+			p := w.rep.energy.Get(e.Zone)
+			dE = dE.Add(e.Zone, e.DynamicJ-p.DynamicJ, e.IdleJ-p.IdleJ)
+		}
+		w.rep = reported{cpu: w.w.CPUSeconds, switches: w.w.ContextSwitches, energy: append(w.rep.energy[:0], w.w.Energy...)}
+		for _, level := range l.levels {
+			vals, ok := id.LabelValues(level)
+			if !ok {
+				continue
+			}
+			key := unitKey(level, vals)
+			u := l.units[key]
+			if u == nil {
+				u = &unitState{u: Unit{Level: level, LastSeen: now}}
+				l.units[key] = u
+			}
+			// Names filled in by enrichment replace the blanks they
+			// had while the unit was first seen.
+			u.u.Labels = vals
+			u.u.CPUSeconds += dCPU
+			u.u.ContextSwitches += dSw
+			for _, e := range dE {
+				u.u.Energy = u.u.Energy.Add(e.Zone, e.DynamicJ, e.IdleJ)
+			}
+			u.seen = true
+			if w.w.Alive {
+				u.u.Alive = true
+				u.u.Cgroups++
+				u.u.LastSeen = now
+			}
+		}
+	}
+	l.ids.Sweep()
+}
+
+// unitKey identifies a unit by its level and id (the first label: container
+// id, pod uid, VM uuid, job id, unit name), so names learnt later don't
+// split its counters; without an id, by all its labels.
+func unitKey(level workload.Kind, vals []string) string {
+	if len(vals) > 0 && vals[0] != "" {
+		return string(level) + "\x00" + vals[0]
+	}
+	return string(level) + "\x00" + strings.Join(vals, "\x00")
+}
+
+// exportUnits copies the units into the snapshot and drops those past
+// retention that no cgroup feeds any more.
+func (l *Loop) exportUnits(now time.Time) []Unit {
+	out := make([]Unit, 0, len(l.units))
+	for k, u := range l.units {
+		if !u.u.Alive && now.Sub(u.u.LastSeen) > l.cfg.Retention {
+			if !u.seen {
+				delete(l.units, k)
+			}
+			continue
+		}
+		c := u.u
+		c.Labels = append([]string(nil), u.u.Labels...)
+		c.Energy = append(Energy(nil), u.u.Energy...)
+		out = append(out, c)
+	}
+	return out
+}

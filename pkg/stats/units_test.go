@@ -1,0 +1,79 @@
+package stats
+
+import (
+	"testing"
+	"time"
+
+	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/workload"
+)
+
+func unitBy(s *Snapshot, level workload.Kind, id string) (Unit, bool) {
+	for _, u := range s.Units {
+		if u.Level == level && u.Labels[0] == id {
+			return u, true
+		}
+	}
+	return Unit{}, false
+}
+
+// A Slurm job's steps and tasks roll up into one job; a container into its
+// container and its pod; a unit's counters carry on when one of its cgroups
+// leaves the snapshot before the others.
+func TestUnitsRollUp(t *testing.T) {
+	paths := names{
+		1: "/slurm_n1/uid_0/job_42/step_0/task_0",
+		2: "/slurm_n1/uid_0/job_42/step_batch",
+		3: "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0b4c2c6e_1f2a_4b3c_9d8e_7f6a5b4c3d2e.slice/cri-containerd-" + "aaaa000000000000000000000000000000000000000000000000000000000000" + ".scope",
+		4: "/system.slice/nginx.service",
+	}
+	src := &fakeSource{}
+	m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
+	res := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
+	l, err := New(Config{Interval: time.Second, Retention: 10 * time.Second, IdlePolicy: "none",
+		IdleWatts: map[string]float64{"package": 0}}, src, m, paths, nil, WithWorkloads(res, workload.Levels()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(0, 0)
+	for id := uint64(1); id <= 4; id++ {
+		src.add(id, uint32(id), 0, 0)
+	}
+	l.Step(t0)
+	src.add(1, 1, 0, 3e9)
+	src.add(2, 2, 0, 1e9)
+	src.add(3, 3, 0, 2e9)
+	src.add(4, 4, 0, 2e9)
+	m.samples[0].Joules = 80
+	l.Step(t0.Add(time.Second))
+	s := l.Snapshot()
+	job, ok := unitBy(s, workload.KindJob, "42")
+	if !ok || job.CPUSeconds != 4 || job.Energy.Get("package").DynamicJ != 40 || job.Cgroups != 2 || !job.Alive {
+		t.Fatalf("job 42: %+v (found %v)", job, ok)
+	}
+	if job.Labels[2] != "0" || job.Labels[3] != "n1" {
+		t.Errorf("job labels %v, want uid 0 on slurm node n1", job.Labels)
+	}
+	pod, ok := unitBy(s, workload.KindPod, "0b4c2c6e-1f2a-4b3c-9d8e-7f6a5b4c3d2e")
+	if !ok || pod.CPUSeconds != 2 || pod.Energy.Get("package").DynamicJ != 20 {
+		t.Errorf("pod: %+v (found %v)", pod, ok)
+	}
+	if c, ok := unitBy(s, workload.KindContainer, "aaaa000000000000000000000000000000000000000000000000000000000000"); !ok || c.CPUSeconds != 2 {
+		t.Errorf("container: %+v (found %v)", c, ok)
+	}
+	if u, ok := unitBy(s, workload.KindUnit, "nginx.service"); !ok || u.CPUSeconds != 2 || u.Labels[1] != "systemd" {
+		t.Errorf("unit: %+v (found %v)", u, ok)
+	}
+
+	// The batch step ends and its cgroup leaves the snapshot; the job
+	// goes on and its counters keep growing from where they were.
+	delete(paths, 2)
+	src.r.Cgroups = append(src.r.Cgroups[:1], src.r.Cgroups[2:]...)
+	src.add(1, 1, 0, 1e9)
+	m.samples[0].Joules = 90
+	l.Step(t0.Add(20 * time.Second))
+	job, _ = unitBy(l.Snapshot(), workload.KindJob, "42")
+	if job.CPUSeconds != 5 || job.Energy.Get("package").DynamicJ != 50 || job.Cgroups != 1 {
+		t.Errorf("job after its batch step left: %+v", job)
+	}
+}
