@@ -223,14 +223,37 @@ func TestRealScrapeLintAndFamilies(t *testing.T) {
 	if err != nil {
 		t.Fatalf("promtool is needed (Debian package prometheus): %v", err)
 	}
+	h, err := cgroup.Detect("/proc", "/sys/fs/cgroup", "auto")
+	if err != nil {
+		t.Fatal(err)
+	}
 	bin := buildExporter(t)
 	url := startExporter(t, bin, "localhost:19841", "--web.listen-address=localhost:19841",
 		"--collector.process", "--collector.bpf-stats", "--power.idle-policy=cpu")
+	// One cgroup laid out as each kind of workload the exporter names, each
+	// with a process that works a little after the exporter's baseline, so
+	// every workload family has series: real resolution of real cgroups.
+	time.Sleep(500 * time.Millisecond)
+	top := testenv.Cgroup(t, h.Mount, "kinds")
+	work := []string{"/bin/sh", "-c", "i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done; exec sleep 60"}
+	for _, rel := range []string{
+		"system.slice/wattrace-e2e.service",
+		"slurm_e2e/uid_0/job_4711/step_0/task_0",
+		"machine/qemu-7-e2e-vm.libvirt-qemu/vcpu0",
+		"kubepods/burstable/pod0b4c2c6e-1f2a-4b3c-9d8e-7f6a5b4c3d2e/" + strings.Repeat("ab", 32),
+	} {
+		dir := top
+		for _, part := range strings.Split(rel, "/") {
+			dir = testenv.Mkdir(t, filepath.Join(dir, part))
+		}
+		testenv.StartIn(t, dir, work...)
+	}
 	var body []byte
 	var fams map[string]*dto.MetricFamily
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
 		fams, body = scrape(t, url)
-		if n, _ := sum(fams, "wattrace_stats_intervals_total", nil); n >= 1 {
+		if n, _ := sum(fams, "wattrace_stats_intervals_total", nil); n >= 2 && fams["wattrace_vm_energy_joules_total"] != nil &&
+			fams["wattrace_job_energy_joules_total"] != nil && fams["wattrace_container_energy_joules_total"] != nil {
 			break
 		}
 	}

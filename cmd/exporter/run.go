@@ -22,6 +22,8 @@ import (
 	"github.com/wattrace/wattrace/pkg/procfs"
 	"github.com/wattrace/wattrace/pkg/stats"
 	"github.com/wattrace/wattrace/pkg/usage"
+	"github.com/wattrace/wattrace/pkg/workload"
+	"github.com/wattrace/wattrace/pkg/workload/kube"
 )
 
 // shutdownTimeout bounds how long in-flight scrapes may take once a signal
@@ -75,6 +77,18 @@ func run(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		log.Warn("online CPUs unavailable; using the CPUs this process may run on", zap.Int("cpus", cpus), zap.Error(err))
 	}
 
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	levels := cfg.Collector.Levels()
+	var loopOpts []stats.Option
+	if len(levels) > 0 {
+		ids, err := openWorkloads(ctx, cfg, hier, log)
+		if err != nil {
+			return err
+		}
+		loopOpts = append(loopOpts, stats.WithWorkloads(ids, levels))
+	}
+
 	loop, err := stats.New(stats.Config{
 		Interval:   cfg.Stats.Interval,
 		Retention:  cfg.Stats.Retention,
@@ -83,7 +97,7 @@ func run(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		Sockets:    sockets,
 		CPUs:       cpus,
 		Hierarchy:  string(hier.Kind),
-	}, src, meter, res, log.Named("stats"))
+	}, src, meter, res, log.Named("stats"), loopOpts...)
 	if err != nil {
 		return fmt.Errorf("starting stats loop: %w", err)
 	}
@@ -109,6 +123,7 @@ func run(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		ProcessTop:     cfg.Collector.ProcessTop,
 		BPFStats:       bpfStats,
 		Programs:       programs,
+		Levels:         levels,
 		IdleAttributed: cfg.Power.IdlePolicy != "none",
 		Log:            log.Named("collector"),
 	})
@@ -135,8 +150,6 @@ func run(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	loopDone := make(chan error, 1)
 	go func() { loopDone <- loop.Run(ctx) }()
 	serveDone := make(chan error, 1)
@@ -218,6 +231,30 @@ func openAccounting(cfg *config.Config, hier cgroup.Hierarchy, res *cgroup.Resol
 	default:
 		return nil, nil, fmt.Errorf("invalid value %q for accounting.mode: allowed %v", cfg.Accounting.Mode, config.AccountingModes)
 	}
+}
+
+// openWorkloads builds the resolver that names cgroups after the workloads
+// owning them. The kubelet client runs in the background until ctx ends and
+// never blocks resolution: without it, or while it is down, pods and
+// containers keep the ids their cgroup paths carry.
+func openWorkloads(ctx context.Context, cfg *config.Config, hier cgroup.Hierarchy, log *zap.Logger) (*workload.Resolver, error) {
+	o := workload.Options{
+		ProcRoot:    cfg.Path.Procfs,
+		EtcRoot:     cfg.Path.Etc,
+		CgroupRoot:  hier.Mount,
+		LibvirtDirs: cfg.Workload.LibvirtDirs,
+	}
+	if k := cfg.Workload.Kube; k.URL != "" {
+		c, err := kube.New(kube.Config{URL: k.URL, TokenFile: k.TokenFile, CAFile: k.CAFile,
+			InsecureSkipVerify: k.InsecureSkipVerify, Refresh: k.Refresh})
+		if err != nil {
+			return nil, fmt.Errorf("workload.kube.url %s: %w", k.URL, err)
+		}
+		go c.Run(ctx)
+		o.Pods = c
+		log.Info("kubelet pod names", zap.String("url", k.URL))
+	}
+	return workload.NewResolver(o), nil
 }
 
 // bpfPrograms adapts the loader's statistics to the collector's interface,

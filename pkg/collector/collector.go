@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/stats"
+	"github.com/wattrace/wattrace/pkg/workload"
 )
 
 const namespace = "wattrace"
@@ -59,6 +60,9 @@ type Options struct {
 	// then be set.
 	BPFStats bool
 	Programs ProgramStatsSource
+	// Levels are the workload levels to export (container, pod, vm, job,
+	// unit); none disables the workloads collector.
+	Levels []workload.Kind
 	// IdleAttributed is true when an idle policy other than "none" hands
 	// idle energy to workloads. Only then are workload series with
 	// mode="idle" exported: under "none" they would all be 0.
@@ -131,6 +135,9 @@ func New(src SnapshotSource, o Options) (*Exporter, error) {
 	}
 	if o.Process {
 		e.collectors = append(e.collectors, namedCollector{NameProcess, newProcessCollector(o.ProcessTop, o.IdleAttributed)})
+	}
+	if len(o.Levels) > 0 {
+		e.collectors = append(e.collectors, namedCollector{NameWorkloads, newUnitCollector(o.Levels, o.IdleAttributed)})
 	}
 	if o.BPFStats {
 		e.collectors = append(e.collectors, namedCollector{NameBPFStats, newBPFStatsCollector(o.Programs)})

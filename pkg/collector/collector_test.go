@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/version"
 
 	"github.com/wattrace/wattrace/pkg/stats"
+	"github.com/wattrace/wattrace/pkg/workload"
 )
 
 type fixedSource struct{ snap *stats.Snapshot }
@@ -55,6 +56,20 @@ func testSnapshot() *stats.Snapshot {
 			proc(200, "big", 30),
 			proc(300, "mid", 10),
 			proc(400, "bad\xffname", 20),
+		},
+		Units: []stats.Unit{
+			{Level: workload.KindJob, Manager: "slurm", Labels: []string{"42", "alice", "1000", "n1"}, CPUSeconds: 8, ContextSwitches: 4, Alive: true, Cgroups: 2,
+				Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 12.5, IdleJ: 1}}}},
+			{Level: workload.KindJob, Manager: "slurm", Labels: []string{"43", "bob", "1001", "n1"}, CPUSeconds: 2, Alive: false,
+				Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 3}}}},
+			{Level: workload.KindVM, Manager: "libvirt", Labels: []string{"c7a5fdbd-cdaf-9455-926a-d65c16db1809", "web1", ""}, CPUSeconds: 5, Alive: true,
+				Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 2}}}},
+			{Level: workload.KindContainer, Manager: "containerd", Labels: []string{"abc", "app", "web-0", "default", "containerd"}, CPUSeconds: 1, Alive: true,
+				Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 2}}}},
+			{Level: workload.KindPod, Manager: "kubernetes", Labels: []string{"0b4c2c6e-1f2a-4b3c-9d8e-7f6a5b4c3d2e", "web-0", "default", "burstable"}, CPUSeconds: 1, Alive: true,
+				Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 2}}}},
+			{Level: workload.KindUnit, Manager: "systemd", Labels: []string{"a.service", "systemd"}, CPUSeconds: 4, Alive: true,
+				Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 2}}}},
 		},
 	}
 }
@@ -358,4 +373,26 @@ func BenchmarkProcessCollector(b *testing.B) {
 	}
 	close(ch)
 	<-done
+}
+
+func TestJobSeries(t *testing.T) {
+	e := newExporter(t, testSnapshot(), Options{Levels: []workload.Kind{workload.KindJob}, IdleAttributed: true})
+	want := `# HELP wattrace_job_cpu_seconds_total CPU time of the job's tasks, exited ones included.
+# TYPE wattrace_job_cpu_seconds_total counter
+wattrace_job_cpu_seconds_total{job_id="42",slurm_node="n1",uid="1000",user="alice"} 8
+wattrace_job_cpu_seconds_total{job_id="43",slurm_node="n1",uid="1001",user="bob"} 2
+# HELP wattrace_job_energy_joules_total Energy attributed to the job, summed over its cgroups; mode as for wattrace_cgroup_energy_joules_total.
+# TYPE wattrace_job_energy_joules_total counter
+wattrace_job_energy_joules_total{job_id="42",method="measured",mode="dynamic",slurm_node="n1",source="rapl",uid="1000",user="alice",zone="package"} 12.5
+wattrace_job_energy_joules_total{job_id="42",method="measured",mode="idle",slurm_node="n1",source="rapl",uid="1000",user="alice",zone="package"} 1
+wattrace_job_energy_joules_total{job_id="43",method="measured",mode="dynamic",slurm_node="n1",source="rapl",uid="1001",user="bob",zone="package"} 3
+wattrace_job_energy_joules_total{job_id="43",method="measured",mode="idle",slurm_node="n1",source="rapl",uid="1001",user="bob",zone="package"} 0
+# HELP wattrace_units_running Workloads at each level with at least one live cgroup, per manager.
+# TYPE wattrace_units_running gauge
+wattrace_units_running{level="job",manager="slurm"} 1
+`
+	if err := testutil.CollectAndCompare(e, strings.NewReader(want),
+		"wattrace_job_cpu_seconds_total", "wattrace_job_energy_joules_total", "wattrace_units_running"); err != nil {
+		t.Error(err)
+	}
 }

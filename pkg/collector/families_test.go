@@ -13,6 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
+
+	"github.com/wattrace/wattrace/pkg/workload"
 )
 
 // family is one metric family's name, type and label names.
@@ -37,7 +39,7 @@ func normLabels(ls []string) string {
 func fullRegistry(t *testing.T) *prometheus.Registry {
 	t.Helper()
 	e := newExporter(t, testSnapshot(), Options{
-		Node: true, Cgroup: true, Process: true, ProcessTop: 20, IdleAttributed: true,
+		Node: true, Cgroup: true, Process: true, ProcessTop: 20, IdleAttributed: true, Levels: workload.Levels(),
 		BPFStats: true, Programs: fakePrograms{stats: []ProgramStat{{Name: "handle_switch", RunTime: time.Millisecond, RunCount: 3}}},
 	})
 	reg := prometheus.NewPedanticRegistry()

@@ -66,12 +66,17 @@ func aggregate(ws []stats.Workload, withProcess bool) []*workloadAgg {
 // emitEnergy sends one workload's energy series; labels are the workload's
 // own label values, followed by zone, source, method and mode.
 func emitEnergy(ch chan<- prometheus.Metric, desc *prometheus.Desc, a *workloadAgg, zl zoneLabels, idle bool, labels ...string) {
+	// with copies the labels: appending to labels itself could write into
+	// a snapshot's backing array, which concurrent scrapes share.
+	with := func(z, src, m, mode string) []string {
+		return append(append(make([]string, 0, len(labels)+4), labels...), z, src, m, mode)
+	}
 	for _, e := range a.energy { // sorted by zone
 		z := e.Zone
 		src, m := zl.get(z)
-		ch <- metric(desc, prometheus.CounterValue, e.DynamicJ, append(labels, z, src, m, modeDynamic)...)
+		ch <- metric(desc, prometheus.CounterValue, e.DynamicJ, with(z, src, m, modeDynamic)...)
 		if idle {
-			ch <- metric(desc, prometheus.CounterValue, e.IdleJ, append(labels, z, src, m, modeIdle)...)
+			ch <- metric(desc, prometheus.CounterValue, e.IdleJ, with(z, src, m, modeIdle)...)
 		}
 	}
 }

@@ -20,6 +20,8 @@ import (
 	"github.com/spf13/cast"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+
+	"github.com/wattrace/wattrace/pkg/workload"
 )
 
 // EnvPrefix is prepended (with an underscore) to every environment variable.
@@ -36,6 +38,7 @@ const (
 	KeyPathProcfs   = "path.procfs"
 	KeyPathSysfs    = "path.sysfs"
 	KeyPathCgroupfs = "path.cgroupfs"
+	KeyPathEtc      = "path.etc"
 
 	KeyLogLevel  = "log.level"
 	KeyLogFormat = "log.format"
@@ -57,6 +60,18 @@ const (
 	KeyCollectorProcess    = "collector.process"
 	KeyCollectorProcessTop = "collector.process.top"
 	KeyCollectorBPFStats   = "collector.bpf-stats"
+	KeyCollectorContainer  = "collector.container"
+	KeyCollectorPod        = "collector.pod"
+	KeyCollectorVM         = "collector.vm"
+	KeyCollectorJob        = "collector.job"
+	KeyCollectorUnit       = "collector.unit"
+
+	KeyWorkloadLibvirtDirs  = "workload.libvirt.dirs"
+	KeyWorkloadKubeURL      = "workload.kube.url"
+	KeyWorkloadKubeToken    = "workload.kube.token-file"
+	KeyWorkloadKubeCA       = "workload.kube.ca-file"
+	KeyWorkloadKubeInsecure = "workload.kube.insecure-skip-verify"
+	KeyWorkloadKubeRefresh  = "workload.kube.refresh"
 )
 
 // Allowed values of the enumerated settings, in the order they are listed
@@ -91,6 +106,24 @@ type Config struct {
 	Stats      Stats
 	Power      Power
 	Collector  Collector
+	Workload   Workload
+}
+
+// Workload configures how cgroups are named after the workloads that own
+// them.
+type Workload struct {
+	// LibvirtDirs hold domain XML (running domains first).
+	LibvirtDirs []string
+	Kube        Kube
+}
+
+// Kube configures the kubelet client that names pods and containers.
+type Kube struct {
+	URL                string // "" = off
+	TokenFile          string
+	CAFile             string
+	InsecureSkipVerify bool
+	Refresh            time.Duration
 }
 
 // Web configures the HTTP server.
@@ -107,6 +140,7 @@ type Path struct {
 	Procfs   string
 	Sysfs    string
 	Cgroupfs string
+	Etc      string
 }
 
 // Log configures the logger.
@@ -152,6 +186,22 @@ type Collector struct {
 	Process    bool
 	ProcessTop int // 0 = all processes
 	BPFStats   bool
+	// Workload levels.
+	Container, Pod, VM, Job, Unit bool
+}
+
+// Levels returns the workload levels whose collectors are on.
+func (c Collector) Levels() []workload.Kind {
+	var out []workload.Kind
+	for _, l := range []struct {
+		on    bool
+		level workload.Kind
+	}{{c.Container, workload.KindContainer}, {c.Pod, workload.KindPod}, {c.VM, workload.KindVM}, {c.Job, workload.KindJob}, {c.Unit, workload.KindUnit}} {
+		if l.on {
+			out = append(out, l.level)
+		}
+	}
+	return out
 }
 
 // EnvVar returns the environment variable that sets key.
@@ -178,6 +228,7 @@ func NewFlagSet(name string) *pflag.FlagSet {
 	fs.String(KeyPathProcfs, "/proc", "procfs mount point.")
 	fs.String(KeyPathSysfs, "/sys", "sysfs mount point.")
 	fs.String(KeyPathCgroupfs, "/sys/fs/cgroup", "cgroup file system mount point.")
+	fs.String(KeyPathEtc, "/etc", "Host /etc, for user names (passwd).")
 
 	fs.String(KeyLogLevel, "info", "Log level: "+strings.Join(LogLevels, ", ")+".")
 	fs.String(KeyLogFormat, "logfmt", "Log format: "+strings.Join(LogFormats, ", ")+".")
@@ -199,6 +250,18 @@ func NewFlagSet(name string) *pflag.FlagSet {
 	fs.Bool(KeyCollectorProcess, false, "Enable the process collector (per-process series; high cardinality).")
 	fs.Int(KeyCollectorProcessTop, 20, "Export only the N processes with the most energy. 0 = all.")
 	fs.Bool(KeyCollectorBPFStats, false, "Export run time of wattrace's BPF programs. Turns on kernel BPF statistics, which costs every BPF program on the host ~50ns per run.")
+	fs.Bool(KeyCollectorContainer, true, "Enable per-container series (docker, containerd, CRI-O, podman).")
+	fs.Bool(KeyCollectorPod, true, "Enable per-pod series (Kubernetes).")
+	fs.Bool(KeyCollectorVM, true, "Enable per-VM series (libvirt/QEMU).")
+	fs.Bool(KeyCollectorJob, true, "Enable per-job series (Slurm).")
+	fs.Bool(KeyCollectorUnit, true, "Enable per-unit series (systemd services and scopes).")
+
+	fs.StringSlice(KeyWorkloadLibvirtDirs, []string{"/run/libvirt/qemu", "/etc/libvirt/qemu"}, "Directories of libvirt domain XML, for VM names and UUIDs. Repeatable.")
+	fs.String(KeyWorkloadKubeURL, "", "Kubelet pods endpoint for pod and container names, e.g. https://$(NODE_IP):10250/pods. Empty: names come from cgroup paths only.")
+	fs.String(KeyWorkloadKubeToken, "/var/run/secrets/kubernetes.io/serviceaccount/token", "Bearer token file for the kubelet.")
+	fs.String(KeyWorkloadKubeCA, "", "CA file for the kubelet's certificate. Empty: the system roots.")
+	fs.Bool(KeyWorkloadKubeInsecure, false, "Skip verifying the kubelet's certificate (often self-signed).")
+	fs.Duration(KeyWorkloadKubeRefresh, 30*time.Second, "How often the pod list is refreshed (and at most how stale names are).")
 	return fs
 }
 
@@ -317,6 +380,7 @@ func decode(v *viper.Viper) (*Config, error) {
 			Procfs:   d.string(KeyPathProcfs),
 			Sysfs:    d.string(KeyPathSysfs),
 			Cgroupfs: d.string(KeyPathCgroupfs),
+			Etc:      d.string(KeyPathEtc),
 		},
 		Log:        Log{Level: d.string(KeyLogLevel), Format: d.string(KeyLogFormat)},
 		Accounting: Accounting{Mode: d.string(KeyAccountingMode)},
@@ -340,6 +404,21 @@ func decode(v *viper.Viper) (*Config, error) {
 			Process:    d.bool(KeyCollectorProcess),
 			ProcessTop: d.int(KeyCollectorProcessTop),
 			BPFStats:   d.bool(KeyCollectorBPFStats),
+			Container:  d.bool(KeyCollectorContainer),
+			Pod:        d.bool(KeyCollectorPod),
+			VM:         d.bool(KeyCollectorVM),
+			Job:        d.bool(KeyCollectorJob),
+			Unit:       d.bool(KeyCollectorUnit),
+		},
+		Workload: Workload{
+			LibvirtDirs: d.strings(KeyWorkloadLibvirtDirs),
+			Kube: Kube{
+				URL:                d.string(KeyWorkloadKubeURL),
+				TokenFile:          d.string(KeyWorkloadKubeToken),
+				CAFile:             d.string(KeyWorkloadKubeCA),
+				InsecureSkipVerify: d.bool(KeyWorkloadKubeInsecure),
+				Refresh:            d.duration(KeyWorkloadKubeRefresh),
+			},
 		},
 	}
 	if len(d.errs) > 0 {
@@ -497,6 +576,7 @@ func (c *Config) Validate() error {
 	enum(KeyAccountingMode, c.Accounting.Mode, AccountingModes)
 	enum(KeyCgroupHierarchy, c.Cgroup.Hierarchy, CgroupHierarchies)
 	enum(KeyPowerSource, c.Power.Source, PowerSources)
+	positive(KeyWorkloadKubeRefresh, c.Workload.Kube.Refresh)
 	enum(KeyPowerIdlePolicy, c.Power.IdlePolicy, IdlePolicies)
 
 	positive(KeyStatsInterval, c.Stats.Interval)

@@ -28,13 +28,18 @@ func TestDefaults(t *testing.T) {
 	}
 	want := &Config{
 		Web:        Web{ListenAddresses: []string{":9841"}, TelemetryPath: "/metrics"},
-		Path:       Path{Procfs: "/proc", Sysfs: "/sys", Cgroupfs: "/sys/fs/cgroup"},
+		Path:       Path{Procfs: "/proc", Sysfs: "/sys", Cgroupfs: "/sys/fs/cgroup", Etc: "/etc"},
 		Log:        Log{Level: "info", Format: "logfmt"},
 		Accounting: Accounting{Mode: "auto"},
 		Cgroup:     Cgroup{Hierarchy: "auto"},
 		Stats:      Stats{Interval: 5 * time.Second, Retention: 5 * time.Minute},
 		Power:      Power{Source: "auto", IdleWatts: map[string]float64{}, IdlePolicy: "none"},
-		Collector:  Collector{Node: true, Cgroup: true, Process: false, ProcessTop: 20, BPFStats: false},
+		Collector: Collector{Node: true, Cgroup: true, Process: false, ProcessTop: 20, BPFStats: false,
+			Container: true, Pod: true, VM: true, Job: true, Unit: true},
+		Workload: Workload{
+			LibvirtDirs: []string{"/run/libvirt/qemu", "/etc/libvirt/qemu"},
+			Kube:        Kube{TokenFile: "/var/run/secrets/kubernetes.io/serviceaccount/token", Refresh: 30 * time.Second},
+		},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", c, want)

@@ -21,6 +21,9 @@ type IdentityResolver interface {
 // cgroups leaves the snapshot before the others.
 type Unit struct {
 	Level workload.Kind
+	// Manager is what runs it: docker, containerd, crio, podman,
+	// kubernetes, slurm, libvirt, systemd.
+	Manager string
 	// Labels are the level's label values, aligned with
 	// workload.LabelNames(Level).
 	Labels          []string
@@ -79,6 +82,7 @@ func (l *Loop) rollUp(now time.Time) {
 			// Names filled in by enrichment replace the blanks they
 			// had while the unit was first seen.
 			u.u.Labels = vals
+			u.u.Manager = managerOf(level, id)
 			u.u.CPUSeconds += dCPU
 			u.u.ContextSwitches += dSw
 			for _, e := range dE {
@@ -122,4 +126,13 @@ func (l *Loop) exportUnits(now time.Time) []Unit {
 		out = append(out, c)
 	}
 	return out
+}
+
+// managerOf names the manager of a unit at a level: a container's runtime
+// for containers, kubernetes for pods (whatever runs their containers).
+func managerOf(level workload.Kind, id workload.Identity) string {
+	if level == workload.KindPod {
+		return workload.ManagerKubernetes
+	}
+	return id.Manager
 }

@@ -1,0 +1,97 @@
+package collector
+
+import (
+	"sort"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wattrace/wattrace/pkg/stats"
+	"github.com/wattrace/wattrace/pkg/workload"
+)
+
+// NameWorkloads is the collector of the workload levels (container, pod,
+// vm, job, unit), each enabled by its own --collector.<level> flag.
+const NameWorkloads = "workloads"
+
+type levelDescs struct {
+	energy, cpu, switches *prometheus.Desc
+}
+
+// unitCollector exports energy and CPU per workload at each enabled level:
+// the sum over the cgroups the workload owns, with the level's labels (see
+// pkg/workload for the scheme), and how many of each are running.
+type unitCollector struct {
+	levels  map[workload.Kind]levelDescs
+	running *prometheus.Desc
+	idle    bool
+}
+
+func newUnitCollector(levels []workload.Kind, idleAttributed bool) *unitCollector {
+	c := &unitCollector{
+		levels: map[workload.Kind]levelDescs{},
+		idle:   idleAttributed,
+		running: prometheus.NewDesc(
+			prometheus.BuildFQName(namespace, "units", "running"),
+			"Workloads at each level with at least one live cgroup, per manager.",
+			[]string{"level", "manager"}, nil),
+	}
+	for _, l := range levels {
+		labels := workload.LabelNames(l)
+		sub := string(l)
+		c.levels[l] = levelDescs{
+			energy: prometheus.NewDesc(prometheus.BuildFQName(namespace, sub, "energy_joules_total"),
+				"Energy attributed to the "+sub+", summed over its cgroups; mode as for wattrace_cgroup_energy_joules_total.",
+				append(append([]string(nil), labels...), "zone", "source", "method", "mode"), nil),
+			cpu: prometheus.NewDesc(prometheus.BuildFQName(namespace, sub, "cpu_seconds_total"),
+				"CPU time of the "+sub+"'s tasks, exited ones included.", labels, nil),
+			switches: prometheus.NewDesc(prometheus.BuildFQName(namespace, sub, "context_switches_total"),
+				"Voluntary and involuntary context switches of the "+sub+"'s tasks.", labels, nil),
+		}
+	}
+	return c
+}
+
+func (c *unitCollector) describe(ch chan<- *prometheus.Desc) {
+	ch <- c.running
+	for _, d := range c.levels {
+		ch <- d.energy
+		ch <- d.cpu
+		ch <- d.switches
+	}
+}
+
+func (c *unitCollector) update(ch chan<- prometheus.Metric, snap *stats.Snapshot) error {
+	if snap == nil {
+		return errNoSnapshot
+	}
+	zl := newZoneLabels(snap.Zones)
+	type lm struct{ level, manager string }
+	running := map[lm]int{}
+	for i := range snap.Units {
+		u := &snap.Units[i]
+		d, ok := c.levels[u.Level]
+		if !ok {
+			continue
+		}
+		if u.Alive {
+			running[lm{string(u.Level), u.Manager}]++
+		}
+		emitEnergy(ch, d.energy, &workloadAgg{energy: u.Energy}, zl, c.idle, u.Labels...)
+		ch <- metric(d.cpu, prometheus.CounterValue, u.CPUSeconds, append([]string(nil), u.Labels...)...)
+		ch <- metric(d.switches, prometheus.CounterValue, float64(u.ContextSwitches), append([]string(nil), u.Labels...)...)
+	}
+	keys := make([]lm, 0, len(running))
+	for k := range running {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].level != keys[j].level {
+			return keys[i].level < keys[j].level
+		}
+		return keys[i].manager < keys[j].manager
+	})
+	for _, k := range keys {
+		ch <- metric(c.running, prometheus.GaugeValue, float64(running[k]), k.level, k.manager)
+	}
+	return nil
+}
