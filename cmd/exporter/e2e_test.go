@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -214,6 +216,8 @@ func TestREADMERunCommand(t *testing.T) {
 	}
 }
 
+var readingTime = regexp.MustCompile(`"ReadingTime":\s*"[^"]*"`)
+
 // A real scrape of the running exporter, every collector on, passes
 // promtool check metrics with no finding and carries every family the
 // README documents (the golden list the collector tests hold to the docs).
@@ -227,9 +231,37 @@ func TestRealScrapeLintAndFamilies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A BMC serving DMTF's public Redfish mockup, so the meter families and
+	// a measured platform zone are real too.
+	const password = "s3cret-bmc-pw"
+	bmc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "admin" || p != password {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		rel := strings.TrimPrefix(r.URL.Path, "/redfish/v1")
+		if strings.Contains(rel, "..") || r.Method != http.MethodGet {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		body, err := os.ReadFile(filepath.Join("../../pkg/power/redfish/testdata/public-rackmount1", rel, "index.json"))
+		if err != nil {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		// A live BMC refreshes its sensors; the mockup's reading time
+		// is frozen in 2019, so stamp each answer with the time now.
+		body = readingTime.ReplaceAll(body, []byte(`"ReadingTime": "`+time.Now().UTC().Format(time.RFC3339)+`"`))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
+	}))
+	defer bmc.Close()
+	t.Setenv("WATTRACE_TEST_BMC_PW", password)
 	bin := buildExporter(t)
 	url := startExporter(t, bin, "localhost:19841", "--web.listen-address=localhost:19841",
-		"--collector.process", "--collector.bpf-stats", "--power.idle-policy=cpu")
+		"--collector.process", "--collector.bpf-stats", "--power.idle-policy=cpu",
+		"--power.redfish.url="+bmc.URL, "--power.redfish.auth=basic", "--power.redfish.username=admin",
+		"--power.redfish.password-env=WATTRACE_TEST_BMC_PW", "--power.ipmi=off")
 	// One cgroup laid out as each kind of workload the exporter names, each
 	// with a process that works a little after the exporter's baseline, so
 	// every workload family has series: real resolution of real cgroups.
@@ -259,6 +291,9 @@ func TestRealScrapeLintAndFamilies(t *testing.T) {
 	}
 	if body == nil {
 		t.Fatal("no scrape")
+	}
+	if v, ok := sum(fams, "wattrace_node_energy_joules_total", map[string]string{"zone": "platform", "source": "redfish", "method": "measured"}); !ok || v <= 0 {
+		t.Errorf("no measured platform energy from the Redfish BMC (%v, %v)", v, ok)
 	}
 	cmd := exec.CommandContext(context.Background(), promtool, "check", "metrics")
 	cmd.Stdin = bytes.NewReader(body)

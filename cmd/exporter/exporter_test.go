@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -129,7 +130,8 @@ func TestOpenMeterEstimatorOverrides(t *testing.T) {
 	cfg.Path.Procfs = t.TempDir() // no cpuinfo: average coefficients
 	cfg.Path.Sysfs = t.TempDir()  // no powercap, no cpu list
 	cfg.Power.Estimator = config.Estimator{MinWattsPerCPU: 1, MaxWattsPerCPU: 4}
-	m, err := openMeter(cfg, zap.NewNop())
+	cfg.Power.IPMI = "off"
+	m, err := openMeter(context.Background(), cfg, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +139,33 @@ func TestOpenMeterEstimatorOverrides(t *testing.T) {
 		t.Errorf("auto without RAPL gave %s (estimated %v), want the estimator", m.Name(), m.Estimated())
 	}
 	cfg.Power.Source = "rapl"
-	if _, err := openMeter(cfg, zap.NewNop()); err == nil || !strings.Contains(err.Error(), "power.source=rapl") {
+	if _, err := openMeter(context.Background(), cfg, zap.NewNop()); err == nil || !strings.Contains(err.Error(), "power.source=rapl") {
 		t.Errorf("forced RAPL without RAPL: %v, want an error naming power.source=rapl", err)
+	}
+}
+
+// power.source=auto reads every meter the node has: here a Cray
+// pm_counters tree, whose platform zone comes out measured.
+func TestOpenMeterDiscovers(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Path.Sysfs = "../../pkg/power/testdata/pm-counters"
+	cfg.Power.IPMI = "off"
+	m, err := openMeter(context.Background(), cfg, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Estimated() {
+		t.Fatalf("discovered meter %s is estimated", m.Name())
+	}
+	samples, err := m.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	zones := map[string]bool{}
+	for _, s := range samples {
+		zones[s.Zone] = true
+	}
+	if !zones["platform"] {
+		t.Errorf("zones %v, want platform from pm_counters", zones)
 	}
 }

@@ -19,6 +19,8 @@ import (
 	"github.com/wattrace/wattrace/pkg/collector"
 	"github.com/wattrace/wattrace/pkg/config"
 	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/power/discover"
+	"github.com/wattrace/wattrace/pkg/power/redfish"
 	"github.com/wattrace/wattrace/pkg/procfs"
 	"github.com/wattrace/wattrace/pkg/stats"
 	"github.com/wattrace/wattrace/pkg/usage"
@@ -59,9 +61,13 @@ func run(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		}
 	}()
 
-	meter, err := openMeter(cfg, log)
+	meter, err := openMeter(ctx, cfg, log)
 	if err != nil {
 		return err
+	}
+	if c, ok := meter.(interface{ Close() error }); ok {
+		// Logs out of Redfish, closes /dev/ipmi0 and perf descriptors.
+		defer c.Close()
 	}
 
 	sockets, err := power.CPUSockets(cfg.Path.Sysfs)
@@ -124,6 +130,7 @@ func run(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		BPFStats:       bpfStats,
 		Programs:       programs,
 		Levels:         levels,
+		Meters:         meterStatus(meter),
 		IdleAttributed: cfg.Power.IdlePolicy != "none",
 		Log:            log.Named("collector"),
 	})
@@ -257,6 +264,46 @@ func openWorkloads(ctx context.Context, cfg *config.Config, hier cgroup.Hierarch
 	return workload.NewResolver(o), nil
 }
 
+// cachedMeter is a meter read in the background (*power.Cached).
+type cachedMeter interface {
+	Name() string
+	Age() time.Duration
+	LastError() error
+	Reads() (total, failed uint64)
+}
+
+// slowMeters adapts the background meters among a combined meter's members
+// to the collector's interface.
+type slowMeters []cachedMeter
+
+func (s slowMeters) MeterStatus() []collector.MeterStatus {
+	out := make([]collector.MeterStatus, len(s))
+	for i, m := range s {
+		reads, fails := m.Reads()
+		out[i] = collector.MeterStatus{Source: m.Name(), Age: m.Age(), Up: m.LastError() == nil, Reads: reads, Fails: fails}
+	}
+	return out
+}
+
+// meterStatus returns the background meters' health source, nil when the
+// node has none (so no empty family is described).
+func meterStatus(m power.Meter) collector.MeterStatusSource {
+	members := []power.Meter{m}
+	if c, ok := m.(interface{ Meters() []power.Meter }); ok {
+		members = c.Meters()
+	}
+	var out slowMeters
+	for _, mm := range members {
+		if c, ok := mm.(cachedMeter); ok {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
 // bpfPrograms adapts the loader's statistics to the collector's interface,
 // which is declared there so the collector package doesn't depend on BPF.
 type bpfPrograms struct{ a *bpfloader.Accounting }
@@ -277,7 +324,7 @@ func (p bpfPrograms) ProgramStats() ([]collector.ProgramStat, error) {
 // first read succeeds: the sysfs files can exist yet be unreadable
 // (energy_uj is root-only since 5.10), which would otherwise surface as
 // silent zeros later.
-func openMeter(cfg *config.Config, log *zap.Logger) (power.Meter, error) {
+func openMeter(ctx context.Context, cfg *config.Config, log *zap.Logger) (power.Meter, error) {
 	switch cfg.Power.Source {
 	case "rapl":
 		m, err := openRAPL(cfg.Path.Sysfs)
@@ -289,12 +336,25 @@ func openMeter(cfg *config.Config, log *zap.Logger) (power.Meter, error) {
 	case "estimator":
 		return openEstimator(cfg, log, "power.source=estimator")
 	case "auto":
-		m, err := openRAPL(cfg.Path.Sysfs)
+		o := discover.Options{SysfsRoot: cfg.Path.Sysfs, NoIPMI: cfg.Power.IPMI == "off",
+			Interval: cfg.Power.MeterInterval, Timeout: cfg.Power.MeterTimeout}
+		if r := cfg.Power.Redfish; r.URL != "" {
+			o.Redfish = &redfish.Config{URL: r.URL, Chassis: r.Chassis, Username: r.Username, UsernameFile: r.UsernameFile,
+				PasswordFile: r.PasswordFile, PasswordEnv: r.PasswordEnv, Auth: r.Auth, InsecureSkipVerify: r.InsecureSkipVerify,
+				CAFile: r.CAFile, Timeout: r.Timeout, ExternalURL: r.ExternalURL, ExternalHeader: r.ExternalHeader}
+			if err := o.Redfish.Validate(); err != nil {
+				return nil, fmt.Errorf("power.redfish: %w", err)
+			}
+		}
+		m, found, err := discover.Discover(ctx, o)
+		for _, line := range found {
+			log.Info("power meter discovery", zap.String("result", line))
+		}
 		if err == nil {
 			log.Info("power source", zap.String("source", m.Name()), zap.String("method", "measured"))
 			return m, nil
 		}
-		return openEstimator(cfg, log, "RAPL not usable: "+err.Error())
+		return openEstimator(cfg, log, "no meter measures this node: "+err.Error())
 	default:
 		return nil, fmt.Errorf("invalid value %q for power.source: allowed %v", cfg.Power.Source, config.PowerSources)
 	}

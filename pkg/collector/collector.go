@@ -60,6 +60,9 @@ type Options struct {
 	// then be set.
 	BPFStats bool
 	Programs ProgramStatsSource
+	// Meters, when set, reports the health of meters read in the
+	// background.
+	Meters MeterStatusSource
 	// Levels are the workload levels to export (container, pod, vm, job,
 	// unit); none disables the workloads collector.
 	Levels []workload.Kind
@@ -141,6 +144,9 @@ func New(src SnapshotSource, o Options) (*Exporter, error) {
 	}
 	if o.BPFStats {
 		e.collectors = append(e.collectors, namedCollector{NameBPFStats, newBPFStatsCollector(o.Programs)})
+	}
+	if o.Meters != nil {
+		e.collectors = append(e.collectors, namedCollector{NameMeters, newMeterCollector(o.Meters)})
 	}
 	return e, nil
 }

@@ -40,6 +40,7 @@ func fullRegistry(t *testing.T) *prometheus.Registry {
 	t.Helper()
 	e := newExporter(t, testSnapshot(), Options{
 		Node: true, Cgroup: true, Process: true, ProcessTop: 20, IdleAttributed: true, Levels: workload.Levels(),
+		Meters:   fakeMeters{{Source: "redfish", Age: 1500 * time.Millisecond, Up: true, Reads: 10, Fails: 1}},
 		BPFStats: true, Programs: fakePrograms{stats: []ProgramStat{{Name: "handle_switch", RunTime: time.Millisecond, RunCount: 3}}},
 	})
 	reg := prometheus.NewPedanticRegistry()
@@ -194,3 +195,7 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 		t.Fatalf("promtool check metrics: %v\n%s", err, out)
 	}
 }
+
+type fakeMeters []MeterStatus
+
+func (f fakeMeters) MeterStatus() []MeterStatus { return f }

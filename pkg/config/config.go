@@ -54,6 +54,21 @@ const (
 	KeyPowerIdlePolicy      = "power.idle-policy"
 	KeyPowerEstimatorMinPer = "power.estimator.min-watts-per-cpu"
 	KeyPowerEstimatorMaxPer = "power.estimator.max-watts-per-cpu"
+	KeyPowerIPMI            = "power.ipmi"
+	KeyPowerMeterInterval   = "power.meter-interval"
+	KeyPowerMeterTimeout    = "power.meter-timeout"
+	KeyRedfishURL           = "power.redfish.url"
+	KeyRedfishChassis       = "power.redfish.chassis"
+	KeyRedfishUsername      = "power.redfish.username"
+	KeyRedfishUsernameFile  = "power.redfish.username-file"
+	KeyRedfishPasswordFile  = "power.redfish.password-file"
+	KeyRedfishPasswordEnv   = "power.redfish.password-env"
+	KeyRedfishAuth          = "power.redfish.auth"
+	KeyRedfishInsecure      = "power.redfish.insecure-skip-verify"
+	KeyRedfishCAFile        = "power.redfish.ca-file"
+	KeyRedfishTimeout       = "power.redfish.timeout"
+	KeyRedfishExternalURL   = "power.redfish.external-url"
+	KeyRedfishExternalHdr   = "power.redfish.external-header"
 
 	KeyCollectorNode       = "collector.node"
 	KeyCollectorCgroup     = "collector.cgroup"
@@ -82,6 +97,8 @@ var (
 	AccountingModes   = []string{"auto", "bpf", "procfs"}
 	CgroupHierarchies = []string{"auto", "v2", "cpuacct", "cpu"}
 	PowerSources      = []string{"auto", "rapl", "estimator"}
+	IPMIModes         = []string{"auto", "off"}
+	RedfishAuths      = []string{"session", "basic"}
 	IdlePolicies      = []string{"none", "even", "cpu"}
 )
 
@@ -171,6 +188,24 @@ type Power struct {
 	IdleWatts  map[string]float64 // zone name -> watts
 	IdlePolicy string             // none | even | cpu
 	Estimator  Estimator
+	IPMI       string // auto | off
+	// MeterInterval and MeterTimeout drive slow meters (BMCs), which are
+	// read in the background so no scrape waits on them.
+	MeterInterval time.Duration
+	MeterTimeout  time.Duration
+	Redfish       Redfish
+}
+
+// Redfish configures a BMC to read node power from; off when URL is empty.
+type Redfish struct {
+	URL, Chassis                string
+	Username, UsernameFile      string
+	PasswordFile, PasswordEnv   string
+	Auth                        string // session | basic
+	InsecureSkipVerify          bool
+	CAFile                      string
+	Timeout                     time.Duration
+	ExternalURL, ExternalHeader string
 }
 
 // Estimator overrides the built-in coefficient table; 0 means "use the table".
@@ -239,11 +274,26 @@ func NewFlagSet(name string) *pflag.FlagSet {
 	fs.Duration(KeyStatsInterval, 5*time.Second, "Accounting interval. Short enough to follow load changes within a 15-30s scrape, long enough that reading thousands of tasks costs <0.1% CPU.")
 	fs.Duration(KeyStatsRetention, 5*time.Minute, "How long terminated cgroups and processes stay exported, so the last scrape sees their final totals.")
 
-	fs.String(KeyPowerSource, "auto", "Energy source: rapl, estimator, or auto (RAPL when readable, else the estimator).")
+	fs.String(KeyPowerSource, "auto", "Energy source: auto (every meter found: RAPL, pm_counters, Redfish, IPMI, hwmon; the estimator when none measures), rapl (RAPL only), or estimator.")
 	fs.String(KeyPowerIdleWatts, "", "Fixed idle power per zone, e.g. package=10,dram=2. Zones not listed learn idle power from the minimum seen at low utilization.")
 	fs.String(KeyPowerIdlePolicy, "none", "How idle energy is attributed to workloads: none (kept at node level), even (split evenly among active workloads), cpu (by CPU time).")
 	fs.Float64(KeyPowerEstimatorMinPer, 0, "Estimator: watts per CPU at idle. 0 = from the built-in CPU model table.")
 	fs.Float64(KeyPowerEstimatorMaxPer, 0, "Estimator: watts per CPU at full load. 0 = from the built-in CPU model table.")
+	fs.String(KeyPowerIPMI, "auto", "Read node power over IPMI DCMI (/dev/ipmi0, else ipmi-dcmi, ipmitool or ipmiutil): auto or off.")
+	fs.Duration(KeyPowerMeterInterval, time.Second, "How often slow meters (BMCs, hwmon) are read in the background.")
+	fs.Duration(KeyPowerMeterTimeout, 5*time.Second, "Longest wait for one slow-meter read; a late meter keeps its last value, visibly stale.")
+	fs.String(KeyRedfishURL, "", "Redfish BMC base URL, e.g. https://{hostname}-bmc.example.com ({hostname}: this node's short name). Empty: no Redfish.")
+	fs.String(KeyRedfishChassis, "", "Redfish chassis Id. Empty: the first chassis with power data.")
+	fs.String(KeyRedfishUsername, "", "Redfish user name.")
+	fs.String(KeyRedfishUsernameFile, "", "File holding the Redfish user name.")
+	fs.String(KeyRedfishPasswordFile, "", "File holding the Redfish password (never logged).")
+	fs.String(KeyRedfishPasswordEnv, "", "Environment variable holding the Redfish password (never logged).")
+	fs.String(KeyRedfishAuth, "session", "Redfish authentication: session (token, re-login on expiry; basic where sessions are off) or basic.")
+	fs.Bool(KeyRedfishInsecure, false, "Skip verifying the BMC's certificate.")
+	fs.String(KeyRedfishCAFile, "", "CA bundle for the BMC's certificate.")
+	fs.Duration(KeyRedfishTimeout, 5*time.Second, "Timeout of one Redfish request.")
+	fs.String(KeyRedfishExternalURL, "", "Send Redfish requests to this proxy (cmd/redfish_proxy) with the BMC address in a header.")
+	fs.String(KeyRedfishExternalHdr, "X-Redfish-Url", "Header carrying the BMC address to the proxy.")
 
 	fs.Bool(KeyCollectorNode, true, "Enable the node collector (zone energy and power).")
 	fs.Bool(KeyCollectorCgroup, true, "Enable the cgroup collector (energy, CPU time, context switches per cgroup).")
@@ -396,6 +446,17 @@ func decode(v *viper.Viper) (*Config, error) {
 			Estimator: Estimator{
 				MinWattsPerCPU: d.float(KeyPowerEstimatorMinPer),
 				MaxWattsPerCPU: d.float(KeyPowerEstimatorMaxPer),
+			},
+			IPMI:          d.string(KeyPowerIPMI),
+			MeterInterval: d.duration(KeyPowerMeterInterval),
+			MeterTimeout:  d.duration(KeyPowerMeterTimeout),
+			Redfish: Redfish{
+				URL: d.string(KeyRedfishURL), Chassis: d.string(KeyRedfishChassis),
+				Username: d.string(KeyRedfishUsername), UsernameFile: d.string(KeyRedfishUsernameFile),
+				PasswordFile: d.string(KeyRedfishPasswordFile), PasswordEnv: d.string(KeyRedfishPasswordEnv),
+				Auth: d.string(KeyRedfishAuth), InsecureSkipVerify: d.bool(KeyRedfishInsecure),
+				CAFile: d.string(KeyRedfishCAFile), Timeout: d.duration(KeyRedfishTimeout),
+				ExternalURL: d.string(KeyRedfishExternalURL), ExternalHeader: d.string(KeyRedfishExternalHdr),
 			},
 		},
 		Collector: Collector{
@@ -577,6 +638,11 @@ func (c *Config) Validate() error {
 	enum(KeyCgroupHierarchy, c.Cgroup.Hierarchy, CgroupHierarchies)
 	enum(KeyPowerSource, c.Power.Source, PowerSources)
 	positive(KeyWorkloadKubeRefresh, c.Workload.Kube.Refresh)
+	enum(KeyPowerIPMI, c.Power.IPMI, IPMIModes)
+	enum(KeyRedfishAuth, c.Power.Redfish.Auth, RedfishAuths)
+	positive(KeyPowerMeterInterval, c.Power.MeterInterval)
+	positive(KeyPowerMeterTimeout, c.Power.MeterTimeout)
+	positive(KeyRedfishTimeout, c.Power.Redfish.Timeout)
 	enum(KeyPowerIdlePolicy, c.Power.IdlePolicy, IdlePolicies)
 
 	positive(KeyStatsInterval, c.Stats.Interval)

@@ -33,7 +33,9 @@ func TestDefaults(t *testing.T) {
 		Accounting: Accounting{Mode: "auto"},
 		Cgroup:     Cgroup{Hierarchy: "auto"},
 		Stats:      Stats{Interval: 5 * time.Second, Retention: 5 * time.Minute},
-		Power:      Power{Source: "auto", IdleWatts: map[string]float64{}, IdlePolicy: "none"},
+		Power: Power{Source: "auto", IdleWatts: map[string]float64{}, IdlePolicy: "none", IPMI: "auto",
+			MeterInterval: time.Second, MeterTimeout: 5 * time.Second,
+			Redfish: Redfish{Auth: "session", Timeout: 5 * time.Second, ExternalHeader: "X-Redfish-Url"}},
 		Collector: Collector{Node: true, Cgroup: true, Process: false, ProcessTop: 20, BPFStats: false,
 			Container: true, Pod: true, VM: true, Job: true, Unit: true},
 		Workload: Workload{
