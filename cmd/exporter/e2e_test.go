@@ -265,27 +265,53 @@ func TestRealScrapeLintAndFamilies(t *testing.T) {
 	// One cgroup laid out as each kind of workload the exporter names, each
 	// with a process that works a little after the exporter's baseline, so
 	// every workload family has series: real resolution of real cgroups.
+	// The same relative path exists under every controller, as Slurm lays
+	// jobs out, and under cgroup2, where pressure (PSI) is kept; the process
+	// enters them all and does a little direct IO, so resource families
+	// have series too.
 	time.Sleep(500 * time.Millisecond)
-	top := testenv.Cgroup(t, h.Mount, "kinds")
-	work := []string{"/bin/sh", "-c", "i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done; exec sleep 60"}
+	top := fmt.Sprintf("wattrace-test-%d-kinds", os.Getpid())
+	mounts := []string{h.Mount}
+	for _, c := range []string{"memory", "blkio", "pids", "unified"} {
+		if m := filepath.Join("/sys/fs/cgroup", c); m != h.Mount {
+			mounts = append(mounts, m)
+		}
+	}
 	for _, rel := range []string{
 		"system.slice/wattrace-e2e.service",
 		"slurm_e2e/uid_0/job_4711/step_0/task_0",
 		"machine/qemu-7-e2e-vm.libvirt-qemu/vcpu0",
 		"kubepods/burstable/pod0b4c2c6e-1f2a-4b3c-9d8e-7f6a5b4c3d2e/" + strings.Repeat("ab", 32),
 	} {
-		dir := top
-		for _, part := range strings.Split(rel, "/") {
-			dir = testenv.Mkdir(t, filepath.Join(dir, part))
+		var enter []string
+		for _, m := range mounts {
+			dir := filepath.Join(m, top)
+			if _, err := os.Stat(dir); err != nil {
+				testenv.Mkdir(t, dir)
+			}
+			for _, part := range strings.Split(rel, "/") {
+				dir = filepath.Join(dir, part)
+				if _, err := os.Stat(dir); err != nil {
+					testenv.Mkdir(t, dir)
+				}
+			}
+			enter = append(enter, fmt.Sprintf("echo $$ > %s/cgroup.procs", dir))
 		}
-		testenv.StartIn(t, dir, work...)
+		script := strings.Join(enter, " && ") + ` && i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done;
+f=/var/tmp/wattrace-e2e-$$; dd if=/dev/zero of=$f bs=64k count=4 oflag=direct 2>/dev/null; rm -f $f; exec sleep 60`
+		cmd := exec.Command("/bin/sh", "-c", script)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { testenv.Kill(cmd) })
 	}
 	var body []byte
 	var fams map[string]*dto.MetricFamily
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
 		fams, body = scrape(t, url)
 		if n, _ := sum(fams, "wattrace_stats_intervals_total", nil); n >= 2 && fams["wattrace_vm_energy_joules_total"] != nil &&
-			fams["wattrace_job_energy_joules_total"] != nil && fams["wattrace_container_energy_joules_total"] != nil {
+			fams["wattrace_job_energy_joules_total"] != nil && fams["wattrace_container_energy_joules_total"] != nil &&
+			fams["wattrace_job_io_bytes_total"] != nil {
 			break
 		}
 	}

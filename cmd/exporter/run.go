@@ -16,6 +16,7 @@ import (
 
 	"github.com/wattrace/wattrace/pkg/bpfloader"
 	"github.com/wattrace/wattrace/pkg/cgroup"
+	"github.com/wattrace/wattrace/pkg/cgroupstats"
 	"github.com/wattrace/wattrace/pkg/collector"
 	"github.com/wattrace/wattrace/pkg/config"
 	"github.com/wattrace/wattrace/pkg/power"
@@ -93,6 +94,14 @@ func run(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 			return err
 		}
 		loopOpts = append(loopOpts, stats.WithWorkloads(ids, levels))
+		layout, err := cgroupstats.DetectLayout(cfg.Path.Procfs, cfg.Path.Cgroupfs)
+		if err != nil {
+			// Energy and CPU per workload still work; only the
+			// cgroupfs resource counters are missing.
+			log.Warn("cgroup resource counters unavailable", zap.Error(err))
+		} else {
+			loopOpts = append(loopOpts, stats.WithResources(cgroupstats.NewReader(layout, cfg.Path.Sysfs)))
+		}
 	}
 
 	loop, err := stats.New(stats.Config{

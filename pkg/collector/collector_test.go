@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/version"
 
+	"github.com/wattrace/wattrace/pkg/cgroupstats"
 	"github.com/wattrace/wattrace/pkg/stats"
 	"github.com/wattrace/wattrace/pkg/workload"
 )
@@ -29,6 +30,14 @@ func (f fakePrograms) ProgramStats() ([]ProgramStat, error) { return f.stats, f.
 
 // testSnapshot is a two-socket RAPL node with a node-wide psys zone.
 // Numbers are chosen so that each series is distinguishable.
+func testResources() *cgroupstats.Stats {
+	return &cgroupstats.Stats{CPUUserSeconds: 3, CPUSystemSeconds: 1, MemoryCurrent: 1 << 30, MemoryLimit: cgroupstats.Unlimited,
+		MemoryRSS: 1 << 29, MemoryCache: 1 << 28, MemorySwap: 0, MemoryFailCount: 2, MemoryOOMKills: 1,
+		IO:    []cgroupstats.DeviceIO{{Device: "vda", ReadBytes: 4096, WriteBytes: 8192, ReadOps: 1, WriteOps: 2}},
+		PSI:   [cgroupstats.NumResources]cgroupstats.Pressure{{SomeSeconds: 1.5, FullSeconds: 0.5}, {SomeSeconds: 0.25}, {SomeSeconds: 0.125, FullSeconds: 0.0625}},
+		Tasks: 7, Available: ^cgroupstats.Field(0)}
+}
+
 func testSnapshot() *stats.Snapshot {
 	return &stats.Snapshot{
 		Time:      time.Unix(1700000000, 500000000),
@@ -58,17 +67,18 @@ func testSnapshot() *stats.Snapshot {
 			proc(400, "bad\xffname", 20),
 		},
 		Units: []stats.Unit{
-			{Level: workload.KindJob, Manager: "slurm", Labels: []string{"42", "alice", "1000", "n1"}, CPUSeconds: 8, ContextSwitches: 4, Alive: true, Cgroups: 2,
+			// Every resource field available, as on a hybrid host with PSI.
+			{Level: workload.KindJob, Manager: "slurm", Labels: []string{"42", "alice", "1000", "n1"}, Resources: testResources(), CPUSeconds: 8, ContextSwitches: 4, Alive: true, Cgroups: 2,
 				Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 12.5, IdleJ: 1}}}},
-			{Level: workload.KindJob, Manager: "slurm", Labels: []string{"43", "bob", "1001", "n1"}, CPUSeconds: 2, Alive: false,
+			{Level: workload.KindJob, Manager: "slurm", Labels: []string{"43", "bob", "1001", "n1"}, Resources: testResources(), CPUSeconds: 2, Alive: false,
 				Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 3}}}},
-			{Level: workload.KindVM, Manager: "libvirt", Labels: []string{"c7a5fdbd-cdaf-9455-926a-d65c16db1809", "web1", ""}, CPUSeconds: 5, Alive: true,
+			{Level: workload.KindVM, Manager: "libvirt", Labels: []string{"c7a5fdbd-cdaf-9455-926a-d65c16db1809", "web1", ""}, Resources: testResources(), CPUSeconds: 5, Alive: true,
 				Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 2}}}},
-			{Level: workload.KindContainer, Manager: "containerd", Labels: []string{"abc", "app", "web-0", "default", "containerd"}, CPUSeconds: 1, Alive: true,
+			{Level: workload.KindContainer, Manager: "containerd", Labels: []string{"abc", "app", "web-0", "default", "containerd"}, Resources: testResources(), CPUSeconds: 1, Alive: true,
 				Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 2}}}},
-			{Level: workload.KindPod, Manager: "kubernetes", Labels: []string{"0b4c2c6e-1f2a-4b3c-9d8e-7f6a5b4c3d2e", "web-0", "default", "burstable"}, CPUSeconds: 1, Alive: true,
+			{Level: workload.KindPod, Manager: "kubernetes", Labels: []string{"0b4c2c6e-1f2a-4b3c-9d8e-7f6a5b4c3d2e", "web-0", "default", "burstable"}, Resources: testResources(), CPUSeconds: 1, Alive: true,
 				Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 2}}}},
-			{Level: workload.KindUnit, Manager: "systemd", Labels: []string{"a.service", "systemd"}, CPUSeconds: 4, Alive: true,
+			{Level: workload.KindUnit, Manager: "systemd", Labels: []string{"a.service", "systemd"}, Resources: testResources(), CPUSeconds: 4, Alive: true,
 				Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 2}}}},
 		},
 	}
@@ -393,6 +403,32 @@ wattrace_units_running{level="job",manager="slurm"} 1
 `
 	if err := testutil.CollectAndCompare(e, strings.NewReader(want),
 		"wattrace_job_cpu_seconds_total", "wattrace_job_energy_joules_total", "wattrace_units_running"); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestJobResourceSeries(t *testing.T) {
+	snap := testSnapshot()
+	snap.Units[1].Resources = nil // job 43: nothing read, so nothing exported
+	e := newExporter(t, snap, Options{Levels: []workload.Kind{workload.KindJob}})
+	want := `# HELP wattrace_job_memory_limit_bytes Memory limit of the job's cgroup; +Inf when unlimited.
+# TYPE wattrace_job_memory_limit_bytes gauge
+wattrace_job_memory_limit_bytes{job_id="42",slurm_node="n1",uid="1000",user="alice"} +Inf
+# HELP wattrace_job_io_bytes_total Block IO bytes of the job's cgroup per device and operation.
+# TYPE wattrace_job_io_bytes_total counter
+wattrace_job_io_bytes_total{device="vda",job_id="42",op="read",slurm_node="n1",uid="1000",user="alice"} 4096
+wattrace_job_io_bytes_total{device="vda",job_id="42",op="write",slurm_node="n1",uid="1000",user="alice"} 8192
+# HELP wattrace_job_pressure_seconds_total Pressure stall time (PSI) of the job's cgroup: some = some task stalled, full = all stalled.
+# TYPE wattrace_job_pressure_seconds_total counter
+wattrace_job_pressure_seconds_total{job_id="42",kind="full",resource="cpu",slurm_node="n1",uid="1000",user="alice"} 0.5
+wattrace_job_pressure_seconds_total{job_id="42",kind="full",resource="io",slurm_node="n1",uid="1000",user="alice"} 0.0625
+wattrace_job_pressure_seconds_total{job_id="42",kind="full",resource="memory",slurm_node="n1",uid="1000",user="alice"} 0
+wattrace_job_pressure_seconds_total{job_id="42",kind="some",resource="cpu",slurm_node="n1",uid="1000",user="alice"} 1.5
+wattrace_job_pressure_seconds_total{job_id="42",kind="some",resource="io",slurm_node="n1",uid="1000",user="alice"} 0.125
+wattrace_job_pressure_seconds_total{job_id="42",kind="some",resource="memory",slurm_node="n1",uid="1000",user="alice"} 0.25
+`
+	if err := testutil.CollectAndCompare(e, strings.NewReader(want),
+		"wattrace_job_memory_limit_bytes", "wattrace_job_io_bytes_total", "wattrace_job_pressure_seconds_total"); err != nil {
 		t.Error(err)
 	}
 }

@@ -121,10 +121,29 @@ func docTable(t *testing.T, path string) map[string]family {
 			continue
 		}
 		name := strings.Trim(strings.TrimSpace(cells[0]), "`")
-		if _, dup := out[name]; dup {
-			t.Errorf("%s: %s listed twice", path, name)
+		labels := strings.Split(cells[2], ",")
+		// A row for wattrace_<level>_x documents the family at every
+		// workload level, with "the level's labels" standing for the
+		// level's label names.
+		names := map[string][]string{name: labels}
+		if strings.Contains(name, "<level>") {
+			names = map[string][]string{}
+			for _, l := range workload.Levels() {
+				ls := append([]string(nil), workload.LabelNames(l)...)
+				for _, x := range labels {
+					if !strings.Contains(x, "the level's labels") {
+						ls = append(ls, x)
+					}
+				}
+				names[strings.Replace(name, "<level>", string(l), 1)] = ls
+			}
 		}
-		out[name] = family{typ: strings.TrimSpace(cells[1]), labels: normLabels(strings.Split(cells[2], ","))}
+		for n, ls := range names {
+			if _, dup := out[n]; dup {
+				t.Errorf("%s: %s listed twice", path, n)
+			}
+			out[n] = family{typ: strings.TrimSpace(cells[1]), labels: normLabels(ls)}
+		}
 	}
 	if len(out) == 0 {
 		t.Errorf("%s: no metrics table rows found", path)

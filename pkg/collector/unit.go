@@ -15,6 +15,7 @@ const NameWorkloads = "workloads"
 
 type levelDescs struct {
 	energy, cpu, switches *prometheus.Desc
+	res                   resourceDescs
 }
 
 // unitCollector exports energy and CPU per workload at each enabled level:
@@ -46,6 +47,7 @@ func newUnitCollector(levels []workload.Kind, idleAttributed bool) *unitCollecto
 				"CPU time of the "+sub+"'s tasks, exited ones included.", labels, nil),
 			switches: prometheus.NewDesc(prometheus.BuildFQName(namespace, sub, "context_switches_total"),
 				"Voluntary and involuntary context switches of the "+sub+"'s tasks.", labels, nil),
+			res: newResourceDescs(sub, labels),
 		}
 	}
 	return c
@@ -57,6 +59,7 @@ func (c *unitCollector) describe(ch chan<- *prometheus.Desc) {
 		ch <- d.energy
 		ch <- d.cpu
 		ch <- d.switches
+		d.res.describe(ch)
 	}
 }
 
@@ -79,6 +82,9 @@ func (c *unitCollector) update(ch chan<- prometheus.Metric, snap *stats.Snapshot
 		emitEnergy(ch, d.energy, &workloadAgg{energy: u.Energy}, zl, c.idle, u.Labels...)
 		ch <- metric(d.cpu, prometheus.CounterValue, u.CPUSeconds, append([]string(nil), u.Labels...)...)
 		ch <- metric(d.switches, prometheus.CounterValue, float64(u.ContextSwitches), append([]string(nil), u.Labels...)...)
+		if r := u.Resources; r != nil {
+			d.res.emit(ch, r, u.Labels)
+		}
 	}
 	keys := make([]lm, 0, len(running))
 	for k := range running {

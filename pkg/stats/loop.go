@@ -77,9 +77,10 @@ type Loop struct {
 	procs     map[usage.ProcKey]*wstate
 	nsockets  int
 
-	ids    IdentityResolver
-	levels []workload.Kind
-	units  map[string]*unitState
+	ids       IdentityResolver
+	levels    []workload.Kind
+	resources ResourceReader
+	units     map[string]*unitState
 
 	// Scratch maps reused every interval.
 	cgUse, procUse     map[int]map[*wstate]float64 // socket → usage
@@ -117,6 +118,12 @@ type Option func(*Loop)
 // given levels (containers, pods, VMs, jobs, units).
 func WithWorkloads(ids IdentityResolver, levels []workload.Kind) Option {
 	return func(l *Loop) { l.ids, l.levels = ids, levels }
+}
+
+// WithResources reads each workload's cgroup resource counters (memory,
+// IO, pressure, tasks) every interval; it needs WithWorkloads.
+func WithResources(r ResourceReader) Option {
+	return func(l *Loop) { l.resources = r }
 }
 
 // New builds a loop. It fails on a configuration it can't honour, naming

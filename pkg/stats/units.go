@@ -1,9 +1,15 @@
 package stats
 
 import (
+	"errors"
+	"io/fs"
+	"path"
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
+	"github.com/wattrace/wattrace/pkg/cgroupstats"
 	"github.com/wattrace/wattrace/pkg/workload"
 )
 
@@ -34,11 +40,26 @@ type Unit struct {
 	Cgroups  int
 	Alive    bool
 	LastSeen time.Time
+	// Resources are the unit's cgroup resource counters (memory, IO,
+	// pressure, ...), read from its top cgroup; nil when not read. A unit
+	// that ended keeps its last reading.
+	Resources *cgroupstats.Stats
 }
 
 type unitState struct {
 	u    Unit
 	seen bool
+	// root is the unit's top cgroup: the highest ancestor of its cgroups
+	// that still belongs to it (a job's job_N, a pod's pod slice).
+	root string
+	res  cgroupstats.Stats
+	read bool
+}
+
+// ResourceReader reads a cgroup's resource counters;
+// *cgroupstats.Reader implements it.
+type ResourceReader interface {
+	ReadInto(rel string, s *cgroupstats.Stats) error
 }
 
 // reported is what of a cgroup workload's cumulative figures has already
@@ -94,9 +115,51 @@ func (l *Loop) rollUp(now time.Time) {
 				u.u.Cgroups++
 				u.u.LastSeen = now
 			}
+			if u.root == "" || len(w.w.Cgroup) < len(u.root) {
+				u.root = l.unitRoot(w.w.Cgroup, level, key)
+			}
 		}
 	}
+	l.readResources()
 	l.ids.Sweep()
+}
+
+// unitRoot climbs from a unit's cgroup to the highest ancestor that still
+// belongs to the same unit at that level.
+func (l *Loop) unitRoot(p string, level workload.Kind, key string) string {
+	for p != "/" && p != "" {
+		parent := path.Dir(p)
+		vals, ok := l.ids.Resolve(parent).LabelValues(level)
+		if !ok || unitKey(level, vals) != key {
+			break
+		}
+		p = parent
+	}
+	return p
+}
+
+// readResources reads each live unit's resource counters from its top
+// cgroup. A unit whose cgroup is gone keeps its last reading, so the
+// scrapes during retention see its final values.
+func (l *Loop) readResources() {
+	if l.resources == nil {
+		return
+	}
+	for _, u := range l.units {
+		if !u.u.Alive || u.root == "" {
+			continue
+		}
+		var st cgroupstats.Stats
+		st.IO = u.res.IO[:0]
+		err := l.resources.ReadInto(u.root, &st)
+		if st.Available == 0 {
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				l.log.Debug("read cgroup resources", zap.String("cgroup", u.root), zap.Error(err))
+			}
+			continue
+		}
+		u.res, u.read = st, true
+	}
 }
 
 // unitKey identifies a unit by its level and id (the first label: container
@@ -123,6 +186,11 @@ func (l *Loop) exportUnits(now time.Time) []Unit {
 		c := u.u
 		c.Labels = append([]string(nil), u.u.Labels...)
 		c.Energy = append(Energy(nil), u.u.Energy...)
+		if u.read {
+			r := u.res
+			r.IO = append([]cgroupstats.DeviceIO(nil), u.res.IO...)
+			c.Resources = &r
+		}
 		out = append(out, c)
 	}
 	return out

@@ -1,9 +1,11 @@
 package stats
 
 import (
+	"io/fs"
 	"testing"
 	"time"
 
+	"github.com/wattrace/wattrace/pkg/cgroupstats"
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/workload"
 )
@@ -75,5 +77,44 @@ func TestUnitsRollUp(t *testing.T) {
 	job, _ = unitBy(l.Snapshot(), workload.KindJob, "42")
 	if job.CPUSeconds != 5 || job.Energy.Get("package").DynamicJ != 50 || job.Cgroups != 1 {
 		t.Errorf("job after its batch step left: %+v", job)
+	}
+}
+
+type fakeResources map[string]cgroupstats.Stats
+
+func (f fakeResources) ReadInto(rel string, s *cgroupstats.Stats) error {
+	st, ok := f[rel]
+	if !ok {
+		return fs.ErrNotExist
+	}
+	*s = st
+	return nil
+}
+
+// A unit's resources come from its top cgroup (the job's job_N, not a
+// task's cgroup), and a unit that ended keeps its last reading.
+func TestUnitResources(t *testing.T) {
+	paths := names{1: "/slurm_n1/uid_0/job_42/step_0/task_0"}
+	src := &fakeSource{}
+	m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
+	res := fakeResources{"/slurm_n1/uid_0/job_42": {MemoryCurrent: 1 << 20, Available: cgroupstats.FieldMemoryCurrent}}
+	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
+	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, src, m, paths, nil,
+		WithWorkloads(ids, []workload.Kind{workload.KindJob}), WithResources(res))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.add(1, 1, 0, 1e9)
+	l.Step(time.Unix(0, 0))
+	job, ok := unitBy(l.Snapshot(), workload.KindJob, "42")
+	if !ok || job.Resources == nil || job.Resources.MemoryCurrent != 1<<20 {
+		t.Fatalf("job resources: %+v", job)
+	}
+	delete(res, "/slurm_n1/uid_0/job_42")
+	delete(paths, 1)
+	l.Step(time.Unix(1, 0))
+	job, _ = unitBy(l.Snapshot(), workload.KindJob, "42")
+	if job.Alive || job.Resources == nil || job.Resources.MemoryCurrent != 1<<20 {
+		t.Errorf("ended job lost its last reading: %+v", job)
 	}
 }

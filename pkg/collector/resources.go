@@ -1,0 +1,95 @@
+package collector
+
+import (
+	"math"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wattrace/wattrace/pkg/cgroupstats"
+)
+
+// resourceDescs are one level's cgroup resource families. Each is exported
+// only for the units whose reading has the field: an unavailable counter
+// (no swap accounting, no PSI on v1) is absent, never a false zero.
+type resourceDescs struct {
+	cpuUser, cpuSystem                            *prometheus.Desc
+	memUsage, memLimit, memRSS, memCache, memSwap *prometheus.Desc
+	memFails, memOOMKills                         *prometheus.Desc
+	ioBytes, ioOps, pressure, tasks               *prometheus.Desc
+}
+
+func newResourceDescs(sub string, labels []string) resourceDescs {
+	d := func(name, help string, extra ...string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName(namespace, sub, name), help,
+			append(append([]string(nil), labels...), extra...), nil)
+	}
+	return resourceDescs{
+		cpuUser:     d("cpu_user_seconds_total", "User CPU time of the "+sub+"'s cgroup (kernel accounting, descendants included)."),
+		cpuSystem:   d("cpu_system_seconds_total", "System CPU time of the "+sub+"'s cgroup (kernel accounting, descendants included)."),
+		memUsage:    d("memory_usage_bytes", "Memory charged to the "+sub+"'s cgroup, page cache included."),
+		memLimit:    d("memory_limit_bytes", "Memory limit of the "+sub+"'s cgroup; +Inf when unlimited."),
+		memRSS:      d("memory_rss_bytes", "Anonymous memory of the "+sub+"'s cgroup (v1 total_rss, v2 anon)."),
+		memCache:    d("memory_cache_bytes", "Page cache of the "+sub+"'s cgroup (v1 total_cache, v2 file)."),
+		memSwap:     d("memory_swap_bytes", "Swap used by the "+sub+"'s cgroup (only with swap accounting)."),
+		memFails:    d("memory_fail_count_total", "Times the "+sub+"'s memory usage hit its limit (v1 memory.failcnt, v2 memory.events max)."),
+		memOOMKills: d("memory_oom_kills_total", "Processes of the "+sub+" killed by the OOM killer."),
+		ioBytes:     d("io_bytes_total", "Block IO bytes of the "+sub+"'s cgroup per device and operation.", "device", "op"),
+		ioOps:       d("io_requests_total", "Block IO requests of the "+sub+"'s cgroup per device and operation.", "device", "op"),
+		pressure:    d("pressure_seconds_total", "Pressure stall time (PSI) of the "+sub+"'s cgroup: some = some task stalled, full = all stalled.", "resource", "kind"),
+		tasks:       d("tasks", "Tasks (threads) in the "+sub+"'s cgroup."),
+	}
+}
+
+func (r resourceDescs) describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{r.cpuUser, r.cpuSystem, r.memUsage, r.memLimit, r.memRSS, r.memCache, r.memSwap,
+		r.memFails, r.memOOMKills, r.ioBytes, r.ioOps, r.pressure, r.tasks} {
+		ch <- d
+	}
+}
+
+func (r resourceDescs) emit(ch chan<- prometheus.Metric, s *cgroupstats.Stats, labels []string) {
+	with := func(extra ...string) []string {
+		return append(append(make([]string, 0, len(labels)+len(extra)), labels...), extra...)
+	}
+	gauge := func(d *prometheus.Desc, f cgroupstats.Field, v float64) {
+		if s.Available.Has(f) {
+			ch <- metric(d, prometheus.GaugeValue, v, with()...)
+		}
+	}
+	counter := func(d *prometheus.Desc, f cgroupstats.Field, v float64) {
+		if s.Available.Has(f) {
+			ch <- metric(d, prometheus.CounterValue, v, with()...)
+		}
+	}
+	counter(r.cpuUser, cgroupstats.FieldCPU, s.CPUUserSeconds)
+	counter(r.cpuSystem, cgroupstats.FieldCPU, s.CPUSystemSeconds)
+	gauge(r.memUsage, cgroupstats.FieldMemoryCurrent, float64(s.MemoryCurrent))
+	limit := float64(s.MemoryLimit)
+	if s.MemoryLimit == cgroupstats.Unlimited {
+		limit = math.Inf(1)
+	}
+	gauge(r.memLimit, cgroupstats.FieldMemoryLimit, limit)
+	gauge(r.memRSS, cgroupstats.FieldMemoryRSS, float64(s.MemoryRSS))
+	gauge(r.memCache, cgroupstats.FieldMemoryCache, float64(s.MemoryCache))
+	gauge(r.memSwap, cgroupstats.FieldMemorySwap, float64(s.MemorySwap))
+	counter(r.memFails, cgroupstats.FieldMemoryFailCount, float64(s.MemoryFailCount))
+	counter(r.memOOMKills, cgroupstats.FieldMemoryOOMKills, float64(s.MemoryOOMKills))
+	if s.Available.Has(cgroupstats.FieldIO) {
+		for _, io := range s.IO {
+			ch <- metric(r.ioBytes, prometheus.CounterValue, float64(io.ReadBytes), with(io.Device, "read")...)
+			ch <- metric(r.ioBytes, prometheus.CounterValue, float64(io.WriteBytes), with(io.Device, "write")...)
+			ch <- metric(r.ioOps, prometheus.CounterValue, float64(io.ReadOps), with(io.Device, "read")...)
+			ch <- metric(r.ioOps, prometheus.CounterValue, float64(io.WriteOps), with(io.Device, "write")...)
+		}
+	}
+	for i, p := range s.PSI {
+		res := cgroupstats.Resource(i)
+		if s.Available.Has(res.SomeField()) {
+			ch <- metric(r.pressure, prometheus.CounterValue, p.SomeSeconds, with(res.String(), "some")...)
+		}
+		if s.Available.Has(res.FullField()) {
+			ch <- metric(r.pressure, prometheus.CounterValue, p.FullSeconds, with(res.String(), "full")...)
+		}
+	}
+	gauge(r.tasks, cgroupstats.FieldTasks, float64(s.Tasks))
+}
