@@ -261,7 +261,8 @@ func TestRealScrapeLintAndFamilies(t *testing.T) {
 	url := startExporter(t, bin, "localhost:19841", "--web.listen-address=localhost:19841",
 		"--collector.process", "--collector.bpf-stats", "--power.idle-policy=cpu",
 		"--power.redfish.url="+bmc.URL, "--power.redfish.auth=basic", "--power.redfish.username=admin",
-		"--power.redfish.password-env=WATTRACE_TEST_BMC_PW", "--power.ipmi=off")
+		"--power.redfish.password-env=WATTRACE_TEST_BMC_PW", "--power.ipmi=off",
+		"--collector.probes.counters=cpu_clock")
 	// One cgroup laid out as each kind of workload the exporter names, each
 	// with a process that works a little after the exporter's baseline, so
 	// every workload family has series: real resolution of real cgroups.

@@ -104,6 +104,21 @@ func run(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		}
 	}
 
+	probesOn := false
+	if cfg.Collector.Probes {
+		if programs == nil {
+			log.Warn("collector.probes needs BPF accounting; disabled", zap.String("accounting_mode", src.Mode()))
+		} else {
+			p, err := openProbes(cfg, hier, log)
+			if err != nil {
+				return err
+			}
+			defer p.Close()
+			loopOpts = append(loopOpts, stats.WithProbes(p))
+			probesOn = true
+		}
+	}
+
 	loop, err := stats.New(stats.Config{
 		Interval:   cfg.Stats.Interval,
 		Retention:  cfg.Stats.Retention,
@@ -139,6 +154,7 @@ func run(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		BPFStats:       bpfStats,
 		Programs:       programs,
 		Levels:         levels,
+		Probes:         probesOn,
 		Meters:         meterStatus(meter),
 		IdleAttributed: cfg.Power.IdlePolicy != "none",
 		Log:            log.Named("collector"),
@@ -271,6 +287,26 @@ func openWorkloads(ctx context.Context, cfg *config.Config, hier cgroup.Hierarch
 		log.Info("kubelet pod names", zap.String("url", k.URL))
 	}
 	return workload.NewResolver(o), nil
+}
+
+// openProbes loads the optional kernel probes. A probe the kernel can't
+// run is logged and left out; only a bad configuration is an error.
+func openProbes(cfg *config.Config, hier cgroup.Hierarchy, log *zap.Logger) (*bpfloader.Probes, error) {
+	counters := make([]bpfloader.CounterEvent, 0, len(cfg.Collector.ProbesCounters))
+	for _, name := range cfg.Collector.ProbesCounters {
+		c, err := bpfloader.CounterByName(name)
+		if err != nil {
+			return nil, fmt.Errorf("collector.probes.counters: %w", err)
+		}
+		counters = append(counters, c)
+	}
+	p, err := bpfloader.LoadProbes(bpfloader.ProbeOptions{Hierarchy: hier, Log: log.Named("probes"),
+		Disable: cfg.Collector.ProbesDisable, Counters: counters})
+	if err != nil {
+		return nil, fmt.Errorf("collector.probes: %w", err)
+	}
+	log.Info("kernel probes", zap.Strings("active", p.Active()), zap.Strings("counters", p.Counters()))
+	return p, nil
 }
 
 // cachedMeter is a meter read in the background (*power.Cached).

@@ -130,7 +130,15 @@ func LoadProbes(o ProbeOptions) (*Probes, error) {
 	}
 	p := &Probes{log: log, maps: map[string]*ebpf.Map{}, progs: map[string]*ebpf.Program{}}
 	disabled := map[string]bool{}
+	known := map[string]bool{ProbeCounters: true}
+	for _, d := range probeDefs {
+		known[d.name] = true
+	}
 	for _, n := range o.Disable {
+		if !known[n] {
+			return nil, fmt.Errorf("unknown probe %q to disable: allowed %s, %s, %s, %s, %s, %s, %s", n,
+				ProbePageCacheRead, ProbePageCacheAdd, ProbePageCacheDirty, ProbeSoftirq, ProbeBlock, ProbeNet, ProbeCounters)
+		}
 		disabled[n] = true
 	}
 

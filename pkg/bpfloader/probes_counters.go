@@ -149,3 +149,19 @@ func parseCPUList(s string, ncpu int) ([]int, error) {
 	}
 	return cpus, nil
 }
+
+// CounterByName returns the perf event of a counter name: the hardware
+// counters of DefaultCounters, or cpu_clock, a software event that stands
+// in for them where the CPU has no PMU (it counts nanoseconds on CPU, so it
+// exercises the same path with a known expected value).
+func CounterByName(name string) (CounterEvent, error) {
+	for _, c := range DefaultCounters {
+		if c.Name == name {
+			return c, nil
+		}
+	}
+	if name == "cpu_clock" {
+		return CounterEvent{"cpu_clock", unix.PERF_TYPE_SOFTWARE, unix.PERF_COUNT_SW_CPU_CLOCK}, nil
+	}
+	return CounterEvent{}, fmt.Errorf("unknown counter %q: allowed cycles, instructions, cache_misses, cpu_clock", name)
+}

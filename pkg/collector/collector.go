@@ -60,6 +60,8 @@ type Options struct {
 	// then be set.
 	BPFStats bool
 	Programs ProgramStatsSource
+	// Probes enables the kernel probes collector.
+	Probes bool
 	// Meters, when set, reports the health of meters read in the
 	// background.
 	Meters MeterStatusSource
@@ -144,6 +146,9 @@ func New(src SnapshotSource, o Options) (*Exporter, error) {
 	}
 	if o.BPFStats {
 		e.collectors = append(e.collectors, namedCollector{NameBPFStats, newBPFStatsCollector(o.Programs)})
+	}
+	if o.Probes {
+		e.collectors = append(e.collectors, namedCollector{NameProbes, newProbesCollector()})
 	}
 	if o.Meters != nil {
 		e.collectors = append(e.collectors, namedCollector{NameMeters, newMeterCollector(o.Meters)})

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/version"
 
+	"github.com/wattrace/wattrace/pkg/bpfloader"
 	"github.com/wattrace/wattrace/pkg/cgroupstats"
 	"github.com/wattrace/wattrace/pkg/stats"
 	"github.com/wattrace/wattrace/pkg/workload"
@@ -52,6 +53,7 @@ func testSnapshot() *stats.Snapshot {
 		},
 		Cgroups: []stats.Workload{
 			{Cgroup: "/", CgroupID: 1, CPUSeconds: 1.5, ContextSwitches: 10, Alive: true,
+				Probes: &bpfloader.ProbeStats{PageCacheAccessed: 10, TCPSentBytes: 1500, BlockWriteBytes: 4096, Counters: [bpfloader.MaxCounters]uint64{7}},
 				Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 20, IdleJ: 5}}}},
 			{Cgroup: "/system.slice/a.service", CgroupID: 77, CPUSeconds: 3, ContextSwitches: 30, Alive: true,
 				Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 40, IdleJ: 10}}, {Zone: "psys", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 60}}}},
@@ -66,6 +68,9 @@ func testSnapshot() *stats.Snapshot {
 			proc(300, "mid", 10),
 			proc(400, "bad\xffname", 20),
 		},
+		Probes:   []string{"pagecache_read", "pagecache_add", "pagecache_dirty", "softirq", "block", "net", "counters"},
+		Counters: []string{"cpu_clock"},
+		Softirqs: []bpfloader.SoftirqVector{{Name: "NET_RX", Count: 12, Ns: 3000}},
 		Units: []stats.Unit{
 			// Every resource field available, as on a hybrid host with PSI.
 			{Level: workload.KindJob, Manager: "slurm", Labels: []string{"42", "alice", "1000", "n1"}, Resources: testResources(), CPUSeconds: 8, ContextSwitches: 4, Alive: true, Cgroups: 2,
@@ -429,6 +434,25 @@ wattrace_job_pressure_seconds_total{job_id="42",kind="some",resource="memory",sl
 `
 	if err := testutil.CollectAndCompare(e, strings.NewReader(want),
 		"wattrace_job_memory_limit_bytes", "wattrace_job_io_bytes_total", "wattrace_job_pressure_seconds_total"); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestProbeSeries(t *testing.T) {
+	e := newExporter(t, testSnapshot(), Options{Probes: true})
+	want := `# HELP wattrace_cgroup_perf_events_total Perf counter events credited to the cgroup's tasks at context switches, scaled for multiplexing.
+# TYPE wattrace_cgroup_perf_events_total counter
+wattrace_cgroup_perf_events_total{cgroup="/",counter="cpu_clock"} 7
+# HELP wattrace_cgroup_block_io_bytes_total Block IO bytes submitted by the cgroup's tasks (bios before merging; writeback of buffered writes is submitted by kernel flushers and not counted here).
+# TYPE wattrace_cgroup_block_io_bytes_total counter
+wattrace_cgroup_block_io_bytes_total{cgroup="/",op="read"} 0
+wattrace_cgroup_block_io_bytes_total{cgroup="/",op="write"} 4096
+# HELP wattrace_node_softirq_seconds_total Time spent in softirqs on the node by vector.
+# TYPE wattrace_node_softirq_seconds_total counter
+wattrace_node_softirq_seconds_total{vector="NET_RX"} 3e-06
+`
+	if err := testutil.CollectAndCompare(e, strings.NewReader(want),
+		"wattrace_cgroup_perf_events_total", "wattrace_cgroup_block_io_bytes_total", "wattrace_node_softirq_seconds_total"); err != nil {
 		t.Error(err)
 	}
 }

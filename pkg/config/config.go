@@ -80,6 +80,9 @@ const (
 	KeyCollectorVM         = "collector.vm"
 	KeyCollectorJob        = "collector.job"
 	KeyCollectorUnit       = "collector.unit"
+	KeyCollectorProbes     = "collector.probes"
+	KeyProbesDisable       = "collector.probes.disable"
+	KeyProbesCounters      = "collector.probes.counters"
 
 	KeyWorkloadLibvirtDirs  = "workload.libvirt.dirs"
 	KeyWorkloadKubeURL      = "workload.kube.url"
@@ -223,6 +226,12 @@ type Collector struct {
 	BPFStats   bool
 	// Workload levels.
 	Container, Pod, VM, Job, Unit bool
+	// Probes turns on the optional kernel probes (BPF mode only);
+	// ProbesDisable names probes to leave out, ProbesCounters the perf
+	// counters read at context switches.
+	Probes         bool
+	ProbesDisable  []string
+	ProbesCounters []string
 }
 
 // Levels returns the workload levels whose collectors are on.
@@ -306,6 +315,9 @@ func NewFlagSet(name string) *pflag.FlagSet {
 	fs.Bool(KeyCollectorJob, true, "Enable per-job series (Slurm).")
 	fs.Bool(KeyCollectorUnit, true, "Enable per-unit series (systemd services and scopes).")
 
+	fs.Bool(KeyCollectorProbes, true, "Enable the kernel probes (BPF mode): page cache, softirqs, block IO and network per cgroup, and perf counters where the CPU has them.")
+	fs.StringSlice(KeyProbesDisable, nil, "Probes not to load: pagecache_read, pagecache_add, pagecache_dirty, softirq, block, net, counters.")
+	fs.StringSlice(KeyProbesCounters, []string{"cycles", "instructions", "cache_misses"}, "Perf counters read at context switches (a program runs there only when one opens): cycles, instructions, cache_misses, or cpu_clock (software stand-in).")
 	fs.StringSlice(KeyWorkloadLibvirtDirs, []string{"/run/libvirt/qemu", "/etc/libvirt/qemu"}, "Directories of libvirt domain XML, for VM names and UUIDs. Repeatable.")
 	fs.String(KeyWorkloadKubeURL, "", "Kubelet pods endpoint for pod and container names, e.g. https://$(NODE_IP):10250/pods. Empty: names come from cgroup paths only.")
 	fs.String(KeyWorkloadKubeToken, "/var/run/secrets/kubernetes.io/serviceaccount/token", "Bearer token file for the kubelet.")
@@ -460,16 +472,19 @@ func decode(v *viper.Viper) (*Config, error) {
 			},
 		},
 		Collector: Collector{
-			Node:       d.bool(KeyCollectorNode),
-			Cgroup:     d.bool(KeyCollectorCgroup),
-			Process:    d.bool(KeyCollectorProcess),
-			ProcessTop: d.int(KeyCollectorProcessTop),
-			BPFStats:   d.bool(KeyCollectorBPFStats),
-			Container:  d.bool(KeyCollectorContainer),
-			Pod:        d.bool(KeyCollectorPod),
-			VM:         d.bool(KeyCollectorVM),
-			Job:        d.bool(KeyCollectorJob),
-			Unit:       d.bool(KeyCollectorUnit),
+			Node:           d.bool(KeyCollectorNode),
+			Cgroup:         d.bool(KeyCollectorCgroup),
+			Process:        d.bool(KeyCollectorProcess),
+			ProcessTop:     d.int(KeyCollectorProcessTop),
+			BPFStats:       d.bool(KeyCollectorBPFStats),
+			Container:      d.bool(KeyCollectorContainer),
+			Pod:            d.bool(KeyCollectorPod),
+			VM:             d.bool(KeyCollectorVM),
+			Job:            d.bool(KeyCollectorJob),
+			Unit:           d.bool(KeyCollectorUnit),
+			Probes:         d.bool(KeyCollectorProbes),
+			ProbesDisable:  d.strings(KeyProbesDisable),
+			ProbesCounters: d.strings(KeyProbesCounters),
 		},
 		Workload: Workload{
 			LibvirtDirs: d.strings(KeyWorkloadLibvirtDirs),

@@ -37,7 +37,8 @@ func TestDefaults(t *testing.T) {
 			MeterInterval: time.Second, MeterTimeout: 5 * time.Second,
 			Redfish: Redfish{Auth: "session", Timeout: 5 * time.Second, ExternalHeader: "X-Redfish-Url"}},
 		Collector: Collector{Node: true, Cgroup: true, Process: false, ProcessTop: 20, BPFStats: false,
-			Container: true, Pod: true, VM: true, Job: true, Unit: true},
+			Container: true, Pod: true, VM: true, Job: true, Unit: true,
+			Probes: true, ProbesCounters: []string{"cycles", "instructions", "cache_misses"}},
 		Workload: Workload{
 			LibvirtDirs: []string{"/run/libvirt/qemu", "/etc/libvirt/qemu"},
 			Kube:        Kube{TokenFile: "/var/run/secrets/kubernetes.io/serviceaccount/token", Refresh: 30 * time.Second},

@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/wattrace/wattrace/pkg/bpfloader"
 	"github.com/wattrace/wattrace/pkg/model"
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/usage"
@@ -80,6 +81,9 @@ type Loop struct {
 	ids       IdentityResolver
 	levels    []workload.Kind
 	resources ResourceReader
+	probes    ProbeSource
+	softirqs  []bpfloader.SoftirqVector
+	goneIDs   []uint64 // cgroup ids dropped since the last probe read
 	units     map[string]*unitState
 
 	// Scratch maps reused every interval.
@@ -103,11 +107,15 @@ type wstate struct {
 	gone    bool     // merged away or dropped
 	into    *wstate  // where a merged-away workload's ids now count
 	rep     reported // cgroups: what rollUp has passed on to units
+	// probePrev is a process's last probe reading (a cgroup's is per id,
+	// in cgSeries).
+	probePrev bpfloader.ProbeStats
 }
 
 // cgSeries is one cgroup id's counters as the source reports them.
 type cgSeries struct {
 	prevCPU, prevSw uint64
+	probePrev       bpfloader.ProbeStats
 	w               *wstate
 }
 
@@ -217,6 +225,7 @@ func (l *Loop) Step(now time.Time) {
 		l.started, l.last = true, now
 		if srcErr == nil {
 			l.absorb(reading, now, true)
+			l.absorbProbes(deadProcs(reading))
 		}
 		if a, ok := l.meter.(advancer); ok {
 			a.Advance(0, 0)
@@ -235,6 +244,7 @@ func (l *Loop) Step(now time.Time) {
 	var cpuSec float64
 	if srcErr == nil {
 		cpuSec = l.absorb(reading, now, false)
+		l.absorbProbes(deadProcs(reading))
 	} else {
 		l.clearUsage()
 	}
@@ -442,6 +452,17 @@ func (l *Loop) cgroupPath(id uint64) string {
 	return fmt.Sprintf("id:%d", id)
 }
 
+// deadProcs lists the processes a reading reports for the last time.
+func deadProcs(r usage.Reading) []usage.ProcKey {
+	var out []usage.ProcKey
+	for i := range r.Processes {
+		if !r.Processes[i].Alive {
+			out = append(out, r.Processes[i].Key)
+		}
+	}
+	return out
+}
+
 // deltas returns cur−prev per counter; a counter that went backwards was
 // reset by its source (a workload forgotten and seen again), and its new
 // value is all new usage.
@@ -633,10 +654,18 @@ func (l *Loop) publish(now time.Time) {
 		}
 		if cs.w != nil && cs.w.gone {
 			delete(l.cgIDs, id)
+			if l.probes != nil {
+				l.goneIDs = append(l.goneIDs, id)
+			}
 		}
 	}
 	s.Processes = l.export(s.Processes, l.procs, now)
 	s.Units = l.exportUnits(now)
+	if l.probes != nil {
+		s.Probes = l.probes.Active()
+		s.Counters = l.probes.Counters()
+		s.Softirqs = append([]bpfloader.SoftirqVector(nil), l.softirqs...)
+	}
 	l.snap.Store(s)
 }
 
@@ -650,6 +679,10 @@ func (l *Loop) export(out []Workload, ws any, now time.Time) []Workload {
 		}
 		c := w.w
 		c.Energy = append(Energy(nil), w.w.Energy...)
+		if w.w.Probes != nil {
+			p := *w.w.Probes
+			c.Probes = &p
+		}
 		out = append(out, c)
 		return true
 	}

@@ -1,6 +1,10 @@
 package stats
 
-import "time"
+import (
+	"time"
+
+	"github.com/wattrace/wattrace/pkg/bpfloader"
+)
 
 // Snapshot is what the loop publishes after each interval. It is never
 // modified after publication, so collectors read it without locks and every
@@ -25,6 +29,13 @@ type Snapshot struct {
 
 	// Intervals counts completed intervals since start.
 	Intervals uint64
+
+	// Probes lists the kernel probes that run, Counters the perf counters
+	// they read; both empty without probes.
+	Probes   []string
+	Counters []string
+	// Softirqs are the node's softirqs by vector, cumulative.
+	Softirqs []bpfloader.SoftirqVector
 }
 
 // ZoneOther is the node-level zone platform − (package + dram + gpu), and
@@ -80,6 +91,9 @@ type Workload struct {
 	ContextSwitches uint64
 	// Energy per zone name (summed over sockets).
 	Energy Energy
+	// Probes are the kernel probes' cumulative counters (page cache,
+	// softirqs, block IO, network, perf counters); nil without probes.
+	Probes *bpfloader.ProbeStats
 	// Alive is false once the workload is gone; it stays in snapshots
 	// for the configured retention.
 	Alive    bool

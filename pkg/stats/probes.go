@@ -1,0 +1,68 @@
+package stats
+
+import (
+	"go.uber.org/zap"
+
+	"github.com/wattrace/wattrace/pkg/bpfloader"
+	"github.com/wattrace/wattrace/pkg/usage"
+)
+
+// ProbeSource is the optional kernel probes (page cache, softirq, block
+// IO, network, perf counters); *bpfloader.Probes implements it.
+type ProbeSource interface {
+	Read() (bpfloader.ProbeReading, error)
+	Forget(procs []usage.ProcKey, cgroups []uint64) error
+	Active() []string
+	Counters() []string
+}
+
+// WithProbes adds the kernel probes' counters to cgroups and processes.
+func WithProbes(p ProbeSource) Option {
+	return func(l *Loop) { l.probes = p }
+}
+
+// absorbProbes adds each cgroup's and process's probe counters since the
+// last read to its workload. The maps are cumulative per cgroup id and per
+// process, like the CPU accounting, and keyed alike.
+func (l *Loop) absorbProbes(dead []usage.ProcKey) {
+	if l.probes == nil {
+		return
+	}
+	r, err := l.probes.Read()
+	if err != nil {
+		l.log.Warn("read kernel probes", zap.Error(err))
+		return
+	}
+	l.softirqs = r.Softirqs
+	for i := range r.Cgroups {
+		c := &r.Cgroups[i]
+		cs := l.cgIDs[c.ID]
+		if cs == nil || cs.w == nil {
+			continue // its CPU accounting shows up first
+		}
+		d := c.ProbeStats.Delta(cs.probePrev)
+		cs.probePrev = c.ProbeStats
+		if cs.w.w.Probes == nil {
+			cs.w.w.Probes = &bpfloader.ProbeStats{}
+		}
+		cs.w.w.Probes.Add(d)
+	}
+	for i := range r.Processes {
+		p := &r.Processes[i]
+		w := l.procs[p.Key]
+		if w == nil {
+			continue
+		}
+		d := p.ProbeStats.Delta(w.probePrev)
+		w.probePrev = p.ProbeStats
+		if w.w.Probes == nil {
+			w.w.Probes = &bpfloader.ProbeStats{}
+		}
+		w.w.Probes.Add(d)
+	}
+	// A process's last probe counts were read above; its entries go with it.
+	if err := l.probes.Forget(dead, l.goneIDs); err != nil {
+		l.log.Warn("forget probe entries", zap.Error(err))
+	}
+	l.goneIDs = l.goneIDs[:0]
+}

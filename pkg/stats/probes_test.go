@@ -1,0 +1,61 @@
+package stats
+
+import (
+	"testing"
+	"time"
+
+	"github.com/wattrace/wattrace/pkg/bpfloader"
+	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/usage"
+)
+
+type fakeProbes struct {
+	r         bpfloader.ProbeReading
+	forgotten []usage.ProcKey
+}
+
+func (f *fakeProbes) Read() (bpfloader.ProbeReading, error) { return f.r, nil }
+func (f *fakeProbes) Forget(p []usage.ProcKey, _ []uint64) error {
+	f.forgotten = append(f.forgotten, p...)
+	return nil
+}
+func (f *fakeProbes) Active() []string   { return []string{"net", "softirq"} }
+func (f *fakeProbes) Counters() []string { return nil }
+
+// Probe counters reach cgroups and processes as cumulative sums of what
+// each read added, and a dead process's entries are forgotten after its
+// last read.
+func TestProbesAbsorbed(t *testing.T) {
+	src := &fakeSource{}
+	m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
+	p := &fakeProbes{}
+	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, src, m, names{1: "/a"}, nil, WithProbes(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.add(1, 7, 0, 1e9)
+	key := src.r.Processes[0].Key
+	p.r = bpfloader.ProbeReading{
+		Cgroups:   []bpfloader.ProbeCgroup{{ID: 1, ProbeStats: bpfloader.ProbeStats{TCPSentBytes: 100}}},
+		Processes: []bpfloader.ProbeProcess{{Key: key, ProbeStats: bpfloader.ProbeStats{TCPSentBytes: 100}}},
+		Softirqs:  []bpfloader.SoftirqVector{{Name: "NET_RX", Count: 5, Ns: 1000}},
+	}
+	l.Step(time.Unix(0, 0))
+	p.r.Cgroups[0].TCPSentBytes = 350
+	p.r.Processes[0].TCPSentBytes = 350
+	src.r.Processes[0].Alive = false
+	l.Step(time.Unix(1, 0))
+	s := l.Snapshot()
+	if a := cgroupByPath(s, "/a"); a.Probes == nil || a.Probes.TCPSentBytes != 350 {
+		t.Errorf("cgroup probes: %+v", a.Probes)
+	}
+	if len(s.Processes) != 1 || s.Processes[0].Probes.TCPSentBytes != 350 {
+		t.Errorf("process probes: %+v", s.Processes)
+	}
+	if len(p.forgotten) != 1 || p.forgotten[0] != key {
+		t.Errorf("forgotten %v, want [%v]", p.forgotten, key)
+	}
+	if len(s.Softirqs) != 1 || s.Softirqs[0].Count != 5 || len(s.Probes) != 2 {
+		t.Errorf("node softirqs %+v, probes %v", s.Softirqs, s.Probes)
+	}
+}
