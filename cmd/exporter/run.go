@@ -120,13 +120,14 @@ func run(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	}
 
 	loop, err := stats.New(stats.Config{
-		Interval:   cfg.Stats.Interval,
-		Retention:  cfg.Stats.Retention,
-		IdlePolicy: cfg.Power.IdlePolicy,
-		IdleWatts:  cfg.Power.IdleWatts,
-		Sockets:    sockets,
-		CPUs:       cpus,
-		Hierarchy:  string(hier.Kind),
+		Interval:    cfg.Stats.Interval,
+		Retention:   cfg.Stats.Retention,
+		IdlePolicy:  cfg.Power.IdlePolicy,
+		IdleWatts:   cfg.Power.IdleWatts,
+		Sockets:     sockets,
+		CPUs:        cpus,
+		Hierarchy:   string(hier.Kind),
+		UsageMetric: cfg.Power.UsageMetric,
 	}, src, meter, res, log.Named("stats"), loopOpts...)
 	if err != nil {
 		return fmt.Errorf("starting stats loop: %w", err)

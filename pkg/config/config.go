@@ -12,6 +12,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -54,6 +55,7 @@ const (
 	KeyPowerIdlePolicy      = "power.idle-policy"
 	KeyPowerEstimatorMinPer = "power.estimator.min-watts-per-cpu"
 	KeyPowerEstimatorMaxPer = "power.estimator.max-watts-per-cpu"
+	KeyPowerUsageMetric     = "power.usage-metric"
 	KeyPowerIPMI            = "power.ipmi"
 	KeyPowerMeterInterval   = "power.meter-interval"
 	KeyPowerMeterTimeout    = "power.meter-timeout"
@@ -101,6 +103,7 @@ var (
 	CgroupHierarchies = []string{"auto", "v2", "cpuacct", "cpu"}
 	PowerSources      = []string{"auto", "rapl", "estimator"}
 	IPMIModes         = []string{"auto", "off"}
+	UsageMetrics      = []string{"cpu_time", "cycles", "instructions", "cache_misses", "cpu_clock"}
 	RedfishAuths      = []string{"session", "basic"}
 	IdlePolicies      = []string{"none", "even", "cpu"}
 )
@@ -190,8 +193,12 @@ type Power struct {
 	Source     string             // auto | rapl | estimator
 	IdleWatts  map[string]float64 // zone name -> watts
 	IdlePolicy string             // none | even | cpu
-	Estimator  Estimator
-	IPMI       string // auto | off
+	// UsageMetric is the metric each zone's dynamic energy is split by:
+	// cpu_time (default) or a perf counter (cycles, instructions,
+	// cache_misses, cpu_clock).
+	UsageMetric map[string]string
+	Estimator   Estimator
+	IPMI        string // auto | off
 	// MeterInterval and MeterTimeout drive slow meters (BMCs), which are
 	// read in the background so no scrape waits on them.
 	MeterInterval time.Duration
@@ -288,6 +295,7 @@ func NewFlagSet(name string) *pflag.FlagSet {
 	fs.String(KeyPowerIdlePolicy, "none", "How idle energy is attributed to workloads: none (kept at node level), even (split evenly among active workloads), cpu (by CPU time).")
 	fs.Float64(KeyPowerEstimatorMinPer, 0, "Estimator: watts per CPU at idle. 0 = from the built-in CPU model table.")
 	fs.Float64(KeyPowerEstimatorMaxPer, 0, "Estimator: watts per CPU at full load. 0 = from the built-in CPU model table.")
+	fs.String(KeyPowerUsageMetric, "", "What each zone's dynamic energy is split by, e.g. package=instructions,dram=cache_misses: cpu_time (default), or a perf counter from collector.probes.counters (cycles, instructions, cache_misses, cpu_clock); zones whose counter is unavailable use cpu_time.")
 	fs.String(KeyPowerIPMI, "auto", "Read node power over IPMI DCMI (/dev/ipmi0, else ipmi-dcmi, ipmitool or ipmiutil): auto or off.")
 	fs.Duration(KeyPowerMeterInterval, time.Second, "How often slow meters (BMCs, hwmon) are read in the background.")
 	fs.Duration(KeyPowerMeterTimeout, 5*time.Second, "Longest wait for one slow-meter read; a late meter keeps its last value, visibly stale.")
@@ -452,9 +460,10 @@ func decode(v *viper.Viper) (*Config, error) {
 			Retention: d.duration(KeyStatsRetention),
 		},
 		Power: Power{
-			Source:     d.string(KeyPowerSource),
-			IdleWatts:  d.idleWatts(KeyPowerIdleWatts),
-			IdlePolicy: d.string(KeyPowerIdlePolicy),
+			Source:      d.string(KeyPowerSource),
+			IdleWatts:   d.idleWatts(KeyPowerIdleWatts),
+			IdlePolicy:  d.string(KeyPowerIdlePolicy),
+			UsageMetric: d.zoneMetrics(KeyPowerUsageMetric),
 			Estimator: Estimator{
 				MinWattsPerCPU: d.float(KeyPowerEstimatorMinPer),
 				MaxWattsPerCPU: d.float(KeyPowerEstimatorMaxPer),
@@ -615,6 +624,25 @@ func (d *decoder) idleWatts(key string) map[string]float64 {
 	default:
 		d.fail(key, val, "want zone=watts pairs such as package=10,dram=2")
 		return nil
+	}
+	return out
+}
+
+// zoneMetrics parses zone=metric pairs such as package=cycles.
+func (d *decoder) zoneMetrics(key string) map[string]string {
+	out := map[string]string{}
+	val := d.v.GetString(key)
+	for _, item := range strings.Split(val, ",") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
+		zone, metric, ok := strings.Cut(item, "=")
+		zone, metric = strings.TrimSpace(zone), strings.TrimSpace(metric)
+		if !ok || zone == "" || !slices.Contains(UsageMetrics, metric) {
+			d.fail(key, val, "want zone=metric pairs such as package=instructions, metric one of "+strings.Join(UsageMetrics, ", "))
+			return nil
+		}
+		out[zone] = metric
 	}
 	return out
 }

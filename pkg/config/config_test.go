@@ -33,7 +33,7 @@ func TestDefaults(t *testing.T) {
 		Accounting: Accounting{Mode: "auto"},
 		Cgroup:     Cgroup{Hierarchy: "auto"},
 		Stats:      Stats{Interval: 5 * time.Second, Retention: 5 * time.Minute},
-		Power: Power{Source: "auto", IdleWatts: map[string]float64{}, IdlePolicy: "none", IPMI: "auto",
+		Power: Power{Source: "auto", IdleWatts: map[string]float64{}, UsageMetric: map[string]string{}, IdlePolicy: "none", IPMI: "auto",
 			MeterInterval: time.Second, MeterTimeout: 5 * time.Second,
 			Redfish: Redfish{Auth: "session", Timeout: 5 * time.Second, ExternalHeader: "X-Redfish-Url"}},
 		Collector: Collector{Node: true, Cgroup: true, Process: false, ProcessTop: 20, BPFStats: false,

@@ -175,3 +175,77 @@ func twoCgroups(t *testing.T, h cgroup.Hierarchy, src usage.Source, mode string,
 		t.Errorf("mode %q, want %s", s.Mode, mode)
 	}
 }
+
+// The cpu-clock stand-in drives attribution end to end: with the package
+// zone split by the cpu_clock perf counter (read at context switches by the
+// counters probe), two cgroups in a 2:1 CPU ratio get energy in the ratio
+// of the kernel's own CPU accounting, within the counter's 2%.
+func TestCPUClockDrivesAttribution(t *testing.T) {
+	testenv.RequireRoot(t)
+	h, err := cgroup.Detect("/proc", "/sys/fs/cgroup", "auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := bpfloader.Load(bpfloader.Options{Hierarchy: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	clock, _ := bpfloader.CounterByName("cpu_clock")
+	probes, err := bpfloader.LoadProbes(bpfloader.ProbeOptions{Hierarchy: h, Counters: []bpfloader.CounterEvent{clock},
+		Disable: []string{"pagecache_read", "pagecache_add", "pagecache_dirty", "softirq", "block", "net"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probes.Close()
+	if got := probes.Counters(); len(got) != 1 || got[0] != "cpu_clock" {
+		t.Fatalf("counters %v, want the cpu_clock stand-in", got)
+	}
+	res := cgroup.NewResolver(h)
+	m := &steadyMeter{}
+	l, err := stats.New(stats.Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none",
+		IdleWatts: map[string]float64{"package": 20}, UsageMetric: map[string]string{"package": "cpu_clock"}},
+		src, m, res, nil, stats.WithProbes(probes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirA := testenv.Cgroup(t, h.Mount, "ca")
+	dirB := testenv.Cgroup(t, h.Mount, "cb")
+	idA, idB := testenv.Inode(t, dirA), testenv.Inode(t, dirB)
+	relA, _ := filepath.Rel(h.Mount, dirA)
+	relB, _ := filepath.Rel(h.Mount, dirB)
+	now := time.Now()
+	l.Step(now)
+	uA0, _ := res.Usage("/" + relA)
+	uB0, _ := res.Usage("/" + relB)
+	var pids []int
+	for _, d := range []string{dirA, dirA, dirB} {
+		pids = append(pids, testenv.StartIn(t, d, testenv.Busy...).Process.Pid)
+	}
+	for i := 0; i < 8; i++ {
+		time.Sleep(time.Second)
+		if i == 7 {
+			for _, p := range pids {
+				_ = syscall.Kill(p, syscall.SIGSTOP)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		now = now.Add(time.Second)
+		m.j += 100
+		l.Step(now)
+	}
+	uA1, _ := res.Usage("/" + relA)
+	uB1, _ := res.Usage("/" + relB)
+	s := l.Snapshot()
+	eA := find(s.Cgroups, idA).Energy.Get("package").DynamicJ
+	eB := find(s.Cgroups, idB).Energy.Get("package").DynamicJ
+	kernel := float64(uA1-uA0) / float64(uB1-uB0)
+	t.Logf("energy A %.2f J, B %.2f J: ratio %.4f; kernel CPU ratio %.4f; cpu_clock A %d ns",
+		eA, eB, eA/eB, kernel, find(s.Cgroups, idA).Probes.Counters[0])
+	if d := testenv.RelDiff(eA/eB, kernel); d > 0.02 {
+		t.Errorf("cpu_clock-driven energy ratio %.4f vs kernel CPU ratio %.4f: %.2f%% off", eA/eB, kernel, 100*d)
+	}
+	if c := float64(find(s.Cgroups, idA).Probes.Counters[0]); testenv.RelDiff(c, float64(uA1-uA0)) > 0.02 {
+		t.Errorf("cpu_clock for A %.0f ns vs kernel %d ns", c, uA1-uA0)
+	}
+}

@@ -35,6 +35,10 @@ type Config struct {
 	CPUs int
 	// Hierarchy names the key hierarchy, for the snapshot.
 	Hierarchy string
+	// UsageMetric names, per zone, what its dynamic energy is split by:
+	// "cpu_time" (the default) or a perf counter the probes read; a zone
+	// whose counter is not read falls back to CPU time.
+	UsageMetric map[string]string
 }
 
 // Resolver names cgroups; *cgroup.Resolver implements it.
@@ -85,6 +89,11 @@ type Loop struct {
 	softirqs  []bpfloader.SoftirqVector
 	goneIDs   []uint64 // cgroup ids dropped since the last probe read
 	units     map[string]*unitState
+
+	// counterUse is each perf counter's events of this interval, per
+	// cgroup (cg) and per process, by counter name.
+	cgCounterUse, procCounterUse map[string]map[*wstate]float64
+	fellBack                     map[string]bool // zones told they fall back to CPU time
 
 	// Scratch maps reused every interval.
 	cgUse, procUse     map[int]map[*wstate]float64 // socket → usage
@@ -178,6 +187,10 @@ func New(cfg Config, src usage.Source, meter power.Meter, res Resolver, log *zap
 		dyn:      map[*wstate]float64{},
 		idle:     map[*wstate]float64{},
 		units:    map[string]*unitState{},
+
+		cgCounterUse:   map[string]map[*wstate]float64{},
+		procCounterUse: map[string]map[*wstate]float64{},
+		fellBack:       map[string]bool{},
 	}
 	for _, o := range opts {
 		o(l)
@@ -258,6 +271,12 @@ func (l *Loop) Step(now time.Time) {
 }
 
 func (l *Loop) clearUsage() {
+	for _, m := range l.cgCounterUse {
+		clear(m)
+	}
+	for _, m := range l.procCounterUse {
+		clear(m)
+	}
 	for _, m := range l.cgUse {
 		clear(m)
 	}
@@ -598,7 +617,9 @@ func (l *Loop) split(z *zoneState, dE, idleJ float64, use map[int]map[*wstate]fl
 	clear(l.dyn)
 	clear(l.idle)
 	var usageMap map[*wstate]float64
-	if z.Socket >= 0 && l.nsockets > 1 {
+	if m := l.counterUsage(z, cg); m != nil {
+		usageMap = m
+	} else if z.Socket >= 0 && l.nsockets > 1 {
 		usageMap = l.use(use, z.Socket)
 	} else if l.nsockets == 1 {
 		usageMap = l.use(use, 0)
@@ -613,6 +634,37 @@ func (l *Loop) split(z *zoneState, dE, idleJ float64, use map[int]map[*wstate]fl
 		w.w.Energy = w.w.Energy.Add(z.Name, 0, j)
 	}
 	return res
+}
+
+// counterUsage is the usage map of a zone split by a perf counter, nil for
+// CPU time. Counters are credited per task, not per socket, so a counter
+// splits each socket's zone by the node-wide counts.
+func (l *Loop) counterUsage(z *zoneState, cg bool) map[*wstate]float64 {
+	metric := l.cfg.UsageMetric[z.Name]
+	if metric == "" || metric == "cpu_time" {
+		return nil
+	}
+	read := false
+	if l.probes != nil {
+		for _, c := range l.probes.Counters() {
+			read = read || c == metric
+		}
+	}
+	if !read {
+		if !l.fellBack[z.Name] {
+			l.fellBack[z.Name] = true
+			l.log.Warn("usage metric not available; splitting by CPU time", zap.String("zone", z.Name), zap.String("metric", metric))
+		}
+		return nil
+	}
+	m := l.procCounterUse[metric]
+	if cg {
+		m = l.cgCounterUse[metric]
+	}
+	if m == nil {
+		m = map[*wstate]float64{} // counted, but nothing this interval
+	}
+	return m
 }
 
 // merged sums usage over sockets for node-wide zones on multi-socket nodes.

@@ -34,6 +34,20 @@ func (l *Loop) absorbProbes(dead []usage.ProcKey) {
 		return
 	}
 	l.softirqs = r.Softirqs
+	counters := l.probes.Counters()
+	credit := func(use map[string]map[*wstate]float64, w *wstate, d *bpfloader.ProbeStats) {
+		for i, name := range counters {
+			if i >= len(d.Counters) || d.Counters[i] == 0 {
+				continue
+			}
+			m := use[name]
+			if m == nil {
+				m = map[*wstate]float64{}
+				use[name] = m
+			}
+			m[w] += float64(d.Counters[i])
+		}
+	}
 	for i := range r.Cgroups {
 		c := &r.Cgroups[i]
 		cs := l.cgIDs[c.ID]
@@ -46,6 +60,7 @@ func (l *Loop) absorbProbes(dead []usage.ProcKey) {
 			cs.w.w.Probes = &bpfloader.ProbeStats{}
 		}
 		cs.w.w.Probes.Add(d)
+		credit(l.cgCounterUse, cs.w, &d)
 	}
 	for i := range r.Processes {
 		p := &r.Processes[i]
@@ -59,6 +74,7 @@ func (l *Loop) absorbProbes(dead []usage.ProcKey) {
 			w.w.Probes = &bpfloader.ProbeStats{}
 		}
 		w.w.Probes.Add(d)
+		credit(l.procCounterUse, w, &d)
 	}
 	// A process's last probe counts were read above; its entries go with it.
 	if err := l.probes.Forget(dead, l.goneIDs); err != nil {

@@ -59,3 +59,53 @@ func TestProbesAbsorbed(t *testing.T) {
 		t.Errorf("node softirqs %+v, probes %v", s.Softirqs, s.Probes)
 	}
 }
+
+type countingProbes struct {
+	fakeProbes
+	counters []string
+}
+
+func (c *countingProbes) Counters() []string { return c.counters }
+
+// Switching a zone's usage metric changes its attribution: A used three
+// times B's CPU, B retired three times A's instructions.
+func TestUsageMetricSwitch(t *testing.T) {
+	for _, c := range []struct {
+		metric     string
+		wantA      float64
+		wantB      float64
+		counterRun bool
+	}{
+		{"cpu_time", 75, 25, true},
+		{"instructions", 25, 75, true},
+		{"instructions", 75, 25, false}, // counter not read: falls back to CPU time
+	} {
+		src := &fakeSource{}
+		m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
+		p := &countingProbes{}
+		if c.counterRun {
+			p.counters = []string{"cycles", "instructions"}
+		}
+		l, err := New(Config{Interval: time.Second, IdlePolicy: "none", IdleWatts: map[string]float64{"package": 0},
+			UsageMetric: map[string]string{"package": c.metric}}, src, m, names{1: "/a", 2: "/b"}, nil, WithProbes(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		src.add(1, 1, 0, 0)
+		src.add(2, 2, 0, 0)
+		l.Step(time.Unix(0, 0))
+		src.add(1, 1, 0, 3e9)
+		src.add(2, 2, 0, 1e9)
+		p.r.Cgroups = []bpfloader.ProbeCgroup{
+			{ID: 1, ProbeStats: bpfloader.ProbeStats{Counters: [bpfloader.MaxCounters]uint64{500, 1e6}}},
+			{ID: 2, ProbeStats: bpfloader.ProbeStats{Counters: [bpfloader.MaxCounters]uint64{500, 3e6}}},
+		}
+		m.samples[0].Joules = 100
+		l.Step(time.Unix(1, 0))
+		s := l.Snapshot()
+		a, b := cgroupByPath(s, "/a").Energy.Get("package").DynamicJ, cgroupByPath(s, "/b").Energy.Get("package").DynamicJ
+		if a != c.wantA || b != c.wantB {
+			t.Errorf("metric %s (counter read %v): A %v J, B %v J; want %v and %v", c.metric, c.counterRun, a, b, c.wantA, c.wantB)
+		}
+	}
+}
