@@ -301,8 +301,13 @@ func openProbes(cfg *config.Config, hier cgroup.Hierarchy, log *zap.Logger) (*bp
 		}
 		counters = append(counters, c)
 	}
+	disable := cfg.Collector.ProbesDisable
+	if len(counters) == 0 {
+		// No counter asked for: nothing is attached at context switches.
+		disable = append(disable, bpfloader.ProbeCounters)
+	}
 	p, err := bpfloader.LoadProbes(bpfloader.ProbeOptions{Hierarchy: hier, Log: log.Named("probes"),
-		Disable: cfg.Collector.ProbesDisable, Counters: counters})
+		Disable: disable, Counters: counters})
 	if err != nil {
 		return nil, fmt.Errorf("collector.probes: %w", err)
 	}

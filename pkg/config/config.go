@@ -325,7 +325,7 @@ func NewFlagSet(name string) *pflag.FlagSet {
 
 	fs.Bool(KeyCollectorProbes, true, "Enable the kernel probes (BPF mode): page cache, softirqs, block IO and network per cgroup, and perf counters where the CPU has them.")
 	fs.StringSlice(KeyProbesDisable, nil, "Probes not to load: pagecache_read, pagecache_add, pagecache_dirty, softirq, block, net, counters.")
-	fs.StringSlice(KeyProbesCounters, []string{"cycles", "instructions", "cache_misses"}, "Perf counters read at context switches (a program runs there only when one opens): cycles, instructions, cache_misses, or cpu_clock (software stand-in).")
+	fs.StringSlice(KeyProbesCounters, nil, "Perf counters read at every context switch: cycles, instructions, cache_misses, or cpu_clock (software stand-in). Off by default: reading one costs about 450 ns per context switch on every process (docs/performance.md); none opened means nothing runs there.")
 	fs.StringSlice(KeyWorkloadLibvirtDirs, []string{"/run/libvirt/qemu", "/etc/libvirt/qemu"}, "Directories of libvirt domain XML, for VM names and UUIDs. Repeatable.")
 	fs.String(KeyWorkloadKubeURL, "", "Kubelet pods endpoint for pod and container names, e.g. https://$(NODE_IP):10250/pods. Empty: names come from cgroup paths only.")
 	fs.String(KeyWorkloadKubeToken, "/var/run/secrets/kubernetes.io/serviceaccount/token", "Bearer token file for the kubelet.")

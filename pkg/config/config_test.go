@@ -38,7 +38,7 @@ func TestDefaults(t *testing.T) {
 			Redfish: Redfish{Auth: "session", Timeout: 5 * time.Second, ExternalHeader: "X-Redfish-Url"}},
 		Collector: Collector{Node: true, Cgroup: true, Process: false, ProcessTop: 20, BPFStats: false,
 			Container: true, Pod: true, VM: true, Job: true, Unit: true,
-			Probes: true, ProbesCounters: []string{"cycles", "instructions", "cache_misses"}},
+			Probes: true},
 		Workload: Workload{
 			LibvirtDirs: []string{"/run/libvirt/qemu", "/etc/libvirt/qemu"},
 			Kube:        Kube{TokenFile: "/var/run/secrets/kubernetes.io/serviceaccount/token", Refresh: 30 * time.Second},
