@@ -116,9 +116,9 @@ type wstate struct {
 	gone    bool     // merged away or dropped
 	into    *wstate  // where a merged-away workload's ids now count
 	rep     reported // cgroups: what rollUp has passed on to units
-	// probePrev is a process's last probe reading (a cgroup's is per id,
-	// in cgSeries).
-	probePrev bpfloader.ProbeStats
+	// probePrev is a process's last probe reading, kept only while a zone
+	// is split by a perf counter (a cgroup's is per id, in cgSeries).
+	probePrev *bpfloader.ProbeStats
 }
 
 // cgSeries is one cgroup id's counters as the source reports them.

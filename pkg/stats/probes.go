@@ -62,23 +62,37 @@ func (l *Loop) absorbProbes(dead []usage.ProcKey) {
 		cs.w.w.Probes.Add(d)
 		credit(l.cgCounterUse, cs.w, &d)
 	}
-	for i := range r.Processes {
-		p := &r.Processes[i]
-		w := l.procs[p.Key]
-		if w == nil {
-			continue
+	// Per-process probe counters are exported nowhere (processes export
+	// energy and CPU only); they matter when a zone is split by a perf
+	// counter, so they are followed only then.
+	if l.countersSplit() {
+		for i := range r.Processes {
+			p := &r.Processes[i]
+			w := l.procs[p.Key]
+			if w == nil {
+				continue
+			}
+			if w.probePrev == nil {
+				w.probePrev = &bpfloader.ProbeStats{}
+			}
+			d := p.ProbeStats.Delta(*w.probePrev)
+			*w.probePrev = p.ProbeStats
+			credit(l.procCounterUse, w, &d)
 		}
-		d := p.ProbeStats.Delta(w.probePrev)
-		w.probePrev = p.ProbeStats
-		if w.w.Probes == nil {
-			w.w.Probes = &bpfloader.ProbeStats{}
-		}
-		w.w.Probes.Add(d)
-		credit(l.procCounterUse, w, &d)
 	}
 	// A process's last probe counts were read above; its entries go with it.
 	if err := l.probes.Forget(dead, l.goneIDs); err != nil {
 		l.log.Warn("forget probe entries", zap.Error(err))
 	}
 	l.goneIDs = l.goneIDs[:0]
+}
+
+// countersSplit reports whether some zone is split by a perf counter.
+func (l *Loop) countersSplit() bool {
+	for _, m := range l.cfg.UsageMetric {
+		if m != "" && m != "cpu_time" {
+			return true
+		}
+	}
+	return false
 }

@@ -92,7 +92,8 @@ type Workload struct {
 	// Energy per zone name (summed over sockets).
 	Energy Energy
 	// Probes are the kernel probes' cumulative counters (page cache,
-	// softirqs, block IO, network, perf counters); nil without probes.
+	// softirqs, block IO, network, perf counters) of a cgroup; nil without
+	// probes, and for processes, whose series don't carry them.
 	Probes *bpfloader.ProbeStats
 	// Alive is false once the workload is gone; it stays in snapshots
 	// for the configured retention.
