@@ -1,0 +1,159 @@
+package profiling
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Event kinds, the three --collector.perf.*-events flags.
+const (
+	KindHardware = "hardware"
+	KindSoftware = "software"
+	KindCache    = "cache"
+)
+
+// Event is one perf event a profiled process is counted with.
+type Event struct {
+	// Name is the key in ProcessCounts.Counts: lower case, unique across
+	// kinds.
+	Name string
+	Kind string
+	// Unit is "ns" for the clock events (cpu_clock, task_clock) and ""
+	// for plain counts.
+	Unit   string
+	Type   uint32
+	Config uint64
+}
+
+var hardwareEvents = []Event{
+	{Name: "cpu_cycles", Config: unix.PERF_COUNT_HW_CPU_CYCLES},
+	{Name: "instructions", Config: unix.PERF_COUNT_HW_INSTRUCTIONS},
+	{Name: "cache_references", Config: unix.PERF_COUNT_HW_CACHE_REFERENCES},
+	{Name: "cache_misses", Config: unix.PERF_COUNT_HW_CACHE_MISSES},
+	{Name: "branch_instructions", Config: unix.PERF_COUNT_HW_BRANCH_INSTRUCTIONS},
+	{Name: "branch_misses", Config: unix.PERF_COUNT_HW_BRANCH_MISSES},
+	{Name: "bus_cycles", Config: unix.PERF_COUNT_HW_BUS_CYCLES},
+	{Name: "stalled_cycles_frontend", Config: unix.PERF_COUNT_HW_STALLED_CYCLES_FRONTEND},
+	{Name: "stalled_cycles_backend", Config: unix.PERF_COUNT_HW_STALLED_CYCLES_BACKEND},
+	{Name: "ref_cpu_cycles", Config: unix.PERF_COUNT_HW_REF_CPU_CYCLES},
+}
+
+var softwareEvents = []Event{
+	{Name: "cpu_clock", Unit: "ns", Config: unix.PERF_COUNT_SW_CPU_CLOCK},
+	{Name: "task_clock", Unit: "ns", Config: unix.PERF_COUNT_SW_TASK_CLOCK},
+	{Name: "page_faults", Config: unix.PERF_COUNT_SW_PAGE_FAULTS},
+	{Name: "context_switches", Config: unix.PERF_COUNT_SW_CONTEXT_SWITCHES},
+	{Name: "cpu_migrations", Config: unix.PERF_COUNT_SW_CPU_MIGRATIONS},
+	{Name: "minor_faults", Config: unix.PERF_COUNT_SW_PAGE_FAULTS_MIN},
+	{Name: "major_faults", Config: unix.PERF_COUNT_SW_PAGE_FAULTS_MAJ},
+	{Name: "alignment_faults", Config: unix.PERF_COUNT_SW_ALIGNMENT_FAULTS},
+	{Name: "emulation_faults", Config: unix.PERF_COUNT_SW_EMULATION_FAULTS},
+}
+
+// Cache events are named <cache>_<op>_<result>, e.g. l1d_read_miss,
+// llc_write_access. The result is "access", not "hit": the kernel's
+// PERF_COUNT_HW_CACHE_RESULT_ACCESS counts every access, hits and misses
+// alike (node_exporter calls it "hits", which overstates the hit rate).
+var (
+	cacheIDs = []struct {
+		name string
+		id   uint64
+	}{
+		{"l1d", unix.PERF_COUNT_HW_CACHE_L1D},
+		{"l1i", unix.PERF_COUNT_HW_CACHE_L1I},
+		{"llc", unix.PERF_COUNT_HW_CACHE_LL},
+		{"dtlb", unix.PERF_COUNT_HW_CACHE_DTLB},
+		{"itlb", unix.PERF_COUNT_HW_CACHE_ITLB},
+		{"bpu", unix.PERF_COUNT_HW_CACHE_BPU},
+		{"node", unix.PERF_COUNT_HW_CACHE_NODE},
+	}
+	cacheOps = []struct {
+		name string
+		op   uint64
+	}{
+		{"read", unix.PERF_COUNT_HW_CACHE_OP_READ},
+		{"write", unix.PERF_COUNT_HW_CACHE_OP_WRITE},
+		{"prefetch", unix.PERF_COUNT_HW_CACHE_OP_PREFETCH},
+	}
+	cacheResults = []struct {
+		name   string
+		result uint64
+	}{
+		{"access", unix.PERF_COUNT_HW_CACHE_RESULT_ACCESS},
+		{"miss", unix.PERF_COUNT_HW_CACHE_RESULT_MISS},
+	}
+)
+
+// Events returns every event of a kind, for flag help and validation.
+func Events(kind string) []Event {
+	switch kind {
+	case KindHardware:
+		return withType(hardwareEvents, KindHardware, unix.PERF_TYPE_HARDWARE)
+	case KindSoftware:
+		return withType(softwareEvents, KindSoftware, unix.PERF_TYPE_SOFTWARE)
+	case KindCache:
+		var evs []Event
+		for _, c := range cacheIDs {
+			for _, o := range cacheOps {
+				for _, r := range cacheResults {
+					evs = append(evs, Event{
+						Name: c.name + "_" + o.name + "_" + r.name,
+						Kind: KindCache,
+						Type: unix.PERF_TYPE_HW_CACHE,
+						// perf_event_open(2): id | op<<8 | result<<16.
+						Config: c.id | o.op<<8 | r.result<<16,
+					})
+				}
+			}
+		}
+		return evs
+	}
+	return nil
+}
+
+func withType(evs []Event, kind string, typ uint32) []Event {
+	out := slices.Clone(evs)
+	for i := range out {
+		out[i].Kind = kind
+		out[i].Type = typ
+	}
+	return out
+}
+
+// EventNames returns the names of every event of a kind.
+func EventNames(kind string) []string {
+	var names []string
+	for _, e := range Events(kind) {
+		names = append(names, e.Name)
+	}
+	return names
+}
+
+// ParseEvents resolves event names of one kind. Names are matched case
+// insensitively (L1D_read_miss is l1d_read_miss); duplicates are dropped.
+// An unknown name is an error naming the allowed ones, so a typo in a flag
+// stops start-up rather than silently counting nothing.
+func ParseEvents(kind string, names []string) ([]Event, error) {
+	all := Events(kind)
+	if all == nil {
+		return nil, fmt.Errorf("profiling: unknown event kind %q", kind)
+	}
+	var out []Event
+	seen := make(map[string]bool)
+	for _, n := range names {
+		n = strings.ToLower(strings.TrimSpace(n))
+		if n == "" || seen[n] {
+			continue
+		}
+		i := slices.IndexFunc(all, func(e Event) bool { return e.Name == n })
+		if i < 0 {
+			return nil, fmt.Errorf("profiling: unknown %s event %q: allowed %s", kind, n, strings.Join(EventNames(kind), ", "))
+		}
+		seen[n] = true
+		out = append(out, all[i])
+	}
+	return out, nil
+}
