@@ -24,6 +24,8 @@ import (
 type handlers struct {
 	src      collector.SnapshotSource
 	draining atomic.Bool
+	// alloy serves /alloy-targets when set.
+	alloy http.Handler
 }
 
 func newHandlers(src collector.SnapshotSource) *handlers {
@@ -64,15 +66,21 @@ func newMux(cfg *config.Config, reg *prometheus.Registry, h *handlers, log *zap.
 	mux.Handle(cfg.Web.TelemetryPath, promhttp.InstrumentMetricHandler(reg, metrics))
 	mux.HandleFunc("/-/healthy", h.healthy)
 	mux.HandleFunc("/-/ready", h.ready)
+	links := []web.LandingLinks{
+		{Address: cfg.Web.TelemetryPath, Text: "Metrics"},
+		{Address: "/-/healthy", Text: "Health", Description: "200 once the first accounting interval has completed"},
+		{Address: "/-/ready", Text: "Readiness"},
+	}
+	if h.alloy != nil {
+		mux.Handle("/alloy-targets", h.alloy)
+		links = append(links, web.LandingLinks{Address: "/alloy-targets", Text: "Alloy targets",
+			Description: "processes that opted in to profiling, for discovery.http"})
+	}
 	landing, err := web.NewLandingPage(web.LandingConfig{
 		Name:        "wattrace",
 		Description: "Energy per process, cgroup and node, from the kernel's own CPU accounting",
 		Version:     version.Info(),
-		Links: []web.LandingLinks{
-			{Address: cfg.Web.TelemetryPath, Text: "Metrics"},
-			{Address: "/-/healthy", Text: "Health", Description: "200 once the first accounting interval has completed"},
-			{Address: "/-/ready", Text: "Readiness"},
-		},
+		Links:       links,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("building landing page: %w", err)

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 	"go.uber.org/zap"
 
+	"github.com/wattrace/wattrace/pkg/alloy"
 	"github.com/wattrace/wattrace/pkg/bpfloader"
 	"github.com/wattrace/wattrace/pkg/cgroup"
 	"github.com/wattrace/wattrace/pkg/cgroupstats"
@@ -23,6 +24,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/power/discover"
 	"github.com/wattrace/wattrace/pkg/power/redfish"
 	"github.com/wattrace/wattrace/pkg/procfs"
+	"github.com/wattrace/wattrace/pkg/profiling"
 	"github.com/wattrace/wattrace/pkg/stats"
 	"github.com/wattrace/wattrace/pkg/usage"
 	"github.com/wattrace/wattrace/pkg/workload"
@@ -88,11 +90,14 @@ func run(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	defer cancel()
 	levels := cfg.Collector.Levels()
 	var loopOpts []stats.Option
-	if len(levels) > 0 {
-		ids, err := openWorkloads(ctx, cfg, hier, log)
+	var ids *workload.Resolver
+	if len(levels) > 0 || cfg.Web.AlloyTargets {
+		ids, err = openWorkloads(ctx, cfg, hier, log)
 		if err != nil {
 			return err
 		}
+	}
+	if len(levels) > 0 {
 		loopOpts = append(loopOpts, stats.WithWorkloads(ids, levels))
 		layout, err := cgroupstats.DetectLayout(cfg.Path.Procfs, cfg.Path.Cgroupfs)
 		if err != nil {
@@ -102,6 +107,17 @@ func run(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		} else {
 			loopOpts = append(loopOpts, stats.WithResources(cgroupstats.NewReader(layout, cfg.Path.Sysfs)))
 		}
+	}
+
+	if cfg.Collector.Perf {
+		prof, err := profiling.New(profiling.Config{ProcfsRoot: cfg.Path.Procfs, EnvVars: cfg.Collector.PerfEnvVars,
+			Hardware: cfg.Collector.PerfHardware, Software: cfg.Collector.PerfSoftware, Cache: cfg.Collector.PerfCache,
+			MaxProcesses: cfg.Collector.PerfMaxProcesses, Log: log.Named("perf")})
+		if err != nil {
+			return fmt.Errorf("collector.perf: %w", err)
+		}
+		defer prof.Close()
+		loopOpts = append(loopOpts, stats.WithProfiler(prof))
 	}
 
 	probesOn := false
@@ -156,6 +172,7 @@ func run(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		Programs:       programs,
 		Levels:         levels,
 		Probes:         probesOn,
+		Perf:           cfg.Collector.Perf,
 		Meters:         meterStatus(meter),
 		IdleAttributed: cfg.Power.IdlePolicy != "none",
 		Log:            log.Named("collector"),
@@ -173,6 +190,11 @@ func run(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	)
 
 	h := newHandlers(loop)
+	if cfg.Web.AlloyTargets {
+		if h.alloy, err = alloyTargets(cfg, loop, ids, log); err != nil {
+			return err
+		}
+	}
 	mux, err := newMux(cfg, reg, h, log)
 	if err != nil {
 		return err
@@ -313,6 +335,35 @@ func openProbes(cfg *config.Config, hier cgroup.Hierarchy, log *zap.Logger) (*bp
 	}
 	log.Info("kernel probes", zap.Strings("active", p.Active()), zap.Strings("counters", p.Counters()))
 	return p, nil
+}
+
+// alloyTargets serves the live processes that opted in to profiling as
+// Grafana Alloy discovery.http targets, named after their workloads.
+func alloyTargets(cfg *config.Config, loop *stats.Loop, ids *workload.Resolver, log *zap.Logger) (http.Handler, error) {
+	filter, err := profiling.NewFilter(cfg.Collector.PerfEnvVars)
+	if err != nil {
+		return nil, fmt.Errorf("collector.perf.env-var: %w", err)
+	}
+	src := alloy.SourceFunc(func() []alloy.Target {
+		snap := loop.Snapshot()
+		if snap == nil {
+			return nil
+		}
+		out := make([]alloy.Target, 0, len(snap.Processes))
+		for _, p := range snap.Processes {
+			if !p.Alive {
+				continue
+			}
+			id := ids.Resolve(p.Cgroup)
+			out = append(out, alloy.NewTarget(p.PID, p.Comm, p.Cgroup, &id))
+		}
+		return out
+	})
+	h, err := alloy.NewHandler(alloy.Config{Source: src, Filter: filter, ProcfsRoot: cfg.Path.Procfs, Log: log.Named("alloy")})
+	if err != nil {
+		return nil, fmt.Errorf("web.alloy-targets: %w", err)
+	}
+	return h, nil
 }
 
 // cachedMeter is a meter read in the background (*power.Cached).

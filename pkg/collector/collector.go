@@ -62,6 +62,8 @@ type Options struct {
 	Programs ProgramStatsSource
 	// Probes enables the kernel probes collector.
 	Probes bool
+	// Perf enables the opt-in perf profiling collector.
+	Perf bool
 	// Meters, when set, reports the health of meters read in the
 	// background.
 	Meters MeterStatusSource
@@ -149,6 +151,9 @@ func New(src SnapshotSource, o Options) (*Exporter, error) {
 	}
 	if o.Probes {
 		e.collectors = append(e.collectors, namedCollector{NameProbes, newProbesCollector()})
+	}
+	if o.Perf {
+		e.collectors = append(e.collectors, namedCollector{NamePerf, newPerfCollector()})
 	}
 	if o.Meters != nil {
 		e.collectors = append(e.collectors, namedCollector{NameMeters, newMeterCollector(o.Meters)})

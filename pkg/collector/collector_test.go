@@ -14,6 +14,7 @@ import (
 
 	"github.com/wattrace/wattrace/pkg/bpfloader"
 	"github.com/wattrace/wattrace/pkg/cgroupstats"
+	"github.com/wattrace/wattrace/pkg/profiling"
 	"github.com/wattrace/wattrace/pkg/stats"
 	"github.com/wattrace/wattrace/pkg/workload"
 )
@@ -54,6 +55,7 @@ func testSnapshot() *stats.Snapshot {
 		Cgroups: []stats.Workload{
 			{Cgroup: "/", CgroupID: 1, CPUSeconds: 1.5, ContextSwitches: 10, Alive: true,
 				Probes: &bpfloader.ProbeStats{PageCacheAccessed: 10, TCPSentBytes: 1500, BlockWriteBytes: 4096, Counters: [bpfloader.MaxCounters]uint64{7}},
+				Perf:   map[string]float64{"instructions": 9e6, "page_faults": 12, "task_clock": 2.5e9, "l1d_read_miss": 4e3},
 				Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 20, IdleJ: 5}}}},
 			{Cgroup: "/system.slice/a.service", CgroupID: 77, CPUSeconds: 3, ContextSwitches: 30, Alive: true,
 				Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 40, IdleJ: 10}}, {Zone: "psys", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 60}}}},
@@ -70,6 +72,8 @@ func testSnapshot() *stats.Snapshot {
 		},
 		Probes:   []string{"pagecache_read", "pagecache_add", "pagecache_dirty", "softirq", "block", "net", "counters"},
 		Counters: []string{"cpu_clock"},
+		PerfEvents: []profiling.Event{{Name: "instructions", Kind: profiling.KindHardware}, {Name: "page_faults", Kind: profiling.KindSoftware},
+			{Name: "task_clock", Kind: profiling.KindSoftware, Unit: "ns"}, {Name: "l1d_read_miss", Kind: profiling.KindCache}},
 		Softirqs: []bpfloader.SoftirqVector{{Name: "NET_RX", Count: 12, Ns: 3000}},
 		Units: []stats.Unit{
 			// Every resource field available, as on a hybrid host with PSI.
@@ -453,6 +457,21 @@ wattrace_node_softirq_seconds_total{vector="NET_RX"} 3e-06
 `
 	if err := testutil.CollectAndCompare(e, strings.NewReader(want),
 		"wattrace_cgroup_perf_events_total", "wattrace_cgroup_block_io_bytes_total", "wattrace_node_softirq_seconds_total"); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestPerfSeries(t *testing.T) {
+	e := newExporter(t, testSnapshot(), Options{Perf: true})
+	want := `# HELP wattrace_cgroup_perf_clock_seconds_total cpu_clock and task_clock of the cgroup's opted-in processes.
+# TYPE wattrace_cgroup_perf_clock_seconds_total counter
+wattrace_cgroup_perf_clock_seconds_total{cgroup="/",clock="task_clock"} 2.5
+# HELP wattrace_cgroup_perf_hardware_events_total Hardware perf events of the cgroup's opted-in processes, scaled for multiplexing.
+# TYPE wattrace_cgroup_perf_hardware_events_total counter
+wattrace_cgroup_perf_hardware_events_total{cgroup="/",event="instructions"} 9e+06
+`
+	if err := testutil.CollectAndCompare(e, strings.NewReader(want),
+		"wattrace_cgroup_perf_clock_seconds_total", "wattrace_cgroup_perf_hardware_events_total"); err != nil {
 		t.Error(err)
 	}
 }

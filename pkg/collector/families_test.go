@@ -39,7 +39,7 @@ func normLabels(ls []string) string {
 func fullRegistry(t *testing.T) *prometheus.Registry {
 	t.Helper()
 	e := newExporter(t, testSnapshot(), Options{
-		Node: true, Cgroup: true, Process: true, ProcessTop: 20, IdleAttributed: true, Levels: workload.Levels(), Probes: true,
+		Node: true, Cgroup: true, Process: true, ProcessTop: 20, IdleAttributed: true, Levels: workload.Levels(), Probes: true, Perf: true,
 		Meters:   fakeMeters{{Source: "redfish", Age: 1500 * time.Millisecond, Up: true, Reads: 10, Fails: 1}},
 		BPFStats: true, Programs: fakePrograms{stats: []ProgramStat{{Name: "handle_switch", RunTime: time.Millisecond, RunCount: 3}}},
 	})

@@ -83,6 +83,13 @@ const (
 	KeyCollectorJob        = "collector.job"
 	KeyCollectorUnit       = "collector.unit"
 	KeyCollectorProbes     = "collector.probes"
+	KeyCollectorPerf       = "collector.perf"
+	KeyPerfEnvVar          = "collector.perf.env-var"
+	KeyPerfHardware        = "collector.perf.hardware-events"
+	KeyPerfSoftware        = "collector.perf.software-events"
+	KeyPerfCache           = "collector.perf.cache-events"
+	KeyPerfMaxProcesses    = "collector.perf.max-processes"
+	KeyWebAlloyTargets     = "web.alloy-targets"
 	KeyProbesDisable       = "collector.probes.disable"
 	KeyProbesCounters      = "collector.probes.counters"
 
@@ -152,6 +159,8 @@ type Kube struct {
 // Web configures the HTTP server.
 type Web struct {
 	ListenAddresses []string
+	// AlloyTargets serves /alloy-targets for Grafana Alloy's discovery.http.
+	AlloyTargets bool
 	// ConfigFile is an exporter-toolkit web configuration (TLS, basic auth).
 	ConfigFile    string
 	TelemetryPath string
@@ -239,6 +248,14 @@ type Collector struct {
 	Probes         bool
 	ProbesDisable  []string
 	ProbesCounters []string
+	// Perf profiles the processes whose environment holds one of
+	// PerfEnvVars, with these events.
+	Perf             bool
+	PerfEnvVars      []string
+	PerfHardware     []string
+	PerfSoftware     []string
+	PerfCache        []string
+	PerfMaxProcesses int
 }
 
 // Levels returns the workload levels whose collectors are on.
@@ -275,6 +292,7 @@ func NewFlagSet(name string) *pflag.FlagSet {
 	fs.StringSlice(KeyWebListenAddress, []string{DefaultListenAddress}, "Addresses to listen on for the web interface and telemetry. Repeatable.")
 	fs.String(KeyWebConfigFile, "", "Path to an exporter-toolkit web configuration file that enables TLS or authentication.")
 	fs.String(KeyWebTelemetryPath, "/metrics", "Path under which to expose metrics.")
+	fs.Bool(KeyWebAlloyTargets, true, "Serve /alloy-targets: the processes that opted in to profiling (collector.perf.env-var), as Grafana Alloy discovery.http targets for pyroscope.ebpf.")
 
 	fs.String(KeyPathProcfs, "/proc", "procfs mount point.")
 	fs.String(KeyPathSysfs, "/sys", "sysfs mount point.")
@@ -326,6 +344,12 @@ func NewFlagSet(name string) *pflag.FlagSet {
 	fs.Bool(KeyCollectorProbes, true, "Enable the kernel probes (BPF mode): page cache, softirqs, block IO and network per cgroup, and perf counters where the CPU has them.")
 	fs.StringSlice(KeyProbesDisable, nil, "Probes not to load: pagecache_read, pagecache_add, pagecache_dirty, softirq, block, net, counters.")
 	fs.StringSlice(KeyProbesCounters, nil, "Perf counters read at every context switch: cycles, instructions, cache_misses, or cpu_clock (software stand-in). Off by default: reading one costs about 450 ns per context switch on every process (docs/performance.md); none opened means nothing runs there.")
+	fs.Bool(KeyCollectorPerf, false, "Count perf events for processes that opt in through an environment variable (collector.perf.env-var).")
+	fs.StringSlice(KeyPerfEnvVar, []string{"WATTRACE_PROFILE"}, "Environment variables that opt a process in to profiling (any non-empty value). Repeatable.")
+	fs.StringSlice(KeyPerfHardware, []string{"cpu_cycles", "instructions", "cache_references", "cache_misses", "branch_instructions", "branch_misses"}, "Hardware events for opted-in processes (unavailable ones are logged once and skipped).")
+	fs.StringSlice(KeyPerfSoftware, []string{"task_clock", "context_switches", "cpu_migrations", "page_faults"}, "Software events for opted-in processes.")
+	fs.StringSlice(KeyPerfCache, nil, "Cache events for opted-in processes, e.g. l1d_read_miss, ll_read_access.")
+	fs.Int(KeyPerfMaxProcesses, 128, "Most processes profiled at once; more wait for a slot.")
 	fs.StringSlice(KeyWorkloadLibvirtDirs, []string{"/run/libvirt/qemu", "/etc/libvirt/qemu"}, "Directories of libvirt domain XML, for VM names and UUIDs. Repeatable.")
 	fs.String(KeyWorkloadKubeURL, "", "Kubelet pods endpoint for pod and container names, e.g. https://$(NODE_IP):10250/pods. Empty: names come from cgroup paths only.")
 	fs.String(KeyWorkloadKubeToken, "/var/run/secrets/kubernetes.io/serviceaccount/token", "Bearer token file for the kubelet.")
@@ -445,6 +469,7 @@ func decode(v *viper.Viper) (*Config, error) {
 			ListenAddresses: d.strings(KeyWebListenAddress),
 			ConfigFile:      d.string(KeyWebConfigFile),
 			TelemetryPath:   d.string(KeyWebTelemetryPath),
+			AlloyTargets:    d.bool(KeyWebAlloyTargets),
 		},
 		Path: Path{
 			Procfs:   d.string(KeyPathProcfs),
@@ -481,19 +506,25 @@ func decode(v *viper.Viper) (*Config, error) {
 			},
 		},
 		Collector: Collector{
-			Node:           d.bool(KeyCollectorNode),
-			Cgroup:         d.bool(KeyCollectorCgroup),
-			Process:        d.bool(KeyCollectorProcess),
-			ProcessTop:     d.int(KeyCollectorProcessTop),
-			BPFStats:       d.bool(KeyCollectorBPFStats),
-			Container:      d.bool(KeyCollectorContainer),
-			Pod:            d.bool(KeyCollectorPod),
-			VM:             d.bool(KeyCollectorVM),
-			Job:            d.bool(KeyCollectorJob),
-			Unit:           d.bool(KeyCollectorUnit),
-			Probes:         d.bool(KeyCollectorProbes),
-			ProbesDisable:  d.strings(KeyProbesDisable),
-			ProbesCounters: d.strings(KeyProbesCounters),
+			Node:             d.bool(KeyCollectorNode),
+			Cgroup:           d.bool(KeyCollectorCgroup),
+			Process:          d.bool(KeyCollectorProcess),
+			ProcessTop:       d.int(KeyCollectorProcessTop),
+			BPFStats:         d.bool(KeyCollectorBPFStats),
+			Container:        d.bool(KeyCollectorContainer),
+			Pod:              d.bool(KeyCollectorPod),
+			VM:               d.bool(KeyCollectorVM),
+			Job:              d.bool(KeyCollectorJob),
+			Unit:             d.bool(KeyCollectorUnit),
+			Probes:           d.bool(KeyCollectorProbes),
+			ProbesDisable:    d.strings(KeyProbesDisable),
+			ProbesCounters:   d.strings(KeyProbesCounters),
+			Perf:             d.bool(KeyCollectorPerf),
+			PerfEnvVars:      d.strings(KeyPerfEnvVar),
+			PerfHardware:     d.strings(KeyPerfHardware),
+			PerfSoftware:     d.strings(KeyPerfSoftware),
+			PerfCache:        d.strings(KeyPerfCache),
+			PerfMaxProcesses: d.int(KeyPerfMaxProcesses),
 		},
 		Workload: Workload{
 			LibvirtDirs: d.strings(KeyWorkloadLibvirtDirs),

@@ -27,7 +27,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &Config{
-		Web:        Web{ListenAddresses: []string{":9841"}, TelemetryPath: "/metrics"},
+		Web:        Web{ListenAddresses: []string{":9841"}, TelemetryPath: "/metrics", AlloyTargets: true},
 		Path:       Path{Procfs: "/proc", Sysfs: "/sys", Cgroupfs: "/sys/fs/cgroup", Etc: "/etc"},
 		Log:        Log{Level: "info", Format: "logfmt"},
 		Accounting: Accounting{Mode: "auto"},
@@ -38,7 +38,10 @@ func TestDefaults(t *testing.T) {
 			Redfish: Redfish{Auth: "session", Timeout: 5 * time.Second, ExternalHeader: "X-Redfish-Url"}},
 		Collector: Collector{Node: true, Cgroup: true, Process: false, ProcessTop: 20, BPFStats: false,
 			Container: true, Pod: true, VM: true, Job: true, Unit: true,
-			Probes: true},
+			Probes: true, PerfEnvVars: []string{"WATTRACE_PROFILE"},
+			PerfHardware:     []string{"cpu_cycles", "instructions", "cache_references", "cache_misses", "branch_instructions", "branch_misses"},
+			PerfSoftware:     []string{"task_clock", "context_switches", "cpu_migrations", "page_faults"},
+			PerfMaxProcesses: 128},
 		Workload: Workload{
 			LibvirtDirs: []string{"/run/libvirt/qemu", "/etc/libvirt/qemu"},
 			Kube:        Kube{TokenFile: "/var/run/secrets/kubernetes.io/serviceaccount/token", Refresh: 30 * time.Second},

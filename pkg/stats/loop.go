@@ -86,6 +86,7 @@ type Loop struct {
 	levels    []workload.Kind
 	resources ResourceReader
 	probes    ProbeSource
+	profiler  Profiler
 	softirqs  []bpfloader.SoftirqVector
 	goneIDs   []uint64 // cgroup ids dropped since the last probe read
 	units     map[string]*unitState
@@ -116,6 +117,8 @@ type wstate struct {
 	gone    bool     // merged away or dropped
 	into    *wstate  // where a merged-away workload's ids now count
 	rep     reported // cgroups: what rollUp has passed on to units
+	// perfDone is a cgroup's perf counts of opted-in processes that ended.
+	perfDone map[string]float64
 	// probePrev is a process's last probe reading, kept only while a zone
 	// is split by a perf counter (a cgroup's is per id, in cgSeries).
 	probePrev *bpfloader.ProbeStats
@@ -239,6 +242,7 @@ func (l *Loop) Step(now time.Time) {
 		if srcErr == nil {
 			l.absorb(reading, now, true)
 			l.absorbProbes(deadProcs(reading))
+			l.absorbPerf(reading)
 		}
 		if a, ok := l.meter.(advancer); ok {
 			a.Advance(0, 0)
@@ -258,6 +262,7 @@ func (l *Loop) Step(now time.Time) {
 	if srcErr == nil {
 		cpuSec = l.absorb(reading, now, false)
 		l.absorbProbes(deadProcs(reading))
+		l.absorbPerf(reading)
 	} else {
 		l.clearUsage()
 	}
@@ -718,6 +723,9 @@ func (l *Loop) publish(now time.Time) {
 		s.Counters = l.probes.Counters()
 		s.Softirqs = append([]bpfloader.SoftirqVector(nil), l.softirqs...)
 	}
+	if l.profiler != nil {
+		s.PerfEvents = l.profiler.Events()
+	}
 	l.snap.Store(s)
 }
 
@@ -734,6 +742,12 @@ func (l *Loop) export(out []Workload, ws any, now time.Time) []Workload {
 		if w.w.Probes != nil {
 			p := *w.w.Probes
 			c.Probes = &p
+		}
+		if w.w.Perf != nil {
+			c.Perf = make(map[string]float64, len(w.w.Perf))
+			for k, v := range w.w.Perf {
+				c.Perf[k] = v
+			}
 		}
 		out = append(out, c)
 		return true

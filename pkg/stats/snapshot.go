@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/bpfloader"
+	"github.com/wattrace/wattrace/pkg/profiling"
 )
 
 // Snapshot is what the loop publishes after each interval. It is never
@@ -36,6 +37,8 @@ type Snapshot struct {
 	Counters []string
 	// Softirqs are the node's softirqs by vector, cumulative.
 	Softirqs []bpfloader.SoftirqVector
+	// PerfEvents are the events counted for opted-in processes.
+	PerfEvents []profiling.Event
 }
 
 // ZoneOther is the node-level zone platform − (package + dram + gpu), and
@@ -95,6 +98,9 @@ type Workload struct {
 	// softirqs, block IO, network, perf counters) of a cgroup; nil without
 	// probes, and for processes, whose series don't carry them.
 	Probes *bpfloader.ProbeStats
+	// Perf are the perf event counts of the cgroup's opted-in processes
+	// (ended ones included), by event name; nil when none opted in.
+	Perf map[string]float64
 	// Alive is false once the workload is gone; it stays in snapshots
 	// for the configured retention.
 	Alive    bool

@@ -1,0 +1,64 @@
+package stats
+
+import (
+	"github.com/wattrace/wattrace/pkg/profiling"
+	"github.com/wattrace/wattrace/pkg/usage"
+)
+
+// Profiler counts perf events for the processes that opted in;
+// *profiling.Profiler implements it.
+type Profiler interface {
+	// Scan follows the complete process list and returns the final counts
+	// of the processes that ended, once each.
+	Scan(procs []usage.Process) []profiling.ProcessCounts
+	// Read returns the live processes' cumulative counts.
+	Read() []profiling.ProcessCounts
+	Events() []profiling.Event
+}
+
+// WithProfiler adds the opted-in processes' perf counts to their cgroups.
+func WithProfiler(p Profiler) Option {
+	return func(l *Loop) { l.profiler = p }
+}
+
+// absorbPerf sums the opted-in processes' counts per cgroup: the final
+// counts of those that ended (kept, so a workload's counts never drop when
+// one of its processes exits) plus the live ones'.
+func (l *Loop) absorbPerf(r usage.Reading) {
+	if l.profiler == nil {
+		return
+	}
+	for _, pc := range l.profiler.Scan(r.Processes) {
+		cs := l.cgIDs[pc.Cgroup]
+		if cs == nil || cs.w == nil {
+			continue
+		}
+		if cs.w.perfDone == nil {
+			cs.w.perfDone = map[string]float64{}
+		}
+		for ev, v := range pc.Counts {
+			cs.w.perfDone[ev] += v
+		}
+	}
+	for _, w := range l.byPath {
+		w.w.Perf = nil
+		if w.perfDone != nil {
+			w.w.Perf = make(map[string]float64, len(w.perfDone))
+			for ev, v := range w.perfDone {
+				w.w.Perf[ev] = v
+			}
+		}
+	}
+	for _, pc := range l.profiler.Read() {
+		cs := l.cgIDs[pc.Cgroup]
+		if cs == nil || cs.w == nil {
+			continue
+		}
+		if cs.w.w.Perf == nil {
+			cs.w.w.Perf = map[string]float64{}
+		}
+		for ev, v := range pc.Counts {
+			cs.w.w.Perf[ev] += v
+		}
+	}
+}
