@@ -47,6 +47,7 @@ func buildExporter(t testing.TB) string {
 // process is stopped with SIGTERM when the test ends and must exit cleanly.
 func startExporter(t *testing.T, bin, addr string, args ...string) string {
 	t.Helper()
+	before := ourPrograms(t)
 	cmd := exec.Command(bin, args...)
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
@@ -67,9 +68,10 @@ func startExporter(t *testing.T, bin, addr string, args ...string) string {
 			t.Errorf("exporter did not stop on SIGINT\n%s", logs.String())
 		}
 		// The kernel frees a closed program from deferred work, so
-		// its id can outlive the process by a moment.
-		n := ourPrograms(t)
-		for deadline := time.Now().Add(3 * time.Second); n != 0 && time.Now().Before(deadline); n = ourPrograms(t) {
+		// its id can outlive the process by a moment. Programs loaded
+		// before this exporter started belong to someone else.
+		n := len(newPrograms(t, before))
+		for deadline := time.Now().Add(3 * time.Second); n != 0 && time.Now().Before(deadline); n = len(newPrograms(t, before)) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		if n != 0 {
@@ -82,11 +84,21 @@ func startExporter(t *testing.T, bin, addr string, args ...string) string {
 	return "http://" + addr
 }
 
-// ourPrograms counts loaded BPF programs with our programs' names; run
-// with -p 1, nothing else in the test run loads them at the same time.
-func ourPrograms(t *testing.T) int {
+// newPrograms lists our programs loaded now that were not in before.
+func newPrograms(t *testing.T, before map[ebpf.ProgramID]bool) []ebpf.ProgramID {
+	var out []ebpf.ProgramID
+	for id := range ourPrograms(t) {
+		if !before[id] {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// ourPrograms lists the loaded BPF programs that carry our programs' names.
+func ourPrograms(t *testing.T) map[ebpf.ProgramID]bool {
 	t.Helper()
-	n := 0
+	n := map[ebpf.ProgramID]bool{}
 	for id := ebpf.ProgramID(0); ; {
 		next, err := ebpf.ProgramGetNextID(id)
 		if err != nil {
@@ -100,7 +112,7 @@ func ourPrograms(t *testing.T) int {
 		info, err := p.Info()
 		p.Close()
 		if err == nil && (info.Name == "dump_task" || info.Name == "task_free") {
-			n++
+			n[id] = true
 		}
 	}
 }
