@@ -18,7 +18,7 @@ LDFLAGS := -s -w \
 	-X $(VERSION_PKG).BuildUser=$(shell id -un 2>/dev/null)@$(shell hostname 2>/dev/null) \
 	-X $(VERSION_PKG).BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 
-.PHONY: all build run test bench fuzz generate vmlinux lint check-generate clean
+.PHONY: all build run test e2e bench fuzz generate vmlinux lint check-generate clean
 
 all: lint test build
 
@@ -38,6 +38,14 @@ run: build
 # packages running side by side on a small machine would starve each other.
 test:
 	$(GO) test -p 1 -count=1 ./...
+
+# End-to-end tests against a real single-node Slurm and real libvirt QEMU
+# VMs (e2e/, build tag e2e): they need root and apt-get (the scripts in e2e/
+# install Debian's slurm, munge, libvirt and qemu packages when missing),
+# start the daemons and VMs they need and remove them again.
+e2e:
+	$(GO) vet -tags e2e ./e2e/...
+	$(GO) test -tags e2e -count=1 -p 1 -timeout 40m -v ./e2e/...
 
 # Every fuzz target, briefly (FUZZTIME=3s each by default).
 fuzz:

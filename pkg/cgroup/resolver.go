@@ -244,3 +244,27 @@ func inode(fi fs.FileInfo) (uint64, error) {
 	}
 	return st.Ino, nil
 }
+
+// Exists reports whether the cgroup id still exists at rel: its directory
+// is there and is still that cgroup (a cgroup removed and created again
+// under the same path has a new id). The cache keeps ids of removed
+// cgroups until a walk, so Path alone can't tell a live cgroup from a gone
+// one; a gone id is dropped from the cache here.
+func (r *Resolver) Exists(id uint64, rel string) bool {
+	rel, err := cleanRel(rel)
+	if err != nil {
+		return false
+	}
+	fi, err := os.Stat(r.abs(rel))
+	if err == nil {
+		if got, err := inode(fi); err == nil && got == id {
+			return true
+		}
+	}
+	r.mu.Lock()
+	if r.paths[id] == rel {
+		delete(r.paths, id)
+	}
+	r.mu.Unlock()
+	return false
+}

@@ -237,3 +237,32 @@ func TestUsageFixture(t *testing.T) {
 		}
 	}
 }
+
+// A removed cgroup stops existing at once, though its id is still cached.
+func TestExists(t *testing.T) {
+	testenv.RequireRoot(t)
+	h, err := Detect("/proc", "/sys/fs/cgroup", "auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewResolver(h)
+	dir := testenv.TempDir(t, h.Mount)
+	rel := "/" + filepath.Base(dir)
+	id, err := r.ID(rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Exists(id, rel) {
+		t.Fatal("a cgroup that is there does not exist")
+	}
+	if r.Exists(id+1, rel) {
+		t.Error("another id exists at the same path")
+	}
+	testenv.Remove(t, dir)
+	if r.Exists(id, rel) {
+		t.Error("a removed cgroup still exists")
+	}
+	if _, ok := r.lookup(id); ok {
+		t.Error("a removed cgroup's id is still cached")
+	}
+}

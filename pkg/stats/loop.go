@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -44,6 +45,12 @@ type Config struct {
 // Resolver names cgroups; *cgroup.Resolver implements it.
 type Resolver interface {
 	Path(id uint64) (string, bool)
+}
+
+// existence is implemented by resolvers that can tell whether a cgroup
+// still exists (*cgroup.Resolver).
+type existence interface {
+	Exists(id uint64, path string) bool
 }
 
 // advancer is implemented by meters that estimate from utilization.
@@ -354,6 +361,11 @@ func (l *Loop) absorb(r usage.Reading, now time.Time, baseline bool) float64 {
 		}
 		cs.prevCPU, cs.prevSw = c.CPUNs, c.Switches
 		path, ok := l.resolve(c.ID)
+		if ex, isEx := l.res.(existence); ok && isEx {
+			// The resolver's cache outlives removed cgroups; a removed
+			// one is no longer alive, whatever its source still reports.
+			ok = ex.Exists(c.ID, path)
+		}
 		w := l.attach(cs, c.ID, path, ok, now)
 		w.w.CPUSeconds += float64(d) / 1e9
 		w.w.ContextSwitches += dsw
@@ -408,11 +420,15 @@ func (l *Loop) attach(cs *cgSeries, id uint64, path string, ok bool, now time.Ti
 			target.w.Energy = target.w.Energy.Add(e.Zone, e.DynamicJ, e.IdleJ)
 		}
 		// What old already passed on to its units moves along, so
-		// rollUp doesn't pass it on twice.
-		target.rep.cpu += old.rep.cpu
-		target.rep.switches += old.rep.switches
-		for _, e := range old.rep.energy {
-			target.rep.energy = target.rep.energy.Add(e.Zone, e.DynamicJ, e.IdleJ)
+		// rollUp doesn't pass it on twice. A placeholder (an id not yet
+		// resolved) belonged to no unit: what it "passed on" went
+		// nowhere, so the units get it now, through target's growth.
+		if !strings.HasPrefix(old.w.Cgroup, "id:") {
+			target.rep.cpu += old.rep.cpu
+			target.rep.switches += old.rep.switches
+			for _, e := range old.rep.energy {
+				target.rep.energy = target.rep.energy.Add(e.Zone, e.DynamicJ, e.IdleJ)
+			}
 		}
 		delete(l.byPath, old.w.Cgroup)
 		old.gone, old.into = true, target

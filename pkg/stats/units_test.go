@@ -118,3 +118,31 @@ func TestUnitResources(t *testing.T) {
 		t.Errorf("ended job lost its last reading: %+v", job)
 	}
 }
+
+// A step cgroup whose path can't be resolved on its first interval gets a
+// placeholder; once resolved, its job receives that first interval too.
+func TestUnitGetsPlaceholderInterval(t *testing.T) {
+	paths := names{1: "/slurm_n1/uid_0/job_7/step_batch"}
+	src := &fakeSource{}
+	m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
+	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
+	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none", IdleWatts: map[string]float64{"package": 0}},
+		src, m, paths, nil, WithWorkloads(ids, []workload.Kind{workload.KindJob}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.add(1, 1, 0, 0)
+	l.Step(time.Unix(0, 0))
+	src.add(2, 2, 0, 3e9) // step_0 appears, not yet resolvable
+	src.add(1, 1, 0, 1e9)
+	m.samples[0].Joules = 40
+	l.Step(time.Unix(1, 0))
+	paths[2] = "/slurm_n1/uid_0/job_7/step_0"
+	src.add(2, 2, 0, 1e9)
+	m.samples[0].Joules = 50
+	l.Step(time.Unix(2, 0))
+	job, ok := unitBy(l.Snapshot(), workload.KindJob, "7")
+	if !ok || job.CPUSeconds != 5 || job.Energy.Get("package").DynamicJ != 50 {
+		t.Errorf("job 7: %+v, want all 5 CPU-seconds and 50 J", job)
+	}
+}

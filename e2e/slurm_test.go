@@ -1,0 +1,322 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+)
+
+const (
+	slurmNode   = "localhost"                                 // slurm.sh's node name
+	slurmCgroup = "/sys/fs/cgroup/cpuacct/slurm_" + slurmNode // the v1 plugin's root, slurm_<node>
+)
+
+// slurmJob is a job the test submitted and what its cgroup said.
+type slurmJob struct {
+	name, user, uid string
+	id              string
+	script          string
+
+	mu      sync.Mutex
+	usage   uint64    // last cpuacct.usage of the job cgroup, ns
+	at      time.Time // when usage was read
+	stable  bool      // usage moved < 10 ms over the last second: the idle tail was reached
+	seen    bool
+	samples int
+	tail    string // the last samples, for failure messages
+}
+
+func (j *slurmJob) cgroup() string {
+	return filepath.Join(slurmCgroup, "uid_"+j.uid, "job_"+j.id)
+}
+
+// sample polls the job cgroup's cpuacct.usage every 50 ms until the cgroup
+// is gone (Slurm removes it when the job ends) or the deadline passes. The
+// jobs end with an idle `sleep 2`, so the last reading is the job's total.
+func (j *slurmJob) sample(deadline time.Time, done chan<- struct{}) {
+	defer close(done)
+	path := filepath.Join(j.cgroup(), "cpuacct.usage")
+	type point struct {
+		at time.Time
+		v  uint64
+	}
+	var hist, long []point
+	for time.Now().Before(deadline) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			j.mu.Lock()
+			seen := j.seen
+			j.mu.Unlock()
+			if seen {
+				return // the job ended
+			}
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+		if err == nil {
+			now := time.Now()
+			hist = append(hist, point{now, v})
+			for len(hist) > 1 && now.Sub(hist[1].at) >= time.Second {
+				hist = hist[1:]
+			}
+			long = append(long, point{now, v})
+			for len(long) > 1 && now.Sub(long[0].at) > 3*time.Second {
+				long = long[1:]
+			}
+			var tail strings.Builder
+			for _, p := range long {
+				fmt.Fprintf(&tail, " %s:%d", p.at.Format("15:04:05.000"), p.v)
+			}
+			j.mu.Lock()
+			j.tail = tail.String()
+			j.seen, j.usage, j.at = true, v, now
+			// The tail's processes exiting cost a little (<1 ms).
+			j.stable = now.Sub(hist[0].at) >= 900*time.Millisecond && v-hist[0].v < 10e6
+			j.samples++
+			j.mu.Unlock()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestSlurmJobs runs a real single-node Slurm (munge, slurmctld, slurmd
+// from Debian's packages, cgroup/v1 plugin), the exporter in BPF mode with
+// the default hierarchy (cpuacct here), and two concurrent batch jobs with
+// different CPU loads, one as root and one as nobody. When both have ended,
+// the exporter must report each job's CPU time within 1% of its job
+// cgroup's cpuacct.usage (read during the job's idle last seconds), and
+// job energy in the ratio of the jobs' CPU time within 2%.
+func TestSlurmJobs(t *testing.T) {
+	requireRoot(t)
+	if _, err := os.Stat("/sys/fs/cgroup/cpuacct/cpuacct.usage"); err != nil {
+		t.Fatalf("Slurm's cgroup/v1 plugin needs the v1 cpuacct controller at /sys/fs/cgroup/cpuacct: %v", err)
+	}
+	begin := time.Now()
+
+	// Registered first, so it runs last: after the exporter has stopped.
+	t.Cleanup(func() {
+		if t.Failed() {
+			tailFile(t, "/var/log/slurm/slurmctld.log", 30)
+			tailFile(t, "/var/log/slurm/slurmd.log", 30)
+		}
+		if _, err := script(t, 3*time.Minute, "slurm.sh", "clean"); err != nil {
+			t.Errorf("slurm.sh clean: %v", err)
+		}
+		if _, err := os.Stat(slurmCgroup); err == nil {
+			t.Errorf("%s still exists after slurm.sh clean", slurmCgroup)
+		}
+	})
+	// reset: fresh controller state, so no job of an earlier run is around.
+	if _, err := script(t, 12*time.Minute, "slurm.sh", "reset"); err != nil {
+		t.Fatalf("slurm.sh reset: %v", err)
+	}
+	t.Logf("slurm up after %v", time.Since(begin).Round(time.Millisecond))
+
+	e := startExporter(t, "--accounting.mode=bpf")
+	// Jobs counted before ours (none in CI; tests running beside this one
+	// may make fake job cgroups).
+	running0, _ := sum(e.mustScrape(t), "wattrace_units_running", map[string]string{"level": "job", "manager": "slurm"})
+
+	// Output of the jobs, writable by nobody.
+	outDir, err := os.MkdirTemp("", "wattrace-e2e-slurm-out-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(outDir) })
+	if err := os.Chmod(outDir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+
+	const busy = `timeout %d sh -c 'while :; do :; done'`
+	jobs := []*slurmJob{
+		{
+			// Two steps: an srun step busy for 8 s, then the batch
+			// step itself busy for 2 s; then idle.
+			name: "wattrace-e2e-a", user: "root", uid: "0",
+			script: fmt.Sprintf("srun -n1 -c1 %s; %s; sleep 2", fmt.Sprintf(busy, 8), fmt.Sprintf(busy, 2)),
+		},
+		{
+			// As nobody: busy for 3 s, then 200 short-lived processes
+			// (their CPU time must not be lost when they exit); then idle.
+			name: "wattrace-e2e-b", user: "nobody", uid: "65534",
+			script: fmt.Sprintf("%s; i=0; while [ $i -lt 200 ]; do /bin/true; i=$((i+1)); done; sleep 2", fmt.Sprintf(busy, 3)),
+		},
+	}
+	for _, j := range jobs {
+		args := []string{"--parsable", "-J", j.name, "-N1", "-n1", "-c1", "--chdir=/tmp",
+			"-o", filepath.Join(outDir, j.name+".out"), "--wrap", j.script}
+		if j.user != "root" {
+			args = append([]string{"--uid=" + j.user, "--gid=nogroup"}, args...)
+		}
+		out, err := run(20*time.Second, nil, "sbatch", args...)
+		if err != nil {
+			t.Fatalf("sbatch: %v", err)
+		}
+		j.id = strings.SplitN(out, ";", 2)[0]
+		t.Logf("job %s (%s, user %s): %s", j.id, j.name, j.user, j.script)
+	}
+
+	// Sample each job cgroup until it disappears, and watch the exporter
+	// meanwhile: both jobs must be counted as running at some point.
+	deadline := time.Now().Add(90 * time.Second)
+	var dones []chan struct{}
+	for _, j := range jobs {
+		d := make(chan struct{})
+		dones = append(dones, d)
+		go j.sample(deadline, d)
+	}
+	maxRunning := 0.0
+	var during families
+	allDone := func() bool {
+		for _, d := range dones {
+			select {
+			case <-d:
+			default:
+				return false
+			}
+		}
+		return true
+	}
+	for !allDone() {
+		if fams, err := e.scrape(); err == nil {
+			if v, ok := sum(fams, "wattrace_units_running", map[string]string{"level": "job", "manager": "slurm"}); ok && v > maxRunning {
+				maxRunning = v
+			}
+			if n, _ := sumWhere(fams, "wattrace_cgroup_cpu_seconds_total", jobCgroups(jobs...)); n > 0 {
+				during = fams
+			}
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if time.Now().After(deadline) {
+		t.Fatalf("jobs did not end within 90 s")
+	}
+	if during != nil {
+		t.Log("while the jobs ran:")
+		dump(t, during, jobCgroups(jobs...), "wattrace_cgroup_cpu_seconds_total")
+	}
+
+	for _, j := range jobs {
+		state, err := run(10*time.Second, nil, "scontrol", "show", "job", "-o", j.id)
+		if err != nil {
+			t.Errorf("scontrol show job %s: %v", j.id, err)
+			continue
+		}
+		if !strings.Contains(state, "JobState=COMPLETED") {
+			b, _ := os.ReadFile(filepath.Join(outDir, j.name+".out"))
+			t.Errorf("job %s did not complete: %s\noutput:\n%s", j.id, state, b)
+		}
+		j.mu.Lock()
+		t.Logf("job %s cgroup %s: final cpuacct.usage %.4f s (%d samples, the last read %v ago, idle tail reached: %v)",
+			j.id, j.cgroup(), float64(j.usage)/1e9, j.samples, time.Since(j.at).Round(time.Millisecond), j.stable)
+		if !j.seen {
+			t.Errorf("job %s: cgroup %s never seen", j.id, j.cgroup())
+		} else if !j.stable {
+			t.Errorf("job %s: cpuacct.usage still moving in its last sampled second: the job's idle tail was not sampled; last samples:%s", j.id, j.tail)
+		}
+		j.mu.Unlock()
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	// The final totals: a few intervals after the last job cgroup went.
+	fams := e.waitIntervals(t, 3)
+	t.Log("after the jobs ended:")
+	dump(t, fams, jobCgroups(jobs...), "wattrace_cgroup_cpu_seconds_total", "wattrace_cgroup_energy_joules_total")
+	dump(t, fams, nil, "wattrace_job_cpu_seconds_total", "wattrace_job_energy_joules_total", "wattrace_units_running", "wattrace_accounting_mode")
+	t.Logf("wattrace_units_running{level=job,manager=slurm} at most %v while the jobs ran", maxRunning)
+
+	if v, _ := sum(fams, "wattrace_accounting_mode", map[string]string{"mode": "bpf"}); v != 1 {
+		t.Errorf("wattrace_accounting_mode{mode=\"bpf\"} = %v, want 1", v)
+	}
+	if maxRunning < running0+2 {
+		t.Errorf("wattrace_units_running{level=\"job\",manager=\"slurm\"} peaked at %v while both jobs ran (%v before), want >= %v", maxRunning, running0, running0+2)
+	}
+	// "Workloads with at least one live cgroup": the job cgroups are gone,
+	// so within a few intervals no job may count as running (while the
+	// jobs' final totals stay exported for the retention).
+	ended := time.Now()
+	for {
+		v, _ := sum(e.mustScrape(t), "wattrace_units_running", map[string]string{"level": "job", "manager": "slurm"})
+		if v <= running0 {
+			t.Logf("wattrace_units_running{level=job} back to %v %v after the final scrape", v, time.Since(ended).Round(time.Millisecond))
+			break
+		}
+		if time.Since(ended) > 15*time.Second {
+			t.Errorf("wattrace_units_running{level=\"job\",manager=\"slurm\"} is still %v 15 s after both job cgroups were removed, want %v", v, running0)
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+
+	cpu := map[string]float64{}
+	energy := map[string]float64{}
+	for _, j := range jobs {
+		ref := float64(j.usage) / 1e9
+
+		// What exists today: the job's cgroups, summed.
+		cg, n := sumWhere(fams, "wattrace_cgroup_cpu_seconds_total", jobCgroups(j))
+		t.Logf("job %s: cgroup series %.4f s over %d cgroups vs cpuacct.usage %.4f s (%+.3f%%)", j.id, cg, n, ref, 100*(cg-ref)/ref)
+		if n == 0 || !within(cg, ref, 0.01) {
+			t.Errorf("job %s: wattrace_cgroup_cpu_seconds_total summed over the job's cgroups is %.4f s, cgroup cpuacct.usage %.4f s: want within 1%%", j.id, cg, ref)
+		}
+
+		want := map[string]string{"job_id": j.id}
+		ms := match(fams, "wattrace_job_cpu_seconds_total", labelsEq(want))
+		if len(ms) != 1 {
+			t.Errorf("job %s: %d series of wattrace_job_cpu_seconds_total, want 1", j.id, len(ms))
+			continue
+		}
+		for k, v := range map[string]string{"user": j.user, "uid": j.uid, "slurm_node": slurmNode} {
+			if got := label(ms[0], k); got != v {
+				t.Errorf("job %s: label %s=%q, want %q", j.id, k, got, v)
+			}
+		}
+		cpu[j.id] = value(ms[0])
+		t.Logf("job %s: wattrace_job_cpu_seconds_total %.4f s vs cpuacct.usage %.4f s (%+.3f%%)", j.id, cpu[j.id], ref, 100*(cpu[j.id]-ref)/ref)
+		if !within(cpu[j.id], ref, 0.01) {
+			t.Errorf("job %s: wattrace_job_cpu_seconds_total %.4f s, cgroup cpuacct.usage %.4f s: want within 1%%", j.id, cpu[j.id], ref)
+		}
+		var ok bool
+		energy[j.id], ok = sum(fams, "wattrace_job_energy_joules_total", want)
+		if !ok || energy[j.id] <= 0 {
+			t.Errorf("job %s: no positive wattrace_job_energy_joules_total (%v)", j.id, energy[j.id])
+		}
+	}
+	a, b := jobs[0].id, jobs[1].id
+	if cpu[a] > 0 && cpu[b] > 0 && energy[a] > 0 && energy[b] > 0 {
+		cr, er := cpu[a]/cpu[b], energy[a]/energy[b]
+		t.Logf("job %s / job %s: CPU %.4f, energy %.4f (%+.3f%%); energy per CPU-second %.3f and %.3f J/s",
+			a, b, cr, er, 100*(er-cr)/cr, energy[a]/cpu[a], energy[b]/cpu[b])
+		if !within(er, cr, 0.02) {
+			t.Errorf("energy ratio %.4f of jobs %s/%s differs from their CPU ratio %.4f by more than 2%%", er, a, b, cr)
+		}
+	}
+	t.Logf("TestSlurmJobs body took %v", time.Since(begin).Round(time.Millisecond))
+}
+
+// jobCgroups selects cgroup series of the jobs' cgroups (the job's own and
+// every step and task below it).
+func jobCgroups(jobs ...*slurmJob) func(*dto.Metric) bool {
+	return func(m *dto.Metric) bool {
+		cg := label(m, "cgroup")
+		for _, j := range jobs {
+			p := "/slurm_" + slurmNode + "/uid_" + j.uid + "/job_" + j.id
+			if cg == p || strings.HasPrefix(cg, p+"/") {
+				return true
+			}
+		}
+		return false
+	}
+}
