@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -210,4 +211,35 @@ func StatCPU(pid int) (uint64, error) {
 		return 0, fmt.Errorf("parse /proc/%d/stat: %v %v", pid, err1, err2)
 	}
 	return (ut + st) * 1e7, nil
+}
+
+// CopyFixture copies the fixture tree src into a fresh temp dir and
+// returns its root. "%3A" in names becomes ":": Go module zips reject
+// colons in file names, and sysfs (intel-rapl:0, block devices 8:0) is full
+// of them.
+func CopyFixture(t testing.TB, src string) string {
+	t.Helper()
+	dst := t.TempDir()
+	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dst, strings.ReplaceAll(rel, "%3A", ":"))
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, b, 0o644)
+	})
+	if err != nil {
+		t.Fatalf("copy fixture %s: %v", src, err)
+	}
+	return dst
 }

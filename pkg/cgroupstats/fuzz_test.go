@@ -1,6 +1,8 @@
 package cgroupstats
 
 import (
+	"github.com/wattrace/wattrace/pkg/cgroup"
+
 	"bytes"
 	"io/fs"
 	"os"
@@ -134,9 +136,9 @@ func FuzzParseMounts(f *testing.F) {
 	f.Add([]byte(`cgroup /a\\0 cgroup cpu 0 0`), "/")
 	f.Fuzz(func(t *testing.T, data []byte, root string) {
 		if root == "" {
-			root = hostRoot
+			root = cgroup.HostRoot
 		}
-		_ = layoutFromMounts(parseMounts(data), filepath.Clean(root))
+		_ = layoutFromMounts(cgroup.ParseMounts(data, root))
 	})
 }
 

@@ -1,42 +1,18 @@
 package cgroupstats
 
 import (
-	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/wattrace/wattrace/internal/testenv"
 )
 
-// copyFixture copies testdata into a fresh temp dir and returns its root.
-// "%3A" in names becomes ":" (see testdata/README.md for why the fixtures
-// cannot contain colons).
+// copyFixture copies testdata into a fresh temp dir and returns its root
+// (see testenv.CopyFixture).
 func copyFixture(t testing.TB) string {
 	t.Helper()
-	const src = "testdata"
-	dst := t.TempDir()
-	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, path)
-		if err != nil {
-			return err
-		}
-		target := filepath.Join(dst, strings.ReplaceAll(rel, "%3A", ":"))
-		if d.IsDir() {
-			return os.MkdirAll(target, 0o755)
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(target, b, 0o644)
-	})
-	if err != nil {
-		t.Fatalf("copy fixture: %v", err)
-	}
-	return dst
+	return testenv.CopyFixture(t, "testdata")
 }
 
 func writeFile(t testing.TB, path, content string) {

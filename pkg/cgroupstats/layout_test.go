@@ -1,6 +1,8 @@
 package cgroupstats
 
 import (
+	"github.com/wattrace/wattrace/pkg/cgroup"
+
 	"os"
 	"path/filepath"
 	"reflect"
@@ -74,13 +76,13 @@ func TestDetectLayoutHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range parseMounts(data) {
-		if m.fstype == "cgroup2" && l.V2Root == "" {
-			t.Errorf("cgroup2 mounted at %s but V2Root empty", m.point)
+	for _, m := range cgroup.ParseMounts(data, cgroup.HostRoot) {
+		if m.FSType == "cgroup2" && l.V2Root == "" {
+			t.Errorf("cgroup2 mounted at %s but V2Root empty", m.Point)
 		}
-		for _, o := range m.opts {
+		for _, o := range m.Options {
 			if isV1Controller(o) && l.V1Roots[o] == "" {
-				t.Errorf("%s mounted at %s but missing from V1Roots", o, m.point)
+				t.Errorf("%s mounted at %s but missing from V1Roots", o, m.Point)
 			}
 		}
 	}

@@ -1,43 +1,19 @@
 package power
 
 import (
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
+
+	"github.com/wattrace/wattrace/internal/testenv"
 )
 
 // copyFixture copies testdata/<name> into a fresh temp dir and returns its
-// root. "%3A" in names becomes ":" (see testdata/README.md for why the
-// fixtures cannot contain colons).
+// root (see testenv.CopyFixture).
 func copyFixture(t *testing.T, name string) string {
 	t.Helper()
-	src := filepath.Join("testdata", name)
-	dst := t.TempDir()
-	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, path)
-		if err != nil {
-			return err
-		}
-		target := filepath.Join(dst, strings.ReplaceAll(rel, "%3A", ":"))
-		if d.IsDir() {
-			return os.MkdirAll(target, 0o755)
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(target, b, 0o644)
-	})
-	if err != nil {
-		t.Fatalf("copy fixture %s: %v", name, err)
-	}
-	return dst
+	return testenv.CopyFixture(t, filepath.Join("testdata", name))
 }
 
 // writeZone creates (or overwrites) one powercap zone directory.
