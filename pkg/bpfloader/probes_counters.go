@@ -11,6 +11,8 @@ import (
 	"github.com/cilium/ebpf"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
+
+	"github.com/wattrace/wattrace/internal/cpulist"
 )
 
 // CounterEvent is a perf event the context-switch program reads on every
@@ -127,23 +129,13 @@ func onlineCPUs(ncpu int) ([]int, error) {
 // parseCPUList parses a kernel CPU list such as "0-3,5", keeping CPUs
 // below ncpu.
 func parseCPUList(s string, ncpu int) ([]int, error) {
-	var cpus []int
-	for _, part := range strings.Split(s, ",") {
-		if part == "" {
-			continue
-		}
-		lo, hi, found := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil {
-			return nil, fmt.Errorf("parse CPU list %q: %w", s, err)
-		}
-		b := a
-		if found {
-			if b, err = strconv.Atoi(hi); err != nil {
-				return nil, fmt.Errorf("parse CPU list %q: %w", s, err)
-			}
-		}
-		for c := a; c <= b && c < ncpu; c++ {
+	all, err := cpulist.Parse(s)
+	if err != nil {
+		return nil, err
+	}
+	cpus := all[:0]
+	for _, c := range all {
+		if c < ncpu {
 			cpus = append(cpus, c)
 		}
 	}

@@ -8,15 +8,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
-)
 
-// maxCPUListLen bounds how many CPUs a cpu list may expand to. Linux caps
-// NR_CPUS at 8192 today; the headroom is generous, the bound exists so a
-// corrupt or hostile "0-4294967295" cannot make us allocate gigabytes.
-const maxCPUListLen = 1 << 16
+	"github.com/wattrace/wattrace/internal/cpulist"
+)
 
 // CPUModel returns the "model name" field of <procfsRoot>/cpuinfo, the
 // string LookupCoefficients matches against.
@@ -72,7 +68,7 @@ func OnlineCPUs(sysfsRoot string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("read %s: %w", path, err)
 	}
-	cpus, err := parseCPUList(string(b))
+	cpus, err := cpulist.Parse(string(b))
 	if err != nil {
 		return 0, fmt.Errorf("parse %s: %w", path, err)
 	}
@@ -121,59 +117,6 @@ func CPUSockets(sysfsRoot string) (map[int]int, error) {
 		return nil, fmt.Errorf("%s: no cpuN/topology/physical_package_id files", dir)
 	}
 	return sockets, nil
-}
-
-// parseCPUList parses the kernel's cpu list format ("0-3,5,7-8", as in
-// devices/system/cpu/online) into a sorted list of distinct CPU numbers.
-// Surrounding whitespace (the trailing newline) is ignored; an empty list
-// is valid and yields no CPUs.
-func parseCPUList(s string) ([]int, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return nil, nil
-	}
-	seen := make(map[int]struct{})
-	for _, part := range strings.Split(s, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		first, err := parseCPUNumber(lo)
-		if err != nil {
-			return nil, fmt.Errorf("cpu list %q: %w", truncate(s), err)
-		}
-		last := first
-		if isRange {
-			if last, err = parseCPUNumber(hi); err != nil {
-				return nil, fmt.Errorf("cpu list %q: %w", truncate(s), err)
-			}
-			if last < first {
-				return nil, fmt.Errorf("cpu list %q: descending range %q", truncate(s), part)
-			}
-		}
-		if last-first >= maxCPUListLen || len(seen)+(last-first+1) > maxCPUListLen {
-			return nil, fmt.Errorf("cpu list %q: more than %d CPUs", truncate(s), maxCPUListLen)
-		}
-		for c := first; c <= last; c++ {
-			seen[c] = struct{}{}
-		}
-	}
-	cpus := make([]int, 0, len(seen))
-	for c := range seen {
-		cpus = append(cpus, c)
-	}
-	sort.Ints(cpus)
-	return cpus, nil
-}
-
-// parseCPUNumber accepts plain non-negative decimal only: strconv.Atoi
-// would also take "+3", which the kernel never writes.
-func parseCPUNumber(s string) (int, error) {
-	if s == "" || strings.TrimLeft(s, "0123456789") != "" {
-		return 0, fmt.Errorf("invalid cpu number %q", s)
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		return 0, fmt.Errorf("invalid cpu number %q: %w", s, err)
-	}
-	return n, nil
 }
 
 // truncate keeps error messages readable when a file holds garbage.

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/wattrace/wattrace/internal/cpulist"
 )
 
 // PerfEvent is one RAPL event of the kernel's "power" perf PMU
@@ -129,28 +131,15 @@ func ParsePerfScale(s string) (float64, error) {
 	return v, nil
 }
 
-// ParseCPUList parses a kernel CPU list ("0,28-29").
+// ParseCPUList parses a PMU's cpumask ("0,28-29"); unlike an online list
+// it must name at least one CPU.
 func ParseCPUList(s string) ([]int, error) {
-	var cpus []int
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return nil, errors.New("empty CPU list")
+	cpus, err := cpulist.Parse(s)
+	if err != nil {
+		return nil, err
 	}
-	for _, part := range strings.Split(s, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil || a < 0 {
-			return nil, fmt.Errorf("CPU list %q: bad CPU %q", truncate(s), truncate(lo))
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a || b-a > 1<<16 {
-				return nil, fmt.Errorf("CPU list %q: bad range %q", truncate(s), truncate(part))
-			}
-		}
-		for c := a; c <= b; c++ {
-			cpus = append(cpus, c)
-		}
+	if len(cpus) == 0 {
+		return nil, errors.New("empty CPU list")
 	}
 	return cpus, nil
 }
