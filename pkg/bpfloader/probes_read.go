@@ -102,18 +102,32 @@ type ProbeReading struct {
 // Read returns every process's and cgroup's cumulative counters and the
 // node's softirqs by vector.
 func (p *Probes) Read() (ProbeReading, error) {
+	return p.read(true)
+}
+
+// ReadCgroups is Read without the per-process counters: on a node with
+// thousands of processes, walking their map each interval costs
+// milliseconds of CPU and megabytes of garbage that a caller exporting
+// cgroups only doesn't need.
+func (p *Probes) ReadCgroups() (ProbeReading, error) {
+	return p.read(false)
+}
+
+func (p *Probes) read(procs bool) (ProbeReading, error) {
 	var r ProbeReading
 	var pk probesProcKey
 	var s probesStats
-	it := p.maps["proc_stats"].Iterate()
-	for it.Next(&pk, &s) {
-		r.Processes = append(r.Processes, ProbeProcess{Key: usage.ProcKey{PID: pk.Tgid, StartTime: pk.Start}, ProbeStats: countersFrom(&s)})
-	}
-	if err := it.Err(); err != nil {
-		return r, fmt.Errorf("iterate proc_stats: %w", err)
+	if procs {
+		it := p.maps["proc_stats"].Iterate()
+		for it.Next(&pk, &s) {
+			r.Processes = append(r.Processes, ProbeProcess{Key: usage.ProcKey{PID: pk.Tgid, StartTime: pk.Start}, ProbeStats: countersFrom(&s)})
+		}
+		if err := it.Err(); err != nil {
+			return r, fmt.Errorf("iterate proc_stats: %w", err)
+		}
 	}
 	var id uint64
-	it = p.maps["cgroup_stats"].Iterate()
+	it := p.maps["cgroup_stats"].Iterate()
 	for it.Next(&id, &s) {
 		r.Cgroups = append(r.Cgroups, ProbeCgroup{ID: id, ProbeStats: countersFrom(&s)})
 	}

@@ -516,3 +516,28 @@ func TestParseCPUList(t *testing.T) {
 		t.Error("parseCPUList accepted garbage")
 	}
 }
+
+// ReadCgroups gives the cgroups' counters without walking the processes'.
+func TestProbeReadCgroups(t *testing.T) {
+	p, _ := loadProbesForTest(t, ProbeOptions{Disable: []string{ProbeCounters}})
+	// Some network payload from this process, so maps have entries.
+	for i := 0; i < 3; i++ {
+		if _, err := exec.Command("/bin/sh", "-c", "echo hi > /dev/null").CombinedOutput(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	full, err := p.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cg, err := p.ReadCgroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cg.Processes) != 0 {
+		t.Errorf("ReadCgroups returned %d processes", len(cg.Processes))
+	}
+	if len(full.Processes) == 0 || len(cg.Cgroups) == 0 || len(cg.Cgroups) < len(full.Cgroups) {
+		t.Errorf("Read: %d processes, %d cgroups; ReadCgroups: %d cgroups", len(full.Processes), len(full.Cgroups), len(cg.Cgroups))
+	}
+}

@@ -28,7 +28,14 @@ func (l *Loop) absorbProbes(dead []usage.ProcKey) {
 	if l.probes == nil {
 		return
 	}
-	r, err := l.probes.Read()
+	read := l.probes.Read
+	if c, ok := l.probes.(interface {
+		ReadCgroups() (bpfloader.ProbeReading, error)
+	}); ok && !l.countersSplit() {
+		// Per-process counts only matter to a counter split.
+		read = c.ReadCgroups
+	}
+	r, err := read()
 	if err != nil {
 		l.log.Warn("read kernel probes", zap.Error(err))
 		return
