@@ -28,6 +28,21 @@ func statDelta(b *testing.B, p *ebpf.Program, f func()) (runs uint64, nsPerRun f
 	return runs, nsPerRun
 }
 
+// statsOn needs root and turns the kernel's BPF statistics on for the
+// benchmark; needLoad also requires stress-ng for the load.
+func statsOn(b *testing.B, needLoad bool) {
+	b.Helper()
+	testenv.RequireRoot(b)
+	if _, err := exec.LookPath("stress-ng"); needLoad && err != nil {
+		b.Fatalf("stress-ng is needed for the load: %v", err)
+	}
+	st, err := EnableStats()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+}
+
 func stress(b *testing.B, args ...string) {
 	b.Helper()
 	if out, err := exec.Command("stress-ng", args...).CombinedOutput(); err != nil {
@@ -40,15 +55,7 @@ func stress(b *testing.B, args ...string) {
 // nothing at sched_switch, so what they cost per context switch is zero;
 // the floor's ns per run is what any program there would cost at least.
 func BenchmarkSchedSwitchCost(b *testing.B) {
-	testenv.RequireRoot(b)
-	if _, err := exec.LookPath("stress-ng"); err != nil {
-		b.Fatalf("stress-ng is needed for the load: %v", err)
-	}
-	st, err := EnableStats()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
+	statsOn(b, true)
 	a, _, _ := loadForTest(b)
 	var floor floorObjects
 	if err := loadFloorObjects(&floor, nil); err != nil {
@@ -81,12 +88,7 @@ func BenchmarkSchedSwitchCost(b *testing.B) {
 
 // BenchmarkTaskFree measures the exit hook per freed task under a fork load.
 func BenchmarkTaskFree(b *testing.B) {
-	testenv.RequireRoot(b)
-	st, err := EnableStats()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
+	statsOn(b, false)
 	a, _, _ := loadForTest(b)
 	var runs uint64
 	var ns float64
@@ -104,12 +106,7 @@ func BenchmarkTaskFree(b *testing.B) {
 // on the machine plus the exit maps, in user-space time per read; the
 // kernel side of the iterator is reported per task.
 func BenchmarkRead(b *testing.B) {
-	testenv.RequireRoot(b)
-	st, err := EnableStats()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
+	statsOn(b, false)
 	a, _, _ := loadForTest(b)
 	var tasks int
 	// The first read creates every task's storage; measure steady reads.

@@ -3,7 +3,6 @@ package bpfloader
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -12,8 +11,6 @@ import (
 
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
-
-	"github.com/wattrace/wattrace/internal/testenv"
 )
 
 // BenchmarkProbesCost attaches every probe (the counters probe with the
@@ -23,15 +20,7 @@ import (
 // program's ns per run as the kernel counts it (BPF_ENABLE_STATS), all in
 // the same run.
 func BenchmarkProbesCost(b *testing.B) {
-	testenv.RequireRoot(b)
-	if _, err := exec.LookPath("stress-ng"); err != nil {
-		b.Fatalf("stress-ng is needed for the load: %v", err)
-	}
-	st, err := EnableStats()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
+	statsOn(b, true)
 	p, _ := loadProbesForTest(b, ProbeOptions{Counters: []CounterEvent{cpuClock}})
 	var floor floorObjects
 	if err := loadFloorObjects(&floor, nil); err != nil {

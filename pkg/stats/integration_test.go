@@ -34,10 +34,10 @@ func find(ws []stats.Workload, id uint64) stats.Workload {
 	return stats.Workload{}
 }
 
-// The BPF path end to end: two real cgroups in a 2:1 CPU ratio get dynamic
-// energy in the ratio of the kernel's own accounting, and each interval's
-// joules are exactly the node's dynamic energy times their CPU share.
-func TestBPFTwoCgroupsEnergy(t *testing.T) {
+// loadBPF needs root, detects the key hierarchy and loads the accounting
+// programs for the test.
+func loadBPF(t *testing.T) (cgroup.Hierarchy, *bpfloader.Accounting) {
+	t.Helper()
 	testenv.RequireRoot(t)
 	h, err := cgroup.Detect("/proc", "/sys/fs/cgroup", "auto")
 	if err != nil {
@@ -47,7 +47,15 @@ func TestBPFTwoCgroupsEnergy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer src.Close()
+	t.Cleanup(func() { src.Close() })
+	return h, src
+}
+
+// The BPF path end to end: two real cgroups in a 2:1 CPU ratio get dynamic
+// energy in the ratio of the kernel's own accounting, and each interval's
+// joules are exactly the node's dynamic energy times their CPU share.
+func TestBPFTwoCgroupsEnergy(t *testing.T) {
+	h, src := loadBPF(t)
 	// The kernel's runtime is exact: 1% for everything.
 	twoCgroups(t, h, src, "bpf", func(pid int) (float64, float64) {
 		ns, err := testenv.SchedRuntime(pid)
@@ -181,16 +189,7 @@ func twoCgroups(t *testing.T, h cgroup.Hierarchy, src usage.Source, mode string,
 // counters probe), two cgroups in a 2:1 CPU ratio get energy in the ratio
 // of the kernel's own CPU accounting, within the counter's 2%.
 func TestCPUClockDrivesAttribution(t *testing.T) {
-	testenv.RequireRoot(t)
-	h, err := cgroup.Detect("/proc", "/sys/fs/cgroup", "auto")
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := bpfloader.Load(bpfloader.Options{Hierarchy: h})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
+	h, src := loadBPF(t)
 	clock, _ := bpfloader.CounterByName("cpu_clock")
 	probes, err := bpfloader.LoadProbes(bpfloader.ProbeOptions{Hierarchy: h, Counters: []bpfloader.CounterEvent{clock},
 		Disable: []string{"pagecache_read", "pagecache_add", "pagecache_dirty", "softirq", "block", "net"}})

@@ -144,24 +144,24 @@ func (p *Parser) parse(path string) (Identity, string) {
 		cur := cOther
 		switch {
 		// Slurm: refinements of the job, then the job itself.
-		case slurm && prev == cSlurmRoot && p.matchUID(c, &id):
+		case slurm && prev == cSlurmRoot && p.slurm.uid.into(c, &id.UID):
 			cur = cSlurmUID
-		case slurm && (prev == cSlurmRoot || prev == cSlurmUID || prev == cStepd) && p.matchJob(c, &id):
+		case slurm && (prev == cSlurmRoot || prev == cSlurmUID || prev == cStepd) && p.slurm.job.into(c, &id.JobID):
 			start(KindJob, ManagerSlurm, id.JobID)
 			strong, cur = true, cJob
-		case prev == cJob && p.matchStep(c, &id):
+		case prev == cJob && p.slurm.step.into(c, &id.Step):
 			cur = cStep
 		case prev == cStep && c == "user":
 			cur = cStepUser
 		case prev == cStep && c == "slurm":
 			part = append(part, "stepd")
-		case (prev == cStep || prev == cStepUser) && p.matchTask(c, &id):
-		case !slurm && !strong && p.matchSlurmRoot(c, &id):
+		case (prev == cStep || prev == cStepUser) && p.slurm.task.into(c, &id.Task):
+		case !slurm && !strong && p.slurm.root.into(c, &id.SlurmNode):
 			slurm, cur = true, cSlurmRoot
 			if id.Kind == KindCgroup {
 				id.Manager = ManagerSlurm
 			}
-		case !slurm && !strong && p.matchStepd(c, &id):
+		case !slurm && !strong && p.slurm.stepd.into(c, &id.SlurmNode):
 			slurm, cur = true, cStepd
 			start(KindUnit, ManagerSystemd, c)
 			id.Name = unescapeUnit(c)
@@ -276,52 +276,4 @@ func startVM(id *Identity, start func(Kind, string, string), domID, name string)
 	if reInstance.MatchString(name) {
 		id.Instance = name
 	}
-}
-
-func (p *Parser) matchSlurmRoot(c string, id *Identity) bool {
-	node, ok := p.slurm.root.match(c)
-	if ok {
-		id.SlurmNode = node
-	}
-	return ok
-}
-
-func (p *Parser) matchStepd(c string, id *Identity) bool {
-	node, ok := p.slurm.stepd.match(c)
-	if ok {
-		id.SlurmNode = node
-	}
-	return ok
-}
-
-func (p *Parser) matchUID(c string, id *Identity) bool {
-	v, ok := p.slurm.uid.match(c)
-	if ok {
-		id.UID = v
-	}
-	return ok
-}
-
-func (p *Parser) matchJob(c string, id *Identity) bool {
-	v, ok := p.slurm.job.match(c)
-	if ok {
-		id.JobID = v
-	}
-	return ok
-}
-
-func (p *Parser) matchStep(c string, id *Identity) bool {
-	v, ok := p.slurm.step.match(c)
-	if ok {
-		id.Step = v
-	}
-	return ok
-}
-
-func (p *Parser) matchTask(c string, id *Identity) bool {
-	v, ok := p.slurm.task.match(c)
-	if ok {
-		id.Task = v
-	}
-	return ok
 }

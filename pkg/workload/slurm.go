@@ -51,6 +51,16 @@ type pattern struct {
 
 type patterns []pattern
 
+// into matches comp and stores the captured value into dst, reporting
+// whether it matched, so a switch case can match and record in one.
+func (ps patterns) into(comp string, dst *string) bool {
+	v, ok := ps.match(comp)
+	if ok {
+		*dst = v
+	}
+	return ok
+}
+
 // match returns whether comp matches and the named group's text ("" when
 // the group did not take part).
 func (ps patterns) match(comp string) (string, bool) {
