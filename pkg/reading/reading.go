@@ -1,0 +1,166 @@
+// Package reading is the one validation step every value from a meter, a
+// BMC, a file, a BPF map or a vendor library passes before it touches a
+// counter. A reading that fails is rejected with a reason, counted and
+// logged by the source (Rejects), and never credited: one glitch must not
+// rewrite an exported counter's history.
+package reading
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Reason says why a reading was rejected. The values are the `reason` label
+// of wattrace_source_rejected_readings_total.
+type Reason string
+
+const (
+	// NonFinite: NaN or ±Inf.
+	NonFinite Reason = "non_finite"
+	// Negative: below zero where the quantity cannot be.
+	Negative Reason = "negative"
+	// OutOfRange: above the source's declared maximum or the configured
+	// ceiling for an instantaneous value.
+	OutOfRange Reason = "out_of_range"
+	// Backwards: a counter went down without a plausible wraparound (a
+	// reset, a driver reload, or a glitch).
+	Backwards Reason = "backwards"
+	// TooFast: a counter grew faster than the configured ceiling allows.
+	TooFast Reason = "too_fast"
+	// Unreadable: the value could not be read or parsed.
+	Unreadable Reason = "unreadable"
+)
+
+// Reasons lists every reason, for exporting zeros and for tests.
+var Reasons = []Reason{NonFinite, Negative, OutOfRange, Backwards, TooFast, Unreadable}
+
+// Rejection is the error a rejected reading yields.
+type Rejection struct {
+	Reason Reason
+	Value  float64
+	Detail string
+}
+
+func (r *Rejection) Error() string {
+	if r.Detail == "" {
+		return fmt.Sprintf("rejected reading %g: %s", r.Value, r.Reason)
+	}
+	return fmt.Sprintf("rejected reading %g: %s (%s)", r.Value, r.Reason, r.Detail)
+}
+
+// Reject builds a rejection.
+func Reject(reason Reason, v float64, detailf string, args ...any) *Rejection {
+	return &Rejection{Reason: reason, Value: v, Detail: fmt.Sprintf(detailf, args...)}
+}
+
+// CheckGauge validates an instantaneous value (watts, a utilization, a
+// carbon intensity): finite, not negative, and not above max when max > 0.
+func CheckGauge(v, max float64) error {
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return Reject(NonFinite, v, "")
+	case v < 0:
+		return Reject(Negative, v, "")
+	case max > 0 && v > max:
+		return Reject(OutOfRange, v, "above %g", max)
+	}
+	return nil
+}
+
+// Counter turns successive readings of a cumulative counter (joules,
+// microjoules, nanoseconds) into validated increases.
+//
+// A reading is accepted when it is finite, within [0, Max] and its
+// increase over the last accepted one is at most MaxRate per second of
+// elapsed time. A reading below the last one is a wraparound only when
+// Max is set and the wrapped increase (Max − prev + v) passes the same rate
+// check, i.e. the previous value was near the top and the new one is near
+// the bottom; anything else is a reset or a glitch and is rejected.
+//
+// A rejected reading is remembered as a candidate baseline: when the next
+// reading continues plausibly from the old baseline, the rejected one was a
+// glitch and nothing is lost; when it continues plausibly only from the
+// candidate, the counter was reset and only the interval spanning the reset
+// is dropped. Nothing implausible is ever credited.
+type Counter struct {
+	// Max is the value at which the counter wraps to zero (RAPL's
+	// max_energy_range_uj); 0 means it does not wrap in practice.
+	Max float64
+	// MaxRate is the largest plausible increase per second (a power
+	// ceiling for an energy counter); 0 disables the rate check.
+	MaxRate float64
+
+	prev, cand   float64
+	prevT, candT time.Time
+	seen, hasCan bool
+}
+
+// Observe validates v read at t. It returns the increase since the last
+// accepted reading; the first reading only sets the baseline and returns 0.
+// On rejection it returns 0 and a *Rejection.
+func (c *Counter) Observe(v float64, t time.Time) (float64, error) {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0, Reject(NonFinite, v, "")
+	}
+	if v < 0 {
+		return 0, Reject(Negative, v, "")
+	}
+	if c.Max > 0 && v > c.Max {
+		return 0, Reject(OutOfRange, v, "above the counter's range %g", c.Max)
+	}
+	if !c.seen {
+		c.accept(v, t)
+		return 0, nil
+	}
+	if d, ok := c.increase(c.prev, c.prevT, v, t, true); ok {
+		c.accept(v, t)
+		return d, nil
+	}
+	if c.hasCan {
+		if d, ok := c.increase(c.cand, c.candT, v, t, false); ok {
+			c.accept(v, t)
+			return d, nil
+		}
+	}
+	reason, detail := TooFast, fmt.Sprintf("from %g in %v", c.prev, t.Sub(c.prevT))
+	if v < c.prev {
+		reason = Backwards
+	}
+	c.cand, c.candT, c.hasCan = v, t, true
+	return 0, Reject(reason, v, "%s", detail)
+}
+
+// Reset forgets the baseline, so the next reading starts afresh (a source
+// that was re-opened).
+func (c *Counter) Reset() { *c = Counter{Max: c.Max, MaxRate: c.MaxRate} }
+
+func (c *Counter) accept(v float64, t time.Time) {
+	c.prev, c.prevT, c.seen, c.hasCan = v, t, true, false
+}
+
+// increase is the plausible increase from base (read at bt) to v (read at
+// t), allowing a wraparound when wrap is set.
+func (c *Counter) increase(base float64, bt time.Time, v float64, t time.Time, wrap bool) (float64, bool) {
+	var d float64
+	switch {
+	case v >= base:
+		d = v - base
+	case wrap && c.Max > 0:
+		d = c.Max - base + v
+		if c.MaxRate <= 0 && (base < 0.75*c.Max || v > 0.25*c.Max) {
+			// Without a rate ceiling, demand the literal shape of a wrap:
+			// from the top quarter of the range to the bottom quarter.
+			return 0, false
+		}
+	default:
+		return 0, false
+	}
+	if c.MaxRate > 0 {
+		dt := t.Sub(bt).Seconds()
+		if dt <= 0 || d > c.MaxRate*dt {
+			return 0, d == 0
+		}
+	}
+	return d, true
+}
