@@ -11,16 +11,25 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/procfs"
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/cgroup"
+	"github.com/wattrace/wattrace/pkg/reading"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/usage"
 )
+
+// rateSlack allows for reading a counter a little before or after the
+// instant its interval is timed at: no CPU counter can otherwise grow
+// faster than one second per second per CPU.
+const rateSlack = 1.1
 
 // userHZ is the unit of utime and stime in /proc/PID/stat. The kernel
 // reports them in USER_HZ, which is 100 on every architecture we run on
@@ -40,8 +49,11 @@ type Options struct {
 	// Resolver maps cgroup paths to ids; nil means a new one for Hierarchy.
 	Resolver *cgroup.Resolver
 	// Logger receives per-process read failures other than the process
-	// exiting; nil discards them.
+	// exiting, and rejected readings; nil discards them.
 	Logger *zap.Logger
+	// CPUs is the number of CPUs, which bounds how fast any CPU counter can
+	// grow; 0 means runtime.NumCPU().
+	CPUs int
 }
 
 // Source implements usage.Source from procfs and cgroupfs. It is safe for
@@ -57,8 +69,18 @@ type Source struct {
 	// deltas of the processes seen in it, which misses processes that
 	// lived and died between two reads.
 	exact bool
+	// maxRate is the fastest a CPU counter can grow, in ns per second, and
+	// boot the boot time (zero when unknown), which bounds a counter seen
+	// for the first time. Readings beyond either are rejected.
+	maxRate float64
+	boot    time.Time
+	now     func() time.Time
+	rejects *reading.Rejects
 
 	mu      sync.Mutex
+	reads   uint64
+	errs    uint64
+	lastErr error
 	gen     uint64
 	procs   map[usage.ProcKey]*procState
 	cgroups map[uint64]*cgState
@@ -69,6 +91,7 @@ type procState struct {
 	p       usage.Process  // as last reported
 	threads map[int]uint64 // per-thread switch counts at the last read
 	seen    uint64         // gen of the last read that found it
+	cpu     reading.Counter
 }
 
 type cgState struct {
@@ -88,6 +111,8 @@ type cgState struct {
 	procCPU  uint64 // Σ process CPU deltas seen in this cgroup
 	switches uint64 // Σ process switch deltas seen in this cgroup
 	gone     bool   // removed; retired into the parent already
+	// counter validates the hierarchical usage counter.
+	counter reading.Counter
 }
 
 // New returns a source reading o.ProcfsRoot and the cgroups of the key
@@ -118,6 +143,14 @@ func New(o Options) (*Source, error) {
 		return nil, fmt.Errorf("procfs source: cgroup hierarchy %+v: %w", res.Hierarchy(), err)
 	}
 	_, uerr := res.Usage("/")
+	cpus := o.CPUs
+	if cpus <= 0 {
+		cpus = runtime.NumCPU()
+	}
+	var boot time.Time
+	if st, err := pfs.Stat(); err == nil && st.BootTime > 0 {
+		boot = time.Unix(int64(st.BootTime), 0)
+	}
 	return &Source{
 		fs:      pfs,
 		root:    root,
@@ -125,9 +158,47 @@ func New(o Options) (*Source, error) {
 		res:     res,
 		log:     log,
 		exact:   uerr == nil,
+		maxRate: float64(cpus) * 1e9 * rateSlack,
+		boot:    boot,
+		now:     time.Now,
+		rejects: reading.NewRejects("procfs", log),
 		procs:   map[usage.ProcKey]*procState{},
 		cgroups: map[uint64]*cgState{},
 	}, nil
+}
+
+// Health reports the source's state: failed reads and rejected counter
+// readings (a cgroup or process counter that went back, jumped faster than
+// the CPUs can run, or could not be parsed).
+func (s *Source) Health() []snapshot.SourceHealth {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return []snapshot.SourceHealth{{Source: s.rejects.Source(), Up: s.lastErr == nil && s.reads > 0,
+		Reads: s.reads, Errors: s.errs, Rejected: s.rejects.Counts()}}
+}
+
+// check validates one reading of a CPU counter (ns) taken at t: plausible
+// against the counter's last accepted value, and, for a first reading, no
+// more than every CPU running since boot. A rejected reading is counted
+// and logged, and must not be credited.
+func (s *Source) check(c *reading.Counter, v uint64, t time.Time, what string) bool {
+	var err error
+	if c.MaxRate == 0 {
+		// CPU time counters of a cgroup or a process never restart: the
+		// kernel gives a re-created one a new id or start time.
+		c.MaxRate, c.NeverResets = s.maxRate, true
+		if !s.boot.IsZero() {
+			err = reading.CheckGauge(float64(v), s.maxRate*t.Sub(s.boot).Seconds())
+		}
+	}
+	if err == nil {
+		_, err = c.Observe(float64(v), t)
+	}
+	if err != nil {
+		s.rejects.Add(err, what)
+		return false
+	}
+	return true
 }
 
 // Mode implements usage.Source.
@@ -157,6 +228,16 @@ func (s *Source) Read() (usage.Reading, error) {
 	if s.closed {
 		return usage.Reading{}, errors.New("procfs source: read after close")
 	}
+	s.reads++
+	r, err := s.read(s.now())
+	if err != nil {
+		s.errs++
+	}
+	s.lastErr = err
+	return r, err
+}
+
+func (s *Source) read(now time.Time) (usage.Reading, error) {
 	nodes, err := s.res.Scan()
 	if err != nil {
 		return usage.Reading{}, err
@@ -165,10 +246,14 @@ func (s *Source) Read() (usage.Reading, error) {
 	for _, n := range nodes {
 		nu := nodeUsage{Node: n}
 		if s.exact {
-			// An error means the cgroup went away since the walk; it is
-			// handled like one removed before it.
+			// A missing file means the cgroup went away since the walk; it
+			// is handled like one removed before it. Any other failure is
+			// a reading that could not be taken.
 			nu.usage, err = s.res.Usage(n.Path)
 			nu.ok = err == nil
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				s.rejects.Add(reading.Reject(reading.Unreadable, 0, "%v", err), n.Path)
+			}
 		}
 		present[n.ID] = nu
 	}
@@ -182,7 +267,7 @@ func (s *Source) Read() (usage.Reading, error) {
 	touched := map[uint64]bool{}
 	ids := map[string]uint64{} // cgroup path → id, memoised for this read
 	for _, p := range procs {
-		rp, ok := s.readProc(p, ids)
+		rp, ok := s.readProc(p, ids, now)
 		if !ok {
 			continue
 		}
@@ -197,7 +282,7 @@ func (s *Source) Read() (usage.Reading, error) {
 		}
 	}
 
-	s.updateCgroups(nodes, present)
+	s.updateCgroups(nodes, present, now)
 	for id, st := range s.cgroups {
 		_, here := present[id]
 		if !here && !touched[id] {
@@ -219,7 +304,12 @@ func (s *Source) Read() (usage.Reading, error) {
 }
 
 // updateCgroups folds this read's usage counters into the per-cgroup state.
-func (s *Source) updateCgroups(nodes []cgroup.Node, present map[uint64]nodeUsage) {
+//
+// A cgroup's own CPU is its counter minus its children's, so a child whose
+// counter could not be read, or was rejected, would hand its whole history
+// to the parent: the parent's figure is then held for this read, and the
+// child's and parent's both resume from their next good readings.
+func (s *Source) updateCgroups(nodes []cgroup.Node, present map[uint64]nodeUsage, now time.Time) {
 	// Retire cgroups removed since the last read into their parents before
 	// computing anyone's self figure: the parents' counters include them.
 	for id, st := range s.cgroups {
@@ -247,14 +337,24 @@ func (s *Source) updateCgroups(nodes []cgroup.Node, present map[uint64]nodeUsage
 		return
 	}
 	children := make(map[uint64]uint64, len(nodes))
+	held := map[uint64]bool{}
 	for _, n := range nodes {
-		if nu := present[n.ID]; nu.ok && n.Parent != 0 {
+		nu := present[n.ID]
+		if nu.ok && !s.check(&s.cgroups[n.ID].counter, nu.usage, now, n.Path) {
+			nu.ok = false
+			present[n.ID] = nu
+		}
+		switch {
+		case n.Parent == 0:
+		case nu.ok:
 			children[n.Parent] += nu.usage
+		default:
+			held[n.Parent] = true
 		}
 	}
 	for _, n := range nodes {
 		nu := present[n.ID]
-		if !nu.ok {
+		if !nu.ok || held[n.ID] {
 			continue
 		}
 		st := s.cgroups[n.ID]
@@ -269,7 +369,7 @@ func (s *Source) updateCgroups(nodes []cgroup.Node, present map[uint64]nodeUsage
 
 // readProc reads one process and updates its state. It returns false for a
 // process that has vanished, or that could not be read and is not known.
-func (s *Source) readProc(p procfs.Proc, ids map[string]uint64) (usage.Process, bool) {
+func (s *Source) readProc(p procfs.Proc, ids map[string]uint64, now time.Time) (usage.Process, bool) {
 	stat, err := p.Stat()
 	if err != nil {
 		if vanished(err) {
@@ -301,7 +401,7 @@ func (s *Source) readProc(p procfs.Proc, ids map[string]uint64) (usage.Process, 
 		// file was read): the last known one is the best guess.
 		cg = st.p.Cgroup
 	}
-	return s.update(key, st, stat, threads, cg), true
+	return s.update(key, st, stat, threads, cg, now), true
 }
 
 // keep handles a process whose files failed to read after its stat: gone if
@@ -319,15 +419,20 @@ func (s *Source) keep(st *procState, pid int, err error) (usage.Process, bool) {
 	return st.p, true
 }
 
-func (s *Source) update(key usage.ProcKey, st *procState, stat procfs.ProcStat, threads map[int]uint64, cg uint64) usage.Process {
+func (s *Source) update(key usage.ProcKey, st *procState, stat procfs.ProcStat, threads map[int]uint64, cg uint64, now time.Time) usage.Process {
 	if st == nil {
 		st = &procState{p: usage.Process{Key: key}}
 		s.procs[key] = st
 	}
 	st.seen = s.gen
 	// utime+stime of the thread group include its exited threads, so this
-	// is the whole process. Clamp anyway: a counter must never go back.
-	cpu := max(st.p.CPUNs, (uint64(stat.UTime)+uint64(stat.STime))*nsPerTick)
+	// is the whole process. A reading that goes back or grows faster than
+	// the CPUs can run is not credited; the max keeps the counter where it
+	// was whatever the validation's baseline does.
+	cpu := st.p.CPUNs
+	if raw := (uint64(stat.UTime) + uint64(stat.STime)) * nsPerTick; s.check(&st.cpu, raw, now, "/proc/"+strconv.Itoa(int(key.PID))+"/stat") {
+		cpu = max(cpu, raw)
+	}
 	dCPU := cpu - st.p.CPUNs
 	// Switches are kept per thread: a thread's count goes when it exits,
 	// so the sum over live threads is not monotonic, but the sum of every

@@ -57,6 +57,18 @@ func (f fixture) ino(rel string) uint64 {
 	return st.Ino
 }
 
+// stepClock makes each read of src happen 5 s after the previous one, as
+// the stats loop's reads do: back-to-back reads would make any growth look
+// faster than the CPUs can run.
+func stepClock(src *Source) *time.Time {
+	t := time.Unix(1_700_000_000, 0)
+	src.now = func() time.Time {
+		t = t.Add(5 * time.Second)
+		return t
+	}
+	return &t
+}
+
 // stat renders a /proc/PID/stat line with the fields the source reads.
 func stat(pid, comm string, utime, stime, threads, start, cpu string) string {
 	return pid + " (" + comm + ") S 1 " + pid + " " + pid + " 0 -1 4194304 101 0 0 0 " + utime + " " + stime +
@@ -94,6 +106,7 @@ func TestFixture(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 	defer src.Close()
+	stepClock(src)
 	if src.Mode() != "procfs" {
 		t.Errorf("Mode = %q", src.Mode())
 	}
@@ -225,6 +238,7 @@ func TestFixtureNoUsage(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	stepClock(src)
 	r, err := src.Read()
 	if err != nil {
 		t.Fatalf("Read: %v", err)

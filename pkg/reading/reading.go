@@ -90,6 +90,11 @@ type Counter struct {
 	// MaxRate is the largest plausible increase per second (a power
 	// ceiling for an energy counter); 0 disables the rate check.
 	MaxRate float64
+	// NeverResets is set for counters that cannot restart (a cgroup's CPU
+	// usage: a re-created cgroup is a new one). A reading below the last
+	// accepted one is then always a glitch, however consistent the
+	// readings after it, and never becomes the baseline.
+	NeverResets bool
 
 	prev, cand   float64
 	prevT, candT time.Time
@@ -117,7 +122,7 @@ func (c *Counter) Observe(v float64, t time.Time) (float64, error) {
 		c.accept(v, t)
 		return d, nil
 	}
-	if c.hasCan {
+	if c.hasCan && !c.NeverResets {
 		if d, ok := c.increase(c.cand, c.candT, v, t, false); ok {
 			c.accept(v, t)
 			return d, nil
@@ -133,7 +138,7 @@ func (c *Counter) Observe(v float64, t time.Time) (float64, error) {
 
 // Reset forgets the baseline, so the next reading starts afresh (a source
 // that was re-opened).
-func (c *Counter) Reset() { *c = Counter{Max: c.Max, MaxRate: c.MaxRate} }
+func (c *Counter) Reset() { *c = Counter{Max: c.Max, MaxRate: c.MaxRate, NeverResets: c.NeverResets} }
 
 func (c *Counter) accept(v float64, t time.Time) {
 	c.prev, c.prevT, c.seen, c.hasCan = v, t, true, false

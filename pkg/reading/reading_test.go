@@ -182,3 +182,18 @@ func TestRejectsCountsAndRateLimits(t *testing.T) {
 		t.Fatalf("logged reasons %v", r.logged)
 	}
 }
+
+// A counter that cannot restart never takes a lower reading as its
+// baseline, however many consistent ones follow.
+func TestCounterNeverResets(t *testing.T) {
+	c := Counter{MaxRate: 100, NeverResets: true}
+	c.Observe(1000, at(0))
+	for i := 1; i <= 3; i++ {
+		if _, err := c.Observe(500, at(float64(i))); reason(t, err) != Backwards {
+			t.Fatalf("read %d: lower reading accepted", i)
+		}
+	}
+	if d, err := c.Observe(1050, at(4)); d != 50 || err != nil {
+		t.Fatalf("recovery: %g %v", d, err)
+	}
+}
