@@ -12,6 +12,9 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"math"
+	"net"
 	"slices"
 	"sort"
 	"strconv"
@@ -22,6 +25,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
+	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/workload"
 )
 
@@ -437,16 +441,26 @@ func readFile(path string, known map[string]bool) (map[string]any, error) {
 	for _, k := range fv.AllKeys() {
 		key := strings.ReplaceAll(k, "::", ".")
 		if known[key] && key != KeyConfigFile {
+			if _, dup := out[key]; dup {
+				// "a.b: 1" beside "a: {b: 2}": which one was meant?
+				return nil, fmt.Errorf("config file %s: key %s is set twice (flat and nested)", path, key)
+			}
 			out[key] = fv.Get(k)
 			continue
 		}
 		// A map under power.idle-watts flattens into
 		// power.idle-watts::package etc.; fold those back into one map.
 		if zone, ok := strings.CutPrefix(key, KeyPowerIdleWatts+"."); ok && zone != "" {
-			m, _ := out[KeyPowerIdleWatts].(map[string]any)
+			m, isMap := out[KeyPowerIdleWatts].(map[string]any)
+			if !isMap && out[KeyPowerIdleWatts] != nil {
+				return nil, fmt.Errorf("config file %s: key %s is set twice (flat and nested)", path, KeyPowerIdleWatts)
+			}
 			if m == nil {
 				m = map[string]any{}
 				out[KeyPowerIdleWatts] = m
+			}
+			if _, dup := m[zone]; dup {
+				return nil, fmt.Errorf("config file %s: key %s.%s is set twice (flat and nested)", path, KeyPowerIdleWatts, zone)
 			}
 			m[zone] = fv.Get(k)
 			continue
@@ -590,8 +604,8 @@ func (d *decoder) duration(key string) time.Duration {
 func (d *decoder) float(key string) float64 {
 	val := d.v.Get(key)
 	f, err := cast.ToFloat64E(val)
-	if err != nil {
-		d.fail(key, val, "want a number")
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		d.fail(key, val, "want a finite number")
 	}
 	return f
 }
@@ -637,7 +651,7 @@ func (d *decoder) idleWatts(key string) map[string]float64 {
 			zone, w, ok := strings.Cut(item, "=")
 			zone = strings.TrimSpace(zone)
 			f, err := strconv.ParseFloat(strings.TrimSpace(w), 64)
-			if !ok || zone == "" || err != nil {
+			if !ok || zone == "" || err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
 				d.fail(key, val, "want zone=watts pairs such as package=10,dram=2")
 				return nil
 			}
@@ -646,7 +660,7 @@ func (d *decoder) idleWatts(key string) map[string]float64 {
 	case map[string]any:
 		for zone, w := range val {
 			f, err := cast.ToFloat64E(w)
-			if err != nil || zone == "" {
+			if err != nil || zone == "" || math.IsNaN(f) || math.IsInf(f, 0) {
 				d.fail(key, fmt.Sprintf("%s: %v", zone, w), "want a number of watts per zone")
 				return nil
 			}
@@ -676,6 +690,19 @@ func (d *decoder) zoneMetrics(key string) map[string]string {
 		out[zone] = metric
 	}
 	return out
+}
+
+// checkListenAddress parses a listen address as net.Listen would take it,
+// so that a wrong one stops start-up before anything is loaded.
+func checkListenAddress(a string) error {
+	_, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return err
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return err
+	}
+	return nil
 }
 
 // Validate checks every setting and returns all problems, each naming the
@@ -724,6 +751,22 @@ func (c *Config) Validate() error {
 
 	if len(c.Web.ListenAddresses) == 0 {
 		errs = append(errs, fmt.Errorf("invalid value \"\" for %s: at least one address is required", KeyWebListenAddress))
+	}
+	for _, a := range c.Web.ListenAddresses {
+		if err := checkListenAddress(a); err != nil {
+			errs = append(errs, fmt.Errorf("invalid value %q for %s: %v (want host:port or :port)", a, KeyWebListenAddress, err))
+		}
+	}
+	knownZone := func(key, zone string) {
+		if !slices.Contains(power.Zones, zone) {
+			errs = append(errs, fmt.Errorf("invalid zone %q in %s: allowed %s", zone, key, strings.Join(power.Zones, ", ")))
+		}
+	}
+	for _, z := range slices.Sorted(maps.Keys(c.Power.IdleWatts)) {
+		knownZone(KeyPowerIdleWatts, z)
+	}
+	for _, z := range slices.Sorted(maps.Keys(c.Power.UsageMetric)) {
+		knownZone(KeyPowerUsageMetric, z)
 	}
 	if p := c.Web.TelemetryPath; !strings.HasPrefix(p, "/") || p == "/" || strings.HasPrefix(p, "/-/") {
 		errs = append(errs, fmt.Errorf("invalid value %q for %s: must start with / and not be / or under /-/ (landing page and health endpoints)", p, KeyWebTelemetryPath))

@@ -191,6 +191,17 @@ func TestLoadErrors(t *testing.T) {
 		{name: "unknown file key", file: "stats.intervall: 5s\nlog: {levl: x}\n", want: "unknown keys log.levl, stats.intervall"},
 		{name: "missing file", args: []string{"--config.file=/nonexistent/wattrace.yml"}, want: "reading config file /nonexistent/wattrace.yml"},
 		{name: "stray argument", args: []string{"metrics"}, want: "unexpected arguments"},
+		// Issue 10, case 9: each of these used to be accepted silently or
+		// to fail only once the exporter was serving, without the key.
+		{name: "idle watts zone typo", args: []string{"--power.idle-watts=pakage=5"}, want: `invalid zone "pakage" in power.idle-watts: allowed package, core`},
+		{name: "idle watts zone typo in file", file: "power.idle-watts: {dram: 2, packge: 5}\n", want: `invalid zone "packge" in power.idle-watts`},
+		{name: "usage metric zone typo", args: []string{"--power.usage-metric=dramm=cycles"}, want: `invalid zone "dramm" in power.usage-metric`},
+		{name: "flat and nested", file: "stats.interval: 5s\nstats:\n  interval: 10s\n", want: "key stats.interval is set twice (flat and nested)"},
+		{name: "idle watts flat and nested", file: "power.idle-watts: package=5\npower:\n  idle-watts: {dram: 2}\n", want: "key power.idle-watts is set twice"},
+		{name: "bare port in file", file: "web.listen-address: 19304\n", want: `invalid value "19304" for web.listen-address`},
+		{name: "bad port", args: []string{"--web.listen-address=:99999"}, want: `invalid value ":99999" for web.listen-address`},
+		{name: "NaN float", args: []string{"--power.estimator.max-watts-per-cpu=NaN"}, want: `invalid value "NaN" for power.estimator.max-watts-per-cpu: want a finite number`},
+		{name: "Inf idle watts", args: []string{"--power.idle-watts=package=+Inf"}, want: `invalid value "package=+Inf" for power.idle-watts`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
