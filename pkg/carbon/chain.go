@@ -1,6 +1,8 @@
 package carbon
 
 import (
+	"context"
+	"sync"
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/snapshot"
@@ -92,4 +94,18 @@ func (c *Chain) Health() []snapshot.SourceHealth {
 		out = append(out, p.Health())
 	}
 	return out
+}
+
+// Run reads every provider in the background, each on its own period,
+// until ctx ends; it returns when they have all stopped.
+func (c *Chain) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, p := range c.providers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.Run(ctx)
+		}()
+	}
+	wg.Wait()
 }

@@ -1,14 +1,12 @@
 package carbon
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -285,18 +283,4 @@ func secret(fileKey, file, envKey, env string, getenv func(string) (string, bool
 		return strings.TrimSpace(s), nil
 	}
 	return "", fmt.Errorf("%s: required", fileKey)
-}
-
-// Run reads every provider in the background, each on its own period,
-// until ctx ends; it returns when they have all stopped.
-func (c *Chain) Run(ctx context.Context) {
-	var wg sync.WaitGroup
-	for _, p := range c.providers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p.Run(ctx)
-		}()
-	}
-	wg.Wait()
 }
