@@ -140,7 +140,11 @@ func TestPromQLProductDiffers(t *testing.T) {
 	nodeProm := nodeE / 3.6e6 * d.avgOverTime(-1, day-1)
 	nodeDay := relErr(nodeProm, nodeExact)
 	bj, hj, ij := stats(byJob), stats(hourly), stats(instant)
-	t.Logf("%d jobs, node %.1f kWh, %.1f g exact", len(d.jobs), nodeE/3.6e6, nodeExact)
+	lo, hi := d.factor[0], d.factor[0]
+	for _, f := range d.factor {
+		lo, hi = min(lo, f), max(hi, f)
+	}
+	t.Logf("%d jobs, node %.1f kWh, %.1f g exact, factor %.0f-%.0f g/kWh", len(d.jobs), nodeE/3.6e6, nodeExact, lo, hi)
 	t.Logf("per job, range = job's life: mean %.2f%%, p95 %.2f%%, max %.2f%%", 100*bj.mean, 100*bj.p95, 100*bj.max)
 	t.Logf("per job, hourly recording rule: mean %.2f%%, p95 %.2f%%, max %.2f%%", 100*hj.mean, 100*hj.p95, 100*hj.max)
 	t.Logf("per job, instant factor at the end: mean %.2f%%, p95 %.2f%%, max %.2f%%", 100*ij.mean, 100*ij.p95, 100*ij.max)
