@@ -1,6 +1,7 @@
 package carbon
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -220,6 +221,9 @@ func New(c Config, o Options) (*Chain, error) {
 	if o.Getenv == nil {
 		o.Getenv = os.LookupEnv
 	}
+	if o.Client == nil {
+		o.Client = &http.Client{}
+	}
 	var ps []*Provider
 	for _, name := range c.Chain() {
 		f, po, err := c.fetcher(name, o)
@@ -227,7 +231,15 @@ func New(c Config, o Options) (*Chain, error) {
 			return nil, err
 		}
 		po.Log, po.Now = o.Log, o.Now
-		ps = append(ps, NewProvider(f, po))
+		p := NewProvider(f, po)
+		if p.fixed {
+			// Local values need no network: have them before Run, so
+			// the first interval already has a factor.
+			if err := p.Poll(context.Background()); err != nil {
+				return nil, err
+			}
+		}
+		ps = append(ps, p)
 	}
 	return NewChain(c.Staleness, ps[0], ps[1:]...), nil
 }
