@@ -160,3 +160,31 @@ func TestProviderDownAtStart(t *testing.T) {
 		t.Fatalf("intensities %+v", in)
 	}
 }
+
+// Each provider keeps its own period: a fast one is read many times while
+// a slow one has been read once, and Run returns when ctx ends.
+func TestRunOwnPeriods(t *testing.T) {
+	fast := NewProvider(&stepper{now: time.Now, start: time.Now(), every: time.Hour, steps: []float64{50}},
+		ProviderOptions{Refresh: 10 * time.Millisecond})
+	slow := NewProvider(Constant{GramsPerKWh: 436}, ProviderOptions{Refresh: time.Hour})
+	ch := NewChain(0, fast, slow)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { ch.Run(ctx); close(done) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for fast.Health().Reads < 5 {
+		if time.Now().After(deadline) {
+			t.Fatalf("fast provider read %d times", fast.Health().Reads)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	if n := slow.Health().Reads; n != 1 {
+		t.Fatalf("slow provider read %d times", n)
+	}
+}
