@@ -27,7 +27,7 @@ func TestElectricityMapsFailures(t *testing.T) {
 	clk := newClock(goodAt.Add(50 * time.Minute))
 	log, logs := observed()
 	p := NewProvider(&ElectricityMaps{URL: srv.URL + "/v3/carbon-intensity/latest", ZoneName: "DE", Token: emToken},
-		ProviderOptions{Timeout: 100 * time.Millisecond, Now: clk.Now, Log: log})
+		ProviderOptions{Timeout: time.Second, Now: clk.Now, Log: log})
 	failureMatrix(t, p, api, clk, 302, goodAt, emBody("DE", "2024-05-14T08:00:00.000Z", "302"),
 		func(raw string) string { return emBody("DE", "2024-05-14T08:00:00.000Z", raw) }, "2450")
 	r := api.last()

@@ -22,7 +22,7 @@ func TestRTEFailures(t *testing.T) {
 	clk := newClock(goodAt.Add(20 * time.Minute))
 	log, logs := observed()
 	p := NewProvider(&RTE{URL: srv.URL + "/api/explore/v2.1/catalog/datasets/eco2mix-national-tr/records"},
-		ProviderOptions{Timeout: 100 * time.Millisecond, Now: clk.Now, Log: log})
+		ProviderOptions{Timeout: time.Second, Now: clk.Now, Log: log})
 	failureMatrix(t, p, api, clk, 21, goodAt, rteBody("2024-05-14T10:45:00+02:00", "21"),
 		func(raw string) string { return rteBody("2024-05-14T10:45:00+02:00", raw) }, "2001")
 

@@ -66,7 +66,7 @@ func TestWattTimeFailures(t *testing.T) {
 	clk := newClock(goodAt.Add(3 * time.Minute))
 	log, logs := observed()
 	w := &WattTime{URL: srv.URL, Region: "CAISO_NORTH", Username: "alice", Password: wtPassword, Now: clk.Now}
-	p := NewProvider(w, ProviderOptions{Timeout: 100 * time.Millisecond, Now: clk.Now, Log: log})
+	p := NewProvider(w, ProviderOptions{Timeout: time.Second, Now: clk.Now, Log: log})
 	at := "2024-05-14T08:45:00+00:00"
 	// 800 lb/MWh = 362.8736 g/kWh; 4,500 lb/MWh = 2,041 g/kWh is absurd.
 	failureMatrix(t, p, api, clk, 800*0.453592, goodAt, wtBody(at, "800", "lbs_co2_per_mwh"),
