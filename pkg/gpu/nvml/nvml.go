@@ -125,9 +125,9 @@ func pciAddr(p gonvml.PciInfo) string {
 	return fmt.Sprintf("%04x:%02x:%02x.0", p.Domain, p.Bus, p.Device)
 }
 
-func (s *Source) Name() string             { return "nvml" }
-func (s *Source) Devices() []gpu.Device    { return slices.Clone(s.list) }
-func (s *Source) Close() error             { s.lib.Shutdown(); return nil }
+func (s *Source) Name() string              { return "nvml" }
+func (s *Source) Devices() []gpu.Device     { return slices.Clone(s.list) }
+func (s *Source) Close() error              { s.lib.Shutdown(); return nil }
 func (s *Source) Rejects() *reading.Rejects { return s.rejects }
 
 // Health reports one entry per device.
