@@ -3,6 +3,7 @@ module github.com/wattrace/wattrace
 go 1.26.8
 
 require (
+	github.com/NVIDIA/go-nvml v0.13.4-1
 	github.com/cilium/ebpf v0.22.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
@@ -14,10 +15,11 @@ require (
 	github.com/spf13/viper v1.21.0
 	go.uber.org/zap v1.28.0
 	golang.org/x/sys v0.49.0
+	google.golang.org/grpc v1.85.0
+	k8s.io/kubelet v0.37.2
 )
 
 require (
-	github.com/NVIDIA/go-nvml v0.13.4-1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
@@ -46,9 +48,7 @@ require (
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
-	google.golang.org/grpc v1.85.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
-	k8s.io/kubelet v0.37.2 // indirect
 )
 
 tool github.com/cilium/ebpf/cmd/bpf2go
