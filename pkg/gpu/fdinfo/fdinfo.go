@@ -19,6 +19,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Client is one DRM client's cumulative counters.
@@ -44,37 +46,79 @@ type ClientKey struct {
 	ID   uint64
 }
 
-// Scan reads every process's DRM clients under procRoot. Only fds that are
-// DRM device files (/dev/dri/*) are opened, so the cost is a readlink per
-// open fd on the node and a read per GPU client. Processes that vanish or
-// that cannot be read are skipped: they are not an error of the scan.
-func Scan(procRoot string) (map[ClientKey]*Client, error) {
-	ents, err := os.ReadDir(procRoot)
-	if err != nil {
-		return nil, fmt.Errorf("fdinfo: %w", err)
+// DefaultRescanEvery is how many scans a process's list of DRM fds is
+// trusted before its fd directory is read again. Reading every fd's link
+// of every process each interval is the costly part of a scan; a process
+// that opens a GPU later is seen at most this many intervals late, and its
+// busy time, being cumulative, is then counted from there.
+const DefaultRescanEvery = 10
+
+// Scanner reads DRM clients from procfs, remembering which fds of which
+// processes are DRM files. Not safe for concurrent use.
+type Scanner struct {
+	procRoot    string
+	RescanEvery int
+	tick        int
+	known       map[int]*procFDs
+	buf         []byte
+	path        []byte
+}
+
+type procFDs struct {
+	fds      []string
+	scanned  int
+	present  bool
+	mustScan bool
+}
+
+// NewScanner reads under procRoot (/proc).
+func NewScanner(procRoot string) *Scanner {
+	return &Scanner{procRoot: procRoot, RescanEvery: DefaultRescanEvery, known: map[int]*procFDs{},
+		buf: make([]byte, 8192)}
+}
+
+// Scan reads the DRM clients of the processes pids when it is not nil
+// (the processes debugfs lists as DRM clients, see DebugfsPIDs), else of
+// every process. Only fds that are DRM device files (/dev/dri/*) are read;
+// which they are is remembered for RescanEvery scans. Processes that
+// vanish or cannot be read are skipped: they are not an error of the scan.
+func (s *Scanner) Scan(pids []int) (map[ClientKey]*Client, error) {
+	s.tick++
+	if pids == nil {
+		ents, err := os.ReadDir(s.procRoot)
+		if err != nil {
+			return nil, fmt.Errorf("fdinfo: %w", err)
+		}
+		for _, e := range ents {
+			if pid, err := strconv.Atoi(e.Name()); err == nil && pid > 0 {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	for _, p := range s.known {
+		p.present = false
 	}
 	out := map[ClientKey]*Client{}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid <= 0 {
-			continue
+	for _, pid := range pids {
+		p := s.known[pid]
+		if p == nil {
+			p = &procFDs{mustScan: true}
+			s.known[pid] = p
 		}
-		fdDir := filepath.Join(procRoot, e.Name(), "fd")
-		fds, err := os.ReadDir(fdDir)
-		if err != nil {
-			continue
+		p.present = true
+		name := strconv.Itoa(pid)
+		if p.mustScan || s.tick-p.scanned >= s.RescanEvery {
+			p.fds, p.scanned, p.mustScan = s.drmFDs(name, p.fds[:0]), s.tick, false
 		}
-		for _, fd := range fds {
-			target, err := os.Readlink(filepath.Join(fdDir, fd.Name()))
-			if err != nil || !strings.HasPrefix(target, "/dev/dri/") {
-				continue
-			}
-			buf, err := os.ReadFile(filepath.Join(procRoot, e.Name(), "fdinfo", fd.Name()))
+		for _, fd := range p.fds {
+			b, err := s.read(name, fd)
 			if err != nil {
+				p.mustScan = true // closed since: look again next time
 				continue
 			}
-			c, ok := Parse(buf)
+			c, ok := Parse(b)
 			if !ok {
+				p.mustScan = true // the number now names another file
 				continue
 			}
 			c.PID = pid
@@ -85,7 +129,59 @@ func Scan(procRoot string) (map[ClientKey]*Client, error) {
 			out[k] = c
 		}
 	}
+	for pid, p := range s.known {
+		if !p.present {
+			delete(s.known, pid)
+		}
+	}
 	return out, nil
+}
+
+// drmFDs lists the fds of process name that link to /dev/dri/*.
+func (s *Scanner) drmFDs(name string, into []string) []string {
+	fdDir := filepath.Join(s.procRoot, name, "fd")
+	fds, err := os.ReadDir(fdDir)
+	if err != nil {
+		return into
+	}
+	for _, fd := range fds {
+		target, err := os.Readlink(filepath.Join(fdDir, fd.Name()))
+		if err == nil && strings.HasPrefix(target, "/dev/dri/") {
+			into = append(into, fd.Name())
+		}
+	}
+	return into
+}
+
+// read returns /proc/<name>/fdinfo/<fd> in the scanner's buffer with
+// three system calls (os.ReadFile takes five: it also stats the file and
+// tries to register it with the poller).
+func (s *Scanner) read(name, fd string) ([]byte, error) {
+	s.path = append(append(append(append(append(s.path[:0], s.procRoot...), '/'), name...), "/fdinfo/"...), fd...)
+	f, err := unix.Open(string(s.path), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(f)
+	n := 0
+	for {
+		if n == len(s.buf) {
+			s.buf = append(s.buf, make([]byte, len(s.buf))...)
+		}
+		m, err := unix.Read(f, s.buf[n:])
+		if err != nil {
+			return nil, err
+		}
+		if m == 0 {
+			return s.buf[:n], nil
+		}
+		n += m
+		if n < len(s.buf) {
+			// procfs hands a small file over in one read; a short
+			// read means the end.
+			return s.buf[:n], nil
+		}
+	}
 }
 
 // Parse reads one fdinfo file. It reports false when the file is not a DRM
@@ -150,4 +246,40 @@ func number(v, unit string) (uint64, bool) {
 	}
 	n, err := strconv.ParseUint(f[0], 10, 64)
 	return n, err == nil
+}
+
+// DebugfsPIDs lists the processes holding DRM clients from debugfs
+// (<debugfs>/dri/<minor>/clients, one table per DRM minor, root only),
+// which spares reading every process's fds. ok is false when no table
+// can be read (debugfs not mounted): the caller then scans every process.
+func DebugfsPIDs(debugfs string) (pids []int, ok bool) {
+	tables, _ := filepath.Glob(filepath.Join(debugfs, "dri", "*", "clients"))
+	seen := map[int]bool{}
+	for _, t := range tables {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		ok = true
+		// "command tgid dev master a uid magic [name]": the command (a
+		// comm, which may hold spaces) is right-aligned; the tgid is the
+		// first all-digit field after it.
+		lines := strings.Split(string(b), "\n")
+		for _, l := range lines[min(1, len(lines)):] {
+			f := strings.Fields(l)
+			for i := 1; i < len(f); i++ {
+				if pid, err := strconv.Atoi(f[i]); err == nil {
+					if pid > 0 && !seen[pid] {
+						seen[pid] = true
+						pids = append(pids, pid)
+					}
+					break
+				}
+			}
+		}
+	}
+	if ok && pids == nil {
+		pids = []int{}
+	}
+	return pids, ok
 }

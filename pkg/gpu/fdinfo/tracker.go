@@ -121,7 +121,11 @@ func (t *Tracker) observe(m map[string]*reading.Counter, class string, v, rate f
 	if c == nil {
 		c = &reading.Counter{MaxRate: rate}
 		m[class] = c
-		if fromZero {
+		// A client first seen now opened since the last scan, unless it
+		// was found late (see DefaultRescanEvery): count from zero only
+		// what fits in the interval, else take it as a baseline, so a
+		// late find is neither rejected nor credited its whole history.
+		if fromZero && (rate <= 0 || v <= rate*now.Sub(prevT).Seconds()) {
 			c.Observe(0, prevT)
 		}
 	}

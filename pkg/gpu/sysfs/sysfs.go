@@ -57,13 +57,14 @@ type card struct {
 
 // Source reads the DRM cards found at Open.
 type Source struct {
-	procRoot string
-	cards    []*card
-	list     []gpu.Device
-	rejects  *reading.Rejects
-	tracker  *fdinfo.Tracker
-	now      time.Time
-	scanErr  error
+	scanner *fdinfo.Scanner
+	debugfs string
+	cards   []*card
+	list    []gpu.Device
+	rejects *reading.Rejects
+	tracker *fdinfo.Tracker
+	now     time.Time
+	scanErr error
 }
 
 // Open finds amdgpu, i915 and xe cards with an energy or power hwmon file.
@@ -91,7 +92,7 @@ func Open(opts Options, log *zap.Logger) (*Source, error) {
 		return nil, fmt.Errorf("gpu sysfs: %w", err)
 	}
 	rej := reading.NewRejects("gpu-sysfs", log)
-	s := &Source{procRoot: opts.ProcfsRoot, rejects: rej, tracker: fdinfo.NewTracker(rej)}
+	s := &Source{scanner: fdinfo.NewScanner(opts.ProcfsRoot), debugfs: filepath.Join(opts.SysfsRoot, "kernel", "debug"), rejects: rej, tracker: fdinfo.NewTracker(rej)}
 	for _, e := range ents {
 		if !cardRE.MatchString(e.Name()) {
 			continue
@@ -189,7 +190,11 @@ func (s *Source) Health() []snapshot.SourceHealth {
 // usage maps are reused by the next Read.
 func (s *Source) Read(_ context.Context, now time.Time) ([]gpu.Reading, error) {
 	s.now = now
-	clients, err := fdinfo.Scan(s.procRoot)
+	pids, ok := fdinfo.DebugfsPIDs(s.debugfs)
+	if !ok {
+		pids = nil
+	}
+	clients, err := s.scanner.Scan(pids)
 	s.scanErr = err
 	usage := s.tracker.Update(clients, now)
 	out := make([]gpu.Reading, 0, len(s.cards))

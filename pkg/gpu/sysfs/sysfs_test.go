@@ -225,9 +225,89 @@ func TestClientsAppearAndMisbehave(t *testing.T) {
 	}
 }
 
+// With debugfs's client tables, only the processes listed there are read:
+// a DRM client of a process debugfs does not list is not seen.
+func TestDebugfsClients(t *testing.T) {
+	tr := newTree(t)
+	tr.card(0, "0000:03:00.0", "amdgpu", map[string]string{"power1_input": "100000000"})
+	a := tr.client(10, "0000:03:00.0", "amdgpu", 1)
+	b := tr.client(11, "0000:03:00.0", "amdgpu", 2)
+	tr.write(filepath.Join(tr.sys, "kernel", "debug", "dri", "128", "clients"),
+		"             command   tgid dev master a   uid      magic\n"+
+			"         my prog 2a     10 128   n    y     0          0\n")
+	src, _ := Open(Options{SysfsRoot: tr.sys, ProcfsRoot: tr.proc}, nil)
+	tr.write(a, busy("amdgpu", "0000:03:00.0", 1, "gfx", 0))
+	tr.write(b, busy("amdgpu", "0000:03:00.0", 2, "gfx", 0))
+	src.Read(context.Background(), t0)
+	tr.write(a, busy("amdgpu", "0000:03:00.0", 1, "gfx", 2e8))
+	tr.write(b, busy("amdgpu", "0000:03:00.0", 2, "gfx", 3e8))
+	rs, _ := src.Read(context.Background(), t0.Add(time.Second))
+	if u := rs[0].Usage; len(u) != 1 || u[10] != 2e8 {
+		t.Fatalf("usage %v", u)
+	}
+}
+
 func TestNoDRM(t *testing.T) {
 	src, err := Open(Options{SysfsRoot: t.TempDir(), ProcfsRoot: t.TempDir()}, nil)
 	if src != nil || err != nil {
 		t.Fatal(src, err)
+	}
+}
+
+// BenchmarkRead8Cards100Procs: 8 amdgpu cards and 100 processes with a
+// DRM client each, among 400 other processes with two non-DRM fds each, in
+// a fixture tree on disk: the process scan, the hwmon reads and the
+// per-client validation. "debugfs" lists the 100 clients' pids in
+// <debugfs>/dri/*/clients, as a root exporter with debugfs mounted sees;
+// "scan-all" reads every process's fds.
+func BenchmarkRead8Cards100Procs(b *testing.B) {
+	for _, withDebugfs := range []bool{false, true} {
+		name := "scan-all"
+		if withDebugfs {
+			name = "debugfs"
+		}
+		b.Run(name, func(b *testing.B) {
+			tt := &testing.T{}
+			root := b.TempDir()
+			tr := &tree{t: tt, sys: filepath.Join(root, "sys"), proc: filepath.Join(root, "proc"),
+				nextFD: map[int]int{}, fdinfoPath: map[string]string{}}
+			tr.devices = filepath.Join(tr.sys, "devices", "pci0000:00")
+			for c := 0; c < 8; c++ {
+				tr.card(c, fmt.Sprintf("0000:%02x:00.0", 0x10+c), "amdgpu", map[string]string{"power1_average": "200000000"})
+			}
+			table := "             command   tgid dev master a   uid      magic\n"
+			for p := 0; p < 500; p++ {
+				pid := 1000 + p
+				for fd := 0; fd < 2; fd++ {
+					tr.link("/dev/null", filepath.Join(tr.proc, fmt.Sprint(pid), "fd", fmt.Sprint(fd)))
+					tr.write(filepath.Join(tr.proc, fmt.Sprint(pid), "fdinfo", fmt.Sprint(fd)), "pos:\t0\n")
+				}
+				if p >= 100 {
+					continue
+				}
+				pdev := fmt.Sprintf("0000:%02x:00.0", 0x10+p%8)
+				f := tr.client(pid, pdev, "amdgpu", pid)
+				tr.write(f, busy("amdgpu", pdev, pid, "gfx", 0))
+				table += fmt.Sprintf("%20s %5d %3d   n    y %5d %10d\n", "python3", pid, 128, 0, 0)
+			}
+			if withDebugfs {
+				tr.write(filepath.Join(tr.sys, "kernel", "debug", "dri", "128", "clients"), table)
+			}
+			src, err := Open(Options{SysfsRoot: tr.sys, ProcfsRoot: tr.proc}, nil)
+			if err != nil || src == nil {
+				b.Fatal(err)
+			}
+			now := t0
+			src.Read(context.Background(), now)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				now = now.Add(time.Second)
+				rs, _ := src.Read(context.Background(), now)
+				if len(rs) != 8 || !rs[0].OK {
+					b.Fatal(len(rs))
+				}
+			}
+		})
 	}
 }
