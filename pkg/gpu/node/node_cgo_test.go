@@ -51,6 +51,9 @@ func mockNode(n, total int) (*server.Server, *[]uint64, *uint64) {
 			}
 			return p, gonvml.SUCCESS
 		}
+		d.GpmQueryDeviceSupportFunc = func() (gonvml.GpmSupport, gonvml.Return) {
+			return gonvml.GpmSupport{}, gonvml.ERROR_NOT_SUPPORTED
+		}
 		d.GetTotalEnergyConsumptionFunc = func() (uint64, gonvml.Return) { return energy[i], gonvml.SUCCESS }
 		d.GetUtilizationRatesFunc = func() (gonvml.Utilization, gonvml.Return) { return gonvml.Utilization{Gpu: 90}, gonvml.SUCCESS }
 		d.GetProcessUtilizationFunc = func(last uint64) ([]gonvml.ProcessUtilizationSample, gonvml.Return) {

@@ -12,6 +12,7 @@
 //     utilization; per-process SM utilization samples; per-process memory.
 //   - apportioned: each process's energy, by time-weighted SM utilization
 //     (or by memory held where per-process utilization is unsupported);
-//     under MIG, each instance's energy by its share of SMs among the
-//     instances running processes, then each process's by memory held.
+//     under MIG, each instance's energy by SMs × GPM SM activity (Hopper
+//     and newer) or else by its share of SMs among the instances running
+//     processes, then each process's by memory held.
 package nvml

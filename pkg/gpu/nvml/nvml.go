@@ -41,6 +41,17 @@ type device struct {
 	util    bool   // GetProcessUtilization supported
 	usage   map[int]float64
 	pids    map[int][]gonvml.ProcessUtilizationSample
+	// gpm: the board supports GPM (Hopper and newer), so MIG instances
+	// are weighted by their measured SM activity; two samples per
+	// instance, alternating.
+	gpm     bool
+	samples map[int]*gpmPair
+}
+
+type gpmPair struct {
+	s    [2]gonvml.GpmSample
+	cur  int
+	have bool
 }
 
 // Open initialises NVML and lists its devices. Without the driver (the
@@ -101,6 +112,9 @@ func New(lib gonvml.Interface, opts Options, log *zap.Logger) (*Source, error) {
 		_, ret = h.GetTotalEnergyConsumption()
 		d.counter = ret == gonvml.SUCCESS
 		d.meter = gpu.NewMeter("nvml/"+d.dev.Key(), opts.MaxWatts, s.rejects)
+		if sup, ret := h.GpmQueryDeviceSupport(); ret == gonvml.SUCCESS && sup.IsSupportedDevice != 0 {
+			d.gpm, d.samples = true, map[int]*gpmPair{}
+		}
 		s.devs = append(s.devs, d)
 		s.list = append(s.list, d.dev)
 	}
@@ -306,8 +320,10 @@ func memoryWeights(procs []gonvml.ProcessInfo, add func(gonvml.ProcessInfo, floa
 
 // instances lists the board's MIG GPU instances with their processes.
 // NVML has no per-instance energy, and per-process utilization is not
-// supported under MIG, so an instance is weighted by its SMs while it
-// runs processes and its processes by the memory they hold.
+// supported under MIG. An instance is weighted by its SMs × its GPM SM
+// activity over the interval where the board has GPM (Hopper and newer),
+// else by its SMs while it runs processes; its processes by the memory
+// they hold.
 func (s *Source) instances(d *device) []gpu.Instance {
 	var out []gpu.Instance
 	for p := 0; p < gonvml.GPU_INSTANCE_PROFILE_COUNT; p++ {
@@ -351,7 +367,74 @@ func (s *Source) instances(d *device) []gpu.Instance {
 			in.Weight = float64(in.SMs)
 		}
 	}
+	if d.gpm {
+		s.gpmWeights(d, out)
+	}
 	return out
+}
+
+// gpmWeights replaces the SM-share weights by SMs × measured SM activity
+// when every instance's activity could be measured this interval; a mix
+// of bases would not be comparable, so any failure keeps the SM shares.
+func (s *Source) gpmWeights(d *device, ins []gpu.Instance) {
+	util := make([]float64, len(ins))
+	all := true
+	live := make(map[int]bool, len(ins))
+	for i, in := range ins {
+		live[in.ID] = true
+		p := d.samples[in.ID]
+		if p == nil {
+			p = &gpmPair{}
+			for j := range p.s {
+				smp, ret := s.lib.GpmSampleAlloc()
+				if ret != gonvml.SUCCESS {
+					d.gpm = false
+					return
+				}
+				p.s[j] = smp
+			}
+			d.samples[in.ID] = p
+		}
+		cur, prev := p.s[p.cur], p.s[1-p.cur]
+		if ret := d.h.GpmMigSampleGet(in.ID, cur); ret != gonvml.SUCCESS {
+			p.have, all = false, false
+			continue
+		}
+		had := p.have
+		p.have, p.cur = true, 1-p.cur
+		if !had {
+			all = false
+			continue
+		}
+		mg := &gonvml.GpmMetricsGetType{Version: gonvml.GPM_METRICS_GET_VERSION, NumMetrics: 1, Sample1: prev, Sample2: cur}
+		mg.Metrics[0].MetricId = uint32(gonvml.GPM_METRIC_SM_UTIL)
+		if ret := s.lib.GpmMetricsGet(mg); ret != gonvml.SUCCESS || mg.Metrics[0].NvmlReturn != uint32(gonvml.SUCCESS) {
+			all = false
+			continue
+		}
+		v := mg.Metrics[0].Value
+		if err := reading.CheckGauge(v, 100); err != nil {
+			s.rejects.Add(err, d.dev.Key()+" gpm sm utilization")
+			all = false
+			continue
+		}
+		util[i] = v
+	}
+	for id, p := range d.samples {
+		if !live[id] { // instance destroyed
+			for _, smp := range p.s {
+				smp.Free()
+			}
+			delete(d.samples, id)
+		}
+	}
+	if !all {
+		return
+	}
+	for i := range ins {
+		ins[i].Weight = float64(ins[i].SMs) * util[i] / 100
+		ins[i].WeightBasis = "gpm_sm_util"
+	}
 }
 
 // String helps logs.

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 	"go.uber.org/zap"
@@ -37,6 +39,9 @@ type board struct {
 }
 
 func wire(d *server.Device, b *board) {
+	d.GpmQueryDeviceSupportFunc = func() (gonvml.GpmSupport, gonvml.Return) {
+		return gonvml.GpmSupport{}, gonvml.ERROR_NOT_SUPPORTED // Ampere
+	}
 	d.GetTotalEnergyConsumptionFunc = func() (uint64, gonvml.Return) {
 		if b.noEnergy {
 			return 0, gonvml.ERROR_NOT_SUPPORTED
@@ -297,5 +302,79 @@ func TestOpenWithoutDriver(t *testing.T) {
 	}
 	if src, err := Open(Options{Mode: "off"}, zap.New(core)); src != nil || err != nil || logs.Len() != 1 {
 		t.Fatal("off must be silent")
+	}
+}
+
+// MIG on a Hopper board with GPM: instances are weighted by SMs × their
+// measured SM activity over the interval, not by SMs alone; the first
+// interval (one GPM sample only) falls back to the SM share.
+func TestMIGSplitGPM(t *testing.T) {
+	srv := dgxh100.New()
+	for _, o := range srv.Devices[1:] {
+		wire(o.(*server.Device), &board{})
+	}
+	d := srv.Devices[0].(*server.Device)
+	b := &board{energyMJ: 1_000_000}
+	wire(d, b)
+	d.SetMigMode(gonvml.DEVICE_MIG_ENABLE)
+	var ids []uint32
+	var sms []int
+	for _, p := range []int{gonvml.GPU_INSTANCE_PROFILE_3_SLICE, gonvml.GPU_INSTANCE_PROFILE_2_SLICE} {
+		info, ret := d.GetGpuInstanceProfileInfo(p)
+		if ret != gonvml.SUCCESS {
+			t.Fatal(ret)
+		}
+		gi, _ := d.CreateGpuInstance(&info)
+		gii, _ := gi.GetInfo()
+		ids, sms = append(ids, gii.Id), append(sms, int(info.MultiprocessorCount))
+	}
+	b.mem = map[uint32]uint64{10: 1 << 30, 20: 1 << 30}
+	b.gi = map[uint32]uint32{10: ids[0], 20: ids[1]}
+	// Each GPM sample remembers the instance and the interval it was
+	// taken in; the metric is the instance's SM activity in that interval.
+	activity := map[uint32]float64{ids[0]: 20, ids[1]: 90}
+	type taken struct{ gi, k int }
+	var k int
+	where := map[*mock.GpmSample]taken{}
+	d.GpmQueryDeviceSupportFunc = func() (gonvml.GpmSupport, gonvml.Return) {
+		return gonvml.GpmSupport{IsSupportedDevice: 1}, gonvml.SUCCESS
+	}
+	srv.GpmSampleAllocFunc = func() (gonvml.GpmSample, gonvml.Return) {
+		return &mock.GpmSample{FreeFunc: func() gonvml.Return { return gonvml.SUCCESS }}, gonvml.SUCCESS
+	}
+	d.GpmMigSampleGetFunc = func(gi int, s gonvml.GpmSample) gonvml.Return {
+		where[s.(*mock.GpmSample)] = taken{gi, k}
+		return gonvml.SUCCESS
+	}
+	srv.GpmMetricsGetFunc = func(m *gonvml.GpmMetricsGetType) gonvml.Return {
+		a, b := where[m.Sample1.(*mock.GpmSample)], where[m.Sample2.(*mock.GpmSample)]
+		if a.gi != b.gi || b.k != a.k+1 || m.Metrics[0].MetricId != uint32(gonvml.GPM_METRIC_SM_UTIL) {
+			t.Errorf("GPM samples %+v %+v", a, b)
+		}
+		m.Metrics[0].Value = activity[uint32(b.gi)]
+		return gonvml.SUCCESS
+	}
+	src, err := New(srv, Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	var res gpu.Result
+	for k = 0; k < 3; k++ {
+		b.energyMJ += 500_000
+		rs, _ := src.Read(context.Background(), t0.Add(time.Duration(k)*time.Second))
+		r := rs[0]
+		if k == 0 {
+			if r.Instances[0].WeightBasis != "sm_share" {
+				t.Fatalf("first interval: %+v", r.Instances)
+			}
+			continue
+		}
+		gpu.Split(r, &model.ConfiguredIdle{Watts: 100}, gpu.Options{}, &res)
+		wa, wb := float64(sms[0])*20, float64(sms[1])*90
+		if r.Instances[0].WeightBasis != "gpm_sm_util" || !near(res.Processes[10], 400*wa/(wa+wb)) ||
+			!near(res.Processes[20], 400*wb/(wa+wb)) || !near(res.Processes[10]+res.Processes[20]+res.IdleJ, 500) {
+			t.Fatalf("interval %d: %+v, split %v", k, r.Instances, res.Processes)
+		}
 	}
 }
