@@ -51,6 +51,7 @@ func mockNode(n, total int) (*server.Server, *[]uint64, *uint64) {
 			}
 			return p, gonvml.SUCCESS
 		}
+		d.GetMaxMigDeviceCountFunc = func() (int, gonvml.Return) { return 0, gonvml.ERROR_NOT_SUPPORTED }
 		d.GpmQueryDeviceSupportFunc = func() (gonvml.GpmSupport, gonvml.Return) {
 			return gonvml.GpmSupport{}, gonvml.ERROR_NOT_SUPPORTED
 		}

@@ -351,6 +351,26 @@ func (s *Source) instances(d *device) []gpu.Instance {
 		}
 	}
 	slices.SortFunc(out, func(a, b gpu.Instance) int { return a.ID - b.ID })
+	// The MIG devices' UUIDs (MIG-…) are how the Kubernetes device plugin
+	// and CUDA_VISIBLE_DEVICES name an instance.
+	if n, ret := d.h.GetMaxMigDeviceCount(); ret == gonvml.SUCCESS {
+		for i := 0; i < n; i++ {
+			mh, ret := d.h.GetMigDeviceHandleByIndex(i)
+			if ret != gonvml.SUCCESS {
+				continue
+			}
+			gi, ret1 := mh.GetGpuInstanceId()
+			uuid, ret2 := mh.GetUUID()
+			if ret1 != gonvml.SUCCESS || ret2 != gonvml.SUCCESS {
+				continue
+			}
+			for j := range out {
+				if out[j].ID == gi {
+					out[j].UUID = uuid
+				}
+			}
+		}
+	}
 	procs, ret := d.h.GetComputeRunningProcesses()
 	if ret != gonvml.SUCCESS {
 		return out

@@ -39,6 +39,7 @@ type board struct {
 }
 
 func wire(d *server.Device, b *board) {
+	d.GetMaxMigDeviceCountFunc = func() (int, gonvml.Return) { return 0, gonvml.ERROR_NOT_SUPPORTED }
 	d.GpmQueryDeviceSupportFunc = func() (gonvml.GpmSupport, gonvml.Return) {
 		return gonvml.GpmSupport{}, gonvml.ERROR_NOT_SUPPORTED // Ampere
 	}
@@ -257,6 +258,16 @@ func TestMIGSplit(t *testing.T) {
 	if smA == 0 || smB == 0 || smA == smB {
 		t.Fatalf("SMs %d %d", smA, smB)
 	}
+	d.GetMaxMigDeviceCountFunc = func() (int, gonvml.Return) { return 7, gonvml.SUCCESS }
+	d.GetMigDeviceHandleByIndexFunc = func(i int) (gonvml.Device, gonvml.Return) {
+		if i > 0 {
+			return nil, gonvml.ERROR_NOT_FOUND
+		}
+		return &mock.Device{
+			GetGpuInstanceIdFunc: func() (int, gonvml.Return) { return int(b), gonvml.SUCCESS },
+			GetUUIDFunc:          func() (string, gonvml.Return) { return "MIG-b", gonvml.SUCCESS },
+		}, gonvml.SUCCESS
+	}
 	bs[0].mem = map[uint32]uint64{10: 2 << 30, 11: 6 << 30, 12: 1 << 30}
 	bs[0].gi = map[uint32]uint32{10: a, 11: a, 12: b}
 	src, _ := New(srv, Options{}, nil)
@@ -264,7 +275,7 @@ func TestMIGSplit(t *testing.T) {
 	bs[0].energyMJ += 400_000
 	rs, _ := src.Read(context.Background(), t0.Add(time.Second))
 	r := rs[0]
-	if len(r.Instances) != 3 {
+	if len(r.Instances) != 3 || r.Instances[1].UUID != "MIG-b" || r.Instances[1].ID != int(b) || r.Instances[0].UUID != "" {
 		t.Fatalf("instances %+v", r.Instances)
 	}
 	var res gpu.Result
