@@ -3,6 +3,7 @@ package libvirt
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -173,4 +174,22 @@ func FuzzParseCmdline(f *testing.F) {
 			t.Fatalf("name %q not in input", n)
 		}
 	})
+}
+
+func TestParseDomainDevices(t *testing.T) {
+	x := `<domain type='kvm'><name>g</name><uuid>U</uuid><devices>
+<hostdev mode='subsystem' type='pci' managed='yes'><source><address domain='0x0001' bus='0x3b' slot='0x1f' function='0x7'/></source></hostdev>
+<hostdev mode='subsystem' type='pci'><source><address bus='0x5e' slot='0x00' function='0x0'/></source></hostdev>
+<hostdev mode='subsystem' type='pci'><source><address bus='zz' slot='0x00' function='0x0'/></source></hostdev>
+<hostdev mode='subsystem' type='mdev' model='vfio-pci'><source><address uuid='C2177883-F1BB-47F0-914D-32A22E3A8804'/></source></hostdev>
+<hostdev mode='subsystem' type='usb'><source><vendor id='0x1'/></source></hostdev>
+</devices></domain>`
+	d, devs, err := ParseDomainDevices(strings.NewReader(x))
+	if err != nil || d.Name != "g" {
+		t.Fatal(d, err)
+	}
+	want := Devices{Hostdevs: []string{"0001:3b:1f.7", "0000:5e:00.0"}, Mdevs: []string{"c2177883-f1bb-47f0-914d-32a22e3a8804"}}
+	if !reflect.DeepEqual(devs, want) {
+		t.Errorf("got %+v", devs)
+	}
 }

@@ -21,12 +21,27 @@ type domainXML struct {
 			Name string `xml:"name"`
 		} `xml:"instance"`
 	} `xml:"metadata"`
+	Devices struct {
+		Hostdevs []struct {
+			Type   string `xml:"type,attr"`
+			Source struct {
+				Address struct {
+					Domain   string `xml:"domain,attr"`
+					Bus      string `xml:"bus,attr"`
+					Slot     string `xml:"slot,attr"`
+					Function string `xml:"function,attr"`
+					UUID     string `xml:"uuid,attr"`
+				} `xml:"address"`
+			} `xml:"source"`
+		} `xml:"hostdev"`
+	} `xml:"devices"`
 }
 
-// parseDomain reads a persistent definition (root <domain>, as under
+// parseDomainInto reads a persistent definition (root <domain>, as under
 // /etc/libvirt/qemu) or a status file (root <domstatus> wrapping the live
-// <domain>, as under /run/libvirt/qemu, where the id attribute is set).
-func parseDomain(r io.Reader) (Domain, error) {
+// <domain>, as under /run/libvirt/qemu, where the id attribute is set),
+// and its host devices into devs when devs is not nil.
+func parseDomainInto(r io.Reader, devs *Devices) (Domain, error) {
 	dec := xml.NewDecoder(r)
 	for {
 		tok, err := dec.Token()
@@ -42,7 +57,7 @@ func parseDomain(r io.Reader) (Domain, error) {
 		}
 		switch se.Name.Local {
 		case "domain":
-			return decodeDomain(dec, se)
+			return decodeDomain(dec, se, devs)
 		case "domstatus":
 			// Descend: the <domain> is a child, after elements we skip.
 			continue
@@ -54,7 +69,24 @@ func parseDomain(r io.Reader) (Domain, error) {
 	}
 }
 
-func decodeDomain(dec *xml.Decoder, se xml.StartElement) (Domain, error) {
+// Devices are the host devices a domain holds: the PCI addresses
+// ("0000:3b:00.0") passed through (<hostdev type='pci'>) and the UUIDs of
+// its mediated devices (<hostdev type='mdev'>, vGPU slices).
+type Devices struct {
+	Hostdevs, Mdevs []string
+}
+
+// ParseDomainDevices reads a domain XML or status file like the catalog
+// does and also returns its host devices.
+func ParseDomainDevices(r io.Reader) (Domain, Devices, error) {
+	var devs Devices
+	d, err := parseDomainInto(r, &devs)
+	return d, devs, err
+}
+
+func parseDomain(r io.Reader) (Domain, error) { return parseDomainInto(r, nil) }
+
+func decodeDomain(dec *xml.Decoder, se xml.StartElement, devs *Devices) (Domain, error) {
 	var x domainXML
 	if err := dec.DecodeElement(&x, &se); err != nil {
 		return Domain{}, fmt.Errorf("parse <domain>: %w", err)
@@ -67,10 +99,44 @@ func decodeDomain(dec *xml.Decoder, se xml.StartElement) (Domain, error) {
 	if d.Name == "" {
 		return Domain{}, errors.New("<domain> without <name>")
 	}
+	for _, h := range x.Devices.Hostdevs {
+		if devs == nil {
+			break
+		}
+		a := h.Source.Address
+		switch h.Type {
+		case "pci":
+			if addr, ok := pciAddress(a.Domain, a.Bus, a.Slot, a.Function); ok {
+				devs.Hostdevs = append(devs.Hostdevs, addr)
+			}
+		case "mdev":
+			if u := strings.ToLower(strings.TrimSpace(a.UUID)); u != "" {
+				devs.Mdevs = append(devs.Mdevs, u)
+			}
+		}
+	}
 	// Status files of running domains carry the id; -1 marks an inactive
 	// definition.
 	if n, err := strconv.Atoi(x.ID); err == nil && n > 0 {
 		d.ID = n
 	}
 	return d, nil
+}
+
+// pciAddress formats a <hostdev> source address (attributes in hex, "0x"
+// prefixed as libvirt writes them) as "dddd:bb:ss.f".
+func pciAddress(dom, bus, slot, fn string) (string, bool) {
+	var v [4]uint64
+	for i, s := range []string{dom, bus, slot, fn} {
+		s = strings.TrimPrefix(strings.ToLower(strings.TrimSpace(s)), "0x")
+		if s == "" && i == 0 {
+			continue // domain defaults to 0
+		}
+		n, err := strconv.ParseUint(s, 16, 32)
+		if err != nil {
+			return "", false
+		}
+		v[i] = n
+	}
+	return fmt.Sprintf("%04x:%02x:%02x.%x", v[0], v[1], v[2], v[3]), true
 }

@@ -1,0 +1,119 @@
+package gpu
+
+import (
+	"errors"
+	"time"
+
+	"github.com/wattrace/wattrace/pkg/reading"
+	"github.com/wattrace/wattrace/pkg/snapshot"
+)
+
+// DefaultMaxWatts is the ceiling on one device's power unless configured:
+// above every shipping board (B200 is 1 kW, MI300X 750 W) with margin, and
+// far below what a counter glitch or a reset produces.
+const DefaultMaxWatts = 2000.0
+
+// Meter validates one device's energy, whatever the method, and keeps its
+// health. Sources own one per device; it is not safe for concurrent use.
+type Meter struct {
+	name    string
+	maxW    float64
+	rejects *reading.Rejects
+	ctr     reading.Counter
+
+	last, good     time.Time
+	seen, up       bool
+	reads, errs    uint64
+	lastInterval   time.Duration
+	lastPowerWatts float64
+}
+
+// NewMeter returns the meter of the device named health ("nvml/GPU-…"),
+// refusing power above maxW (DefaultMaxWatts when <= 0). Rejections are
+// counted in rejects, which a source shares among its devices.
+func NewMeter(health string, maxW float64, rejects *reading.Rejects) *Meter {
+	if maxW <= 0 {
+		maxW = DefaultMaxWatts
+	}
+	return &Meter{name: health, maxW: maxW, rejects: rejects, ctr: reading.Counter{MaxRate: maxW}}
+}
+
+// Counter takes a cumulative energy reading in joules read at now and
+// returns the validated increase since the previous reading. ok is false
+// for the first reading (a baseline) and for a rejected one (a reset after a
+// driver reload, a glitch, a jump): the counter then resumes from the next
+// plausible reading and never goes backwards.
+func (m *Meter) Counter(joules float64, now time.Time) (energyJ float64, ok bool) {
+	m.reads++
+	d, err := m.ctr.Observe(joules, now)
+	first := !m.seen
+	m.step(now)
+	if err != nil {
+		m.rejects.Add(err, m.name)
+		m.errs++
+		return 0, false
+	}
+	m.up, m.good = true, now
+	if first {
+		return 0, false
+	}
+	if m.lastInterval > 0 {
+		m.lastPowerWatts = d / m.lastInterval.Seconds()
+	}
+	return d, true
+}
+
+// Power takes a power reading in watts (instantaneous or the device's own
+// short average) and returns it integrated over the time since the previous
+// reading. The first reading only starts the clock.
+func (m *Meter) Power(watts float64, now time.Time) (energyJ float64, ok bool) {
+	m.reads++
+	first := !m.seen
+	m.step(now)
+	if err := reading.CheckGauge(watts, m.maxW); err != nil {
+		m.rejects.Add(err, m.name)
+		m.errs++
+		return 0, false
+	}
+	m.up, m.good = true, now
+	m.lastPowerWatts = watts
+	if first || m.lastInterval <= 0 {
+		return 0, false
+	}
+	return watts * m.lastInterval.Seconds(), true
+}
+
+// Fail records a read that produced no value (the file or call failed).
+func (m *Meter) Fail(err error, now time.Time) {
+	m.reads++
+	m.errs++
+	m.up = false
+	if errors.As(err, new(*reading.Rejection)) {
+		m.rejects.Add(err, m.name)
+	}
+}
+
+// step advances the clock. The interval is the time since the previous
+// attempt that returned a value, so a rejected interval's time is dropped
+// with its energy and the idle model is not charged for it twice.
+func (m *Meter) step(now time.Time) {
+	if m.seen {
+		m.lastInterval = now.Sub(m.last)
+	}
+	m.last, m.seen = now, true
+}
+
+// Interval is the time covered by the last value returned.
+func (m *Meter) Interval() time.Duration { return m.lastInterval }
+
+// PowerW is the last accepted mean or read power.
+func (m *Meter) PowerW() float64 { return m.lastPowerWatts }
+
+// Health reports the device's state at now.
+func (m *Meter) Health(now time.Time) snapshot.SourceHealth {
+	h := snapshot.SourceHealth{Source: m.name, Up: m.up, Reads: m.reads, Errors: m.errs}
+	if !m.good.IsZero() {
+		h.Age = now.Sub(m.good)
+	}
+	return h
+}

@@ -1,0 +1,215 @@
+// Package node is the node's GPUs for the stats loop: it opens the GPU
+// sources and allocation sources a Config asks for, and each interval
+// reads every device, resolves who holds it and splits its energy into
+// idle and per-process dynamic (gpu.Split) with the device's idle model.
+// The stats loop calls Open once and Interval once per interval; nothing
+// else.
+package node
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/wattrace/wattrace/pkg/gpu"
+	"github.com/wattrace/wattrace/pkg/gpu/alloc"
+	"github.com/wattrace/wattrace/pkg/gpu/nvml"
+	"github.com/wattrace/wattrace/pkg/gpu/sysfs"
+	"github.com/wattrace/wattrace/pkg/model"
+	"github.com/wattrace/wattrace/pkg/snapshot"
+)
+
+// Device is one device's interval.
+type Device struct {
+	Reading gpu.Reading
+	// Split is the energy split; Split.Processes and Split.Instances are
+	// reused by the next Interval.
+	Split gpu.Result
+	// Holder is who holds the device (HasHolder), from the allocations.
+	Holder    alloc.Holder
+	HasHolder bool
+	// InstanceHolders holds MIG instances' holders by instance name.
+	InstanceHolders map[string]alloc.Holder
+}
+
+// Interval is all GPUs' data for one interval.
+type Interval struct {
+	Devices []Device
+	Health  []snapshot.SourceHealth
+}
+
+// GPUs is the node's GPUs. Owned by the stats loop's goroutine.
+type GPUs struct {
+	cfg     Config
+	log     *zap.Logger
+	sources []gpu.Source
+	allocs  []alloc.Source
+	idle    map[string]model.IdleModel
+	out     Interval
+	aHealth map[string]*snapshot.SourceHealth
+	closers []func() error
+}
+
+// Open validates cfg and opens what it asks for. With no GPU found it
+// returns a GPUs with no devices (Interval returns nothing), never an
+// error: a node without GPUs is normal.
+func Open(cfg Config, log *zap.Logger) (*GPUs, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	var srcs []gpu.Source
+	if s, err := nvml.Open(nvml.Options{Mode: cfg.NVML, MaxWatts: cfg.MaxWatts}, log); err != nil {
+		return nil, fmt.Errorf("gpu.nvml: %w", err)
+	} else if s != nil {
+		srcs = append(srcs, s)
+	}
+	s, err := sysfs.Open(sysfs.Options{Mode: cfg.Sysfs, SysfsRoot: cfg.SysfsRoot, ProcfsRoot: cfg.ProcfsRoot, MaxWatts: cfg.MaxWatts}, log)
+	if err != nil {
+		return nil, fmt.Errorf("gpu.sysfs: %w", err)
+	}
+	if s != nil {
+		srcs = append(srcs, s)
+	}
+	// Precedence: a passed-through device is the VM's whatever else
+	// claims it, then pods, then Slurm jobs.
+	var as []alloc.Source
+	var closers []func() error
+	if cfg.LibvirtRunDir != "" {
+		as = append(as, &alloc.Libvirt{RunDir: cfg.LibvirtRunDir, SysfsRoot: cfg.SysfsRoot})
+	}
+	if cfg.PodResourcesSocket != "" {
+		k, err := alloc.NewKubelet(cfg.PodResourcesSocket, 0)
+		if err != nil {
+			return nil, fmt.Errorf("gpu.pod-resources-socket: %w", err)
+		}
+		as = append(as, k)
+		closers = append(closers, k.Close)
+	}
+	if cfg.Slurm {
+		om, _ := alloc.ParseOrderMap(cfg.SlurmGPUOrderMap) // validated above
+		as = append(as, &alloc.Slurm{ProcRoot: cfg.ProcfsRoot, Order: om})
+	}
+	g := New(cfg, srcs, as, log)
+	g.closers = closers
+	return g, nil
+}
+
+// New assembles GPUs from sources already opened (tests, benchmarks).
+func New(cfg Config, srcs []gpu.Source, allocs []alloc.Source, log *zap.Logger) *GPUs {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	g := &GPUs{cfg: cfg, log: log, sources: srcs, allocs: allocs, idle: map[string]model.IdleModel{},
+		aHealth: map[string]*snapshot.SourceHealth{}}
+	for _, s := range srcs {
+		for _, d := range s.Devices() {
+			g.idle[d.Key()] = g.idleModel(d)
+		}
+	}
+	return g
+}
+
+func (g *GPUs) idleModel(d gpu.Device) model.IdleModel {
+	for _, k := range []string{d.UUID, d.PCIBusID, strconv.Itoa(d.Index)} {
+		if w, ok := g.cfg.IdleWatts[k]; ok && k != "" {
+			return &model.ConfiguredIdle{Watts: w}
+		}
+	}
+	return model.NewLearnedIdle(g.cfg.IdleLearnUtilization)
+}
+
+// Devices lists every device of every source.
+func (g *GPUs) Devices() []gpu.Device {
+	var out []gpu.Device
+	for _, s := range g.sources {
+		out = append(out, s.Devices()...)
+	}
+	return out
+}
+
+// Interval reads, resolves and splits every device for the interval
+// ending at now. The result is reused by the next call.
+func (g *GPUs) Interval(ctx context.Context, now time.Time) *Interval {
+	g.out.Health = g.out.Health[:0]
+	var readings []gpu.Reading
+	for _, s := range g.sources {
+		rs, err := s.Read(ctx, now)
+		if err != nil {
+			g.log.Debug("GPU source read", zap.String("source", s.Name()), zap.Error(err))
+		}
+		readings = append(readings, rs...)
+		g.out.Health = append(g.out.Health, s.Health()...)
+	}
+	var allocs []alloc.Allocation
+	for _, a := range g.allocs {
+		as, err := a.Allocations(ctx)
+		h := g.aHealth[a.Name()]
+		if h == nil {
+			h = &snapshot.SourceHealth{Source: "gpu-alloc/" + a.Name()}
+			g.aHealth[a.Name()] = h
+		}
+		h.Reads++
+		h.Up = err == nil
+		if err != nil {
+			h.Errors++
+			g.log.Debug("GPU allocations", zap.String("source", a.Name()), zap.Error(err))
+		}
+		allocs = append(allocs, as...)
+		g.out.Health = append(g.out.Health, *h)
+	}
+	devs := make([]gpu.Device, len(readings))
+	mig := map[string]string{}
+	for i, r := range readings {
+		devs[i] = r.Device
+		for _, in := range r.Instances {
+			if in.UUID != "" {
+				mig[in.UUID] = in.Name
+			}
+		}
+	}
+	held := alloc.Resolve(devs, allocs, mig)
+	for len(g.out.Devices) < len(readings) {
+		g.out.Devices = append(g.out.Devices, Device{})
+	}
+	g.out.Devices = g.out.Devices[:len(readings)]
+	for i, r := range readings {
+		d := &g.out.Devices[i]
+		d.Reading = r
+		a, ok := held[alloc.Key{Device: r.Device.Key()}]
+		d.Holder, d.HasHolder = a.Holder, ok
+		clear(d.InstanceHolders)
+		for _, in := range r.Instances {
+			if ia, ok := held[alloc.Key{Device: r.Device.Key(), Instance: in.Name}]; ok {
+				if d.InstanceHolders == nil {
+					d.InstanceHolders = map[string]alloc.Holder{}
+				}
+				d.InstanceHolders[in.Name] = ia.Holder
+			}
+		}
+		idle := g.idle[r.Device.Key()]
+		if idle == nil {
+			idle = g.idleModel(r.Device)
+			g.idle[r.Device.Key()] = idle
+		}
+		opt := gpu.Options{Whole: ok && a.Whole, IdleToHolder: ok && g.cfg.IdlePolicy == "holder"}
+		gpu.Split(r, idle, opt, &d.Split)
+	}
+	return &g.out
+}
+
+// Close closes every source.
+func (g *GPUs) Close() error {
+	for _, s := range g.sources {
+		s.Close()
+	}
+	for _, c := range g.closers {
+		c()
+	}
+	return nil
+}

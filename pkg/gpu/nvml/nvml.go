@@ -1,0 +1,467 @@
+//go:build cgo
+
+package nvml
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"go.uber.org/zap"
+
+	"github.com/wattrace/wattrace/pkg/gpu"
+	"github.com/wattrace/wattrace/pkg/reading"
+	"github.com/wattrace/wattrace/pkg/snapshot"
+)
+
+// notAvailable is NVML's NVML_VALUE_NOT_AVAILABLE for a process's memory
+// (unprivileged callers, some MIG setups).
+const notAvailable = ^uint64(0)
+
+// Source reads every NVML device once per interval.
+type Source struct {
+	lib     gonvml.Interface
+	log     *zap.Logger
+	rejects *reading.Rejects
+	devs    []*device
+	list    []gpu.Device
+	now     time.Time
+}
+
+type device struct {
+	h       gonvml.Device
+	dev     gpu.Device
+	meter   *gpu.Meter
+	counter bool   // GetTotalEnergyConsumption works
+	seen    uint64 // last process-utilization timestamp, µs
+	util    bool   // GetProcessUtilization supported
+	usage   map[int]float64
+	pids    map[int][]gonvml.ProcessUtilizationSample
+	// gpm: the board supports GPM (Hopper and newer), so MIG instances
+	// are weighted by their measured SM activity; two samples per
+	// instance, alternating.
+	gpm     bool
+	samples map[int]*gpmPair
+}
+
+type gpmPair struct {
+	s    [2]gonvml.GpmSample
+	cur  int
+	have bool
+}
+
+// Open initialises NVML and lists its devices. Without the driver (the
+// library cannot be loaded) or with Mode "off" it returns a nil Source and
+// no error, having said so once at info.
+func Open(opts Options, log *zap.Logger) (gpu.Source, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if opts.Mode == "off" {
+		return nil, nil
+	}
+	s, err := New(gonvml.New(), opts, log)
+	if errors.Is(err, errNoDriver) {
+		log.Info("NVIDIA GPU source off: NVML not available", zap.Error(err))
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+var errNoDriver = errors.New("no NVIDIA driver")
+
+// New opens the source on lib (the real library or go-nvml's mock).
+func New(lib gonvml.Interface, opts Options, log *zap.Logger) (*Source, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	switch ret := lib.Init(); ret {
+	case gonvml.SUCCESS:
+	case gonvml.ERROR_LIBRARY_NOT_FOUND, gonvml.ERROR_DRIVER_NOT_LOADED, gonvml.ERROR_NO_PERMISSION:
+		return nil, fmt.Errorf("%w: nvml init: %s", errNoDriver, ret.Error())
+	default:
+		return nil, fmt.Errorf("nvml init: %s", ret.Error())
+	}
+	n, ret := lib.DeviceGetCount()
+	if ret != gonvml.SUCCESS {
+		lib.Shutdown()
+		return nil, fmt.Errorf("nvml device count: %s", ret.Error())
+	}
+	s := &Source{lib: lib, log: log, rejects: reading.NewRejects("nvml", log)}
+	for i := 0; i < n; i++ {
+		h, ret := lib.DeviceGetHandleByIndex(i)
+		if ret != gonvml.SUCCESS {
+			log.Warn("NVML device skipped", zap.Int("index", i), zap.String("error", ret.Error()))
+			continue
+		}
+		d := &device{h: h, util: true, usage: map[int]float64{}, pids: map[int][]gonvml.ProcessUtilizationSample{}}
+		d.dev = gpu.Device{Index: i, Vendor: gpu.NVIDIA, Source: "nvml"}
+		d.dev.UUID, _ = h.GetUUID()
+		d.dev.Model, _ = h.GetName()
+		if p, ret := h.GetPciInfo(); ret == gonvml.SUCCESS {
+			d.dev.PCIBusID = pciAddr(p)
+		}
+		// Volta and newer have the energy counter; older boards only power.
+		_, ret = h.GetTotalEnergyConsumption()
+		d.counter = ret == gonvml.SUCCESS
+		d.meter = gpu.NewMeter("nvml/"+d.dev.Key(), opts.MaxWatts, s.rejects)
+		if sup, ret := h.GpmQueryDeviceSupport(); ret == gonvml.SUCCESS && sup.IsSupportedDevice != 0 {
+			d.gpm, d.samples = true, map[int]*gpmPair{}
+		}
+		s.devs = append(s.devs, d)
+		s.list = append(s.list, d.dev)
+	}
+	log.Info("NVIDIA GPU source on", zap.Int("devices", len(s.devs)))
+	return s, nil
+}
+
+func pciAddr(p gonvml.PciInfo) string {
+	b := make([]byte, 0, len(p.BusId))
+	for _, c := range p.BusId {
+		if c == 0 {
+			break
+		}
+		b = append(b, byte(c))
+	}
+	if len(b) > 0 {
+		return gpu.NormPCI(string(b))
+	}
+	if p.Domain == 0 && p.Bus == 0 && p.Device == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%04x:%02x:%02x.0", p.Domain, p.Bus, p.Device)
+}
+
+func (s *Source) Name() string              { return "nvml" }
+func (s *Source) Devices() []gpu.Device     { return slices.Clone(s.list) }
+func (s *Source) Close() error              { s.lib.Shutdown(); return nil }
+func (s *Source) Rejects() *reading.Rejects { return s.rejects }
+
+// Health reports one entry per device.
+func (s *Source) Health() []snapshot.SourceHealth {
+	out := make([]snapshot.SourceHealth, 0, len(s.devs))
+	rej := s.rejects.Counts()
+	for _, d := range s.devs {
+		h := d.meter.Health(s.now)
+		h.Rejected = rej
+		out = append(out, h)
+	}
+	return out
+}
+
+// Read returns every device's reading for the interval ending at now.
+// The per-process maps in the readings are reused by the next Read.
+func (s *Source) Read(_ context.Context, now time.Time) ([]gpu.Reading, error) {
+	s.now = now
+	out := make([]gpu.Reading, 0, len(s.devs))
+	for _, d := range s.devs {
+		out = append(out, s.read(d, now))
+	}
+	return out, nil
+}
+
+func (s *Source) read(d *device, now time.Time) gpu.Reading {
+	r := gpu.Reading{Device: d.dev, Method: gpu.Counter}
+	if d.counter {
+		mj, ret := d.h.GetTotalEnergyConsumption()
+		if ret != gonvml.SUCCESS {
+			d.meter.Fail(fmt.Errorf("energy: %s", ret.Error()), now)
+		} else {
+			r.EnergyJ, r.OK = d.meter.Counter(float64(mj)/1e3, now)
+		}
+	} else {
+		r.Method = gpu.PowerIntegrated
+		mw, ret := d.h.GetPowerUsage()
+		if ret != gonvml.SUCCESS {
+			d.meter.Fail(fmt.Errorf("power: %s", ret.Error()), now)
+		} else {
+			r.EnergyJ, r.OK = d.meter.Power(float64(mw)/1e3, now)
+		}
+	}
+	r.Interval, r.PowerW = d.meter.Interval(), d.meter.PowerW()
+	if u, ret := d.h.GetUtilizationRates(); ret == gonvml.SUCCESS {
+		if err := reading.CheckGauge(float64(u.Gpu), 100); err == nil {
+			r.Utilization = float64(u.Gpu) / 100
+		} else {
+			s.rejects.Add(err, d.dev.Key()+" utilization")
+		}
+	}
+	if cur, _, ret := d.h.GetMigMode(); ret == gonvml.SUCCESS && cur == gonvml.DEVICE_MIG_ENABLE {
+		r.Instances = s.instances(d)
+		return r
+	}
+	clear(d.usage)
+	r.Usage = d.usage
+	if d.util {
+		if s.processUtil(d, r.Interval) {
+			r.Basis = gpu.SMUtil
+			return r
+		}
+		d.util = false
+		s.log.Info("per-process GPU utilization unsupported, splitting by memory held",
+			zap.String("gpu", d.dev.Key()))
+	}
+	r.Basis = gpu.Memory
+	procs, ret := d.h.GetComputeRunningProcesses()
+	if ret != gonvml.SUCCESS {
+		return r
+	}
+	memoryWeights(procs, func(p gonvml.ProcessInfo, w float64) { d.usage[int(p.Pid)] += w })
+	return r
+}
+
+// processUtil fills d.usage with each pid's SM utilization × time from the
+// samples NVML took since the last one seen. It reports false when the
+// device does not support per-process utilization.
+//
+// Each sample stands for the time since that pid's previous sample (or
+// since the last timestamp seen for its first one in this interval), so
+// a process sampled more often is not counted more. A process holding a
+// context but never sampled busy gets no share.
+func (s *Source) processUtil(d *device, interval time.Duration) bool {
+	samples, ret := d.h.GetProcessUtilization(d.seen)
+	switch ret {
+	case gonvml.SUCCESS:
+	case gonvml.ERROR_NOT_FOUND: // no sample since d.seen
+		return true
+	case gonvml.ERROR_NOT_SUPPORTED:
+		return false
+	default:
+		s.rejects.Add(reading.Reject(reading.Unreadable, 0, "%s", ret.Error()), d.dev.Key()+" process utilization")
+		return true
+	}
+	for k, v := range d.pids {
+		d.pids[k] = v[:0]
+	}
+	newest := d.seen
+	for _, smp := range samples {
+		if smp.TimeStamp <= d.seen {
+			continue // NVML may hand back the boundary sample
+		}
+		if err := reading.CheckGauge(float64(smp.SmUtil), 100); err != nil {
+			s.rejects.Add(err, d.dev.Key()+" process sm utilization")
+			continue
+		}
+		d.pids[int(smp.Pid)] = append(d.pids[int(smp.Pid)], smp)
+		newest = max(newest, smp.TimeStamp)
+	}
+	for pid, ss := range d.pids {
+		if len(ss) == 0 {
+			delete(d.pids, pid)
+			continue
+		}
+		slices.SortFunc(ss, func(a, b gonvml.ProcessUtilizationSample) int {
+			return cmpU64(a.TimeStamp, b.TimeStamp)
+		})
+		prev := d.seen
+		var w float64
+		for i, smp := range ss {
+			dt := float64(smp.TimeStamp - prev)
+			if i == 0 && (prev == 0 || dt > 2*float64(interval.Microseconds())) {
+				// No earlier timestamp to measure from (first interval, or
+				// the pid is new after a long quiet spell): count one
+				// sampling period, the next gap, or the interval.
+				dt = float64(interval.Microseconds())
+				if len(ss) > 1 {
+					dt = float64(ss[1].TimeStamp - ss[0].TimeStamp)
+				}
+				if dt <= 0 {
+					dt = 1
+				}
+			}
+			w += float64(smp.SmUtil) * dt
+			prev = smp.TimeStamp
+		}
+		if w > 0 {
+			d.usage[pid] = w
+		}
+	}
+	d.seen = newest
+	return true
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// memoryWeights calls add with each process's weight by memory held. When
+// no process's memory is known (NVML_VALUE_NOT_AVAILABLE) each holder gets
+// an even weight rather than nothing.
+func memoryWeights(procs []gonvml.ProcessInfo, add func(gonvml.ProcessInfo, float64)) {
+	known := false
+	for _, p := range procs {
+		if p.UsedGpuMemory != notAvailable && p.UsedGpuMemory > 0 {
+			known = true
+			break
+		}
+	}
+	for _, p := range procs {
+		switch {
+		case !known:
+			add(p, 1)
+		case p.UsedGpuMemory != notAvailable:
+			add(p, float64(p.UsedGpuMemory))
+		}
+	}
+}
+
+// instances lists the board's MIG GPU instances with their processes.
+// NVML has no per-instance energy, and per-process utilization is not
+// supported under MIG. An instance is weighted by its SMs × its GPM SM
+// activity over the interval where the board has GPM (Hopper and newer),
+// else by its SMs while it runs processes; its processes by the memory
+// they hold.
+func (s *Source) instances(d *device) []gpu.Instance {
+	var out []gpu.Instance
+	for p := 0; p < gonvml.GPU_INSTANCE_PROFILE_COUNT; p++ {
+		info, ret := d.h.GetGpuInstanceProfileInfo(p)
+		if ret != gonvml.SUCCESS {
+			continue
+		}
+		gis, ret := d.h.GetGpuInstances(&info)
+		if ret != gonvml.SUCCESS {
+			continue
+		}
+		for _, gi := range gis {
+			gii, ret := gi.GetInfo()
+			if ret != gonvml.SUCCESS {
+				continue
+			}
+			out = append(out, gpu.Instance{
+				ID:          int(gii.Id),
+				Name:        fmt.Sprintf("%d.%d", d.dev.Index, gii.Id),
+				SMs:         int(info.MultiprocessorCount),
+				WeightBasis: "sm_share",
+				Basis:       gpu.Memory,
+				Usage:       map[int]float64{},
+			})
+		}
+	}
+	slices.SortFunc(out, func(a, b gpu.Instance) int { return a.ID - b.ID })
+	// The MIG devices' UUIDs (MIG-…) are how the Kubernetes device plugin
+	// and CUDA_VISIBLE_DEVICES name an instance.
+	if n, ret := d.h.GetMaxMigDeviceCount(); ret == gonvml.SUCCESS {
+		for i := 0; i < n; i++ {
+			mh, ret := d.h.GetMigDeviceHandleByIndex(i)
+			if ret != gonvml.SUCCESS {
+				continue
+			}
+			gi, ret1 := mh.GetGpuInstanceId()
+			uuid, ret2 := mh.GetUUID()
+			if ret1 != gonvml.SUCCESS || ret2 != gonvml.SUCCESS {
+				continue
+			}
+			for j := range out {
+				if out[j].ID == gi {
+					out[j].UUID = uuid
+				}
+			}
+		}
+	}
+	procs, ret := d.h.GetComputeRunningProcesses()
+	if ret != gonvml.SUCCESS {
+		return out
+	}
+	byGI := map[uint32][]gonvml.ProcessInfo{}
+	for _, p := range procs {
+		byGI[p.GpuInstanceId] = append(byGI[p.GpuInstanceId], p)
+	}
+	for i := range out {
+		in := &out[i]
+		ps := byGI[uint32(in.ID)]
+		memoryWeights(ps, func(p gonvml.ProcessInfo, w float64) { in.Usage[int(p.Pid)] += w })
+		if len(in.Usage) > 0 {
+			in.Weight = float64(in.SMs)
+		}
+	}
+	if d.gpm {
+		s.gpmWeights(d, out)
+	}
+	return out
+}
+
+// gpmWeights replaces the SM-share weights by SMs × measured SM activity
+// when every instance's activity could be measured this interval; a mix
+// of bases would not be comparable, so any failure keeps the SM shares.
+func (s *Source) gpmWeights(d *device, ins []gpu.Instance) {
+	util := make([]float64, len(ins))
+	all := true
+	live := make(map[int]bool, len(ins))
+	for i, in := range ins {
+		live[in.ID] = true
+		p := d.samples[in.ID]
+		if p == nil {
+			p = &gpmPair{}
+			for j := range p.s {
+				smp, ret := s.lib.GpmSampleAlloc()
+				if ret != gonvml.SUCCESS {
+					d.gpm = false
+					return
+				}
+				p.s[j] = smp
+			}
+			d.samples[in.ID] = p
+		}
+		cur, prev := p.s[p.cur], p.s[1-p.cur]
+		if ret := d.h.GpmMigSampleGet(in.ID, cur); ret != gonvml.SUCCESS {
+			p.have, all = false, false
+			continue
+		}
+		had := p.have
+		p.have, p.cur = true, 1-p.cur
+		if !had {
+			all = false
+			continue
+		}
+		mg := &gonvml.GpmMetricsGetType{Version: gonvml.GPM_METRICS_GET_VERSION, NumMetrics: 1, Sample1: prev, Sample2: cur}
+		mg.Metrics[0].MetricId = uint32(gonvml.GPM_METRIC_SM_UTIL)
+		if ret := s.lib.GpmMetricsGet(mg); ret != gonvml.SUCCESS || mg.Metrics[0].NvmlReturn != uint32(gonvml.SUCCESS) {
+			all = false
+			continue
+		}
+		v := mg.Metrics[0].Value
+		if err := reading.CheckGauge(v, 100); err != nil {
+			s.rejects.Add(err, d.dev.Key()+" gpm sm utilization")
+			all = false
+			continue
+		}
+		util[i] = v
+	}
+	for id, p := range d.samples {
+		if !live[id] { // instance destroyed
+			for _, smp := range p.s {
+				smp.Free()
+			}
+			delete(d.samples, id)
+		}
+	}
+	if !all {
+		return
+	}
+	for i := range ins {
+		ins[i].Weight = float64(ins[i].SMs) * util[i] / 100
+		ins[i].WeightBasis = "gpm_sm_util"
+	}
+}
+
+// String helps logs.
+func (s *Source) String() string {
+	keys := make([]string, len(s.list))
+	for i, d := range s.list {
+		keys[i] = d.Key()
+	}
+	return "nvml[" + strings.Join(keys, ",") + "]"
+}

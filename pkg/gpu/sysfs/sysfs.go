@@ -1,0 +1,234 @@
+// Package sysfs reads AMD (amdgpu) and Intel (i915, xe) GPUs from sysfs
+// and procfs, with no vendor library: each DRM card is its own device with
+// its PCI address; its energy comes from the card's hwmon and its
+// per-process usage from the kernel's DRM client stats (package fdinfo).
+//
+// Energy, per driver (docs/gpu.md):
+//   - i915: energy1_input, µJ, cumulative (discrete cards; the GPU's own
+//     counter).
+//   - xe: energy1_input is the whole card ("card" in energy1_label) and
+//     energy2_input the GPU package ("pkg"); the card channel is used when
+//     present, as it is what the card draws from the slot and connectors.
+//   - amdgpu: power1_average (the SMU's running average), else power1_input
+//     (instantaneous, newer ASICs), µW, integrated over the interval.
+package sysfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/wattrace/wattrace/pkg/gpu"
+	"github.com/wattrace/wattrace/pkg/gpu/fdinfo"
+	"github.com/wattrace/wattrace/pkg/reading"
+	"github.com/wattrace/wattrace/pkg/snapshot"
+)
+
+// Options configures the sysfs source.
+type Options struct {
+	// Mode is "auto" or "off".
+	Mode string
+	// SysfsRoot and ProcfsRoot default to /sys and /proc.
+	SysfsRoot, ProcfsRoot string
+	// MaxWatts is the per-card power ceiling (gpu.DefaultMaxWatts if 0).
+	MaxWatts float64
+}
+
+var cardRE = regexp.MustCompile(`^card[0-9]+$`)
+
+var drivers = map[string]gpu.Vendor{"amdgpu": gpu.AMD, "i915": gpu.Intel, "xe": gpu.Intel}
+
+type card struct {
+	dev   gpu.Device
+	meter *gpu.Meter
+	// file is the hwmon file read; counter says µJ cumulative (else µW).
+	file    string
+	counter bool
+}
+
+// Source reads the DRM cards found at Open.
+type Source struct {
+	scanner *fdinfo.Scanner
+	debugfs string
+	cards   []*card
+	list    []gpu.Device
+	rejects *reading.Rejects
+	tracker *fdinfo.Tracker
+	now     time.Time
+	scanErr error
+}
+
+// Open finds amdgpu, i915 and xe cards with an energy or power hwmon file.
+// None found (or Mode "off") gives a nil Source and no error.
+func Open(opts Options, log *zap.Logger) (*Source, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if opts.Mode == "off" {
+		return nil, nil
+	}
+	if opts.SysfsRoot == "" {
+		opts.SysfsRoot = "/sys"
+	}
+	if opts.ProcfsRoot == "" {
+		opts.ProcfsRoot = "/proc"
+	}
+	drm := filepath.Join(opts.SysfsRoot, "class", "drm")
+	ents, err := os.ReadDir(drm)
+	if errors.Is(err, os.ErrNotExist) {
+		log.Info("DRM GPU source off: no " + drm)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("gpu sysfs: %w", err)
+	}
+	rej := reading.NewRejects("gpu-sysfs", log)
+	s := &Source{scanner: fdinfo.NewScanner(opts.ProcfsRoot), debugfs: filepath.Join(opts.SysfsRoot, "kernel", "debug"), rejects: rej, tracker: fdinfo.NewTracker(rej)}
+	for _, e := range ents {
+		if !cardRE.MatchString(e.Name()) {
+			continue
+		}
+		c, why := probe(filepath.Join(drm, e.Name()), e.Name())
+		if c == nil {
+			if why != "" {
+				log.Info("DRM card skipped", zap.String("card", e.Name()), zap.String("why", why))
+			}
+			continue
+		}
+		c.meter = gpu.NewMeter("gpu-sysfs/"+c.dev.PCIBusID, opts.MaxWatts, rej)
+		s.cards = append(s.cards, c)
+	}
+	slices.SortFunc(s.cards, func(a, b *card) int { return a.dev.Index - b.dev.Index })
+	for _, c := range s.cards {
+		s.list = append(s.list, c.dev)
+	}
+	if len(s.cards) == 0 {
+		log.Info("DRM GPU source off: no amdgpu, i915 or xe card with an energy or power sensor")
+		return nil, nil
+	}
+	log.Info("DRM GPU source on", zap.Int("devices", len(s.cards)))
+	return s, nil
+}
+
+// probe returns the card at dir, or nil and why not ("" for cards of
+// drivers we do not read, which are not worth a log line).
+func probe(dir, name string) (*card, string) {
+	devDir := filepath.Join(dir, "device")
+	pciDir, err := filepath.EvalSymlinks(devDir)
+	if err != nil {
+		return nil, "no device link"
+	}
+	drv, err := os.Readlink(filepath.Join(devDir, "driver"))
+	if err != nil {
+		return nil, ""
+	}
+	vendor, ok := drivers[filepath.Base(drv)]
+	if !ok {
+		return nil, ""
+	}
+	idx, _ := strconv.Atoi(strings.TrimPrefix(name, "card"))
+	c := &card{dev: gpu.Device{
+		Index:    idx,
+		PCIBusID: gpu.NormPCI(filepath.Base(pciDir)),
+		Vendor:   vendor,
+		Source:   "sysfs",
+		Model:    filepath.Base(drv) + " " + strings.TrimSpace(readStr(filepath.Join(devDir, "device"))),
+	}}
+	hw, _ := filepath.Glob(filepath.Join(devDir, "hwmon", "hwmon*"))
+	slices.Sort(hw)
+	for _, h := range hw {
+		// xe: prefer the channel labelled "card" over "pkg".
+		for _, ch := range []string{"1", "2"} {
+			if strings.TrimSpace(readStr(filepath.Join(h, "energy"+ch+"_label"))) == "card" {
+				c.file, c.counter = filepath.Join(h, "energy"+ch+"_input"), true
+				return c, ""
+			}
+		}
+		for _, f := range []string{"energy1_input", "power1_average", "power1_input"} {
+			p := filepath.Join(h, f)
+			if _, err := os.Stat(p); err == nil {
+				c.file, c.counter = p, strings.HasPrefix(f, "energy")
+				return c, ""
+			}
+		}
+	}
+	return nil, "no energy or power sensor in hwmon"
+}
+
+func readStr(p string) string {
+	b, _ := os.ReadFile(p)
+	return string(b)
+}
+
+func (s *Source) Name() string              { return "sysfs" }
+func (s *Source) Devices() []gpu.Device     { return slices.Clone(s.list) }
+func (s *Source) Close() error              { return nil }
+func (s *Source) Rejects() *reading.Rejects { return s.rejects }
+
+// Health reports one entry per card.
+func (s *Source) Health() []snapshot.SourceHealth {
+	out := make([]snapshot.SourceHealth, 0, len(s.cards))
+	rej := s.rejects.Counts()
+	for _, c := range s.cards {
+		h := c.meter.Health(s.now)
+		h.Rejected = rej
+		out = append(out, h)
+	}
+	return out
+}
+
+// Read returns every card's reading for the interval ending at now. The
+// usage maps are reused by the next Read.
+func (s *Source) Read(_ context.Context, now time.Time) ([]gpu.Reading, error) {
+	s.now = now
+	pids, ok := fdinfo.DebugfsPIDs(s.debugfs)
+	if !ok {
+		pids = nil
+	}
+	clients, err := s.scanner.Scan(pids)
+	s.scanErr = err
+	usage := s.tracker.Update(clients, now)
+	out := make([]gpu.Reading, 0, len(s.cards))
+	for _, c := range s.cards {
+		r := gpu.Reading{Device: c.dev, Method: gpu.PowerIntegrated, Basis: gpu.EngineTime}
+		if c.counter {
+			r.Method = gpu.Counter
+		}
+		v, err := readUint(c.file)
+		switch {
+		case err != nil:
+			c.meter.Fail(err, now)
+		case c.counter:
+			r.EnergyJ, r.OK = c.meter.Counter(float64(v)/1e6, now)
+		default:
+			r.EnergyJ, r.OK = c.meter.Power(float64(v)/1e6, now)
+		}
+		r.Interval, r.PowerW = c.meter.Interval(), c.meter.PowerW()
+		if u := usage[c.dev.PCIBusID]; u != nil {
+			r.Usage, r.Utilization = u.ByPID, u.Utilization
+		}
+		out = append(out, r)
+	}
+	return out, err
+}
+
+func readUint(p string) (uint64, error) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, reading.Reject(reading.Unreadable, 0, "%s: %v", p, err)
+	}
+	return v, nil
+}
