@@ -628,10 +628,12 @@ SEC("tp_btf/block_bio_queue")
 int BPF_PROG(blk_bio_queue, struct bio *bio)
 {
 	struct task_struct *t = bpf_get_current_task_btf();
-	__u32 f = bio_field(BPF_CORE_READ(bio, bi_opf), BPF_CORE_READ(t, bio_list) != NULL);
+	// Plain loads through BTF pointers (CO-RE relocated): cheaper than
+	// probe reads, and a fault reads zero.
+	__u32 f = bio_field(bio->bi_opf, t->bio_list != NULL);
 
 	if (f != STAT_NR)
-		account_current(f, BPF_CORE_READ(bio, bi_iter.bi_size), f + 1, 1);
+		account_current(f, bio->bi_iter.bi_size, f + 1, 1);
 	return 0;
 }
 
@@ -641,8 +643,11 @@ int BPF_PROG(blk_bio_queue, struct bio *bio)
 SEC("tp_btf/sock_send_length")
 int BPF_PROG(net_send, struct sock *sk, int ret, int flags)
 {
-	__u32 f = net_field(BPF_CORE_READ(sk, __sk_common.skc_family),
-			    BPF_CORE_READ(sk, sk_protocol), ret, flags, false);
+	__u32 f;
+
+	if (ret <= 0) // an error or nothing moved: no socket field to read
+		return 0;
+	f = net_field(sk->__sk_common.skc_family, sk->sk_protocol, ret, flags, false);
 
 	if (f != STAT_NR)
 		account_current(f, ret, f + 1, 1);
@@ -652,8 +657,11 @@ int BPF_PROG(net_send, struct sock *sk, int ret, int flags)
 SEC("tp_btf/sock_recv_length")
 int BPF_PROG(net_recv, struct sock *sk, int ret, int flags)
 {
-	__u32 f = net_field(BPF_CORE_READ(sk, __sk_common.skc_family),
-			    BPF_CORE_READ(sk, sk_protocol), ret, flags, true);
+	__u32 f;
+
+	if (ret <= 0) // an error or nothing moved: no socket field to read
+		return 0;
+	f = net_field(sk->__sk_common.skc_family, sk->sk_protocol, ret, flags, true);
 
 	if (f != STAT_NR)
 		account_current(f, ret, f + 1, 1);
