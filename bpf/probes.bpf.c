@@ -306,7 +306,8 @@ static __always_inline void fold_unlock(struct task_pending *tp)
 // fold adds what t's events counted since the last fold to t's process and
 // to the cgroup the counts belong to (tp->cg). The caller holds the lock,
 // or knows that nothing else can fold t (its free).
-static __always_inline void fold(struct task_pending *tp, struct task_struct *t)
+// Not inlined: it is the cold path of every hook.
+static __noinline void fold(struct task_pending *tp, struct task_struct *t)
 {
 	struct stats *ps = NULL, *cs = NULL;
 	struct proc_key pk = {};
