@@ -34,6 +34,8 @@ char LICENSE[] SEC("license") = "GPL";
 // include/linux/interrupt.h: HI_SOFTIRQ .. RCU_SOFTIRQ.
 #define NR_VECTORS 10
 #define MAX_COUNTERS 4
+// include/linux/sched.h
+#define PF_EXITING 0x00000004
 
 // log2 of the page size, set by the loader (PAGE_SHIFT is a macro).
 const volatile __u32 page_shift = 12;
@@ -139,12 +141,28 @@ struct read_state {
 	__u64 last;
 };
 
+// Per task: what its events counted and what of that has been folded into
+// proc_stats and cgroup_stats. An event adds to its own task's counters
+// (one task-storage lookup, plain adds: each field has one writer program,
+// a program does not nest with itself on a CPU, and a task is current on
+// one CPU at a time); the maps are brought up to date at collection time by
+// the fold iterator, at exit by fold_exit and at free by fold_free.
+struct task_pending {
+	__u64 css;  // the task's css_set when cg was read: a move changes it
+	__u64 cg;   // cgroup id of the key hierarchy that counted belongs to
+	__u32 busy; // a fold is running (taken with cmpxchg)
+	__u32 pad;
+	struct read_state rs; // the page-cache read in progress (read_pages)
+	struct stats counted; // cumulative since the task's first event
+	struct stats folded;  // what of counted the maps already have
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
-	__type(value, struct read_state);
-} read_states SEC(".maps");
+	__type(value, struct task_pending);
+} pending SEC(".maps");
 
 // Perf events opened by user space, one map per counter slot, indexed by
 // CPU (the loader sizes them to the possible CPUs). One map per slot rather
@@ -219,7 +237,7 @@ static __always_inline struct stats *stats_of(void *map, const void *key, __u32 
 	return s;
 }
 
-static __always_inline void bump(struct stats *s, __u32 field, __u64 val)
+static __always_inline void bump(struct stats *s, __u64 field, __u64 val)
 {
 	if (field < STAT_NR && val)
 		__sync_fetch_and_add(&s->v[field], val);
@@ -228,7 +246,7 @@ static __always_inline void bump(struct stats *s, __u32 field, __u64 val)
 // account adds v1 to field f1 and v2 to f2 (STAT_NR: none) of a process
 // (pk NULL: none, for the idle task) and its cgroup.
 static __always_inline void account(const struct proc_key *pk, __u64 cg,
-				    __u32 f1, __u64 v1, __u32 f2, __u64 v2)
+				    __u64 f1, __u64 v1, __u64 f2, __u64 v2)
 {
 	struct stats *s;
 
@@ -259,16 +277,127 @@ static __always_inline __u64 task_keys(struct task_struct *t, struct proc_key *p
 	return task_cgroup(t);
 }
 
-static __always_inline void account_current(__u32 f1, __u64 v1, __u32 f2, __u64 v2)
+// account_task adds to the maps directly, for what can't wait for a fold:
+// the idle task's events (node only, never folded), an exiting task's, and
+// an event that meets a fold of its own task in progress.
+static __always_inline void account_task(struct task_struct *t, __u64 f1, __u64 v1,
+					 __u64 f2, __u64 v2)
 {
-	struct task_struct *t = bpf_get_current_task_btf();
 	struct proc_key pk = {};
 	__u64 cg;
 
-	if (!v1 && !v2)
-		return;
 	cg = task_keys(t, &pk);
 	account(t->pid ? &pk : NULL, cg, f1, v1, f2, v2);
+}
+
+// fold_lock and fold_unlock keep two folds of one task (the iterator on one
+// CPU, the task itself at a cgroup move or at exit on another) from
+// crediting the same counts twice or to the wrong cgroup.
+static __always_inline bool fold_lock(struct task_pending *tp)
+{
+	return __sync_val_compare_and_swap(&tp->busy, 0, 1) == 0;
+}
+
+static __always_inline void fold_unlock(struct task_pending *tp)
+{
+	__sync_lock_test_and_set(&tp->busy, 0);
+}
+
+// fold adds what t's events counted since the last fold to t's process and
+// to the cgroup the counts belong to (tp->cg). The caller holds the lock,
+// or knows that nothing else can fold t (its free).
+// Not inlined: it is the cold path of every hook.
+static __noinline void fold(struct task_pending *tp, struct task_struct *t)
+{
+	struct stats *ps = NULL, *cs = NULL;
+	struct proc_key pk = {};
+	bool any = false;
+
+	for (__u32 i = 0; i < STAT_NR; i++) {
+		if (tp->counted.v[i] != tp->folded.v[i]) {
+			any = true;
+			break;
+		}
+	}
+	if (!any)
+		return;
+	pk.tgid = BPF_CORE_READ(t, tgid);
+	pk.start = BPF_CORE_READ(t, group_leader, start_time);
+	if (pk.tgid)
+		ps = stats_of(&proc_stats, &pk, 0);
+	cs = stats_of(&cgroup_stats, &tp->cg, 1);
+	for (__u32 i = 0; i < STAT_NR; i++) {
+		// Read once: the task may be counting on another CPU.
+		__u64 c = *(volatile __u64 *)&tp->counted.v[i];
+		__u64 d = c - tp->folded.v[i];
+
+		if (!d)
+			continue;
+		tp->folded.v[i] = c;
+		if (ps)
+			__sync_fetch_and_add(&ps->v[i], d);
+		if (cs)
+			__sync_fetch_and_add(&cs->v[i], d);
+	}
+}
+
+// pending_of returns the counters t's events add to, or NULL when the event
+// must go to the maps directly. On t's first event, and when t has moved to
+// another cgroup since (its css_set changed), what it counted so far is
+// folded to the cgroup it was counted in before the new cgroup is taken.
+static __always_inline struct task_pending *pending_of(struct task_struct *t)
+{
+	struct task_pending *tp;
+	__u64 css;
+
+	tp = bpf_task_storage_get(&pending, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!tp)
+		return NULL;
+	css = (__u64)t->cgroups;
+	if (tp->css == css)
+		return tp;
+	// A nested event of the same task, or the iterator, holds the lock:
+	// this one goes to the maps directly.
+	if (!fold_lock(tp))
+		return NULL;
+	if (tp->css)
+		fold(tp, t);
+	tp->css = css;
+	tp->cg = task_cgroup(t);
+	fold_unlock(tp);
+	return tp;
+}
+
+static __always_inline void add_pending(struct task_pending *tp, __u64 f, __u64 v)
+{
+	if (f < STAT_NR && v)
+		tp->counted.v[f] += v;
+}
+
+// count_task adds v1 to field f1 and v2 to f2 (STAT_NR: none) of t, the
+// current task.
+static __always_inline void count_task(struct task_struct *t, struct task_pending *tp,
+				       __u64 f1, __u64 v1, __u64 f2, __u64 v2)
+{
+	if (!v1 && !v2)
+		return;
+	// The idle task's events count for the node only, and an exiting
+	// task may already have been folded for the last time.
+	if (!tp || !t->pid || (t->flags & PF_EXITING)) {
+		account_task(t, f1, v1, f2, v2);
+		return;
+	}
+	add_pending(tp, f1, v1);
+	add_pending(tp, f2, v2);
+}
+
+static __always_inline void account_current(__u64 f1, __u64 v1, __u64 f2, __u64 v2)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+
+	if (!v1 && !v2)
+		return;
+	count_task(t, t->pid ? pending_of(t) : NULL, f1, v1, f2, v2);
 }
 
 // read_pages returns how many pages one mm_filemap_get_pages event adds to
@@ -416,15 +545,27 @@ int BPF_PROG(pc_get_pages, struct address_space *mapping, unsigned long index,
 	     unsigned long last_index)
 {
 	struct task_struct *t = bpf_get_current_task_btf();
-	struct read_state *st;
-	__u64 isize;
+	struct task_pending *tp;
 
-	st = bpf_task_storage_get(&read_states, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!st)
+	// The idle task reads no files; the read state lives in the task's
+	// counters, so one storage lookup serves both.
+	if (!t->pid)
 		return 0;
-	isize = BPF_CORE_READ(mapping, host, i_size);
-	account_current(STAT_PC_ACCESSED, read_pages(st, (__u64)mapping, index, last_index, isize),
-			STAT_NR, 0);
+	tp = pending_of(t);
+	if (!tp) {
+		// Rare (no memory, or a fold of this task in progress): keep
+		// the read state anyway, in storage without the fold.
+		tp = bpf_task_storage_get(&pending, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (tp)
+			account_task(t, STAT_PC_ACCESSED,
+				     read_pages(&tp->rs, (__u64)mapping, index, last_index,
+						mapping->host->i_size),
+				     STAT_NR, 0);
+		return 0;
+	}
+	count_task(t, tp, STAT_PC_ACCESSED,
+		   read_pages(&tp->rs, (__u64)mapping, index, last_index, mapping->host->i_size),
+		   STAT_NR, 0);
 	return 0;
 }
 
@@ -488,10 +629,12 @@ SEC("tp_btf/block_bio_queue")
 int BPF_PROG(blk_bio_queue, struct bio *bio)
 {
 	struct task_struct *t = bpf_get_current_task_btf();
-	__u32 f = bio_field(BPF_CORE_READ(bio, bi_opf), BPF_CORE_READ(t, bio_list) != NULL);
+	// Plain loads through BTF pointers (CO-RE relocated): cheaper than
+	// probe reads, and a fault reads zero.
+	__u32 f = bio_field(bio->bi_opf, t->bio_list != NULL);
 
 	if (f != STAT_NR)
-		account_current(f, BPF_CORE_READ(bio, bi_iter.bi_size), f + 1, 1);
+		account_current(f, bio->bi_iter.bi_size, f + 1, 1);
 	return 0;
 }
 
@@ -501,8 +644,11 @@ int BPF_PROG(blk_bio_queue, struct bio *bio)
 SEC("tp_btf/sock_send_length")
 int BPF_PROG(net_send, struct sock *sk, int ret, int flags)
 {
-	__u32 f = net_field(BPF_CORE_READ(sk, __sk_common.skc_family),
-			    BPF_CORE_READ(sk, sk_protocol), ret, flags, false);
+	__u32 f;
+
+	if (ret <= 0) // an error or nothing moved: no socket field to read
+		return 0;
+	f = net_field(sk->__sk_common.skc_family, sk->sk_protocol, ret, flags, false);
 
 	if (f != STAT_NR)
 		account_current(f, ret, f + 1, 1);
@@ -512,8 +658,11 @@ int BPF_PROG(net_send, struct sock *sk, int ret, int flags)
 SEC("tp_btf/sock_recv_length")
 int BPF_PROG(net_recv, struct sock *sk, int ret, int flags)
 {
-	__u32 f = net_field(BPF_CORE_READ(sk, __sk_common.skc_family),
-			    BPF_CORE_READ(sk, sk_protocol), ret, flags, true);
+	__u32 f;
+
+	if (ret <= 0) // an error or nothing moved: no socket field to read
+		return 0;
+	f = net_field(sk->__sk_common.skc_family, sk->sk_protocol, ret, flags, true);
 
 	if (f != STAT_NR)
 		account_current(f, ret, f + 1, 1);
@@ -556,6 +705,57 @@ int BPF_PROG(counters_switch, bool preempt, struct task_struct *prev, struct tas
 	if (s)
 		for (__u32 i = 0; i < MAX_COUNTERS; i++)
 			bump(s, STAT_COUNTER0 + i, d[i]);
+	return 0;
+}
+
+// ---- folds ----------------------------------------------------------------
+
+// Run by the loader just before it reads the maps: brings proc_stats and
+// cgroup_stats up to date with every live task's counters. A task whose
+// fold is held elsewhere (it is moving cgroups or exiting right now) is
+// left for that fold.
+SEC("iter/task")
+int fold_tasks(struct bpf_iter__task *ctx)
+{
+	struct task_struct *t = ctx->task;
+	struct task_pending *tp;
+
+	if (!t)
+		return 0;
+	tp = bpf_task_storage_get(&pending, t, 0, 0);
+	if (!tp || !fold_lock(tp))
+		return 0;
+	fold(tp, t);
+	fold_unlock(tp);
+	return 0;
+}
+
+// At exit (current is the exiting task, PF_EXITING already set, so its
+// later events go to the maps directly): fold what it counted, so that a
+// process is complete in the maps as soon as it has exited rather than
+// after its task is freed an RCU grace period later.
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(fold_exit, struct task_struct *t)
+{
+	struct task_pending *tp = bpf_task_storage_get(&pending, t, 0, 0);
+
+	if (!tp || !fold_lock(tp))
+		return 0;
+	fold(tp, t);
+	fold_unlock(tp);
+	return 0;
+}
+
+// At free: anything fold_exit could not take (the iterator held the lock).
+// The iterator can't see a freed task and the task runs no more events, so
+// no lock is needed. Task storage is freed after this tracepoint.
+SEC("tp_btf/sched_process_free")
+int BPF_PROG(fold_free, struct task_struct *t)
+{
+	struct task_pending *tp = bpf_task_storage_get(&pending, t, 0, 0);
+
+	if (tp)
+		fold(tp, t);
 	return 0;
 }
 

@@ -90,6 +90,7 @@ type Probes struct {
 	progs    map[string]*ebpf.Program // attached, by program name
 	active   []string
 	counters *counterSet
+	foldIter *link.Iter // fold_tasks, run before every read (probes_fold.go)
 }
 
 // sharedMaps is every map the hooks write to. They are created once and
@@ -99,7 +100,7 @@ type Probes struct {
 // source keeps them in step; the per-hook load is what isolates failures.)
 var sharedMaps = []string{
 	"proc_stats", "cgroup_stats", "probe_drops", "softirq_node",
-	"softirq_started", "read_states", "counter_lasts",
+	"softirq_started", "pending", "counter_lasts",
 	"counter_events0", "counter_events1", "counter_events2", "counter_events3",
 }
 
@@ -184,6 +185,10 @@ func LoadProbes(o ProbeOptions) (*Probes, error) {
 	}
 
 	cache := btf.NewCache()
+	if err := p.loadFold(spec, cache); err != nil {
+		p.Close()
+		return nil, explainProbeError(err, log)
+	}
 	defs := probeDefs
 	if o.defs != nil {
 		defs = o.defs

@@ -75,6 +75,17 @@ type probesStats struct {
 	V [21]uint64
 }
 
+type probesTaskPending struct {
+	_       structs.HostLayout
+	Css     uint64
+	Cg      uint64
+	Busy    uint32
+	Pad     uint32
+	Rs      probesReadState
+	Counted probesStats
+	Folded  probesStats
+}
+
 type probesVecStat struct {
 	_     structs.HostLayout
 	Count uint64
@@ -91,15 +102,18 @@ const (
 	probesMapCounterEvents2  = "counter_events2"
 	probesMapCounterEvents3  = "counter_events3"
 	probesMapCounterLasts    = "counter_lasts"
+	probesMapPending         = "pending"
 	probesMapProbeDrops      = "probe_drops"
 	probesMapProcStats       = "proc_stats"
-	probesMapReadStates      = "read_states"
 	probesMapSoftirqNode     = "softirq_node"
 	probesMapSoftirqStarted  = "softirq_started"
 	probesMapTestCounterLast = "test_counter_last"
 	probesMapTestReadState   = "test_read_state"
 	probesProgBlkBioQueue    = "blk_bio_queue"
 	probesProgCountersSwitch = "counters_switch"
+	probesProgFoldExit       = "fold_exit"
+	probesProgFoldFree       = "fold_free"
+	probesProgFoldTasks      = "fold_tasks"
 	probesProgNetRecv        = "net_recv"
 	probesProgNetSend        = "net_send"
 	probesProgPcAdd          = "pc_add"
@@ -165,6 +179,9 @@ type probesSpecs struct {
 type probesProgramSpecs struct {
 	BlkBioQueue    *ebpf.ProgramSpec `ebpf:"blk_bio_queue"`
 	CountersSwitch *ebpf.ProgramSpec `ebpf:"counters_switch"`
+	FoldExit       *ebpf.ProgramSpec `ebpf:"fold_exit"`
+	FoldFree       *ebpf.ProgramSpec `ebpf:"fold_free"`
+	FoldTasks      *ebpf.ProgramSpec `ebpf:"fold_tasks"`
 	NetRecv        *ebpf.ProgramSpec `ebpf:"net_recv"`
 	NetSend        *ebpf.ProgramSpec `ebpf:"net_send"`
 	PcAdd          *ebpf.ProgramSpec `ebpf:"pc_add"`
@@ -191,9 +208,9 @@ type probesMapSpecs struct {
 	CounterEvents2  *ebpf.MapSpec `ebpf:"counter_events2"`
 	CounterEvents3  *ebpf.MapSpec `ebpf:"counter_events3"`
 	CounterLasts    *ebpf.MapSpec `ebpf:"counter_lasts"`
+	Pending         *ebpf.MapSpec `ebpf:"pending"`
 	ProbeDrops      *ebpf.MapSpec `ebpf:"probe_drops"`
 	ProcStats       *ebpf.MapSpec `ebpf:"proc_stats"`
-	ReadStates      *ebpf.MapSpec `ebpf:"read_states"`
 	SoftirqNode     *ebpf.MapSpec `ebpf:"softirq_node"`
 	SoftirqStarted  *ebpf.MapSpec `ebpf:"softirq_started"`
 	TestCounterLast *ebpf.MapSpec `ebpf:"test_counter_last"`
@@ -237,9 +254,9 @@ type probesMaps struct {
 	CounterEvents2  *ebpf.Map `ebpf:"counter_events2"`
 	CounterEvents3  *ebpf.Map `ebpf:"counter_events3"`
 	CounterLasts    *ebpf.Map `ebpf:"counter_lasts"`
+	Pending         *ebpf.Map `ebpf:"pending"`
 	ProbeDrops      *ebpf.Map `ebpf:"probe_drops"`
 	ProcStats       *ebpf.Map `ebpf:"proc_stats"`
-	ReadStates      *ebpf.Map `ebpf:"read_states"`
 	SoftirqNode     *ebpf.Map `ebpf:"softirq_node"`
 	SoftirqStarted  *ebpf.Map `ebpf:"softirq_started"`
 	TestCounterLast *ebpf.Map `ebpf:"test_counter_last"`
@@ -254,9 +271,9 @@ func (m *probesMaps) Close() error {
 		m.CounterEvents2,
 		m.CounterEvents3,
 		m.CounterLasts,
+		m.Pending,
 		m.ProbeDrops,
 		m.ProcStats,
-		m.ReadStates,
 		m.SoftirqNode,
 		m.SoftirqStarted,
 		m.TestCounterLast,
@@ -281,6 +298,9 @@ type probesVariables struct {
 type probesPrograms struct {
 	BlkBioQueue    *ebpf.Program `ebpf:"blk_bio_queue"`
 	CountersSwitch *ebpf.Program `ebpf:"counters_switch"`
+	FoldExit       *ebpf.Program `ebpf:"fold_exit"`
+	FoldFree       *ebpf.Program `ebpf:"fold_free"`
+	FoldTasks      *ebpf.Program `ebpf:"fold_tasks"`
 	NetRecv        *ebpf.Program `ebpf:"net_recv"`
 	NetSend        *ebpf.Program `ebpf:"net_send"`
 	PcAdd          *ebpf.Program `ebpf:"pc_add"`
@@ -301,6 +321,9 @@ func (p *probesPrograms) Close() error {
 	return _ProbesClose(
 		p.BlkBioQueue,
 		p.CountersSwitch,
+		p.FoldExit,
+		p.FoldFree,
+		p.FoldTasks,
 		p.NetRecv,
 		p.NetSend,
 		p.PcAdd,

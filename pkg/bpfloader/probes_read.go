@@ -115,6 +115,9 @@ func (p *Probes) ReadCgroups() (ProbeReading, error) {
 
 func (p *Probes) read(procs bool) (ProbeReading, error) {
 	var r ProbeReading
+	if err := p.fold(); err != nil {
+		return r, err
+	}
 	var pk probesProcKey
 	var s probesStats
 	if procs {
