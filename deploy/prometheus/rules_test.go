@@ -1,7 +1,3 @@
-// Package prometheus holds wattrace's Prometheus recording rules and alerts
-// (wattrace.rules.yml, wattrace.alerts.yml); the tests check them with
-// promtool, which comes from Debian's prometheus package and is installed
-// when missing.
 package prometheus
 
 import (
@@ -12,12 +8,10 @@ import (
 	"github.com/wattrace/wattrace/internal/testenv"
 )
 
-var ruleFiles = []string{"wattrace.rules.yml", "wattrace.alerts.yml"}
-
 // Both files parse and every expression is valid PromQL.
 func TestPromtoolCheckRules(t *testing.T) {
 	promtool := testenv.AptTool(t, "promtool", "prometheus")
-	out, err := exec.Command(promtool, append([]string{"check", "rules"}, ruleFiles...)...).CombinedOutput()
+	out, err := exec.Command(promtool, append([]string{"check", "rules"}, Files...)...).CombinedOutput()
 	t.Logf("promtool check rules:\n%s", out)
 	if err != nil {
 		t.Fatalf("promtool check rules: %v", err)
@@ -39,5 +33,27 @@ func TestPromtoolTestRules(t *testing.T) {
 	t.Logf("promtool test rules:\n%s", out)
 	if err != nil {
 		t.Fatalf("promtool test rules: %v", err)
+	}
+}
+
+// Rules reads all 25 rules with their expressions.
+func TestRulesParse(t *testing.T) {
+	rs, err := Rules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var records, alerts int
+	for _, r := range rs {
+		if r.Expr == "" {
+			t.Errorf("%s: empty expr", r.Name())
+		}
+		if r.Record != "" {
+			records++
+		} else {
+			alerts++
+		}
+	}
+	if records != 18 || alerts != 7 {
+		t.Errorf("got %d recording rules and %d alerts, want 18 and 7", records, alerts)
 	}
 }
