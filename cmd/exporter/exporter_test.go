@@ -8,8 +8,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -102,8 +104,8 @@ func TestLoggerBadValues(t *testing.T) {
 	}
 }
 
-// exporter-toolkit logs through slog; the bridge must keep level filtering,
-// attributes, groups and errors.
+// exporter-toolkit logs through slog; zap's bridge must keep level
+// filtering, the logger's name, attributes, groups and errors.
 func TestSlogBridge(t *testing.T) {
 	var buf bytes.Buffer
 	log, err := newLogger(config.Log{Level: "info", Format: "json"}, &buf)
@@ -117,10 +119,44 @@ func TestSlogBridge(t *testing.T) {
 	if err := json.Unmarshal(bytes.TrimSpace(buf.Bytes()), &rec); err != nil {
 		t.Fatalf("want exactly one JSON record, got %q: %v", buf.String(), err)
 	}
-	want := map[string]any{"level": "error", "logger": "web", "msg": "listen failed", "address": ":9841", "tls.err": "boom", "tls.port": 9841.0}
+	want := map[string]any{"level": "error", "logger": "web", "msg": "listen failed", "address": ":9841"}
 	for k, v := range want {
 		if rec[k] != v {
 			t.Errorf("%s = %v, want %v (record %v)", k, rec[k], v, rec)
+		}
+	}
+	if tls, _ := rec["tls"].(map[string]any); tls["err"] != "boom" || tls["port"] != 9841.0 {
+		t.Errorf("group tls = %v, want err=boom port=9841 (record %v)", rec["tls"], rec)
+	}
+}
+
+// --log.format=logfmt writes logfmt in node_exporter's shape: ts (UTC,
+// milliseconds), level, caller, msg, then the fields; values with spaces
+// or quotes are quoted; slog records from exporter-toolkit look the same.
+func TestLoggerLogfmt(t *testing.T) {
+	var buf bytes.Buffer
+	log, err := newLogger(config.Log{Level: "info", Format: "logfmt"}, &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Debug("hidden")
+	log.Info("meter opened", zap.String("meter", "rapl"), zap.Int("zones", 2), zap.String("path", "/sys/class/powercap"),
+		zap.String("note", `has "quotes" and spaces`), zap.Duration("interval", 1500*time.Millisecond))
+	log.Named("promhttp").Warn("scrape failed", zap.Error(errors.New("boom")))
+	newSlogLogger(log, "web").WithGroup("tls").Info("Listening on", "address", "[::]:9841")
+	lines := strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")
+	ts := `ts=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z `
+	want := []string{
+		`^` + ts + `level=info caller=exporter/exporter_test\.go:\d+ msg="meter opened" meter=rapl zones=2 path=/sys/class/powercap note="has \\"quotes\\" and spaces" interval=1\.5s$`,
+		`^` + ts + `level=warn caller=exporter/exporter_test\.go:\d+ msg="scrape failed" logger=promhttp error=boom$`,
+		`^` + ts + `level=info caller=exporter/exporter_test\.go:\d+ msg="Listening on" logger=web tls\.address=\[::\]:9841$`,
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(want), buf.String())
+	}
+	for i, w := range want {
+		if !regexp.MustCompile(w).MatchString(lines[i]) {
+			t.Errorf("line %d:\n got %s\nwant %s", i, lines[i], w)
 		}
 	}
 }
