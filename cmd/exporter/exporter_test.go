@@ -74,6 +74,50 @@ func TestHealthEndpoints(t *testing.T) {
 	}
 }
 
+// The landing page lists the endpoints, the collectors that are on (from
+// the configuration) and, once an interval has completed, the accounting
+// mode, the meter of each zone and the kernel probes (from the snapshot).
+func TestLandingPage(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Collector.Process, cfg.Collector.ProcessTop = true, 20
+	cfg.Collector.Pod = false
+	src := &fakeSource{}
+	mux, err := newMux(cfg, prometheus.NewRegistry(), newHandlers(src), zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, body := get(t, mux, "/")
+	if code != http.StatusOK {
+		t.Fatalf("landing page: %d", code)
+	}
+	for _, want := range []string{`href="/metrics"`, `href="/-/healthy"`, `href="/-/ready"`,
+		"Collectors: node, cgroup, process (top 20), container, vm, job, unit, probes</li>",
+		"Waiting for the first accounting interval"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("landing page before the first interval: no %q in\n%s", want, body)
+		}
+	}
+	src.snap = &stats.Snapshot{Mode: "bpf", Hierarchy: "v2", Probes: []string{"softirq", "block"}, Counters: []string{"cpu_clock"},
+		Zones: []stats.Zone{
+			{ZoneID: stats.ZoneID{Name: "package", Socket: 0}, Source: "rapl"},
+			{ZoneID: stats.ZoneID{Name: "platform", Socket: -1}, Source: "redfish<b>"},
+		}}
+	_, body = get(t, mux, "/")
+	for _, want := range []string{"Accounting: bpf, cgroup hierarchy v2</li>",
+		"Meters: package (socket 0): rapl, measured; platform (node): redfish&lt;b&gt;, measured</li>",
+		"Kernel probes: softirq, block (perf counters: cpu_clock)</li>"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("landing page: no %q in\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, "Waiting for") || strings.Contains(body, "pod,") {
+		t.Errorf("landing page after the first interval still waits, or lists the pod collector that is off:\n%s", body)
+	}
+	if code, _ := get(t, mux, "/nope"); code != http.StatusNotFound {
+		t.Errorf("/nope: %d, want 404", code)
+	}
+}
+
 func TestLoggerJSON(t *testing.T) {
 	var buf bytes.Buffer
 	log, err := newLogger(config.Log{Level: "warn", Format: "json"}, &buf)

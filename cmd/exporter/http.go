@@ -2,7 +2,10 @@ package main
 
 import (
 	"fmt"
+	"html/template"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -76,15 +79,108 @@ func newMux(cfg *config.Config, reg *prometheus.Registry, h *handlers, log *zap.
 		links = append(links, web.LandingLinks{Address: "/alloy-targets", Text: "Alloy targets",
 			Description: "processes that opted in to profiling, for discovery.http"})
 	}
-	landing, err := web.NewLandingPage(web.LandingConfig{
+	l := &landing{cfg: cfg, src: h.src, base: web.LandingConfig{
 		Name:        "wattrace",
 		Description: "Energy per process, cgroup and node, from the kernel's own CPU accounting",
 		Version:     version.Info(),
 		Links:       links,
-	})
-	if err != nil {
+	}}
+	if _, err := l.page(); err != nil {
 		return nil, fmt.Errorf("building landing page: %w", err)
 	}
-	mux.Handle("/", landing)
+	mux.Handle("/", l)
 	return mux, nil
 }
+
+// landing is exporter-toolkit's landing page with a status section (the
+// collectors that are on, the meters behind each zone, the kernel probes),
+// rebuilt per request because meters and probes are known only once the
+// first interval has completed.
+type landing struct {
+	cfg  *config.Config
+	src  collector.SnapshotSource
+	base web.LandingConfig
+}
+
+func (l *landing) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p, err := l.page()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	p.ServeHTTP(w, r)
+}
+
+func (l *landing) page() (*web.LandingPageHandler, error) {
+	c := l.base
+	// NewLandingPage rewrites the links in place.
+	c.Links = append([]web.LandingLinks(nil), l.base.Links...)
+	var b strings.Builder
+	if err := statusTmpl.Execute(&b, l.status()); err != nil {
+		return nil, err
+	}
+	c.ExtraHTML = b.String()
+	return web.NewLandingPage(c)
+}
+
+type pageStatus struct {
+	Collectors []string
+	Ready      bool
+	Mode       string
+	Hierarchy  string
+	Meters     []string
+	Probes     []string
+	Counters   []string
+}
+
+func (l *landing) status() pageStatus {
+	c := l.cfg.Collector
+	var st pageStatus
+	for _, on := range []struct {
+		name string
+		on   bool
+	}{{"node", c.Node}, {"cgroup", c.Cgroup}, {"process", c.Process}, {"bpf-stats", c.BPFStats},
+		{"container", c.Container}, {"pod", c.Pod}, {"vm", c.VM}, {"job", c.Job}, {"unit", c.Unit},
+		{"probes", c.Probes}, {"perf", c.Perf}} {
+		if !on.on {
+			continue
+		}
+		name := on.name
+		if name == "process" && c.ProcessTop > 0 {
+			name = fmt.Sprintf("process (top %d)", c.ProcessTop)
+		}
+		st.Collectors = append(st.Collectors, name)
+	}
+	snap := l.src.Snapshot()
+	if snap == nil {
+		return st
+	}
+	st.Ready, st.Mode, st.Hierarchy = true, snap.Mode, snap.Hierarchy
+	for _, z := range snap.Zones {
+		method := "measured"
+		if z.Estimated {
+			method = "estimated"
+		}
+		socket := "node"
+		if z.Socket >= 0 {
+			socket = "socket " + strconv.Itoa(z.Socket)
+		}
+		st.Meters = append(st.Meters, fmt.Sprintf("%s (%s): %s, %s", z.Name, socket, z.Source, method))
+	}
+	st.Probes, st.Counters = snap.Probes, snap.Counters
+	return st
+}
+
+var statusTmpl = template.Must(template.New("status").Parse(`<div id="status">
+<h2>Status</h2>
+<ul>
+<li>Collectors: {{range $i, $c := .Collectors}}{{if $i}}, {{end}}{{$c}}{{end}}</li>
+{{- if .Ready}}
+<li>Accounting: {{.Mode}}, cgroup hierarchy {{.Hierarchy}}</li>
+<li>Meters: {{range $i, $m := .Meters}}{{if $i}}; {{end}}{{$m}}{{end}}</li>
+<li>Kernel probes: {{range $i, $p := .Probes}}{{if $i}}, {{end}}{{$p}}{{else}}none{{end}}{{if .Counters}} (perf counters: {{range $i, $c := .Counters}}{{if $i}}, {{end}}{{$c}}{{end}}){{end}}</li>
+{{- else}}
+<li>Waiting for the first accounting interval: meters and probes show once it has completed.</li>
+{{- end}}
+</ul>
+</div>`))
