@@ -1,12 +1,17 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"html/template"
+	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -184,3 +189,101 @@ var statusTmpl = template.Must(template.New("status").Parse(`<div id="status">
 {{- end}}
 </ul>
 </div>`))
+
+// webServer serves the mux on every listen address through
+// exporter-toolkit (TLS and basic auth from --web.config.file), except that
+// /-/healthy and /-/ready answer without credentials: they reveal nothing,
+// and a Kubernetes httpGet probe can't send any.
+//
+// The toolkit puts its auth check in front of server.Handler inside
+// web.Serve, just before it starts accepting; the listener's first Accept,
+// on that same goroutine, puts the health routes in front of the check.
+// One http.Server per address, because web.Serve wraps the server's handler
+// each time it is called.
+type webServer struct {
+	flags   *web.FlagConfig
+	log     *slog.Logger
+	health  *handlers
+	servers []*http.Server
+	lns     []net.Listener
+}
+
+func newWebServer(cfg *config.Config, mux http.Handler, h *handlers, log *slog.Logger) (*webServer, error) {
+	systemd := false
+	s := &webServer{log: log, health: h, flags: &web.FlagConfig{
+		WebListenAddresses: &cfg.Web.ListenAddresses,
+		WebSystemdSocket:   &systemd,
+		WebConfigFile:      &cfg.Web.ConfigFile,
+	}}
+	for _, addr := range cfg.Web.ListenAddresses {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			s.close()
+			return nil, fmt.Errorf("web.listen-address %q: %w", addr, err)
+		}
+		srv := &http.Server{
+			Handler: mux,
+			// Guards against clients that open connections and never send.
+			ReadHeaderTimeout: 10 * time.Second,
+		}
+		s.servers = append(s.servers, srv)
+		s.lns = append(s.lns, &healthFirstListener{Listener: l, server: srv, health: h})
+	}
+	return s, nil
+}
+
+func (s *webServer) close() {
+	for _, l := range s.lns {
+		_ = l.Close()
+	}
+}
+
+// serve blocks until every server has stopped and returns the first error
+// (http.ErrServerClosed after shutdown).
+func (s *webServer) serve() error {
+	errs := make(chan error, len(s.servers))
+	for i := range s.servers {
+		go func(l net.Listener, srv *http.Server) { errs <- web.Serve(l, srv, s.flags, s.log) }(s.lns[i], s.servers[i])
+	}
+	var first error
+	for range s.servers {
+		if err := <-errs; first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (s *webServer) shutdown(ctx context.Context) error {
+	var first error
+	for _, srv := range s.servers {
+		if err := srv.Shutdown(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+type healthFirstListener struct {
+	net.Listener
+	once   sync.Once
+	server *http.Server
+	health *handlers
+}
+
+func (l *healthFirstListener) Accept() (net.Conn, error) {
+	l.once.Do(func() {
+		next := l.server.Handler
+		l.server.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/-/healthy":
+				l.health.healthy(w, r)
+			case "/-/ready":
+				l.health.ready(w, r)
+			default:
+				next.ServeHTTP(w, r)
+			}
+		})
+	})
+	return l.Listener.Accept()
+}
