@@ -143,8 +143,9 @@ func tailFile(t *testing.T, path string, n int) {
 }
 
 type exporter struct {
-	url string
-	log string
+	url  string
+	log  string
+	stop func()
 }
 
 // freePort asks the kernel for an unused TCP port on localhost.
@@ -163,8 +164,14 @@ func freePort(t *testing.T) int {
 // and registers its stop (SIGINT, which must end it cleanly within 15 s).
 func startExporter(t *testing.T, args ...string) *exporter {
 	t.Helper()
+	return startExporterAt(t, fmt.Sprintf("localhost:%d", freePort(t)), args...)
+}
+
+// startExporterAt is startExporter on a given address; e.stop stops it
+// earlier than the test's end (a restart on the same address).
+func startExporterAt(t *testing.T, addr string, args ...string) *exporter {
+	t.Helper()
 	bin := exporterBinary(t)
-	addr := fmt.Sprintf("localhost:%d", freePort(t))
 	logPath := filepath.Join(t.TempDir(), "exporter.log")
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -177,26 +184,30 @@ func startExporter(t *testing.T, args ...string) *exporter {
 		t.Fatal(err)
 	}
 	t.Logf("exporter pid %d: %s %s", cmd.Process.Pid, bin, strings.Join(args, " "))
+	var once sync.Once
 	e := &exporter{url: "http://" + addr, log: logPath}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("exporter exited with %v", err)
+	e.stop = func() {
+		once.Do(func() {
+			_ = cmd.Process.Signal(os.Interrupt)
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("exporter exited with %v", err)
+				}
+			case <-time.After(15 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+				t.Errorf("exporter did not stop on SIGINT within 15 s")
 			}
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-			t.Errorf("exporter did not stop on SIGINT within 15 s")
-		}
-		logf.Close()
-		if t.Failed() {
-			tailFile(t, logPath, 60)
-		}
-	})
+			logf.Close()
+			if t.Failed() {
+				tailFile(t, logPath, 60)
+			}
+		})
+	}
+	t.Cleanup(e.stop)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if fams, err := e.scrape(); err == nil {
