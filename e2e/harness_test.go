@@ -3,7 +3,9 @@
 // Package e2e holds wattrace's end-to-end tests against real workload
 // managers: a single-node Slurm cluster (slurm.sh) and libvirt QEMU VMs
 // (libvirt.sh) brought up on the test machine, with the real exporter binary
-// scraped over HTTP. They need root and install Debian packages with
+// scraped over HTTP; and a real Prometheus pipeline (prometheus_test.go:
+// Debian's prometheus scraping wattrace, the rules and dashboards evaluated,
+// agent mode remote-writing to a second Prometheus). They need root and install Debian packages with
 // apt-get; run them with `make e2e` (build tag e2e, so `make test` does not
 // run them). Under CI=true anything missing fails the tests; without root
 // and CI they skip.
