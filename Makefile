@@ -39,10 +39,10 @@ run: build
 test:
 	$(GO) test -p 1 -count=1 ./...
 
-# End-to-end tests against a real single-node Slurm and real libvirt QEMU
-# VMs (e2e/, build tag e2e): they need root and apt-get (the scripts in e2e/
-# install Debian's slurm, munge, libvirt and qemu packages when missing),
-# start the daemons and VMs they need and remove them again.
+# End-to-end tests against a real single-node Slurm, real libvirt QEMU
+# VMs and a real Prometheus (e2e/, build tag e2e): they need root and apt-get
+# (they install Debian's slurm, munge, libvirt, qemu and prometheus packages
+# when missing), start the daemons and VMs they need and remove them again.
 e2e:
 	$(GO) vet -tags e2e ./e2e/...
 	$(GO) test -tags e2e -count=1 -p 1 -timeout 40m -v ./e2e/...

@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/NVIDIA/go-nvml v0.13.4-1
 	github.com/cilium/ebpf v0.22.0
+	github.com/jsternberg/zap-logfmt v1.3.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0
@@ -14,6 +15,9 @@ require (
 	github.com/spf13/pflag v1.0.10
 	github.com/spf13/viper v1.21.0
 	go.uber.org/zap v1.28.0
+	go.uber.org/zap/exp v0.3.0
+	go.yaml.in/yaml/v3 v3.0.5
+	golang.org/x/crypto v0.57.0
 	golang.org/x/sys v0.49.0
 	google.golang.org/grpc v1.85.0
 	k8s.io/kubelet v0.37.2
@@ -40,8 +44,6 @@ require (
 	github.com/subosito/gotenv v1.6.0 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
-	go.yaml.in/yaml/v3 v3.0.5 // indirect
-	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect

@@ -3,7 +3,9 @@
 // Package e2e holds wattrace's end-to-end tests against real workload
 // managers: a single-node Slurm cluster (slurm.sh) and libvirt QEMU VMs
 // (libvirt.sh) brought up on the test machine, with the real exporter binary
-// scraped over HTTP. They need root and install Debian packages with
+// scraped over HTTP; and a real Prometheus pipeline (prometheus_test.go:
+// Debian's prometheus scraping wattrace, the rules and dashboards evaluated,
+// agent mode remote-writing to a second Prometheus). They need root and install Debian packages with
 // apt-get; run them with `make e2e` (build tag e2e, so `make test` does not
 // run them). Under CI=true anything missing fails the tests; without root
 // and CI they skip.
@@ -143,8 +145,9 @@ func tailFile(t *testing.T, path string, n int) {
 }
 
 type exporter struct {
-	url string
-	log string
+	url  string
+	log  string
+	stop func()
 }
 
 // freePort asks the kernel for an unused TCP port on localhost.
@@ -163,8 +166,14 @@ func freePort(t *testing.T) int {
 // and registers its stop (SIGINT, which must end it cleanly within 15 s).
 func startExporter(t *testing.T, args ...string) *exporter {
 	t.Helper()
+	return startExporterAt(t, fmt.Sprintf("localhost:%d", freePort(t)), args...)
+}
+
+// startExporterAt is startExporter on a given address; e.stop stops it
+// earlier than the test's end (a restart on the same address).
+func startExporterAt(t *testing.T, addr string, args ...string) *exporter {
+	t.Helper()
 	bin := exporterBinary(t)
-	addr := fmt.Sprintf("localhost:%d", freePort(t))
 	logPath := filepath.Join(t.TempDir(), "exporter.log")
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -177,26 +186,30 @@ func startExporter(t *testing.T, args ...string) *exporter {
 		t.Fatal(err)
 	}
 	t.Logf("exporter pid %d: %s %s", cmd.Process.Pid, bin, strings.Join(args, " "))
+	var once sync.Once
 	e := &exporter{url: "http://" + addr, log: logPath}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("exporter exited with %v", err)
+	e.stop = func() {
+		once.Do(func() {
+			_ = cmd.Process.Signal(os.Interrupt)
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("exporter exited with %v", err)
+				}
+			case <-time.After(15 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+				t.Errorf("exporter did not stop on SIGINT within 15 s")
 			}
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-			t.Errorf("exporter did not stop on SIGINT within 15 s")
-		}
-		logf.Close()
-		if t.Failed() {
-			tailFile(t, logPath, 60)
-		}
-	})
+			logf.Close()
+			if t.Failed() {
+				tailFile(t, logPath, 60)
+			}
+		})
+	}
+	t.Cleanup(e.stop)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if fams, err := e.scrape(); err == nil {

@@ -168,7 +168,8 @@ next:
 
 // The README's run command, with no flag, on this machine: within 10 s
 // /metrics shows estimated node energy and per-cgroup energy that grow from
-// scrape to scrape, a busy cgroup gaining more than an idle one, in BPF mode.
+// scrape to scrape, a busy cgroup gaining more than an idle one, in BPF mode,
+// and per-process energy for at most the top 20 processes.
 func TestREADMERunCommand(t *testing.T) {
 	testenv.RequireRoot(t)
 	h, err := cgroup.Detect("/proc", "/sys/fs/cgroup", "auto")
@@ -226,6 +227,20 @@ func TestREADMERunCommand(t *testing.T) {
 	}
 	if dBusy <= 0 || dBusy <= dIdle {
 		t.Errorf("busy cgroup gained %v J, idle %v J: want busy > idle and > 0", dBusy, dIdle)
+	}
+	// The process collector is on by default, bounded to the top 20: the
+	// busy loop is among them.
+	procs := second["wattrace_process_energy_joules_total"].GetMetric()
+	busyProc := false
+	for _, m := range procs {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "cgroup" && l.GetValue() == busyPath && m.GetCounter().GetValue() > 0 {
+				busyProc = true
+			}
+		}
+	}
+	if len(procs) == 0 || len(procs) > 20 || !busyProc {
+		t.Errorf("default process series: %d (want 1..20), busy loop's process among them: %v", len(procs), busyProc)
 	}
 }
 

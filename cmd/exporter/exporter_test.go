@@ -8,8 +8,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -72,6 +74,50 @@ func TestHealthEndpoints(t *testing.T) {
 	}
 }
 
+// The landing page lists the endpoints, the collectors that are on (from
+// the configuration) and, once an interval has completed, the accounting
+// mode, the meter of each zone and the kernel probes (from the snapshot).
+func TestLandingPage(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Collector.Process, cfg.Collector.ProcessTop = true, 20
+	cfg.Collector.Pod = false
+	src := &fakeSource{}
+	mux, err := newMux(cfg, prometheus.NewRegistry(), newHandlers(src), zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, body := get(t, mux, "/")
+	if code != http.StatusOK {
+		t.Fatalf("landing page: %d", code)
+	}
+	for _, want := range []string{`href="/metrics"`, `href="/-/healthy"`, `href="/-/ready"`,
+		"Collectors: node, cgroup, process (top 20), container, vm, job, unit, probes</li>",
+		"Waiting for the first accounting interval"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("landing page before the first interval: no %q in\n%s", want, body)
+		}
+	}
+	src.snap = &stats.Snapshot{Mode: "bpf", Hierarchy: "v2", Probes: []string{"softirq", "block"}, Counters: []string{"cpu_clock"},
+		Zones: []stats.Zone{
+			{ZoneID: stats.ZoneID{Name: "package", Socket: 0}, Source: "rapl"},
+			{ZoneID: stats.ZoneID{Name: "platform", Socket: -1}, Source: "redfish<b>"},
+		}}
+	_, body = get(t, mux, "/")
+	for _, want := range []string{"Accounting: bpf, cgroup hierarchy v2</li>",
+		"Meters: package (socket 0): rapl, measured; platform (node): redfish&lt;b&gt;, measured</li>",
+		"Kernel probes: softirq, block (perf counters: cpu_clock)</li>"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("landing page: no %q in\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, "Waiting for") || strings.Contains(body, "pod,") {
+		t.Errorf("landing page after the first interval still waits, or lists the pod collector that is off:\n%s", body)
+	}
+	if code, _ := get(t, mux, "/nope"); code != http.StatusNotFound {
+		t.Errorf("/nope: %d, want 404", code)
+	}
+}
+
 func TestLoggerJSON(t *testing.T) {
 	var buf bytes.Buffer
 	log, err := newLogger(config.Log{Level: "warn", Format: "json"}, &buf)
@@ -102,8 +148,8 @@ func TestLoggerBadValues(t *testing.T) {
 	}
 }
 
-// exporter-toolkit logs through slog; the bridge must keep level filtering,
-// attributes, groups and errors.
+// exporter-toolkit logs through slog; zap's bridge must keep level
+// filtering, the logger's name, attributes, groups and errors.
 func TestSlogBridge(t *testing.T) {
 	var buf bytes.Buffer
 	log, err := newLogger(config.Log{Level: "info", Format: "json"}, &buf)
@@ -117,10 +163,44 @@ func TestSlogBridge(t *testing.T) {
 	if err := json.Unmarshal(bytes.TrimSpace(buf.Bytes()), &rec); err != nil {
 		t.Fatalf("want exactly one JSON record, got %q: %v", buf.String(), err)
 	}
-	want := map[string]any{"level": "error", "logger": "web", "msg": "listen failed", "address": ":9841", "tls.err": "boom", "tls.port": 9841.0}
+	want := map[string]any{"level": "error", "logger": "web", "msg": "listen failed", "address": ":9841"}
 	for k, v := range want {
 		if rec[k] != v {
 			t.Errorf("%s = %v, want %v (record %v)", k, rec[k], v, rec)
+		}
+	}
+	if tls, _ := rec["tls"].(map[string]any); tls["err"] != "boom" || tls["port"] != 9841.0 {
+		t.Errorf("group tls = %v, want err=boom port=9841 (record %v)", rec["tls"], rec)
+	}
+}
+
+// --log.format=logfmt writes logfmt in node_exporter's shape: ts (UTC,
+// milliseconds), level, caller, msg, then the fields; values with spaces
+// or quotes are quoted; slog records from exporter-toolkit look the same.
+func TestLoggerLogfmt(t *testing.T) {
+	var buf bytes.Buffer
+	log, err := newLogger(config.Log{Level: "info", Format: "logfmt"}, &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Debug("hidden")
+	log.Info("meter opened", zap.String("meter", "rapl"), zap.Int("zones", 2), zap.String("path", "/sys/class/powercap"),
+		zap.String("note", `has "quotes" and spaces`), zap.Duration("interval", 1500*time.Millisecond))
+	log.Named("promhttp").Warn("scrape failed", zap.Error(errors.New("boom")))
+	newSlogLogger(log, "web").WithGroup("tls").Info("Listening on", "address", "[::]:9841")
+	lines := strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")
+	ts := `ts=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z `
+	want := []string{
+		`^` + ts + `level=info caller=exporter/exporter_test\.go:\d+ msg="meter opened" meter=rapl zones=2 path=/sys/class/powercap note="has \\"quotes\\" and spaces" interval=1\.5s$`,
+		`^` + ts + `level=warn caller=exporter/exporter_test\.go:\d+ msg="scrape failed" logger=promhttp error=boom$`,
+		`^` + ts + `level=info caller=exporter/exporter_test\.go:\d+ msg="Listening on" logger=web tls\.address=\[::\]:9841$`,
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(want), buf.String())
+	}
+	for i, w := range want {
+		if !regexp.MustCompile(w).MatchString(lines[i]) {
+			t.Errorf("line %d:\n got %s\nwant %s", i, lines[i], w)
 		}
 	}
 }

@@ -1,9 +1,17 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"html/template"
+	"log/slog"
+	"net"
 	"net/http"
+	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -76,15 +84,206 @@ func newMux(cfg *config.Config, reg *prometheus.Registry, h *handlers, log *zap.
 		links = append(links, web.LandingLinks{Address: "/alloy-targets", Text: "Alloy targets",
 			Description: "processes that opted in to profiling, for discovery.http"})
 	}
-	landing, err := web.NewLandingPage(web.LandingConfig{
+	l := &landing{cfg: cfg, src: h.src, base: web.LandingConfig{
 		Name:        "wattrace",
 		Description: "Energy per process, cgroup and node, from the kernel's own CPU accounting",
 		Version:     version.Info(),
 		Links:       links,
-	})
-	if err != nil {
+	}}
+	if _, err := l.page(); err != nil {
 		return nil, fmt.Errorf("building landing page: %w", err)
 	}
-	mux.Handle("/", landing)
+	mux.Handle("/", l)
 	return mux, nil
+}
+
+// landing is exporter-toolkit's landing page with a status section (the
+// collectors that are on, the meters behind each zone, the kernel probes),
+// rebuilt per request because meters and probes are known only once the
+// first interval has completed.
+type landing struct {
+	cfg  *config.Config
+	src  collector.SnapshotSource
+	base web.LandingConfig
+}
+
+func (l *landing) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p, err := l.page()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	p.ServeHTTP(w, r)
+}
+
+func (l *landing) page() (*web.LandingPageHandler, error) {
+	c := l.base
+	// NewLandingPage rewrites the links in place.
+	c.Links = append([]web.LandingLinks(nil), l.base.Links...)
+	var b strings.Builder
+	if err := statusTmpl.Execute(&b, l.status()); err != nil {
+		return nil, err
+	}
+	c.ExtraHTML = b.String()
+	return web.NewLandingPage(c)
+}
+
+type pageStatus struct {
+	Collectors []string
+	Ready      bool
+	Mode       string
+	Hierarchy  string
+	Meters     []string
+	Probes     []string
+	Counters   []string
+}
+
+func (l *landing) status() pageStatus {
+	c := l.cfg.Collector
+	var st pageStatus
+	for _, on := range []struct {
+		name string
+		on   bool
+	}{{"node", c.Node}, {"cgroup", c.Cgroup}, {"process", c.Process}, {"bpf-stats", c.BPFStats},
+		{"container", c.Container}, {"pod", c.Pod}, {"vm", c.VM}, {"job", c.Job}, {"unit", c.Unit},
+		{"probes", c.Probes}, {"perf", c.Perf}} {
+		if !on.on {
+			continue
+		}
+		name := on.name
+		if name == "process" && c.ProcessTop > 0 {
+			name = fmt.Sprintf("process (top %d)", c.ProcessTop)
+		}
+		st.Collectors = append(st.Collectors, name)
+	}
+	snap := l.src.Snapshot()
+	if snap == nil {
+		return st
+	}
+	st.Ready, st.Mode, st.Hierarchy = true, snap.Mode, snap.Hierarchy
+	for _, z := range snap.Zones {
+		method := "measured"
+		if z.Estimated {
+			method = "estimated"
+		}
+		socket := "node"
+		if z.Socket >= 0 {
+			socket = "socket " + strconv.Itoa(z.Socket)
+		}
+		st.Meters = append(st.Meters, fmt.Sprintf("%s (%s): %s, %s", z.Name, socket, z.Source, method))
+	}
+	st.Probes, st.Counters = snap.Probes, snap.Counters
+	return st
+}
+
+var statusTmpl = template.Must(template.New("status").Parse(`<div id="status">
+<h2>Status</h2>
+<ul>
+<li>Collectors: {{range $i, $c := .Collectors}}{{if $i}}, {{end}}{{$c}}{{end}}</li>
+{{- if .Ready}}
+<li>Accounting: {{.Mode}}, cgroup hierarchy {{.Hierarchy}}</li>
+<li>Meters: {{range $i, $m := .Meters}}{{if $i}}; {{end}}{{$m}}{{end}}</li>
+<li>Kernel probes: {{range $i, $p := .Probes}}{{if $i}}, {{end}}{{$p}}{{else}}none{{end}}{{if .Counters}} (perf counters: {{range $i, $c := .Counters}}{{if $i}}, {{end}}{{$c}}{{end}}){{end}}</li>
+{{- else}}
+<li>Waiting for the first accounting interval: meters and probes show once it has completed.</li>
+{{- end}}
+</ul>
+</div>`))
+
+// webServer serves the mux on every listen address through
+// exporter-toolkit (TLS and basic auth from --web.config.file), except that
+// /-/healthy and /-/ready answer without credentials: they reveal nothing,
+// and a Kubernetes httpGet probe can't send any.
+//
+// The toolkit puts its auth check in front of server.Handler inside
+// web.Serve, just before it starts accepting; the listener's first Accept,
+// on that same goroutine, puts the health routes in front of the check.
+// One http.Server per address, because web.Serve wraps the server's handler
+// each time it is called.
+type webServer struct {
+	flags   *web.FlagConfig
+	log     *slog.Logger
+	health  *handlers
+	servers []*http.Server
+	lns     []net.Listener
+}
+
+func newWebServer(cfg *config.Config, mux http.Handler, h *handlers, log *slog.Logger) (*webServer, error) {
+	systemd := false
+	s := &webServer{log: log, health: h, flags: &web.FlagConfig{
+		WebListenAddresses: &cfg.Web.ListenAddresses,
+		WebSystemdSocket:   &systemd,
+		WebConfigFile:      &cfg.Web.ConfigFile,
+	}}
+	for _, addr := range cfg.Web.ListenAddresses {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			s.close()
+			return nil, fmt.Errorf("web.listen-address %q: %w", addr, err)
+		}
+		srv := &http.Server{
+			Handler: mux,
+			// Guards against clients that open connections and never send.
+			ReadHeaderTimeout: 10 * time.Second,
+		}
+		s.servers = append(s.servers, srv)
+		s.lns = append(s.lns, &healthFirstListener{Listener: l, server: srv, health: h})
+	}
+	return s, nil
+}
+
+func (s *webServer) close() {
+	for _, l := range s.lns {
+		_ = l.Close()
+	}
+}
+
+// serve blocks until every server has stopped and returns the first error
+// (http.ErrServerClosed after shutdown).
+func (s *webServer) serve() error {
+	errs := make(chan error, len(s.servers))
+	for i := range s.servers {
+		go func(l net.Listener, srv *http.Server) { errs <- web.Serve(l, srv, s.flags, s.log) }(s.lns[i], s.servers[i])
+	}
+	var first error
+	for range s.servers {
+		if err := <-errs; first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (s *webServer) shutdown(ctx context.Context) error {
+	var first error
+	for _, srv := range s.servers {
+		if err := srv.Shutdown(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+type healthFirstListener struct {
+	net.Listener
+	once   sync.Once
+	server *http.Server
+	health *handlers
+}
+
+func (l *healthFirstListener) Accept() (net.Conn, error) {
+	l.once.Do(func() {
+		next := l.server.Handler
+		l.server.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/-/healthy":
+				l.health.healthy(w, r)
+			case "/-/ready":
+				l.health.ready(w, r)
+			default:
+				next.ServeHTTP(w, r)
+			}
+		})
+	})
+	return l.Listener.Accept()
 }

@@ -199,23 +199,15 @@ func run(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	server := &http.Server{
-		Handler: mux,
-		// Guards against clients that open connections and never send.
-		ReadHeaderTimeout: 10 * time.Second,
+	webSrv, err := newWebServer(cfg, mux, h, newSlogLogger(log, "web"))
+	if err != nil {
+		return err
 	}
 
 	loopDone := make(chan error, 1)
 	go func() { loopDone <- loop.Run(ctx) }()
 	serveDone := make(chan error, 1)
-	go func() {
-		systemd := false
-		serveDone <- web.ListenAndServe(server, &web.FlagConfig{
-			WebListenAddresses: &cfg.Web.ListenAddresses,
-			WebSystemdSocket:   &systemd,
-			WebConfigFile:      &cfg.Web.ConfigFile,
-		}, newSlogLogger(log, "web"))
-	}()
+	go func() { serveDone <- webSrv.serve() }()
 
 	var runErr error
 	select {
@@ -237,7 +229,7 @@ func run(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	h.draining.Store(true)
 	sctx, scancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer scancel()
-	if err := server.Shutdown(sctx); err != nil {
+	if err := webSrv.shutdown(sctx); err != nil {
 		log.Warn("HTTP shutdown", zap.Error(err))
 	}
 	cancel()

@@ -336,7 +336,7 @@ func NewFlagSet(name string) *pflag.FlagSet {
 
 	fs.Bool(KeyCollectorNode, true, "Enable the node collector (zone energy and power).")
 	fs.Bool(KeyCollectorCgroup, true, "Enable the cgroup collector (energy, CPU time, context switches per cgroup).")
-	fs.Bool(KeyCollectorProcess, false, "Enable the process collector (per-process series; high cardinality).")
+	fs.Bool(KeyCollectorProcess, true, "Enable the process collector: per-process series for the top collector.process.top processes by energy.")
 	fs.Int(KeyCollectorProcessTop, 20, "Export only the N processes with the most energy. 0 = all.")
 	fs.Bool(KeyCollectorBPFStats, false, "Export run time of wattrace's BPF programs. Turns on kernel BPF statistics, which costs every BPF program on the host ~50ns per run.")
 	fs.Bool(KeyCollectorContainer, true, "Enable per-container series (docker, containerd, CRI-O, podman).")

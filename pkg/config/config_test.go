@@ -36,7 +36,7 @@ func TestDefaults(t *testing.T) {
 		Power: Power{Source: "auto", IdleWatts: map[string]float64{}, UsageMetric: map[string]string{}, IdlePolicy: "none", IPMI: "auto",
 			MeterInterval: time.Second, MeterTimeout: 5 * time.Second,
 			Redfish: Redfish{Auth: "session", Timeout: 5 * time.Second, ExternalHeader: "X-Redfish-Url"}},
-		Collector: Collector{Node: true, Cgroup: true, Process: false, ProcessTop: 20, BPFStats: false,
+		Collector: Collector{Node: true, Cgroup: true, Process: true, ProcessTop: 20, BPFStats: false,
 			Container: true, Pod: true, VM: true, Job: true, Unit: true,
 			Probes: true, PerfEnvVars: []string{"WATTRACE_PROFILE"},
 			PerfHardware:     []string{"cpu_cycles", "instructions", "cache_references", "cache_misses", "branch_instructions", "branch_misses"},
