@@ -189,10 +189,7 @@ func ParsePMValue(s, unit string) (uint64, error) {
 	if u = strings.TrimSpace(u); u != unit {
 		return 0, fmt.Errorf("value %q: want unit %q", truncate(s), unit)
 	}
-	if num == "" || strings.TrimLeft(num, "0123456789") != "" {
-		return 0, fmt.Errorf("value %q: not an unsigned integer", truncate(s))
-	}
-	v, err := strconv.ParseUint(num, 10, 64)
+	v, err := parseUint([]byte(num))
 	if err != nil {
 		return 0, fmt.Errorf("value %q: %w", truncate(s), err)
 	}
