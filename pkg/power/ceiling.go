@@ -54,6 +54,16 @@ func (m MaxWatts) For(zone string) float64 {
 	return defaultMaxWatts[ZonePlatform]
 }
 
+// ceiling is the ceiling of one sample: CPU zones reported for the whole
+// node (socket -1: pm_counters' cpu_energy, a BMC's package figure) may
+// span several sockets, so they get the node's ceiling.
+func (m MaxWatts) ceiling(zone string, socket int) float64 {
+	if socket < 0 && zone != ZonePsys {
+		return m.For(ZonePlatform)
+	}
+	return m.For(zone)
+}
+
 // Zones lists the zone names a ceiling can be set for.
 func Zones() []string {
 	z := make([]string, 0, len(defaultMaxWatts))

@@ -201,7 +201,7 @@ func TestCombineFirstMeterWinsAndTagsSource(t *testing.T) {
 func TestPMCounters(t *testing.T) {
 	root := copyFixture(t, "pm-counters")
 	dir := filepath.Join(root, "cray", "pm_counters")
-	p, err := NewPMCounters(root)
+	p, err := newPMCounters(root, os.ReadFile, MeterOptions{Now: newTick().now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +260,7 @@ func TestPMCountersRetriesWhenFreshnessMoves(t *testing.T) {
 			return []byte("9"), nil
 		}
 		return os.ReadFile(path)
-	})
+	}, MeterOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +324,7 @@ func TestPerfRAPL(t *testing.T) {
 		*v = math.MaxUint64 - 1<<32 // near the top: the difference must still be right
 		counts[ev.Name+"/"+string(rune('0'+cpu%10))] = v
 		return fakePerf{v}, nil
-	})
+	}, MeterOptions{Now: newTick().now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +334,7 @@ func TestPerfRAPL(t *testing.T) {
 	*counts["energy-pkg/0"] += 1 << 32                         // 1 J at 2^-32 J/count
 	*counts["energy-pkg/8"] += 10 << 32                        // socket 1 (CPU 28)
 	*counts["energy-ram/0"] += 65536 * 3                       // 3 J at 2^-16
-	*counts["energy-psys/0"] += math.MaxUint64/2 + 1<<32*0 + 4 // crosses 2^64: unsigned difference
+	*counts["energy-psys/0"] += 5 << 32                        // crosses 2^64: 5 J by the modular difference
 	s, err := p.Read()
 	if err != nil {
 		t.Fatal(err)
@@ -346,7 +346,7 @@ func TestPerfRAPL(t *testing.T) {
 	if got["package/1"] != 1 || got["package/2"] != 10 || got["dram/1"] != 3 || got["core/1"] != 0 {
 		t.Fatalf("joules %v", got)
 	}
-	if !near(got["psys/0"], float64(uint64(math.MaxUint64/2+4))*2.3283064365386962890625e-10) {
+	if got["psys/0"] != 5 {
 		t.Fatalf("psys %v", got["psys/0"])
 	}
 }
