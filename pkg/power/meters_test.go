@@ -331,10 +331,10 @@ func TestPerfRAPL(t *testing.T) {
 	if _, err := p.Read(); err != nil {
 		t.Fatal(err)
 	}
-	*counts["energy-pkg/0"] += 1 << 32                         // 1 J at 2^-32 J/count
-	*counts["energy-pkg/8"] += 10 << 32                        // socket 1 (CPU 28)
-	*counts["energy-ram/0"] += 65536 * 3                       // 3 J at 2^-16
-	*counts["energy-psys/0"] += 5 << 32                        // crosses 2^64: 5 J by the modular difference
+	*counts["energy-pkg/0"] += 1 << 32   // 1 J at 2^-32 J/count
+	*counts["energy-pkg/8"] += 10 << 32  // socket 1 (CPU 28)
+	*counts["energy-ram/0"] += 65536 * 3 // 3 J at 2^-16
+	*counts["energy-psys/0"] += 5 << 32  // crosses 2^64: 5 J by the modular difference
 	s, err := p.Read()
 	if err != nil {
 		t.Fatal(err)

@@ -165,7 +165,9 @@ func (p *PMCounters) consistentScan() ([]uint64, string, error) {
 }
 
 // Health implements HealthReporter.
-func (p *PMCounters) Health() []snapshot.SourceHealth { return []snapshot.SourceHealth{p.tall.health()} }
+func (p *PMCounters) Health() []snapshot.SourceHealth {
+	return []snapshot.SourceHealth{p.tall.health()}
+}
 
 // scan reads every counter between two reads of freshness.
 func (p *PMCounters) scan() (cur []uint64, startup string, consistent bool, err error) {
