@@ -41,7 +41,7 @@ func (s *scripted) ReadPower(ctx context.Context) ([]Reading, error) {
 func TestCachedTrapezoidOverDeviceTimes(t *testing.T) {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	now := t0
-	c := newCached(&scripted{name: "bmc"}, time.Second, time.Second, func() time.Time { return now }, false)
+	c := newCached(&scripted{name: "bmc"}, time.Second, time.Second, MeterOptions{Now: func() time.Time { return now }}, false)
 	if _, err := c.Read(); !errors.Is(err, ErrNoReading) {
 		t.Fatalf("Read before any reading: %v, want ErrNoReading", err)
 	}
@@ -82,7 +82,7 @@ func TestCachedTrapezoidOverDeviceTimes(t *testing.T) {
 func TestCachedHostTimesAndFailures(t *testing.T) {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	now := t0
-	c := newCached(&scripted{name: "ipmi"}, time.Second, time.Second, func() time.Time { return now }, false)
+	c := newCached(&scripted{name: "ipmi"}, time.Second, time.Second, MeterOptions{Now: func() time.Time { return now }}, false)
 	pw := func(w float64) []Reading { return []Reading{{Zone: ZonePlatform, Socket: -1, Watts: w}} }
 	c.fold(pw(250), nil, now)
 	now = now.Add(2 * time.Second)
@@ -107,7 +107,7 @@ func TestCachedHostTimesAndFailures(t *testing.T) {
 func TestCachedEnergyCounterWithReset(t *testing.T) {
 	t0 := time.Now()
 	now := t0
-	c := newCached(&scripted{name: "redfish"}, time.Second, time.Second, func() time.Time { return now }, false)
+	c := newCached(&scripted{name: "redfish"}, time.Second, time.Second, MeterOptions{Now: func() time.Time { return now }}, false)
 	e := func(j float64) []Reading { return []Reading{{Zone: ZonePlatform, Socket: -1, Energy: true, Joules: j}} }
 	for _, j := range []float64{1e6, 1e6 + 500, 1e6 + 900, 40 /* BMC reboot */, 140} {
 		now = now.Add(time.Second)
