@@ -71,3 +71,27 @@ func (t *tally) health() snapshot.SourceHealth {
 	return snapshot.SourceHealth{Source: t.source, Up: t.up, Age: t.now().Sub(since),
 		Reads: t.reads, Errors: t.errors, Rejected: t.rejects.Counts()}
 }
+
+// healthOf is a meter's health however it reports it: HealthReporter or a
+// Cached's SourceHealth. Every meter of this package has one of them; a
+// foreign meter without either is read synchronously by the stats loop,
+// which sees its failures, and is reported as up here.
+func healthOf(m Meter) []snapshot.SourceHealth {
+	switch h := m.(type) {
+	case HealthReporter:
+		return h.Health()
+	case interface{ SourceHealth() snapshot.SourceHealth }:
+		return []snapshot.SourceHealth{h.SourceHealth()}
+	}
+	return []snapshot.SourceHealth{{Source: m.Name(), Up: true, Rejected: map[string]uint64{}}}
+}
+
+// MemberHealth is the health of every member of a combined meter, in
+// precedence order (Combined's Health method is built on it).
+func (c *Combined) MemberHealth() []snapshot.SourceHealth {
+	var out []snapshot.SourceHealth
+	for _, m := range c.meters {
+		out = append(out, healthOf(m)...)
+	}
+	return out
+}
