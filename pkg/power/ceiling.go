@@ -74,15 +74,16 @@ func Zones() []string {
 	return z
 }
 
-// validate checks every ceiling names a known zone and is a finite,
-// positive number of watts below absurdWatts; key names the setting.
-func (m MaxWatts) validate(key string) error {
+// ValidateMaxWatts checks every ceiling names a known zone and is a
+// finite, positive number of watts no larger than 1 MW; key names the
+// setting in the error.
+func ValidateMaxWatts(key string, m MaxWatts) error {
 	for zone, v := range m {
 		if _, ok := defaultMaxWatts[zone]; !ok {
-			return fmt.Errorf("%s: unknown zone %q (known: %s)", key, zone, strings.Join(Zones(), ", "))
+			return fmt.Errorf("invalid value %q for %s: unknown zone %q (known: %s)", fmt.Sprint(v), key, zone, strings.Join(Zones(), ", "))
 		}
 		if math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 || v > absurdWatts {
-			return fmt.Errorf("%s: %s=%g: want a finite number of watts in (0, %g]", key, zone, v, float64(absurdWatts))
+			return fmt.Errorf("invalid value %q for %s.%s: want a finite number of watts in (0, %g]", fmt.Sprint(v), key, zone, float64(absurdWatts))
 		}
 	}
 	return nil
