@@ -42,6 +42,7 @@ type fakeBMC struct {
 	overrides map[string]func(map[string]any) // edits a resource's JSON
 	missing   map[string]bool
 	requests  []string
+	status    int // when set, authorised GETs answer this HTTP status
 }
 
 func newFakeBMC(t *testing.T) *fakeBMC {
@@ -97,8 +98,13 @@ func (b *fakeBMC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	b.mu.Lock()
-	edit, gone := b.overrides[r.URL.Path], b.missing[r.URL.Path]
+	edit, gone, status := b.overrides[r.URL.Path], b.missing[r.URL.Path], b.status
 	b.mu.Unlock()
+	if status != 0 {
+		w.WriteHeader(status)
+		fmt.Fprint(w, `{"error":{"code":"Base.1.8.InternalError","message":"The request failed due to an internal service error."}}`)
+		return
+	}
 	body, err := os.ReadFile(filepath.Join("testdata", "public-rackmount1", strings.TrimPrefix(r.URL.Path, "/redfish/v1"), "index.json"))
 	if err != nil || gone {
 		w.WriteHeader(http.StatusNotFound)
