@@ -383,3 +383,33 @@ func FuzzParsePerfEvent(f *testing.F) {
 		}
 	})
 }
+
+// A combined meter forwards Advance and IdleWatts to an estimator member,
+// so an estimator standing in for the CPU next to a retried BMC still
+// integrates, and reports every member's health.
+func TestCombineForwardsToEstimator(t *testing.T) {
+	e, err := NewEstimator(Coefficients{MinWattsPerCPU: 1, MaxWattsPerCPU: 3, CPUs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := copyFixture(t, "rapl-1socket")
+	r, err := testRAPL(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Combine(e, r)
+	c.Advance(0.5, 10*time.Second) // 2 CPUs × (1 + 2×0.5) W × 10 s = 40 J
+	if j := joulesOf(t, mustRead(t, c), ZonePackage, -1); j != 40 {
+		t.Fatalf("estimator through Combine: %v J, want 40", j)
+	}
+	if w, ok := c.IdleWatts(ZonePackage); !ok || w != 2 {
+		t.Fatalf("IdleWatts = %v, %v; want 2 W", w, ok)
+	}
+	if _, ok := c.IdleWatts(ZoneDRAM); ok {
+		t.Fatal("IdleWatts for a zone no member models")
+	}
+	h := c.MemberHealth()
+	if len(h) != 2 || h[0].Source != "estimator" || h[1].Source != "rapl" || !h[1].Up || h[1].Reads != 1 {
+		t.Fatalf("member health %+v", h)
+	}
+}

@@ -47,23 +47,33 @@ func raplSequence(t *testing.T, r *rand.Rand, steps int, kinds func(i int, prevB
 	}
 	b, _ := os.ReadFile(energy)
 	truth, _ := strconv.ParseUint(string(b[:len(b)-1]), 10, 64)
-	mustRead(t, r0)
 	s := powertest.Series{Ceiling: ceiling}
+	s.Check(t, "baseline", joulesOf(t, mustRead(t, r0), ZonePackage, 0), clock.t)
 	var credited, readErrs float64
 	counts := map[raplStep]int{}
-	prevBad := false
+	prevBad, badRun := false, 0
 	for i := 0; i < steps; i++ {
 		inc := uint64(r.Float64() * 150e6) // 0-150 W for 1 s, in µJ
 		truth = (truth + inc) % maxUJ
 		credited += float64(inc) / 1e6
 		k := kinds(i, prevBad)
+		if badRun >= 10 {
+			// Bound the gap: past ~25 s a 5 kJ jump would be plausible
+			// at the 200 W ceiling, and no longer a glitch.
+			k = good
+		}
+		if k == good {
+			badRun = 0
+		} else {
+			badRun++
+		}
 		counts[k]++
 		var content string
 		switch k {
 		case good:
 			content = strconv.FormatUint(truth, 10)
 		case stepBack:
-			content = strconv.FormatUint((truth+maxUJ-100_000_000)%maxUJ, 10)
+			content = strconv.FormatUint((truth+maxUJ-300_000_000)%maxUJ, 10)
 		case jump:
 			content = strconv.FormatUint((truth+5_000_000_000)%maxUJ, 10)
 		case beyond:
@@ -99,7 +109,11 @@ func raplSequence(t *testing.T, r *rand.Rand, steps int, kinds func(i int, prevB
 	if h.Errors != uint64(readErrs) {
 		t.Fatalf("health errors %d, want %v", h.Errors, readErrs)
 	}
-	if counts[stepBack] > 0 && h.Rejected["backwards"] == 0 || counts[jump] > 0 && h.Rejected["too_fast"] == 0 ||
+	// (A step back smaller than what the counter gained since the last
+	// accepted reading is indistinguishable from a slower interval and is
+	// rightly accepted; TestRAPLRejectsStepBackAndJump pins the rejection.)
+	// A jump past the top of the range reads as a step back.
+	if counts[jump] > 0 && h.Rejected["too_fast"]+h.Rejected["backwards"] == 0 ||
 		counts[beyond] > 0 && h.Rejected["out_of_range"] == 0 || counts[garbage]+counts[empty] > 0 && h.Rejected["unreadable"] == 0 {
 		t.Fatalf("rejections %v for steps %v", h.Rejected, counts)
 	}
@@ -171,8 +185,8 @@ func TestPMCountersProperty(t *testing.T) {
 		gained, startup, prevBad, resets := 0.0, 1700000000000000, false, 0
 		writeFile(t, filepath.Join(dir, "energy"), fmt.Sprintf("%d J\n", truth))
 		writeFile(t, filepath.Join(dir, "startup"), fmt.Sprintf("%d\n", startup))
-		mustRead(t, p)
 		s := powertest.Series{Ceiling: ceiling}
+		s.Check(t, "baseline", joulesOf(t, mustRead(t, p), ZonePlatform, -1), clock.t)
 		for i := 0; i < 200; i++ {
 			inc := uint64(r.IntN(2500))
 			truth += inc
