@@ -23,11 +23,13 @@ import (
 // counters (<sysfs>/class/powercap/intel-rapl:*). It is safe for
 // concurrent use.
 //
-// The counters are wraparound-corrected assuming at most one wrap between
-// Reads: a package counter with max_energy_range_uj ≈ 262 kJ wraps in about
-// 17 minutes at 250 W, so callers must Read well within that (every few
-// seconds in practice). Several wraps between two Reads are undetectable
-// from the counter alone and would be under-counted.
+// Every energy_uj reading passes reading.Counter: a wraparound is accepted
+// only from near the top of max_energy_range_uj to near the bottom at a
+// plausible rate, so at most one wrap between Reads is assumed: a package
+// counter with max_energy_range_uj ≈ 262 kJ wraps in about 17 minutes at
+// 250 W, so callers must Read well within that (every few seconds in
+// practice). A step back or a jump faster than the zone's ceiling
+// (MeterOptions.MaxWatts) is rejected, counted in Health and logged.
 type RAPL struct {
 	// readFile is os.ReadFile in production; tests swap it to simulate
 	// errors (EACCES) that cannot be produced as root.
@@ -61,8 +63,21 @@ type raplCounter struct {
 // Read once at start-up to set the baseline and to surface permission
 // problems early. It fails when no zone is found (VMs, unsupported CPUs,
 // intel_rapl_msr not loaded).
+//
+// NewRAPL validates wraps, steps back and the counter range, but applies no
+// power ceiling: it suits callers that read on a clock of their own (a
+// simulated one in tests). The exporter opens RAPL with NewRAPLWith (via
+// discover.Open), which applies the per-zone ceilings against the real
+// clock.
 func NewRAPL(sysfsRoot string) (*RAPL, error) {
-	return newRAPL(sysfsRoot, os.ReadFile, MeterOptions{})
+	r, err := newRAPL(sysfsRoot, os.ReadFile, MeterOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range r.counters {
+		c.ctr.MaxRate = 0
+	}
+	return r, nil
 }
 
 // NewRAPLWith is NewRAPL with a logger, per-zone power ceilings and a
