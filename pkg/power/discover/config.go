@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/power/ipmi"
 	"github.com/wattrace/wattrace/pkg/power/redfish"
 )
 
@@ -49,6 +50,8 @@ type Config struct {
 	// IPMI tools and capmc (exec.LookPath when nil).
 	IPMIDevices []string
 	LookPath    func(string) (string, error)
+	// openIPMI opens the OpenIPMI device (ipmi.Open); tests fake it.
+	openIPMI func(paths []string) (ipmi.Conn, string, error)
 }
 
 // Sources, IPMIModes and CapmcModes are the allowed values of power.source,
@@ -145,6 +148,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LookPath == nil {
 		c.LookPath = exec.LookPath
+	}
+	if c.openIPMI == nil {
+		c.openIPMI = func(paths []string) (ipmi.Conn, string, error) {
+			d, err := ipmi.Open(paths...)
+			if err != nil {
+				return nil, "", err
+			}
+			return d, d.Path(), nil
+		}
 	}
 	return c
 }

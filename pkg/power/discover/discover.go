@@ -377,18 +377,17 @@ func openIPMIDevice(ctx context.Context, e *Env) (power.Meter, string, error) {
 	if e.Cfg.IPMI == "off" {
 		return nil, "off (power.ipmi=off)", nil
 	}
-	dev, err := ipmi.Open(e.Cfg.IPMIDevices...)
+	dev, path, err := e.Cfg.openIPMI(e.Cfg.IPMIDevices)
 	if err != nil {
 		return nil, "", err
 	}
-	path := dev.Path()
 	c, err := e.FirstReading(ctx, ipmi.NewDCMIMeter(dev))
 	if err == nil {
 		return c, path + " (DCMI)", nil
 	}
 	// The device is there, so a BMC is: it may be busy or rebooting.
 	return e.Retry("ipmi", fmt.Errorf("%s (DCMI): %w", path, err), func(ctx context.Context) (power.Meter, error) {
-		dev, err := ipmi.Open(path)
+		dev, _, err := e.Cfg.openIPMI([]string{path})
 		if err != nil {
 			return nil, err
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/wattrace/wattrace/internal/testenv"
 	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/power/ipmi"
 	"github.com/wattrace/wattrace/pkg/power/redfish"
 )
 
@@ -247,5 +248,53 @@ func TestOpenSources(t *testing.T) {
 	m, err := Open(context.Background(), cfg, nil)
 	if err != nil || m.Name() != "rapl" {
 		t.Fatalf("rapl: %v %v", m, err)
+	}
+}
+
+// dcmiConn is a BMC behind /dev/ipmi0 that is busy until up is set.
+type dcmiConn struct{ up *atomic.Bool }
+
+func (c dcmiConn) Do(context.Context, ipmi.Request) ([]byte, error) {
+	if !c.up.Load() {
+		return []byte{0xC0}, nil // node busy
+	}
+	return ipmi.EncodePowerReading(ipmi.PowerReading{Current: 250, Timestamp: time.Now(), Active: true}), nil
+}
+
+// Issue 10 case 2 for IPMI: the OpenIPMI device exists but the BMC is busy
+// at start; the meter is retried and adopted for the platform, and hwmon's
+// power_meter does not take the zone meanwhile.
+func TestOpenRetriesIPMIDevice(t *testing.T) {
+	root := t.TempDir()
+	copyTree(t, "../testdata/hwmon", root)
+	var up atomic.Bool
+	cfg := fastConfig(root)
+	cfg.IPMI = "auto"
+	cfg.openIPMI = func([]string) (ipmi.Conn, string, error) { return dcmiConn{&up}, "/dev/ipmi0", nil }
+	core, logs := observer.New(zapcore.WarnLevel)
+	m, err := Open(context.Background(), cfg, zap.New(core))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeMeter(m)
+	if m.Name() != "ipmi+hwmon" {
+		t.Fatalf("meter %q, want ipmi (retried) + hwmon (GPUs only)", m.Name())
+	}
+	if z := strings.Join(zones(t, m), " "); z != "hwmon:gpu hwmon:gpu" {
+		t.Fatalf("zones while the BMC is busy: %q", z)
+	}
+	if logs.FilterMessage("power meter discovery").Len() != 1 {
+		t.Fatalf("want one warn discovery line: %v", logs.All())
+	}
+	up.Store(true)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if z := strings.Join(zones(t, m), " "); z == "ipmi:platform hwmon:gpu hwmon:gpu" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ipmi not adopted: zones %v", zones(t, m))
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
