@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -35,9 +36,10 @@ func main() {
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("redfish_proxy", flag.ContinueOnError)
-	var allow listFlag
+	var allow, ports listFlag
 	listen := fs.String("listen", ":9842", "address to listen on")
 	fs.Var(&allow, "allow", "BMC allowed as a target: CIDR (10.0.0.0/16) or host pattern (bmc-*.mgmt); repeatable, required")
+	fs.Var(&ports, "allow-port", "TCP port an allowed BMC may be reached on; repeatable (default 443 only)")
 	nodesFile := fs.String("nodes-file", "", "JSON object mapping node names to BMC base URLs, used when a request names a node (X-Redfish-Node)")
 	certFile := fs.String("tls-cert", "", "serve HTTPS with this certificate (with --tls-key)")
 	keyFile := fs.String("tls-key", "", "key for --tls-cert")
@@ -48,6 +50,13 @@ func run(args []string) error {
 		return err
 	}
 	cfg := proxy.Config{Allow: allow, Timeout: *timeout}
+	for _, p := range ports {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return fmt.Errorf("--allow-port: %q is not a port number", p)
+		}
+		cfg.Ports = append(cfg.Ports, n)
+	}
 	if *nodesFile != "" {
 		b, err := os.ReadFile(*nodesFile)
 		if err != nil {

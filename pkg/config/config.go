@@ -217,6 +217,8 @@ type Power struct {
 	MeterInterval time.Duration
 	MeterTimeout  time.Duration
 	Redfish       Redfish
+	Capmc         string             // power.capmc: off | auto
+	MaxWatts      map[string]float64 // power.max-watts: zone -> ceiling in watts
 }
 
 // Redfish configures a BMC to read node power from; off when URL is empty.
@@ -235,6 +237,76 @@ type Redfish struct {
 type Estimator struct {
 	MinWattsPerCPU float64
 	MaxWattsPerCPU float64
+}
+
+// Power meter choice and reading validation: power.capmc and
+// power.max-watts, and the checks that refuse non-finite or absurd power
+// figures (the meters themselves live in pkg/power, which does not import
+// this package).
+const (
+	KeyPowerCapmc    = "power.capmc"
+	KeyPowerMaxWatts = "power.max-watts"
+)
+
+var (
+	// CapmcModes are power.capmc's values: off, or auto (use capmc when it
+	// is on PATH).
+	CapmcModes = []string{"off", "auto"}
+)
+
+// Bounds on configured power figures: anything beyond is a typo, and a
+// value such as 1e308 would overflow energy to Inf.
+const (
+	maxWattsPerCPU  = 1000
+	maxWattsPerZone = 1e6
+)
+
+// zoneMapKey splits a flattened per-zone map key such as
+// power.max-watts.package.
+func zoneMapKey(key string) (string, string, bool) {
+	for _, mk := range []string{KeyPowerIdleWatts, KeyPowerMaxWatts} {
+		if zone, ok := strings.CutPrefix(key, mk+"."); ok && zone != "" {
+			return mk, zone, true
+		}
+	}
+	return "", "", false
+}
+
+func powerMeterFlags(fs *pflag.FlagSet) {
+	fs.String(KeyPowerCapmc, "off", "Read node power with HPE Cray capmc get_system_power when it is on PATH: off or auto. It reports a whole partition's power, the node's only on a single-node partition.")
+	fs.String(KeyPowerMaxWatts, "", "Ceilings on plausible power per zone, e.g. package=400,platform=3000: watts per socket for package, core, uncore, dram; per device for gpu; per node for psys, platform. A reading implying more is rejected and counted. Unset zones: package, core, uncore 1000, dram 500, gpu 2000, psys 2000, platform 20000.")
+}
+
+// validateMeters checks power.capmc, power.max-watts and that the
+// estimator's figures are finite and sane (NaN passes a ">= 0" check).
+func (p Power) validateMeters() []error {
+	var errs []error
+	if !slices.Contains(CapmcModes, p.Capmc) {
+		errs = append(errs, fmt.Errorf("invalid value %q for %s: allowed %s", p.Capmc, KeyPowerCapmc, strings.Join(CapmcModes, ", ")))
+	}
+	zones := make([]string, 0, len(p.MaxWatts))
+	for z := range p.MaxWatts {
+		zones = append(zones, z)
+	}
+	sort.Strings(zones)
+	for _, z := range zones {
+		v := p.MaxWatts[z]
+		switch {
+		case !slices.Contains(power.Zones(), z):
+			errs = append(errs, fmt.Errorf("invalid value %q for %s: unknown zone %q, allowed %s", fmt.Sprint(v), KeyPowerMaxWatts, z, strings.Join(power.Zones(), ", ")))
+		case math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 || v > maxWattsPerZone:
+			errs = append(errs, fmt.Errorf("invalid value %q for %s.%s: want a finite number of watts in (0, %g]", fmt.Sprint(v), KeyPowerMaxWatts, z, float64(maxWattsPerZone)))
+		}
+	}
+	for _, kv := range []struct {
+		key string
+		v   float64
+	}{{KeyPowerEstimatorMinPer, p.Estimator.MinWattsPerCPU}, {KeyPowerEstimatorMaxPer, p.Estimator.MaxWattsPerCPU}} {
+		if math.IsNaN(kv.v) || math.IsInf(kv.v, 0) || kv.v > maxWattsPerCPU {
+			errs = append(errs, fmt.Errorf("invalid value %q for %s: want a finite number of watts in [0, %d] (0 = from the CPU model table)", fmt.Sprint(kv.v), kv.key, maxWattsPerCPU))
+		}
+	}
+	return errs
 }
 
 // Collector enables collectors.
@@ -321,6 +393,7 @@ func NewFlagSet(name string) *pflag.FlagSet {
 	fs.String(KeyPowerIPMI, "auto", "Read node power over IPMI DCMI (/dev/ipmi0, else ipmi-dcmi, ipmitool or ipmiutil): auto or off.")
 	fs.Duration(KeyPowerMeterInterval, time.Second, "How often slow meters (BMCs, hwmon) are read in the background.")
 	fs.Duration(KeyPowerMeterTimeout, 5*time.Second, "Longest wait for one slow-meter read; a late meter keeps its last value, visibly stale.")
+	powerMeterFlags(fs)
 	fs.String(KeyRedfishURL, "", "Redfish BMC base URL, e.g. https://{hostname}-bmc.example.com ({hostname}: this node's short name). Empty: no Redfish.")
 	fs.String(KeyRedfishChassis, "", "Redfish chassis Id. Empty: the first chassis with power data.")
 	fs.String(KeyRedfishUsername, "", "Redfish user name.")
@@ -448,19 +521,19 @@ func readFile(path string, known map[string]bool) (map[string]any, error) {
 			out[key] = fv.Get(k)
 			continue
 		}
-		// A map under power.idle-watts flattens into
+		// A map under power.idle-watts (or power.max-watts) flattens into
 		// power.idle-watts::package etc.; fold those back into one map.
-		if zone, ok := strings.CutPrefix(key, KeyPowerIdleWatts+"."); ok && zone != "" {
-			m, isMap := out[KeyPowerIdleWatts].(map[string]any)
-			if !isMap && out[KeyPowerIdleWatts] != nil {
-				return nil, fmt.Errorf("config file %s: key %s is set twice (flat and nested)", path, KeyPowerIdleWatts)
+		if mk, zone, ok := zoneMapKey(key); ok {
+			m, isMap := out[mk].(map[string]any)
+			if !isMap && out[mk] != nil {
+				return nil, fmt.Errorf("config file %s: key %s is set twice (flat and nested)", path, mk)
 			}
 			if m == nil {
 				m = map[string]any{}
-				out[KeyPowerIdleWatts] = m
+				out[mk] = m
 			}
 			if _, dup := m[zone]; dup {
-				return nil, fmt.Errorf("config file %s: key %s.%s is set twice (flat and nested)", path, KeyPowerIdleWatts, zone)
+				return nil, fmt.Errorf("config file %s: key %s.%s is set twice (flat and nested)", path, mk, zone)
 			}
 			m[zone] = fv.Get(k)
 			continue
@@ -510,6 +583,8 @@ func decode(v *viper.Viper) (*Config, error) {
 			IPMI:          d.string(KeyPowerIPMI),
 			MeterInterval: d.duration(KeyPowerMeterInterval),
 			MeterTimeout:  d.duration(KeyPowerMeterTimeout),
+			Capmc:         d.string(KeyPowerCapmc),
+			MaxWatts:      d.idleWatts(KeyPowerMaxWatts),
 			Redfish: Redfish{
 				URL: d.string(KeyRedfishURL), Chassis: d.string(KeyRedfishChassis),
 				Username: d.string(KeyRedfishUsername), UsernameFile: d.string(KeyRedfishUsernameFile),
@@ -758,8 +833,8 @@ func (c *Config) Validate() error {
 		}
 	}
 	knownZone := func(key, zone string) {
-		if !slices.Contains(power.Zones, zone) {
-			errs = append(errs, fmt.Errorf("invalid zone %q in %s: allowed %s", zone, key, strings.Join(power.Zones, ", ")))
+		if !slices.Contains(power.Zones(), zone) {
+			errs = append(errs, fmt.Errorf("invalid zone %q in %s: allowed %s", zone, key, strings.Join(power.Zones(), ", ")))
 		}
 	}
 	for _, z := range slices.Sorted(maps.Keys(c.Power.IdleWatts)) {
@@ -788,6 +863,7 @@ func (c *Config) Validate() error {
 	if lo, hi := c.Power.Estimator.MinWattsPerCPU, c.Power.Estimator.MaxWattsPerCPU; lo > 0 && hi > 0 && hi < lo {
 		errs = append(errs, fmt.Errorf("invalid value %q for %s: must be >= %s (%g)", strconv.FormatFloat(hi, 'g', -1, 64), KeyPowerEstimatorMaxPer, KeyPowerEstimatorMinPer, lo))
 	}
+	errs = append(errs, c.Power.validateMeters()...)
 	if c.Collector.ProcessTop < 0 {
 		errs = append(errs, fmt.Errorf("invalid value %q for %s: must be >= 0 (0 = all)", strconv.Itoa(c.Collector.ProcessTop), KeyCollectorProcessTop))
 	}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -34,7 +35,7 @@ func TestDefaults(t *testing.T) {
 		Cgroup:     Cgroup{Hierarchy: "auto"},
 		Stats:      Stats{Interval: 5 * time.Second, Retention: 5 * time.Minute},
 		Power: Power{Source: "auto", IdleWatts: map[string]float64{}, UsageMetric: map[string]string{}, IdlePolicy: "none", IPMI: "auto",
-			MeterInterval: time.Second, MeterTimeout: 5 * time.Second,
+			MeterInterval: time.Second, MeterTimeout: 5 * time.Second, Capmc: "off", MaxWatts: map[string]float64{},
 			Redfish: Redfish{Auth: "session", Timeout: 5 * time.Second, ExternalHeader: "X-Redfish-Url"}},
 		Collector: Collector{Node: true, Cgroup: true, Process: true, ProcessTop: 20, BPFStats: false,
 			Container: true, Pod: true, VM: true, Job: true, Unit: true,
@@ -193,7 +194,7 @@ func TestLoadErrors(t *testing.T) {
 		{name: "stray argument", args: []string{"metrics"}, want: "unexpected arguments"},
 		// Issue 10, case 9: each of these used to be accepted silently or
 		// to fail only once the exporter was serving, without the key.
-		{name: "idle watts zone typo", args: []string{"--power.idle-watts=pakage=5"}, want: `invalid zone "pakage" in power.idle-watts: allowed package, core`},
+		{name: "idle watts zone typo", args: []string{"--power.idle-watts=pakage=5"}, want: `invalid zone "pakage" in power.idle-watts: allowed core, dram, gpu, package`},
 		{name: "idle watts zone typo in file", file: "power.idle-watts: {dram: 2, packge: 5}\n", want: `invalid zone "packge" in power.idle-watts`},
 		{name: "usage metric zone typo", args: []string{"--power.usage-metric=dramm=cycles"}, want: `invalid zone "dramm" in power.usage-metric`},
 		{name: "flat and nested", file: "stats.interval: 5s\nstats:\n  interval: 10s\n", want: "key stats.interval is set twice (flat and nested)"},
@@ -259,6 +260,16 @@ func TestValidate(t *testing.T) {
 		{"estimator negative", func(c *Config) { c.Power.Estimator.MinWattsPerCPU = -1 }, `invalid value "-1" for power.estimator.min-watts-per-cpu`},
 		{"estimator max < min", func(c *Config) { c.Power.Estimator = Estimator{MinWattsPerCPU: 5, MaxWattsPerCPU: 2} }, `invalid value "2" for power.estimator.max-watts-per-cpu: must be >= power.estimator.min-watts-per-cpu (5)`},
 		{"estimator max only", func(c *Config) { c.Power.Estimator = Estimator{MaxWattsPerCPU: 2} }, ""},
+		// Issue 10 case 5: NaN passed the ">= 0" check and was silently
+		// replaced by the table; 1e308 gave NaN power.
+		{"estimator min NaN", func(c *Config) { c.Power.Estimator.MinWattsPerCPU = math.NaN() }, `invalid value "NaN" for power.estimator.min-watts-per-cpu`},
+		{"estimator max Inf", func(c *Config) { c.Power.Estimator.MaxWattsPerCPU = math.Inf(1) }, `invalid value "+Inf" for power.estimator.max-watts-per-cpu`},
+		{"estimator max absurd", func(c *Config) { c.Power.Estimator.MaxWattsPerCPU = 1e308 }, `invalid value "1e+308" for power.estimator.max-watts-per-cpu`},
+		{"power.capmc", func(c *Config) { c.Power.Capmc = "on" }, `invalid value "on" for power.capmc: allowed off, auto`},
+		{"max-watts zone typo", func(c *Config) { c.Power.MaxWatts = map[string]float64{"pakage": 400} }, `unknown zone "pakage"`},
+		{"max-watts NaN", func(c *Config) { c.Power.MaxWatts = map[string]float64{"package": math.NaN()} }, `invalid value "NaN" for power.max-watts.package`},
+		{"max-watts zero", func(c *Config) { c.Power.MaxWatts = map[string]float64{"platform": 0} }, `for power.max-watts.platform`},
+		{"max-watts set", func(c *Config) { c.Power.MaxWatts = map[string]float64{"package": 400, "platform": 3000} }, ""},
 		{"telemetry path relative", func(c *Config) { c.Web.TelemetryPath = "metrics" }, `invalid value "metrics" for web.telemetry-path`},
 		{"telemetry path clashes", func(c *Config) { c.Web.TelemetryPath = "/-/healthy" }, `invalid value "/-/healthy" for web.telemetry-path`},
 		{"no listen address", func(c *Config) { c.Web.ListenAddresses = nil }, `for web.listen-address: at least one address`},
@@ -294,4 +305,25 @@ func TestValidateReportsAll(t *testing.T) {
 func TestEnvVar(t *testing.T) {
 	eq(t, EnvVar("web.listen-address"), "WATTRACE_WEB_LISTEN_ADDRESS")
 	eq(t, EnvVar("power.estimator.min-watts-per-cpu"), "WATTRACE_POWER_ESTIMATOR_MIN_WATTS_PER_CPU")
+}
+
+func TestMaxWattsFlagAndYAML(t *testing.T) {
+	c, err := Load([]string{"--power.max-watts=package=400,platform=3000", "--power.capmc=auto"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Power.MaxWatts["package"] != 400 || c.Power.MaxWatts["platform"] != 3000 || len(c.Power.MaxWatts) != 2 || c.Power.Capmc != "auto" {
+		t.Fatalf("flags: %+v %q", c.Power.MaxWatts, c.Power.Capmc)
+	}
+	f := writeFile(t, "power:\n  max-watts:\n    dram: 150\n    gpu: 700\n")
+	c, err = Load([]string{"--config.file=" + f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Power.MaxWatts["dram"] != 150 || c.Power.MaxWatts["gpu"] != 700 || len(c.Power.MaxWatts) != 2 {
+		t.Fatalf("yaml: %+v", c.Power.MaxWatts)
+	}
+	if _, err := Load([]string{"--power.estimator.min-watts-per-cpu=NaN"}); err == nil || !strings.Contains(err.Error(), "power.estimator.min-watts-per-cpu") {
+		t.Fatalf("NaN from the command line: %v", err)
+	}
 }

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/wattrace/wattrace/pkg/reading"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
 // Reading is one zone's figure as a slow meter (a BMC, a hwmon power
@@ -20,6 +23,10 @@ type Reading struct {
 	Energy bool
 	Joules float64
 	Watts  float64
+	// Max is the device's own declared upper bound for Watts (a Redfish
+	// sensor's ReadingRangeMax); 0 when it declares none. A reading above
+	// it, or above the zone's configured ceiling, is rejected.
+	Max float64
 	// Time is when the device took the reading, if it says (a BMC's
 	// DCMI timestamp, a Redfish sensor's ReadingTime); zero otherwise, and
 	// the time the read returned is used instead.
@@ -40,8 +47,13 @@ var ErrNoReading = errors.New("no reading yet")
 // device. A goroutine reads the device every interval (each read bounded by
 // timeout) and keeps, per zone, a cumulative energy:
 //
-//   - energy counters contribute their differences; a counter that went
-//     backwards was reset (BMC reboot) and contributes nothing for that step;
+//   - every reading is validated first (pkg/reading): an energy counter
+//     passes reading.Counter against the zone's power ceiling, so a counter
+//     that went backwards (BMC reboot) or jumped contributes nothing for
+//     that step; a power reading must be finite, not negative and within
+//     both the device's declared range and the zone's ceiling. A rejected
+//     reading is counted by reason, logged at warn (rate-limited) and
+//     skipped: the next good one spans the gap, so nothing is invented;
 //   - power readings are integrated with the trapezoid rule over the
 //     device's timestamps when it gives them, else over the times the reads
 //     returned. A reading whose device timestamp has not advanced is the
@@ -54,6 +66,8 @@ type Cached struct {
 	interval time.Duration
 	timeout  time.Duration
 	now      func() time.Time
+	maxWatts MaxWatts
+	tall     *tally // logs failed reads and counts rejected readings
 
 	mu       sync.Mutex
 	zones    map[zoneKey]*cachedZone
@@ -77,19 +91,26 @@ type cachedZone struct {
 	joules  float64
 	primed  bool
 	energy  bool
-	prevJ   float64   // last device energy counter
-	prevW   float64   // last power
-	prevDev time.Time // last device timestamp (zero if none)
-	prevT   time.Time // host time of the last sample
+	ctr     reading.Counter // the device's energy counter, validated
+	prevW   float64         // last accepted power
+	prevDev time.Time       // last device timestamp (zero if none)
+	prevT   time.Time       // host time of the last sample
 }
 
 // NewCached starts reading r every interval, each read bounded by timeout
 // (at most interval when timeout is 0 or larger). Close stops it.
 func NewCached(r PowerReader, interval, timeout time.Duration) *Cached {
-	return newCached(r, interval, timeout, time.Now, true)
+	return newCached(r, interval, timeout, MeterOptions{}, true)
 }
 
-func newCached(r PowerReader, interval, timeout time.Duration, now func() time.Time, run bool) *Cached {
+// NewCachedWith is NewCached with a logger for failed reads and rejected
+// readings, and per-zone ceilings.
+func NewCachedWith(r PowerReader, interval, timeout time.Duration, o MeterOptions) *Cached {
+	return newCached(r, interval, timeout, o, true)
+}
+
+func newCached(r PowerReader, interval, timeout time.Duration, o MeterOptions, run bool) *Cached {
+	now := o.now()
 	if interval <= 0 {
 		interval = time.Second
 	}
@@ -99,7 +120,8 @@ func newCached(r PowerReader, interval, timeout time.Duration, now func() time.T
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Cached{
-		r: r, interval: interval, timeout: timeout, now: now,
+		r: r, interval: interval, timeout: timeout, now: now, maxWatts: o.MaxWatts,
+		tall:  newTally(r.Name(), o.Log, now),
 		zones: make(map[zoneKey]*cachedZone), started: now(),
 		cancel: cancel, done: make(chan struct{}),
 	}
@@ -146,42 +168,78 @@ func (c *Cached) fold(readings []Reading, err error, at time.Time) {
 	if err != nil {
 		c.failures++
 		c.lastErr = fmt.Errorf("%s: %w", c.r.Name(), err)
+		c.tall.result(c.lastErr, at)
 		return
 	}
-	c.lastErr = nil
+	var rejected []error
 	for _, rd := range readings {
 		k := zoneKey{rd.Zone, rd.Socket}
 		z := c.zones[k]
 		if z == nil {
 			z = &cachedZone{}
+		}
+		fresh, err := z.add(rd, at, c.maxWatts.ceiling(rd.Zone, rd.Socket))
+		if err != nil {
+			c.tall.rejects.Add(err, fmt.Sprintf("%s/%d", rd.Zone, rd.Socket))
+			rejected = append(rejected, err)
+		}
+		if z.primed && c.zones[k] == nil {
+			// A zone appears with its first accepted reading.
 			c.zones[k] = z
 			c.order = append(c.order, k)
 		}
-		if z.add(rd, at) {
+		if fresh {
 			c.fresh = at
 		}
 	}
+	if len(rejected) == len(readings) {
+		// Nothing usable came back: the meter answers but is not up.
+		c.failures++
+		c.lastErr = fmt.Errorf("%s: every reading rejected: %w", c.r.Name(), errors.Join(rejected...))
+		c.tall.result(c.lastErr, at)
+		return
+	}
+	c.lastErr = nil
+	c.tall.result(nil, at)
 }
 
-// add folds one reading into the zone and reports whether it was a new
-// sample.
-func (z *cachedZone) add(rd Reading, at time.Time) bool {
+// add validates one reading and folds it into the zone. It reports whether
+// it was a new sample, and the rejection when it was refused.
+func (z *cachedZone) add(rd Reading, at time.Time, ceiling float64) (bool, error) {
+	if !rd.Energy {
+		limit := ceiling
+		if rd.Max > 0 && rd.Max < limit {
+			limit = rd.Max
+		}
+		if err := reading.CheckGauge(rd.Watts, limit); err != nil {
+			return false, err
+		}
+	}
 	if !z.primed || z.energy != rd.Energy {
 		// First sample, or the device switched between energy and
 		// power (a BMC firmware update): restart the baseline.
 		z.primed, z.energy = true, rd.Energy
-		z.prevJ, z.prevW, z.prevDev, z.prevT = rd.Joules, rd.Watts, rd.Time, at
-		return true
+		z.ctr = reading.Counter{MaxRate: ceiling}
+		if rd.Energy {
+			if _, err := z.ctr.Observe(rd.Joules, at); err != nil {
+				z.primed = false
+				return false, err
+			}
+		}
+		z.prevW, z.prevDev, z.prevT = rd.Watts, rd.Time, at
+		return true, nil
 	}
 	if !rd.Time.IsZero() && !z.prevDev.IsZero() && !rd.Time.After(z.prevDev) {
-		return false // the device's sample has not changed
+		return false, nil // the device's sample has not changed
 	}
 	if rd.Energy {
-		if d := rd.Joules - z.prevJ; d > 0 {
-			z.joules += d
+		d, err := z.ctr.Observe(rd.Joules, at)
+		if err != nil {
+			return false, err
 		}
-		z.prevJ, z.prevDev, z.prevT = rd.Joules, rd.Time, at
-		return true
+		z.joules += d
+		z.prevDev, z.prevT = rd.Time, at
+		return true, nil
 	}
 	dt := at.Sub(z.prevT)
 	if !rd.Time.IsZero() && !z.prevDev.IsZero() {
@@ -191,11 +249,11 @@ func (z *cachedZone) add(rd Reading, at time.Time) bool {
 			dt = dev
 		}
 	}
-	if dt > 0 && rd.Watts >= 0 && z.prevW >= 0 {
+	if dt > 0 {
 		z.joules += (z.prevW + rd.Watts) / 2 * dt.Seconds()
 	}
 	z.prevW, z.prevDev, z.prevT = rd.Watts, rd.Time, at
-	return true
+	return true, nil
 }
 
 // Name implements Meter.
@@ -246,6 +304,15 @@ func (c *Cached) Reads() (total, failed uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.reads, c.failures
+}
+
+// SourceHealth is the device's health: reads, failures, staleness and the
+// readings rejected by validation. (Cached's Health method, reporting this
+// one source, is built on it.)
+func (c *Cached) SourceHealth() snapshot.SourceHealth {
+	h := c.tall.health()
+	h.Age = c.Age()
+	return h
 }
 
 // WaitFirst blocks until the first good reading, the first failure, or

@@ -10,7 +10,12 @@ import (
 // that already run a loop, and for deterministic tests of integration and
 // staleness.
 func NewManualCached(r PowerReader, now func() time.Time) *Cached {
-	return newCached(r, time.Second, 5*time.Second, now, false)
+	return newCached(r, time.Second, 5*time.Second, MeterOptions{Now: now}, false)
+}
+
+// NewManualCachedWith is NewManualCached with options (o.Now is the clock).
+func NewManualCachedWith(r PowerReader, o MeterOptions) *Cached {
+	return newCached(r, time.Second, 5*time.Second, o, false)
 }
 
 // Poll reads the device once, synchronously (NewManualCached meters).

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Combined is a Meter that unions the zones of several meters (RAPL for
@@ -104,4 +105,33 @@ func (c *Combined) Close() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Advance implements Advancer for the members that model from utilization
+// (an estimator standing in for the CPU next to a measured platform).
+func (c *Combined) Advance(util float64, dt time.Duration) {
+	for _, m := range c.meters {
+		if a, ok := m.(Advancer); ok {
+			a.Advance(util, dt)
+		}
+	}
+}
+
+// IdleWatts implements IdleModeler: the model of the member that owns zone
+// (or, before the zone was first read, the first member that has one).
+func (c *Combined) IdleWatts(zone string) (float64, bool) {
+	c.mu.Lock()
+	o, owned := c.owner[zone]
+	c.mu.Unlock()
+	for i, m := range c.meters {
+		if owned && i != o {
+			continue
+		}
+		if im, ok := m.(IdleModeler); ok {
+			if w, ok := im.IdleWatts(zone); ok {
+				return w, true
+			}
+		}
+	}
+	return 0, false
 }

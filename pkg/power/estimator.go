@@ -5,6 +5,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
 // Coefficients parameterise the linear estimator: node power is
@@ -23,15 +25,20 @@ type Coefficients struct {
 func (c Coefficients) validate() error {
 	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 	switch {
-	case !finite(c.MinWattsPerCPU) || c.MinWattsPerCPU < 0:
-		return fmt.Errorf("MinWattsPerCPU must be a finite value >= 0, got %v", c.MinWattsPerCPU)
-	case !finite(c.MaxWattsPerCPU) || c.MaxWattsPerCPU < c.MinWattsPerCPU:
-		return fmt.Errorf("MaxWattsPerCPU must be finite and >= MinWattsPerCPU (%v), got %v", c.MinWattsPerCPU, c.MaxWattsPerCPU)
+	case !finite(c.MinWattsPerCPU) || c.MinWattsPerCPU < 0 || c.MinWattsPerCPU > MaxWattsPerCPULimit:
+		return fmt.Errorf("MinWattsPerCPU must be a finite value in [0, %g], got %v", float64(MaxWattsPerCPULimit), c.MinWattsPerCPU)
+	case !finite(c.MaxWattsPerCPU) || c.MaxWattsPerCPU < c.MinWattsPerCPU || c.MaxWattsPerCPU > MaxWattsPerCPULimit:
+		return fmt.Errorf("MaxWattsPerCPU must be finite, >= MinWattsPerCPU (%v) and <= %g, got %v", c.MinWattsPerCPU, float64(MaxWattsPerCPULimit), c.MaxWattsPerCPU)
 	case c.CPUs <= 0:
 		return fmt.Errorf("CPUs must be > 0, got %d", c.CPUs)
 	}
 	return nil
 }
+
+// MaxWattsPerCPULimit bounds the estimator's per-CPU figures: the largest
+// server CPUs draw well under 20 W per hardware thread, so anything near
+// this is a typo, and a huge value (1e308) would overflow to Inf.
+const MaxWattsPerCPULimit = 1000
 
 // Estimator is the Meter for nodes without an energy meter (VMs, most
 // arm64 hosts). Its energy is modelled, not measured: see the package
@@ -99,4 +106,10 @@ func (e *Estimator) IdleWatts(zone string) (float64, bool) {
 		return 0, false
 	}
 	return float64(e.c.CPUs) * e.c.MinWattsPerCPU, true
+}
+
+// Health implements HealthReporter: a model is always up and never rejects
+// a reading (utilization is clamped to [0, 1] in Advance).
+func (e *Estimator) Health() []snapshot.SourceHealth {
+	return []snapshot.SourceHealth{{Source: e.Name(), Up: true, Rejected: map[string]uint64{}}}
 }

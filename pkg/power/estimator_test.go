@@ -107,10 +107,12 @@ func TestNewEstimatorValidates(t *testing.T) {
 		c    Coefficients
 		want string
 	}{
-		{Coefficients{MinWattsPerCPU: -1, MaxWattsPerCPU: 3, CPUs: 2}, "MinWattsPerCPU must be a finite value >= 0, got -1"},
+		{Coefficients{MinWattsPerCPU: -1, MaxWattsPerCPU: 3, CPUs: 2}, "MinWattsPerCPU must be a finite value in [0, 1000], got -1"},
 		{Coefficients{MinWattsPerCPU: math.NaN(), MaxWattsPerCPU: 3, CPUs: 2}, "MinWattsPerCPU"},
-		{Coefficients{MinWattsPerCPU: 2, MaxWattsPerCPU: 1, CPUs: 2}, "MaxWattsPerCPU must be finite and >= MinWattsPerCPU (2), got 1"},
+		{Coefficients{MinWattsPerCPU: 2, MaxWattsPerCPU: 1, CPUs: 2}, "MaxWattsPerCPU must be finite, >= MinWattsPerCPU (2) and <= 1000, got 1"},
 		{Coefficients{MinWattsPerCPU: 1, MaxWattsPerCPU: math.Inf(1), CPUs: 2}, "MaxWattsPerCPU"},
+		{Coefficients{MinWattsPerCPU: 1, MaxWattsPerCPU: 1e308, CPUs: 2}, "MaxWattsPerCPU"},
+		{Coefficients{MinWattsPerCPU: 1e308, MaxWattsPerCPU: 1e308, CPUs: 2}, "MinWattsPerCPU"},
 		{Coefficients{MinWattsPerCPU: 1, MaxWattsPerCPU: 3, CPUs: 0}, "CPUs must be > 0, got 0"},
 		{Coefficients{MinWattsPerCPU: 1, MaxWattsPerCPU: 3, CPUs: -4}, "CPUs must be > 0, got -4"},
 	}

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/wattrace/wattrace/internal/testenv"
 )
@@ -60,4 +61,29 @@ func joulesOf(t *testing.T, samples []ZoneSample, zone string, socket int) float
 	}
 	t.Fatalf("no sample for zone %q socket %d in %+v", zone, socket, samples)
 	return 0
+}
+
+// tick is a clock that moves step forward at each call: meters validate
+// counters against a power ceiling over elapsed time, so tests read them
+// one simulated second apart.
+type tick struct {
+	t    time.Time
+	step time.Duration
+}
+
+func newTick() *tick { return &tick{t: time.Unix(1_700_000_000, 0), step: time.Second} }
+
+func (c *tick) now() time.Time { c.t = c.t.Add(c.step); return c.t }
+
+// testRAPL is NewRAPL on a ticking clock.
+func testRAPL(root string) (*RAPL, error) {
+	r, _, err := testRAPLClock(root, MeterOptions{})
+	return r, err
+}
+
+func testRAPLClock(root string, o MeterOptions) (*RAPL, *tick, error) {
+	c := newTick()
+	o.Now = c.now
+	r, err := newRAPL(root, os.ReadFile, o)
+	return r, c, err
 }

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 )
 
@@ -187,14 +186,4 @@ func (h *Hwmon) ReadPower(ctx context.Context) ([]Reading, error) {
 
 // ParseHwmonValue parses a hwmon sensor file: one decimal integer. Power
 // and energy are never negative; a negative value is a driver error.
-func ParseHwmonValue(b []byte) (uint64, error) {
-	s := strings.TrimSpace(string(b))
-	if s == "" || strings.TrimLeft(s, "0123456789") != "" {
-		return 0, fmt.Errorf("invalid sensor value %q", truncate(s))
-	}
-	v, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("invalid sensor value %q: %w", truncate(s), err)
-	}
-	return v, nil
-}
+func ParseHwmonValue(b []byte) (uint64, error) { return parseUint(b) }

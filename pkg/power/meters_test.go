@@ -41,7 +41,7 @@ func (s *scripted) ReadPower(ctx context.Context) ([]Reading, error) {
 func TestCachedTrapezoidOverDeviceTimes(t *testing.T) {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	now := t0
-	c := newCached(&scripted{name: "bmc"}, time.Second, time.Second, func() time.Time { return now }, false)
+	c := newCached(&scripted{name: "bmc"}, time.Second, time.Second, MeterOptions{Now: func() time.Time { return now }}, false)
 	if _, err := c.Read(); !errors.Is(err, ErrNoReading) {
 		t.Fatalf("Read before any reading: %v, want ErrNoReading", err)
 	}
@@ -82,7 +82,7 @@ func TestCachedTrapezoidOverDeviceTimes(t *testing.T) {
 func TestCachedHostTimesAndFailures(t *testing.T) {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	now := t0
-	c := newCached(&scripted{name: "ipmi"}, time.Second, time.Second, func() time.Time { return now }, false)
+	c := newCached(&scripted{name: "ipmi"}, time.Second, time.Second, MeterOptions{Now: func() time.Time { return now }}, false)
 	pw := func(w float64) []Reading { return []Reading{{Zone: ZonePlatform, Socket: -1, Watts: w}} }
 	c.fold(pw(250), nil, now)
 	now = now.Add(2 * time.Second)
@@ -107,7 +107,7 @@ func TestCachedHostTimesAndFailures(t *testing.T) {
 func TestCachedEnergyCounterWithReset(t *testing.T) {
 	t0 := time.Now()
 	now := t0
-	c := newCached(&scripted{name: "redfish"}, time.Second, time.Second, func() time.Time { return now }, false)
+	c := newCached(&scripted{name: "redfish"}, time.Second, time.Second, MeterOptions{Now: func() time.Time { return now }}, false)
 	e := func(j float64) []Reading { return []Reading{{Zone: ZonePlatform, Socket: -1, Energy: true, Joules: j}} }
 	for _, j := range []float64{1e6, 1e6 + 500, 1e6 + 900, 40 /* BMC reboot */, 140} {
 		now = now.Add(time.Second)
@@ -201,7 +201,7 @@ func TestCombineFirstMeterWinsAndTagsSource(t *testing.T) {
 func TestPMCounters(t *testing.T) {
 	root := copyFixture(t, "pm-counters")
 	dir := filepath.Join(root, "cray", "pm_counters")
-	p, err := NewPMCounters(root)
+	p, err := newPMCounters(root, os.ReadFile, MeterOptions{Now: newTick().now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +260,7 @@ func TestPMCountersRetriesWhenFreshnessMoves(t *testing.T) {
 			return []byte("9"), nil
 		}
 		return os.ReadFile(path)
-	})
+	}, MeterOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,17 +324,17 @@ func TestPerfRAPL(t *testing.T) {
 		*v = math.MaxUint64 - 1<<32 // near the top: the difference must still be right
 		counts[ev.Name+"/"+string(rune('0'+cpu%10))] = v
 		return fakePerf{v}, nil
-	})
+	}, MeterOptions{Now: newTick().now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.Read(); err != nil {
 		t.Fatal(err)
 	}
-	*counts["energy-pkg/0"] += 1 << 32                         // 1 J at 2^-32 J/count
-	*counts["energy-pkg/8"] += 10 << 32                        // socket 1 (CPU 28)
-	*counts["energy-ram/0"] += 65536 * 3                       // 3 J at 2^-16
-	*counts["energy-psys/0"] += math.MaxUint64/2 + 1<<32*0 + 4 // crosses 2^64: unsigned difference
+	*counts["energy-pkg/0"] += 1 << 32   // 1 J at 2^-32 J/count
+	*counts["energy-pkg/8"] += 10 << 32  // socket 1 (CPU 28)
+	*counts["energy-ram/0"] += 65536 * 3 // 3 J at 2^-16
+	*counts["energy-psys/0"] += 5 << 32  // crosses 2^64: 5 J by the modular difference
 	s, err := p.Read()
 	if err != nil {
 		t.Fatal(err)
@@ -346,7 +346,7 @@ func TestPerfRAPL(t *testing.T) {
 	if got["package/1"] != 1 || got["package/2"] != 10 || got["dram/1"] != 3 || got["core/1"] != 0 {
 		t.Fatalf("joules %v", got)
 	}
-	if !near(got["psys/0"], float64(uint64(math.MaxUint64/2+4))*2.3283064365386962890625e-10) {
+	if got["psys/0"] != 5 {
 		t.Fatalf("psys %v", got["psys/0"])
 	}
 }
@@ -382,4 +382,34 @@ func FuzzParsePerfEvent(f *testing.F) {
 			t.Fatal("empty CPU list accepted")
 		}
 	})
+}
+
+// A combined meter forwards Advance and IdleWatts to an estimator member,
+// so an estimator standing in for the CPU next to a retried BMC still
+// integrates, and reports every member's health.
+func TestCombineForwardsToEstimator(t *testing.T) {
+	e, err := NewEstimator(Coefficients{MinWattsPerCPU: 1, MaxWattsPerCPU: 3, CPUs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := copyFixture(t, "rapl-1socket")
+	r, err := testRAPL(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Combine(e, r)
+	c.Advance(0.5, 10*time.Second) // 2 CPUs × (1 + 2×0.5) W × 10 s = 40 J
+	if j := joulesOf(t, mustRead(t, c), ZonePackage, -1); j != 40 {
+		t.Fatalf("estimator through Combine: %v J, want 40", j)
+	}
+	if w, ok := c.IdleWatts(ZonePackage); !ok || w != 2 {
+		t.Fatalf("IdleWatts = %v, %v; want 2 W", w, ok)
+	}
+	if _, ok := c.IdleWatts(ZoneDRAM); ok {
+		t.Fatal("IdleWatts for a zone no member models")
+	}
+	h := c.MemberHealth()
+	if len(h) != 2 || h[0].Source != "estimator" || h[1].Source != "rapl" || !h[1].Up || h[1].Reads != 1 {
+		t.Fatalf("member health %+v", h)
+	}
 }

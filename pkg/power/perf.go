@@ -9,8 +9,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/wattrace/wattrace/internal/cpulist"
+	"github.com/wattrace/wattrace/pkg/reading"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
 // PerfEvent is one RAPL event of the kernel's "power" perf PMU
@@ -158,6 +161,9 @@ type PerfOpener func(ev PerfEvent, cpu int) (PerfCounter, error)
 // the unsigned difference of two reads is the count in between. Opening
 // needs CAP_PERFMON (or CAP_SYS_ADMIN) or kernel.perf_event_paranoid <= 0.
 type PerfRAPL struct {
+	now  func() time.Time
+	tall *tally
+
 	mu       sync.Mutex
 	counters []*perfRAPLCounter
 }
@@ -168,22 +174,33 @@ type perfRAPLCounter struct {
 	socket int
 	scale  float64
 	primed bool
-	prev   uint64
+	prev   uint64 // last raw count
+	// seq is the joules counted since the first read, from differences
+	// taken modulo 2^64 and read as signed (so a 2^64 wrap is a small step
+	// forward and a glitch back is a step back), fed to ctr, which rejects
+	// what no hardware can draw.
+	seq    float64
+	ctr    reading.Counter
 	joules float64
 }
 
 // NewPerfRAPL opens every RAPL event of the power PMU on one CPU per
 // package, with the kernel's perf_event_open.
 func NewPerfRAPL(sysfsRoot string) (*PerfRAPL, error) {
-	return newPerfRAPL(sysfsRoot, openPerfCounter)
+	return newPerfRAPL(sysfsRoot, openPerfCounter, MeterOptions{})
 }
 
-func newPerfRAPL(sysfsRoot string, open PerfOpener) (*PerfRAPL, error) {
+// NewPerfRAPLWith is NewPerfRAPL with a logger, ceilings and a clock.
+func NewPerfRAPLWith(sysfsRoot string, o MeterOptions) (*PerfRAPL, error) {
+	return newPerfRAPL(sysfsRoot, openPerfCounter, o)
+}
+
+func newPerfRAPL(sysfsRoot string, open PerfOpener, o MeterOptions) (*PerfRAPL, error) {
 	events, cpus, err := ParsePerfPMU(sysfsRoot)
 	if err != nil {
 		return nil, err
 	}
-	p := &PerfRAPL{}
+	p := &PerfRAPL{now: o.now(), tall: newTally("rapl-perf", o.Log, o.now())}
 	for _, ev := range events {
 		for i, cpu := range cpus {
 			zone := perfZones[ev.Name]
@@ -203,7 +220,8 @@ func newPerfRAPL(sysfsRoot string, open PerfOpener) (*PerfRAPL, error) {
 				p.Close()
 				return nil, fmt.Errorf("perf_event_open %s on CPU %d (needs CAP_PERFMON or kernel.perf_event_paranoid <= 0): %w", ev.Name, cpu, err)
 			}
-			p.counters = append(p.counters, &perfRAPLCounter{c: c, zone: zone, socket: socket, scale: ev.Scale})
+			p.counters = append(p.counters, &perfRAPLCounter{c: c, zone: zone, socket: socket, scale: ev.Scale,
+				ctr: reading.Counter{MaxRate: o.MaxWatts.ceiling(zone, socket)}})
 		}
 	}
 	sort.SliceStable(p.counters, func(i, j int) bool {
@@ -235,28 +253,45 @@ func (p *PerfRAPL) Name() string { return "rapl-perf" }
 // Estimated implements Meter.
 func (p *PerfRAPL) Estimated() bool { return false }
 
-// Read implements Meter. All counters are read before any state changes.
+// Read implements Meter. A counter that fails to read keeps its total and
+// its baseline; one whose increase is implausible is rejected (counted,
+// logged) and not credited. Read fails only when no counter could be read.
 func (p *PerfRAPL) Read() ([]ZoneSample, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	cur := make([]uint64, len(p.counters))
-	for i, c := range p.counters {
+	now := p.now()
+	var errs []error
+	for _, c := range p.counters {
 		v, err := c.c.Count()
 		if err != nil {
-			return nil, fmt.Errorf("read perf RAPL %s socket %d: %w", c.zone, c.socket, err)
+			errs = append(errs, fmt.Errorf("read perf RAPL %s socket %d: %w", c.zone, c.socket, err))
+			continue
 		}
-		cur[i] = v
+		if c.primed {
+			c.seq += float64(int64(v-c.prev)) * c.scale
+		}
+		c.prev, c.primed = v, true
+		d, err := c.ctr.Observe(c.seq, now)
+		if err != nil {
+			p.tall.rejects.Add(err, fmt.Sprintf("%s socket %d", c.zone, c.socket))
+			continue
+		}
+		c.joules += d
+	}
+	err := errors.Join(errs...)
+	p.tall.result(err, now)
+	if len(errs) == len(p.counters) && len(errs) > 0 {
+		return nil, err
 	}
 	out := make([]ZoneSample, len(p.counters))
 	for i, c := range p.counters {
-		if c.primed {
-			c.joules += float64(cur[i]-c.prev) * c.scale
-		}
-		c.prev, c.primed = cur[i], true
 		out[i] = ZoneSample{Zone: c.zone, Socket: c.socket, Joules: c.joules}
 	}
 	return out, nil
 }
+
+// Health implements HealthReporter.
+func (p *PerfRAPL) Health() []snapshot.SourceHealth { return []snapshot.SourceHealth{p.tall.health()} }
 
 // Close closes the perf events.
 func (p *PerfRAPL) Close() error {

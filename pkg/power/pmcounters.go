@@ -9,6 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/wattrace/wattrace/pkg/reading"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
 // PMCounters reads HPE Cray EX / XC node power management counters
@@ -28,10 +32,12 @@ type PMCounters struct {
 	readFile func(string) ([]byte, error)
 	files    []pmFile
 
+	now  func() time.Time
+	tall *tally
+
 	mu      sync.Mutex
 	startup string
-	primed  bool
-	prev    []uint64
+	ctrs    []reading.Counter // one per file: validates each reading against the zone's ceiling
 	totalJ  []float64
 }
 
@@ -45,16 +51,21 @@ var pmAccelRe = regexp.MustCompile(`^accel([0-9]+)_energy$`)
 
 // NewPMCounters finds the energy counters under <sysfsRoot>/cray/pm_counters.
 func NewPMCounters(sysfsRoot string) (*PMCounters, error) {
-	return newPMCounters(sysfsRoot, os.ReadFile)
+	return newPMCounters(sysfsRoot, os.ReadFile, MeterOptions{})
 }
 
-func newPMCounters(sysfsRoot string, readFile func(string) ([]byte, error)) (*PMCounters, error) {
+// NewPMCountersWith is NewPMCounters with a logger, ceilings and a clock.
+func NewPMCountersWith(sysfsRoot string, o MeterOptions) (*PMCounters, error) {
+	return newPMCounters(sysfsRoot, os.ReadFile, o)
+}
+
+func newPMCounters(sysfsRoot string, readFile func(string) ([]byte, error), o MeterOptions) (*PMCounters, error) {
 	dir := filepath.Join(sysfsRoot, "cray", "pm_counters")
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("read %s (not an HPE Cray node?): %w", dir, err)
 	}
-	p := &PMCounters{dir: dir, readFile: readFile}
+	p := &PMCounters{dir: dir, readFile: readFile, now: o.now(), tall: newTally("pm_counters", o.Log, o.now())}
 	for _, e := range entries {
 		n := e.Name()
 		switch {
@@ -83,7 +94,10 @@ func newPMCounters(sysfsRoot string, readFile func(string) ([]byte, error)) (*PM
 		}
 		return a.socket < b.socket
 	})
-	p.prev = make([]uint64, len(p.files))
+	p.ctrs = make([]reading.Counter, len(p.files))
+	for i, f := range p.files {
+		p.ctrs[i].MaxRate = o.MaxWatts.ceiling(f.zone, f.socket)
+	}
 	p.totalJ = make([]float64, len(p.files))
 	return p, nil
 }
@@ -111,35 +125,48 @@ func (p *PMCounters) Estimated() bool { return false }
 func (p *PMCounters) Read() ([]ZoneSample, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var cur []uint64
-	var startup string
-	var err error
-	for try := 0; ; try++ {
-		var consistent bool
-		cur, startup, consistent, err = p.scan()
-		if err != nil {
-			return nil, err
-		}
-		if consistent {
-			break
-		}
-		if try == 4 {
-			return nil, fmt.Errorf("%s: freshness kept changing during 5 reads", p.dir)
+	now := p.now()
+	cur, startup, err := p.consistentScan()
+	p.tall.result(err, now)
+	if err != nil {
+		return nil, err
+	}
+	if p.startup != "" && startup != p.startup {
+		// Counters restarted: rebase, count nothing for this interval.
+		for i := range p.ctrs {
+			p.ctrs[i].Reset()
 		}
 	}
-	if p.primed && startup != p.startup {
-		p.primed = false // counters restarted: rebase, count nothing
-	}
+	p.startup = startup
 	out := make([]ZoneSample, len(p.files))
 	for i, f := range p.files {
-		if p.primed && cur[i] >= p.prev[i] {
-			p.totalJ[i] += float64(cur[i] - p.prev[i])
+		d, err := p.ctrs[i].Observe(float64(cur[i]), now)
+		if err != nil {
+			p.tall.rejects.Add(err, filepath.Join(p.dir, f.name))
 		}
-		p.prev[i] = cur[i]
+		p.totalJ[i] += d
 		out[i] = ZoneSample{Zone: f.zone, Socket: f.socket, Joules: p.totalJ[i]}
 	}
-	p.primed, p.startup = true, startup
 	return out, nil
+}
+
+// consistentScan reads every counter between two equal freshness values.
+func (p *PMCounters) consistentScan() ([]uint64, string, error) {
+	for try := 0; try < 5; try++ {
+		cur, startup, consistent, err := p.scan()
+		if err != nil {
+			return nil, "", err
+		}
+		if consistent {
+			return cur, startup, nil
+		}
+	}
+	return nil, "", fmt.Errorf("%s: freshness kept changing during 5 reads", p.dir)
+}
+
+// Health implements HealthReporter.
+func (p *PMCounters) Health() []snapshot.SourceHealth {
+	return []snapshot.SourceHealth{p.tall.health()}
 }
 
 // scan reads every counter between two reads of freshness.
@@ -189,10 +216,7 @@ func ParsePMValue(s, unit string) (uint64, error) {
 	if u = strings.TrimSpace(u); u != unit {
 		return 0, fmt.Errorf("value %q: want unit %q", truncate(s), unit)
 	}
-	if num == "" || strings.TrimLeft(num, "0123456789") != "" {
-		return 0, fmt.Errorf("value %q: not an unsigned integer", truncate(s))
-	}
-	v, err := strconv.ParseUint(num, 10, 64)
+	v, err := parseUint([]byte(num))
 	if err != nil {
 		return 0, fmt.Errorf("value %q: %w", truncate(s), err)
 	}

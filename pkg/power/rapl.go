@@ -4,30 +4,45 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/wattrace/wattrace/pkg/reading"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
 // RAPL reads the kernel's powercap interface to Intel/AMD RAPL energy
 // counters (<sysfs>/class/powercap/intel-rapl:*). It is safe for
 // concurrent use.
 //
-// The counters are wraparound-corrected assuming at most one wrap between
-// Reads: a package counter with max_energy_range_uj ≈ 262 kJ wraps in about
-// 17 minutes at 250 W, so callers must Read well within that (every few
-// seconds in practice). Several wraps between two Reads are undetectable
-// from the counter alone and would be under-counted.
+// Every energy_uj reading passes reading.Counter: a wraparound is accepted
+// only from near the top of max_energy_range_uj to near the bottom at a
+// plausible rate, so at most one wrap between Reads is assumed: a package
+// counter with max_energy_range_uj ≈ 262 kJ wraps in about 17 minutes at
+// 250 W, so callers must Read well within that (every few seconds in
+// practice). A step back or a jump faster than the zone's ceiling
+// (MeterOptions.MaxWatts) is rejected, counted in Health and logged.
 type RAPL struct {
 	// readFile is os.ReadFile in production; tests swap it to simulate
 	// errors (EACCES) that cannot be produced as root.
 	readFile func(string) ([]byte, error)
 
+	now  func() time.Time
+	tall *tally
+
 	mu       sync.Mutex
 	counters []*raplCounter // sorted by socket, then zone
+	// Dropped lists the zones left out at discovery and why (an
+	// unreadable counter range on one sub-zone drops only that one).
+	dropped []string
 }
 
 // raplCounter is one energy_uj file. Several counters can feed one
@@ -37,11 +52,10 @@ type raplCounter struct {
 	zone       string
 	socket     int
 	energyPath string
-	maxUJ      uint64 // max_energy_range_uj: the counter wraps past this
+	maxUJ      uint64 // max_energy_range_uj: the counter wraps past this; 0 = treated as non-wrapping
 
-	primed  bool   // prevUJ holds a real reading
-	prevUJ  uint64 // last raw counter value
-	totalUJ uint64 // cumulative energy since the first Read
+	ctr     reading.Counter // validates each raw reading (wraps, resets, glitches, ceiling)
+	totalUJ float64         // cumulative accepted energy since the first Read
 }
 
 // NewRAPL discovers the RAPL zones under sysfsRoot (normally "/sys"). It
@@ -49,11 +63,30 @@ type raplCounter struct {
 // Read once at start-up to set the baseline and to surface permission
 // problems early. It fails when no zone is found (VMs, unsupported CPUs,
 // intel_rapl_msr not loaded).
+//
+// NewRAPL validates wraps, steps back and the counter range, but applies no
+// power ceiling: it suits callers that read on a clock of their own (a
+// simulated one in tests). The exporter opens RAPL with NewRAPLWith (via
+// discover.Open), which applies the per-zone ceilings against the real
+// clock.
 func NewRAPL(sysfsRoot string) (*RAPL, error) {
-	return newRAPL(sysfsRoot, os.ReadFile)
+	r, err := newRAPL(sysfsRoot, os.ReadFile, MeterOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range r.counters {
+		c.ctr.MaxRate = 0
+	}
+	return r, nil
 }
 
-func newRAPL(sysfsRoot string, readFile func(string) ([]byte, error)) (*RAPL, error) {
+// NewRAPLWith is NewRAPL with a logger, per-zone power ceilings and a
+// clock.
+func NewRAPLWith(sysfsRoot string, o MeterOptions) (*RAPL, error) {
+	return newRAPL(sysfsRoot, os.ReadFile, o)
+}
+
+func newRAPL(sysfsRoot string, readFile func(string) ([]byte, error), o MeterOptions) (*RAPL, error) {
 	dir := filepath.Join(sysfsRoot, "class", "powercap")
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -70,12 +103,22 @@ func newRAPL(sysfsRoot string, readFile func(string) ([]byte, error)) (*RAPL, er
 	// is a second (MMIO) window onto the same package energy counter, and
 	// reading both would double the package figure.
 	for _, prefix := range []string{"intel-rapl:", "amd-rapl:"} {
-		counters, err := discoverZones(dir, names, prefix, readFile)
+		counters, dropped, err := discoverZones(dir, names, prefix, readFile)
 		if err != nil {
 			return nil, err
 		}
 		if len(counters) > 0 {
-			return &RAPL{readFile: readFile, counters: counters}, nil
+			r := &RAPL{readFile: readFile, counters: counters, dropped: dropped, now: o.now(), tall: newTally("rapl", o.Log, o.now())}
+			for _, c := range counters {
+				c.ctr = reading.Counter{Max: float64(c.maxUJ), MaxRate: o.MaxWatts.For(c.zone) * 1e6}
+			}
+			for _, d := range dropped {
+				r.tall.log.Warn("RAPL zone left out", zap.String("source", "rapl"), zap.String("reason", d))
+			}
+			return r, nil
+		}
+		if len(dropped) > 0 {
+			return nil, fmt.Errorf("%s: every RAPL zone was left out: %s", dir, strings.Join(dropped, "; "))
 		}
 	}
 	return nil, fmt.Errorf("%s: no RAPL zones (intel-rapl:N or amd-rapl:N named package-N or psys): the CPU or VM exposes no RAPL, or intel_rapl_msr is not loaded", dir)
@@ -85,12 +128,11 @@ func newRAPL(sysfsRoot string, readFile func(string) ([]byte, error)) (*RAPL, er
 // into counters. Top-level zones must be package-N (or package-N-die-M) or
 // psys; sub-zones core, uncore and dram inherit their parent package's
 // socket. Anything else is ignored rather than guessed at.
-func discoverZones(dir string, names []string, prefix string, readFile func(string) ([]byte, error)) ([]*raplCounter, error) {
+func discoverZones(dir string, names []string, prefix string, readFile func(string) ([]byte, error)) (counters []*raplCounter, dropped []string, err error) {
 	type sub struct {
 		dir    string
 		parent int
 	}
-	var counters []*raplCounter
 	var subs []sub
 	packageSocket := make(map[int]int) // top-level index -> socket from its name
 
@@ -111,7 +153,7 @@ func discoverZones(dir string, names []string, prefix string, readFile func(stri
 		}
 		name, err := readZoneName(zdir, readFile)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		zone, socket, ok := parseTopZoneName(name)
 		if !ok {
@@ -122,7 +164,7 @@ func discoverZones(dir string, names []string, prefix string, readFile func(stri
 		}
 		c, err := newCounter(zdir, zone, socket, readFile)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		counters = append(counters, c)
 	}
@@ -134,7 +176,9 @@ func discoverZones(dir string, names []string, prefix string, readFile func(stri
 		}
 		name, err := readZoneName(s.dir, readFile)
 		if err != nil {
-			return nil, err
+			// One broken sub-zone must not cost the packages.
+			dropped = append(dropped, err.Error())
+			continue
 		}
 		switch name {
 		case ZoneCore, ZoneUncore, ZoneDRAM:
@@ -143,7 +187,8 @@ func discoverZones(dir string, names []string, prefix string, readFile func(stri
 		}
 		c, err := newCounter(s.dir, name, socket, readFile)
 		if err != nil {
-			return nil, err
+			dropped = append(dropped, err.Error())
+			continue
 		}
 		counters = append(counters, c)
 	}
@@ -158,7 +203,7 @@ func discoverZones(dir string, names []string, prefix string, readFile func(stri
 		}
 		return a.energyPath < b.energyPath
 	})
-	return counters, nil
+	return counters, dropped, nil
 }
 
 // parseTopZoneName maps a top-level zone's name file to (zone, socket).
@@ -210,15 +255,13 @@ func newCounter(zdir, zone string, socket int, readFile func(string) ([]byte, er
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
-	maxUJ, err := parseEnergy(b)
+	maxUJ, err := parseUint(b)
 	if err != nil {
 		return nil, fmt.Errorf("parse %s: %w", path, err)
 	}
-	if maxUJ == 0 {
-		// Wraparound correction needs the counter's range; zero means
-		// the zone cannot be corrected and its deltas would be garbage.
-		return nil, fmt.Errorf("%s: max_energy_range_uj is 0", path)
-	}
+	// A range of 0 (seen on some sub-zones) leaves the counter treated as
+	// non-wrapping: a real wrap then reads as a reset, which costs one
+	// interval of that zone and never credits a made-up figure.
 	return &raplCounter{
 		zone:       zone,
 		socket:     socket,
@@ -234,44 +277,56 @@ func (r *RAPL) Name() string { return "rapl" }
 // DRAM, not the whole machine).
 func (r *RAPL) Estimated() bool { return false }
 
-// Read implements Meter. All counters are read before any state changes,
-// so a failed Read (e.g. one unreadable file) leaves the meter exactly as
-// it was and the next successful Read accounts for the whole interval.
+// Read implements Meter. Each counter's reading passes reading.Counter:
+// a plausible wrap is corrected, a step back (reset, glitch) or a jump
+// faster than the zone's ceiling is rejected, counted and logged, and
+// never credited. A counter that cannot be read or parsed keeps its total
+// and its baseline, so its next good reading accounts for the whole gap;
+// the failure shows in Health. Read fails only when no counter could be
+// read.
 func (r *RAPL) Read() ([]ZoneSample, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 
-	cur := make([]uint64, len(r.counters))
-	for i, c := range r.counters {
+	now := r.now()
+	var errs []error
+	for _, c := range r.counters {
 		v, err := r.readEnergy(c)
 		if err != nil {
-			return nil, err
+			errs = append(errs, err)
+			continue
 		}
-		cur[i] = v
+		d, err := c.ctr.Observe(float64(v), now)
+		if err != nil {
+			r.tall.rejects.Add(err, c.energyPath)
+			continue
+		}
+		c.totalUJ += d
+	}
+	err := errors.Join(errs...)
+	r.tall.result(err, now)
+	if len(errs) == len(r.counters) {
+		return nil, err
 	}
 
 	samples := make([]ZoneSample, 0, len(r.counters))
-	var totals []uint64
-	for i, c := range r.counters {
-		if c.primed {
-			c.totalUJ += energyDelta(c.prevUJ, cur[i], c.maxUJ)
-		}
-		c.prevUJ, c.primed = cur[i], true
-
+	for _, c := range r.counters {
 		// Counters are sorted by (socket, zone), so die counters of one
 		// socket are adjacent and merge into the previous sample.
 		if n := len(samples); n > 0 && samples[n-1].Zone == c.zone && samples[n-1].Socket == c.socket {
-			totals[n-1] += c.totalUJ
+			samples[n-1].Joules += c.totalUJ / 1e6
 			continue
 		}
-		samples = append(samples, ZoneSample{Zone: c.zone, Socket: c.socket})
-		totals = append(totals, c.totalUJ)
-	}
-	for i := range samples {
-		samples[i].Joules = float64(totals[i]) / 1e6
+		samples = append(samples, ZoneSample{Zone: c.zone, Socket: c.socket, Joules: c.totalUJ / 1e6})
 	}
 	return samples, nil
 }
+
+// Health implements HealthReporter.
+func (r *RAPL) Health() []snapshot.SourceHealth { return []snapshot.SourceHealth{r.tall.health()} }
+
+// Dropped lists the zones left out at discovery, with the reason.
+func (r *RAPL) Dropped() []string { return append([]string(nil), r.dropped...) }
 
 func (r *RAPL) readEnergy(c *raplCounter) (uint64, error) {
 	b, err := r.readFile(c.energyPath)
@@ -285,38 +340,27 @@ func (r *RAPL) readEnergy(c *raplCounter) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("read %s: %w", c.energyPath, err)
 	}
-	v, err := parseEnergy(b)
+	v, err := parseUint(b)
 	if err != nil {
+		// Garbage in the file is a rejected reading, not only an error.
+		r.tall.rejects.Add(reading.Reject(reading.Unreadable, math.NaN(), "%s: %v", c.energyPath, err), c.energyPath)
 		return 0, fmt.Errorf("parse %s: %w", c.energyPath, err)
-	}
-	if v > c.maxUJ {
-		return 0, fmt.Errorf("%s: counter %d exceeds max_energy_range_uj %d", c.energyPath, v, c.maxUJ)
 	}
 	return v, nil
 }
 
-// energyDelta is the energy between two readings of a counter that wraps
-// past maxUJ. Exactly one wrap is assumed when cur < prev; see RAPL. (The
-// hardware wraps from max to 0, so the exact figure is one energy unit,
-// ~61 µJ, more; that is far below anything we report.)
-func energyDelta(prev, cur, maxUJ uint64) uint64 {
-	if cur >= prev {
-		return cur - prev
-	}
-	return maxUJ - prev + cur
-}
-
-// parseEnergy parses a powercap microjoule file (energy_uj,
-// max_energy_range_uj): one unsigned decimal, optionally followed by the
-// kernel's newline.
-func parseEnergy(b []byte) (uint64, error) {
+// parseUint parses a sysfs file holding one unsigned decimal (powercap's
+// energy_uj and max_energy_range_uj, hwmon's sensors), optionally followed
+// by the kernel's newline. It is the one digit-checking parser of the
+// package: strconv alone would accept a sign.
+func parseUint(b []byte) (uint64, error) {
 	s := strings.TrimSpace(string(b))
 	if s == "" || strings.TrimLeft(s, "0123456789") != "" {
-		return 0, fmt.Errorf("invalid energy value %q", truncate(s))
+		return 0, fmt.Errorf("invalid value %q: not an unsigned integer", truncate(s))
 	}
 	v, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("invalid energy value %q: %w", truncate(s), err)
+		return 0, fmt.Errorf("invalid value %q: %w", truncate(s), err)
 	}
 	return v, nil
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // maxPkgUJ is a real Intel package max_energy_range_uj (2^32 units of
@@ -21,7 +22,7 @@ const (
 
 func TestRAPLOneSocket(t *testing.T) {
 	root := copyFixture(t, "rapl-1socket")
-	r, err := NewRAPL(root)
+	r, err := testRAPL(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func TestRAPLOneSocket(t *testing.T) {
 func TestRAPLWraparoundExact(t *testing.T) {
 	root := t.TempDir()
 	writeZone(t, root, "intel-rapl:0", "package-0", maxPkgUJ-328850, maxPkgUJ)
-	r, err := NewRAPL(root)
+	r, clock, err := testRAPLClock(root, MeterOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,9 +82,12 @@ func TestRAPLWraparoundExact(t *testing.T) {
 		t.Fatalf("after wrap and step: %v J, want %v J", got, want)
 	}
 	// Wrapping from exactly max to exactly 0 counts as 0 by the formula
-	// max - prev + cur.
+	// max - prev + cur. Climbing to the top at a plausible power takes
+	// time: 262 kJ at under 1 kW.
+	clock.step = 300 * time.Second
 	setEnergy(t, root, "intel-rapl:0", maxPkgUJ)
 	mustRead(t, r)
+	clock.step = time.Second
 	setEnergy(t, root, "intel-rapl:0", 0)
 	wantTotal := float64(1828850+(maxPkgUJ-1500000)) / 1e6
 	if got := joulesOf(t, mustRead(t, r), "package", 0); got != wantTotal {
@@ -91,31 +95,9 @@ func TestRAPLWraparoundExact(t *testing.T) {
 	}
 }
 
-func TestEnergyDelta(t *testing.T) {
-	tests := []struct {
-		name           string
-		prev, cur, max uint64
-		want           uint64
-	}{
-		{"no change", 100, 100, maxPkgUJ, 0},
-		{"forward", 100, 350, maxPkgUJ, 250},
-		{"one wrap", maxPkgUJ - 10, 5, maxPkgUJ, 15},
-		{"wrap from zero to just below prev", 1000, 999, maxPkgUJ, maxPkgUJ - 1},
-		// Two wraps between reads are indistinguishable from none: the
-		// counter alone cannot tell, so no extra wraps are invented.
-		{"multi-wrap not assumed", 100, 110, maxPkgUJ, 10},
-		{"dram range", maxDRAMUJ - 1, 1, maxDRAMUJ, 2},
-	}
-	for _, tc := range tests {
-		if got := energyDelta(tc.prev, tc.cur, tc.max); got != tc.want {
-			t.Errorf("%s: energyDelta(%d, %d, %d) = %d, want %d", tc.name, tc.prev, tc.cur, tc.max, got, tc.want)
-		}
-	}
-}
-
 func TestRAPLTwoSockets(t *testing.T) {
 	root := copyFixture(t, "rapl-2socket")
-	r, err := NewRAPL(root)
+	r, err := testRAPL(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +124,7 @@ func TestRAPLSocketFromName(t *testing.T) {
 	pc := filepath.Join(root, "class", "powercap")
 	writeFile(t, filepath.Join(pc, "intel-rapl:0", "name"), "package-1\n")
 	writeFile(t, filepath.Join(pc, "intel-rapl:1", "name"), "package-0\n")
-	r, err := NewRAPL(root)
+	r, err := testRAPL(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +145,7 @@ func TestRAPLSocketFromName(t *testing.T) {
 
 func TestRAPLPsysAndDRAM(t *testing.T) {
 	root := copyFixture(t, "rapl-psys-dram")
-	r, err := NewRAPL(root)
+	r, err := testRAPL(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +167,7 @@ func TestRAPLPsysAndDRAM(t *testing.T) {
 
 func TestRAPLAMDPrefix(t *testing.T) {
 	root := copyFixture(t, "rapl-amd")
-	r, err := NewRAPL(root)
+	r, err := testRAPL(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +190,7 @@ func TestRAPLPrefersIntelPrefix(t *testing.T) {
 	root := t.TempDir()
 	writeZone(t, root, "intel-rapl:0", "package-0", 0, maxPkgUJ)
 	writeZone(t, root, "amd-rapl:0", "package-0", 0, maxPkgUJ)
-	r, err := NewRAPL(root)
+	r, err := testRAPL(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +210,7 @@ func TestRAPLDiesMergeIntoSocket(t *testing.T) {
 	writeZone(t, root, "intel-rapl:1:0", "dram", 0, maxDRAMUJ)
 	writeZone(t, root, "intel-rapl:2", "package-1-die-0", 0, maxPkgUJ)
 	writeZone(t, root, "intel-rapl:3", "unknown-zone", 0, maxPkgUJ) // ignored
-	r, err := NewRAPL(root)
+	r, err := testRAPL(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +243,7 @@ func TestRAPLPermissionDenied(t *testing.T) {
 				}
 				return os.ReadFile(path)
 			}
-			r, err := newRAPL(root, denied)
+			r, err := newRAPL(root, denied, MeterOptions{})
 			if err != nil {
 				t.Fatalf("discovery must not need energy_uj: %v", err)
 			}
@@ -294,7 +276,7 @@ func TestRAPLPermissionDenied(t *testing.T) {
 
 func TestRAPLMalformedEnergy(t *testing.T) {
 	root := copyFixture(t, "rapl-1socket")
-	r, err := NewRAPL(root)
+	r, err := testRAPL(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,36 +285,55 @@ func TestRAPLMalformedEnergy(t *testing.T) {
 	path := filepath.Join(root, "class", "powercap", "intel-rapl:0:1", "energy_uj")
 	setEnergy(t, root, "intel-rapl:0", 12000000+1000000)
 	writeFile(t, path, "12ab\n")
-	_, err = r.Read()
-	if err == nil {
-		t.Fatal("Read succeeded on malformed energy_uj")
+	// One garbage file costs only its zone, and shows: up=0, one error,
+	// one rejected reading of reason "unreadable".
+	got := mustRead(t, r)
+	if j := joulesOf(t, got, "package", 0); j != 1 {
+		t.Errorf("package = %v J, want 1", j)
 	}
-	if msg := err.Error(); !strings.Contains(msg, path) || !strings.Contains(msg, `"12ab"`) {
-		t.Fatalf("error %q should name %s and the bad content \"12ab\"", msg, path)
+	h := r.Health()[0]
+	if h.Up || h.Errors != 1 || h.Reads != 2 || h.Rejected["unreadable"] != 1 {
+		t.Fatalf("health after garbage: %+v, want up=0 errors=1 reads=2 rejected{unreadable}=1", h)
 	}
 
-	// A failed Read commits nothing: once the file is sane again, the
-	// next Read accounts for the whole interval on every zone.
+	// The zone's baseline is kept: once the file is sane again, the next
+	// Read accounts for the whole gap.
 	setEnergy(t, root, "intel-rapl:0:1", 300000+200000)
-	got := mustRead(t, r)
+	got = mustRead(t, r)
 	if j := joulesOf(t, got, "package", 0); j != 1 {
 		t.Errorf("package = %v J, want 1", j)
 	}
 	if j := joulesOf(t, got, "uncore", 0); j != 0.2 {
 		t.Errorf("uncore = %v J, want 0.2", j)
 	}
+	if h := r.Health()[0]; !h.Up || h.Errors != 1 || h.Reads != 3 {
+		t.Fatalf("health after recovery: %+v", h)
+	}
+
+	// Every file missing: Read fails, and the zones never move.
+	for _, z := range []string{"intel-rapl:0", "intel-rapl:0:0", "intel-rapl:0:1"} {
+		os.Remove(filepath.Join(root, "class", "powercap", z, "energy_uj"))
+	}
+	if _, err := r.Read(); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Read with every energy_uj missing: %v", err)
+	}
+	if h := r.Health()[0]; h.Up || h.Errors != 2 {
+		t.Fatalf("health with files missing: %+v", h)
+	}
 }
 
 func TestRAPLCounterAboveMax(t *testing.T) {
 	root := t.TempDir()
 	writeZone(t, root, "intel-rapl:0", "package-0", maxPkgUJ+1, maxPkgUJ)
-	r, err := NewRAPL(root)
+	r, err := testRAPL(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = r.Read()
-	if err == nil || !strings.Contains(err.Error(), "exceeds max_energy_range_uj "+strconv.Itoa(maxPkgUJ)) {
-		t.Fatalf("Read error = %v, want counter-above-max error", err)
+	if j := joulesOf(t, mustRead(t, r), "package", 0); j != 0 {
+		t.Fatalf("package = %v J", j)
+	}
+	if got := r.Health()[0].Rejected["out_of_range"]; got != 1 {
+		t.Fatalf("rejected out_of_range = %d, want 1", got)
 	}
 }
 
@@ -349,7 +350,7 @@ func TestNewRAPLErrors(t *testing.T) {
 		if err := os.MkdirAll(filepath.Join(root, "class", "powercap", "intel-rapl"), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		_, err := NewRAPL(root)
+		_, err := testRAPL(root)
 		if err == nil || !strings.Contains(err.Error(), "no RAPL zones") {
 			t.Fatalf("err = %v, want no RAPL zones", err)
 		}
@@ -359,22 +360,14 @@ func TestNewRAPLErrors(t *testing.T) {
 		writeZone(t, root, "intel-rapl:0", "package-0", 0, maxPkgUJ)
 		path := filepath.Join(root, "class", "powercap", "intel-rapl:0", "max_energy_range_uj")
 		writeFile(t, path, "-5\n")
-		_, err := NewRAPL(root)
+		_, err := testRAPL(root)
 		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), `"-5"`) {
 			t.Fatalf("err = %v, want error naming %s and \"-5\"", err, path)
 		}
 	})
-	t.Run("zero max range", func(t *testing.T) {
-		root := t.TempDir()
-		writeZone(t, root, "intel-rapl:0", "package-0", 0, 0)
-		_, err := NewRAPL(root)
-		if err == nil || !strings.Contains(err.Error(), "max_energy_range_uj is 0") {
-			t.Fatalf("err = %v, want zero-range error", err)
-		}
-	})
 }
 
-func TestParseEnergy(t *testing.T) {
+func TestParseUint(t *testing.T) {
 	good := map[string]uint64{
 		"0\n":                    0,
 		"262143328850\n":         262143328850,
@@ -382,24 +375,24 @@ func TestParseEnergy(t *testing.T) {
 		"18446744073709551615\n": 18446744073709551615,
 	}
 	for in, want := range good {
-		got, err := parseEnergy([]byte(in))
+		got, err := parseUint([]byte(in))
 		if err != nil || got != want {
-			t.Errorf("parseEnergy(%q) = %d, %v; want %d", in, got, err, want)
+			t.Errorf("parseUint(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
 	for _, in := range []string{"", "\n", "-1", "+1", "1.5", "0x10", "12ab", "1 2", "18446744073709551616"} {
-		if v, err := parseEnergy([]byte(in)); err == nil {
-			t.Errorf("parseEnergy(%q) = %d, want error", in, v)
+		if v, err := parseUint([]byte(in)); err == nil {
+			t.Errorf("parseUint(%q) = %d, want error", in, v)
 		}
 	}
 }
 
-func FuzzParseEnergy(f *testing.F) {
+func FuzzParseUint(f *testing.F) {
 	for _, s := range []string{"0\n", "262143328850\n", "", "-1", "12ab", "18446744073709551616", " 7 "} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		v, err := parseEnergy(b)
+		v, err := parseUint(b)
 		if err != nil {
 			if err.Error() == "" {
 				t.Fatal("empty error message")
@@ -407,12 +400,12 @@ func FuzzParseEnergy(f *testing.F) {
 			return
 		}
 		// Whatever parsed must be a plain decimal that round-trips.
-		again, err := parseEnergy([]byte(strconv.FormatUint(v, 10)))
+		again, err := parseUint([]byte(strconv.FormatUint(v, 10)))
 		if err != nil || again != v {
 			t.Fatalf("round trip of %d: %d, %v", v, again, err)
 		}
 		if strings.TrimLeft(strings.TrimSpace(string(b)), "0") != strings.TrimLeft(strconv.FormatUint(v, 10), "0") {
-			t.Fatalf("parseEnergy(%q) = %d: digits differ", b, v)
+			t.Fatalf("parseUint(%q) = %d: digits differ", b, v)
 		}
 	})
 }

@@ -1,195 +1,463 @@
 // Package discover chooses, at start-up, the node's power meters among
 // those present: CPU energy (powercap RAPL, else RAPL through perf), the
 // whole node (Cray pm_counters, a configured Redfish BMC, the OpenIPMI
-// device, an IPMI tool, ACPI power_meter) and GPUs (hwmon).
+// device, an IPMI tool, capmc when enabled, ACPI power_meter) and GPUs
+// (hwmon). Open is the exporter's one entry point.
 package discover
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"os/exec"
-	"time"
+	"runtime"
+	"strings"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/power/capmc"
 	"github.com/wattrace/wattrace/pkg/power/ipmi"
 	"github.com/wattrace/wattrace/pkg/power/redfish"
 )
 
-// Options says where to look. The zero value (plus SysfsRoot) probes the
-// local machine and leaves Redfish out.
-type Options struct {
-	SysfsRoot string // "/sys"
-	// Redfish, when set, is the BMC to read (it is never guessed).
-	Redfish *redfish.Config
-	// IPMIDevices overrides ipmi.DevicePaths; NoIPMI skips IPMI entirely
-	// (device and tools).
-	IPMIDevices []string
-	NoIPMI      bool
-	// Interval and Timeout drive the slow meters (BMCs, hwmon power);
-	// defaults 1s and 5s (the timeout is capped at the interval).
-	Interval time.Duration
-	Timeout  time.Duration
-	// LookPath finds IPMI tools; exec.LookPath when nil.
-	LookPath func(string) (string, error)
+// Role is what a meter measures; a meter is opened only while one of its
+// roles is still unmeasured, so each role has one source.
+type Role string
+
+// Roles.
+const (
+	RoleCPU      Role = "cpu"      // package, core, uncore, dram, psys
+	RolePlatform Role = "platform" // the whole node
+	RoleGPU      Role = "gpu"      // discrete accelerators
+)
+
+// Meter is one row of the table: a meter kind, the roles it can fill, and
+// how to open it.
+type Meter struct {
+	Name  string
+	Roles []Role
+	// Open returns the meter, nil with a reason when it is absent or not
+	// configured, or an error wrapping ErrConfig when its configuration is
+	// wrong (which stops start-up). A configured meter that is present but
+	// fails its first reading is returned as a *power.Retrying.
+	Open func(ctx context.Context, e *Env) (power.Meter, string, error)
 }
 
-// Discover returns the combined meter (a *power.Combined, zones of earlier
-// meters win) and one log line per meter considered, saying what was found
-// and why it was or was not used. It fails only when nothing measures.
-//
-// Order, best first:
-//   - CPU zones: powercap RAPL; RAPL through perf when powercap is absent.
-//   - platform: pm_counters (an energy counter, 10 Hz) > Redfish (energy
-//     where the BMC has a counter) > OpenIPMI DCMI > an IPMI tool > ACPI
-//     power_meter. Only the best one is used, so the platform zone has one
-//     source.
-//   - GPU zones: pm_counters accelerators, else hwmon GPU chips.
-func Discover(ctx context.Context, o Options) (power.Meter, []string, error) {
-	if o.SysfsRoot == "" {
-		o.SysfsRoot = "/sys"
-	}
-	if o.Interval <= 0 {
-		o.Interval = time.Second
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = 5 * time.Second
-	}
-	if o.LookPath == nil {
-		o.LookPath = exec.LookPath
-	}
-	var meters []power.Meter
-	var log []string
-	note := func(format string, a ...any) { log = append(log, fmt.Sprintf(format, a...)) }
+// ErrConfig marks errors that stop start-up: the configuration names a
+// meter that can never work as written.
+var ErrConfig = errors.New("configuration")
 
-	// CPU.
-	if r, err := power.NewRAPL(o.SysfsRoot); err == nil {
-		if _, err := r.Read(); err == nil {
-			meters = append(meters, r)
-			note("rapl: powercap counters readable: used for package, core, uncore, dram, psys")
-		} else {
-			note("rapl: powercap present but unreadable: %v", err)
-		}
-	} else {
-		note("rapl: %v", err)
+// Meters is the table, best first: the first meter that measures a role
+// owns it. Adding a meter is one row here plus its file.
+var Meters = []Meter{
+	{"rapl", []Role{RoleCPU}, openRAPL},
+	{"rapl-perf", []Role{RoleCPU}, openPerfRAPL},
+	{"pm_counters", []Role{RolePlatform, RoleGPU}, openPMCounters},
+	{"redfish", []Role{RolePlatform}, openRedfish},
+	{"ipmi", []Role{RolePlatform}, openIPMIDevice},
+	{"ipmi-tool", []Role{RolePlatform}, openIPMITool},
+	{"capmc", []Role{RolePlatform}, openCapmc},
+	{"hwmon", []Role{RolePlatform, RoleGPU}, openHwmon},
+}
+
+// Env is what a row's Open gets: the configuration, the roles still
+// unmeasured, and helpers.
+type Env struct {
+	Cfg  Config
+	Log  *zap.Logger
+	Need map[Role]bool
+}
+
+func (e *Env) opts() power.MeterOptions {
+	return power.MeterOptions{Log: e.Log, MaxWatts: e.Cfg.MaxWatts}
+}
+
+// FirstReading starts reading r in the background and waits for its first
+// reading; on failure the reader is stopped and the error returned.
+func (e *Env) FirstReading(ctx context.Context, r power.PowerReader) (*power.Cached, error) {
+	c := power.NewCachedWith(r, e.Cfg.Interval, e.Cfg.Timeout, e.opts())
+	wctx, cancel := context.WithTimeout(ctx, e.Cfg.Timeout+e.Cfg.Interval)
+	err := c.WaitFirst(wctx)
+	cancel()
+	if err != nil {
+		_ = c.Close()
+		return nil, err
 	}
-	if len(meters) == 0 {
-		if p, err := power.NewPerfRAPL(o.SysfsRoot); err == nil {
-			if _, err := p.Read(); err == nil {
-				meters = append(meters, p)
-				note("rapl-perf: power PMU opened: used for CPU zones (powercap unusable)")
-			} else {
-				_ = p.Close()
-				note("rapl-perf: %v", err)
+	return c, nil
+}
+
+// Retry returns a meter that keeps trying open in the background; first is
+// why it failed at start.
+func (e *Env) Retry(name string, first error, open func(ctx context.Context) (power.Meter, error)) *power.Retrying {
+	o := e.Cfg.Retry
+	o.Log = e.Log
+	return power.NewRetrying(name, first, open, o)
+}
+
+type note struct {
+	level zapcore.Level
+	line  string
+}
+
+// found is the outcome of walking the table.
+type found struct {
+	meters   []power.Meter
+	measured bool // at least one meter gave a reading (retrying ones do not count)
+	notes    []note
+}
+
+// walk opens the table's meters in order.
+func walk(ctx context.Context, cfg Config, log *zap.Logger) (found, error) {
+	e := &Env{Cfg: cfg, Log: log, Need: map[Role]bool{RoleCPU: true, RolePlatform: true, RoleGPU: true}}
+	owner := map[Role]string{}
+	var f found
+	add := func(level zapcore.Level, format string, a ...any) {
+		f.notes = append(f.notes, note{level, fmt.Sprintf(format, a...)})
+	}
+	for _, row := range Meters {
+		var needed []Role
+		for _, r := range row.Roles {
+			if e.Need[r] {
+				needed = append(needed, r)
 			}
-		} else {
-			note("rapl-perf: %v", err)
 		}
-	} else {
-		note("rapl-perf: not used: powercap RAPL already covers the CPU zones")
-	}
-
-	// Platform, best first; the first that gives a reading wins.
-	havePlatform, haveGPU := false, false
-	if pm, err := power.NewPMCounters(o.SysfsRoot); err == nil {
-		if _, err := pm.Read(); err == nil {
-			meters = append(meters, pm)
-			havePlatform, haveGPU = true, true
-			note("pm_counters: used for platform and accelerators (measured energy counters); its cpu and memory counters yield to RAPL's per-socket zones when RAPL is used")
-		} else {
-			note("pm_counters: present but unreadable: %v", err)
+		if len(needed) == 0 {
+			var by []string
+			for _, r := range row.Roles {
+				by = append(by, fmt.Sprintf("%s by %s", r, owner[r]))
+			}
+			add(zapcore.InfoLevel, "%s: not used: already measured (%s)", row.Name, strings.Join(by, ", "))
+			continue
 		}
-	} else {
-		note("pm_counters: %v", err)
-	}
-
-	try := func(label string, r power.PowerReader) bool {
-		c := power.NewCached(r, o.Interval, o.Timeout)
-		wctx, cancel := context.WithTimeout(ctx, o.Timeout+o.Interval)
-		err := c.WaitFirst(wctx)
-		cancel()
+		m, why, err := row.Open(ctx, e)
 		if err != nil {
-			_ = c.Close()
-			note("%s: no reading: %v", label, err)
-			return false
-		}
-		meters = append(meters, c)
-		note("%s: used", label)
-		return true
-	}
-
-	if o.Redfish != nil {
-		switch {
-		case havePlatform:
-			note("redfish: configured but not used: pm_counters already gives the platform")
-		default:
-			m, err := redfish.NewMeter(*o.Redfish)
-			if err != nil {
-				note("redfish: %v", err)
-			} else if try("redfish "+m.Client().BMC(), m) {
-				havePlatform = true
-				if s := m.Source(); s != "" {
-					log[len(log)-1] += " (" + s + ")"
+			if errors.Is(err, ErrConfig) {
+				for _, x := range f.meters {
+					closeMeter(x)
 				}
+				return found{}, err
 			}
+			add(zapcore.InfoLevel, "%s: %v", row.Name, err)
+			continue
 		}
-	} else {
-		note("redfish: not configured")
-	}
-
-	if !o.NoIPMI && !havePlatform {
-		if dev, err := ipmi.Open(o.IPMIDevices...); err == nil {
-			havePlatform = try("ipmi "+dev.Path()+" (DCMI)", ipmi.NewDCMIMeter(dev))
+		if m == nil {
+			add(zapcore.InfoLevel, "%s: %s", row.Name, why)
+			continue
+		}
+		f.meters = append(f.meters, m)
+		fills := needed
+		if rm, ok := m.(*power.Retrying); ok {
+			// A configured meter holds its roles while it is retried, so
+			// a lesser meter cannot take the zone it will report.
+			add(zapcore.WarnLevel, "%s: configured but unusable, retried in the background: %v", row.Name, rm.LastError())
 		} else {
-			note("ipmi: %v", err)
+			f.measured = true
+			fills = rolesRead(m, needed)
+			add(zapcore.InfoLevel, "%s: used for %s%s", row.Name, joinRoles(fills), suffix(why))
 		}
-		for _, t := range ipmi.Tools {
-			if havePlatform {
-				break
-			}
-			p, err := o.LookPath(t.Name)
-			if err != nil {
-				note("ipmi %s: not found on PATH", t.Name)
-				continue
-			}
-			tm, err := ipmi.NewToolMeter(t, p)
-			if err == nil {
-				havePlatform = try("ipmi "+p, tm)
-			}
+		for _, r := range fills {
+			e.Need[r] = false
+			owner[r] = row.Name
 		}
 	}
+	if e.Need[RolePlatform] {
+		add(zapcore.InfoLevel, "platform: no whole-node meter; configure redfish or install an IPMI tool to measure the node, not just its CPUs")
+	}
+	return f, nil
+}
 
-	if h, err := power.NewHwmon(o.SysfsRoot, nil); err == nil {
-		zones := power.DefaultHwmonZones()
-		if havePlatform || haveGPU {
-			// Keep only what is still missing.
-			if havePlatform {
-				delete(zones, "power_meter")
-			}
-			if haveGPU {
-				for k, z := range zones {
-					if z == power.ZoneGPU {
-						delete(zones, k)
-					}
-				}
-			}
-			h, err = power.NewHwmon(o.SysfsRoot, zones)
-		}
-		_, pm := zones["power_meter"]
-		if err == nil && try("hwmon", h) {
-			havePlatform = havePlatform || pm
-		} else if err != nil {
-			note("hwmon: nothing more to add: %v", err)
-		}
-	} else {
-		note("hwmon: %v", err)
+func suffix(why string) string {
+	if why == "" {
+		return ""
 	}
+	return " (" + why + ")"
+}
 
-	if len(meters) == 0 {
-		return nil, log, errors.New("no power meter found (see the log lines for what was tried)")
+func joinRoles(rs []Role) string {
+	s := make([]string, len(rs))
+	for i, r := range rs {
+		s[i] = string(r)
 	}
-	if !havePlatform {
-		note("platform: no whole-node meter; configure redfish or install an IPMI tool to measure the node, not just its CPUs")
+	return strings.Join(s, ", ")
+}
+
+// rolesRead are the needed roles a meter's zones actually cover.
+func rolesRead(m power.Meter, needed []Role) []Role {
+	samples, err := m.Read()
+	if err != nil {
+		return needed
 	}
-	return power.Combine(meters...), log, nil
+	have := map[Role]bool{}
+	for _, s := range samples {
+		switch s.Zone {
+		case power.ZonePlatform:
+			have[RolePlatform] = true
+		case power.ZoneGPU:
+			have[RoleGPU] = true
+		default:
+			have[RoleCPU] = true
+		}
+	}
+	var out []Role
+	for _, r := range needed {
+		if have[r] {
+			out = append(out, r)
+		}
+	}
+	if len(out) == 0 {
+		return needed
+	}
+	return out
+}
+
+func closeMeter(m power.Meter) {
+	if c, ok := m.(interface{ Close() error }); ok {
+		_ = c.Close()
+	}
+}
+
+// Open returns the node's meter for cfg: the drop-in replacement for the
+// exporter's openMeter. power.source=rapl opens RAPL or fails;
+// power.source=estimator models; auto walks the table (every discovery
+// line logged, at warn for a configured meter it could not use) and
+// combines what measures, falling back to the estimator, with its reason
+// logged, for the CPU when nothing does. A configured meter that fails at
+// start (BMC down, HTTP 500) is kept and retried in the background. An
+// error means start-up must stop; it names the configuration key.
+func Open(ctx context.Context, cfg Config, log *zap.Logger) (power.Meter, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	switch cfg.Source {
+	case "rapl":
+		r, err := power.NewRAPLWith(cfg.SysfsRoot, power.MeterOptions{Log: log, MaxWatts: cfg.MaxWatts})
+		if err != nil {
+			return nil, fmt.Errorf("power.source=rapl: opening RAPL under %s: %w", cfg.SysfsRoot, err)
+		}
+		if _, err := r.Read(); err != nil {
+			return nil, fmt.Errorf("power.source=rapl: first RAPL read (energy_uj needs root or CAP_DAC_READ_SEARCH on kernels >= 5.10): %w", err)
+		}
+		log.Info("power source", zap.String("source", r.Name()), zap.String("method", "measured"))
+		return r, nil
+	case "estimator":
+		return openEstimator(cfg, log, "power.source=estimator")
+	}
+	f, err := walk(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range f.notes {
+		log.Log(n.level, "power meter discovery", zap.String("result", n.line))
+	}
+	if f.measured {
+		m := power.Combine(f.meters...)
+		log.Info("power source", zap.String("source", m.Name()), zap.String("method", "measured"))
+		return m, nil
+	}
+	why := "no meter measures this node (see the power meter discovery lines)"
+	if len(f.meters) > 0 {
+		why = "no meter measures this node yet: configured meters are retried in the background"
+	}
+	e, err := openEstimator(cfg, log, why)
+	if err != nil {
+		for _, m := range f.meters {
+			closeMeter(m)
+		}
+		return nil, err
+	}
+	if len(f.meters) == 0 {
+		return e, nil
+	}
+	return power.Combine(append([]power.Meter{e}, f.meters...)...), nil
+}
+
+func openEstimator(cfg Config, log *zap.Logger, why string) (power.Meter, error) {
+	model, err := power.CPUModel(cfg.ProcfsRoot)
+	if err != nil {
+		log.Warn("CPU model unknown; estimator uses average coefficients", zap.Error(err))
+	}
+	cpus, err := power.OnlineCPUs(cfg.SysfsRoot)
+	if err != nil || cpus <= 0 {
+		cpus = runtime.NumCPU()
+		log.Warn("online CPUs unavailable; using the CPUs this process may run on", zap.Int("cpus", cpus), zap.Error(err))
+	}
+	c := power.LookupCoefficients(model, cpus)
+	if v := cfg.MinWattsPerCPU; v > 0 {
+		c.MinWattsPerCPU = v
+		c.Source = "configuration"
+	}
+	if v := cfg.MaxWattsPerCPU; v > 0 {
+		c.MaxWattsPerCPU = v
+		c.Source = "configuration"
+	}
+	e, err := power.NewEstimator(c)
+	if err != nil {
+		return nil, fmt.Errorf("estimator (power.estimator.min-watts-per-cpu=%g, max-watts-per-cpu=%g): %w", c.MinWattsPerCPU, c.MaxWattsPerCPU, err)
+	}
+	log.Info("power source: estimator; energy is modelled and exported with method=\"estimated\"",
+		zap.String("reason", why), zap.String("cpu_model", model), zap.Int("cpus", cpus),
+		zap.String("arch", c.Arch), zap.Float64("min_watts_per_cpu", c.MinWattsPerCPU),
+		zap.Float64("max_watts_per_cpu", c.MaxWattsPerCPU), zap.String("coefficients_source", c.Source))
+	return e, nil
+}
+
+// The rows.
+
+func openRAPL(_ context.Context, e *Env) (power.Meter, string, error) {
+	r, err := power.NewRAPLWith(e.Cfg.SysfsRoot, e.opts())
+	if err != nil {
+		return nil, "", err
+	}
+	if _, err := r.Read(); err != nil {
+		return nil, "", fmt.Errorf("powercap present but unreadable: %w", err)
+	}
+	return r, "powercap counters", nil
+}
+
+func openPerfRAPL(_ context.Context, e *Env) (power.Meter, string, error) {
+	p, err := power.NewPerfRAPLWith(e.Cfg.SysfsRoot, e.opts())
+	if err != nil {
+		return nil, "", err
+	}
+	if _, err := p.Read(); err != nil {
+		_ = p.Close()
+		return nil, "", err
+	}
+	return p, "power PMU opened: powercap unusable", nil
+}
+
+func openPMCounters(_ context.Context, e *Env) (power.Meter, string, error) {
+	pm, err := power.NewPMCountersWith(e.Cfg.SysfsRoot, e.opts())
+	if err != nil {
+		return nil, "", err
+	}
+	if _, err := pm.Read(); err != nil {
+		return nil, "", fmt.Errorf("present but unreadable: %w", err)
+	}
+	return pm, "measured energy counters; its cpu and memory counters yield to RAPL's per-socket zones when RAPL is used", nil
+}
+
+func openRedfish(ctx context.Context, e *Env) (power.Meter, string, error) {
+	if e.Cfg.Redfish == nil {
+		return nil, "not configured (power.redfish.url)", nil
+	}
+	cfg := *e.Cfg.Redfish
+	open := func(ctx context.Context) (power.Meter, string, error) {
+		m, err := redfish.NewMeter(cfg)
+		if err != nil {
+			// Credentials that cannot be read (a missing password file)
+			// are configuration, not a BMC that is down.
+			return nil, "", fmt.Errorf("%w: power.%w", ErrConfig, err)
+		}
+		c, err := e.FirstReading(ctx, m)
+		if err != nil {
+			return nil, "", fmt.Errorf("%s: %w", m.Client().BMC(), err)
+		}
+		return c, m.Client().BMC() + ": " + m.Source(), nil
+	}
+	m, why, err := open(ctx)
+	switch {
+	case errors.Is(err, ErrConfig):
+		return nil, "", err
+	case err != nil:
+		return e.Retry("redfish", err, func(ctx context.Context) (power.Meter, error) {
+			m, _, err := open(ctx)
+			return m, err
+		}), "", nil
+	}
+	return m, why, nil
+}
+
+func openIPMIDevice(ctx context.Context, e *Env) (power.Meter, string, error) {
+	if e.Cfg.IPMI == "off" {
+		return nil, "off (power.ipmi=off)", nil
+	}
+	dev, path, err := e.Cfg.openIPMI(e.Cfg.IPMIDevices)
+	if err != nil {
+		return nil, "", err
+	}
+	c, err := e.FirstReading(ctx, ipmi.NewDCMIMeter(dev))
+	if err == nil {
+		return c, path + " (DCMI)", nil
+	}
+	// The device is there, so a BMC is: it may be busy or rebooting.
+	return e.Retry("ipmi", fmt.Errorf("%s (DCMI): %w", path, err), func(ctx context.Context) (power.Meter, error) {
+		dev, _, err := e.Cfg.openIPMI([]string{path})
+		if err != nil {
+			return nil, err
+		}
+		return e.FirstReading(ctx, ipmi.NewDCMIMeter(dev))
+	}), "", nil
+}
+
+func openIPMITool(ctx context.Context, e *Env) (power.Meter, string, error) {
+	if e.Cfg.IPMI == "off" {
+		return nil, "off (power.ipmi=off)", nil
+	}
+	var tried []string
+	for _, t := range ipmi.Tools {
+		p, err := e.Cfg.LookPath(t.Name)
+		if err != nil {
+			tried = append(tried, t.Name+" not found on PATH")
+			continue
+		}
+		tm, err := ipmi.NewToolMeter(t, p)
+		if err != nil {
+			tried = append(tried, err.Error())
+			continue
+		}
+		c, err := e.FirstReading(ctx, tm)
+		if err != nil {
+			tried = append(tried, fmt.Sprintf("%s: no reading: %v", p, err))
+			continue
+		}
+		return c, p, nil
+	}
+	return nil, strings.Join(tried, "; "), nil
+}
+
+func openCapmc(ctx context.Context, e *Env) (power.Meter, string, error) {
+	if e.Cfg.Capmc != "auto" {
+		return nil, "not enabled (power.capmc=off): it reports a whole partition's power, the node's only on a single-node partition", nil
+	}
+	path, err := e.Cfg.LookPath("capmc")
+	if err != nil {
+		return nil, "capmc not found on PATH", nil
+	}
+	window := max(1, int(e.Cfg.Interval.Seconds()))
+	open := func(ctx context.Context) (power.Meter, error) {
+		m, err := capmc.NewMeter(path, window)
+		if err != nil {
+			return nil, err
+		}
+		return e.FirstReading(ctx, m)
+	}
+	m, err := open(ctx)
+	if err != nil {
+		return e.Retry("capmc", err, open), "", nil
+	}
+	return m, path, nil
+}
+
+func openHwmon(ctx context.Context, e *Env) (power.Meter, string, error) {
+	zones := power.DefaultHwmonZones()
+	for chip, z := range zones {
+		if (z == power.ZonePlatform && !e.Need[RolePlatform]) || (z == power.ZoneGPU && !e.Need[RoleGPU]) {
+			delete(zones, chip)
+		}
+	}
+	h, err := power.NewHwmon(e.Cfg.SysfsRoot, zones)
+	if err != nil {
+		return nil, "", err
+	}
+	c, err := e.FirstReading(ctx, h)
+	if err != nil {
+		return nil, "", fmt.Errorf("no reading: %w", err)
+	}
+	return c, "", nil
 }

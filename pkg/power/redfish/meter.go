@@ -47,7 +47,10 @@ type sensor struct {
 	Reading      *float64 `json:"Reading"`
 	ReadingUnits string   `json:"ReadingUnits"`
 	ReadingTime  string   `json:"ReadingTime"`
-	Status       status   `json:"Status"`
+	// ReadingRangeMax is the sensor's own declared maximum: a reading
+	// above it is a glitch, not a measurement.
+	ReadingRangeMax *float64 `json:"ReadingRangeMax"`
+	Status          status   `json:"Status"`
 }
 
 type powerSubsystem struct {
@@ -187,12 +190,15 @@ func (m *Meter) read(ctx context.Context, p *plan) (power.Reading, error) {
 		if p.kind == planEnergySensor {
 			unit = "J"
 		}
-		v, at, err := m.readSensor(ctx, p.paths[0], unit)
+		s, at, err := m.readSensor(ctx, p.paths[0], unit)
 		if err != nil {
 			return r, err
 		}
 		r.Energy = p.kind == planEnergySensor
-		r.Joules, r.Watts, r.Time = v, v, at
+		r.Joules, r.Watts, r.Time = *s.Reading, *s.Reading, at
+		if !r.Energy && s.ReadingRangeMax != nil && *s.ReadingRangeMax > 0 {
+			r.Max = *s.ReadingRangeMax
+		}
 	case planPSU:
 		for _, mp := range p.paths {
 			var psm powerSupplyMetrics
@@ -215,9 +221,8 @@ func (m *Meter) read(ctx context.Context, p *plan) (power.Reading, error) {
 		}
 		r.Watts = v
 	}
-	if r.Watts < 0 || r.Joules < 0 {
-		return r, fmt.Errorf("redfish %s: %s: negative reading", m.c.bmc.Host, p.desc)
-	}
+	// Range, sign and finiteness are checked where every meter's readings
+	// are (power.Cached), so a bad one is counted and logged as rejected.
 	return r, nil
 }
 
@@ -235,29 +240,29 @@ func legacyWatts(pw legacyPower) (float64, bool) {
 // usable accepts the Status.State values of a sensor that reads.
 func usable(state string) bool { return state == "" || state == "Enabled" }
 
-func (m *Meter) readSensor(ctx context.Context, p, unit string) (float64, time.Time, error) {
+func (m *Meter) readSensor(ctx context.Context, p, unit string) (sensor, time.Time, error) {
 	var s sensor
 	if err := m.c.Get(ctx, p, &s); err != nil {
-		return 0, time.Time{}, err
+		return s, time.Time{}, err
 	}
 	if !usable(s.Status.State) {
-		return 0, time.Time{}, fmt.Errorf("redfish %s: sensor %s is %s", m.c.bmc.Host, p, s.Status.State)
+		return s, time.Time{}, fmt.Errorf("redfish %s: sensor %s is %s", m.c.bmc.Host, p, s.Status.State)
 	}
 	if s.Reading == nil {
-		return 0, time.Time{}, fmt.Errorf("redfish %s: sensor %s has no reading", m.c.bmc.Host, p)
+		return s, time.Time{}, fmt.Errorf("redfish %s: sensor %s has no reading", m.c.bmc.Host, p)
 	}
 	if s.ReadingUnits != "" && s.ReadingUnits != unit {
-		return 0, time.Time{}, fmt.Errorf("redfish %s: sensor %s reads in %q, want %q", m.c.bmc.Host, p, s.ReadingUnits, unit)
+		return s, time.Time{}, fmt.Errorf("redfish %s: sensor %s reads in %q, want %q", m.c.bmc.Host, p, s.ReadingUnits, unit)
 	}
 	var at time.Time
 	if s.ReadingTime != "" {
 		t, err := time.Parse(time.RFC3339, s.ReadingTime)
 		if err != nil {
-			return 0, time.Time{}, fmt.Errorf("redfish %s: sensor %s ReadingTime: %w", m.c.bmc.Host, p, err)
+			return s, time.Time{}, fmt.Errorf("redfish %s: sensor %s ReadingTime: %w", m.c.bmc.Host, p, err)
 		}
 		at = t
 	}
-	return *s.Reading, at, nil
+	return s, at, nil
 }
 
 // discover picks the chassis and the resource to read.

@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"path"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -40,6 +41,10 @@ type Config struct {
 	Transport http.RoundTripper
 	// Timeout bounds one forwarded request; default 30s.
 	Timeout time.Duration
+	// Ports are the TCP ports an allowed host may be reached on; empty
+	// means 443 only. Without this an allowed host could be port-scanned
+	// through the proxy.
+	Ports []int
 }
 
 // Proxy is an http.Handler.
@@ -50,6 +55,7 @@ type Proxy struct {
 	target string
 	node   string
 	client *http.Client
+	ports  map[int]bool
 }
 
 var (
@@ -101,6 +107,16 @@ func New(cfg Config) (*Proxy, error) {
 		}
 		p.globs = append(p.globs, strings.ToLower(a))
 	}
+	p.ports = map[int]bool{}
+	for _, port := range cfg.Ports {
+		if port < 1 || port > 65535 {
+			return nil, fmt.Errorf("proxy allow-port: %d is not a TCP port", port)
+		}
+		p.ports[port] = true
+	}
+	if len(p.ports) == 0 {
+		p.ports[443] = true
+	}
 	for n, raw := range cfg.Nodes {
 		u, err := parseTarget(raw)
 		if err != nil {
@@ -108,6 +124,9 @@ func New(cfg Config) (*Proxy, error) {
 		}
 		if !p.allowedHost(u.Hostname()) {
 			return nil, fmt.Errorf("proxy nodes: %s: %s is outside the allow list", n, u.Host)
+		}
+		if !p.allowedPort(u) {
+			return nil, fmt.Errorf("proxy nodes: %s: port %s is not an allowed port", n, port(u))
 		}
 		p.nodes[n] = u
 	}
@@ -164,6 +183,22 @@ func (p *Proxy) allowedHost(host string) bool {
 	return false
 }
 
+// port is u's TCP port, the scheme's default when it names none.
+func port(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	if u.Scheme == "http" {
+		return "80"
+	}
+	return "443"
+}
+
+func (p *Proxy) allowedPort(u *url.URL) bool {
+	n, err := strconv.Atoi(port(u))
+	return err == nil && p.ports[n]
+}
+
 func allowedRequest(method, p string) bool {
 	for _, a := range allowed {
 		if a.method == method && a.re.MatchString(p) {
@@ -206,6 +241,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("forbidden: BMC %s is outside the allow list", target.Host), http.StatusForbidden)
 		return
 	}
+	if !p.allowedPort(target) {
+		http.Error(w, fmt.Sprintf("forbidden: port %s is not an allowed BMC port", port(target)), http.StatusForbidden)
+		return
+	}
 
 	var body io.Reader
 	if r.Method == http.MethodPost {
@@ -235,10 +274,30 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if errors.As(err, &ne) && ne.Timeout() {
 			status = http.StatusGatewayTimeout
 		}
-		http.Error(w, fmt.Sprintf("BMC %s: %v", target.Host, err), status)
+		// The transport's error can quote what the far end sent (a
+		// service banner in a "malformed HTTP response"): say only what
+		// kind of failure it was.
+		msg := "unreachable"
+		if status == http.StatusGatewayTimeout {
+			msg = "timed out"
+		}
+		http.Error(w, fmt.Sprintf("BMC %s: %s", target.Host, msg), status)
 		return
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		// Error bodies are never echoed: whatever answers on an allowed
+		// host must not be read through the proxy. The status is enough
+		// for the client (401 re-login, 404 re-discovery).
+		for _, h := range []string{"OData-Version"} {
+			if v := resp.Header.Get(h); v != "" {
+				w.Header().Set(h, v)
+			}
+		}
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
+		http.Error(w, fmt.Sprintf("BMC %s answered HTTP %d", target.Host, resp.StatusCode), resp.StatusCode)
+		return
+	}
 	for _, h := range forwardedResp {
 		if v := resp.Header.Get(h); v != "" {
 			w.Header().Set(h, v)

@@ -1,9 +1,11 @@
 package proxy
 
 import (
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -42,7 +44,7 @@ func do(t *testing.T, h http.Handler, method, path string, hdr map[string]string
 
 func TestProxy(t *testing.T) {
 	bmc, got := newBMC(t)
-	p, err := New(Config{Allow: []string{"127.0.0.0/8", "bmc-*.mgmt"}, Nodes: map[string]string{"node1": bmc.URL}})
+	p, err := New(Config{Allow: []string{"127.0.0.0/8", "bmc-*.mgmt"}, Nodes: map[string]string{"node1": bmc.URL}, Ports: []int{urlPort(t, bmc.URL)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,6 +103,9 @@ func TestProxyConfig(t *testing.T) {
 		{Allow: []string{"10.0.0.0/33"}},
 		{Allow: []string{"10.0.0.0/8"}, Nodes: map[string]string{"n": "https://192.168.1.1"}},
 		{Allow: []string{"10.0.0.0/8"}, Nodes: map[string]string{"n": "not a url"}},
+		{Allow: []string{"10.0.0.0/8"}, Nodes: map[string]string{"n": "https://10.0.0.1:22"}},
+		{Allow: []string{"10.0.0.0/8"}, Ports: []int{0}},
+		{Allow: []string{"10.0.0.0/8"}, Ports: []int{65536}},
 	} {
 		if _, err := New(c); err == nil {
 			t.Errorf("%+v accepted", c)
@@ -125,4 +130,69 @@ func FuzzRequestChecks(f *testing.F) {
 			t.Fatalf("target %q parsed to %v", target, u)
 		}
 	})
+}
+
+func urlPort(t *testing.T, raw string) int {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(u.Port())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Issue 10 case 7: an allowed host is reachable only on the allowed ports
+// (443 when none is configured), and nothing the far end sends on an error
+// (a service banner, an error page) comes back through the proxy.
+func TestProxyPortsAndNoEcho(t *testing.T) {
+	bmc, got := newBMC(t)
+	def, err := New(Config{Allow: []string{"127.0.0.0/8"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := do(t, def, "GET", "/redfish/v1/Chassis", map[string]string{"X-Redfish-Url": bmc.URL})
+	if rec.Code != 403 || len(*got) != 0 {
+		t.Fatalf("port %d with default ports: %d, BMC saw %d requests", urlPort(t, bmc.URL), rec.Code, len(*got))
+	}
+	for _, target := range []string{"http://127.0.0.1:22", "https://127.0.0.1:8443", "http://127.0.0.1"} {
+		if rec := do(t, def, "GET", "/redfish/v1/Chassis", map[string]string{"X-Redfish-Url": target}); rec.Code != 403 {
+			t.Errorf("%s: %d, want 403", target, rec.Code)
+		}
+	}
+
+	// A non-HTTP service on an allowed port: its banner must not leak.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("SSH-2.0-OpenSSH_9.6 secret-banner\r\n"))
+			c.Close()
+		}
+	}()
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "internal admin page secret-banner", 500)
+	}))
+	t.Cleanup(page.Close)
+	bannerURL := "http://" + ln.Addr().String()
+	p, err := New(Config{Allow: []string{"127.0.0.0/8"}, Ports: []int{urlPort(t, bannerURL), urlPort(t, page.URL)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for target, want := range map[string]int{bannerURL: 502, page.URL: 500} {
+		rec := do(t, p, "GET", "/redfish/v1/Chassis", map[string]string{"X-Redfish-Url": target})
+		if rec.Code != want || strings.Contains(rec.Body.String(), "secret") || strings.Contains(rec.Body.String(), "SSH") {
+			t.Errorf("%s: %d %q, want %d without the upstream body", target, rec.Code, rec.Body.String(), want)
+		}
+	}
 }
