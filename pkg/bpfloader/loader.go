@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -17,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wattrace/wattrace/pkg/cgroup"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
 // Options configures Load.
@@ -188,14 +188,6 @@ func (a *Accounting) readTasks() ([]byte, error) {
 	}
 }
 
-// ProgramStat is one program's cost as the kernel counts it. The kernel
-// counts only while statistics are enabled (EnableStats).
-type ProgramStat struct {
-	Name     string
-	RunTime  time.Duration
-	RunCount uint64
-}
-
 // ProgramStats returns the cost of each program that runs in the kernel
 // on its own (the iterator runs on our reads and is left out).
 func (a *Accounting) ProgramStats() ([]ProgramStat, error) {
@@ -214,25 +206,27 @@ func programStats(progs map[string]*ebpf.Program) ([]ProgramStat, error) {
 	return out, nil
 }
 
-// Drops reports exits whose per-process (procs) or per-cgroup (cgroups)
-// entry could not be stored because the map was full.
-func (a *Accounting) Drops() (procs, cgroups uint64, err error) {
+// MapDrops reports the exits whose entry could not be stored because
+// exited_procs or exited_cgroups was full (slots 0 and 1 of drops).
+func (a *Accounting) MapDrops() ([]snapshot.MapDrops, error) {
+	return readDrops(a.objs.Drops, "exited_procs", "exited_cgroups")
+}
+
+// readDrops sums a per-CPU drop-count array whose slot i counts the
+// events the map named maps[i] had no room for.
+func readDrops(m *ebpf.Map, maps ...string) ([]snapshot.MapDrops, error) {
+	out := make([]snapshot.MapDrops, len(maps))
 	var vals []uint64
-	for slot := uint32(0); slot < 2; slot++ {
-		if err := a.objs.Drops.Lookup(slot, &vals); err != nil {
-			return 0, 0, fmt.Errorf("read drops: %w", err)
+	for slot, name := range maps {
+		if err := m.Lookup(uint32(slot), &vals); err != nil {
+			return nil, fmt.Errorf("read drops of %s: %w", name, err)
 		}
-		var sum uint64
+		out[slot].Map = name
 		for _, v := range vals {
-			sum += v
-		}
-		if slot == 0 {
-			procs = sum
-		} else {
-			cgroups = sum
+			out[slot].Drops += v
 		}
 	}
-	return procs, cgroups, nil
+	return out, nil
 }
 
 // EnableStats turns on the kernel's BPF run-time statistics until the

@@ -12,22 +12,27 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/cgroup"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
-// Probe names, as Probes.Active reports them.
+// Probe names and the probe counters are defined in pkg/snapshot, the
+// vocabulary the collectors read.
 const (
-	ProbePageCacheRead  = "pagecache_read"  // pages read through the page cache
-	ProbePageCacheAdd   = "pagecache_add"   // pages added to the page cache
-	ProbePageCacheDirty = "pagecache_dirty" // pages dirtied
-	ProbeSoftirq        = "softirq"         // softirq counts and time
-	ProbeBlock          = "block"           // block IO submitted
-	ProbeNet            = "net"             // TCP and UDP payload
-	ProbeCounters       = "counters"        // perf counters at context switches
+	ProbePageCacheRead  = snapshot.ProbePageCacheRead
+	ProbePageCacheAdd   = snapshot.ProbePageCacheAdd
+	ProbePageCacheDirty = snapshot.ProbePageCacheDirty
+	ProbeSoftirq        = snapshot.ProbeSoftirq
+	ProbeBlock          = snapshot.ProbeBlock
+	ProbeNet            = snapshot.ProbeNet
+	ProbeCounters       = snapshot.ProbeCounters
+	MaxCounters         = snapshot.MaxCounters
 )
 
-// MaxCounters is how many perf counters the context-switch program reads
-// (MAX_COUNTERS in bpf/probes.bpf.c).
-const MaxCounters = 4
+type (
+	ProbeStats    = snapshot.ProbeStats
+	SoftirqVector = snapshot.SoftirqVector
+	ProgramStat   = snapshot.ProgramStat
+)
 
 // hook is one program and the tracepoint it attaches to. args, when set,
 // are the tracepoint's arguments as the program reads them ("*folio" is a

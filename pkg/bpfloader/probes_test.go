@@ -21,6 +21,7 @@ import (
 
 	"github.com/wattrace/wattrace/internal/testenv"
 	"github.com/wattrace/wattrace/pkg/cgroup"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
 func loadProbesForTest(t testing.TB, o ProbeOptions) (*Probes, cgroup.Hierarchy) {
@@ -255,7 +256,7 @@ func TestProbePageCache(t *testing.T) {
 		hot := procProbe(t, readProbes(t, p), pid)
 		what := fmt.Sprintf("cached reads of %d KiB", buf>>10)
 		within(t, what+": pages accessed", hot.PageCacheAccessed, pages*times, 0.02)
-		within(t, what+": hits", PageCacheHits(hot.PageCacheAccessed, hot.PageCacheAdded), pages*times, 0.02)
+		within(t, what+": hits", snapshot.PageCacheHits(hot.PageCacheAccessed, hot.PageCacheAdded), pages*times, 0.02)
 		if hot.PageCacheAdded > pages/50 {
 			t.Errorf("%s added %d pages, want about 0", what, hot.PageCacheAdded)
 		}

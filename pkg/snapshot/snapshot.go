@@ -1,0 +1,167 @@
+package snapshot
+
+import "time"
+
+// Snapshot is what the loop publishes after each interval. It is never
+// modified after publication, so collectors read it without locks and every
+// scrape sees one consistent interval.
+type Snapshot struct {
+	// Time is when the interval this snapshot describes ended.
+	Time time.Time
+	// Interval is the length of that interval.
+	Interval time.Duration
+	// Mode is the accounting mode: "bpf" or "procfs".
+	Mode string
+	// Hierarchy names the cgroup hierarchy workloads are keyed by:
+	// "v2", "cpuacct" or "cpu".
+	Hierarchy string
+
+	Zones     []Zone
+	Cgroups   []Consumer
+	Processes []Consumer
+	// Workloads are what users recognise (containers, pods, VMs, Slurm
+	// jobs, systemd services): each the sum of the cgroups it owns, when
+	// workload resolution is on.
+	Workloads []Workload
+
+	// Intervals counts completed intervals since start.
+	Intervals uint64
+
+	// Probes lists the kernel probes that run, Counters the perf counters
+	// they read; both empty without probes.
+	Probes   []string
+	Counters []string
+	// Softirqs are the node's softirqs by vector, cumulative.
+	Softirqs []SoftirqVector
+	// PerfEvents are the events counted for opted-in processes.
+	PerfEvents []PerfEvent
+}
+
+// ZoneOther is the node-level zone platform − (package + dram + gpu), and
+// SourceDerived its source: it is computed from the other zones.
+const (
+	ZoneOther     = "other"
+	SourceDerived = "derived"
+)
+
+// ZoneID names one energy zone of the node.
+type ZoneID struct {
+	Name   string // package, core, uncore, dram, psys, gpu, platform, other
+	Socket int    // -1 when the zone is node-wide
+}
+
+// Zone is the node's energy in one zone. All joule fields are cumulative
+// since the exporter started and never decrease.
+type Zone struct {
+	ZoneID
+	Source    string // rapl, estimator, ...
+	Estimated bool
+	EnergyJ   float64 // = IdleJ + DynamicJ
+	IdleJ     float64
+	DynamicJ  float64
+	// UnattributedJ is the part of DynamicJ of intervals in which no
+	// workload used the usage metric (so there was nothing to split by).
+	UnattributedJ float64
+	// PowerW is the mean power over the last interval.
+	PowerW float64
+	// IdleClamps counts intervals where the idle model exceeded the
+	// measured energy and idle was clamped to it.
+	IdleClamps uint64
+}
+
+// Workload is what a user recognises, at one level (a container, pod, VM,
+// Slurm job or systemd service): the sum of the cgroups it owns. Counters
+// are cumulative and kept in the workload itself, so they never go backwards when one of its
+// cgroups leaves the snapshot before the others.
+type Workload struct {
+	Level string
+	// Manager is what runs it: docker, containerd, crio, podman,
+	// kubernetes, slurm, libvirt, systemd.
+	Manager string
+	// Labels are the level's label values, aligned with
+	// pkg/workload's LabelNames(Level).
+	Labels          []string
+	CPUSeconds      float64
+	ContextSwitches uint64
+	Energy          Energy
+	// Cgroups counts the workload's cgroups alive in the latest interval.
+	Cgroups  int
+	Alive    bool
+	LastSeen time.Time
+	// Resources are the workload's cgroup resource counters (memory, IO,
+	// pressure, ...), read from its top cgroup; nil when not read. A workload
+	// that ended keeps its last reading.
+	Resources *Resources
+}
+
+// ZoneJoules is one consumer's or workload's cumulative energy in one zone.
+type ZoneJoules struct {
+	DynamicJ float64
+	IdleJ    float64 // by the idle attribution policy; 0 under "none"
+}
+
+// Consumer is one thing the loop accounts for: a cgroup or a process.
+// Counters are cumulative.
+type Consumer struct {
+	// Cgroup is the cgroup path relative to the key hierarchy's root
+	// ("/" for the root), for a process the path of its cgroup.
+	Cgroup string
+	// CgroupID is the id in the key hierarchy (the directory's inode).
+	CgroupID uint64
+	// PID and Comm are set for processes only.
+	PID  uint32
+	Comm string
+
+	CPUSeconds      float64
+	ContextSwitches uint64
+	// Energy per zone name (summed over sockets).
+	Energy Energy
+	// Probes are the kernel probes' cumulative counters (page cache,
+	// softirqs, block IO, network, perf counters) of a cgroup; nil without
+	// probes, and for processes, whose series don't carry them.
+	Probes *ProbeStats
+	// Perf are the perf event counts of the cgroup's opted-in processes
+	// (ended ones included), by event name; nil when none opted in.
+	Perf map[string]float64
+	// Alive is false once the workload is gone; it stays in snapshots
+	// for the configured retention.
+	Alive    bool
+	LastSeen time.Time
+}
+
+// ZoneEnergy is a consumer's energy in the zone named Zone.
+type ZoneEnergy struct {
+	Zone string
+	ZoneJoules
+}
+
+// Energy is a consumer's or workload's energy by zone, sorted by zone name. A slice
+// rather than a map: nodes have a handful of zones, and tens of thousands
+// of consumers each carrying a map would dominate the exporter's memory.
+type Energy []ZoneEnergy
+
+// Get returns the energy of one zone (zero if the workload has none there).
+func (e Energy) Get(zone string) ZoneJoules {
+	for i := range e {
+		if e[i].Zone == zone {
+			return e[i].ZoneJoules
+		}
+	}
+	return ZoneJoules{}
+}
+
+// Add adds to a zone's energy, keeping the slice sorted; like append it
+// returns the (possibly moved) slice.
+func (e Energy) Add(zone string, dynamicJ, idleJ float64) Energy {
+	i := 0
+	for ; i < len(e) && e[i].Zone < zone; i++ {
+	}
+	if i == len(e) || e[i].Zone != zone {
+		e = append(e, ZoneEnergy{})
+		copy(e[i+1:], e[i:])
+		e[i] = ZoneEnergy{Zone: zone}
+	}
+	e[i].DynamicJ += dynamicJ
+	e[i].IdleJ += idleJ
+	return e
+}
