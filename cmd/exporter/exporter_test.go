@@ -15,12 +15,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/config"
-	"github.com/wattrace/wattrace/pkg/stats"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
-type fakeSource struct{ snap *stats.Snapshot }
+type fakeSource struct{ snap *snapshot.Snapshot }
 
-func (f *fakeSource) Snapshot() *stats.Snapshot { return f.snap }
+func (f *fakeSource) Snapshot() *snapshot.Snapshot { return f.snap }
 
 func get(t *testing.T, h http.Handler, path string) (int, string) {
 	t.Helper()
@@ -51,7 +51,7 @@ func TestHealthEndpoints(t *testing.T) {
 			t.Errorf("%s before the first snapshot: %d, want 503", p, code)
 		}
 	}
-	src.snap = &stats.Snapshot{}
+	src.snap = &snapshot.Snapshot{}
 	for _, p := range []string{"/-/healthy", "/-/ready"} {
 		if code, _ := get(t, mux, p); code != http.StatusOK {
 			t.Errorf("%s after the first snapshot: %d, want 200", p, code)

@@ -10,8 +10,6 @@ import (
 	"github.com/wattrace/wattrace/pkg/usage"
 )
 
-
-
 func countersFrom(s *probesStats) ProbeStats {
 	v := s.V
 	c := ProbeStats{
@@ -50,7 +48,6 @@ type ProbeCgroup struct {
 	ID uint64
 	ProbeStats
 }
-
 
 // SoftirqNames are the vectors in the kernel's order (softirq_to_name).
 var SoftirqNames = [...]string{"HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU"}
@@ -139,4 +136,3 @@ func (p *Probes) Forget(procs []usage.ProcKey, cgroups []uint64) error {
 func (p *Probes) MapDrops() ([]snapshot.MapDrops, error) {
 	return readDrops(p.maps["probe_drops"], "proc_stats", "cgroup_stats")
 }
-

@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/wattrace/wattrace/pkg/stats"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
 // bpfStatsCollector exports the run time of wattrace's own BPF programs, so
@@ -36,7 +36,7 @@ func (c *bpfStatsCollector) describe(ch chan<- *prometheus.Desc) {
 }
 
 // update does not need the snapshot: it asks the kernel directly.
-func (c *bpfStatsCollector) update(ch chan<- prometheus.Metric, _ *stats.Snapshot) error {
+func (c *bpfStatsCollector) update(ch chan<- prometheus.Metric, _ *snapshot.Snapshot) error {
 	ps, err := c.src.ProgramStats()
 	if err != nil {
 		return fmt.Errorf("reading BPF program statistics: %w", err)

@@ -3,7 +3,7 @@ package collector
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/wattrace/wattrace/pkg/stats"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
 // cgroupCollector exports energy and CPU usage per cgroup of the key
@@ -38,7 +38,7 @@ func (c *cgroupCollector) describe(ch chan<- *prometheus.Desc) {
 	ch <- c.switches
 }
 
-func (c *cgroupCollector) update(ch chan<- prometheus.Metric, snap *stats.Snapshot) error {
+func (c *cgroupCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) error {
 	if snap == nil {
 		return errNoSnapshot
 	}

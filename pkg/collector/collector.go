@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/wattrace/wattrace/pkg/stats"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/workload"
 )
 
@@ -22,7 +22,7 @@ const namespace = "wattrace"
 // SnapshotSource hands out the latest snapshot; *stats.Loop implements it.
 // Snapshot returns nil until the first interval has completed.
 type SnapshotSource interface {
-	Snapshot() *stats.Snapshot
+	Snapshot() *snapshot.Snapshot
 }
 
 // ProgramStat is the kernel's run-time statistics of one BPF program.
@@ -84,7 +84,7 @@ var errNoSnapshot = errors.New("no snapshot yet: the first accounting interval h
 // whole scrape uses (nil before the first interval).
 type subCollector interface {
 	describe(ch chan<- *prometheus.Desc)
-	update(ch chan<- prometheus.Metric, snap *stats.Snapshot) error
+	update(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) error
 }
 
 type namedCollector struct {
@@ -234,7 +234,7 @@ func method(estimated bool) string {
 // the same provenance.
 type zoneLabels map[string][2]string
 
-func newZoneLabels(zones []stats.Zone) zoneLabels {
+func newZoneLabels(zones []snapshot.Zone) zoneLabels {
 	m := make(zoneLabels, len(zones))
 	for _, z := range zones {
 		if _, ok := m[z.Name]; !ok {

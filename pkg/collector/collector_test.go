@@ -12,16 +12,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/version"
 
-	"github.com/wattrace/wattrace/pkg/bpfloader"
-	"github.com/wattrace/wattrace/pkg/cgroupstats"
-	"github.com/wattrace/wattrace/pkg/profiling"
-	"github.com/wattrace/wattrace/pkg/stats"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/workload"
 )
 
-type fixedSource struct{ snap *stats.Snapshot }
+type fixedSource struct{ snap *snapshot.Snapshot }
 
-func (f fixedSource) Snapshot() *stats.Snapshot { return f.snap }
+func (f fixedSource) Snapshot() *snapshot.Snapshot { return f.snap }
 
 type fakePrograms struct {
 	stats []ProgramStat
@@ -32,39 +29,39 @@ func (f fakePrograms) ProgramStats() ([]ProgramStat, error) { return f.stats, f.
 
 // testSnapshot is a two-socket RAPL node with a node-wide psys zone.
 // Numbers are chosen so that each series is distinguishable.
-func testResources() *cgroupstats.Stats {
-	return &cgroupstats.Stats{CPUUserSeconds: 3, CPUSystemSeconds: 1, MemoryCurrent: 1 << 30, MemoryLimit: cgroupstats.Unlimited,
+func testResources() *snapshot.Resources {
+	return &snapshot.Resources{CPUUserSeconds: 3, CPUSystemSeconds: 1, MemoryCurrent: 1 << 30, MemoryLimit: snapshot.Unlimited,
 		MemoryRSS: 1 << 29, MemoryCache: 1 << 28, MemorySwap: 0, MemoryFailCount: 2, MemoryOOMKills: 1,
-		IO:    []cgroupstats.DeviceIO{{Device: "vda", ReadBytes: 4096, WriteBytes: 8192, ReadOps: 1, WriteOps: 2}},
-		PSI:   [cgroupstats.NumResources]cgroupstats.Pressure{{SomeSeconds: 1.5, FullSeconds: 0.5}, {SomeSeconds: 0.25}, {SomeSeconds: 0.125, FullSeconds: 0.0625}},
-		Tasks: 7, Available: ^cgroupstats.Field(0)}
+		IO:    []snapshot.DeviceIO{{Device: "vda", ReadBytes: 4096, WriteBytes: 8192, ReadOps: 1, WriteOps: 2}},
+		PSI:   [snapshot.NumPSIResources]snapshot.Pressure{{SomeSeconds: 1.5, FullSeconds: 0.5}, {SomeSeconds: 0.25}, {SomeSeconds: 0.125, FullSeconds: 0.0625}},
+		Tasks: 7, Available: ^snapshot.ResourceField(0)}
 }
 
-func testSnapshot() *stats.Snapshot {
-	return &stats.Snapshot{
+func testSnapshot() *snapshot.Snapshot {
+	return &snapshot.Snapshot{
 		Time:      time.Unix(1700000000, 500000000),
 		Interval:  5 * time.Second,
 		Mode:      "bpf",
 		Hierarchy: "v2",
 		Intervals: 42,
-		Zones: []stats.Zone{
-			{ZoneID: stats.ZoneID{Name: "package", Socket: 0}, Source: "rapl", EnergyJ: 150, IdleJ: 100, DynamicJ: 50, UnattributedJ: 5, PowerW: 30, IdleClamps: 2},
-			{ZoneID: stats.ZoneID{Name: "package", Socket: 1}, Source: "rapl", EnergyJ: 120, IdleJ: 80, DynamicJ: 40, PowerW: 24},
-			{ZoneID: stats.ZoneID{Name: "psys", Socket: -1}, Source: "rapl", EnergyJ: 500, IdleJ: 300, DynamicJ: 200, UnattributedJ: 1.5, PowerW: 100, IdleClamps: 1},
+		Zones: []snapshot.Zone{
+			{ZoneID: snapshot.ZoneID{Name: "package", Socket: 0}, Source: "rapl", EnergyJ: 150, IdleJ: 100, DynamicJ: 50, UnattributedJ: 5, PowerW: 30, IdleClamps: 2},
+			{ZoneID: snapshot.ZoneID{Name: "package", Socket: 1}, Source: "rapl", EnergyJ: 120, IdleJ: 80, DynamicJ: 40, PowerW: 24},
+			{ZoneID: snapshot.ZoneID{Name: "psys", Socket: -1}, Source: "rapl", EnergyJ: 500, IdleJ: 300, DynamicJ: 200, UnattributedJ: 1.5, PowerW: 100, IdleClamps: 1},
 		},
-		Cgroups: []stats.Workload{
+		Cgroups: []snapshot.Consumer{
 			{Cgroup: "/", CgroupID: 1, CPUSeconds: 1.5, ContextSwitches: 10, Alive: true,
-				Probes: &bpfloader.ProbeStats{PageCacheAccessed: 10, TCPSentBytes: 1500, BlockWriteBytes: 4096, Counters: [bpfloader.MaxCounters]uint64{7}},
+				Probes: &snapshot.ProbeStats{PageCacheAccessed: 10, TCPSentBytes: 1500, BlockWriteBytes: 4096, Counters: [snapshot.MaxCounters]uint64{7}},
 				Perf:   map[string]float64{"instructions": 9e6, "page_faults": 12, "task_clock": 2.5e9, "l1d_read_miss": 4e3},
-				Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 20, IdleJ: 5}}}},
+				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 20, IdleJ: 5}}}},
 			{Cgroup: "/system.slice/a.service", CgroupID: 77, CPUSeconds: 3, ContextSwitches: 30, Alive: true,
-				Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 40, IdleJ: 10}}, {Zone: "psys", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 60}}}},
+				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 40, IdleJ: 10}}, {Zone: "psys", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 60}}}},
 			// The same path re-created with a new id while the old one is
 			// retained: merged into one series.
 			{Cgroup: "/system.slice/a.service", CgroupID: 78, CPUSeconds: 1, ContextSwitches: 2, Alive: false,
-				Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 5}}}},
+				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 5}}}},
 		},
-		Processes: []stats.Workload{
+		Processes: []snapshot.Consumer{
 			proc(100, "small", 1),
 			proc(200, "big", 30),
 			proc(300, "mid", 10),
@@ -72,35 +69,35 @@ func testSnapshot() *stats.Snapshot {
 		},
 		Probes:   []string{"pagecache_read", "pagecache_add", "pagecache_dirty", "softirq", "block", "net", "counters"},
 		Counters: []string{"cpu_clock"},
-		PerfEvents: []profiling.Event{{Name: "instructions", Kind: profiling.KindHardware}, {Name: "page_faults", Kind: profiling.KindSoftware},
-			{Name: "task_clock", Kind: profiling.KindSoftware, Unit: "ns"}, {Name: "l1d_read_miss", Kind: profiling.KindCache}},
-		Softirqs: []bpfloader.SoftirqVector{{Name: "NET_RX", Count: 12, Ns: 3000}},
-		Units: []stats.Unit{
+		PerfEvents: []snapshot.PerfEvent{{Name: "instructions", Kind: snapshot.PerfKindHardware}, {Name: "page_faults", Kind: snapshot.PerfKindSoftware},
+			{Name: "task_clock", Kind: snapshot.PerfKindSoftware, Unit: "ns"}, {Name: "l1d_read_miss", Kind: snapshot.PerfKindCache}},
+		Softirqs: []snapshot.SoftirqVector{{Name: "NET_RX", Count: 12, Ns: 3000}},
+		Workloads: []snapshot.Workload{
 			// Every resource field available, as on a hybrid host with PSI.
-			{Level: workload.KindJob, Manager: "slurm", Labels: []string{"42", "alice", "1000", "n1"}, Resources: testResources(), CPUSeconds: 8, ContextSwitches: 4, Alive: true, Cgroups: 2,
-				Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 12.5, IdleJ: 1}}}},
-			{Level: workload.KindJob, Manager: "slurm", Labels: []string{"43", "bob", "1001", "n1"}, Resources: testResources(), CPUSeconds: 2, Alive: false,
-				Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 3}}}},
-			{Level: workload.KindVM, Manager: "libvirt", Labels: []string{"c7a5fdbd-cdaf-9455-926a-d65c16db1809", "web1", ""}, Resources: testResources(), CPUSeconds: 5, Alive: true,
-				Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 2}}}},
-			{Level: workload.KindContainer, Manager: "containerd", Labels: []string{"abc", "app", "web-0", "default", "containerd"}, Resources: testResources(), CPUSeconds: 1, Alive: true,
-				Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 2}}}},
-			{Level: workload.KindPod, Manager: "kubernetes", Labels: []string{"0b4c2c6e-1f2a-4b3c-9d8e-7f6a5b4c3d2e", "web-0", "default", "burstable"}, Resources: testResources(), CPUSeconds: 1, Alive: true,
-				Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 2}}}},
-			{Level: workload.KindUnit, Manager: "systemd", Labels: []string{"a.service", "systemd"}, Resources: testResources(), CPUSeconds: 4, Alive: true,
-				Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 2}}}},
+			{Level: string(workload.KindJob), Manager: "slurm", Labels: []string{"42", "alice", "1000", "n1"}, Resources: testResources(), CPUSeconds: 8, ContextSwitches: 4, Alive: true, Cgroups: 2,
+				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 12.5, IdleJ: 1}}}},
+			{Level: string(workload.KindJob), Manager: "slurm", Labels: []string{"43", "bob", "1001", "n1"}, Resources: testResources(), CPUSeconds: 2, Alive: false,
+				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 3}}}},
+			{Level: string(workload.KindVM), Manager: "libvirt", Labels: []string{"c7a5fdbd-cdaf-9455-926a-d65c16db1809", "web1", ""}, Resources: testResources(), CPUSeconds: 5, Alive: true,
+				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 2}}}},
+			{Level: string(workload.KindContainer), Manager: "containerd", Labels: []string{"abc", "app", "web-0", "default", "containerd"}, Resources: testResources(), CPUSeconds: 1, Alive: true,
+				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 2}}}},
+			{Level: string(workload.KindPod), Manager: "kubernetes", Labels: []string{"0b4c2c6e-1f2a-4b3c-9d8e-7f6a5b4c3d2e", "web-0", "default", "burstable"}, Resources: testResources(), CPUSeconds: 1, Alive: true,
+				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 2}}}},
+			{Level: string(workload.KindUnit), Manager: "systemd", Labels: []string{"a.service", "systemd"}, Resources: testResources(), CPUSeconds: 4, Alive: true,
+				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 2}}}},
 		},
 	}
 }
 
-func proc(pid uint32, comm string, dynJ float64) stats.Workload {
-	return stats.Workload{
+func proc(pid uint32, comm string, dynJ float64) snapshot.Consumer {
+	return snapshot.Consumer{
 		Cgroup: "/user.slice", PID: pid, Comm: comm, CPUSeconds: dynJ / 10, ContextSwitches: uint64(pid), Alive: true,
-		Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: dynJ, IdleJ: 1}}},
+		Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: dynJ, IdleJ: 1}}},
 	}
 }
 
-func newExporter(t *testing.T, snap *stats.Snapshot, o Options) *Exporter {
+func newExporter(t *testing.T, snap *snapshot.Snapshot, o Options) *Exporter {
 	t.Helper()
 	e, err := New(fixedSource{snap}, o)
 	if err != nil {
@@ -152,10 +149,10 @@ wattrace_node_idle_clamps_total{socket="node",zone="psys"} 1
 }
 
 func TestNodeCollectorEstimated(t *testing.T) {
-	snap := &stats.Snapshot{Zones: []stats.Zone{
-		{ZoneID: stats.ZoneID{Name: "package", Socket: -1}, Source: "estimator", Estimated: true, IdleJ: 7, DynamicJ: 3, PowerW: 2},
-	}, Cgroups: []stats.Workload{
-		{Cgroup: "/", Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 3}}}},
+	snap := &snapshot.Snapshot{Zones: []snapshot.Zone{
+		{ZoneID: snapshot.ZoneID{Name: "package", Socket: -1}, Source: "estimator", Estimated: true, IdleJ: 7, DynamicJ: 3, PowerW: 2},
+	}, Cgroups: []snapshot.Consumer{
+		{Cgroup: "/", Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 3}}}},
 	}}
 	e := newExporter(t, snap, Options{Node: true, Cgroup: true})
 	gatherCompare(t, e, `
@@ -418,7 +415,7 @@ wattrace_units_running{level="job",manager="slurm"} 1
 
 func TestJobResourceSeries(t *testing.T) {
 	snap := testSnapshot()
-	snap.Units[1].Resources = nil // job 43: nothing read, so nothing exported
+	snap.Workloads[1].Resources = nil // job 43: nothing read, so nothing exported
 	e := newExporter(t, snap, Options{Levels: []workload.Kind{workload.KindJob}})
 	want := `# HELP wattrace_job_memory_limit_bytes Memory limit of the job's cgroup; +Inf when unlimited.
 # TYPE wattrace_job_memory_limit_bytes gauge

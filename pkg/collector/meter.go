@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/wattrace/wattrace/pkg/stats"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
 // NameMeters is the collector of slow meters' health.
@@ -53,7 +53,7 @@ func (c *meterCollector) describe(ch chan<- *prometheus.Desc) {
 	ch <- c.failed
 }
 
-func (c *meterCollector) update(ch chan<- prometheus.Metric, _ *stats.Snapshot) error {
+func (c *meterCollector) update(ch chan<- prometheus.Metric, _ *snapshot.Snapshot) error {
 	for _, m := range c.src.MeterStatus() {
 		up := 0.0
 		if m.Up {

@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/wattrace/wattrace/pkg/stats"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
 // nodeCollector exports the node's energy per zone and socket.
@@ -42,7 +42,7 @@ func (c *nodeCollector) describe(ch chan<- *prometheus.Desc) {
 	ch <- c.clamps
 }
 
-func (c *nodeCollector) update(ch chan<- prometheus.Metric, snap *stats.Snapshot) error {
+func (c *nodeCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) error {
 	if snap == nil {
 		return errNoSnapshot
 	}

@@ -5,8 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/wattrace/wattrace/pkg/profiling"
-	"github.com/wattrace/wattrace/pkg/stats"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
 // NamePerf is the collector of opt-in perf profiling.
@@ -39,11 +38,11 @@ func (c *perfCollector) describe(ch chan<- *prometheus.Desc) {
 	ch <- c.clock
 }
 
-func (c *perfCollector) update(ch chan<- prometheus.Metric, snap *stats.Snapshot) error {
+func (c *perfCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) error {
 	if snap == nil {
 		return errNoSnapshot
 	}
-	kind := map[string]profiling.Event{}
+	kind := map[string]snapshot.PerfEvent{}
 	for _, e := range snap.PerfEvents {
 		kind[e.Name] = e
 	}
@@ -61,9 +60,9 @@ func (c *perfCollector) update(ch chan<- prometheus.Metric, snap *stats.Snapshot
 			switch {
 			case e.Unit == "ns":
 				ch <- metric(c.clock, prometheus.CounterValue, v/1e9, w.Cgroup, n)
-			case e.Kind == profiling.KindHardware:
+			case e.Kind == snapshot.PerfKindHardware:
 				ch <- metric(c.hardware, prometheus.CounterValue, v, w.Cgroup, n)
-			case e.Kind == profiling.KindCache:
+			case e.Kind == snapshot.PerfKindCache:
 				ch <- metric(c.cache, prometheus.CounterValue, v, w.Cgroup, n)
 			default:
 				ch <- metric(c.software, prometheus.CounterValue, v, w.Cgroup, n)

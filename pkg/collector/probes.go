@@ -3,8 +3,7 @@ package collector
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/wattrace/wattrace/pkg/bpfloader"
-	"github.com/wattrace/wattrace/pkg/stats"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
 // NameProbes is the collector of the kernel probes' counters.
@@ -57,7 +56,7 @@ func (c *probesCollector) describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-func (c *probesCollector) update(ch chan<- prometheus.Metric, snap *stats.Snapshot) error {
+func (c *probesCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) error {
 	if snap == nil {
 		return errNoSnapshot
 	}
@@ -75,22 +74,22 @@ func (c *probesCollector) update(ch chan<- prometheus.Metric, snap *stats.Snapsh
 		counter := func(d *prometheus.Desc, v uint64, extra ...string) {
 			ch <- metric(d, prometheus.CounterValue, float64(v), append([]string{cg}, extra...)...)
 		}
-		if on[bpfloader.ProbePageCacheRead] {
+		if on[snapshot.ProbePageCacheRead] {
 			counter(c.pcRead, p.PageCacheAccessed)
 		}
-		if on[bpfloader.ProbePageCacheAdd] {
+		if on[snapshot.ProbePageCacheAdd] {
 			counter(c.pcAdded, p.PageCacheAdded)
 		}
-		if on[bpfloader.ProbePageCacheDirty] {
+		if on[snapshot.ProbePageCacheDirty] {
 			counter(c.pcDirtied, p.PageCacheDirtied)
 		}
-		if on[bpfloader.ProbeBlock] {
+		if on[snapshot.ProbeBlock] {
 			counter(c.blockBytes, p.BlockReadBytes, "read")
 			counter(c.blockBytes, p.BlockWriteBytes, "write")
 			counter(c.blockReqs, p.BlockReads, "read")
 			counter(c.blockReqs, p.BlockWrites, "write")
 		}
-		if on[bpfloader.ProbeNet] {
+		if on[snapshot.ProbeNet] {
 			counter(c.netBytes, p.TCPSentBytes, "tcp", "sent")
 			counter(c.netBytes, p.TCPRecvBytes, "tcp", "received")
 			counter(c.netBytes, p.UDPSentBytes, "udp", "sent")
@@ -100,7 +99,7 @@ func (c *probesCollector) update(ch chan<- prometheus.Metric, snap *stats.Snapsh
 			counter(c.netCalls, p.UDPSends, "udp", "sent")
 			counter(c.netCalls, p.UDPRecvs, "udp", "received")
 		}
-		if on[bpfloader.ProbeSoftirq] {
+		if on[snapshot.ProbeSoftirq] {
 			counter(c.softirqCount, p.SoftirqCount)
 			ch <- metric(c.softirqSeconds, prometheus.CounterValue, float64(p.SoftirqNs)/1e9, cg)
 		}
@@ -115,13 +114,13 @@ func (c *probesCollector) update(ch chan<- prometheus.Metric, snap *stats.Snapsh
 
 type probeAgg struct {
 	cgroup string
-	stats  bpfloader.ProbeStats
+	stats  snapshot.ProbeStats
 }
 
 // aggregateProbes sums probe counters of workloads sharing a cgroup path
 // (a re-created cgroup retained beside its successor), as the cgroup
 // collector does for energy.
-func aggregateProbes(ws []stats.Workload) []*probeAgg {
+func aggregateProbes(ws []snapshot.Consumer) []*probeAgg {
 	idx := map[string]*probeAgg{}
 	var out []*probeAgg
 	for i := range ws {

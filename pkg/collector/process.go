@@ -7,7 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/wattrace/wattrace/pkg/stats"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
 // processCollector exports per-process series for the top N processes by
@@ -45,7 +45,7 @@ func (c *processCollector) describe(ch chan<- *prometheus.Desc) {
 	ch <- c.switches
 }
 
-func (c *processCollector) update(ch chan<- prometheus.Metric, snap *stats.Snapshot) error {
+func (c *processCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) error {
 	if snap == nil {
 		return errNoSnapshot
 	}
@@ -120,7 +120,7 @@ func (h *minHeap) Pop() any {
 // Ranking by each process's own energy can differ from ranking merged
 // label sets only when a PID is reused with the same comm and cgroup within
 // the retention, and then only at the edge of the top n.
-func candidates(ws []stats.Workload, n int) []stats.Workload {
+func candidates(ws []snapshot.Consumer, n int) []snapshot.Consumer {
 	if n == 0 || n >= len(ws) {
 		return ws
 	}
@@ -138,7 +138,7 @@ func candidates(ws []stats.Workload, n int) []stats.Workload {
 	for _, r := range h {
 		keys[r.key] = true
 	}
-	out := make([]stats.Workload, 0, n)
+	out := make([]snapshot.Consumer, 0, n)
 	for i := range ws {
 		if keys[workloadKey{pid: ws[i].PID, comm: ws[i].Comm, cgroup: ws[i].Cgroup}] {
 			out = append(out, ws[i])
@@ -147,7 +147,7 @@ func candidates(ws []stats.Workload, n int) []stats.Workload {
 	return out
 }
 
-func energyTotal(e stats.Energy) float64 {
+func energyTotal(e snapshot.Energy) float64 {
 	var t float64
 	for _, z := range e {
 		t += z.DynamicJ + z.IdleJ

@@ -4,7 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/version"
 
-	"github.com/wattrace/wattrace/pkg/stats"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
 // accountingModes are always exported, the active one as 1, so alerts can
@@ -50,7 +50,7 @@ func (c *selfCollector) describe(ch chan<- *prometheus.Desc) {
 	ch <- c.intervals
 }
 
-func (c *selfCollector) update(ch chan<- prometheus.Metric, snap *stats.Snapshot) {
+func (c *selfCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) {
 	ch <- metric(c.buildInfo, prometheus.GaugeValue, 1, version.Version, version.Revision, version.GoVersion)
 	if snap == nil {
 		ch <- metric(c.intervals, prometheus.CounterValue, 0)

@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/wattrace/wattrace/pkg/stats"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/workload"
 )
 
@@ -63,21 +63,21 @@ func (c *unitCollector) describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-func (c *unitCollector) update(ch chan<- prometheus.Metric, snap *stats.Snapshot) error {
+func (c *unitCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) error {
 	if snap == nil {
 		return errNoSnapshot
 	}
 	zl := newZoneLabels(snap.Zones)
 	type lm struct{ level, manager string }
 	running := map[lm]int{}
-	for i := range snap.Units {
-		u := &snap.Units[i]
-		d, ok := c.levels[u.Level]
+	for i := range snap.Workloads {
+		u := &snap.Workloads[i]
+		d, ok := c.levels[workload.Kind(u.Level)]
 		if !ok {
 			continue
 		}
 		if u.Alive {
-			running[lm{string(u.Level), u.Manager}]++
+			running[lm{u.Level, u.Manager}]++
 		}
 		emitEnergy(ch, d.energy, &workloadAgg{energy: u.Energy}, zl, c.idle, u.Labels...)
 		ch <- metric(d.cpu, prometheus.CounterValue, u.CPUSeconds, append([]string(nil), u.Labels...)...)

@@ -3,7 +3,7 @@ package collector
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/wattrace/wattrace/pkg/stats"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
 // workloadKey is the label set of one cgroup or process series. Distinct
@@ -22,14 +22,14 @@ type workloadAgg struct {
 	key        workloadKey
 	cpuSeconds float64
 	switches   uint64
-	energy     stats.Energy
+	energy     snapshot.Energy
 	total      float64 // Σ zones (dynamic+idle), for ranking
 	owned      bool    // energy is a copy this aggregate may modify
 }
 
 // aggregate merges workloads by label set. withProcess selects whether pid
 // and comm are part of the key.
-func aggregate(ws []stats.Workload, withProcess bool) []*workloadAgg {
+func aggregate(ws []snapshot.Consumer, withProcess bool) []*workloadAgg {
 	idx := make(map[workloadKey]*workloadAgg, len(ws))
 	out := make([]*workloadAgg, 0, len(ws))
 	for i := range ws {
@@ -51,7 +51,7 @@ func aggregate(ws []stats.Workload, withProcess bool) []*workloadAgg {
 			continue
 		}
 		if !a.owned {
-			a.energy, a.owned = append(stats.Energy(nil), a.energy...), true
+			a.energy, a.owned = append(snapshot.Energy(nil), a.energy...), true
 		}
 		a.cpuSeconds += w.CPUSeconds
 		a.switches += w.ContextSwitches

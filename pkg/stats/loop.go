@@ -14,9 +14,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/wattrace/wattrace/pkg/bpfloader"
 	"github.com/wattrace/wattrace/pkg/model"
 	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/usage"
 	"github.com/wattrace/wattrace/pkg/workload"
 )
@@ -77,13 +77,13 @@ type Loop struct {
 	meter  power.Meter
 	res    Resolver
 	log    *zap.Logger
-	snap   atomic.Pointer[Snapshot]
+	snap   atomic.Pointer[snapshot.Snapshot]
 
 	started   bool
 	last      time.Time
 	intervals uint64
-	zones     map[ZoneID]*zoneState
-	zoneOrder []ZoneID
+	zones     map[snapshot.ZoneID]*zoneState
+	zoneOrder []snapshot.ZoneID
 	cgIDs     map[uint64]*cgSeries // by the source's cgroup id
 	byPath    map[string]*wstate   // cgroup workloads, by path
 	procs     map[usage.ProcKey]*wstate
@@ -94,7 +94,7 @@ type Loop struct {
 	resources ResourceReader
 	probes    ProbeSource
 	profiler  Profiler
-	softirqs  []bpfloader.SoftirqVector
+	softirqs  []snapshot.SoftirqVector
 	goneIDs   []uint64 // cgroup ids dropped since the last probe read
 	units     map[string]*unitState
 
@@ -110,14 +110,14 @@ type Loop struct {
 }
 
 type zoneState struct {
-	Zone
+	snapshot.Zone
 	prevJ  float64
 	seen   bool
 	idleMd model.IdleModel
 }
 
 type wstate struct {
-	w       Workload
+	w       snapshot.Consumer
 	prevCPU uint64 // processes only: a cgroup's are per id, in cgSeries
 	prevSw  uint64
 	seen    bool     // present in the latest reading
@@ -128,13 +128,13 @@ type wstate struct {
 	perfDone map[string]float64
 	// probePrev is a process's last probe reading, kept only while a zone
 	// is split by a perf counter (a cgroup's is per id, in cgSeries).
-	probePrev *bpfloader.ProbeStats
+	probePrev *snapshot.ProbeStats
 }
 
 // cgSeries is one cgroup id's counters as the source reports them.
 type cgSeries struct {
 	prevCPU, prevSw uint64
-	probePrev       bpfloader.ProbeStats
+	probePrev       snapshot.ProbeStats
 	w               *wstate
 }
 
@@ -186,7 +186,7 @@ func New(cfg Config, src usage.Source, meter power.Meter, res Resolver, log *zap
 	}
 	l := &Loop{
 		cfg: cfg, policy: policy, src: src, meter: meter, res: res, log: log,
-		zones:    map[ZoneID]*zoneState{},
+		zones:    map[snapshot.ZoneID]*zoneState{},
 		cgIDs:    map[uint64]*cgSeries{},
 		byPath:   map[string]*wstate{},
 		procs:    map[usage.ProcKey]*wstate{},
@@ -209,7 +209,7 @@ func New(cfg Config, src usage.Source, meter power.Meter, res Resolver, log *zap
 }
 
 // Snapshot returns the latest snapshot, nil before the first interval.
-func (l *Loop) Snapshot() *Snapshot { return l.snap.Load() }
+func (l *Loop) Snapshot() *snapshot.Snapshot { return l.snap.Load() }
 
 // Run steps the loop until ctx is done. The first step only takes a
 // baseline; the first interval follows a second later so that a fresh
@@ -313,7 +313,7 @@ func (l *Loop) absorb(r usage.Reading, now time.Time, baseline bool) float64 {
 		p := &r.Processes[i]
 		w := l.procs[p.Key]
 		if w == nil {
-			w = &wstate{w: Workload{PID: p.Key.PID}}
+			w = &wstate{w: snapshot.Consumer{PID: p.Key.PID}}
 			if baseline {
 				w.w.CPUSeconds = float64(p.CPUNs) / 1e9
 				w.w.ContextSwitches = p.Switches
@@ -399,7 +399,7 @@ func (l *Loop) attach(cs *cgSeries, id uint64, path string, ok bool, now time.Ti
 			if cs.w == nil {
 				// Retention of a cgroup never resolved (removed before
 				// we could name it) runs from its first sighting.
-				cs.w = &wstate{w: Workload{Cgroup: key, CgroupID: id, LastSeen: now}}
+				cs.w = &wstate{w: snapshot.Consumer{Cgroup: key, CgroupID: id, LastSeen: now}}
 				l.byPath[key] = cs.w
 			}
 		}
@@ -410,7 +410,7 @@ func (l *Loop) attach(cs *cgSeries, id uint64, path string, ok bool, now time.Ti
 	}
 	target := l.byPath[path]
 	if target == nil {
-		target = &wstate{w: Workload{Cgroup: path, CgroupID: id, LastSeen: now}}
+		target = &wstate{w: snapshot.Consumer{Cgroup: path, CgroupID: id, LastSeen: now}}
 		l.byPath[path] = target
 	}
 	if old := cs.w; old != nil && old != target {
@@ -526,7 +526,7 @@ func (l *Loop) readMeter(dt time.Duration, util float64) {
 	var platform, components float64
 	havePlatform := false
 	for _, s := range samples {
-		id := ZoneID{Name: s.Zone, Socket: s.Socket}
+		id := snapshot.ZoneID{Name: s.Zone, Socket: s.Socket}
 		z := l.zone(id, s.Source)
 		if !z.seen || dt <= 0 {
 			z.prevJ, z.seen = s.Joules, true
@@ -551,7 +551,7 @@ func (l *Loop) readMeter(dt time.Duration, util float64) {
 }
 
 // zone returns the state of a zone, creating it on first sight.
-func (l *Loop) zone(id ZoneID, source string) *zoneState {
+func (l *Loop) zone(id snapshot.ZoneID, source string) *zoneState {
 	z := l.zones[id]
 	if z != nil {
 		return z
@@ -559,7 +559,7 @@ func (l *Loop) zone(id ZoneID, source string) *zoneState {
 	if source == "" {
 		source = l.meter.Name()
 	}
-	z = &zoneState{Zone: Zone{ZoneID: id, Source: source, Estimated: l.estimated(source)}}
+	z = &zoneState{Zone: snapshot.Zone{ZoneID: id, Source: source, Estimated: l.estimated(source)}}
 	z.idleMd = l.idleModel(id.Name)
 	l.zones[id] = z
 	l.zoneOrder = append(l.zoneOrder, id)
@@ -587,10 +587,10 @@ func (l *Loop) estimated(source string) bool {
 // would count it twice. A platform reading below its components (the BMC
 // and RAPL sample at different moments) books zero rather than negative.
 func (l *Loop) other(platform, components float64, dt time.Duration) {
-	z := l.zones[ZoneID{Name: ZoneOther, Socket: -1}]
+	z := l.zones[snapshot.ZoneID{Name: snapshot.ZoneOther, Socket: -1}]
 	if z == nil {
-		z = &zoneState{Zone: Zone{ZoneID: ZoneID{Name: ZoneOther, Socket: -1}, Source: SourceDerived,
-			Estimated: l.zones[ZoneID{Name: power.ZonePlatform, Socket: -1}].Estimated}}
+		z = &zoneState{Zone: snapshot.Zone{ZoneID: snapshot.ZoneID{Name: snapshot.ZoneOther, Socket: -1}, Source: snapshot.SourceDerived,
+			Estimated: l.zones[snapshot.ZoneID{Name: power.ZonePlatform, Socket: -1}].Estimated}}
 		l.zones[z.ZoneID] = z
 		l.zoneOrder = append(l.zoneOrder, z.ZoneID)
 	}
@@ -707,15 +707,15 @@ func (l *Loop) merged(use map[int]map[*wstate]float64, cg bool) map[*wstate]floa
 
 // publish builds an immutable snapshot and drops workloads past retention.
 func (l *Loop) publish(now time.Time) {
-	s := &Snapshot{
+	s := &snapshot.Snapshot{
 		Time:      now,
 		Interval:  l.cfg.Interval,
 		Mode:      l.src.Mode(),
 		Hierarchy: l.cfg.Hierarchy,
 		Intervals: l.intervals,
-		Zones:     make([]Zone, 0, len(l.zoneOrder)),
-		Cgroups:   make([]Workload, 0, len(l.byPath)),
-		Processes: make([]Workload, 0, len(l.procs)),
+		Zones:     make([]snapshot.Zone, 0, len(l.zoneOrder)),
+		Cgroups:   make([]snapshot.Consumer, 0, len(l.byPath)),
+		Processes: make([]snapshot.Consumer, 0, len(l.procs)),
 	}
 	for _, id := range l.zoneOrder {
 		s.Zones = append(s.Zones, l.zones[id].Zone)
@@ -733,11 +733,11 @@ func (l *Loop) publish(now time.Time) {
 		}
 	}
 	s.Processes = l.export(s.Processes, l.procs, now)
-	s.Units = l.exportUnits(now)
+	s.Workloads = l.exportUnits(now)
 	if l.probes != nil {
 		s.Probes = l.probes.Active()
 		s.Counters = l.probes.Counters()
-		s.Softirqs = append([]bpfloader.SoftirqVector(nil), l.softirqs...)
+		s.Softirqs = append([]snapshot.SoftirqVector(nil), l.softirqs...)
 	}
 	if l.profiler != nil {
 		s.PerfEvents = l.profiler.Events()
@@ -745,7 +745,7 @@ func (l *Loop) publish(now time.Time) {
 	l.snap.Store(s)
 }
 
-func (l *Loop) export(out []Workload, ws any, now time.Time) []Workload {
+func (l *Loop) export(out []snapshot.Consumer, ws any, now time.Time) []snapshot.Consumer {
 	// keep reports whether the state is kept; a workload past retention
 	// that its source still reports keeps its state (so its counters
 	// can't restart) but leaves the snapshot.
@@ -754,7 +754,7 @@ func (l *Loop) export(out []Workload, ws any, now time.Time) []Workload {
 			return w.seen
 		}
 		c := w.w
-		c.Energy = append(Energy(nil), w.w.Energy...)
+		c.Energy = append(snapshot.Energy(nil), w.w.Energy...)
 		if w.w.Probes != nil {
 			p := *w.w.Probes
 			c.Probes = &p

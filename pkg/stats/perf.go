@@ -2,6 +2,7 @@ package stats
 
 import (
 	"github.com/wattrace/wattrace/pkg/profiling"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/usage"
 )
 
@@ -13,7 +14,7 @@ type Profiler interface {
 	Scan(procs []usage.Process) []profiling.ProcessCounts
 	// Read returns the live processes' cumulative counts.
 	Read() []profiling.ProcessCounts
-	Events() []profiling.Event
+	Events() []snapshot.PerfEvent
 }
 
 // WithProfiler adds the opted-in processes' perf counts to their cgroups.

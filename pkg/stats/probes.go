@@ -4,6 +4,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/bpfloader"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/usage"
 )
 
@@ -42,7 +43,7 @@ func (l *Loop) absorbProbes(dead []usage.ProcKey) {
 	}
 	l.softirqs = r.Softirqs
 	counters := l.probes.Counters()
-	credit := func(use map[string]map[*wstate]float64, w *wstate, d *bpfloader.ProbeStats) {
+	credit := func(use map[string]map[*wstate]float64, w *wstate, d *snapshot.ProbeStats) {
 		for i, name := range counters {
 			if i >= len(d.Counters) || d.Counters[i] == 0 {
 				continue
@@ -64,7 +65,7 @@ func (l *Loop) absorbProbes(dead []usage.ProcKey) {
 		d := c.ProbeStats.Delta(cs.probePrev)
 		cs.probePrev = c.ProbeStats
 		if cs.w.w.Probes == nil {
-			cs.w.w.Probes = &bpfloader.ProbeStats{}
+			cs.w.w.Probes = &snapshot.ProbeStats{}
 		}
 		cs.w.w.Probes.Add(d)
 		credit(l.cgCounterUse, cs.w, &d)
@@ -80,7 +81,7 @@ func (l *Loop) absorbProbes(dead []usage.ProcKey) {
 				continue
 			}
 			if w.probePrev == nil {
-				w.probePrev = &bpfloader.ProbeStats{}
+				w.probePrev = &snapshot.ProbeStats{}
 			}
 			d := p.ProbeStats.Delta(*w.probePrev)
 			*w.probePrev = p.ProbeStats

@@ -9,7 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/wattrace/wattrace/pkg/cgroupstats"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/workload"
 )
 
@@ -21,45 +21,20 @@ type IdentityResolver interface {
 	Sweep() int
 }
 
-// Unit is one workload at one level (a container, pod, VM, Slurm job or
-// systemd unit): the sum of the cgroups it owns. Counters are cumulative
-// and kept in the unit itself, so they never go backwards when one of its
-// cgroups leaves the snapshot before the others.
-type Unit struct {
-	Level workload.Kind
-	// Manager is what runs it: docker, containerd, crio, podman,
-	// kubernetes, slurm, libvirt, systemd.
-	Manager string
-	// Labels are the level's label values, aligned with
-	// workload.LabelNames(Level).
-	Labels          []string
-	CPUSeconds      float64
-	ContextSwitches uint64
-	Energy          Energy
-	// Cgroups counts the unit's cgroups alive in the latest interval.
-	Cgroups  int
-	Alive    bool
-	LastSeen time.Time
-	// Resources are the unit's cgroup resource counters (memory, IO,
-	// pressure, ...), read from its top cgroup; nil when not read. A unit
-	// that ended keeps its last reading.
-	Resources *cgroupstats.Stats
-}
-
 type unitState struct {
-	u    Unit
+	u    snapshot.Workload
 	seen bool
 	// root is the unit's top cgroup: the highest ancestor of its cgroups
 	// that still belongs to it (a job's job_N, a pod's pod slice).
 	root string
-	res  cgroupstats.Stats
+	res  snapshot.Resources
 	read bool
 }
 
 // ResourceReader reads a cgroup's resource counters;
 // *cgroupstats.Reader implements it.
 type ResourceReader interface {
-	ReadInto(rel string, s *cgroupstats.Stats) error
+	ReadInto(rel string, s *snapshot.Resources) error
 }
 
 // reported is what of a cgroup workload's cumulative figures has already
@@ -67,7 +42,7 @@ type ResourceReader interface {
 type reported struct {
 	cpu      float64
 	switches uint64
-	energy   Energy
+	energy   snapshot.Energy
 }
 
 // rollUp adds each cgroup's growth since the last interval to the units
@@ -83,7 +58,7 @@ func (l *Loop) rollUp(now time.Time) {
 		id := l.ids.Resolve(w.w.Cgroup)
 		dCPU := w.w.CPUSeconds - w.rep.cpu
 		dSw := w.w.ContextSwitches - w.rep.switches
-		var dE Energy
+		var dE snapshot.Energy
 		for _, e := range w.w.Energy {
 			p := w.rep.energy.Get(e.Zone)
 			dE = dE.Add(e.Zone, e.DynamicJ-p.DynamicJ, e.IdleJ-p.IdleJ)
@@ -97,7 +72,7 @@ func (l *Loop) rollUp(now time.Time) {
 			key := unitKey(level, vals)
 			u := l.units[key]
 			if u == nil {
-				u = &unitState{u: Unit{Level: level, LastSeen: now}}
+				u = &unitState{u: snapshot.Workload{Level: string(level), LastSeen: now}}
 				l.units[key] = u
 			}
 			// Names filled in by enrichment replace the blanks they
@@ -149,7 +124,7 @@ func (l *Loop) readResources() {
 		if !u.u.Alive || u.root == "" {
 			continue
 		}
-		var st cgroupstats.Stats
+		var st snapshot.Resources
 		st.IO = u.res.IO[:0]
 		err := l.resources.ReadInto(u.root, &st)
 		if st.Available == 0 {
@@ -174,8 +149,8 @@ func unitKey(level workload.Kind, vals []string) string {
 
 // exportUnits copies the units into the snapshot and drops those past
 // retention that no cgroup feeds any more.
-func (l *Loop) exportUnits(now time.Time) []Unit {
-	out := make([]Unit, 0, len(l.units))
+func (l *Loop) exportUnits(now time.Time) []snapshot.Workload {
+	out := make([]snapshot.Workload, 0, len(l.units))
 	for k, u := range l.units {
 		if !u.u.Alive && now.Sub(u.u.LastSeen) > l.cfg.Retention {
 			if !u.seen {
@@ -185,10 +160,10 @@ func (l *Loop) exportUnits(now time.Time) []Unit {
 		}
 		c := u.u
 		c.Labels = append([]string(nil), u.u.Labels...)
-		c.Energy = append(Energy(nil), u.u.Energy...)
+		c.Energy = append(snapshot.Energy(nil), u.u.Energy...)
 		if u.read {
 			r := u.res
-			r.IO = append([]cgroupstats.DeviceIO(nil), u.res.IO...)
+			r.IO = append([]snapshot.DeviceIO(nil), u.res.IO...)
 			c.Resources = &r
 		}
 		out = append(out, c)
