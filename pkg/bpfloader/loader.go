@@ -123,15 +123,24 @@ func subsysIndex(name string) (uint32, error) {
 	return 0, fmt.Errorf("kernel has no %s (controller not built in)", name)
 }
 
-func explainLoadError(err error, log *zap.Logger) error {
+// explainVerifierError logs a verifier rejection's last 20 lines at debug
+// level and says how to see them; ok is false for other errors.
+func explainVerifierError(err error, log *zap.Logger) (explained error, ok bool) {
 	var ve *ebpf.VerifierError
-	if errors.As(err, &ve) {
-		n := len(ve.Log)
-		tail := ve.Log[max(0, n-20):]
-		for _, l := range tail {
-			log.Debug("verifier", zap.String("line", l))
-		}
-		return fmt.Errorf("BPF verifier rejected the program (run with --log.level=debug for the verifier log): %w", err)
+	if !errors.As(err, &ve) {
+		return err, false
+	}
+	for _, l := range ve.Log[max(0, len(ve.Log)-20):] {
+		log.Debug("verifier", zap.String("line", l))
+	}
+	return fmt.Errorf("BPF verifier rejected the program (run with --log.level=debug for the verifier log): %w", err), true
+}
+
+// explainLoadError turns a load failure of the accounting programs into
+// advice: the verifier's log, missing privileges or kernel features.
+func explainLoadError(err error, log *zap.Logger) error {
+	if e, ok := explainVerifierError(err, log); ok {
+		return e
 	}
 	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
 		return fmt.Errorf("not permitted to load BPF programs: run as root or grant CAP_BPF and CAP_PERFMON: %w", err)

@@ -209,7 +209,10 @@ func LoadProbes(o ProbeOptions) (*Probes, error) {
 			continue
 		}
 		if err := p.attach(spec, hooks, cache); err != nil {
-			log.Warn("probe failed to load", zap.String("probe", def.name), zap.Error(explainProbeError(err, log)))
+			// A verifier rejection's log goes to debug; other errors (a
+			// hook the kernel refuses) speak for themselves.
+			err, _ = explainVerifierError(err, log)
+			log.Warn("probe failed to load", zap.String("probe", def.name), zap.Error(err))
 			continue
 		}
 		p.active = append(p.active, def.name)
@@ -308,20 +311,6 @@ func (p *Probes) attach(spec *ebpf.CollectionSpec, hooks []hook, cache *btf.Cach
 		p.progs[h.prog] = coll.Programs[h.prog]
 	}
 	return nil
-}
-
-// explainProbeError logs a verifier rejection's tail at debug level, as
-// explainLoadError does; other errors (a hook the kernel refuses to attach
-// to) speak for themselves.
-func explainProbeError(err error, log *zap.Logger) error {
-	var ve *ebpf.VerifierError
-	if errors.As(err, &ve) {
-		for _, l := range ve.Log[max(0, len(ve.Log)-20):] {
-			log.Debug("verifier", zap.String("line", l))
-		}
-		return fmt.Errorf("BPF verifier rejected the program (run with --log.level=debug for the verifier log): %w", err)
-	}
-	return err
 }
 
 func pageShift() uint32 {
