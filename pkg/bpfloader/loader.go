@@ -166,8 +166,11 @@ type Accounting struct {
 	cgExits   []cgExitRec
 }
 
+// Mode is the accounting mode BPF accounting reports.
+const Mode = "bpf"
+
 // Mode implements usage.Source.
-func (a *Accounting) Mode() string { return "bpf" }
+func (a *Accounting) Mode() string { return Mode }
 
 // Close detaches the programs and frees their maps.
 func (a *Accounting) Close() error {

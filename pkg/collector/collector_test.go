@@ -21,11 +21,11 @@ type fixedSource struct{ snap *snapshot.Snapshot }
 func (f fixedSource) Snapshot() *snapshot.Snapshot { return f.snap }
 
 type fakePrograms struct {
-	stats []ProgramStat
+	stats []snapshot.ProgramStat
 	err   error
 }
 
-func (f fakePrograms) ProgramStats() ([]ProgramStat, error) { return f.stats, f.err }
+func (f fakePrograms) ProgramStats() ([]snapshot.ProgramStat, error) { return f.stats, f.err }
 
 // testSnapshot is a two-socket RAPL node with a node-wide psys zone.
 // Numbers are chosen so that each series is distinguishable.
@@ -72,6 +72,9 @@ func testSnapshot() *snapshot.Snapshot {
 		PerfEvents: []snapshot.PerfEvent{{Name: "instructions", Kind: snapshot.PerfKindHardware}, {Name: "page_faults", Kind: snapshot.PerfKindSoftware},
 			{Name: "task_clock", Kind: snapshot.PerfKindSoftware, Unit: "ns"}, {Name: "l1d_read_miss", Kind: snapshot.PerfKindCache}},
 		Softirqs: []snapshot.SoftirqVector{{Name: "NET_RX", Count: 12, Ns: 3000}},
+		Meters: []snapshot.SourceHealth{{Source: "redfish", Age: 1500 * time.Millisecond, Up: true, Reads: 10, Errors: 1,
+			Rejected: map[string]uint64{"not_finite": 2, "backwards": 1}}},
+		MapDrops: []snapshot.MapDrops{{Map: "exited_procs"}, {Map: "exited_cgroups"}, {Map: "proc_stats", Drops: 3}, {Map: "cgroup_stats"}},
 		Workloads: []snapshot.Workload{
 			// Every resource field available, as on a hybrid host with PSI.
 			{Level: string(workload.KindJob), Manager: "slurm", Labels: []string{"42", "alice", "1000", "n1"}, Resources: testResources(), CPUSeconds: 8, ContextSwitches: 4, Alive: true, Cgroups: 2,
@@ -120,7 +123,7 @@ func gatherCompare(t *testing.T, c prometheus.Collector, want string, names ...s
 }
 
 func TestNodeCollector(t *testing.T) {
-	e := newExporter(t, testSnapshot(), Options{Node: true})
+	e := newExporter(t, testSnapshot(), Options{Enabled: on(NameNode)})
 	gatherCompare(t, e, `
 # HELP wattrace_node_energy_joules_total Energy the node used since the exporter started, split into idle and dynamic (mode). sum without(mode) is the zone's energy. Zones overlap (psys contains package, package contains core), so do not sum across zones.
 # TYPE wattrace_node_energy_joules_total counter
@@ -154,7 +157,7 @@ func TestNodeCollectorEstimated(t *testing.T) {
 	}, Cgroups: []snapshot.Consumer{
 		{Cgroup: "/", Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 3}}}},
 	}}
-	e := newExporter(t, snap, Options{Node: true, Cgroup: true})
+	e := newExporter(t, snap, Options{Enabled: on(NameNode, NameCgroup)})
 	gatherCompare(t, e, `
 # HELP wattrace_node_power_watts Mean power of the zone over the last accounting interval.
 # TYPE wattrace_node_power_watts gauge
@@ -170,7 +173,7 @@ const cgroupEnergyHelp = `# HELP wattrace_cgroup_energy_joules_total Energy attr
 `
 
 func TestCgroupCollector(t *testing.T) {
-	e := newExporter(t, testSnapshot(), Options{Cgroup: true, IdleAttributed: true})
+	e := newExporter(t, testSnapshot(), Options{Enabled: on(NameCgroup), IdleAttributed: true})
 	gatherCompare(t, e, cgroupEnergyHelp+`
 wattrace_cgroup_energy_joules_total{cgroup="/",method="measured",mode="dynamic",source="rapl",zone="package"} 20
 wattrace_cgroup_energy_joules_total{cgroup="/",method="measured",mode="idle",source="rapl",zone="package"} 5
@@ -192,7 +195,7 @@ wattrace_cgroup_context_switches_total{cgroup="/system.slice/a.service"} 32
 // Under idle policy "none" workloads get no idle energy, so no all-zero
 // mode="idle" series are exported.
 func TestCgroupCollectorNoIdlePolicy(t *testing.T) {
-	e := newExporter(t, testSnapshot(), Options{Cgroup: true})
+	e := newExporter(t, testSnapshot(), Options{Enabled: on(NameCgroup)})
 	gatherCompare(t, e, cgroupEnergyHelp+`
 wattrace_cgroup_energy_joules_total{cgroup="/",method="measured",mode="dynamic",source="rapl",zone="package"} 20
 wattrace_cgroup_energy_joules_total{cgroup="/system.slice/a.service",method="measured",mode="dynamic",source="rapl",zone="package"} 45
@@ -201,7 +204,7 @@ wattrace_cgroup_energy_joules_total{cgroup="/system.slice/a.service",method="mea
 }
 
 func TestProcessCollectorTopN(t *testing.T) {
-	e := newExporter(t, testSnapshot(), Options{Process: true, ProcessTop: 2, IdleAttributed: true})
+	e := newExporter(t, testSnapshot(), Options{Enabled: on(NameProcess), ProcessTop: 2, IdleAttributed: true})
 	gatherCompare(t, e, `
 # HELP wattrace_process_energy_joules_total Energy attributed to the process (all its threads, exited ones included); mode as for wattrace_cgroup_energy_joules_total. Only the top N processes by energy are exported.
 # TYPE wattrace_process_energy_joules_total counter
@@ -221,7 +224,7 @@ wattrace_process_context_switches_total{cgroup="/user.slice",comm="bad`+"\uFFFD"
 }
 
 func TestProcessCollectorAll(t *testing.T) {
-	e := newExporter(t, testSnapshot(), Options{Process: true, ProcessTop: 0})
+	e := newExporter(t, testSnapshot(), Options{Enabled: on(NameProcess), ProcessTop: 0})
 	if n := testutil.CollectAndCount(e, "wattrace_process_cpu_seconds_total"); n != 4 {
 		t.Errorf("top 0 exported %d processes, want all 4", n)
 	}
@@ -298,8 +301,7 @@ wattrace_stats_intervals_total 42
 // Before the first interval the exporter still answers: build info, zero
 // intervals, and success 0 for the collectors that need a snapshot.
 func TestNoSnapshotYet(t *testing.T) {
-	e := newExporter(t, nil, Options{Node: true, Cgroup: true, Process: true, ProcessTop: 20, BPFStats: true,
-		Programs: fakePrograms{stats: []ProgramStat{{Name: "sched_switch", RunTime: time.Second, RunCount: 10}}}})
+	e := newExporter(t, nil, Options{Enabled: on(NameNode, NameCgroup, NameProcess, NameBPFStats), ProcessTop: 20, Programs: []ProgramStatsSource{fakePrograms{stats: []snapshot.ProgramStat{{Name: "sched_switch", RunTime: time.Second, RunCount: 10}}}}})
 	gatherCompare(t, e, `
 # HELP wattrace_scrape_collector_success Whether a collector succeeded (1) or failed or had no data yet (0) in this scrape.
 # TYPE wattrace_scrape_collector_success gauge
@@ -317,13 +319,13 @@ wattrace_stats_intervals_total 0
 }
 
 func TestBPFStatsCollector(t *testing.T) {
-	progs := fakePrograms{stats: []ProgramStat{
+	progs := fakePrograms{stats: []snapshot.ProgramStat{
 		{Name: "handle_switch", RunTime: 1500 * time.Millisecond, RunCount: 1000},
 		{Name: "handle_exit", RunTime: 250 * time.Millisecond, RunCount: 40},
 		// Kernel names are truncated, so two programs can share one.
 		{Name: "handle_exit", RunTime: 250 * time.Millisecond, RunCount: 2},
 	}}
-	e := newExporter(t, testSnapshot(), Options{BPFStats: true, Programs: progs})
+	e := newExporter(t, testSnapshot(), Options{Enabled: on(NameBPFStats), Programs: []ProgramStatsSource{progs}})
 	gatherCompare(t, e, `
 # HELP wattrace_bpf_program_run_seconds_total Time the kernel spent running the BPF program while statistics were enabled.
 # TYPE wattrace_bpf_program_run_seconds_total counter
@@ -338,7 +340,7 @@ wattrace_bpf_program_runs_total{program="handle_switch"} 1000
 wattrace_scrape_collector_success{collector="bpf-stats"} 1
 `, "wattrace_bpf_program_run_seconds_total", "wattrace_bpf_program_runs_total", "wattrace_scrape_collector_success")
 
-	failing := newExporter(t, testSnapshot(), Options{Node: true, BPFStats: true, Programs: fakePrograms{err: errors.New("EPERM")}})
+	failing := newExporter(t, testSnapshot(), Options{Enabled: on(NameNode, NameBPFStats), Programs: []ProgramStatsSource{fakePrograms{err: errors.New("EPERM")}}})
 	gatherCompare(t, failing, `
 # HELP wattrace_scrape_collector_success Whether a collector succeeded (1) or failed or had no data yet (0) in this scrape.
 # TYPE wattrace_scrape_collector_success gauge
@@ -348,7 +350,7 @@ wattrace_scrape_collector_success{collector="node"} 1
 }
 
 func TestScrapeDurationPerCollector(t *testing.T) {
-	e := newExporter(t, testSnapshot(), Options{Node: true, Cgroup: true})
+	e := newExporter(t, testSnapshot(), Options{Enabled: on(NameNode, NameCgroup)})
 	if n := testutil.CollectAndCount(e, "wattrace_scrape_collector_duration_seconds"); n != 2 {
 		t.Errorf("got %d duration series, want one per enabled collector (2)", n)
 	}
@@ -358,7 +360,7 @@ func TestNewErrors(t *testing.T) {
 	if _, err := New(nil, Options{}); err == nil {
 		t.Error("nil source accepted")
 	}
-	if _, err := New(fixedSource{}, Options{BPFStats: true}); err == nil {
+	if _, err := New(fixedSource{}, Options{Enabled: on(NameBPFStats)}); err == nil {
 		t.Error("bpf-stats without a program source accepted")
 	}
 	if _, err := New(fixedSource{}, Options{ProcessTop: -1}); err == nil {
@@ -372,7 +374,7 @@ func BenchmarkProcessCollector(b *testing.B) {
 	for i := 0; i < 10000; i++ {
 		snap.Processes = append(snap.Processes, proc(uint32(i+1), fmt.Sprintf("p%d", i%97), float64(i%1013)))
 	}
-	e, err := New(fixedSource{snap}, Options{Process: true, ProcessTop: 20})
+	e, err := New(fixedSource{snap}, Options{Enabled: on(NameProcess), ProcessTop: 20})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -440,7 +442,7 @@ wattrace_job_pressure_seconds_total{job_id="42",kind="some",resource="memory",sl
 }
 
 func TestProbeSeries(t *testing.T) {
-	e := newExporter(t, testSnapshot(), Options{Probes: true})
+	e := newExporter(t, testSnapshot(), Options{Enabled: on(NameProbes)})
 	want := `# HELP wattrace_cgroup_perf_events_total Perf counter events credited to the cgroup's tasks at context switches, scaled for multiplexing.
 # TYPE wattrace_cgroup_perf_events_total counter
 wattrace_cgroup_perf_events_total{cgroup="/",counter="cpu_clock"} 7
@@ -459,7 +461,7 @@ wattrace_node_softirq_seconds_total{vector="NET_RX"} 3e-06
 }
 
 func TestPerfSeries(t *testing.T) {
-	e := newExporter(t, testSnapshot(), Options{Perf: true})
+	e := newExporter(t, testSnapshot(), Options{Enabled: on(NamePerf)})
 	want := `# HELP wattrace_cgroup_perf_clock_seconds_total cpu_clock and task_clock of the cgroup's opted-in processes.
 # TYPE wattrace_cgroup_perf_clock_seconds_total counter
 wattrace_cgroup_perf_clock_seconds_total{cgroup="/",clock="task_clock"} 2.5
@@ -471,4 +473,13 @@ wattrace_cgroup_perf_hardware_events_total{cgroup="/",event="instructions"} 9e+0
 		"wattrace_cgroup_perf_clock_seconds_total", "wattrace_cgroup_perf_hardware_events_total"); err != nil {
 		t.Error(err)
 	}
+}
+
+// on enables collectors by name.
+func on(names ...string) map[string]bool {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
 }

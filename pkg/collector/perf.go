@@ -11,6 +11,12 @@ import (
 // NamePerf is the collector of opt-in perf profiling.
 const NamePerf = "perf"
 
+func init() {
+	register(Registration{Name: NamePerf, Flag: true, DefaultOn: false,
+		Help: "Count perf events for processes that opt in through an environment variable (collector.perf.env-var).",
+		new:  func(Options) subCollector { return newPerfCollector() }})
+}
+
 // perfCollector exports the perf events counted for the processes that
 // opted in (an environment variable), summed per cgroup, ended processes
 // included. Clock events are nanoseconds, so they get their own family in
@@ -21,7 +27,7 @@ type perfCollector struct {
 
 func newPerfCollector() *perfCollector {
 	d := func(name, help, label string) *prometheus.Desc {
-		return prometheus.NewDesc(prometheus.BuildFQName(namespace, "cgroup", name), help, []string{"cgroup", label}, nil)
+		return newDesc("cgroup", name, help, "cgroup", label)
 	}
 	return &perfCollector{
 		hardware: d("perf_hardware_events_total", "Hardware perf events of the cgroup's opted-in processes, scaled for multiplexing.", "event"),

@@ -9,6 +9,12 @@ import (
 // NameProbes is the collector of the kernel probes' counters.
 const NameProbes = "probes"
 
+func init() {
+	register(Registration{Name: NameProbes, Flag: true, DefaultOn: true,
+		Help: "Enable the kernel probes (BPF mode): page cache, softirqs, block IO and network per cgroup, and perf counters where the CPU has them.",
+		new:  func(Options) subCollector { return newProbesCollector() }})
+}
+
 // probesCollector exports what the optional kernel probes count per cgroup
 // (page cache, block IO, network payload, softirqs that interrupted its
 // tasks, perf counters), the node's softirqs by vector, and which probes
@@ -26,11 +32,10 @@ type probesCollector struct {
 
 func newProbesCollector() *probesCollector {
 	cg := func(name, help string, extra ...string) *prometheus.Desc {
-		return prometheus.NewDesc(prometheus.BuildFQName(namespace, "cgroup", name), help, append([]string{"cgroup"}, extra...), nil)
+		return newDesc("cgroup", name, help, append([]string{"cgroup"}, extra...)...)
 	}
 	return &probesCollector{
-		active: prometheus.NewDesc(prometheus.BuildFQName(namespace, "probe", "active"),
-			"1 for each kernel probe that loaded and runs.", []string{"probe"}, nil),
+		active:     newDesc("probe", "active", "1 for each kernel probe that loaded and runs.", "probe"),
 		pcRead:     cg("page_cache_read_pages_total", "Pages read through the page cache by the cgroup's tasks (read, splice, sendfile; not mmap)."),
 		pcAdded:    cg("page_cache_added_pages_total", "Pages added to the page cache in the context of the cgroup's tasks: read misses, readahead, and pages created by writes."),
 		pcDirtied:  cg("page_cache_dirtied_pages_total", "Pages dirtied by the cgroup's tasks' writes."),
@@ -40,12 +45,10 @@ func newProbesCollector() *probesCollector {
 		netCalls:   cg("network_calls_total", "Socket calls of the cgroup's tasks that moved TCP or UDP payload.", "protocol", "direction"),
 		softirqCount: cg("softirq_interrupted_total",
 			"Softirqs that ran while one of the cgroup's tasks was the one interrupted (not necessarily work done for it)."),
-		softirqSeconds: cg("softirq_interrupted_seconds_total", "Time of those softirqs."),
-		perf:           cg("perf_events_total", "Perf counter events credited to the cgroup's tasks at context switches, scaled for multiplexing.", "counter"),
-		nodeSoftirqs: prometheus.NewDesc(prometheus.BuildFQName(namespace, "node", "softirqs_total"),
-			"Softirqs run on the node by vector.", []string{"vector"}, nil),
-		nodeSoftirqSeconds: prometheus.NewDesc(prometheus.BuildFQName(namespace, "node", "softirq_seconds_total"),
-			"Time spent in softirqs on the node by vector.", []string{"vector"}, nil),
+		softirqSeconds:     cg("softirq_interrupted_seconds_total", "Time of those softirqs."),
+		perf:               cg("perf_events_total", "Perf counter events credited to the cgroup's tasks at context switches, scaled for multiplexing.", "counter"),
+		nodeSoftirqs:       newDesc("node", "softirqs_total", "Softirqs run on the node by vector.", "vector"),
+		nodeSoftirqSeconds: newDesc("node", "softirq_seconds_total", "Time spent in softirqs on the node by vector.", "vector"),
 	}
 }
 

@@ -10,6 +10,15 @@ import (
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
+// NameProcess is the collector of per-process series.
+const NameProcess = "process"
+
+func init() {
+	register(Registration{Name: NameProcess, Flag: true, DefaultOn: false,
+		Help: "Enable the process collector (per-process series; high cardinality).",
+		new:  func(o Options) subCollector { return newProcessCollector(o.ProcessTop, o.IdleAttributed) }})
+}
+
 // processCollector exports per-process series for the top N processes by
 // energy. Per-process series are high-cardinality, so the collector is off
 // by default and bounded by N when on.
@@ -22,20 +31,11 @@ type processCollector struct {
 func newProcessCollector(top int, idleAttributed bool) *processCollector {
 	labels := []string{"pid", "comm", "cgroup"}
 	return &processCollector{
-		top:  top,
-		idle: idleAttributed,
-		energy: prometheus.NewDesc(
-			prometheus.BuildFQName(namespace, "process", "energy_joules_total"),
-			"Energy attributed to the process (all its threads, exited ones included); mode as for wattrace_cgroup_energy_joules_total. Only the top N processes by energy are exported.",
-			append(labels, "zone", "source", "method", "mode"), nil),
-		cpu: prometheus.NewDesc(
-			prometheus.BuildFQName(namespace, "process", "cpu_seconds_total"),
-			"CPU time used by the process, all threads included.",
-			labels, nil),
-		switches: prometheus.NewDesc(
-			prometheus.BuildFQName(namespace, "process", "context_switches_total"),
-			"Voluntary and involuntary context switches of the process's threads.",
-			labels, nil),
+		top:      top,
+		idle:     idleAttributed,
+		energy:   newDesc("process", "energy_joules_total", "Energy attributed to the process (all its threads, exited ones included); mode as for wattrace_cgroup_energy_joules_total. Only the top N processes by energy are exported.", append(labels, "zone", "source", "method", "mode")...),
+		cpu:      newDesc("process", "cpu_seconds_total", "CPU time used by the process, all threads included.", labels...),
+		switches: newDesc("process", "context_switches_total", "Voluntary and involuntary context switches of the process's threads.", labels...),
 	}
 }
 

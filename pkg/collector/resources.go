@@ -20,8 +20,7 @@ type resourceDescs struct {
 
 func newResourceDescs(sub string, labels []string) resourceDescs {
 	d := func(name, help string, extra ...string) *prometheus.Desc {
-		return prometheus.NewDesc(prometheus.BuildFQName(namespace, sub, name), help,
-			append(append([]string(nil), labels...), extra...), nil)
+		return newDesc(sub, name, help, append(append([]string(nil), labels...), extra...)...)
 	}
 	return resourceDescs{
 		cpuUser:     d("cpu_user_seconds_total", "User CPU time of the "+sub+"'s cgroup (kernel accounting, descendants included)."),

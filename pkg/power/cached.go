@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
 // Reading is one zone's figure as a slow meter (a BMC, a hwmon power
@@ -280,4 +282,13 @@ func (c *Cached) Close() error {
 		return cl.Close()
 	}
 	return nil
+}
+
+// Health implements HealthReporter: the meter read in the background is
+// one source, up while its latest device read succeeded.
+func (c *Cached) Health() []snapshot.SourceHealth {
+	age := c.Age()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return []snapshot.SourceHealth{{Source: c.r.Name(), Up: c.lastErr == nil, Age: age, Reads: c.reads, Errors: c.failures}}
 }

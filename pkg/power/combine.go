@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"sync"
+
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
 // Combined is a Meter that unions the zones of several meters (RAPL for
@@ -104,4 +106,16 @@ func (c *Combined) Close() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Health implements HealthReporter: the health of every member that
+// reports one, in precedence order.
+func (c *Combined) Health() []snapshot.SourceHealth {
+	var out []snapshot.SourceHealth
+	for _, m := range c.meters {
+		if h, ok := m.(HealthReporter); ok {
+			out = append(out, h.Health()...)
+		}
+	}
+	return out
 }

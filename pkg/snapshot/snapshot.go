@@ -35,6 +35,13 @@ type Snapshot struct {
 	Softirqs []SoftirqVector
 	// PerfEvents are the events counted for opted-in processes.
 	PerfEvents []PerfEvent
+
+	// Meters is the health of the sources behind the meter that report
+	// it (those read in the background: a BMC, hwmon).
+	Meters []SourceHealth
+	// MapDrops counts, per BPF map, the events lost because the map was
+	// full; empty unless BPF accounting runs.
+	MapDrops []MapDrops
 }
 
 // ZoneOther is the node-level zone platform − (package + dram + gpu), and

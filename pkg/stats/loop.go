@@ -53,17 +53,6 @@ type existence interface {
 	Exists(id uint64, path string) bool
 }
 
-// advancer is implemented by meters that estimate from utilization.
-type advancer interface {
-	Advance(util float64, dt time.Duration)
-}
-
-// idler is implemented by meters that know a zone's idle power (an
-// estimator's model has it built in); configuration still overrides it.
-type idler interface {
-	IdleWatts(zone string) (float64, bool)
-}
-
 // learnThreshold is the utilization below which an interval's power may
 // teach the learned idle model: low enough that dynamic power is small.
 const learnThreshold = 0.1
@@ -97,6 +86,7 @@ type Loop struct {
 	softirqs  []snapshot.SoftirqVector
 	goneIDs   []uint64 // cgroup ids dropped since the last probe read
 	units     map[string]*unitState
+	health    *health
 
 	// counterUse is each perf counter's events of this interval, per
 	// cgroup (cg) and per process, by counter name.
@@ -205,6 +195,7 @@ func New(cfg Config, src usage.Source, meter power.Meter, res Resolver, log *zap
 	for _, o := range opts {
 		o(l)
 	}
+	l.health = newHealth(meter, log, src, l.probes)
 	return l, nil
 }
 
@@ -251,7 +242,7 @@ func (l *Loop) Step(now time.Time) {
 			l.absorbProbes(deadProcs(reading))
 			l.absorbPerf(reading)
 		}
-		if a, ok := l.meter.(advancer); ok {
+		if a, ok := l.meter.(power.Advancer); ok {
 			a.Advance(0, 0)
 		}
 		l.readMeter(0, 0)
@@ -274,7 +265,7 @@ func (l *Loop) Step(now time.Time) {
 		l.clearUsage()
 	}
 	util := cpuSec / (dt.Seconds() * float64(l.cfg.CPUs))
-	if a, ok := l.meter.(advancer); ok {
+	if a, ok := l.meter.(power.Advancer); ok {
 		a.Advance(util, dt)
 	}
 	l.readMeter(dt, util)
@@ -607,7 +598,7 @@ func (l *Loop) idleModel(zone string) model.IdleModel {
 			return m
 		}
 	}
-	if i, ok := l.meter.(idler); ok {
+	if i, ok := l.meter.(power.IdleModeler); ok {
 		if w, ok := i.IdleWatts(zone); ok {
 			if m, err := model.NewConfiguredIdle(w); err == nil {
 				return m
@@ -742,6 +733,7 @@ func (l *Loop) publish(now time.Time) {
 	if l.profiler != nil {
 		s.PerfEvents = l.profiler.Events()
 	}
+	l.health.publish(s)
 	l.snap.Store(s)
 }
 
