@@ -13,6 +13,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/config"
 	"github.com/wattrace/wattrace/pkg/procfs"
 	"github.com/wattrace/wattrace/pkg/profiling"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/stats"
 	"github.com/wattrace/wattrace/pkg/usage"
 	"github.com/wattrace/wattrace/pkg/workload"
@@ -108,7 +109,7 @@ func openProbes(cfg *config.Config, hier cgroup.Hierarchy, log *zap.Logger) (*bp
 	disable := cfg.Collector.ProbesDisable
 	if len(counters) == 0 {
 		// No counter asked for: nothing is attached at context switches.
-		disable = append(disable, bpfloader.ProbeCounters)
+		disable = append(disable, snapshot.ProbeCounters)
 	}
 	p, err := bpfloader.LoadProbes(bpfloader.ProbeOptions{Hierarchy: hier, Log: log.Named("probes"),
 		Disable: disable, Counters: counters})

@@ -202,18 +202,18 @@ func (a *Accounting) readTasks() ([]byte, error) {
 
 // ProgramStats returns the cost of each program that runs in the kernel
 // on its own (the iterator runs on our reads and is left out).
-func (a *Accounting) ProgramStats() ([]ProgramStat, error) {
+func (a *Accounting) ProgramStats() ([]snapshot.ProgramStat, error) {
 	return programStats(map[string]*ebpf.Program{"task_free": a.objs.TaskFree})
 }
 
-func programStats(progs map[string]*ebpf.Program) ([]ProgramStat, error) {
-	out := make([]ProgramStat, 0, len(progs))
+func programStats(progs map[string]*ebpf.Program) ([]snapshot.ProgramStat, error) {
+	out := make([]snapshot.ProgramStat, 0, len(progs))
 	for name, p := range progs {
 		st, err := p.Stats()
 		if err != nil {
 			return nil, fmt.Errorf("program %s statistics: %w", name, err)
 		}
-		out = append(out, ProgramStat{Name: name, RunTime: st.Runtime, RunCount: st.RunCount})
+		out = append(out, snapshot.ProgramStat{Name: name, RunTime: st.Runtime, RunCount: st.RunCount})
 	}
 	return out, nil
 }

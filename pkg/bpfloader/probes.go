@@ -15,25 +15,6 @@ import (
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
-// Probe names and the probe counters are defined in pkg/snapshot, the
-// vocabulary the collectors read.
-const (
-	ProbePageCacheRead  = snapshot.ProbePageCacheRead
-	ProbePageCacheAdd   = snapshot.ProbePageCacheAdd
-	ProbePageCacheDirty = snapshot.ProbePageCacheDirty
-	ProbeSoftirq        = snapshot.ProbeSoftirq
-	ProbeBlock          = snapshot.ProbeBlock
-	ProbeNet            = snapshot.ProbeNet
-	ProbeCounters       = snapshot.ProbeCounters
-	MaxCounters         = snapshot.MaxCounters
-)
-
-type (
-	ProbeStats    = snapshot.ProbeStats
-	SoftirqVector = snapshot.SoftirqVector
-	ProgramStat   = snapshot.ProgramStat
-)
-
 // hook is one program and the tracepoint it attaches to. args, when set,
 // are the tracepoint's arguments as the program reads them ("*folio" is a
 // pointer to struct folio; "" matches anything), checked against the
@@ -52,22 +33,22 @@ type probeDef struct {
 }
 
 var probeDefs = []probeDef{
-	{ProbePageCacheRead, [][]hook{{{"pc_get_pages", "mm_filemap_get_pages", []string{"*address_space", "", ""}}}}},
-	{ProbePageCacheAdd, [][]hook{{{"pc_add", "mm_filemap_add_to_page_cache", []string{"*folio"}}}}},
-	{ProbePageCacheDirty, [][]hook{
+	{snapshot.ProbePageCacheRead, [][]hook{{{"pc_get_pages", "mm_filemap_get_pages", []string{"*address_space", "", ""}}}}},
+	{snapshot.ProbePageCacheAdd, [][]hook{{{"pc_add", "mm_filemap_add_to_page_cache", []string{"*folio"}}}}},
+	{snapshot.ProbePageCacheDirty, [][]hook{
 		{{"pc_dirty_folio", "writeback_dirty_folio", []string{"*folio", "*address_space"}}},
 		{{"pc_dirty_page", "writeback_dirty_page", []string{"*page", "*address_space"}}},
 	}},
-	{ProbeSoftirq, [][]hook{{
+	{snapshot.ProbeSoftirq, [][]hook{{
 		{"softirq_in", "softirq_entry", []string{""}},
 		{"softirq_out", "softirq_exit", []string{""}},
 	}}},
-	{ProbeBlock, [][]hook{{{"blk_bio_queue", "block_bio_queue", []string{"*bio"}}}}},
-	{ProbeNet, [][]hook{{
+	{snapshot.ProbeBlock, [][]hook{{{"blk_bio_queue", "block_bio_queue", []string{"*bio"}}}}},
+	{snapshot.ProbeNet, [][]hook{{
 		{"net_send", "sock_send_length", []string{"*sock", "", ""}},
 		{"net_recv", "sock_recv_length", []string{"*sock", "", ""}},
 	}}},
-	{ProbeCounters, [][]hook{{{"counters_switch", "sched_switch", []string{"", "*task_struct", "*task_struct", ""}}}}},
+	{snapshot.ProbeCounters, [][]hook{{{"counters_switch", "sched_switch", []string{"", "*task_struct", "*task_struct", ""}}}}},
 }
 
 // ProbeOptions configures LoadProbes.
@@ -135,21 +116,21 @@ func LoadProbes(o ProbeOptions) (*Probes, error) {
 	}
 	p := &Probes{log: log, maps: map[string]*ebpf.Map{}, progs: map[string]*ebpf.Program{}}
 	disabled := map[string]bool{}
-	known := map[string]bool{ProbeCounters: true}
+	known := map[string]bool{snapshot.ProbeCounters: true}
 	for _, d := range probeDefs {
 		known[d.name] = true
 	}
 	for _, n := range o.Disable {
 		if !known[n] {
 			return nil, fmt.Errorf("unknown probe %q to disable: allowed %s, %s, %s, %s, %s, %s, %s", n,
-				ProbePageCacheRead, ProbePageCacheAdd, ProbePageCacheDirty, ProbeSoftirq, ProbeBlock, ProbeNet, ProbeCounters)
+				snapshot.ProbePageCacheRead, snapshot.ProbePageCacheAdd, snapshot.ProbePageCacheDirty, snapshot.ProbeSoftirq, snapshot.ProbeBlock, snapshot.ProbeNet, snapshot.ProbeCounters)
 		}
 		disabled[n] = true
 	}
 
 	// Counters are opened first: how many opened is a constant of the
 	// programs, and none means the context-switch program is not loaded.
-	if !disabled[ProbeCounters] {
+	if !disabled[snapshot.ProbeCounters] {
 		events := o.Counters
 		if events == nil {
 			events = DefaultCounters
@@ -198,7 +179,7 @@ func LoadProbes(o ProbeOptions) (*Probes, error) {
 		case disabled[def.name]:
 			log.Info("probe disabled", zap.String("probe", def.name))
 			continue
-		case def.name == ProbeCounters && nCounters == 0:
+		case def.name == snapshot.ProbeCounters && nCounters == 0:
 			log.Info("probe off: no perf counter available, nothing runs at context switches",
 				zap.String("probe", def.name))
 			continue
@@ -218,7 +199,7 @@ func LoadProbes(o ProbeOptions) (*Probes, error) {
 		p.active = append(p.active, def.name)
 		log.Info("probe active", zap.String("probe", def.name))
 	}
-	if p.counters != nil && !p.isActive(ProbeCounters) {
+	if p.counters != nil && !p.isActive(snapshot.ProbeCounters) {
 		p.closeCounters()
 	}
 	return p, nil
@@ -344,7 +325,7 @@ func (p *Probes) Counters() []string {
 
 // ProgramStats returns the cost of each attached program, as the kernel
 // counts it while statistics are enabled (EnableStats).
-func (p *Probes) ProgramStats() ([]ProgramStat, error) {
+func (p *Probes) ProgramStats() ([]snapshot.ProgramStat, error) {
 	return programStats(p.progs)
 }
 

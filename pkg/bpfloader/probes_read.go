@@ -10,9 +10,9 @@ import (
 	"github.com/wattrace/wattrace/pkg/usage"
 )
 
-func countersFrom(s *probesStats) ProbeStats {
+func countersFrom(s *probesStats) snapshot.ProbeStats {
 	v := s.V
-	c := ProbeStats{
+	c := snapshot.ProbeStats{
 		PageCacheAccessed: v[probesStatFieldSTAT_PC_ACCESSED],
 		PageCacheAdded:    v[probesStatFieldSTAT_PC_ADDED],
 		PageCacheDirtied:  v[probesStatFieldSTAT_PC_DIRTIED],
@@ -31,7 +31,7 @@ func countersFrom(s *probesStats) ProbeStats {
 		UDPRecvBytes:      v[probesStatFieldSTAT_UDP_RECV_BYTES],
 		UDPRecvs:          v[probesStatFieldSTAT_UDP_RECVS],
 	}
-	copy(c.Counters[:], v[probesStatFieldSTAT_COUNTER0:probesStatFieldSTAT_COUNTER0+MaxCounters])
+	copy(c.Counters[:], v[probesStatFieldSTAT_COUNTER0:probesStatFieldSTAT_COUNTER0+snapshot.MaxCounters])
 	return c
 }
 
@@ -39,14 +39,14 @@ func countersFrom(s *probesStats) ProbeStats {
 // it (tgid + group leader start time in ns).
 type ProbeProcess struct {
 	Key usage.ProcKey
-	ProbeStats
+	snapshot.ProbeStats
 }
 
 // ProbeCgroup is one cgroup's counters (tasks directly in it), keyed by
 // the cgroup id of the same hierarchy as the CPU accounting.
 type ProbeCgroup struct {
 	ID uint64
-	ProbeStats
+	snapshot.ProbeStats
 }
 
 // SoftirqNames are the vectors in the kernel's order (softirq_to_name).
@@ -57,7 +57,7 @@ var SoftirqNames = [...]string{"HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_
 type ProbeReading struct {
 	Processes []ProbeProcess
 	Cgroups   []ProbeCgroup
-	Softirqs  []SoftirqVector
+	Softirqs  []snapshot.SoftirqVector
 }
 
 // Read returns every process's and cgroup's cumulative counters and the
@@ -95,13 +95,13 @@ func (p *Probes) read(procs bool) (ProbeReading, error) {
 	if err := it.Err(); err != nil {
 		return r, fmt.Errorf("iterate cgroup_stats: %w", err)
 	}
-	if p.isActive(ProbeSoftirq) {
+	if p.isActive(snapshot.ProbeSoftirq) {
 		var per []probesVecStat
 		for vec, name := range SoftirqNames {
 			if err := p.maps["softirq_node"].Lookup(uint32(vec), &per); err != nil {
 				return r, fmt.Errorf("read softirq_node[%s]: %w", name, err)
 			}
-			v := SoftirqVector{Name: name}
+			v := snapshot.SoftirqVector{Name: name}
 			for _, c := range per {
 				v.Count += c.Count
 				v.Ns += c.Ns
