@@ -87,7 +87,7 @@ func testSnapshot() *snapshot.Snapshot {
 				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 2}}}},
 			{Level: string(workload.KindPod), Manager: "kubernetes", Labels: []string{"0b4c2c6e-1f2a-4b3c-9d8e-7f6a5b4c3d2e", "web-0", "default", "burstable"}, Resources: testResources(), CPUSeconds: 1, Alive: true,
 				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 2}}}},
-			{Level: string(workload.KindUnit), Manager: "systemd", Labels: []string{"a.service", "systemd"}, Resources: testResources(), CPUSeconds: 4, Alive: true,
+			{Level: string(workload.KindSystemdUnit), Manager: "systemd", Labels: []string{"a.service", "systemd"}, Resources: testResources(), CPUSeconds: 4, Alive: true,
 				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 2}}}},
 		},
 	}

@@ -270,7 +270,7 @@ func (c Collector) Levels() []workload.Kind {
 	for _, l := range []struct {
 		on    bool
 		level workload.Kind
-	}{{c.Container, workload.KindContainer}, {c.Pod, workload.KindPod}, {c.VM, workload.KindVM}, {c.Job, workload.KindJob}, {c.Unit, workload.KindUnit}} {
+	}{{c.Container, workload.KindContainer}, {c.Pod, workload.KindPod}, {c.VM, workload.KindVM}, {c.Job, workload.KindJob}, {c.Unit, workload.KindSystemdUnit}} {
 		if l.on {
 			out = append(out, l.level)
 		}

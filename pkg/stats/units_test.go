@@ -63,7 +63,7 @@ func TestUnitsRollUp(t *testing.T) {
 	if c, ok := unitBy(s, workload.KindContainer, "aaaa000000000000000000000000000000000000000000000000000000000000"); !ok || c.CPUSeconds != 2 {
 		t.Errorf("container: %+v (found %v)", c, ok)
 	}
-	if u, ok := unitBy(s, workload.KindUnit, "nginx.service"); !ok || u.CPUSeconds != 2 || u.Labels[1] != "systemd" {
+	if u, ok := unitBy(s, workload.KindSystemdUnit, "nginx.service"); !ok || u.CPUSeconds != 2 || u.Labels[1] != "systemd" {
 		t.Errorf("unit: %+v (found %v)", u, ok)
 	}
 

@@ -3,7 +3,7 @@ package workload
 // Levels are the Kinds that have a label set of their own: the levels at
 // which an exporter can aggregate cgroups. KindCgroup has none; plain
 // cgroups keep the existing per-cgroup series.
-var levels = []Kind{KindContainer, KindPod, KindVM, KindJob, KindUnit}
+var levels = []Kind{KindContainer, KindPod, KindVM, KindJob, KindSystemdUnit}
 
 // Levels returns the aggregation levels, in a fixed order.
 func Levels() []Kind { return append([]Kind(nil), levels...) }
@@ -20,7 +20,7 @@ func LabelNames(level Kind) []string {
 		return []string{"vm_uuid", "vm", "instance"}
 	case KindJob:
 		return []string{"job_id", "user", "uid", "slurm_node"}
-	case KindUnit:
+	case KindSystemdUnit:
 		return []string{"unit", "manager"}
 	}
 	return nil
@@ -57,8 +57,8 @@ func (id Identity) LabelValues(level Kind) ([]string, bool) {
 			return nil, false
 		}
 		return []string{id.JobID, id.User, id.UID, id.SlurmNode}, true
-	case KindUnit:
-		if id.Kind != KindUnit {
+	case KindSystemdUnit:
+		if id.Kind != KindSystemdUnit {
 			return nil, false
 		}
 		return []string{id.ID, id.Manager}, true
