@@ -10,28 +10,13 @@ import (
 	"github.com/wattrace/wattrace/pkg/usage"
 )
 
+// countersFrom copies a map entry's counters: the entry is an array in
+// enum stat_field's order, the order of ProbeStats.Fields.
 func countersFrom(s *probesStats) snapshot.ProbeStats {
-	v := s.V
-	c := snapshot.ProbeStats{
-		PageCacheAccessed: v[probesStatFieldSTAT_PC_ACCESSED],
-		PageCacheAdded:    v[probesStatFieldSTAT_PC_ADDED],
-		PageCacheDirtied:  v[probesStatFieldSTAT_PC_DIRTIED],
-		SoftirqCount:      v[probesStatFieldSTAT_SOFTIRQ_COUNT],
-		SoftirqNs:         v[probesStatFieldSTAT_SOFTIRQ_NS],
-		BlockReadBytes:    v[probesStatFieldSTAT_BLK_READ_BYTES],
-		BlockReads:        v[probesStatFieldSTAT_BLK_READS],
-		BlockWriteBytes:   v[probesStatFieldSTAT_BLK_WRITE_BYTES],
-		BlockWrites:       v[probesStatFieldSTAT_BLK_WRITES],
-		TCPSentBytes:      v[probesStatFieldSTAT_TCP_SEND_BYTES],
-		TCPSends:          v[probesStatFieldSTAT_TCP_SENDS],
-		TCPRecvBytes:      v[probesStatFieldSTAT_TCP_RECV_BYTES],
-		TCPRecvs:          v[probesStatFieldSTAT_TCP_RECVS],
-		UDPSentBytes:      v[probesStatFieldSTAT_UDP_SEND_BYTES],
-		UDPSends:          v[probesStatFieldSTAT_UDP_SENDS],
-		UDPRecvBytes:      v[probesStatFieldSTAT_UDP_RECV_BYTES],
-		UDPRecvs:          v[probesStatFieldSTAT_UDP_RECVS],
+	var c snapshot.ProbeStats
+	for i, f := range c.Fields() {
+		*f = s.V[i]
 	}
-	copy(c.Counters[:], v[probesStatFieldSTAT_COUNTER0:probesStatFieldSTAT_COUNTER0+snapshot.MaxCounters])
 	return c
 }
 
