@@ -18,9 +18,12 @@ const Module = "github.com/wattrace/wattrace"
 type Layer int
 
 const (
+	// Base: small helpers with no module imports (parsing the kernel's
+	// numbers).
+	Base Layer = iota
 	// Vocabulary: types everyone shares (the snapshot, the validation
 	// step, the accounting interface).
-	Vocabulary Layer = iota
+	Vocabulary
 	// Sources: what reads the kernel, the meters and the workload
 	// managers. They produce vocabulary types and may use each other
 	// (bpfloader uses cgroup).
@@ -39,7 +42,7 @@ const (
 	Commands
 )
 
-var layerNames = [...]string{"vocabulary", "sources", "model", "stats", "outputs", "config", "commands"}
+var layerNames = [...]string{"base", "vocabulary", "sources", "model", "stats", "outputs", "config", "commands"}
 
 func (l Layer) String() string { return layerNames[l] }
 
@@ -50,6 +53,8 @@ var sameLayerOK = map[Layer]bool{Sources: true}
 // module root; a path ending in "/..." covers the packages under it. A new
 // package must be placed here, or the check fails.
 var Layers = map[string]Layer{
+	"internal/decimal": Base,
+
 	"pkg/snapshot":     Vocabulary,
 	"pkg/reading":      Vocabulary,
 	"pkg/usage":        Vocabulary,

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/wattrace/wattrace/internal/decimal"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
@@ -48,25 +49,8 @@ func nextField(b []byte) (field, rest []byte) {
 	return b[i:j], b[j:]
 }
 
-// parseUint parses a decimal uint64 without allocating (strconv wants a
-// string). No sign, no spaces, no overflow.
-func parseUint(b []byte) (uint64, bool) {
-	if len(b) == 0 {
-		return 0, false
-	}
-	var v uint64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		d := uint64(c - '0')
-		if v > (math.MaxUint64-d)/10 {
-			return 0, false
-		}
-		v = v*10 + d
-	}
-	return v, true
-}
+// parseUint parses a decimal uint64 without allocating.
+func parseUint(b []byte) (uint64, bool) { return decimal.Parse(b) }
 
 // parseSingle parses a file holding one number, like memory.failcnt.
 func parseSingle(data []byte) (uint64, error) {
