@@ -9,8 +9,8 @@ import (
 	"github.com/wattrace/wattrace/pkg/usage"
 )
 
-// Resolver names cgroups; *cgroup.Resolver implements it.
-type Resolver interface {
+// CgroupPaths names cgroups by id; *cgroup.Resolver implements it.
+type CgroupPaths interface {
 	Path(id uint64) (string, bool)
 }
 
@@ -49,7 +49,7 @@ type cgSeries struct {
 // into paths, and drops consumers past retention. The other stages find
 // consumers here.
 type ledger struct {
-	res       Resolver
+	res       CgroupPaths
 	retention time.Duration
 	cgIDs     map[uint64]*cgSeries // by the source's cgroup id
 	byPath    map[string]*consumer // cgroups, by path
@@ -60,7 +60,7 @@ type ledger struct {
 	trackGone bool
 }
 
-func newLedger(res Resolver, retention time.Duration) *ledger {
+func newLedger(res CgroupPaths, retention time.Duration) *ledger {
 	return &ledger{res: res, retention: retention,
 		cgIDs:  map[uint64]*cgSeries{},
 		byPath: map[string]*consumer{},

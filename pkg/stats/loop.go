@@ -78,7 +78,7 @@ type Option func(*Loop)
 
 // New builds a loop. It fails on a configuration it can't honour, naming
 // the key.
-func New(cfg Config, src usage.Source, meter power.Meter, res Resolver, log *zap.Logger, opts ...Option) (*Loop, error) {
+func New(cfg Config, src usage.Source, meter power.Meter, res CgroupPaths, log *zap.Logger, opts ...Option) (*Loop, error) {
 	if cfg.Interval <= 0 {
 		return nil, fmt.Errorf("stats.interval must be positive, got %v", cfg.Interval)
 	}

@@ -75,7 +75,7 @@ func (anyName) Path(id uint64) (string, bool) { return "/x", true }
 
 func (n names) Path(id uint64) (string, bool) { p, ok := n[id]; return p, ok }
 
-func mustLoop(t *testing.T, cfg Config, src *fakeSource, m power.Meter, res Resolver) *Loop {
+func mustLoop(t *testing.T, cfg Config, src *fakeSource, m power.Meter, res CgroupPaths) *Loop {
 	t.Helper()
 	if cfg.Interval == 0 {
 		cfg.Interval = time.Second
