@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"runtime"
 	"time"
@@ -70,7 +71,7 @@ func build(cfg *config.Config, c *components) error {
 	if err != nil {
 		return err
 	}
-	if cl, ok := meter.(interface{ Close() error }); ok {
+	if cl, ok := meter.(io.Closer); ok {
 		// Logs out of Redfish, closes /dev/ipmi0 and perf descriptors.
 		c.closeLater("meter", cl)
 	}

@@ -230,11 +230,11 @@ func TestProcessCollectorAll(t *testing.T) {
 	}
 }
 
-func agg(pid uint32, total float64) *workloadAgg {
-	return &workloadAgg{key: workloadKey{pid: pid}, total: total}
+func agg(pid uint32, total float64) *seriesAgg {
+	return &seriesAgg{key: seriesKey{pid: pid}, total: total}
 }
 
-func pids(ws []*workloadAgg) []uint32 {
+func pids(ws []*seriesAgg) []uint32 {
 	out := make([]uint32, len(ws))
 	for i, w := range ws {
 		out[i] = w.key.pid
@@ -243,8 +243,8 @@ func pids(ws []*workloadAgg) []uint32 {
 }
 
 func TestTopN(t *testing.T) {
-	in := func() []*workloadAgg {
-		return []*workloadAgg{agg(1, 5), agg(2, 50), agg(3, 0), agg(4, 50), agg(5, 7), agg(6, 100), agg(7, 7)}
+	in := func() []*seriesAgg {
+		return []*seriesAgg{agg(1, 5), agg(2, 50), agg(3, 0), agg(4, 50), agg(5, 7), agg(6, 100), agg(7, 7)}
 	}
 	tests := []struct {
 		n    int

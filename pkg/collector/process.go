@@ -61,9 +61,9 @@ func (c *processCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Sn
 
 // less orders workloads by total energy, ties broken by the label set so the
 // selection is deterministic between scrapes.
-func less(a, b *workloadAgg) bool { return lessBy(a.total, a.key, b.total, b.key) }
+func less(a, b *seriesAgg) bool { return lessBy(a.total, a.key, b.total, b.key) }
 
-func lessBy(ta float64, ka workloadKey, tb float64, kb workloadKey) bool {
+func lessBy(ta float64, ka seriesKey, tb float64, kb seriesKey) bool {
 	if ta != tb {
 		return ta < tb
 	}
@@ -79,7 +79,7 @@ func lessBy(ta float64, ka workloadKey, tb float64, kb workloadKey) bool {
 // topN returns the n workloads with the most energy, most first; n == 0
 // returns all (unordered). A bounded min-heap makes this O(len·log n) rather
 // than sorting thousands of processes every scrape to keep 20.
-func topN(ws []*workloadAgg, n int) []*workloadAgg {
+func topN(ws []*seriesAgg, n int) []*seriesAgg {
 	if n == 0 || n >= len(ws) {
 		return ws
 	}
@@ -94,18 +94,18 @@ func topN(ws []*workloadAgg, n int) []*workloadAgg {
 			heap.Fix(&h, 0)
 		}
 	}
-	out := []*workloadAgg(h)
+	out := []*seriesAgg(h)
 	sort.Slice(out, func(i, j int) bool { return less(out[j], out[i]) })
 	return out
 }
 
 // minHeap keeps the smallest of the current top n at index 0.
-type minHeap []*workloadAgg
+type minHeap []*seriesAgg
 
 func (h minHeap) Len() int           { return len(h) }
 func (h minHeap) Less(i, j int) bool { return less(h[i], h[j]) }
 func (h minHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *minHeap) Push(x any)        { *h = append(*h, x.(*workloadAgg)) }
+func (h *minHeap) Push(x any)        { *h = append(*h, x.(*seriesAgg)) }
 func (h *minHeap) Pop() any {
 	old := *h
 	x := old[len(old)-1]
@@ -126,7 +126,7 @@ func candidates(ws []snapshot.Consumer, n int) []snapshot.Consumer {
 	}
 	h := make(rankHeap, 0, n)
 	for i := range ws {
-		r := rank{total: energyTotal(ws[i].Energy), key: workloadKey{pid: ws[i].PID, comm: ws[i].Comm, cgroup: ws[i].Cgroup}}
+		r := rank{total: energyTotal(ws[i].Energy), key: seriesKey{pid: ws[i].PID, comm: ws[i].Comm, cgroup: ws[i].Cgroup}}
 		if len(h) < n {
 			heap.Push(&h, r)
 		} else if h.less(h[0], r) {
@@ -134,13 +134,13 @@ func candidates(ws []snapshot.Consumer, n int) []snapshot.Consumer {
 			heap.Fix(&h, 0)
 		}
 	}
-	keys := make(map[workloadKey]bool, n)
+	keys := make(map[seriesKey]bool, n)
 	for _, r := range h {
 		keys[r.key] = true
 	}
 	out := make([]snapshot.Consumer, 0, n)
 	for i := range ws {
-		if keys[workloadKey{pid: ws[i].PID, comm: ws[i].Comm, cgroup: ws[i].Cgroup}] {
+		if keys[seriesKey{pid: ws[i].PID, comm: ws[i].Comm, cgroup: ws[i].Cgroup}] {
 			out = append(out, ws[i])
 		}
 	}
@@ -157,7 +157,7 @@ func energyTotal(e snapshot.Energy) float64 {
 
 type rank struct {
 	total float64
-	key   workloadKey
+	key   seriesKey
 }
 
 // rankHeap keeps the smallest of the current top n at index 0, with the

@@ -79,7 +79,7 @@ func (c *workloadsCollector) update(ch chan<- prometheus.Metric, snap *snapshot.
 		if u.Alive {
 			running[lm{u.Level, u.Manager}]++
 		}
-		emitEnergy(ch, d.energy, &workloadAgg{energy: u.Energy}, zl, c.idle, u.Labels...)
+		emitEnergy(ch, d.energy, &seriesAgg{energy: u.Energy}, zl, c.idle, u.Labels...)
 		ch <- metric(d.cpu, prometheus.CounterValue, u.CPUSeconds, append([]string(nil), u.Labels...)...)
 		ch <- metric(d.switches, prometheus.CounterValue, float64(u.ContextSwitches), append([]string(nil), u.Labels...)...)
 		if r := u.Resources; r != nil {
