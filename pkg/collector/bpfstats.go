@@ -34,8 +34,7 @@ func newBPFStatsCollector(srcs []ProgramStatsSource) *bpfStatsCollector {
 }
 
 func (c *bpfStatsCollector) describe(ch chan<- *prometheus.Desc) {
-	ch <- c.runTime
-	ch <- c.runs
+	describeAll(ch, c.runTime, c.runs)
 }
 
 // update does not need the snapshot: it asks the kernel directly.

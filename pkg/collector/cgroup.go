@@ -33,9 +33,7 @@ func newCgroupCollector(idleAttributed bool) *cgroupCollector {
 }
 
 func (c *cgroupCollector) describe(ch chan<- *prometheus.Desc) {
-	ch <- c.energy
-	ch <- c.cpu
-	ch <- c.switches
+	describeAll(ch, c.energy, c.cpu, c.switches)
 }
 
 func (c *cgroupCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) error {

@@ -116,8 +116,7 @@ func New(src SnapshotSource, o Options) (*Exporter, error) {
 // Describe implements prometheus.Collector. Every family is described, so
 // the registry checks each metric against its descriptor.
 func (e *Exporter) Describe(ch chan<- *prometheus.Desc) {
-	ch <- e.scrapeSuccess
-	ch <- e.scrapeDuration
+	describeAll(ch, e.scrapeSuccess, e.scrapeDuration)
 	e.self.describe(ch)
 	for _, c := range e.collectors {
 		c.c.describe(ch)

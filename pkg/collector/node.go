@@ -33,10 +33,7 @@ func newNodeCollector() *nodeCollector {
 }
 
 func (c *nodeCollector) describe(ch chan<- *prometheus.Desc) {
-	ch <- c.energy
-	ch <- c.power
-	ch <- c.unattributed
-	ch <- c.clamps
+	describeAll(ch, c.energy, c.power, c.unattributed, c.clamps)
 }
 
 func (c *nodeCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) error {

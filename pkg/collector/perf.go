@@ -38,10 +38,7 @@ func newPerfCollector() *perfCollector {
 }
 
 func (c *perfCollector) describe(ch chan<- *prometheus.Desc) {
-	ch <- c.hardware
-	ch <- c.software
-	ch <- c.cache
-	ch <- c.clock
+	describeAll(ch, c.hardware, c.software, c.cache, c.clock)
 }
 
 func (c *perfCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) error {

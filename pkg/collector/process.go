@@ -40,9 +40,7 @@ func newProcessCollector(top int, idleAttributed bool) *processCollector {
 }
 
 func (c *processCollector) describe(ch chan<- *prometheus.Desc) {
-	ch <- c.energy
-	ch <- c.cpu
-	ch <- c.switches
+	describeAll(ch, c.energy, c.cpu, c.switches)
 }
 
 func (c *processCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) error {

@@ -56,9 +56,7 @@ func newWorkloadsCollector(levels []workload.Kind, idleAttributed bool) *workloa
 func (c *workloadsCollector) describe(ch chan<- *prometheus.Desc) {
 	ch <- c.running
 	for _, d := range c.levels {
-		ch <- d.energy
-		ch <- d.cpu
-		ch <- d.switches
+		describeAll(ch, d.energy, d.cpu, d.switches)
 		d.res.describe(ch)
 	}
 }
