@@ -17,6 +17,12 @@ type ProbeSource interface {
 	Counters() []string
 }
 
+// cgroupsOnlyReader is implemented by probe sources that can skip the
+// per-process counters (*bpfloader.Probes).
+type cgroupsOnlyReader interface {
+	ReadCgroups() (bpfloader.ProbeReading, error)
+}
+
 // WithProbes adds the kernel probes' counters to cgroups and processes.
 func WithProbes(p ProbeSource) Option {
 	return func(l *Loop) { l.probes = &probes{src: p} }
@@ -37,9 +43,7 @@ type probes struct {
 // their map costs CPU and garbage for nothing.
 func (p *probes) absorb(led *ledger, use *shares, dead []usage.ProcKey, perProcess bool, log *zap.Logger) {
 	read := p.src.Read
-	if c, ok := p.src.(interface {
-		ReadCgroups() (bpfloader.ProbeReading, error)
-	}); ok && !perProcess {
+	if c, ok := p.src.(cgroupsOnlyReader); ok && !perProcess {
 		read = c.ReadCgroups
 	}
 	r, err := read()

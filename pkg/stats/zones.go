@@ -19,6 +19,12 @@ type zoneState struct {
 	idleMd model.IdleModel
 }
 
+// combined is a meter made of members (*power.Combined), each with its
+// own source name and method.
+type combined interface {
+	Meters() []power.Meter
+}
+
 // zones is the stage that reads the meter: each zone's energy of the
 // interval, handed to the split, and the derived zone "other".
 type zones struct {
@@ -88,7 +94,7 @@ func (zs *zones) zone(id snapshot.ZoneID, source string) *zoneState {
 // answers per member, so measured RAPL zones next to an estimated platform
 // are labelled as what they are.
 func (zs *zones) estimated(source string) bool {
-	if c, ok := zs.meter.(interface{ Meters() []power.Meter }); ok {
+	if c, ok := zs.meter.(combined); ok {
 		for _, m := range c.Meters() {
 			if m.Name() == source {
 				return m.Estimated()
