@@ -74,11 +74,6 @@ const (
 	KeyRedfishExternalHdr   = "power.redfish.external-header"
 
 	KeyCollectorProcessTop = "collector.process.top"
-	KeyCollectorContainer  = "collector.container"
-	KeyCollectorPod        = "collector.pod"
-	KeyCollectorVM         = "collector.vm"
-	KeyCollectorJob        = "collector.job"
-	KeyCollectorUnit       = "collector.unit"
 	KeyPerfEnvVar          = "collector.perf.env-var"
 	KeyPerfHardware        = "collector.perf.hardware-events"
 	KeyPerfSoftware        = "collector.perf.software-events"
@@ -234,8 +229,9 @@ type Collector struct {
 	// collector.<name> turns it on.
 	Enabled    map[string]bool
 	ProcessTop int // 0 = all processes
-	// Workload levels.
-	Container, Pod, VM, Job, Unit bool
+	// LevelOn says, per workload level (workload.Levels), whether
+	// collector.<level> exports it.
+	LevelOn map[workload.Kind]bool
 	// ProbesDisable names probes to leave out, ProbesCounters the perf
 	// counters read at context switches (collector.probes on, BPF mode).
 	ProbesDisable  []string
@@ -267,13 +263,19 @@ func enabledCollectors(d *decoder) map[string]bool {
 // Levels returns the workload levels whose collectors are on.
 func (c Collector) Levels() []workload.Kind {
 	var out []workload.Kind
-	for _, l := range []struct {
-		on    bool
-		level workload.Kind
-	}{{c.Container, workload.KindContainer}, {c.Pod, workload.KindPod}, {c.VM, workload.KindVM}, {c.Job, workload.KindJob}, {c.Unit, workload.KindSystemdUnit}} {
-		if l.on {
-			out = append(out, l.level)
+	for _, l := range workload.Levels() {
+		if c.LevelOn[l] {
+			out = append(out, l)
 		}
+	}
+	return out
+}
+
+// enabledLevels reads the collector.<level> key of every workload level.
+func enabledLevels(d *decoder) map[workload.Kind]bool {
+	out := map[workload.Kind]bool{}
+	for _, l := range workload.Levels() {
+		out[l] = d.bool(KeyCollector(string(l)))
 	}
 	return out
 }
@@ -342,11 +344,9 @@ func NewFlagSet(name string) *pflag.FlagSet {
 		}
 	}
 	fs.Int(KeyCollectorProcessTop, 20, "Export only the N processes with the most energy. 0 = all.")
-	fs.Bool(KeyCollectorContainer, true, "Enable per-container series (docker, containerd, CRI-O, podman).")
-	fs.Bool(KeyCollectorPod, true, "Enable per-pod series (Kubernetes).")
-	fs.Bool(KeyCollectorVM, true, "Enable per-VM series (libvirt/QEMU).")
-	fs.Bool(KeyCollectorJob, true, "Enable per-job series (Slurm).")
-	fs.Bool(KeyCollectorUnit, true, "Enable per-unit series (systemd services and scopes).")
+	for _, l := range workload.Levels() {
+		fs.Bool(KeyCollector(string(l)), true, workload.LevelHelp(l))
+	}
 
 	fs.StringSlice(KeyProbesDisable, nil, "Probes not to load: pagecache_read, pagecache_add, pagecache_dirty, softirq, block, net, counters.")
 	fs.StringSlice(KeyProbesCounters, nil, "Perf counters read at every context switch: cycles, instructions, cache_misses, or cpu_clock (software stand-in). Off by default: reading one costs about 450 ns per context switch on every process (docs/performance.md); none opened means nothing runs there.")
@@ -513,11 +513,7 @@ func decode(v *viper.Viper) (*Config, error) {
 		Collector: Collector{
 			Enabled:          enabledCollectors(&d),
 			ProcessTop:       d.int(KeyCollectorProcessTop),
-			Container:        d.bool(KeyCollectorContainer),
-			Pod:              d.bool(KeyCollectorPod),
-			VM:               d.bool(KeyCollectorVM),
-			Job:              d.bool(KeyCollectorJob),
-			Unit:             d.bool(KeyCollectorUnit),
+			LevelOn:          enabledLevels(&d),
 			ProbesDisable:    d.strings(KeyProbesDisable),
 			ProbesCounters:   d.strings(KeyProbesCounters),
 			PerfEnvVars:      d.strings(KeyPerfEnvVar),

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/wattrace/wattrace/pkg/workload"
 )
 
 func writeFile(t *testing.T, body string) string {
@@ -37,7 +39,7 @@ func TestDefaults(t *testing.T) {
 			MeterInterval: time.Second, MeterTimeout: 5 * time.Second,
 			Redfish: Redfish{Auth: "session", Timeout: 5 * time.Second, ExternalHeader: "X-Redfish-Url"}},
 		Collector: Collector{Enabled: map[string]bool{"node": true, "cgroup": true, "process": false, "bpf-stats": false, "probes": true, "perf": false},
-			ProcessTop: 20, Container: true, Pod: true, VM: true, Job: true, Unit: true,
+			ProcessTop: 20, LevelOn: map[workload.Kind]bool{"container": true, "pod": true, "vm": true, "job": true, "unit": true},
 			PerfEnvVars:      []string{"WATTRACE_PROFILE"},
 			PerfHardware:     []string{"cpu_cycles", "instructions", "cache_references", "cache_misses", "branch_instructions", "branch_misses"},
 			PerfSoftware:     []string{"task_clock", "context_switches", "cpu_migrations", "page_faults"},

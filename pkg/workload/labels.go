@@ -5,6 +5,18 @@ package workload
 // cgroups keep the existing per-cgroup series.
 var levels = []Kind{KindContainer, KindPod, KindVM, KindJob, KindSystemdUnit}
 
+// levelHelp says what each level covers, for its collector.<level> flag.
+var levelHelp = map[Kind]string{
+	KindContainer:   "Enable per-container series (docker, containerd, CRI-O, podman).",
+	KindPod:         "Enable per-pod series (Kubernetes).",
+	KindVM:          "Enable per-VM series (libvirt/QEMU).",
+	KindJob:         "Enable per-job series (Slurm).",
+	KindSystemdUnit: "Enable per-unit series (systemd services and scopes).",
+}
+
+// LevelHelp says what a level covers, as its collector.<level> flag's help.
+func LevelHelp(level Kind) string { return levelHelp[level] }
+
 // Levels returns the aggregation levels, in a fixed order.
 func Levels() []Kind { return append([]Kind(nil), levels...) }
 
