@@ -20,13 +20,22 @@ type split struct {
 	counters func() []string
 	fellBack map[string]bool // zones told they fall back to CPU time
 	log      *zap.Logger
+	// usageBy are the stages that may split a zone by something other
+	// than CPU time, asked in order; the first non-nil map wins. The perf
+	// counters are the first; a GPU stage would add per-device GPU time.
+	usageBy []func(z *zoneState, cg bool) map[*consumer]float64
+	// credited are told every share of energy given to a consumer (an
+	// emissions stage prices it at the factor in force).
+	credited []func(w *consumer, zone string, dynamicJ, idleJ float64)
 	// Scratch maps reused every interval.
 	dyn, idle map[*consumer]float64
 }
 
 func newSplit(policy model.IdlePolicy, use *shares, metric map[string]string, log *zap.Logger) *split {
-	return &split{policy: policy, use: use, metric: metric, log: log, fellBack: map[string]bool{},
+	sp := &split{policy: policy, use: use, metric: metric, log: log, fellBack: map[string]bool{},
 		dyn: map[*consumer]float64{}, idle: map[*consumer]float64{}}
+	sp.usageBy = append(sp.usageBy, sp.counterUsage)
+	return sp
 }
 
 // zone splits a zone's energy dE of an interval of length dt with the node
@@ -51,16 +60,27 @@ func (sp *split) zone(z *zoneState, dE float64, dt time.Duration, util float64) 
 func (sp *split) among(z *zoneState, dE, idleJ float64, cg bool) model.Result {
 	clear(sp.dyn)
 	clear(sp.idle)
-	usage := sp.counterUsage(z, cg)
+	var usage map[*consumer]float64
+	for _, by := range sp.usageBy {
+		if usage = by(z, cg); usage != nil {
+			break
+		}
+	}
 	if usage == nil {
 		usage = sp.use.cpu(z.Socket, cg)
 	}
 	res := model.Split(model.Interval[*consumer]{EnergyJ: dE, IdleJ: idleJ, Usage: usage, Policy: sp.policy}, sp.dyn, sp.idle)
 	for w, j := range sp.dyn {
 		w.w.Energy = w.w.Energy.Add(z.Name, j, 0)
+		for _, c := range sp.credited {
+			c(w, z.Name, j, 0)
+		}
 	}
 	for w, j := range sp.idle {
 		w.w.Energy = w.w.Energy.Add(z.Name, 0, j)
+		for _, c := range sp.credited {
+			c(w, z.Name, 0, j)
+		}
 	}
 	return res
 }
