@@ -72,8 +72,8 @@ struct {
 	__type(value, __u64);
 } drops SEC(".maps");
 
-// One record per task, written by the iterator. Layout mirrors taskRecord in
-// pkg/bpfloader.
+// One record per task, written by the iterator. bpf2go generates its Go twin,
+// accountingTaskRec, through which pkg/bpfloader's parseTasks decodes it.
 struct task_rec {
 	__u32 tid;
 	__u32 tgid;

@@ -250,6 +250,7 @@ func TestREADMERunCommand(t *testing.T) {
 var needsHardware = map[string]string{
 	"wattrace_cgroup_perf_hardware_events_total": "hardware perf events need a PMU",
 	"wattrace_cgroup_perf_cache_events_total":    "cache perf events need a PMU",
+	"wattrace_source_rejected_readings_total":    "only sources that reject a reading have series",
 }
 
 var readingTime = regexp.MustCompile(`"ReadingTime":\s*"[^"]*"`)

@@ -16,13 +16,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/wattrace/wattrace/pkg/collector"
 	"github.com/wattrace/wattrace/pkg/config"
-	"github.com/wattrace/wattrace/pkg/stats"
+	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/workload"
 )
 
-type fakeSource struct{ snap *stats.Snapshot }
+type fakeSource struct{ snap *snapshot.Snapshot }
 
-func (f *fakeSource) Snapshot() *stats.Snapshot { return f.snap }
+func (f *fakeSource) Snapshot() *snapshot.Snapshot { return f.snap }
 
 func get(t *testing.T, h http.Handler, path string) (int, string) {
 	t.Helper()
@@ -53,7 +55,7 @@ func TestHealthEndpoints(t *testing.T) {
 			t.Errorf("%s before the first snapshot: %d, want 503", p, code)
 		}
 	}
-	src.snap = &stats.Snapshot{}
+	src.snap = &snapshot.Snapshot{}
 	for _, p := range []string{"/-/healthy", "/-/ready"} {
 		if code, _ := get(t, mux, p); code != http.StatusOK {
 			t.Errorf("%s after the first snapshot: %d, want 200", p, code)
@@ -79,8 +81,8 @@ func TestHealthEndpoints(t *testing.T) {
 // mode, the meter of each zone and the kernel probes (from the snapshot).
 func TestLandingPage(t *testing.T) {
 	cfg := testConfig(t)
-	cfg.Collector.Process, cfg.Collector.ProcessTop = true, 20
-	cfg.Collector.Pod = false
+	cfg.Collector.Enabled[collector.NameProcess], cfg.Collector.ProcessTop = true, 20
+	cfg.Collector.LevelOn[workload.KindPod] = false
 	src := &fakeSource{}
 	mux, err := newMux(cfg, prometheus.NewRegistry(), newHandlers(src), zap.NewNop())
 	if err != nil {
@@ -97,10 +99,10 @@ func TestLandingPage(t *testing.T) {
 			t.Errorf("landing page before the first interval: no %q in\n%s", want, body)
 		}
 	}
-	src.snap = &stats.Snapshot{Mode: "bpf", Hierarchy: "v2", Probes: []string{"softirq", "block"}, Counters: []string{"cpu_clock"},
-		Zones: []stats.Zone{
-			{ZoneID: stats.ZoneID{Name: "package", Socket: 0}, Source: "rapl"},
-			{ZoneID: stats.ZoneID{Name: "platform", Socket: -1}, Source: "redfish<b>"},
+	src.snap = &snapshot.Snapshot{Mode: "bpf", Hierarchy: "v2", Probes: []string{"softirq", "block"}, Counters: []string{"cpu_clock"},
+		Zones: []snapshot.Zone{
+			{ZoneID: snapshot.ZoneID{Name: "package", Socket: 0}, Source: "rapl"},
+			{ZoneID: snapshot.ZoneID{Name: "platform", Socket: -1}, Source: "redfish<b>"},
 		}}
 	_, body = get(t, mux, "/")
 	for _, want := range []string{"Accounting: bpf, cgroup hierarchy v2</li>",

@@ -141,20 +141,19 @@ type pageStatus struct {
 func (l *landing) status() pageStatus {
 	c := l.cfg.Collector
 	var st pageStatus
-	for _, on := range []struct {
-		name string
-		on   bool
-	}{{"node", c.Node}, {"cgroup", c.Cgroup}, {"process", c.Process}, {"bpf-stats", c.BPFStats},
-		{"container", c.Container}, {"pod", c.Pod}, {"vm", c.VM}, {"job", c.Job}, {"unit", c.Unit},
-		{"probes", c.Probes}, {"perf", c.Perf}} {
-		if !on.on {
+	// The registry's order, then the workload levels: the flags' order.
+	for _, r := range collector.Registered() {
+		if !r.Flag || !c.Enabled[r.Name] {
 			continue
 		}
-		name := on.name
-		if name == "process" && c.ProcessTop > 0 {
+		name := r.Name
+		if name == collector.NameProcess && c.ProcessTop > 0 {
 			name = fmt.Sprintf("process (top %d)", c.ProcessTop)
 		}
 		st.Collectors = append(st.Collectors, name)
+	}
+	for _, l := range c.Levels() {
+		st.Collectors = append(st.Collectors, string(l))
 	}
 	snap := l.src.Snapshot()
 	if snap == nil {

@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/wattrace/wattrace/pkg/stats"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
 // With basic auth on (an exporter-toolkit web config with a bcrypt hash),
@@ -64,7 +64,7 @@ func TestHealthWithoutCredentials(t *testing.T) {
 		if got := status(base, "/-/healthy", "", ""); got != http.StatusServiceUnavailable {
 			t.Errorf("%s /-/healthy before the first interval, no credentials: %d, want 503", base, got)
 		}
-		src.snap = &stats.Snapshot{}
+		src.snap = &snapshot.Snapshot{}
 		for _, c := range []struct {
 			path, user, pass string
 			want             int

@@ -4,9 +4,11 @@ package cpulist
 
 import (
 	"fmt"
+	"math"
 	"sort"
-	"strconv"
 	"strings"
+
+	"github.com/wattrace/wattrace/internal/decimal"
 )
 
 // MaxLen bounds how many CPUs a cpu list may expand to. Linux caps
@@ -57,14 +59,11 @@ func Parse(s string) ([]int, error) {
 // parseNumber accepts plain non-negative decimal only: strconv.Atoi
 // would also take "+3", which the kernel never writes.
 func parseNumber(s string) (int, error) {
-	if s == "" || strings.TrimLeft(s, "0123456789") != "" {
+	n, ok := decimal.Parse(s)
+	if !ok || n > math.MaxInt32 {
 		return 0, fmt.Errorf("invalid cpu number %q", s)
 	}
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		return 0, fmt.Errorf("invalid cpu number %q: %w", s, err)
-	}
-	return n, nil
+	return int(n), nil
 }
 
 // truncate keeps error messages readable when a file holds garbage.

@@ -277,7 +277,7 @@ func ServiceName(id workload.Identity) string {
 			return "vm/" + id.VMName
 		}
 		return "vm/" + id.ID
-	case id.Kind == workload.KindUnit:
+	case id.Kind == workload.KindSystemdUnit:
 		if id.Name != "" {
 			return id.Name
 		}

@@ -228,7 +228,7 @@ func TestServiceName(t *testing.T) {
 		{workload.Identity{Kind: workload.KindJob, JobID: "77", Step: "batch"}, "slurm/77"},
 		{workload.Identity{Kind: workload.KindVM, ID: "uuid", VMName: "instance-00000001", Name: "web"}, "vm/web"},
 		{workload.Identity{Kind: workload.KindVM, ID: "uuid", VMName: "dom1"}, "vm/dom1"},
-		{workload.Identity{Kind: workload.KindUnit, ID: `foo\x2dbar.service`, Name: "foo-bar.service"}, "foo-bar.service"},
+		{workload.Identity{Kind: workload.KindSystemdUnit, ID: `foo\x2dbar.service`, Name: "foo-bar.service"}, "foo-bar.service"},
 		{workload.Identity{Kind: workload.KindCgroup}, ""},
 	} {
 		if got := ServiceName(tc.id); got != tc.want {

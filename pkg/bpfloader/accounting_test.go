@@ -222,12 +222,12 @@ loop:
 	if entries > 0 {
 		t.Errorf("%d exited-process entries left in the map, want 0", entries)
 	}
-	procs, cgs, err := a.Drops()
+	drops, err := a.MapDrops()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if procs != 0 || cgs != 0 {
-		t.Errorf("drops: %d process, %d cgroup entries", procs, cgs)
+	if len(drops) != 2 || drops[0].Map != "exited_procs" || drops[1].Map != "exited_cgroups" || drops[0].Drops+drops[1].Drops != 0 {
+		t.Errorf("drops: %+v, want none in exited_procs and exited_cgroups", drops)
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -17,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wattrace/wattrace/pkg/cgroup"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
 // Options configures Load.
@@ -123,15 +123,24 @@ func subsysIndex(name string) (uint32, error) {
 	return 0, fmt.Errorf("kernel has no %s (controller not built in)", name)
 }
 
-func explainLoadError(err error, log *zap.Logger) error {
+// explainVerifierError logs a verifier rejection's last 20 lines at debug
+// level and says how to see them; ok is false for other errors.
+func explainVerifierError(err error, log *zap.Logger) (explained error, ok bool) {
 	var ve *ebpf.VerifierError
-	if errors.As(err, &ve) {
-		n := len(ve.Log)
-		tail := ve.Log[max(0, n-20):]
-		for _, l := range tail {
-			log.Debug("verifier", zap.String("line", l))
-		}
-		return fmt.Errorf("BPF verifier rejected the program (run with --log.level=debug for the verifier log): %w", err)
+	if !errors.As(err, &ve) {
+		return err, false
+	}
+	for _, l := range ve.Log[max(0, len(ve.Log)-20):] {
+		log.Debug("verifier", zap.String("line", l))
+	}
+	return fmt.Errorf("BPF verifier rejected the program (run with --log.level=debug for the verifier log): %w", err), true
+}
+
+// explainLoadError turns a load failure of the accounting programs into
+// advice: the verifier's log, missing privileges or kernel features.
+func explainLoadError(err error, log *zap.Logger) error {
+	if e, ok := explainVerifierError(err, log); ok {
+		return e
 	}
 	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
 		return fmt.Errorf("not permitted to load BPF programs: run as root or grant CAP_BPF and CAP_PERFMON: %w", err)
@@ -157,8 +166,11 @@ type Accounting struct {
 	cgExits   []cgExitRec
 }
 
+// Mode is the accounting mode BPF accounting reports.
+const Mode = "bpf"
+
 // Mode implements usage.Source.
-func (a *Accounting) Mode() string { return "bpf" }
+func (a *Accounting) Mode() string { return Mode }
 
 // Close detaches the programs and frees their maps.
 func (a *Accounting) Close() error {
@@ -188,51 +200,45 @@ func (a *Accounting) readTasks() ([]byte, error) {
 	}
 }
 
-// ProgramStat is one program's cost as the kernel counts it. The kernel
-// counts only while statistics are enabled (EnableStats).
-type ProgramStat struct {
-	Name     string
-	RunTime  time.Duration
-	RunCount uint64
-}
-
 // ProgramStats returns the cost of each program that runs in the kernel
 // on its own (the iterator runs on our reads and is left out).
-func (a *Accounting) ProgramStats() ([]ProgramStat, error) {
+func (a *Accounting) ProgramStats() ([]snapshot.ProgramStat, error) {
 	return programStats(map[string]*ebpf.Program{"task_free": a.objs.TaskFree})
 }
 
-func programStats(progs map[string]*ebpf.Program) ([]ProgramStat, error) {
-	out := make([]ProgramStat, 0, len(progs))
+func programStats(progs map[string]*ebpf.Program) ([]snapshot.ProgramStat, error) {
+	out := make([]snapshot.ProgramStat, 0, len(progs))
 	for name, p := range progs {
 		st, err := p.Stats()
 		if err != nil {
 			return nil, fmt.Errorf("program %s statistics: %w", name, err)
 		}
-		out = append(out, ProgramStat{Name: name, RunTime: st.Runtime, RunCount: st.RunCount})
+		out = append(out, snapshot.ProgramStat{Name: name, RunTime: st.Runtime, RunCount: st.RunCount})
 	}
 	return out, nil
 }
 
-// Drops reports exits whose per-process (procs) or per-cgroup (cgroups)
-// entry could not be stored because the map was full.
-func (a *Accounting) Drops() (procs, cgroups uint64, err error) {
+// MapDrops reports the exits whose entry could not be stored because
+// exited_procs or exited_cgroups was full (slots 0 and 1 of drops).
+func (a *Accounting) MapDrops() ([]snapshot.MapDrops, error) {
+	return readDrops(a.objs.Drops, "exited_procs", "exited_cgroups")
+}
+
+// readDrops sums a per-CPU drop-count array whose slot i counts the
+// events the map named maps[i] had no room for.
+func readDrops(m *ebpf.Map, maps ...string) ([]snapshot.MapDrops, error) {
+	out := make([]snapshot.MapDrops, len(maps))
 	var vals []uint64
-	for slot := uint32(0); slot < 2; slot++ {
-		if err := a.objs.Drops.Lookup(slot, &vals); err != nil {
-			return 0, 0, fmt.Errorf("read drops: %w", err)
+	for slot, name := range maps {
+		if err := m.Lookup(uint32(slot), &vals); err != nil {
+			return nil, fmt.Errorf("read drops of %s: %w", name, err)
 		}
-		var sum uint64
+		out[slot].Map = name
 		for _, v := range vals {
-			sum += v
-		}
-		if slot == 0 {
-			procs = sum
-		} else {
-			cgroups = sum
+			out[slot].Drops += v
 		}
 	}
-	return procs, cgroups, nil
+	return out, nil
 }
 
 // EnableStats turns on the kernel's BPF run-time statistics until the

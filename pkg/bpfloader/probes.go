@@ -12,22 +12,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/cgroup"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
-
-// Probe names, as Probes.Active reports them.
-const (
-	ProbePageCacheRead  = "pagecache_read"  // pages read through the page cache
-	ProbePageCacheAdd   = "pagecache_add"   // pages added to the page cache
-	ProbePageCacheDirty = "pagecache_dirty" // pages dirtied
-	ProbeSoftirq        = "softirq"         // softirq counts and time
-	ProbeBlock          = "block"           // block IO submitted
-	ProbeNet            = "net"             // TCP and UDP payload
-	ProbeCounters       = "counters"        // perf counters at context switches
-)
-
-// MaxCounters is how many perf counters the context-switch program reads
-// (MAX_COUNTERS in bpf/probes.bpf.c).
-const MaxCounters = 4
 
 // hook is one program and the tracepoint it attaches to. args, when set,
 // are the tracepoint's arguments as the program reads them ("*folio" is a
@@ -47,22 +33,22 @@ type probeDef struct {
 }
 
 var probeDefs = []probeDef{
-	{ProbePageCacheRead, [][]hook{{{"pc_get_pages", "mm_filemap_get_pages", []string{"*address_space", "", ""}}}}},
-	{ProbePageCacheAdd, [][]hook{{{"pc_add", "mm_filemap_add_to_page_cache", []string{"*folio"}}}}},
-	{ProbePageCacheDirty, [][]hook{
+	{snapshot.ProbePageCacheRead, [][]hook{{{"pc_get_pages", "mm_filemap_get_pages", []string{"*address_space", "", ""}}}}},
+	{snapshot.ProbePageCacheAdd, [][]hook{{{"pc_add", "mm_filemap_add_to_page_cache", []string{"*folio"}}}}},
+	{snapshot.ProbePageCacheDirty, [][]hook{
 		{{"pc_dirty_folio", "writeback_dirty_folio", []string{"*folio", "*address_space"}}},
 		{{"pc_dirty_page", "writeback_dirty_page", []string{"*page", "*address_space"}}},
 	}},
-	{ProbeSoftirq, [][]hook{{
+	{snapshot.ProbeSoftirq, [][]hook{{
 		{"softirq_in", "softirq_entry", []string{""}},
 		{"softirq_out", "softirq_exit", []string{""}},
 	}}},
-	{ProbeBlock, [][]hook{{{"blk_bio_queue", "block_bio_queue", []string{"*bio"}}}}},
-	{ProbeNet, [][]hook{{
+	{snapshot.ProbeBlock, [][]hook{{{"blk_bio_queue", "block_bio_queue", []string{"*bio"}}}}},
+	{snapshot.ProbeNet, [][]hook{{
 		{"net_send", "sock_send_length", []string{"*sock", "", ""}},
 		{"net_recv", "sock_recv_length", []string{"*sock", "", ""}},
 	}}},
-	{ProbeCounters, [][]hook{{{"counters_switch", "sched_switch", []string{"", "*task_struct", "*task_struct", ""}}}}},
+	{snapshot.ProbeCounters, [][]hook{{{"counters_switch", "sched_switch", []string{"", "*task_struct", "*task_struct", ""}}}}},
 }
 
 // ProbeOptions configures LoadProbes.
@@ -131,21 +117,21 @@ func LoadProbes(o ProbeOptions) (*Probes, error) {
 	}
 	p := &Probes{log: log, maps: map[string]*ebpf.Map{}, progs: map[string]*ebpf.Program{}}
 	disabled := map[string]bool{}
-	known := map[string]bool{ProbeCounters: true}
+	known := map[string]bool{snapshot.ProbeCounters: true}
 	for _, d := range probeDefs {
 		known[d.name] = true
 	}
 	for _, n := range o.Disable {
 		if !known[n] {
 			return nil, fmt.Errorf("unknown probe %q to disable: allowed %s, %s, %s, %s, %s, %s, %s", n,
-				ProbePageCacheRead, ProbePageCacheAdd, ProbePageCacheDirty, ProbeSoftirq, ProbeBlock, ProbeNet, ProbeCounters)
+				snapshot.ProbePageCacheRead, snapshot.ProbePageCacheAdd, snapshot.ProbePageCacheDirty, snapshot.ProbeSoftirq, snapshot.ProbeBlock, snapshot.ProbeNet, snapshot.ProbeCounters)
 		}
 		disabled[n] = true
 	}
 
 	// Counters are opened first: how many opened is a constant of the
 	// programs, and none means the context-switch program is not loaded.
-	if !disabled[ProbeCounters] {
+	if !disabled[snapshot.ProbeCounters] {
 		events := o.Counters
 		if events == nil {
 			events = DefaultCounters
@@ -187,7 +173,8 @@ func LoadProbes(o ProbeOptions) (*Probes, error) {
 	cache := btf.NewCache()
 	if err := p.loadFold(spec, cache); err != nil {
 		p.Close()
-		return nil, explainProbeError(err, log)
+		err, _ = explainVerifierError(err, log)
+		return nil, err
 	}
 	defs := probeDefs
 	if o.defs != nil {
@@ -198,7 +185,7 @@ func LoadProbes(o ProbeOptions) (*Probes, error) {
 		case disabled[def.name]:
 			log.Info("probe disabled", zap.String("probe", def.name))
 			continue
-		case def.name == ProbeCounters && nCounters == 0:
+		case def.name == snapshot.ProbeCounters && nCounters == 0:
 			log.Info("probe off: no perf counter available, nothing runs at context switches",
 				zap.String("probe", def.name))
 			continue
@@ -209,13 +196,16 @@ func LoadProbes(o ProbeOptions) (*Probes, error) {
 			continue
 		}
 		if err := p.attach(spec, hooks, cache); err != nil {
-			log.Warn("probe failed to load", zap.String("probe", def.name), zap.Error(explainProbeError(err, log)))
+			// A verifier rejection's log goes to debug; other errors (a
+			// hook the kernel refuses) speak for themselves.
+			err, _ = explainVerifierError(err, log)
+			log.Warn("probe failed to load", zap.String("probe", def.name), zap.Error(err))
 			continue
 		}
 		p.active = append(p.active, def.name)
 		log.Info("probe active", zap.String("probe", def.name))
 	}
-	if p.counters != nil && !p.isActive(ProbeCounters) {
+	if p.counters != nil && !p.isActive(snapshot.ProbeCounters) {
 		p.closeCounters()
 	}
 	return p, nil
@@ -310,20 +300,6 @@ func (p *Probes) attach(spec *ebpf.CollectionSpec, hooks []hook, cache *btf.Cach
 	return nil
 }
 
-// explainProbeError logs a verifier rejection's tail at debug level, as
-// explainLoadError does; other errors (a hook the kernel refuses to attach
-// to) speak for themselves.
-func explainProbeError(err error, log *zap.Logger) error {
-	var ve *ebpf.VerifierError
-	if errors.As(err, &ve) {
-		for _, l := range ve.Log[max(0, len(ve.Log)-20):] {
-			log.Debug("verifier", zap.String("line", l))
-		}
-		return fmt.Errorf("BPF verifier rejected the program (run with --log.level=debug for the verifier log): %w", err)
-	}
-	return err
-}
-
 func pageShift() uint32 {
 	s := uint32(0)
 	for n := os.Getpagesize(); n > 1; n >>= 1 {
@@ -355,7 +331,7 @@ func (p *Probes) Counters() []string {
 
 // ProgramStats returns the cost of each attached program, as the kernel
 // counts it while statistics are enabled (EnableStats).
-func (p *Probes) ProgramStats() ([]ProgramStat, error) {
+func (p *Probes) ProgramStats() ([]snapshot.ProgramStat, error) {
 	return programStats(p.progs)
 }
 

@@ -11,6 +11,8 @@ import (
 
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
+
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
 // BenchmarkProbesCost attaches every probe (the counters probe with the
@@ -34,9 +36,9 @@ func BenchmarkProbesCost(b *testing.B) {
 	defer l.Close()
 	dir := benchDiskDir(b)
 
-	before := map[string]ProgramStat{}
-	after := map[string]ProgramStat{}
-	snap := func(into map[string]ProgramStat) {
+	before := map[string]snapshot.ProgramStat{}
+	after := map[string]snapshot.ProgramStat{}
+	snap := func(into map[string]snapshot.ProgramStat) {
 		stats, err := p.ProgramStats()
 		if err != nil {
 			b.Fatal(err)
@@ -45,7 +47,7 @@ func BenchmarkProbesCost(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		stats = append(stats, ProgramStat{Name: "floor_switch", RunTime: fs.Runtime, RunCount: fs.RunCount})
+		stats = append(stats, snapshot.ProgramStat{Name: "floor_switch", RunTime: fs.Runtime, RunCount: fs.RunCount})
 		for _, s := range stats {
 			into[s.Name] = s
 		}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf/link"
+
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
 // BenchmarkProbesPerEvent is issue 11's figure: the counting probes (all
@@ -20,7 +22,7 @@ import (
 func BenchmarkProbesPerEvent(b *testing.B) {
 	const secs = 5
 	statsOn(b, true)
-	p, _ := loadProbesForTest(b, ProbeOptions{Disable: []string{ProbeCounters}})
+	p, _ := loadProbesForTest(b, ProbeOptions{Disable: []string{snapshot.ProbeCounters}})
 	var floor floorObjects
 	if err := loadFloorObjects(&floor, nil); err != nil {
 		b.Fatal(err)
@@ -33,7 +35,7 @@ func BenchmarkProbesPerEvent(b *testing.B) {
 	defer l.Close()
 	dir := benchDiskDir(b)
 
-	snap := func() map[string]ProgramStat {
+	snap := func() map[string]snapshot.ProgramStat {
 		stats, err := p.ProgramStats()
 		if err != nil {
 			b.Fatal(err)
@@ -42,14 +44,14 @@ func BenchmarkProbesPerEvent(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		stats = append(stats, ProgramStat{Name: "floor_switch", RunTime: fs.Runtime, RunCount: fs.RunCount})
-		m := map[string]ProgramStat{}
+		stats = append(stats, snapshot.ProgramStat{Name: "floor_switch", RunTime: fs.Runtime, RunCount: fs.RunCount})
+		m := map[string]snapshot.ProgramStat{}
 		for _, s := range stats {
 			m[s.Name] = s
 		}
 		return m
 	}
-	var before, after map[string]ProgramStat
+	var before, after map[string]snapshot.ProgramStat
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if _, err := p.Read(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/wattrace/wattrace/internal/testenv"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
 // The probes' logic, run through the raw_tp test entries with
@@ -271,20 +272,33 @@ func TestLogicCounterDelta(t *testing.T) {
 	}
 }
 
-func TestProbeStatsArithmetic(t *testing.T) {
-	prev := ProbeStats{PageCacheAccessed: 10, UDPRecvs: 5, Counters: [MaxCounters]uint64{7}}
-	cur := ProbeStats{PageCacheAccessed: 25, UDPRecvs: 2, Counters: [MaxCounters]uint64{9}}
-	d := cur.Delta(prev)
-	if d.PageCacheAccessed != 15 || d.UDPRecvs != 2 || d.Counters[0] != 2 {
-		t.Errorf("delta %+v", d)
+// A map entry's counters land in the ProbeStats fields of the same
+// STAT_* name: Fields follows enum stat_field's order.
+func TestCountersFollowStatEnum(t *testing.T) {
+	if n := len(new(snapshot.ProbeStats).Fields()); n != int(probesStatFieldSTAT_NR) {
+		t.Fatalf("ProbeStats has %d counters, enum stat_field %d", n, probesStatFieldSTAT_NR)
 	}
-	var sum ProbeStats
-	sum.Add(d)
-	sum.Add(d)
-	if sum.PageCacheAccessed != 30 || sum.Counters[0] != 4 || sum.BlockWrites != 0 {
-		t.Errorf("sum %+v", sum)
+	var v probesStats
+	for i := range v.V {
+		v.V[i] = uint64(i) + 100
 	}
-	if n := len(new(ProbeStats).fields()); n != 17+MaxCounters {
-		t.Errorf("fields() covers %d counters; update it with the struct", n)
+	c := countersFrom(&v)
+	for _, tc := range []struct {
+		name  string
+		got   uint64
+		field probesStatField
+	}{
+		{"PageCacheAccessed", c.PageCacheAccessed, probesStatFieldSTAT_PC_ACCESSED},
+		{"PageCacheDirtied", c.PageCacheDirtied, probesStatFieldSTAT_PC_DIRTIED},
+		{"SoftirqNs", c.SoftirqNs, probesStatFieldSTAT_SOFTIRQ_NS},
+		{"BlockWrites", c.BlockWrites, probesStatFieldSTAT_BLK_WRITES},
+		{"TCPRecvBytes", c.TCPRecvBytes, probesStatFieldSTAT_TCP_RECV_BYTES},
+		{"UDPRecvs", c.UDPRecvs, probesStatFieldSTAT_UDP_RECVS},
+		{"Counters[0]", c.Counters[0], probesStatFieldSTAT_COUNTER0},
+		{"Counters[3]", c.Counters[3], probesStatFieldSTAT_COUNTER3},
+	} {
+		if want := uint64(tc.field) + 100; tc.got != want {
+			t.Errorf("%s = %d, want entry %d's value %d", tc.name, tc.got, tc.field, want)
+		}
 	}
 }

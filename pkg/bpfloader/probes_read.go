@@ -6,64 +6,17 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/usage"
 )
 
-// ProbeStats are one process's or cgroup's cumulative probe counters.
-// A figure whose probe is not active stays zero.
-type ProbeStats struct {
-	// Pages read through the page cache (read, splice, sendfile; not mmap).
-	PageCacheAccessed uint64
-	// Pages added to the page cache in this task's context: read misses,
-	// readahead, and pages created by writes.
-	PageCacheAdded uint64
-	// Pages turned dirty by this task's writes.
-	PageCacheDirtied uint64
-	// Softirqs that ran while this task was the one interrupted, and their time.
-	SoftirqCount, SoftirqNs uint64
-	// Block IO submitted by this task (bios, before merging).
-	BlockReadBytes, BlockReads, BlockWriteBytes, BlockWrites uint64
-	// TCP and UDP payload moved by this task's socket calls that moved any.
-	TCPSentBytes, TCPSends, TCPRecvBytes, TCPRecvs uint64
-	UDPSentBytes, UDPSends, UDPRecvBytes, UDPRecvs uint64
-	// Perf counters credited at context switches, in the order of
-	// Probes.Counters.
-	Counters [MaxCounters]uint64
-}
-
-// PageCacheHits estimates the page-cache hits of an interval from the
-// deltas of PageCacheAccessed and PageCacheAdded over it: pages read that
-// did not have to be added. Clamped at zero, since adds also count
-// readahead beyond what was read and pages created by writes.
-func PageCacheHits(accessedDelta, addedDelta uint64) uint64 {
-	if accessedDelta > addedDelta {
-		return accessedDelta - addedDelta
+// countersFrom copies a map entry's counters: the entry is an array in
+// enum stat_field's order, the order of ProbeStats.Fields.
+func countersFrom(s *probesStats) snapshot.ProbeStats {
+	var c snapshot.ProbeStats
+	for i, f := range c.Fields() {
+		*f = s.V[i]
 	}
-	return 0
-}
-
-func countersFrom(s *probesStats) ProbeStats {
-	v := s.V
-	c := ProbeStats{
-		PageCacheAccessed: v[probesStatFieldSTAT_PC_ACCESSED],
-		PageCacheAdded:    v[probesStatFieldSTAT_PC_ADDED],
-		PageCacheDirtied:  v[probesStatFieldSTAT_PC_DIRTIED],
-		SoftirqCount:      v[probesStatFieldSTAT_SOFTIRQ_COUNT],
-		SoftirqNs:         v[probesStatFieldSTAT_SOFTIRQ_NS],
-		BlockReadBytes:    v[probesStatFieldSTAT_BLK_READ_BYTES],
-		BlockReads:        v[probesStatFieldSTAT_BLK_READS],
-		BlockWriteBytes:   v[probesStatFieldSTAT_BLK_WRITE_BYTES],
-		BlockWrites:       v[probesStatFieldSTAT_BLK_WRITES],
-		TCPSentBytes:      v[probesStatFieldSTAT_TCP_SEND_BYTES],
-		TCPSends:          v[probesStatFieldSTAT_TCP_SENDS],
-		TCPRecvBytes:      v[probesStatFieldSTAT_TCP_RECV_BYTES],
-		TCPRecvs:          v[probesStatFieldSTAT_TCP_RECVS],
-		UDPSentBytes:      v[probesStatFieldSTAT_UDP_SEND_BYTES],
-		UDPSends:          v[probesStatFieldSTAT_UDP_SENDS],
-		UDPRecvBytes:      v[probesStatFieldSTAT_UDP_RECV_BYTES],
-		UDPRecvs:          v[probesStatFieldSTAT_UDP_RECVS],
-	}
-	copy(c.Counters[:], v[probesStatFieldSTAT_COUNTER0:probesStatFieldSTAT_COUNTER0+MaxCounters])
 	return c
 }
 
@@ -71,21 +24,14 @@ func countersFrom(s *probesStats) ProbeStats {
 // it (tgid + group leader start time in ns).
 type ProbeProcess struct {
 	Key usage.ProcKey
-	ProbeStats
+	snapshot.ProbeStats
 }
 
 // ProbeCgroup is one cgroup's counters (tasks directly in it), keyed by
 // the cgroup id of the same hierarchy as the CPU accounting.
 type ProbeCgroup struct {
 	ID uint64
-	ProbeStats
-}
-
-// SoftirqVector is one softirq vector's node-wide count and time.
-type SoftirqVector struct {
-	Name  string
-	Count uint64
-	Ns    uint64
+	snapshot.ProbeStats
 }
 
 // SoftirqNames are the vectors in the kernel's order (softirq_to_name).
@@ -96,7 +42,7 @@ var SoftirqNames = [...]string{"HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_
 type ProbeReading struct {
 	Processes []ProbeProcess
 	Cgroups   []ProbeCgroup
-	Softirqs  []SoftirqVector
+	Softirqs  []snapshot.SoftirqVector
 }
 
 // Read returns every process's and cgroup's cumulative counters and the
@@ -137,13 +83,13 @@ func (p *Probes) read(procs bool) (ProbeReading, error) {
 	if err := it.Err(); err != nil {
 		return r, fmt.Errorf("iterate cgroup_stats: %w", err)
 	}
-	if p.isActive(ProbeSoftirq) {
+	if p.isActive(snapshot.ProbeSoftirq) {
 		var per []probesVecStat
 		for vec, name := range SoftirqNames {
 			if err := p.maps["softirq_node"].Lookup(uint32(vec), &per); err != nil {
 				return r, fmt.Errorf("read softirq_node[%s]: %w", name, err)
 			}
-			v := SoftirqVector{Name: name}
+			v := snapshot.SoftirqVector{Name: name}
 			for _, c := range per {
 				v.Count += c.Count
 				v.Ns += c.Ns
@@ -173,61 +119,8 @@ func (p *Probes) Forget(procs []usage.ProcKey, cgroups []uint64) error {
 	return nil
 }
 
-// Drops reports events whose per-process (procs) or per-cgroup (cgroups)
-// entry could not be stored because the map was full.
-func (p *Probes) Drops() (procs, cgroups uint64, err error) {
-	var vals []uint64
-	for slot := uint32(0); slot < 2; slot++ {
-		if err := p.maps["probe_drops"].Lookup(slot, &vals); err != nil {
-			return 0, 0, fmt.Errorf("read probe_drops: %w", err)
-		}
-		var sum uint64
-		for _, v := range vals {
-			sum += v
-		}
-		if slot == 0 {
-			procs = sum
-		} else {
-			cgroups = sum
-		}
-	}
-	return procs, cgroups, nil
-}
-
-// fields lists the counters of s, so arithmetic on ProbeStats can't miss
-// one when a field is added.
-func (s *ProbeStats) fields() []*uint64 {
-	f := []*uint64{&s.PageCacheAccessed, &s.PageCacheAdded, &s.PageCacheDirtied,
-		&s.SoftirqCount, &s.SoftirqNs,
-		&s.BlockReadBytes, &s.BlockReads, &s.BlockWriteBytes, &s.BlockWrites,
-		&s.TCPSentBytes, &s.TCPSends, &s.TCPRecvBytes, &s.TCPRecvs,
-		&s.UDPSentBytes, &s.UDPSends, &s.UDPRecvBytes, &s.UDPRecvs}
-	for i := range s.Counters {
-		f = append(f, &s.Counters[i])
-	}
-	return f
-}
-
-// Delta returns s − prev per counter. A counter below prev was reset (its
-// entry deleted and created again), so its whole value is new.
-func (s ProbeStats) Delta(prev ProbeStats) ProbeStats {
-	cur, old := s.fields(), prev.fields()
-	var d ProbeStats
-	out := d.fields()
-	for i := range cur {
-		if *cur[i] >= *old[i] {
-			*out[i] = *cur[i] - *old[i]
-		} else {
-			*out[i] = *cur[i]
-		}
-	}
-	return d
-}
-
-// Add adds d to s.
-func (s *ProbeStats) Add(d ProbeStats) {
-	dst, src := s.fields(), d.fields()
-	for i := range dst {
-		*dst[i] += *src[i]
-	}
+// MapDrops reports the events whose entry could not be stored because
+// proc_stats or cgroup_stats was full (slots 0 and 1 of probe_drops).
+func (p *Probes) MapDrops() ([]snapshot.MapDrops, error) {
+	return readDrops(p.maps["probe_drops"], "proc_stats", "cgroup_stats")
 }

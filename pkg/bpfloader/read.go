@@ -2,7 +2,6 @@ package bpfloader
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"unsafe"
 
@@ -14,27 +13,32 @@ import (
 // recSize is sizeof(struct task_rec) in bpf/accounting.bpf.c.
 const recSize = int(unsafe.Sizeof(accountingTaskRec{}))
 
-// parseTasks decodes the iterator's records. Fields are little-endian: the
-// objects are built for bpfel only.
+// parseTasks decodes the iterator's records through bpf2go's twin of
+// struct task_rec. The objects are built for bpfel only and the generated
+// struct has the host's layout (structs.HostLayout), so a record's bytes
+// are the struct's memory; copying them into an aligned value avoids
+// reading through a misaligned pointer.
 func parseTasks(b []byte, out []taskRec) ([]taskRec, error) {
 	if len(b)%recSize != 0 {
 		return out, fmt.Errorf("task iterator returned %d bytes, not a multiple of the %d-byte record", len(b), recSize)
 	}
-	le := binary.LittleEndian
+	var rec accountingTaskRec
+	mem := unsafe.Slice((*byte)(unsafe.Pointer(&rec)), recSize)
 	for off := 0; off < len(b); off += recSize {
-		r := b[off : off+recSize]
-		var comm [16]byte
-		copy(comm[:], r[56:72])
-		out = append(out, taskRec{
-			tid:         le.Uint32(r[0:]),
-			tgid:        le.Uint32(r[4:]),
-			start:       le.Uint64(r[8:]),
-			leaderStart: le.Uint64(r[16:]),
-			cgroup:      le.Uint64(r[24:]),
-			c:           counters{runtime: le.Uint64(r[32:]), switches: le.Uint64(r[40:])},
-			cpu:         int32(le.Uint32(r[48:])),
-			comm:        comm,
-		})
+		copy(mem, b[off:off+recSize])
+		t := taskRec{
+			tid:         rec.Tid,
+			tgid:        rec.Tgid,
+			start:       rec.Start,
+			leaderStart: rec.LeaderStart,
+			cgroup:      rec.Cgroup,
+			c:           counters{runtime: rec.Runtime, switches: rec.Switches},
+			cpu:         rec.Cpu,
+		}
+		for i, c := range rec.Comm {
+			t.comm[i] = byte(c)
+		}
+		out = append(out, t)
 	}
 	return out, nil
 }

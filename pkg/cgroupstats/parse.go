@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/wattrace/wattrace/internal/decimal"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
 // The parsers work on the Reader's buffer in place and allocate only to
@@ -46,25 +49,8 @@ func nextField(b []byte) (field, rest []byte) {
 	return b[i:j], b[j:]
 }
 
-// parseUint parses a decimal uint64 without allocating (strconv wants a
-// string). No sign, no spaces, no overflow.
-func parseUint(b []byte) (uint64, bool) {
-	if len(b) == 0 {
-		return 0, false
-	}
-	var v uint64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		d := uint64(c - '0')
-		if v > (math.MaxUint64-d)/10 {
-			return 0, false
-		}
-		v = v*10 + d
-	}
-	return v, true
-}
+// parseUint parses a decimal uint64 without allocating.
+func parseUint(b []byte) (uint64, bool) { return decimal.Parse(b) }
 
 // parseSingle parses a file holding one number, like memory.failcnt.
 func parseSingle(data []byte) (uint64, error) {
@@ -86,7 +72,7 @@ const v1Unlimited = math.MaxInt64 - 1<<20
 func parseV1Limit(data []byte) (uint64, error) {
 	v, err := parseSingle(data)
 	if err == nil && v >= v1Unlimited {
-		v = Unlimited
+		v = snapshot.Unlimited
 	}
 	return v, err
 }
@@ -94,7 +80,7 @@ func parseV1Limit(data []byte) (uint64, error) {
 // parseV2Max parses a v2 limit file such as memory.max: a number or "max".
 func parseV2Max(data []byte) (uint64, error) {
 	if string(bytes.TrimSpace(data)) == "max" {
-		return Unlimited, nil
+		return snapshot.Unlimited, nil
 	}
 	return parseSingle(data)
 }
@@ -155,13 +141,13 @@ func parseDevice(b []byte) (maj, min uint32, ok bool) {
 // device returns the entry of io for maj:min, appending a zero one first if
 // there is none. Hosts have few block devices, so a linear search beats a
 // map and allocates nothing.
-func device(io *[]DeviceIO, maj, min uint32) *DeviceIO {
+func device(io *[]snapshot.DeviceIO, maj, min uint32) *snapshot.DeviceIO {
 	for i := range *io {
 		if d := &(*io)[i]; d.Major == maj && d.Minor == min {
 			return d
 		}
 	}
-	*io = append(*io, DeviceIO{Major: maj, Minor: min})
+	*io = append(*io, snapshot.DeviceIO{Major: maj, Minor: min})
 	return &(*io)[len(*io)-1]
 }
 
@@ -171,7 +157,7 @@ func device(io *[]DeviceIO, maj, min uint32) *DeviceIO {
 // (io_serviced) or bytes (io_service_bytes). Sync, Async and Total are
 // other views of the same IO and are skipped, as is the summary line; an
 // empty file is no IO.
-func parseBlkio(data []byte, ops bool, io *[]DeviceIO) error {
+func parseBlkio(data []byte, ops bool, io *[]snapshot.DeviceIO) error {
 	for n := 1; len(data) > 0; n++ {
 		var line []byte
 		line, data = nextLine(data)
@@ -219,7 +205,7 @@ func pick(first bool, a, b *uint64) *uint64 {
 // parseIOStat adds a v2 io.stat to io: one line per device, "8:0 rbytes=1
 // wbytes=2 rios=3 wios=4 dbytes=5 dios=6", possibly followed by keys of
 // io.cost or io.latency, which are skipped.
-func parseIOStat(data []byte, io *[]DeviceIO) error {
+func parseIOStat(data []byte, io *[]snapshot.DeviceIO) error {
 	for n := 1; len(data) > 0; n++ {
 		var line []byte
 		line, data = nextLine(data)
@@ -268,8 +254,8 @@ func parseIOStat(data []byte, io *[]DeviceIO) error {
 
 // sortIO orders devices by number, so output does not depend on the order
 // the kernel listed them in or on which v1 file named a device first.
-func sortIO(io []DeviceIO) {
-	slices.SortFunc(io, func(a, b DeviceIO) int {
+func sortIO(io []snapshot.DeviceIO) {
+	slices.SortFunc(io, func(a, b snapshot.DeviceIO) int {
 		if a.Major != b.Major {
 			return int(a.Major) - int(b.Major)
 		}

@@ -7,6 +7,8 @@ import (
 	"path"
 	"strconv"
 	"strings"
+
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
 // Reader reads Stats of workload cgroups. It keeps its read buffers and a
@@ -70,8 +72,8 @@ func NewReader(l Layout, sysfsRoot string) *Reader {
 // that does not exist is not an error, only an unavailable field; but when
 // none of the files exists, the cgroup is gone (or was never there) and the
 // error wraps fs.ErrNotExist.
-func (r *Reader) Read(rel string) (Stats, error) {
-	var s Stats
+func (r *Reader) Read(rel string) (snapshot.Resources, error) {
+	var s snapshot.Resources
 	err := r.ReadInto(rel, &s)
 	return s, err
 }
@@ -79,9 +81,9 @@ func (r *Reader) Read(rel string) (Stats, error) {
 // ReadInto is Read into s, reusing the storage of s.IO: a caller that
 // reads the same workload every interval and keeps its Stats allocates
 // nothing once device names are cached. s is overwritten entirely.
-func (r *Reader) ReadInto(rel string, s *Stats) error {
+func (r *Reader) ReadInto(rel string, s *snapshot.Resources) error {
 	clean, err := cleanRel(rel)
-	*s = Stats{IO: s.IO[:0]}
+	*s = snapshot.Resources{IO: s.IO[:0]}
 	if err != nil {
 		return err
 	}
@@ -119,7 +121,7 @@ func cleanRel(rel string) (string, error) {
 type readState struct {
 	r     *Reader
 	rel   string
-	s     *Stats
+	s     *snapshot.Resources
 	found int // files that existed
 	errs  []error
 }
@@ -173,7 +175,7 @@ func (st *readState) fail(err error) {
 }
 
 // uint reads a one-number file through parse, setting field on success.
-func (st *readState) uint(root, name string, parse func([]byte) (uint64, error), dst *uint64, field Field) status {
+func (st *readState) uint(root, name string, parse func([]byte) (uint64, error), dst *uint64, field snapshot.ResourceField) status {
 	data, stat := st.read(root, name)
 	if stat != present {
 		return stat
@@ -218,7 +220,7 @@ func (st *readState) cpu() {
 			return
 		}
 		s.CPUUserSeconds, s.CPUSystemSeconds = float64(user)/1e9, float64(sys)/1e9
-		s.Available |= FieldCPU
+		s.Available |= snapshot.FieldCPU
 		return
 	}
 	var v [2]uint64
@@ -227,7 +229,7 @@ func (st *readState) cpu() {
 		// USER_HZ is 100 on every architecture the kernel exports it for.
 		if st.kv(data, keysCPUAcctStat, v[:], 0b11) {
 			s.CPUUserSeconds, s.CPUSystemSeconds = float64(v[0])/100, float64(v[1])/100
-			s.Available |= FieldCPU
+			s.Available |= snapshot.FieldCPU
 		}
 	}
 	if stat != absent {
@@ -238,7 +240,7 @@ func (st *readState) cpu() {
 	if data, stat := st.read(st.r.v2Root, "cpu.stat"); stat == present {
 		if st.kv(data, keysCPUStat, v[:], 0b11) {
 			s.CPUUserSeconds, s.CPUSystemSeconds = float64(v[0])/1e6, float64(v[1])/1e6
-			s.Available |= FieldCPU
+			s.Available |= snapshot.FieldCPU
 		}
 	}
 }
@@ -276,8 +278,8 @@ func (st *readState) memory() {
 	s, root := st.s, st.r.memory
 	// The first file decides the hierarchy, so a cgroup's memory fields
 	// never mix v1 and v2 sources.
-	if st.uint(root, "memory.usage_in_bytes", parseSingle, &s.MemoryCurrent, FieldMemoryCurrent) != absent {
-		st.uint(root, "memory.limit_in_bytes", parseV1Limit, &s.MemoryLimit, FieldMemoryLimit)
+	if st.uint(root, "memory.usage_in_bytes", parseSingle, &s.MemoryCurrent, snapshot.FieldMemoryCurrent) != absent {
+		st.uint(root, "memory.limit_in_bytes", parseV1Limit, &s.MemoryLimit, snapshot.FieldMemoryLimit)
 		if data, stat := st.read(root, "memory.stat"); stat == present {
 			var v [6]uint64
 			if found, err := parseKV(data, keysMemStatV1, v[:]); err != nil {
@@ -286,28 +288,28 @@ func (st *readState) memory() {
 				st.memStatV1(found, v)
 			}
 		}
-		st.uint(root, "memory.failcnt", parseSingle, &s.MemoryFailCount, FieldMemoryFailCount)
+		st.uint(root, "memory.failcnt", parseSingle, &s.MemoryFailCount, snapshot.FieldMemoryFailCount)
 		if data, stat := st.read(root, "memory.oom_control"); stat == present {
 			var v [1]uint64
 			if found, err := parseKV(data, keysOOMControl, v[:]); err != nil {
 				st.fail(err)
 			} else if found != 0 { // oom_kill appeared in 4.13
 				s.MemoryOOMKills = v[0]
-				s.Available |= FieldMemoryOOMKills
+				s.Available |= snapshot.FieldMemoryOOMKills
 			}
 		}
 		return
 	}
 	root = st.r.v2Root
-	if st.uint(root, "memory.current", parseSingle, &s.MemoryCurrent, FieldMemoryCurrent) == absent {
+	if st.uint(root, "memory.current", parseSingle, &s.MemoryCurrent, snapshot.FieldMemoryCurrent) == absent {
 		return
 	}
-	st.uint(root, "memory.max", parseV2Max, &s.MemoryLimit, FieldMemoryLimit)
+	st.uint(root, "memory.max", parseV2Max, &s.MemoryLimit, snapshot.FieldMemoryLimit)
 	if data, stat := st.read(root, "memory.stat"); stat == present {
 		var v [2]uint64
 		if st.kv(data, keysMemStatV2, v[:], 0b11) {
 			s.MemoryRSS, s.MemoryCache = v[0], v[1]
-			s.Available |= FieldMemoryRSS | FieldMemoryCache
+			s.Available |= snapshot.FieldMemoryRSS | snapshot.FieldMemoryCache
 		}
 	}
 	if data, stat := st.read(root, "memory.events"); stat == present {
@@ -317,21 +319,21 @@ func (st *readState) memory() {
 		} else {
 			if found&1 != 0 {
 				s.MemoryFailCount = v[0]
-				s.Available |= FieldMemoryFailCount
+				s.Available |= snapshot.FieldMemoryFailCount
 			}
 			if found&2 != 0 { // oom_kill appeared in 4.13
 				s.MemoryOOMKills = v[1]
-				s.Available |= FieldMemoryOOMKills
+				s.Available |= snapshot.FieldMemoryOOMKills
 			}
 		}
 	}
-	st.uint(root, "memory.swap.current", parseSingle, &s.MemorySwap, FieldMemorySwap)
+	st.uint(root, "memory.swap.current", parseSingle, &s.MemorySwap, snapshot.FieldMemorySwap)
 }
 
 // memStatV1 picks v1 memory.stat values, preferring each total_ line.
 func (st *readState) memStatV1(found uint64, v [6]uint64) {
 	s := st.s
-	set := func(i int, dst *uint64, f Field) {
+	set := func(i int, dst *uint64, f snapshot.ResourceField) {
 		switch {
 		case found&(1<<i) != 0:
 			*dst = v[i]
@@ -342,9 +344,9 @@ func (st *readState) memStatV1(found uint64, v [6]uint64) {
 		}
 		s.Available |= f
 	}
-	set(0, &s.MemoryRSS, FieldMemoryRSS)
-	set(1, &s.MemoryCache, FieldMemoryCache)
-	set(2, &s.MemorySwap, FieldMemorySwap)
+	set(0, &s.MemoryRSS, snapshot.FieldMemoryRSS)
+	set(1, &s.MemoryCache, snapshot.FieldMemoryCache)
+	set(2, &s.MemorySwap, snapshot.FieldMemorySwap)
 }
 
 func (st *readState) io() {
@@ -384,7 +386,7 @@ func (st *readState) io() {
 		s.IO = s.IO[:0]
 		return
 	}
-	s.Available |= FieldIO
+	s.Available |= snapshot.FieldIO
 	sortIO(s.IO)
 	for i := range s.IO {
 		s.IO[i].Device = st.r.deviceName(s.IO[i].Major, s.IO[i].Minor)
@@ -392,7 +394,7 @@ func (st *readState) io() {
 }
 
 // pressureFiles is the file of each Resource.
-var pressureFiles = [NumResources]string{"cpu.pressure", "memory.pressure", "io.pressure"}
+var pressureFiles = [snapshot.NumPSIResources]string{"cpu.pressure", "memory.pressure", "io.pressure"}
 
 func (st *readState) pressure() {
 	s := st.s
@@ -409,8 +411,8 @@ func (st *readState) pressure() {
 			st.fail(err)
 			continue
 		}
-		r := Resource(res)
-		s.PSI[r] = Pressure{SomeSeconds: float64(some) / 1e6, FullSeconds: float64(full) / 1e6}
+		r := snapshot.PSIResource(res)
+		s.PSI[r] = snapshot.Pressure{SomeSeconds: float64(some) / 1e6, FullSeconds: float64(full) / 1e6}
 		s.Available |= r.SomeField()
 		if hasFull {
 			s.Available |= r.FullField()
@@ -420,10 +422,10 @@ func (st *readState) pressure() {
 
 func (st *readState) tasks() {
 	s := st.s
-	if st.uint(st.r.pids, "pids.current", parseSingle, &s.Tasks, FieldTasks|FieldTasksRecursive) != absent {
+	if st.uint(st.r.pids, "pids.current", parseSingle, &s.Tasks, snapshot.FieldTasks|snapshot.FieldTasksRecursive) != absent {
 		return
 	}
-	if st.uint(st.r.v2Root, "pids.current", parseSingle, &s.Tasks, FieldTasks|FieldTasksRecursive) != absent {
+	if st.uint(st.r.v2Root, "pids.current", parseSingle, &s.Tasks, snapshot.FieldTasks|snapshot.FieldTasksRecursive) != absent {
 		return
 	}
 	// Without pids, count the threads of the cgroup itself in the first
@@ -432,14 +434,14 @@ func (st *readState) tasks() {
 		if data, stat := st.read(root, "tasks"); stat != absent {
 			if stat == present {
 				s.Tasks = countLines(data)
-				s.Available |= FieldTasks
+				s.Available |= snapshot.FieldTasks
 			}
 			return
 		}
 	}
 	if data, stat := st.read(st.r.v2Root, "cgroup.threads"); stat == present {
 		s.Tasks = countLines(data)
-		s.Available |= FieldTasks
+		s.Available |= snapshot.FieldTasks
 	}
 }
 

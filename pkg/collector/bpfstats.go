@@ -5,41 +5,47 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/wattrace/wattrace/pkg/stats"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
+
+// NameBPFStats is the collector of the BPF programs' cost.
+const NameBPFStats = "bpf-stats"
+
+func init() {
+	register(Registration{Name: NameBPFStats, Flag: true, DefaultOn: false,
+		Help: "Export run time of wattrace's BPF programs. Turns on kernel BPF statistics, which costs every BPF program on the host ~50ns per run.",
+		new:  func(o Options) subCollector { return newBPFStatsCollector(o.Programs) }})
+}
 
 // bpfStatsCollector exports the run time of wattrace's own BPF programs, so
 // operators can see what accounting costs. The kernel only counts while BPF
 // statistics are enabled (main does that when the collector is on).
 type bpfStatsCollector struct {
-	src           ProgramStatsSource
+	srcs          []ProgramStatsSource
 	runTime, runs *prometheus.Desc
 }
 
-func newBPFStatsCollector(src ProgramStatsSource) *bpfStatsCollector {
+func newBPFStatsCollector(srcs []ProgramStatsSource) *bpfStatsCollector {
 	return &bpfStatsCollector{
-		src: src,
-		runTime: prometheus.NewDesc(
-			prometheus.BuildFQName(namespace, "bpf_program", "run_seconds_total"),
-			"Time the kernel spent running the BPF program while statistics were enabled.",
-			[]string{"program"}, nil),
-		runs: prometheus.NewDesc(
-			prometheus.BuildFQName(namespace, "bpf_program", "runs_total"),
-			"Times the kernel ran the BPF program while statistics were enabled.",
-			[]string{"program"}, nil),
+		srcs:    srcs,
+		runTime: newDesc("bpf_program", "run_seconds_total", "Time the kernel spent running the BPF program while statistics were enabled.", "program"),
+		runs:    newDesc("bpf_program", "runs_total", "Times the kernel ran the BPF program while statistics were enabled.", "program"),
 	}
 }
 
 func (c *bpfStatsCollector) describe(ch chan<- *prometheus.Desc) {
-	ch <- c.runTime
-	ch <- c.runs
+	describeAll(ch, c.runTime, c.runs)
 }
 
 // update does not need the snapshot: it asks the kernel directly.
-func (c *bpfStatsCollector) update(ch chan<- prometheus.Metric, _ *stats.Snapshot) error {
-	ps, err := c.src.ProgramStats()
-	if err != nil {
-		return fmt.Errorf("reading BPF program statistics: %w", err)
+func (c *bpfStatsCollector) update(ch chan<- prometheus.Metric, _ *snapshot.Snapshot) error {
+	var ps []snapshot.ProgramStat
+	for _, src := range c.srcs {
+		p, err := src.ProgramStats()
+		if err != nil {
+			return fmt.Errorf("reading BPF program statistics: %w", err)
+		}
+		ps = append(ps, p...)
 	}
 	// Programs may share a name (the kernel truncates names to 15 bytes);
 	// sum them rather than emit duplicate series.

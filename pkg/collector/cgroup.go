@@ -3,8 +3,17 @@ package collector
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/wattrace/wattrace/pkg/stats"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
+
+// NameCgroup is the collector of per-cgroup series.
+const NameCgroup = "cgroup"
+
+func init() {
+	register(Registration{Name: NameCgroup, Flag: true, DefaultOn: true,
+		Help: "Enable the cgroup collector (energy, CPU time, context switches per cgroup).",
+		new:  func(o Options) subCollector { return newCgroupCollector(o.IdleAttributed) }})
+}
 
 // cgroupCollector exports energy and CPU usage per cgroup of the key
 // hierarchy. Counters cover tasks directly in the cgroup, not descendants,
@@ -16,29 +25,18 @@ type cgroupCollector struct {
 
 func newCgroupCollector(idleAttributed bool) *cgroupCollector {
 	return &cgroupCollector{
-		idle: idleAttributed,
-		energy: prometheus.NewDesc(
-			prometheus.BuildFQName(namespace, "cgroup", "energy_joules_total"),
-			"Energy attributed to the tasks directly in the cgroup. mode=\"dynamic\" is its share of the energy above idle; mode=\"idle\" its share of idle energy under the idle policy (exported only when the policy is not none).",
-			[]string{"cgroup", "zone", "source", "method", "mode"}, nil),
-		cpu: prometheus.NewDesc(
-			prometheus.BuildFQName(namespace, "cgroup", "cpu_seconds_total"),
-			"CPU time used by the tasks directly in the cgroup, exited tasks included.",
-			[]string{"cgroup"}, nil),
-		switches: prometheus.NewDesc(
-			prometheus.BuildFQName(namespace, "cgroup", "context_switches_total"),
-			"Voluntary and involuntary context switches of the tasks directly in the cgroup.",
-			[]string{"cgroup"}, nil),
+		idle:     idleAttributed,
+		energy:   newDesc("cgroup", "energy_joules_total", "Energy attributed to the tasks directly in the cgroup. mode=\"dynamic\" is its share of the energy above idle; mode=\"idle\" its share of idle energy under the idle policy (exported only when the policy is not none).", "cgroup", "zone", "source", "method", "mode"),
+		cpu:      newDesc("cgroup", "cpu_seconds_total", "CPU time used by the tasks directly in the cgroup, exited tasks included.", "cgroup"),
+		switches: newDesc("cgroup", "context_switches_total", "Voluntary and involuntary context switches of the tasks directly in the cgroup.", "cgroup"),
 	}
 }
 
 func (c *cgroupCollector) describe(ch chan<- *prometheus.Desc) {
-	ch <- c.energy
-	ch <- c.cpu
-	ch <- c.switches
+	describeAll(ch, c.energy, c.cpu, c.switches)
 }
 
-func (c *cgroupCollector) update(ch chan<- prometheus.Metric, snap *stats.Snapshot) error {
+func (c *cgroupCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) error {
 	if snap == nil {
 		return errNoSnapshot
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/wattrace/wattrace/pkg/stats"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/workload"
 )
 
@@ -22,51 +22,28 @@ const namespace = "wattrace"
 // SnapshotSource hands out the latest snapshot; *stats.Loop implements it.
 // Snapshot returns nil until the first interval has completed.
 type SnapshotSource interface {
-	Snapshot() *stats.Snapshot
+	Snapshot() *snapshot.Snapshot
 }
 
-// ProgramStat is the kernel's run-time statistics of one BPF program.
-type ProgramStat struct {
-	Name     string
-	RunTime  time.Duration
-	RunCount uint64
-}
-
-// ProgramStatsSource reports BPF program statistics. It is defined here
-// rather than taken from pkg/bpfloader so that the collectors build and test
-// without the BPF toolchain; main adapts the loader to it.
+// ProgramStatsSource reports the kernel's run-time statistics of BPF
+// programs; the accounting and the probes loaders implement it.
 type ProgramStatsSource interface {
-	ProgramStats() ([]ProgramStat, error)
+	ProgramStats() ([]snapshot.ProgramStat, error)
 }
-
-// Collector names, used as the `collector` label of the scrape metrics.
-// They match the --collector.<name> flags.
-const (
-	NameNode     = "node"
-	NameCgroup   = "cgroup"
-	NameProcess  = "process"
-	NameBPFStats = "bpf-stats"
-)
 
 // Options chooses and configures the collectors.
 type Options struct {
-	Node    bool
-	Cgroup  bool
-	Process bool
+	// Enabled turns on the Flag collectors by name (Registered lists them).
+	Enabled map[string]bool
 	// ProcessTop limits the process collector to the N processes with the
 	// most energy; 0 exports all.
 	ProcessTop int
-	// BPFStats enables the BPF program statistics collector; Programs must
-	// then be set.
-	BPFStats bool
-	Programs ProgramStatsSource
-	// Probes enables the kernel probes collector.
-	Probes bool
-	// Perf enables the opt-in perf profiling collector.
-	Perf bool
-	// Meters, when set, reports the health of meters read in the
-	// background.
-	Meters MeterStatusSource
+	// Programs are the BPF programs' statistics sources the bpf-stats
+	// collector reports: every loader wattrace holds.
+	Programs []ProgramStatsSource
+	// MeterHealth is true when the meter reports the health of sources
+	// read in the background; only then are the meter families described.
+	MeterHealth bool
 	// Levels are the workload levels to export (container, pod, vm, job,
 	// unit); none disables the workloads collector.
 	Levels []workload.Kind
@@ -79,13 +56,6 @@ type Options struct {
 
 // errNoSnapshot is returned by collectors before the first interval.
 var errNoSnapshot = errors.New("no snapshot yet: the first accounting interval has not completed")
-
-// subCollector is one --collector.<name>. update gets the snapshot the
-// whole scrape uses (nil before the first interval).
-type subCollector interface {
-	describe(ch chan<- *prometheus.Desc)
-	update(ch chan<- prometheus.Metric, snap *stats.Snapshot) error
-}
 
 type namedCollector struct {
 	name string
@@ -113,8 +83,13 @@ func New(src SnapshotSource, o Options) (*Exporter, error) {
 	if o.ProcessTop < 0 {
 		return nil, fmt.Errorf("collector: process top %d must be >= 0", o.ProcessTop)
 	}
-	if o.BPFStats && o.Programs == nil {
+	if o.Enabled[NameBPFStats] && len(o.Programs) == 0 {
 		return nil, errors.New("collector: bpf-stats enabled without a program statistics source")
+	}
+	for name := range o.Enabled {
+		if r, ok := registrations[name]; !ok || !r.Flag {
+			return nil, fmt.Errorf("collector: no collector %q to enable", name)
+		}
 	}
 	log := o.Log
 	if log == nil {
@@ -124,39 +99,16 @@ func New(src SnapshotSource, o Options) (*Exporter, error) {
 		src:  src,
 		self: newSelfCollector(),
 		log:  log,
-		scrapeSuccess: prometheus.NewDesc(
-			prometheus.BuildFQName(namespace, "scrape", "collector_success"),
-			"Whether a collector succeeded (1) or failed or had no data yet (0) in this scrape.",
-			[]string{"collector"}, nil),
-		scrapeDuration: prometheus.NewDesc(
-			prometheus.BuildFQName(namespace, "scrape", "collector_duration_seconds"),
-			"How long a collector took in this scrape.",
-			[]string{"collector"}, nil),
+		scrapeSuccess: newDesc("scrape", "collector_success",
+			"Whether a collector succeeded (1) or failed or had no data yet (0) in this scrape.", "collector"),
+		scrapeDuration: newDesc("scrape", "collector_duration_seconds",
+			"How long a collector took in this scrape.", "collector"),
 	}
-	// Fixed order keeps logs and scrape-metric output stable.
-	if o.Node {
-		e.collectors = append(e.collectors, namedCollector{NameNode, newNodeCollector()})
-	}
-	if o.Cgroup {
-		e.collectors = append(e.collectors, namedCollector{NameCgroup, newCgroupCollector(o.IdleAttributed)})
-	}
-	if o.Process {
-		e.collectors = append(e.collectors, namedCollector{NameProcess, newProcessCollector(o.ProcessTop, o.IdleAttributed)})
-	}
-	if len(o.Levels) > 0 {
-		e.collectors = append(e.collectors, namedCollector{NameWorkloads, newUnitCollector(o.Levels, o.IdleAttributed)})
-	}
-	if o.BPFStats {
-		e.collectors = append(e.collectors, namedCollector{NameBPFStats, newBPFStatsCollector(o.Programs)})
-	}
-	if o.Probes {
-		e.collectors = append(e.collectors, namedCollector{NameProbes, newProbesCollector()})
-	}
-	if o.Perf {
-		e.collectors = append(e.collectors, namedCollector{NamePerf, newPerfCollector()})
-	}
-	if o.Meters != nil {
-		e.collectors = append(e.collectors, namedCollector{NameMeters, newMeterCollector(o.Meters)})
+	// Registered's fixed order keeps logs and scrape-metric output stable.
+	for _, r := range Registered() {
+		if r.enabled(o) {
+			e.collectors = append(e.collectors, namedCollector{r.Name, r.new(o)})
+		}
 	}
 	return e, nil
 }
@@ -164,8 +116,7 @@ func New(src SnapshotSource, o Options) (*Exporter, error) {
 // Describe implements prometheus.Collector. Every family is described, so
 // the registry checks each metric against its descriptor.
 func (e *Exporter) Describe(ch chan<- *prometheus.Desc) {
-	ch <- e.scrapeSuccess
-	ch <- e.scrapeDuration
+	describeAll(ch, e.scrapeSuccess, e.scrapeDuration)
 	e.self.describe(ch)
 	for _, c := range e.collectors {
 		c.c.describe(ch)
@@ -234,7 +185,7 @@ func method(estimated bool) string {
 // the same provenance.
 type zoneLabels map[string][2]string
 
-func newZoneLabels(zones []stats.Zone) zoneLabels {
+func newZoneLabels(zones []snapshot.Zone) zoneLabels {
 	m := make(zoneLabels, len(zones))
 	for _, z := range zones {
 		if _, ok := m[z.Name]; !ok {

@@ -12,59 +12,56 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/version"
 
-	"github.com/wattrace/wattrace/pkg/bpfloader"
-	"github.com/wattrace/wattrace/pkg/cgroupstats"
-	"github.com/wattrace/wattrace/pkg/profiling"
-	"github.com/wattrace/wattrace/pkg/stats"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/workload"
 )
 
-type fixedSource struct{ snap *stats.Snapshot }
+type fixedSource struct{ snap *snapshot.Snapshot }
 
-func (f fixedSource) Snapshot() *stats.Snapshot { return f.snap }
+func (f fixedSource) Snapshot() *snapshot.Snapshot { return f.snap }
 
 type fakePrograms struct {
-	stats []ProgramStat
+	stats []snapshot.ProgramStat
 	err   error
 }
 
-func (f fakePrograms) ProgramStats() ([]ProgramStat, error) { return f.stats, f.err }
+func (f fakePrograms) ProgramStats() ([]snapshot.ProgramStat, error) { return f.stats, f.err }
 
 // testSnapshot is a two-socket RAPL node with a node-wide psys zone.
 // Numbers are chosen so that each series is distinguishable.
-func testResources() *cgroupstats.Stats {
-	return &cgroupstats.Stats{CPUUserSeconds: 3, CPUSystemSeconds: 1, MemoryCurrent: 1 << 30, MemoryLimit: cgroupstats.Unlimited,
+func testResources() *snapshot.Resources {
+	return &snapshot.Resources{CPUUserSeconds: 3, CPUSystemSeconds: 1, MemoryCurrent: 1 << 30, MemoryLimit: snapshot.Unlimited,
 		MemoryRSS: 1 << 29, MemoryCache: 1 << 28, MemorySwap: 0, MemoryFailCount: 2, MemoryOOMKills: 1,
-		IO:    []cgroupstats.DeviceIO{{Device: "vda", ReadBytes: 4096, WriteBytes: 8192, ReadOps: 1, WriteOps: 2}},
-		PSI:   [cgroupstats.NumResources]cgroupstats.Pressure{{SomeSeconds: 1.5, FullSeconds: 0.5}, {SomeSeconds: 0.25}, {SomeSeconds: 0.125, FullSeconds: 0.0625}},
-		Tasks: 7, Available: ^cgroupstats.Field(0)}
+		IO:    []snapshot.DeviceIO{{Device: "vda", ReadBytes: 4096, WriteBytes: 8192, ReadOps: 1, WriteOps: 2}},
+		PSI:   [snapshot.NumPSIResources]snapshot.Pressure{{SomeSeconds: 1.5, FullSeconds: 0.5}, {SomeSeconds: 0.25}, {SomeSeconds: 0.125, FullSeconds: 0.0625}},
+		Tasks: 7, Available: ^snapshot.ResourceField(0)}
 }
 
-func testSnapshot() *stats.Snapshot {
-	return &stats.Snapshot{
+func testSnapshot() *snapshot.Snapshot {
+	return &snapshot.Snapshot{
 		Time:      time.Unix(1700000000, 500000000),
 		Interval:  5 * time.Second,
 		Mode:      "bpf",
 		Hierarchy: "v2",
 		Intervals: 42,
-		Zones: []stats.Zone{
-			{ZoneID: stats.ZoneID{Name: "package", Socket: 0}, Source: "rapl", EnergyJ: 150, IdleJ: 100, DynamicJ: 50, UnattributedJ: 5, PowerW: 30, IdleClamps: 2},
-			{ZoneID: stats.ZoneID{Name: "package", Socket: 1}, Source: "rapl", EnergyJ: 120, IdleJ: 80, DynamicJ: 40, PowerW: 24},
-			{ZoneID: stats.ZoneID{Name: "psys", Socket: -1}, Source: "rapl", EnergyJ: 500, IdleJ: 300, DynamicJ: 200, UnattributedJ: 1.5, PowerW: 100, IdleClamps: 1},
+		Zones: []snapshot.Zone{
+			{ZoneID: snapshot.ZoneID{Name: "package", Socket: 0}, Source: "rapl", EnergyJ: 150, IdleJ: 100, DynamicJ: 50, UnattributedJ: 5, PowerW: 30, IdleClamps: 2},
+			{ZoneID: snapshot.ZoneID{Name: "package", Socket: 1}, Source: "rapl", EnergyJ: 120, IdleJ: 80, DynamicJ: 40, PowerW: 24},
+			{ZoneID: snapshot.ZoneID{Name: "psys", Socket: -1}, Source: "rapl", EnergyJ: 500, IdleJ: 300, DynamicJ: 200, UnattributedJ: 1.5, PowerW: 100, IdleClamps: 1},
 		},
-		Cgroups: []stats.Workload{
+		Cgroups: []snapshot.Consumer{
 			{Cgroup: "/", CgroupID: 1, CPUSeconds: 1.5, ContextSwitches: 10, Alive: true,
-				Probes: &bpfloader.ProbeStats{PageCacheAccessed: 10, TCPSentBytes: 1500, BlockWriteBytes: 4096, Counters: [bpfloader.MaxCounters]uint64{7}},
+				Probes: &snapshot.ProbeStats{PageCacheAccessed: 10, TCPSentBytes: 1500, BlockWriteBytes: 4096, Counters: [snapshot.MaxCounters]uint64{7}},
 				Perf:   map[string]float64{"instructions": 9e6, "page_faults": 12, "task_clock": 2.5e9, "l1d_read_miss": 4e3},
-				Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 20, IdleJ: 5}}}},
+				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 20, IdleJ: 5}}}},
 			{Cgroup: "/system.slice/a.service", CgroupID: 77, CPUSeconds: 3, ContextSwitches: 30, Alive: true,
-				Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 40, IdleJ: 10}}, {Zone: "psys", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 60}}}},
+				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 40, IdleJ: 10}}, {Zone: "psys", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 60}}}},
 			// The same path re-created with a new id while the old one is
 			// retained: merged into one series.
 			{Cgroup: "/system.slice/a.service", CgroupID: 78, CPUSeconds: 1, ContextSwitches: 2, Alive: false,
-				Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 5}}}},
+				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 5}}}},
 		},
-		Processes: []stats.Workload{
+		Processes: []snapshot.Consumer{
 			proc(100, "small", 1),
 			proc(200, "big", 30),
 			proc(300, "mid", 10),
@@ -72,35 +69,38 @@ func testSnapshot() *stats.Snapshot {
 		},
 		Probes:   []string{"pagecache_read", "pagecache_add", "pagecache_dirty", "softirq", "block", "net", "counters"},
 		Counters: []string{"cpu_clock"},
-		PerfEvents: []profiling.Event{{Name: "instructions", Kind: profiling.KindHardware}, {Name: "page_faults", Kind: profiling.KindSoftware},
-			{Name: "task_clock", Kind: profiling.KindSoftware, Unit: "ns"}, {Name: "l1d_read_miss", Kind: profiling.KindCache}},
-		Softirqs: []bpfloader.SoftirqVector{{Name: "NET_RX", Count: 12, Ns: 3000}},
-		Units: []stats.Unit{
+		PerfEvents: []snapshot.PerfEvent{{Name: "instructions", Kind: snapshot.PerfKindHardware}, {Name: "page_faults", Kind: snapshot.PerfKindSoftware},
+			{Name: "task_clock", Kind: snapshot.PerfKindSoftware, Unit: "ns"}, {Name: "l1d_read_miss", Kind: snapshot.PerfKindCache}},
+		Softirqs: []snapshot.SoftirqVector{{Name: "NET_RX", Count: 12, Ns: 3000}},
+		Meters: []snapshot.SourceHealth{{Source: "redfish", Age: 1500 * time.Millisecond, Up: true, Reads: 10, Errors: 1,
+			Rejected: map[string]uint64{"not_finite": 2, "backwards": 1}}},
+		MapDrops: []snapshot.MapDrops{{Map: "exited_procs"}, {Map: "exited_cgroups"}, {Map: "proc_stats", Drops: 3}, {Map: "cgroup_stats"}},
+		Workloads: []snapshot.Workload{
 			// Every resource field available, as on a hybrid host with PSI.
-			{Level: workload.KindJob, Manager: "slurm", Labels: []string{"42", "alice", "1000", "n1"}, Resources: testResources(), CPUSeconds: 8, ContextSwitches: 4, Alive: true, Cgroups: 2,
-				Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 12.5, IdleJ: 1}}}},
-			{Level: workload.KindJob, Manager: "slurm", Labels: []string{"43", "bob", "1001", "n1"}, Resources: testResources(), CPUSeconds: 2, Alive: false,
-				Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 3}}}},
-			{Level: workload.KindVM, Manager: "libvirt", Labels: []string{"c7a5fdbd-cdaf-9455-926a-d65c16db1809", "web1", ""}, Resources: testResources(), CPUSeconds: 5, Alive: true,
-				Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 2}}}},
-			{Level: workload.KindContainer, Manager: "containerd", Labels: []string{"abc", "app", "web-0", "default", "containerd"}, Resources: testResources(), CPUSeconds: 1, Alive: true,
-				Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 2}}}},
-			{Level: workload.KindPod, Manager: "kubernetes", Labels: []string{"0b4c2c6e-1f2a-4b3c-9d8e-7f6a5b4c3d2e", "web-0", "default", "burstable"}, Resources: testResources(), CPUSeconds: 1, Alive: true,
-				Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 2}}}},
-			{Level: workload.KindUnit, Manager: "systemd", Labels: []string{"a.service", "systemd"}, Resources: testResources(), CPUSeconds: 4, Alive: true,
-				Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 2}}}},
+			{Level: string(workload.KindJob), Manager: "slurm", Labels: []string{"42", "alice", "1000", "n1"}, Resources: testResources(), CPUSeconds: 8, ContextSwitches: 4, Alive: true, Cgroups: 2,
+				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 12.5, IdleJ: 1}}}},
+			{Level: string(workload.KindJob), Manager: "slurm", Labels: []string{"43", "bob", "1001", "n1"}, Resources: testResources(), CPUSeconds: 2, Alive: false,
+				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 3}}}},
+			{Level: string(workload.KindVM), Manager: "libvirt", Labels: []string{"c7a5fdbd-cdaf-9455-926a-d65c16db1809", "web1", ""}, Resources: testResources(), CPUSeconds: 5, Alive: true,
+				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 2}}}},
+			{Level: string(workload.KindContainer), Manager: "containerd", Labels: []string{"abc", "app", "web-0", "default", "containerd"}, Resources: testResources(), CPUSeconds: 1, Alive: true,
+				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 2}}}},
+			{Level: string(workload.KindPod), Manager: "kubernetes", Labels: []string{"0b4c2c6e-1f2a-4b3c-9d8e-7f6a5b4c3d2e", "web-0", "default", "burstable"}, Resources: testResources(), CPUSeconds: 1, Alive: true,
+				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 2}}}},
+			{Level: string(workload.KindSystemdUnit), Manager: "systemd", Labels: []string{"a.service", "systemd"}, Resources: testResources(), CPUSeconds: 4, Alive: true,
+				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 2}}}},
 		},
 	}
 }
 
-func proc(pid uint32, comm string, dynJ float64) stats.Workload {
-	return stats.Workload{
+func proc(pid uint32, comm string, dynJ float64) snapshot.Consumer {
+	return snapshot.Consumer{
 		Cgroup: "/user.slice", PID: pid, Comm: comm, CPUSeconds: dynJ / 10, ContextSwitches: uint64(pid), Alive: true,
-		Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: dynJ, IdleJ: 1}}},
+		Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: dynJ, IdleJ: 1}}},
 	}
 }
 
-func newExporter(t *testing.T, snap *stats.Snapshot, o Options) *Exporter {
+func newExporter(t *testing.T, snap *snapshot.Snapshot, o Options) *Exporter {
 	t.Helper()
 	e, err := New(fixedSource{snap}, o)
 	if err != nil {
@@ -123,7 +123,7 @@ func gatherCompare(t *testing.T, c prometheus.Collector, want string, names ...s
 }
 
 func TestNodeCollector(t *testing.T) {
-	e := newExporter(t, testSnapshot(), Options{Node: true})
+	e := newExporter(t, testSnapshot(), Options{Enabled: on(NameNode)})
 	gatherCompare(t, e, `
 # HELP wattrace_node_energy_joules_total Energy the node used since the exporter started, split into idle and dynamic (mode). sum without(mode) is the zone's energy. Zones overlap (psys contains package, package contains core), so do not sum across zones.
 # TYPE wattrace_node_energy_joules_total counter
@@ -152,12 +152,12 @@ wattrace_node_idle_clamps_total{socket="node",zone="psys"} 1
 }
 
 func TestNodeCollectorEstimated(t *testing.T) {
-	snap := &stats.Snapshot{Zones: []stats.Zone{
-		{ZoneID: stats.ZoneID{Name: "package", Socket: -1}, Source: "estimator", Estimated: true, IdleJ: 7, DynamicJ: 3, PowerW: 2},
-	}, Cgroups: []stats.Workload{
-		{Cgroup: "/", Energy: stats.Energy{{Zone: "package", WorkloadEnergy: stats.WorkloadEnergy{DynamicJ: 3}}}},
+	snap := &snapshot.Snapshot{Zones: []snapshot.Zone{
+		{ZoneID: snapshot.ZoneID{Name: "package", Socket: -1}, Source: "estimator", Estimated: true, IdleJ: 7, DynamicJ: 3, PowerW: 2},
+	}, Cgroups: []snapshot.Consumer{
+		{Cgroup: "/", Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 3}}}},
 	}}
-	e := newExporter(t, snap, Options{Node: true, Cgroup: true})
+	e := newExporter(t, snap, Options{Enabled: on(NameNode, NameCgroup)})
 	gatherCompare(t, e, `
 # HELP wattrace_node_power_watts Mean power of the zone over the last accounting interval.
 # TYPE wattrace_node_power_watts gauge
@@ -173,7 +173,7 @@ const cgroupEnergyHelp = `# HELP wattrace_cgroup_energy_joules_total Energy attr
 `
 
 func TestCgroupCollector(t *testing.T) {
-	e := newExporter(t, testSnapshot(), Options{Cgroup: true, IdleAttributed: true})
+	e := newExporter(t, testSnapshot(), Options{Enabled: on(NameCgroup), IdleAttributed: true})
 	gatherCompare(t, e, cgroupEnergyHelp+`
 wattrace_cgroup_energy_joules_total{cgroup="/",method="measured",mode="dynamic",source="rapl",zone="package"} 20
 wattrace_cgroup_energy_joules_total{cgroup="/",method="measured",mode="idle",source="rapl",zone="package"} 5
@@ -195,7 +195,7 @@ wattrace_cgroup_context_switches_total{cgroup="/system.slice/a.service"} 32
 // Under idle policy "none" workloads get no idle energy, so no all-zero
 // mode="idle" series are exported.
 func TestCgroupCollectorNoIdlePolicy(t *testing.T) {
-	e := newExporter(t, testSnapshot(), Options{Cgroup: true})
+	e := newExporter(t, testSnapshot(), Options{Enabled: on(NameCgroup)})
 	gatherCompare(t, e, cgroupEnergyHelp+`
 wattrace_cgroup_energy_joules_total{cgroup="/",method="measured",mode="dynamic",source="rapl",zone="package"} 20
 wattrace_cgroup_energy_joules_total{cgroup="/system.slice/a.service",method="measured",mode="dynamic",source="rapl",zone="package"} 45
@@ -204,7 +204,7 @@ wattrace_cgroup_energy_joules_total{cgroup="/system.slice/a.service",method="mea
 }
 
 func TestProcessCollectorTopN(t *testing.T) {
-	e := newExporter(t, testSnapshot(), Options{Process: true, ProcessTop: 2, IdleAttributed: true})
+	e := newExporter(t, testSnapshot(), Options{Enabled: on(NameProcess), ProcessTop: 2, IdleAttributed: true})
 	gatherCompare(t, e, `
 # HELP wattrace_process_energy_joules_total Energy attributed to the process (all its threads, exited ones included); mode as for wattrace_cgroup_energy_joules_total. Only the top N processes by energy are exported.
 # TYPE wattrace_process_energy_joules_total counter
@@ -224,17 +224,17 @@ wattrace_process_context_switches_total{cgroup="/user.slice",comm="bad`+"\uFFFD"
 }
 
 func TestProcessCollectorAll(t *testing.T) {
-	e := newExporter(t, testSnapshot(), Options{Process: true, ProcessTop: 0})
+	e := newExporter(t, testSnapshot(), Options{Enabled: on(NameProcess), ProcessTop: 0})
 	if n := testutil.CollectAndCount(e, "wattrace_process_cpu_seconds_total"); n != 4 {
 		t.Errorf("top 0 exported %d processes, want all 4", n)
 	}
 }
 
-func agg(pid uint32, total float64) *workloadAgg {
-	return &workloadAgg{key: workloadKey{pid: pid}, total: total}
+func agg(pid uint32, total float64) *seriesAgg {
+	return &seriesAgg{key: seriesKey{pid: pid}, total: total}
 }
 
-func pids(ws []*workloadAgg) []uint32 {
+func pids(ws []*seriesAgg) []uint32 {
 	out := make([]uint32, len(ws))
 	for i, w := range ws {
 		out[i] = w.key.pid
@@ -243,8 +243,8 @@ func pids(ws []*workloadAgg) []uint32 {
 }
 
 func TestTopN(t *testing.T) {
-	in := func() []*workloadAgg {
-		return []*workloadAgg{agg(1, 5), agg(2, 50), agg(3, 0), agg(4, 50), agg(5, 7), agg(6, 100), agg(7, 7)}
+	in := func() []*seriesAgg {
+		return []*seriesAgg{agg(1, 5), agg(2, 50), agg(3, 0), agg(4, 50), agg(5, 7), agg(6, 100), agg(7, 7)}
 	}
 	tests := []struct {
 		n    int
@@ -301,8 +301,7 @@ wattrace_stats_intervals_total 42
 // Before the first interval the exporter still answers: build info, zero
 // intervals, and success 0 for the collectors that need a snapshot.
 func TestNoSnapshotYet(t *testing.T) {
-	e := newExporter(t, nil, Options{Node: true, Cgroup: true, Process: true, ProcessTop: 20, BPFStats: true,
-		Programs: fakePrograms{stats: []ProgramStat{{Name: "sched_switch", RunTime: time.Second, RunCount: 10}}}})
+	e := newExporter(t, nil, Options{Enabled: on(NameNode, NameCgroup, NameProcess, NameBPFStats), ProcessTop: 20, Programs: []ProgramStatsSource{fakePrograms{stats: []snapshot.ProgramStat{{Name: "sched_switch", RunTime: time.Second, RunCount: 10}}}}})
 	gatherCompare(t, e, `
 # HELP wattrace_scrape_collector_success Whether a collector succeeded (1) or failed or had no data yet (0) in this scrape.
 # TYPE wattrace_scrape_collector_success gauge
@@ -320,13 +319,13 @@ wattrace_stats_intervals_total 0
 }
 
 func TestBPFStatsCollector(t *testing.T) {
-	progs := fakePrograms{stats: []ProgramStat{
+	progs := fakePrograms{stats: []snapshot.ProgramStat{
 		{Name: "handle_switch", RunTime: 1500 * time.Millisecond, RunCount: 1000},
 		{Name: "handle_exit", RunTime: 250 * time.Millisecond, RunCount: 40},
 		// Kernel names are truncated, so two programs can share one.
 		{Name: "handle_exit", RunTime: 250 * time.Millisecond, RunCount: 2},
 	}}
-	e := newExporter(t, testSnapshot(), Options{BPFStats: true, Programs: progs})
+	e := newExporter(t, testSnapshot(), Options{Enabled: on(NameBPFStats), Programs: []ProgramStatsSource{progs}})
 	gatherCompare(t, e, `
 # HELP wattrace_bpf_program_run_seconds_total Time the kernel spent running the BPF program while statistics were enabled.
 # TYPE wattrace_bpf_program_run_seconds_total counter
@@ -341,7 +340,7 @@ wattrace_bpf_program_runs_total{program="handle_switch"} 1000
 wattrace_scrape_collector_success{collector="bpf-stats"} 1
 `, "wattrace_bpf_program_run_seconds_total", "wattrace_bpf_program_runs_total", "wattrace_scrape_collector_success")
 
-	failing := newExporter(t, testSnapshot(), Options{Node: true, BPFStats: true, Programs: fakePrograms{err: errors.New("EPERM")}})
+	failing := newExporter(t, testSnapshot(), Options{Enabled: on(NameNode, NameBPFStats), Programs: []ProgramStatsSource{fakePrograms{err: errors.New("EPERM")}}})
 	gatherCompare(t, failing, `
 # HELP wattrace_scrape_collector_success Whether a collector succeeded (1) or failed or had no data yet (0) in this scrape.
 # TYPE wattrace_scrape_collector_success gauge
@@ -351,7 +350,7 @@ wattrace_scrape_collector_success{collector="node"} 1
 }
 
 func TestScrapeDurationPerCollector(t *testing.T) {
-	e := newExporter(t, testSnapshot(), Options{Node: true, Cgroup: true})
+	e := newExporter(t, testSnapshot(), Options{Enabled: on(NameNode, NameCgroup)})
 	if n := testutil.CollectAndCount(e, "wattrace_scrape_collector_duration_seconds"); n != 2 {
 		t.Errorf("got %d duration series, want one per enabled collector (2)", n)
 	}
@@ -361,7 +360,7 @@ func TestNewErrors(t *testing.T) {
 	if _, err := New(nil, Options{}); err == nil {
 		t.Error("nil source accepted")
 	}
-	if _, err := New(fixedSource{}, Options{BPFStats: true}); err == nil {
+	if _, err := New(fixedSource{}, Options{Enabled: on(NameBPFStats)}); err == nil {
 		t.Error("bpf-stats without a program source accepted")
 	}
 	if _, err := New(fixedSource{}, Options{ProcessTop: -1}); err == nil {
@@ -375,7 +374,7 @@ func BenchmarkProcessCollector(b *testing.B) {
 	for i := 0; i < 10000; i++ {
 		snap.Processes = append(snap.Processes, proc(uint32(i+1), fmt.Sprintf("p%d", i%97), float64(i%1013)))
 	}
-	e, err := New(fixedSource{snap}, Options{Process: true, ProcessTop: 20})
+	e, err := New(fixedSource{snap}, Options{Enabled: on(NameProcess), ProcessTop: 20})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -418,7 +417,7 @@ wattrace_units_running{level="job",manager="slurm"} 1
 
 func TestJobResourceSeries(t *testing.T) {
 	snap := testSnapshot()
-	snap.Units[1].Resources = nil // job 43: nothing read, so nothing exported
+	snap.Workloads[1].Resources = nil // job 43: nothing read, so nothing exported
 	e := newExporter(t, snap, Options{Levels: []workload.Kind{workload.KindJob}})
 	want := `# HELP wattrace_job_memory_limit_bytes Memory limit of the job's cgroup; +Inf when unlimited.
 # TYPE wattrace_job_memory_limit_bytes gauge
@@ -443,7 +442,7 @@ wattrace_job_pressure_seconds_total{job_id="42",kind="some",resource="memory",sl
 }
 
 func TestProbeSeries(t *testing.T) {
-	e := newExporter(t, testSnapshot(), Options{Probes: true})
+	e := newExporter(t, testSnapshot(), Options{Enabled: on(NameProbes)})
 	want := `# HELP wattrace_cgroup_perf_events_total Perf counter events credited to the cgroup's tasks at context switches, scaled for multiplexing.
 # TYPE wattrace_cgroup_perf_events_total counter
 wattrace_cgroup_perf_events_total{cgroup="/",counter="cpu_clock"} 7
@@ -462,7 +461,7 @@ wattrace_node_softirq_seconds_total{vector="NET_RX"} 3e-06
 }
 
 func TestPerfSeries(t *testing.T) {
-	e := newExporter(t, testSnapshot(), Options{Perf: true})
+	e := newExporter(t, testSnapshot(), Options{Enabled: on(NamePerf)})
 	want := `# HELP wattrace_cgroup_perf_clock_seconds_total cpu_clock and task_clock of the cgroup's opted-in processes.
 # TYPE wattrace_cgroup_perf_clock_seconds_total counter
 wattrace_cgroup_perf_clock_seconds_total{cgroup="/",clock="task_clock"} 2.5
@@ -474,4 +473,13 @@ wattrace_cgroup_perf_hardware_events_total{cgroup="/",event="instructions"} 9e+0
 		"wattrace_cgroup_perf_clock_seconds_total", "wattrace_cgroup_perf_hardware_events_total"); err != nil {
 		t.Error(err)
 	}
+}
+
+// on enables collectors by name.
+func on(names ...string) map[string]bool {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
 }

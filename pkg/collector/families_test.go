@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/workload"
 )
 
@@ -38,11 +39,9 @@ func normLabels(ls []string) string {
 // BPF statistics present.
 func fullRegistry(t *testing.T) *prometheus.Registry {
 	t.Helper()
-	e := newExporter(t, testSnapshot(), Options{
-		Node: true, Cgroup: true, Process: true, ProcessTop: 20, IdleAttributed: true, Levels: workload.Levels(), Probes: true, Perf: true,
-		Meters:   fakeMeters{{Source: "redfish", Age: 1500 * time.Millisecond, Up: true, Reads: 10, Fails: 1}},
-		BPFStats: true, Programs: fakePrograms{stats: []ProgramStat{{Name: "handle_switch", RunTime: time.Millisecond, RunCount: 3}}},
-	})
+	e := newExporter(t, testSnapshot(), Options{Enabled: on(NameNode, NameCgroup, NameProcess, NameProbes, NamePerf, NameBPFStats),
+		ProcessTop: 20, IdleAttributed: true, Levels: workload.Levels(), MeterHealth: true,
+		Programs: []ProgramStatsSource{fakePrograms{stats: []snapshot.ProgramStat{{Name: "handle_switch", RunTime: time.Millisecond, RunCount: 3}}}}})
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(e)
 	return reg
@@ -214,7 +213,3 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 		t.Fatalf("promtool check metrics: %v\n%s", err, out)
 	}
 }
-
-type fakeMeters []MeterStatus
-
-func (f fakeMeters) MeterStatus() []MeterStatus { return f }

@@ -1,60 +1,50 @@
 package collector
 
 import (
-	"time"
+	"sort"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/wattrace/wattrace/pkg/stats"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
-// NameMeters is the collector of slow meters' health.
+// NameMeters is the collector of the meters' health.
 const NameMeters = "meters"
 
-// MeterStatus is the health of one meter read in the background (a BMC,
-// hwmon): how old its last good reading is and how its reads went.
-type MeterStatus struct {
-	Source       string
-	Age          time.Duration
-	Up           bool
-	Reads, Fails uint64
+func init() {
+	register(Registration{Name: NameMeters,
+		on:  func(o Options) bool { return o.MeterHealth },
+		new: func(Options) subCollector { return newMeterCollector() }})
 }
 
-// MeterStatusSource lists the background meters; main adapts the power
-// package's cached meters to it.
-type MeterStatusSource interface {
-	MeterStatus() []MeterStatus
-}
-
+// meterCollector exports the health of the sources behind the meter that
+// report it (meters read in the background: a BMC, hwmon), as the
+// snapshot's Meters carry it.
 type meterCollector struct {
-	src                    MeterStatusSource
-	age, up, reads, failed *prometheus.Desc
+	age, up, reads, failed, rejected *prometheus.Desc
 }
 
-func newMeterCollector(src MeterStatusSource) *meterCollector {
-	l := []string{"source"}
+func newMeterCollector() *meterCollector {
 	return &meterCollector{
-		src: src,
-		age: prometheus.NewDesc(prometheus.BuildFQName(namespace, "power_meter", "age_seconds"),
-			"Age of the meter's last good reading; it grows while the meter fails or is late, and its energy is then that of the last good reading.", l, nil),
-		up: prometheus.NewDesc(prometheus.BuildFQName(namespace, "power_meter", "up"),
-			"1 if the meter's latest read succeeded.", l, nil),
-		reads: prometheus.NewDesc(prometheus.BuildFQName(namespace, "power_meter", "reads_total"),
-			"Reads of the meter.", l, nil),
-		failed: prometheus.NewDesc(prometheus.BuildFQName(namespace, "power_meter", "read_errors_total"),
-			"Reads of the meter that failed or timed out.", l, nil),
+		age:    newDesc("power_meter", "age_seconds", "Age of the meter's last good reading; it grows while the meter fails or is late, and its energy is then that of the last good reading.", "source"),
+		up:     newDesc("power_meter", "up", "1 if the meter's latest read succeeded.", "source"),
+		reads:  newDesc("power_meter", "reads_total", "Reads of the meter.", "source"),
+		failed: newDesc("power_meter", "read_errors_total", "Reads of the meter that failed or timed out.", "source"),
+		rejected: newDesc("source", "rejected_readings_total",
+			"Readings a source gave that validation refused (not finite, out of range, a counter going backwards), by reason; they were never credited. Any increase means a meter or file is misbehaving.",
+			"source", "reason"),
 	}
 }
 
 func (c *meterCollector) describe(ch chan<- *prometheus.Desc) {
-	ch <- c.age
-	ch <- c.up
-	ch <- c.reads
-	ch <- c.failed
+	describeAll(ch, c.age, c.up, c.reads, c.failed, c.rejected)
 }
 
-func (c *meterCollector) update(ch chan<- prometheus.Metric, _ *stats.Snapshot) error {
-	for _, m := range c.src.MeterStatus() {
+func (c *meterCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) error {
+	if snap == nil {
+		return errNoSnapshot
+	}
+	for _, m := range snap.Meters {
 		up := 0.0
 		if m.Up {
 			up = 1
@@ -62,7 +52,15 @@ func (c *meterCollector) update(ch chan<- prometheus.Metric, _ *stats.Snapshot) 
 		ch <- metric(c.age, prometheus.GaugeValue, m.Age.Seconds(), m.Source)
 		ch <- metric(c.up, prometheus.GaugeValue, up, m.Source)
 		ch <- metric(c.reads, prometheus.CounterValue, float64(m.Reads), m.Source)
-		ch <- metric(c.failed, prometheus.CounterValue, float64(m.Fails), m.Source)
+		ch <- metric(c.failed, prometheus.CounterValue, float64(m.Errors), m.Source)
+		reasons := make([]string, 0, len(m.Rejected))
+		for r := range m.Rejected {
+			reasons = append(reasons, r)
+		}
+		sort.Strings(reasons)
+		for _, r := range reasons {
+			ch <- metric(c.rejected, prometheus.CounterValue, float64(m.Rejected[r]), m.Source, r)
+		}
 	}
 	return nil
 }

@@ -5,8 +5,17 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/wattrace/wattrace/pkg/stats"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
+
+// NameNode is the collector of the node's zones.
+const NameNode = "node"
+
+func init() {
+	register(Registration{Name: NameNode, Flag: true, DefaultOn: true,
+		Help: "Enable the node collector (zone energy and power).",
+		new:  func(Options) subCollector { return newNodeCollector() }})
+}
 
 // nodeCollector exports the node's energy per zone and socket.
 type nodeCollector struct {
@@ -16,33 +25,18 @@ type nodeCollector struct {
 func newNodeCollector() *nodeCollector {
 	zoneLabels := []string{"zone", "socket", "source", "method"}
 	return &nodeCollector{
-		energy: prometheus.NewDesc(
-			prometheus.BuildFQName(namespace, "node", "energy_joules_total"),
-			"Energy the node used since the exporter started, split into idle and dynamic (mode). sum without(mode) is the zone's energy. Zones overlap (psys contains package, package contains core), so do not sum across zones.",
-			append(zoneLabels, "mode"), nil),
-		power: prometheus.NewDesc(
-			prometheus.BuildFQName(namespace, "node", "power_watts"),
-			"Mean power of the zone over the last accounting interval.",
-			zoneLabels, nil),
-		unattributed: prometheus.NewDesc(
-			prometheus.BuildFQName(namespace, "node", "unattributed_joules_total"),
-			"Dynamic energy of intervals in which no workload used the CPU, so it could not be split among workloads.",
-			zoneLabels, nil),
-		clamps: prometheus.NewDesc(
-			prometheus.BuildFQName(namespace, "node", "idle_clamps_total"),
-			"Intervals in which the idle model exceeded the measured energy and idle was clamped to it. A rising rate means the idle power is set too high.",
-			[]string{"zone", "socket"}, nil),
+		energy:       newDesc("node", "energy_joules_total", "Energy the node used since the exporter started, split into idle and dynamic (mode). sum without(mode) is the zone's energy. Zones overlap (psys contains package, package contains core), so do not sum across zones.", append(zoneLabels, "mode")...),
+		power:        newDesc("node", "power_watts", "Mean power of the zone over the last accounting interval.", zoneLabels...),
+		unattributed: newDesc("node", "unattributed_joules_total", "Dynamic energy of intervals in which no workload used the CPU, so it could not be split among workloads.", zoneLabels...),
+		clamps:       newDesc("node", "idle_clamps_total", "Intervals in which the idle model exceeded the measured energy and idle was clamped to it. A rising rate means the idle power is set too high.", "zone", "socket"),
 	}
 }
 
 func (c *nodeCollector) describe(ch chan<- *prometheus.Desc) {
-	ch <- c.energy
-	ch <- c.power
-	ch <- c.unattributed
-	ch <- c.clamps
+	describeAll(ch, c.energy, c.power, c.unattributed, c.clamps)
 }
 
-func (c *nodeCollector) update(ch chan<- prometheus.Metric, snap *stats.Snapshot) error {
+func (c *nodeCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) error {
 	if snap == nil {
 		return errNoSnapshot
 	}

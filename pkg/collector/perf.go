@@ -5,12 +5,17 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/wattrace/wattrace/pkg/profiling"
-	"github.com/wattrace/wattrace/pkg/stats"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
 // NamePerf is the collector of opt-in perf profiling.
 const NamePerf = "perf"
+
+func init() {
+	register(Registration{Name: NamePerf, Flag: true, DefaultOn: false,
+		Help: "Count perf events for processes that opt in through an environment variable (collector.perf.env-var).",
+		new:  func(Options) subCollector { return newPerfCollector() }})
+}
 
 // perfCollector exports the perf events counted for the processes that
 // opted in (an environment variable), summed per cgroup, ended processes
@@ -22,7 +27,7 @@ type perfCollector struct {
 
 func newPerfCollector() *perfCollector {
 	d := func(name, help, label string) *prometheus.Desc {
-		return prometheus.NewDesc(prometheus.BuildFQName(namespace, "cgroup", name), help, []string{"cgroup", label}, nil)
+		return newDesc("cgroup", name, help, "cgroup", label)
 	}
 	return &perfCollector{
 		hardware: d("perf_hardware_events_total", "Hardware perf events of the cgroup's opted-in processes, scaled for multiplexing.", "event"),
@@ -33,17 +38,14 @@ func newPerfCollector() *perfCollector {
 }
 
 func (c *perfCollector) describe(ch chan<- *prometheus.Desc) {
-	ch <- c.hardware
-	ch <- c.software
-	ch <- c.cache
-	ch <- c.clock
+	describeAll(ch, c.hardware, c.software, c.cache, c.clock)
 }
 
-func (c *perfCollector) update(ch chan<- prometheus.Metric, snap *stats.Snapshot) error {
+func (c *perfCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) error {
 	if snap == nil {
 		return errNoSnapshot
 	}
-	kind := map[string]profiling.Event{}
+	kind := map[string]snapshot.PerfEvent{}
 	for _, e := range snap.PerfEvents {
 		kind[e.Name] = e
 	}
@@ -61,9 +63,9 @@ func (c *perfCollector) update(ch chan<- prometheus.Metric, snap *stats.Snapshot
 			switch {
 			case e.Unit == "ns":
 				ch <- metric(c.clock, prometheus.CounterValue, v/1e9, w.Cgroup, n)
-			case e.Kind == profiling.KindHardware:
+			case e.Kind == snapshot.PerfKindHardware:
 				ch <- metric(c.hardware, prometheus.CounterValue, v, w.Cgroup, n)
-			case e.Kind == profiling.KindCache:
+			case e.Kind == snapshot.PerfKindCache:
 				ch <- metric(c.cache, prometheus.CounterValue, v, w.Cgroup, n)
 			default:
 				ch <- metric(c.software, prometheus.CounterValue, v, w.Cgroup, n)

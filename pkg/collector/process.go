@@ -7,8 +7,17 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/wattrace/wattrace/pkg/stats"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
+
+// NameProcess is the collector of per-process series.
+const NameProcess = "process"
+
+func init() {
+	register(Registration{Name: NameProcess, Flag: true, DefaultOn: true,
+		Help: "Enable the process collector: per-process series for the top collector.process.top processes by energy.",
+		new:  func(o Options) subCollector { return newProcessCollector(o.ProcessTop, o.IdleAttributed) }})
+}
 
 // processCollector exports per-process series for the top N processes by
 // energy. Per-process series are high-cardinality, so the collector is off
@@ -22,30 +31,19 @@ type processCollector struct {
 func newProcessCollector(top int, idleAttributed bool) *processCollector {
 	labels := []string{"pid", "comm", "cgroup"}
 	return &processCollector{
-		top:  top,
-		idle: idleAttributed,
-		energy: prometheus.NewDesc(
-			prometheus.BuildFQName(namespace, "process", "energy_joules_total"),
-			"Energy attributed to the process (all its threads, exited ones included); mode as for wattrace_cgroup_energy_joules_total. Only the top N processes by energy are exported.",
-			append(labels, "zone", "source", "method", "mode"), nil),
-		cpu: prometheus.NewDesc(
-			prometheus.BuildFQName(namespace, "process", "cpu_seconds_total"),
-			"CPU time used by the process, all threads included.",
-			labels, nil),
-		switches: prometheus.NewDesc(
-			prometheus.BuildFQName(namespace, "process", "context_switches_total"),
-			"Voluntary and involuntary context switches of the process's threads.",
-			labels, nil),
+		top:      top,
+		idle:     idleAttributed,
+		energy:   newDesc("process", "energy_joules_total", "Energy attributed to the process (all its threads, exited ones included); mode as for wattrace_cgroup_energy_joules_total. Only the top N processes by energy are exported.", append(labels, "zone", "source", "method", "mode")...),
+		cpu:      newDesc("process", "cpu_seconds_total", "CPU time used by the process, all threads included.", labels...),
+		switches: newDesc("process", "context_switches_total", "Voluntary and involuntary context switches of the process's threads.", labels...),
 	}
 }
 
 func (c *processCollector) describe(ch chan<- *prometheus.Desc) {
-	ch <- c.energy
-	ch <- c.cpu
-	ch <- c.switches
+	describeAll(ch, c.energy, c.cpu, c.switches)
 }
 
-func (c *processCollector) update(ch chan<- prometheus.Metric, snap *stats.Snapshot) error {
+func (c *processCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) error {
 	if snap == nil {
 		return errNoSnapshot
 	}
@@ -61,9 +59,9 @@ func (c *processCollector) update(ch chan<- prometheus.Metric, snap *stats.Snaps
 
 // less orders workloads by total energy, ties broken by the label set so the
 // selection is deterministic between scrapes.
-func less(a, b *workloadAgg) bool { return lessBy(a.total, a.key, b.total, b.key) }
+func less(a, b *seriesAgg) bool { return lessBy(a.total, a.key, b.total, b.key) }
 
-func lessBy(ta float64, ka workloadKey, tb float64, kb workloadKey) bool {
+func lessBy(ta float64, ka seriesKey, tb float64, kb seriesKey) bool {
 	if ta != tb {
 		return ta < tb
 	}
@@ -79,7 +77,7 @@ func lessBy(ta float64, ka workloadKey, tb float64, kb workloadKey) bool {
 // topN returns the n workloads with the most energy, most first; n == 0
 // returns all (unordered). A bounded min-heap makes this O(len·log n) rather
 // than sorting thousands of processes every scrape to keep 20.
-func topN(ws []*workloadAgg, n int) []*workloadAgg {
+func topN(ws []*seriesAgg, n int) []*seriesAgg {
 	if n == 0 || n >= len(ws) {
 		return ws
 	}
@@ -94,18 +92,18 @@ func topN(ws []*workloadAgg, n int) []*workloadAgg {
 			heap.Fix(&h, 0)
 		}
 	}
-	out := []*workloadAgg(h)
+	out := []*seriesAgg(h)
 	sort.Slice(out, func(i, j int) bool { return less(out[j], out[i]) })
 	return out
 }
 
 // minHeap keeps the smallest of the current top n at index 0.
-type minHeap []*workloadAgg
+type minHeap []*seriesAgg
 
 func (h minHeap) Len() int           { return len(h) }
 func (h minHeap) Less(i, j int) bool { return less(h[i], h[j]) }
 func (h minHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *minHeap) Push(x any)        { *h = append(*h, x.(*workloadAgg)) }
+func (h *minHeap) Push(x any)        { *h = append(*h, x.(*seriesAgg)) }
 func (h *minHeap) Pop() any {
 	old := *h
 	x := old[len(old)-1]
@@ -120,13 +118,13 @@ func (h *minHeap) Pop() any {
 // Ranking by each process's own energy can differ from ranking merged
 // label sets only when a PID is reused with the same comm and cgroup within
 // the retention, and then only at the edge of the top n.
-func candidates(ws []stats.Workload, n int) []stats.Workload {
+func candidates(ws []snapshot.Consumer, n int) []snapshot.Consumer {
 	if n == 0 || n >= len(ws) {
 		return ws
 	}
 	h := make(rankHeap, 0, n)
 	for i := range ws {
-		r := rank{total: energyTotal(ws[i].Energy), key: workloadKey{pid: ws[i].PID, comm: ws[i].Comm, cgroup: ws[i].Cgroup}}
+		r := rank{total: energyTotal(ws[i].Energy), key: seriesKey{pid: ws[i].PID, comm: ws[i].Comm, cgroup: ws[i].Cgroup}}
 		if len(h) < n {
 			heap.Push(&h, r)
 		} else if h.less(h[0], r) {
@@ -134,20 +132,20 @@ func candidates(ws []stats.Workload, n int) []stats.Workload {
 			heap.Fix(&h, 0)
 		}
 	}
-	keys := make(map[workloadKey]bool, n)
+	keys := make(map[seriesKey]bool, n)
 	for _, r := range h {
 		keys[r.key] = true
 	}
-	out := make([]stats.Workload, 0, n)
+	out := make([]snapshot.Consumer, 0, n)
 	for i := range ws {
-		if keys[workloadKey{pid: ws[i].PID, comm: ws[i].Comm, cgroup: ws[i].Cgroup}] {
+		if keys[seriesKey{pid: ws[i].PID, comm: ws[i].Comm, cgroup: ws[i].Cgroup}] {
 			out = append(out, ws[i])
 		}
 	}
 	return out
 }
 
-func energyTotal(e stats.Energy) float64 {
+func energyTotal(e snapshot.Energy) float64 {
 	var t float64
 	for _, z := range e {
 		t += z.DynamicJ + z.IdleJ
@@ -157,7 +155,7 @@ func energyTotal(e stats.Energy) float64 {
 
 type rank struct {
 	total float64
-	key   workloadKey
+	key   seriesKey
 }
 
 // rankHeap keeps the smallest of the current top n at index 0, with the

@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/wattrace/wattrace/pkg/cgroupstats"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
 // resourceDescs are one level's cgroup resource families. Each is exported
@@ -20,8 +20,7 @@ type resourceDescs struct {
 
 func newResourceDescs(sub string, labels []string) resourceDescs {
 	d := func(name, help string, extra ...string) *prometheus.Desc {
-		return prometheus.NewDesc(prometheus.BuildFQName(namespace, sub, name), help,
-			append(append([]string(nil), labels...), extra...), nil)
+		return newDesc(sub, name, help, append(append([]string(nil), labels...), extra...)...)
 	}
 	return resourceDescs{
 		cpuUser:     d("cpu_user_seconds_total", "User CPU time of the "+sub+"'s cgroup (kernel accounting, descendants included)."),
@@ -47,34 +46,34 @@ func (r resourceDescs) describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-func (r resourceDescs) emit(ch chan<- prometheus.Metric, s *cgroupstats.Stats, labels []string) {
+func (r resourceDescs) emit(ch chan<- prometheus.Metric, s *snapshot.Resources, labels []string) {
 	with := func(extra ...string) []string {
 		return append(append(make([]string, 0, len(labels)+len(extra)), labels...), extra...)
 	}
-	gauge := func(d *prometheus.Desc, f cgroupstats.Field, v float64) {
+	gauge := func(d *prometheus.Desc, f snapshot.ResourceField, v float64) {
 		if s.Available.Has(f) {
 			ch <- metric(d, prometheus.GaugeValue, v, with()...)
 		}
 	}
-	counter := func(d *prometheus.Desc, f cgroupstats.Field, v float64) {
+	counter := func(d *prometheus.Desc, f snapshot.ResourceField, v float64) {
 		if s.Available.Has(f) {
 			ch <- metric(d, prometheus.CounterValue, v, with()...)
 		}
 	}
-	counter(r.cpuUser, cgroupstats.FieldCPU, s.CPUUserSeconds)
-	counter(r.cpuSystem, cgroupstats.FieldCPU, s.CPUSystemSeconds)
-	gauge(r.memUsage, cgroupstats.FieldMemoryCurrent, float64(s.MemoryCurrent))
+	counter(r.cpuUser, snapshot.FieldCPU, s.CPUUserSeconds)
+	counter(r.cpuSystem, snapshot.FieldCPU, s.CPUSystemSeconds)
+	gauge(r.memUsage, snapshot.FieldMemoryCurrent, float64(s.MemoryCurrent))
 	limit := float64(s.MemoryLimit)
-	if s.MemoryLimit == cgroupstats.Unlimited {
+	if s.MemoryLimit == snapshot.Unlimited {
 		limit = math.Inf(1)
 	}
-	gauge(r.memLimit, cgroupstats.FieldMemoryLimit, limit)
-	gauge(r.memRSS, cgroupstats.FieldMemoryRSS, float64(s.MemoryRSS))
-	gauge(r.memCache, cgroupstats.FieldMemoryCache, float64(s.MemoryCache))
-	gauge(r.memSwap, cgroupstats.FieldMemorySwap, float64(s.MemorySwap))
-	counter(r.memFails, cgroupstats.FieldMemoryFailCount, float64(s.MemoryFailCount))
-	counter(r.memOOMKills, cgroupstats.FieldMemoryOOMKills, float64(s.MemoryOOMKills))
-	if s.Available.Has(cgroupstats.FieldIO) {
+	gauge(r.memLimit, snapshot.FieldMemoryLimit, limit)
+	gauge(r.memRSS, snapshot.FieldMemoryRSS, float64(s.MemoryRSS))
+	gauge(r.memCache, snapshot.FieldMemoryCache, float64(s.MemoryCache))
+	gauge(r.memSwap, snapshot.FieldMemorySwap, float64(s.MemorySwap))
+	counter(r.memFails, snapshot.FieldMemoryFailCount, float64(s.MemoryFailCount))
+	counter(r.memOOMKills, snapshot.FieldMemoryOOMKills, float64(s.MemoryOOMKills))
+	if s.Available.Has(snapshot.FieldIO) {
 		for _, io := range s.IO {
 			ch <- metric(r.ioBytes, prometheus.CounterValue, float64(io.ReadBytes), with(io.Device, "read")...)
 			ch <- metric(r.ioBytes, prometheus.CounterValue, float64(io.WriteBytes), with(io.Device, "write")...)
@@ -83,7 +82,7 @@ func (r resourceDescs) emit(ch chan<- prometheus.Metric, s *cgroupstats.Stats, l
 		}
 	}
 	for i, p := range s.PSI {
-		res := cgroupstats.Resource(i)
+		res := snapshot.PSIResource(i)
 		if s.Available.Has(res.SomeField()) {
 			ch <- metric(r.pressure, prometheus.CounterValue, p.SomeSeconds, with(res.String(), "some")...)
 		}
@@ -91,5 +90,5 @@ func (r resourceDescs) emit(ch chan<- prometheus.Metric, s *cgroupstats.Stats, l
 			ch <- metric(r.pressure, prometheus.CounterValue, p.FullSeconds, with(res.String(), "full")...)
 		}
 	}
-	gauge(r.tasks, cgroupstats.FieldTasks, float64(s.Tasks))
+	gauge(r.tasks, snapshot.FieldTasks, float64(s.Tasks))
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
+	"github.com/wattrace/wattrace/pkg/collector"
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/workload"
 )
@@ -76,18 +77,7 @@ const (
 	KeyRedfishExternalURL   = "power.redfish.external-url"
 	KeyRedfishExternalHdr   = "power.redfish.external-header"
 
-	KeyCollectorNode       = "collector.node"
-	KeyCollectorCgroup     = "collector.cgroup"
-	KeyCollectorProcess    = "collector.process"
 	KeyCollectorProcessTop = "collector.process.top"
-	KeyCollectorBPFStats   = "collector.bpf-stats"
-	KeyCollectorContainer  = "collector.container"
-	KeyCollectorPod        = "collector.pod"
-	KeyCollectorVM         = "collector.vm"
-	KeyCollectorJob        = "collector.job"
-	KeyCollectorUnit       = "collector.unit"
-	KeyCollectorProbes     = "collector.probes"
-	KeyCollectorPerf       = "collector.perf"
 	KeyPerfEnvVar          = "collector.perf.env-var"
 	KeyPerfHardware        = "collector.perf.hardware-events"
 	KeyPerfSoftware        = "collector.perf.software-events"
@@ -311,22 +301,19 @@ func (p Power) validateMeters() []error {
 
 // Collector enables collectors.
 type Collector struct {
-	Node       bool
-	Cgroup     bool
-	Process    bool
+	// Enabled says, per collector with a flag (collector.Registered), whether
+	// collector.<name> turns it on.
+	Enabled    map[string]bool
 	ProcessTop int // 0 = all processes
-	BPFStats   bool
-	// Workload levels.
-	Container, Pod, VM, Job, Unit bool
-	// Probes turns on the optional kernel probes (BPF mode only);
+	// LevelOn says, per workload level (workload.Levels), whether
+	// collector.<level> exports it.
+	LevelOn map[workload.Kind]bool
 	// ProbesDisable names probes to leave out, ProbesCounters the perf
-	// counters read at context switches.
-	Probes         bool
+	// counters read at context switches (collector.probes on, BPF mode).
 	ProbesDisable  []string
 	ProbesCounters []string
-	// Perf profiles the processes whose environment holds one of
-	// PerfEnvVars, with these events.
-	Perf             bool
+	// With collector.perf, the processes whose environment holds one of
+	// PerfEnvVars are profiled with these events.
 	PerfEnvVars      []string
 	PerfHardware     []string
 	PerfSoftware     []string
@@ -334,16 +321,37 @@ type Collector struct {
 	PerfMaxProcesses int
 }
 
+// KeyCollector is the configuration key that turns a collector on or off.
+func KeyCollector(name string) string { return "collector." + name }
+
+// enabledCollectors reads the collector.<name> key of every collector with
+// a flag.
+func enabledCollectors(d *decoder) map[string]bool {
+	out := map[string]bool{}
+	for _, r := range collector.Registered() {
+		if r.Flag {
+			out[r.Name] = d.bool(KeyCollector(r.Name))
+		}
+	}
+	return out
+}
+
 // Levels returns the workload levels whose collectors are on.
 func (c Collector) Levels() []workload.Kind {
 	var out []workload.Kind
-	for _, l := range []struct {
-		on    bool
-		level workload.Kind
-	}{{c.Container, workload.KindContainer}, {c.Pod, workload.KindPod}, {c.VM, workload.KindVM}, {c.Job, workload.KindJob}, {c.Unit, workload.KindUnit}} {
-		if l.on {
-			out = append(out, l.level)
+	for _, l := range workload.Levels() {
+		if c.LevelOn[l] {
+			out = append(out, l)
 		}
+	}
+	return out
+}
+
+// enabledLevels reads the collector.<level> key of every workload level.
+func enabledLevels(d *decoder) map[workload.Kind]bool {
+	out := map[workload.Kind]bool{}
+	for _, l := range workload.Levels() {
+		out[l] = d.bool(KeyCollector(string(l)))
 	}
 	return out
 }
@@ -407,21 +415,18 @@ func NewFlagSet(name string) *pflag.FlagSet {
 	fs.String(KeyRedfishExternalURL, "", "Send Redfish requests to this proxy (cmd/redfish_proxy) with the BMC address in a header.")
 	fs.String(KeyRedfishExternalHdr, "X-Redfish-Url", "Header carrying the BMC address to the proxy.")
 
-	fs.Bool(KeyCollectorNode, true, "Enable the node collector (zone energy and power).")
-	fs.Bool(KeyCollectorCgroup, true, "Enable the cgroup collector (energy, CPU time, context switches per cgroup).")
-	fs.Bool(KeyCollectorProcess, true, "Enable the process collector: per-process series for the top collector.process.top processes by energy.")
+	for _, r := range collector.Registered() {
+		if r.Flag {
+			fs.Bool(KeyCollector(r.Name), r.DefaultOn, r.Help)
+		}
+	}
 	fs.Int(KeyCollectorProcessTop, 20, "Export only the N processes with the most energy. 0 = all.")
-	fs.Bool(KeyCollectorBPFStats, false, "Export run time of wattrace's BPF programs. Turns on kernel BPF statistics, which costs every BPF program on the host ~50ns per run.")
-	fs.Bool(KeyCollectorContainer, true, "Enable per-container series (docker, containerd, CRI-O, podman).")
-	fs.Bool(KeyCollectorPod, true, "Enable per-pod series (Kubernetes).")
-	fs.Bool(KeyCollectorVM, true, "Enable per-VM series (libvirt/QEMU).")
-	fs.Bool(KeyCollectorJob, true, "Enable per-job series (Slurm).")
-	fs.Bool(KeyCollectorUnit, true, "Enable per-unit series (systemd services and scopes).")
+	for _, l := range workload.Levels() {
+		fs.Bool(KeyCollector(string(l)), true, workload.LevelHelp(l))
+	}
 
-	fs.Bool(KeyCollectorProbes, true, "Enable the kernel probes (BPF mode): page cache, softirqs, block IO and network per cgroup, and perf counters where the CPU has them.")
 	fs.StringSlice(KeyProbesDisable, nil, "Probes not to load: pagecache_read, pagecache_add, pagecache_dirty, softirq, block, net, counters.")
 	fs.StringSlice(KeyProbesCounters, nil, "Perf counters read at every context switch: cycles, instructions, cache_misses, or cpu_clock (software stand-in). Off by default: reading one costs about 450 ns per context switch on every process (docs/performance.md); none opened means nothing runs there.")
-	fs.Bool(KeyCollectorPerf, false, "Count perf events for processes that opt in through an environment variable (collector.perf.env-var).")
 	fs.StringSlice(KeyPerfEnvVar, []string{"WATTRACE_PROFILE"}, "Environment variables that opt a process in to profiling (any non-empty value). Repeatable.")
 	fs.StringSlice(KeyPerfHardware, []string{"cpu_cycles", "instructions", "cache_references", "cache_misses", "branch_instructions", "branch_misses"}, "Hardware events for opted-in processes (unavailable ones are logged once and skipped).")
 	fs.StringSlice(KeyPerfSoftware, []string{"task_clock", "context_switches", "cpu_migrations", "page_faults"}, "Software events for opted-in processes.")
@@ -595,20 +600,11 @@ func decode(v *viper.Viper) (*Config, error) {
 			},
 		},
 		Collector: Collector{
-			Node:             d.bool(KeyCollectorNode),
-			Cgroup:           d.bool(KeyCollectorCgroup),
-			Process:          d.bool(KeyCollectorProcess),
+			Enabled:          enabledCollectors(&d),
 			ProcessTop:       d.int(KeyCollectorProcessTop),
-			BPFStats:         d.bool(KeyCollectorBPFStats),
-			Container:        d.bool(KeyCollectorContainer),
-			Pod:              d.bool(KeyCollectorPod),
-			VM:               d.bool(KeyCollectorVM),
-			Job:              d.bool(KeyCollectorJob),
-			Unit:             d.bool(KeyCollectorUnit),
-			Probes:           d.bool(KeyCollectorProbes),
+			LevelOn:          enabledLevels(&d),
 			ProbesDisable:    d.strings(KeyProbesDisable),
 			ProbesCounters:   d.strings(KeyProbesCounters),
-			Perf:             d.bool(KeyCollectorPerf),
 			PerfEnvVars:      d.strings(KeyPerfEnvVar),
 			PerfHardware:     d.strings(KeyPerfHardware),
 			PerfSoftware:     d.strings(KeyPerfSoftware),

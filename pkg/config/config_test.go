@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/wattrace/wattrace/pkg/workload"
 )
 
 func writeFile(t *testing.T, body string) string {
@@ -37,9 +39,9 @@ func TestDefaults(t *testing.T) {
 		Power: Power{Source: "auto", IdleWatts: map[string]float64{}, UsageMetric: map[string]string{}, IdlePolicy: "none", IPMI: "auto",
 			MeterInterval: time.Second, MeterTimeout: 5 * time.Second, Capmc: "off", MaxWatts: map[string]float64{},
 			Redfish: Redfish{Auth: "session", Timeout: 5 * time.Second, ExternalHeader: "X-Redfish-Url"}},
-		Collector: Collector{Node: true, Cgroup: true, Process: true, ProcessTop: 20, BPFStats: false,
-			Container: true, Pod: true, VM: true, Job: true, Unit: true,
-			Probes: true, PerfEnvVars: []string{"WATTRACE_PROFILE"},
+		Collector: Collector{Enabled: map[string]bool{"node": true, "cgroup": true, "process": true, "bpf-stats": false, "probes": true, "perf": false},
+			ProcessTop: 20, LevelOn: map[workload.Kind]bool{"container": true, "pod": true, "vm": true, "job": true, "unit": true},
+			PerfEnvVars:      []string{"WATTRACE_PROFILE"},
 			PerfHardware:     []string{"cpu_cycles", "instructions", "cache_references", "cache_misses", "branch_instructions", "branch_misses"},
 			PerfSoftware:     []string{"task_clock", "context_switches", "cpu_migrations", "page_faults"},
 			PerfMaxProcesses: 128},
@@ -82,7 +84,7 @@ web.listen-address: [":1000", ":1001"]
 				eq(t, c.Log.Level, "warn")
 				eq(t, c.Stats.Interval, 10*time.Second)
 				eq(t, c.Stats.Retention, 5*time.Minute) // default kept
-				eq(t, c.Collector.Process, true)
+				eq(t, c.Collector.Enabled["process"], true)
 				eq(t, c.Collector.ProcessTop, 7)
 				eq(t, c.Power.IdleWatts, map[string]float64{"package": 12.5, "dram": 3})
 				eq(t, c.Power.Estimator.MaxWattsPerCPU, 9.0)
@@ -104,8 +106,8 @@ web.listen-address: [":1000", ":1001"]
 				eq(t, c.Log.Level, "debug")
 				eq(t, c.Stats.Interval, 2*time.Second)
 				eq(t, c.Collector.ProcessTop, 3)
-				eq(t, c.Collector.Process, true) // from file
-				eq(t, c.Collector.BPFStats, true)
+				eq(t, c.Collector.Enabled["process"], true) // from file
+				eq(t, c.Collector.Enabled["bpf-stats"], true)
 				eq(t, c.Power.IdleWatts, map[string]float64{"package": 1})
 				eq(t, c.Web.ListenAddresses, []string{":2000"})
 			},
@@ -128,7 +130,7 @@ web.listen-address: [":1000", ":1001"]
 			check: func(t *testing.T, c *Config) {
 				eq(t, c.Log.Level, "error")
 				eq(t, c.Collector.ProcessTop, 0)
-				eq(t, c.Collector.Process, false)
+				eq(t, c.Collector.Enabled["process"], false)
 				eq(t, c.Stats.Interval, time.Minute)
 				eq(t, c.Power.IdleWatts, map[string]float64{"package": 4, "dram": 0.5})
 				eq(t, c.Web.ListenAddresses, []string{":3000", ":3001"})

@@ -348,3 +348,9 @@ func (c *Cached) Close() error {
 	}
 	return nil
 }
+
+// Health implements HealthReporter: the meter read in the background is
+// one source, up while its latest device read succeeded.
+func (c *Cached) Health() []snapshot.SourceHealth {
+	return []snapshot.SourceHealth{c.SourceHealth()}
+}

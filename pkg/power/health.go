@@ -86,9 +86,9 @@ func healthOf(m Meter) []snapshot.SourceHealth {
 	return []snapshot.SourceHealth{{Source: m.Name(), Up: true, Rejected: map[string]uint64{}}}
 }
 
-// MemberHealth is the health of every member of a combined meter, in
-// precedence order (Combined's Health method is built on it).
-func (c *Combined) MemberHealth() []snapshot.SourceHealth {
+// Health implements HealthReporter: the health of every member, in
+// precedence order.
+func (c *Combined) Health() []snapshot.SourceHealth {
 	var out []snapshot.SourceHealth
 	for _, m := range c.meters {
 		out = append(out, healthOf(m)...)

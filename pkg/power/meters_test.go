@@ -408,7 +408,7 @@ func TestCombineForwardsToEstimator(t *testing.T) {
 	if _, ok := c.IdleWatts(ZoneDRAM); ok {
 		t.Fatal("IdleWatts for a zone no member models")
 	}
-	h := c.MemberHealth()
+	h := c.Health()
 	if len(h) != 2 || h[0].Source != "estimator" || h[1].Source != "rapl" || !h[1].Up || h[1].Reads != 1 {
 		t.Fatalf("member health %+v", h)
 	}

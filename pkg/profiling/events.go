@@ -6,27 +6,20 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
 // Event kinds, the three --collector.perf.*-events flags.
 const (
-	KindHardware = "hardware"
-	KindSoftware = "software"
-	KindCache    = "cache"
+	KindHardware = snapshot.PerfKindHardware
+	KindSoftware = snapshot.PerfKindSoftware
+	KindCache    = snapshot.PerfKindCache
 )
 
-// Event is one perf event a profiled process is counted with.
-type Event struct {
-	// Name is the key in ProcessCounts.Counts: lower case, unique across
-	// kinds.
-	Name string
-	Kind string
-	// Unit is "ns" for the clock events (cpu_clock, task_clock) and ""
-	// for plain counts.
-	Unit   string
-	Type   uint32
-	Config uint64
-}
+// Event is one perf event a profiled process is counted with; the type is
+// the snapshot's, which the collectors read.
+type Event = snapshot.PerfEvent
 
 var hardwareEvents = []Event{
 	{Name: "cpu_cycles", Config: unix.PERF_COUNT_HW_CPU_CYCLES},

@@ -12,6 +12,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/cgroup"
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/procfs"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/stats"
 	"github.com/wattrace/wattrace/pkg/usage"
 )
@@ -25,13 +26,13 @@ func (m *steadyMeter) Read() ([]power.ZoneSample, error) {
 	return []power.ZoneSample{{Zone: "package", Socket: 0, Joules: m.j}}, nil
 }
 
-func find(ws []stats.Workload, id uint64) stats.Workload {
+func find(ws []snapshot.Consumer, id uint64) snapshot.Consumer {
 	for _, w := range ws {
 		if w.CgroupID == id {
 			return w
 		}
 	}
-	return stats.Workload{}
+	return snapshot.Consumer{}
 }
 
 // loadBPF needs root, detects the key hierarchy and loads the accounting

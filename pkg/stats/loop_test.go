@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/usage"
 )
 
@@ -74,7 +75,7 @@ func (anyName) Path(id uint64) (string, bool) { return "/x", true }
 
 func (n names) Path(id uint64) (string, bool) { p, ok := n[id]; return p, ok }
 
-func mustLoop(t *testing.T, cfg Config, src *fakeSource, m power.Meter, res Resolver) *Loop {
+func mustLoop(t *testing.T, cfg Config, src *fakeSource, m power.Meter, res CgroupPaths) *Loop {
 	t.Helper()
 	if cfg.Interval == 0 {
 		cfg.Interval = time.Second
@@ -89,13 +90,13 @@ func mustLoop(t *testing.T, cfg Config, src *fakeSource, m power.Meter, res Reso
 	return l
 }
 
-func cgroupByPath(s *Snapshot, path string) Workload {
+func cgroupByPath(s *snapshot.Snapshot, path string) snapshot.Consumer {
 	for _, w := range s.Cgroups {
 		if w.Cgroup == path {
 			return w
 		}
 	}
-	return Workload{}
+	return snapshot.Consumer{}
 }
 
 // Two workloads in a 2:1 CPU ratio with 10 W of configured idle: idle is
@@ -268,7 +269,7 @@ func TestRetention(t *testing.T) {
 	}
 	// The source still reports the cgroup; its state must survive so that
 	// a counter can't restart from zero.
-	if cs := l.cgIDs[1]; cs == nil || cs.w.w.CPUSeconds != 1 {
+	if cs := l.ledger.cgIDs[1]; cs == nil || cs.w.w.CPUSeconds != 1 {
 		t.Errorf("cgroup state dropped while its source still reports it: %+v", cs)
 	}
 }
@@ -377,7 +378,7 @@ func TestPlatformZone(t *testing.T) {
 		l.Step(t0.Add(time.Duration(i) * 2 * time.Second))
 	}
 	s := l.Snapshot()
-	zones := map[string]Zone{}
+	zones := map[string]snapshot.Zone{}
 	for _, z := range s.Zones {
 		zones[z.Name] = z
 	}

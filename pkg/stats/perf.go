@@ -2,6 +2,7 @@ package stats
 
 import (
 	"github.com/wattrace/wattrace/pkg/profiling"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/usage"
 )
 
@@ -13,24 +14,25 @@ type Profiler interface {
 	Scan(procs []usage.Process) []profiling.ProcessCounts
 	// Read returns the live processes' cumulative counts.
 	Read() []profiling.ProcessCounts
-	Events() []profiling.Event
+	Events() []snapshot.PerfEvent
 }
 
 // WithProfiler adds the opted-in processes' perf counts to their cgroups.
 func WithProfiler(p Profiler) Option {
-	return func(l *Loop) { l.profiler = p }
+	return func(l *Loop) { l.perf = &perf{src: p} }
 }
 
-// absorbPerf sums the opted-in processes' counts per cgroup: the final
-// counts of those that ended (kept, so a workload's counts never drop when
-// one of its processes exits) plus the live ones'.
-func (l *Loop) absorbPerf(r usage.Reading) {
-	if l.profiler == nil {
-		return
-	}
-	for _, pc := range l.profiler.Scan(r.Processes) {
-		cs := l.cgIDs[pc.Cgroup]
-		if cs == nil || cs.w == nil {
+// perf is the stage that sums the opted-in processes' counts per cgroup:
+// the final counts of those that ended (kept, so a cgroup's counts never
+// drop when one of its processes exits) plus the live ones'.
+type perf struct {
+	src Profiler
+}
+
+func (p *perf) absorb(led *ledger, r usage.Reading) {
+	for _, pc := range p.src.Scan(r.Processes) {
+		cs := led.cgroupOf(pc.Cgroup)
+		if cs == nil {
 			continue
 		}
 		if cs.w.perfDone == nil {
@@ -40,7 +42,7 @@ func (l *Loop) absorbPerf(r usage.Reading) {
 			cs.w.perfDone[ev] += v
 		}
 	}
-	for _, w := range l.byPath {
+	for _, w := range led.byPath {
 		w.w.Perf = nil
 		if w.perfDone != nil {
 			w.w.Perf = make(map[string]float64, len(w.perfDone))
@@ -49,9 +51,9 @@ func (l *Loop) absorbPerf(r usage.Reading) {
 			}
 		}
 	}
-	for _, pc := range l.profiler.Read() {
-		cs := l.cgIDs[pc.Cgroup]
-		if cs == nil || cs.w == nil {
+	for _, pc := range p.src.Read() {
+		cs := led.cgroupOf(pc.Cgroup)
+		if cs == nil {
 			continue
 		}
 		if cs.w.w.Perf == nil {
@@ -62,3 +64,5 @@ func (l *Loop) absorbPerf(r usage.Reading) {
 		}
 	}
 }
+
+func (p *perf) publish(s *snapshot.Snapshot) { s.PerfEvents = p.src.Events() }

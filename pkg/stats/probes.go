@@ -4,6 +4,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/bpfloader"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/usage"
 )
 
@@ -16,90 +17,80 @@ type ProbeSource interface {
 	Counters() []string
 }
 
-// WithProbes adds the kernel probes' counters to cgroups and processes.
-func WithProbes(p ProbeSource) Option {
-	return func(l *Loop) { l.probes = p }
+// cgroupsOnlyReader is implemented by probe sources that can skip the
+// per-process counters (*bpfloader.Probes).
+type cgroupsOnlyReader interface {
+	ReadCgroups() (bpfloader.ProbeReading, error)
 }
 
-// absorbProbes adds each cgroup's and process's probe counters since the
-// last read to its workload. The maps are cumulative per cgroup id and per
+// WithProbes adds the kernel probes' counters to cgroups and processes.
+func WithProbes(p ProbeSource) Option {
+	return func(l *Loop) { l.probes = &probes{src: p} }
+}
+
+// probes is the stage that adds each cgroup's and process's probe counters
+// since the last read to its consumer and credits the perf counters'
+// events to the split. The maps are cumulative per cgroup id and per
 // process, like the CPU accounting, and keyed alike.
-func (l *Loop) absorbProbes(dead []usage.ProcKey) {
-	if l.probes == nil {
-		return
-	}
-	read := l.probes.Read
-	if c, ok := l.probes.(interface {
-		ReadCgroups() (bpfloader.ProbeReading, error)
-	}); ok && !l.countersSplit() {
-		// Per-process counts only matter to a counter split.
+type probes struct {
+	src      ProbeSource
+	softirqs []snapshot.SoftirqVector
+}
+
+// absorb reads the probes. perProcess is true when a zone is split by a
+// perf counter: only then do per-process counts matter (processes export
+// energy and CPU only), and on a node with thousands of processes walking
+// their map costs CPU and garbage for nothing.
+func (p *probes) absorb(led *ledger, use *shares, dead []usage.ProcKey, perProcess bool, log *zap.Logger) {
+	read := p.src.Read
+	if c, ok := p.src.(cgroupsOnlyReader); ok && !perProcess {
 		read = c.ReadCgroups
 	}
 	r, err := read()
 	if err != nil {
-		l.log.Warn("read kernel probes", zap.Error(err))
+		log.Warn("read kernel probes", zap.Error(err))
 		return
 	}
-	l.softirqs = r.Softirqs
-	counters := l.probes.Counters()
-	credit := func(use map[string]map[*wstate]float64, w *wstate, d *bpfloader.ProbeStats) {
-		for i, name := range counters {
-			if i >= len(d.Counters) || d.Counters[i] == 0 {
-				continue
-			}
-			m := use[name]
-			if m == nil {
-				m = map[*wstate]float64{}
-				use[name] = m
-			}
-			m[w] += float64(d.Counters[i])
-		}
-	}
+	p.softirqs = r.Softirqs
+	counters := p.src.Counters()
 	for i := range r.Cgroups {
 		c := &r.Cgroups[i]
-		cs := l.cgIDs[c.ID]
-		if cs == nil || cs.w == nil {
+		cs := led.cgroupOf(c.ID)
+		if cs == nil {
 			continue // its CPU accounting shows up first
 		}
 		d := c.ProbeStats.Delta(cs.probePrev)
 		cs.probePrev = c.ProbeStats
 		if cs.w.w.Probes == nil {
-			cs.w.w.Probes = &bpfloader.ProbeStats{}
+			cs.w.w.Probes = &snapshot.ProbeStats{}
 		}
 		cs.w.w.Probes.Add(d)
-		credit(l.cgCounterUse, cs.w, &d)
+		use.credit(true, cs.w, counters, d.Counters[:])
 	}
-	// Per-process probe counters are exported nowhere (processes export
-	// energy and CPU only); they matter when a zone is split by a perf
-	// counter, so they are followed only then.
-	if l.countersSplit() {
+	if perProcess {
 		for i := range r.Processes {
-			p := &r.Processes[i]
-			w := l.procs[p.Key]
+			pr := &r.Processes[i]
+			w := led.procs[pr.Key]
 			if w == nil {
 				continue
 			}
 			if w.probePrev == nil {
-				w.probePrev = &bpfloader.ProbeStats{}
+				w.probePrev = &snapshot.ProbeStats{}
 			}
-			d := p.ProbeStats.Delta(*w.probePrev)
-			*w.probePrev = p.ProbeStats
-			credit(l.procCounterUse, w, &d)
+			d := pr.ProbeStats.Delta(*w.probePrev)
+			*w.probePrev = pr.ProbeStats
+			use.credit(false, w, counters, d.Counters[:])
 		}
 	}
 	// A process's last probe counts were read above; its entries go with it.
-	if err := l.probes.Forget(dead, l.goneIDs); err != nil {
-		l.log.Warn("forget probe entries", zap.Error(err))
+	if err := p.src.Forget(dead, led.goneIDs); err != nil {
+		log.Warn("forget probe entries", zap.Error(err))
 	}
-	l.goneIDs = l.goneIDs[:0]
+	led.goneIDs = led.goneIDs[:0]
 }
 
-// countersSplit reports whether some zone is split by a perf counter.
-func (l *Loop) countersSplit() bool {
-	for _, m := range l.cfg.UsageMetric {
-		if m != "" && m != "cpu_time" {
-			return true
-		}
-	}
-	return false
+func (p *probes) publish(s *snapshot.Snapshot) {
+	s.Probes = p.src.Active()
+	s.Counters = p.src.Counters()
+	s.Softirqs = append([]snapshot.SoftirqVector(nil), p.softirqs...)
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/wattrace/wattrace/pkg/bpfloader"
 	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/usage"
 )
 
@@ -36,9 +37,9 @@ func TestProbesAbsorbed(t *testing.T) {
 	src.add(1, 7, 0, 1e9)
 	key := src.r.Processes[0].Key
 	p.r = bpfloader.ProbeReading{
-		Cgroups:   []bpfloader.ProbeCgroup{{ID: 1, ProbeStats: bpfloader.ProbeStats{TCPSentBytes: 100}}},
-		Processes: []bpfloader.ProbeProcess{{Key: key, ProbeStats: bpfloader.ProbeStats{TCPSentBytes: 100}}},
-		Softirqs:  []bpfloader.SoftirqVector{{Name: "NET_RX", Count: 5, Ns: 1000}},
+		Cgroups:   []bpfloader.ProbeCgroup{{ID: 1, ProbeStats: snapshot.ProbeStats{TCPSentBytes: 100}}},
+		Processes: []bpfloader.ProbeProcess{{Key: key, ProbeStats: snapshot.ProbeStats{TCPSentBytes: 100}}},
+		Softirqs:  []snapshot.SoftirqVector{{Name: "NET_RX", Count: 5, Ns: 1000}},
 	}
 	l.Step(time.Unix(0, 0))
 	p.r.Cgroups[0].TCPSentBytes = 350
@@ -97,8 +98,8 @@ func TestUsageMetricSwitch(t *testing.T) {
 		src.add(1, 1, 0, 3e9)
 		src.add(2, 2, 0, 1e9)
 		p.r.Cgroups = []bpfloader.ProbeCgroup{
-			{ID: 1, ProbeStats: bpfloader.ProbeStats{Counters: [bpfloader.MaxCounters]uint64{500, 1e6}}},
-			{ID: 2, ProbeStats: bpfloader.ProbeStats{Counters: [bpfloader.MaxCounters]uint64{500, 3e6}}},
+			{ID: 1, ProbeStats: snapshot.ProbeStats{Counters: [snapshot.MaxCounters]uint64{500, 1e6}}},
+			{ID: 2, ProbeStats: snapshot.ProbeStats{Counters: [snapshot.MaxCounters]uint64{500, 3e6}}},
 		}
 		m.samples[0].Joules = 100
 		l.Step(time.Unix(1, 0))

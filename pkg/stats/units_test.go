@@ -5,18 +5,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wattrace/wattrace/pkg/cgroupstats"
 	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/workload"
 )
 
-func unitBy(s *Snapshot, level workload.Kind, id string) (Unit, bool) {
-	for _, u := range s.Units {
-		if u.Level == level && u.Labels[0] == id {
+func unitBy(s *snapshot.Snapshot, level workload.Kind, id string) (snapshot.Workload, bool) {
+	for _, u := range s.Workloads {
+		if u.Level == string(level) && u.Labels[0] == id {
 			return u, true
 		}
 	}
-	return Unit{}, false
+	return snapshot.Workload{}, false
 }
 
 // A Slurm job's steps and tasks roll up into one job; a container into its
@@ -63,7 +63,7 @@ func TestUnitsRollUp(t *testing.T) {
 	if c, ok := unitBy(s, workload.KindContainer, "aaaa000000000000000000000000000000000000000000000000000000000000"); !ok || c.CPUSeconds != 2 {
 		t.Errorf("container: %+v (found %v)", c, ok)
 	}
-	if u, ok := unitBy(s, workload.KindUnit, "nginx.service"); !ok || u.CPUSeconds != 2 || u.Labels[1] != "systemd" {
+	if u, ok := unitBy(s, workload.KindSystemdUnit, "nginx.service"); !ok || u.CPUSeconds != 2 || u.Labels[1] != "systemd" {
 		t.Errorf("unit: %+v (found %v)", u, ok)
 	}
 
@@ -80,9 +80,9 @@ func TestUnitsRollUp(t *testing.T) {
 	}
 }
 
-type fakeResources map[string]cgroupstats.Stats
+type fakeResources map[string]snapshot.Resources
 
-func (f fakeResources) ReadInto(rel string, s *cgroupstats.Stats) error {
+func (f fakeResources) ReadInto(rel string, s *snapshot.Resources) error {
 	st, ok := f[rel]
 	if !ok {
 		return fs.ErrNotExist
@@ -97,7 +97,7 @@ func TestUnitResources(t *testing.T) {
 	paths := names{1: "/slurm_n1/uid_0/job_42/step_0/task_0"}
 	src := &fakeSource{}
 	m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
-	res := fakeResources{"/slurm_n1/uid_0/job_42": {MemoryCurrent: 1 << 20, Available: cgroupstats.FieldMemoryCurrent}}
+	res := fakeResources{"/slurm_n1/uid_0/job_42": {MemoryCurrent: 1 << 20, Available: snapshot.FieldMemoryCurrent}}
 	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
 	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, src, m, paths, nil,
 		WithWorkloads(ids, []workload.Kind{workload.KindJob}), WithResources(res))

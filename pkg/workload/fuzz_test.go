@@ -24,7 +24,7 @@ func FuzzParse(f *testing.F) {
 	} {
 		f.Add(s)
 	}
-	kinds := map[Kind]bool{KindContainer: true, KindPod: true, KindVM: true, KindJob: true, KindUnit: true, KindCgroup: true}
+	kinds := map[Kind]bool{KindContainer: true, KindPod: true, KindVM: true, KindJob: true, KindSystemdUnit: true, KindCgroup: true}
 	f.Fuzz(func(t *testing.T, path string) {
 		id := Parse(path)
 		if !kinds[id.Kind] {

@@ -6,12 +6,12 @@ type Kind string
 
 // The kinds Parse and the Resolver report.
 const (
-	KindContainer Kind = "container"
-	KindPod       Kind = "pod"
-	KindVM        Kind = "vm"
-	KindJob       Kind = "job"
-	KindUnit      Kind = "unit"
-	KindCgroup    Kind = "cgroup"
+	KindContainer   Kind = "container"
+	KindPod         Kind = "pod"
+	KindVM          Kind = "vm"
+	KindJob         Kind = "job"
+	KindSystemdUnit Kind = "unit"
+	KindCgroup      Kind = "cgroup"
 )
 
 // Managers, the Identity.Manager values.

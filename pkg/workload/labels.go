@@ -3,7 +3,19 @@ package workload
 // Levels are the Kinds that have a label set of their own: the levels at
 // which an exporter can aggregate cgroups. KindCgroup has none; plain
 // cgroups keep the existing per-cgroup series.
-var levels = []Kind{KindContainer, KindPod, KindVM, KindJob, KindUnit}
+var levels = []Kind{KindContainer, KindPod, KindVM, KindJob, KindSystemdUnit}
+
+// levelHelp says what each level covers, for its collector.<level> flag.
+var levelHelp = map[Kind]string{
+	KindContainer:   "Enable per-container series (docker, containerd, CRI-O, podman).",
+	KindPod:         "Enable per-pod series (Kubernetes).",
+	KindVM:          "Enable per-VM series (libvirt/QEMU).",
+	KindJob:         "Enable per-job series (Slurm).",
+	KindSystemdUnit: "Enable per-unit series (systemd services and scopes).",
+}
+
+// LevelHelp says what a level covers, as its collector.<level> flag's help.
+func LevelHelp(level Kind) string { return levelHelp[level] }
 
 // Levels returns the aggregation levels, in a fixed order.
 func Levels() []Kind { return append([]Kind(nil), levels...) }
@@ -20,7 +32,7 @@ func LabelNames(level Kind) []string {
 		return []string{"vm_uuid", "vm", "instance"}
 	case KindJob:
 		return []string{"job_id", "user", "uid", "slurm_node"}
-	case KindUnit:
+	case KindSystemdUnit:
 		return []string{"unit", "manager"}
 	}
 	return nil
@@ -57,8 +69,8 @@ func (id Identity) LabelValues(level Kind) ([]string, bool) {
 			return nil, false
 		}
 		return []string{id.JobID, id.User, id.UID, id.SlurmNode}, true
-	case KindUnit:
-		if id.Kind != KindUnit {
+	case KindSystemdUnit:
+		if id.Kind != KindSystemdUnit {
 			return nil, false
 		}
 		return []string{id.ID, id.Manager}, true

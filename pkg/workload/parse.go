@@ -163,7 +163,7 @@ func (p *Parser) parse(path string) (Identity, string) {
 			}
 		case !slurm && !strong && p.slurm.stepd.into(c, &id.SlurmNode):
 			slurm, cur = true, cStepd
-			start(KindUnit, ManagerSystemd, c)
+			start(KindSystemdUnit, ManagerSystemd, c)
 			id.Name = unescapeUnit(c)
 
 		// libvirt's own level below the VM scope on cgroup v2.
@@ -211,7 +211,7 @@ func (p *Parser) parse(path string) (Identity, string) {
 			strong = true
 		case reConmon.MatchString(c):
 			m := reConmon.FindStringSubmatch(c)
-			start(KindUnit, runtimeManager[m[1]], c)
+			start(KindSystemdUnit, runtimeManager[m[1]], c)
 			id.Name, id.Part = c, "conmon"
 			strong = true
 		case reContainer.MatchString(c):
@@ -238,7 +238,7 @@ func (p *Parser) parse(path string) (Identity, string) {
 
 		// systemd units, weakest.
 		case !strong && reUnit.MatchString(c):
-			start(KindUnit, ManagerSystemd, c)
+			start(KindSystemdUnit, ManagerSystemd, c)
 			id.Name = unescapeUnit(c)
 			if m := reUserSlice.FindStringSubmatch(c); m != nil {
 				id.UID = m[1]

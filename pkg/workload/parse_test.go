@@ -48,11 +48,11 @@ func TestParseContainers(t *testing.T) {
 		{"crio", "/system.slice/crio-" + cid + ".scope",
 			Identity{Kind: KindContainer, Manager: ManagerCRIO, ID: cid}},
 		{"crio conmon is the monitor", "/system.slice/crio-conmon-" + cid + ".scope",
-			Identity{Kind: KindUnit, Manager: ManagerCRIO, ID: "crio-conmon-" + cid + ".scope", Name: "crio-conmon-" + cid + ".scope", Part: "conmon"}},
+			Identity{Kind: KindSystemdUnit, Manager: ManagerCRIO, ID: "crio-conmon-" + cid + ".scope", Name: "crio-conmon-" + cid + ".scope", Part: "conmon"}},
 		{"podman rootful", "/machine.slice/libpod-" + cid + ".scope",
 			Identity{Kind: KindContainer, Manager: ManagerPodman, ID: cid}},
 		{"podman conmon", "/machine.slice/libpod-conmon-" + cid + ".scope",
-			Identity{Kind: KindUnit, Manager: ManagerPodman, ID: "libpod-conmon-" + cid + ".scope", Name: "libpod-conmon-" + cid + ".scope", Part: "conmon"}},
+			Identity{Kind: KindSystemdUnit, Manager: ManagerPodman, ID: "libpod-conmon-" + cid + ".scope", Name: "libpod-conmon-" + cid + ".scope", Part: "conmon"}},
 		{"podman rootless", "/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-" + cid + ".scope",
 			Identity{Kind: KindContainer, Manager: ManagerPodman, ID: cid, UID: "1000"}},
 		{"podman split cgroups", "/machine.slice/libpod-" + cid + ".scope/container",
@@ -62,7 +62,7 @@ func TestParseContainers(t *testing.T) {
 		{"systemd inside a container", "/system.slice/docker-" + cid + ".scope/init.scope",
 			Identity{Kind: KindContainer, Manager: ManagerDocker, ID: cid, Part: "init.scope"}},
 		{"short id is no container", "/system.slice/docker-3f1c9a2b7d4e.scope",
-			Identity{Kind: KindUnit, Manager: ManagerSystemd, ID: "docker-3f1c9a2b7d4e.scope", Name: "docker-3f1c9a2b7d4e.scope"}},
+			Identity{Kind: KindSystemdUnit, Manager: ManagerSystemd, ID: "docker-3f1c9a2b7d4e.scope", Name: "docker-3f1c9a2b7d4e.scope"}},
 	})
 }
 
@@ -73,7 +73,7 @@ func TestParseKubernetes(t *testing.T) {
 		{"systemd besteffort crio", "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + uidU + ".slice/crio-" + cid + ".scope",
 			Identity{Kind: KindContainer, Manager: ManagerCRIO, ID: cid, PodUID: uid, QoS: "besteffort"}},
 		{"systemd crio conmon in pod", "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + uidU + ".slice/crio-conmon-" + cid + ".scope",
-			Identity{Kind: KindUnit, Manager: ManagerCRIO, ID: "crio-conmon-" + cid + ".scope", Name: "crio-conmon-" + cid + ".scope", Part: "conmon", PodUID: uid, QoS: "besteffort"}},
+			Identity{Kind: KindSystemdUnit, Manager: ManagerCRIO, ID: "crio-conmon-" + cid + ".scope", Name: "crio-conmon-" + cid + ".scope", Part: "conmon", PodUID: uid, QoS: "besteffort"}},
 		{"systemd guaranteed", "/kubepods.slice/kubepods-pod" + uidU + ".slice/cri-containerd-" + cid + ".scope",
 			Identity{Kind: KindContainer, Manager: ManagerContainerd, ID: cid, PodUID: uid, QoS: "guaranteed"}},
 		{"systemd pod slice", "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uidU + ".slice",
@@ -127,9 +127,9 @@ func TestParseSlurm(t *testing.T) {
 		{"v2 multiple slurmd", "/system.slice/node07_slurmstepd.scope/job_99/step_1/user/task_2",
 			Identity{Kind: KindJob, Manager: ManagerSlurm, ID: "99", JobID: "99", Step: "1", Task: "2", SlurmNode: "node07"}},
 		{"v2 stepd scope system", "/system.slice/slurmstepd.scope/system",
-			Identity{Kind: KindUnit, Manager: ManagerSystemd, ID: "slurmstepd.scope", Name: "slurmstepd.scope", Part: "system"}},
+			Identity{Kind: KindSystemdUnit, Manager: ManagerSystemd, ID: "slurmstepd.scope", Name: "slurmstepd.scope", Part: "system"}},
 		{"slurmd service", "/system.slice/slurmd.service",
-			Identity{Kind: KindUnit, Manager: ManagerSystemd, ID: "slurmd.service", Name: "slurmd.service"}},
+			Identity{Kind: KindSystemdUnit, Manager: ManagerSystemd, ID: "slurmd.service", Name: "slurmd.service"}},
 		{"job outside slurm", "/job_4711", Identity{Kind: KindCgroup}},
 	})
 }
@@ -195,28 +195,28 @@ func TestParseLibvirt(t *testing.T) {
 		{"cgroupfs old", "/machine/db01.libvirt-qemu",
 			Identity{Kind: KindVM, Manager: ManagerLibvirt, ID: "db01", VMName: "db01"}},
 		{"nspawn machine is a unit", `/machine.slice/machine-fedora\x2d40.scope`,
-			Identity{Kind: KindUnit, Manager: ManagerSystemd, ID: `machine-fedora\x2d40.scope`, Name: "machine-fedora-40.scope"}},
+			Identity{Kind: KindSystemdUnit, Manager: ManagerSystemd, ID: `machine-fedora\x2d40.scope`, Name: "machine-fedora-40.scope"}},
 	})
 }
 
 func TestParseUnits(t *testing.T) {
 	runParse(t, []parseCase{
 		{"service", "/system.slice/sshd.service",
-			Identity{Kind: KindUnit, Manager: ManagerSystemd, ID: "sshd.service", Name: "sshd.service"}},
-		{"slice", "/system.slice", Identity{Kind: KindUnit, Manager: ManagerSystemd, ID: "system.slice", Name: "system.slice"}},
-		{"init", "/init.scope", Identity{Kind: KindUnit, Manager: ManagerSystemd, ID: "init.scope", Name: "init.scope"}},
+			Identity{Kind: KindSystemdUnit, Manager: ManagerSystemd, ID: "sshd.service", Name: "sshd.service"}},
+		{"slice", "/system.slice", Identity{Kind: KindSystemdUnit, Manager: ManagerSystemd, ID: "system.slice", Name: "system.slice"}},
+		{"init", "/init.scope", Identity{Kind: KindSystemdUnit, Manager: ManagerSystemd, ID: "init.scope", Name: "init.scope"}},
 		{"user manager", "/user.slice/user-1000.slice/user@1000.service",
-			Identity{Kind: KindUnit, Manager: ManagerSystemd, ID: "user@1000.service", Name: "user@1000.service", UID: "1000"}},
+			Identity{Kind: KindSystemdUnit, Manager: ManagerSystemd, ID: "user@1000.service", Name: "user@1000.service", UID: "1000"}},
 		{"user slice", "/user.slice/user-1000.slice",
-			Identity{Kind: KindUnit, Manager: ManagerSystemd, ID: "user-1000.slice", Name: "user-1000.slice", UID: "1000"}},
+			Identity{Kind: KindSystemdUnit, Manager: ManagerSystemd, ID: "user-1000.slice", Name: "user-1000.slice", UID: "1000"}},
 		{"session", "/user.slice/user-1000.slice/session-3.scope",
-			Identity{Kind: KindUnit, Manager: ManagerSystemd, ID: "session-3.scope", Name: "session-3.scope", UID: "1000"}},
+			Identity{Kind: KindSystemdUnit, Manager: ManagerSystemd, ID: "session-3.scope", Name: "session-3.scope", UID: "1000"}},
 		{"user app", "/user.slice/user-1000.slice/user@1000.service/app.slice/app-org.gnome.Terminal.slice/vte-spawn-1b2c.scope",
-			Identity{Kind: KindUnit, Manager: ManagerSystemd, ID: "vte-spawn-1b2c.scope", Name: "vte-spawn-1b2c.scope", UID: "1000"}},
+			Identity{Kind: KindSystemdUnit, Manager: ManagerSystemd, ID: "vte-spawn-1b2c.scope", Name: "vte-spawn-1b2c.scope", UID: "1000"}},
 		{"escaped", `/system.slice/system-systemd\x2dfsck.slice/systemd-fsck@dev-disk-by\x2duuid-1234.service`,
-			Identity{Kind: KindUnit, Manager: ManagerSystemd, ID: `systemd-fsck@dev-disk-by\x2duuid-1234.service`, Name: "systemd-fsck@dev-disk-by-uuid-1234.service"}},
+			Identity{Kind: KindSystemdUnit, Manager: ManagerSystemd, ID: `systemd-fsck@dev-disk-by\x2duuid-1234.service`, Name: "systemd-fsck@dev-disk-by-uuid-1234.service"}},
 		{"delegated subtree", "/system.slice/foo.service/worker",
-			Identity{Kind: KindUnit, Manager: ManagerSystemd, ID: "foo.service", Name: "foo.service", Part: "worker"}},
+			Identity{Kind: KindSystemdUnit, Manager: ManagerSystemd, ID: "foo.service", Name: "foo.service", Part: "worker"}},
 	})
 }
 

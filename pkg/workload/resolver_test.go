@@ -281,8 +281,8 @@ func TestLabelValues(t *testing.T) {
 		{`/machine.slice/machine-qemu\x2d3\x2dinstance\x2d0000002a.scope/libvirt/vcpu0`, KindVM,
 			[]string{"2a7d9e4b-1c3f-4a5b-8d6e-7f8091a2b3c4", "db-primary", "instance-0000002a"}},
 		{"/slurm_n7/uid_1000/job_4711/step_0/task_1", KindJob, []string{"4711", "alice", "1000", "n7"}},
-		{`/system.slice/system-getty.slice/getty@tty1.service`, KindUnit, []string{"getty@tty1.service", ManagerSystemd}},
-		{"/foo", KindUnit, nil},
+		{`/system.slice/system-getty.slice/getty@tty1.service`, KindSystemdUnit, []string{"getty@tty1.service", ManagerSystemd}},
+		{"/foo", KindSystemdUnit, nil},
 	} {
 		got, ok := r.Resolve(tc.path).LabelValues(tc.level)
 		if ok != (tc.want != nil) || strings.Join(got, "|") != strings.Join(tc.want, "|") {

@@ -106,7 +106,7 @@ func TestOpenRetriesConfiguredRedfish(t *testing.T) {
 	if warned != 1 {
 		t.Fatalf("want one warn discovery line for redfish, got logs %v", logs.All())
 	}
-	h := c.MemberHealth()
+	h := c.Health()
 	if len(h) != 2 || h[1].Source != "redfish" || h[1].Up || h[1].Errors < 1 {
 		t.Fatalf("health while down %+v", h)
 	}
@@ -121,11 +121,11 @@ func TestOpenRetriesConfiguredRedfish(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("redfish not adopted after the BMC came back; health %+v", c.MemberHealth())
+			t.Fatalf("redfish not adopted after the BMC came back; health %+v", c.Health())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if h := c.MemberHealth(); !h[1].Up || h[1].Source != "redfish" {
+	if h := c.Health(); !h[1].Up || h[1].Source != "redfish" {
 		t.Fatalf("health after recovery %+v", h)
 	}
 	if logs.FilterMessage("configured power meter recovered and adopted").Len() != 1 {

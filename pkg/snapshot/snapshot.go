@@ -1,11 +1,6 @@
-package stats
+package snapshot
 
-import (
-	"time"
-
-	"github.com/wattrace/wattrace/pkg/bpfloader"
-	"github.com/wattrace/wattrace/pkg/profiling"
-)
+import "time"
 
 // Snapshot is what the loop publishes after each interval. It is never
 // modified after publication, so collectors read it without locks and every
@@ -22,11 +17,12 @@ type Snapshot struct {
 	Hierarchy string
 
 	Zones     []Zone
-	Cgroups   []Workload
-	Processes []Workload
-	// Units are the workloads that own cgroups (containers, pods, VMs,
-	// Slurm jobs, systemd units), when workload resolution is on.
-	Units []Unit
+	Cgroups   []Consumer
+	Processes []Consumer
+	// Workloads are what users recognise (containers, pods, VMs, Slurm
+	// jobs, systemd services): each the sum of the cgroups it owns, when
+	// workload resolution is on.
+	Workloads []Workload
 
 	// Intervals counts completed intervals since start.
 	Intervals uint64
@@ -36,9 +32,16 @@ type Snapshot struct {
 	Probes   []string
 	Counters []string
 	// Softirqs are the node's softirqs by vector, cumulative.
-	Softirqs []bpfloader.SoftirqVector
+	Softirqs []SoftirqVector
 	// PerfEvents are the events counted for opted-in processes.
-	PerfEvents []profiling.Event
+	PerfEvents []PerfEvent
+
+	// Meters is the health of the sources behind the meter that report
+	// it (those read in the background: a BMC, hwmon).
+	Meters []SourceHealth
+	// MapDrops counts, per BPF map, the events lost because the map was
+	// full; empty unless BPF accounting runs.
+	MapDrops []MapDrops
 }
 
 // ZoneOther is the node-level zone platform − (package + dram + gpu), and
@@ -73,14 +76,40 @@ type Zone struct {
 	IdleClamps uint64
 }
 
-// WorkloadEnergy is one workload's cumulative energy in one zone.
-type WorkloadEnergy struct {
+// Workload is what a user recognises, at one level (a container, pod, VM,
+// Slurm job or systemd service): the sum of the cgroups it owns. Counters
+// are cumulative and kept in the workload itself, so they never go backwards when one of its
+// cgroups leaves the snapshot before the others.
+type Workload struct {
+	Level string
+	// Manager is what runs it: docker, containerd, crio, podman,
+	// kubernetes, slurm, libvirt, systemd.
+	Manager string
+	// Labels are the level's label values, aligned with
+	// pkg/workload's LabelNames(Level).
+	Labels          []string
+	CPUSeconds      float64
+	ContextSwitches uint64
+	Energy          Energy
+	// Cgroups counts the workload's cgroups alive in the latest interval.
+	Cgroups  int
+	Alive    bool
+	LastSeen time.Time
+	// Resources are the workload's cgroup resource counters (memory, IO,
+	// pressure, ...), read from its top cgroup; nil when not read. A workload
+	// that ended keeps its last reading.
+	Resources *Resources
+}
+
+// ZoneJoules is one consumer's or workload's cumulative energy in one zone.
+type ZoneJoules struct {
 	DynamicJ float64
 	IdleJ    float64 // by the idle attribution policy; 0 under "none"
 }
 
-// Workload is one cgroup or process. Counters are cumulative.
-type Workload struct {
+// Consumer is one thing the loop accounts for: a cgroup or a process.
+// Counters are cumulative.
+type Consumer struct {
 	// Cgroup is the cgroup path relative to the key hierarchy's root
 	// ("/" for the root), for a process the path of its cgroup.
 	Cgroup string
@@ -97,7 +126,7 @@ type Workload struct {
 	// Probes are the kernel probes' cumulative counters (page cache,
 	// softirqs, block IO, network, perf counters) of a cgroup; nil without
 	// probes, and for processes, whose series don't carry them.
-	Probes *bpfloader.ProbeStats
+	Probes *ProbeStats
 	// Perf are the perf event counts of the cgroup's opted-in processes
 	// (ended ones included), by event name; nil when none opted in.
 	Perf map[string]float64
@@ -107,25 +136,25 @@ type Workload struct {
 	LastSeen time.Time
 }
 
-// ZoneEnergy is a workload's energy in the zone named Zone.
+// ZoneEnergy is a consumer's energy in the zone named Zone.
 type ZoneEnergy struct {
 	Zone string
-	WorkloadEnergy
+	ZoneJoules
 }
 
-// Energy is a workload's energy by zone, sorted by zone name. A slice
+// Energy is a consumer's or workload's energy by zone, sorted by zone name. A slice
 // rather than a map: nodes have a handful of zones, and tens of thousands
-// of workloads each carrying a map would dominate the exporter's memory.
+// of consumers each carrying a map would dominate the exporter's memory.
 type Energy []ZoneEnergy
 
 // Get returns the energy of one zone (zero if the workload has none there).
-func (e Energy) Get(zone string) WorkloadEnergy {
+func (e Energy) Get(zone string) ZoneJoules {
 	for i := range e {
 		if e[i].Zone == zone {
-			return e[i].WorkloadEnergy
+			return e[i].ZoneJoules
 		}
 	}
-	return WorkloadEnergy{}
+	return ZoneJoules{}
 }
 
 // Add adds to a zone's energy, keeping the slice sorted; like append it

@@ -3,38 +3,38 @@ package collector
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/wattrace/wattrace/pkg/stats"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
-// workloadKey is the label set of one cgroup or process series. Distinct
-// workloads can share it: a cgroup removed and re-created under the same
+// seriesKey is the label set of one cgroup or process series. Distinct
+// consumers can share it: a cgroup removed and re-created under the same
 // path, or a PID reused with the same comm while the old process is still
 // retained. Their counters are summed, which keeps the series monotonic
 // while both are retained; without merging the registry would reject the
 // scrape for duplicate series.
-type workloadKey struct {
+type seriesKey struct {
 	pid    uint32
 	comm   string
 	cgroup string
 }
 
-type workloadAgg struct {
-	key        workloadKey
+type seriesAgg struct {
+	key        seriesKey
 	cpuSeconds float64
 	switches   uint64
-	energy     stats.Energy
+	energy     snapshot.Energy
 	total      float64 // Σ zones (dynamic+idle), for ranking
 	owned      bool    // energy is a copy this aggregate may modify
 }
 
-// aggregate merges workloads by label set. withProcess selects whether pid
+// aggregate merges consumers by label set. withProcess selects whether pid
 // and comm are part of the key.
-func aggregate(ws []stats.Workload, withProcess bool) []*workloadAgg {
-	idx := make(map[workloadKey]*workloadAgg, len(ws))
-	out := make([]*workloadAgg, 0, len(ws))
+func aggregate(ws []snapshot.Consumer, withProcess bool) []*seriesAgg {
+	idx := make(map[seriesKey]*seriesAgg, len(ws))
+	out := make([]*seriesAgg, 0, len(ws))
 	for i := range ws {
 		w := &ws[i]
-		k := workloadKey{cgroup: w.Cgroup}
+		k := seriesKey{cgroup: w.Cgroup}
 		if withProcess {
 			k.pid, k.comm = w.PID, w.Comm
 		}
@@ -42,7 +42,7 @@ func aggregate(ws []stats.Workload, withProcess bool) []*workloadAgg {
 		if a == nil {
 			// Share the snapshot's slice (it is immutable); copy only if
 			// a second workload has to be merged in.
-			a = &workloadAgg{key: k, cpuSeconds: w.CPUSeconds, switches: w.ContextSwitches, energy: w.Energy}
+			a = &seriesAgg{key: k, cpuSeconds: w.CPUSeconds, switches: w.ContextSwitches, energy: w.Energy}
 			for _, e := range w.Energy {
 				a.total += e.DynamicJ + e.IdleJ
 			}
@@ -51,7 +51,7 @@ func aggregate(ws []stats.Workload, withProcess bool) []*workloadAgg {
 			continue
 		}
 		if !a.owned {
-			a.energy, a.owned = append(stats.Energy(nil), a.energy...), true
+			a.energy, a.owned = append(snapshot.Energy(nil), a.energy...), true
 		}
 		a.cpuSeconds += w.CPUSeconds
 		a.switches += w.ContextSwitches
@@ -65,7 +65,7 @@ func aggregate(ws []stats.Workload, withProcess bool) []*workloadAgg {
 
 // emitEnergy sends one workload's energy series; labels are the workload's
 // own label values, followed by zone, source, method and mode.
-func emitEnergy(ch chan<- prometheus.Metric, desc *prometheus.Desc, a *workloadAgg, zl zoneLabels, idle bool, labels ...string) {
+func emitEnergy(ch chan<- prometheus.Metric, desc *prometheus.Desc, a *seriesAgg, zl zoneLabels, idle bool, labels ...string) {
 	// with copies the labels: appending to labels itself could write into
 	// a snapshot's backing array, which concurrent scrapes share.
 	with := func(z, src, m, mode string) []string {

@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/wattrace/wattrace/pkg/stats"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/workload"
 )
 
@@ -13,73 +13,71 @@ import (
 // vm, job, unit), each enabled by its own --collector.<level> flag.
 const NameWorkloads = "workloads"
 
+func init() {
+	register(Registration{Name: NameWorkloads,
+		on:  func(o Options) bool { return len(o.Levels) > 0 },
+		new: func(o Options) subCollector { return newWorkloadsCollector(o.Levels, o.IdleAttributed) }})
+}
+
 type levelDescs struct {
 	energy, cpu, switches *prometheus.Desc
 	res                   resourceDescs
 }
 
-// unitCollector exports energy and CPU per workload at each enabled level:
+// workloadsCollector exports energy and CPU per workload at each enabled level:
 // the sum over the cgroups the workload owns, with the level's labels (see
 // pkg/workload for the scheme), and how many of each are running.
-type unitCollector struct {
+type workloadsCollector struct {
 	levels  map[workload.Kind]levelDescs
 	running *prometheus.Desc
 	idle    bool
 }
 
-func newUnitCollector(levels []workload.Kind, idleAttributed bool) *unitCollector {
-	c := &unitCollector{
-		levels: map[workload.Kind]levelDescs{},
-		idle:   idleAttributed,
-		running: prometheus.NewDesc(
-			prometheus.BuildFQName(namespace, "units", "running"),
-			"Workloads at each level with at least one live cgroup, per manager.",
-			[]string{"level", "manager"}, nil),
+func newWorkloadsCollector(levels []workload.Kind, idleAttributed bool) *workloadsCollector {
+	c := &workloadsCollector{
+		levels:  map[workload.Kind]levelDescs{},
+		idle:    idleAttributed,
+		running: newDesc("units", "running", "Workloads at each level with at least one live cgroup, per manager.", "level", "manager"),
 	}
 	for _, l := range levels {
 		labels := workload.LabelNames(l)
 		sub := string(l)
 		c.levels[l] = levelDescs{
-			energy: prometheus.NewDesc(prometheus.BuildFQName(namespace, sub, "energy_joules_total"),
-				"Energy attributed to the "+sub+", summed over its cgroups; mode as for wattrace_cgroup_energy_joules_total.",
-				append(append([]string(nil), labels...), "zone", "source", "method", "mode"), nil),
-			cpu: prometheus.NewDesc(prometheus.BuildFQName(namespace, sub, "cpu_seconds_total"),
-				"CPU time of the "+sub+"'s tasks, exited ones included.", labels, nil),
-			switches: prometheus.NewDesc(prometheus.BuildFQName(namespace, sub, "context_switches_total"),
-				"Voluntary and involuntary context switches of the "+sub+"'s tasks.", labels, nil),
-			res: newResourceDescs(sub, labels),
+			energy: newDesc(sub, "energy_joules_total", "Energy attributed to the "+sub+", summed over its cgroups; mode as for wattrace_cgroup_energy_joules_total.",
+				append(append([]string(nil), labels...), "zone", "source", "method", "mode")...),
+			cpu:      newDesc(sub, "cpu_seconds_total", "CPU time of the "+sub+"'s tasks, exited ones included.", labels...),
+			switches: newDesc(sub, "context_switches_total", "Voluntary and involuntary context switches of the "+sub+"'s tasks.", labels...),
+			res:      newResourceDescs(sub, labels),
 		}
 	}
 	return c
 }
 
-func (c *unitCollector) describe(ch chan<- *prometheus.Desc) {
+func (c *workloadsCollector) describe(ch chan<- *prometheus.Desc) {
 	ch <- c.running
 	for _, d := range c.levels {
-		ch <- d.energy
-		ch <- d.cpu
-		ch <- d.switches
+		describeAll(ch, d.energy, d.cpu, d.switches)
 		d.res.describe(ch)
 	}
 }
 
-func (c *unitCollector) update(ch chan<- prometheus.Metric, snap *stats.Snapshot) error {
+func (c *workloadsCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) error {
 	if snap == nil {
 		return errNoSnapshot
 	}
 	zl := newZoneLabels(snap.Zones)
 	type lm struct{ level, manager string }
 	running := map[lm]int{}
-	for i := range snap.Units {
-		u := &snap.Units[i]
-		d, ok := c.levels[u.Level]
+	for i := range snap.Workloads {
+		u := &snap.Workloads[i]
+		d, ok := c.levels[workload.Kind(u.Level)]
 		if !ok {
 			continue
 		}
 		if u.Alive {
-			running[lm{string(u.Level), u.Manager}]++
+			running[lm{u.Level, u.Manager}]++
 		}
-		emitEnergy(ch, d.energy, &workloadAgg{energy: u.Energy}, zl, c.idle, u.Labels...)
+		emitEnergy(ch, d.energy, &seriesAgg{energy: u.Energy}, zl, c.idle, u.Labels...)
 		ch <- metric(d.cpu, prometheus.CounterValue, u.CPUSeconds, append([]string(nil), u.Labels...)...)
 		ch <- metric(d.switches, prometheus.CounterValue, float64(u.ContextSwitches), append([]string(nil), u.Labels...)...)
 		if r := u.Resources; r != nil {

@@ -1,13 +1,4 @@
-// Package cgroupstats reads the resource counters HPC users look at for one
-// workload cgroup: CPU user/system time, memory usage, limit and failures,
-// block IO per device, pressure stall information and the task count. It
-// reads cgroup v1 (each controller under its own mount, the same relative
-// path under each, as Slurm lays jobs out), cgroup v2, and hybrid hosts that
-// have both.
-//
-// A Read opens a fixed list of files (no directory walks) into buffers the
-// Reader keeps, so polling every workload every interval stays cheap.
-package cgroupstats
+package snapshot
 
 import "math"
 
@@ -15,17 +6,17 @@ import "math"
 // "max", or v1's page-counter maximum (9223372036854771712 with 4 KiB pages).
 const Unlimited = math.MaxUint64
 
-// Field is a set of Stats fields, used to say which ones were read. A field
+// ResourceField is a set of Resources fields, used to say which ones were read. A field
 // whose bit is clear is unavailable: its controller is not mounted, the
 // cgroup does not exist under it, the kernel lacks the file (swap accounting
 // off, no PSI), or reading it failed. Unavailable fields hold zero, which
 // must not be exported as a measured zero.
-type Field uint64
+type ResourceField uint64
 
-// The fields of Stats. CPU covers both CPUUserSeconds and CPUSystemSeconds,
+// The fields of Resources. CPU covers both CPUUserSeconds and CPUSystemSeconds,
 // which always come from the same file.
 const (
-	FieldCPU Field = 1 << iota
+	FieldCPU ResourceField = 1 << iota
 	FieldMemoryCurrent
 	FieldMemoryLimit
 	FieldMemoryRSS
@@ -47,40 +38,40 @@ const (
 )
 
 // Has reports whether every field of want is in f.
-func (f Field) Has(want Field) bool { return f&want == want }
+func (f ResourceField) Has(want ResourceField) bool { return f&want == want }
 
-// Resource names a PSI resource; it indexes Stats.PSI.
-type Resource int
+// PSIResource names a PSI resource; it indexes Resources.PSI.
+type PSIResource int
 
-// The PSI resources, in the order of Stats.PSI.
+// The PSI resources, in the order of Resources.PSI.
 const (
-	CPU Resource = iota
-	Memory
-	IO
-	// NumResources is the number of resources: range over Stats.PSI and
-	// convert the index with Resource(i).
-	NumResources
+	PSICPU PSIResource = iota
+	PSIMemory
+	PSIIO
+	// NumPSIResources is the number of resources: range over Resources.PSI and
+	// convert the index with PSIResource(i).
+	NumPSIResources
 )
 
 // String returns the resource's name as in its pressure file ("cpu" for
 // cpu.pressure), usable as a metric label.
-func (r Resource) String() string {
+func (r PSIResource) String() string {
 	switch r {
-	case CPU:
+	case PSICPU:
 		return "cpu"
-	case Memory:
+	case PSIMemory:
 		return "memory"
-	case IO:
+	case PSIIO:
 		return "io"
 	}
 	return "unknown"
 }
 
-// SomeField and FullField return the Field bits of r's PSI lines.
-func (r Resource) SomeField() Field { return FieldPSICPUSome << (2 * Field(r)) }
+// SomeField and FullField return the ResourceField bits of r's PSI lines.
+func (r PSIResource) SomeField() ResourceField { return FieldPSICPUSome << (2 * ResourceField(r)) }
 
 // FullField: see SomeField.
-func (r Resource) FullField() Field { return FieldPSICPUFull << (2 * Field(r)) }
+func (r PSIResource) FullField() ResourceField { return FieldPSICPUFull << (2 * ResourceField(r)) }
 
 // Pressure is the cumulative stall time of one PSI resource: the "total="
 // of its "some" line (some task stalled) and "full" line (all non-idle tasks
@@ -108,10 +99,11 @@ type DeviceIO struct {
 	DiscardOps   uint64
 }
 
-// Stats is one reading of a cgroup. Counters are cumulative since the cgroup
+// Resources is one reading of a cgroup's resource counters (pkg/cgroupstats
+// reads them). Counters are cumulative since the cgroup
 // was created and hierarchical (they include descendant cgroups) unless noted.
-// Available says which fields were read; see Field.
-type Stats struct {
+// Available says which fields were read; see ResourceField.
+type Resources struct {
 	// CPUUserSeconds and CPUSystemSeconds: v1 cpuacct.usage_user/usage_sys
 	// (ns), else cpuacct.stat (USER_HZ ticks, 1/100 s); v2 cpu.stat
 	// user_usec/system_usec.
@@ -148,13 +140,13 @@ type Stats struct {
 	// do not appear.
 	IO []DeviceIO
 
-	// PSI is indexed by Resource: v2 cpu/memory/io.pressure, or the same
+	// PSI is indexed by PSIResource: v2 cpu/memory/io.pressure, or the same
 	// files in the v1 cpuacct hierarchy on kernels that carry cgroup v1
 	// PSI (not upstream; e.g. Alibaba Cloud Linux with psi_v1=1).
 	// Upstream kernels track PSI per cgroup only in the unified hierarchy,
 	// so on a hybrid host a cgroup that exists only under the v1 mounts
 	// (a Slurm job) has no PSI.
-	PSI [NumResources]Pressure
+	PSI [NumPSIResources]Pressure
 
 	// Tasks is pids.current (threads, descendants included) when the pids
 	// controller has the cgroup (FieldTasksRecursive is then set), else the
@@ -162,5 +154,5 @@ type Stats struct {
 	// "cgroup.threads".
 	Tasks uint64
 
-	Available Field
+	Available ResourceField
 }

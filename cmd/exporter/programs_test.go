@@ -1,0 +1,102 @@
+package main
+
+import (
+	"sort"
+	"testing"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/wattrace/wattrace/internal/testenv"
+	"github.com/wattrace/wattrace/pkg/cgroup"
+	"github.com/wattrace/wattrace/pkg/config"
+	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/stats"
+)
+
+// Every BPF program the exporter holds, the accounting's and every probe's
+// (the context-switch counters included), has its cost in
+// wattrace_bpf_program_runs_total: the wiring run uses, with real BPF.
+func TestEveryProgramHasItsCost(t *testing.T) {
+	testenv.RequireRoot(t)
+	cfg, err := config.Load([]string{"--collector.bpf-stats", "--collector.probes.counters=cpu_clock",
+		"--accounting.mode=bpf", "--web.alloy-targets=false", "--collector.container=false", "--collector.pod=false",
+		"--collector.vm=false", "--collector.job=false", "--collector.unit=false"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := zaptest.NewLogger(t)
+	c := newComponents(log)
+	defer c.close()
+	hier, err := cgroup.Detect(cfg.Path.Procfs, cfg.Path.Cgroupfs, cfg.Cgroup.Hierarchy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := cgroup.NewResolver(hier)
+	acc, err := openAccounting(cfg, hier, res, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.closeLater("accounting", acc.src)
+	if !acc.bpfMode() {
+		t.Fatal("accounting.mode=bpf did not run BPF accounting")
+	}
+	p, programs, err := loopParts(cfg, hier, acc, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.probes || len(programs) != 2 {
+		t.Fatalf("probes on = %v with %d program sources, want the probes and 2 sources (accounting, probes)", p.probes, len(programs))
+	}
+	meter, err := power.NewEstimator(power.LookupCoefficients("", 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop, err := stats.New(stats.Config{Interval: 1e9, IdlePolicy: "none"}, acc.src, meter, res, log, p.stats...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := registry(cfg, loop, meter, acc, p.probes, programs, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var want []string
+	for _, src := range programs {
+		ps, err := src.ProgramStats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range ps {
+			want = append(want, s.Name)
+		}
+	}
+	sort.Strings(want)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, mf := range mfs {
+		if mf.GetName() != "wattrace_bpf_program_runs_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			got = append(got, m.GetLabel()[0].GetValue())
+		}
+	}
+	sort.Strings(got)
+	t.Logf("programs: %v", got)
+	if len(got) != len(want) || len(got) < 10 {
+		t.Fatalf("cost of %d programs %v, want all %d loaded: %v", len(got), got, len(want), want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("program %d: %s, want %s", i, got[i], want[i])
+		}
+	}
+	for _, name := range []string{"task_free", "counters_switch", "softirq_in", "net_send"} {
+		if i := sort.SearchStrings(got, name); i == len(got) || got[i] != name {
+			t.Errorf("%s missing from the program-cost family", name)
+		}
+	}
+}

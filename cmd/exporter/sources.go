@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"go.uber.org/zap"
+
+	"github.com/wattrace/wattrace/pkg/alloy"
+	"github.com/wattrace/wattrace/pkg/bpfloader"
+	"github.com/wattrace/wattrace/pkg/cgroup"
+	"github.com/wattrace/wattrace/pkg/config"
+	"github.com/wattrace/wattrace/pkg/procfs"
+	"github.com/wattrace/wattrace/pkg/profiling"
+	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/stats"
+	"github.com/wattrace/wattrace/pkg/usage"
+	"github.com/wattrace/wattrace/pkg/workload"
+	"github.com/wattrace/wattrace/pkg/workload/kube"
+)
+
+// accounting is the per-task CPU accounting source and its mode. bpf is
+// set in BPF mode only: the probes and the program statistics need it.
+type accounting struct {
+	src usage.Source
+	bpf *bpfloader.Accounting
+}
+
+// bpfMode reports whether BPF accounting runs, as the source says; the
+// probes and the BPF program statistics exist only then.
+func (a accounting) bpfMode() bool { return a.src.Mode() == bpfloader.Mode }
+
+// openAccounting picks the per-task CPU accounting source. In auto mode a
+// BPF failure is not fatal: procfs works everywhere, just less precisely,
+// and wattrace_accounting_mode tells which one runs.
+func openAccounting(cfg *config.Config, hier cgroup.Hierarchy, res *cgroup.Resolver, log *zap.Logger) (accounting, error) {
+	openProcfs := func() (usage.Source, error) {
+		s, err := procfs.New(procfs.Options{ProcfsRoot: cfg.Path.Procfs, Hierarchy: hier, Resolver: res})
+		if err != nil {
+			return nil, fmt.Errorf("procfs accounting: %w", err)
+		}
+		return s, nil
+	}
+	switch cfg.Accounting.Mode {
+	case "procfs":
+		s, err := openProcfs()
+		if err != nil {
+			return accounting{}, fmt.Errorf("accounting.mode=procfs: %w", err)
+		}
+		log.Info("accounting mode", zap.String("mode", s.Mode()))
+		return accounting{src: s}, nil
+	case "bpf", "auto":
+		acc, err := bpfloader.Load(bpfloader.Options{Hierarchy: hier, Log: log.Named("bpf")})
+		if err == nil {
+			log.Info("accounting mode", zap.String("mode", acc.Mode()))
+			return accounting{src: acc, bpf: acc}, nil
+		}
+		if cfg.Accounting.Mode == "bpf" {
+			return accounting{}, fmt.Errorf("accounting.mode=bpf: loading BPF programs: %w", err)
+		}
+		log.Warn("BPF accounting unavailable, falling back to procfs; set accounting.mode=bpf to make this fatal", zap.Error(err))
+		s, perr := openProcfs()
+		if perr != nil {
+			return accounting{}, fmt.Errorf("accounting.mode=auto: BPF failed (%v) and %w", err, perr)
+		}
+		log.Info("accounting mode", zap.String("mode", s.Mode()))
+		return accounting{src: s}, nil
+	default:
+		return accounting{}, fmt.Errorf("invalid value %q for accounting.mode: allowed %v", cfg.Accounting.Mode, config.AccountingModes)
+	}
+}
+
+// openWorkloads builds the resolver that names cgroups after the workloads
+// owning them. The kubelet client runs as a service of its own and never
+// blocks resolution: without it, or while it is down, pods and containers
+// keep the ids their cgroup paths carry.
+func openWorkloads(cfg *config.Config, hier cgroup.Hierarchy, c *components) (*workload.Resolver, error) {
+	o := workload.Options{
+		ProcRoot:    cfg.Path.Procfs,
+		EtcRoot:     cfg.Path.Etc,
+		CgroupRoot:  hier.Mount,
+		LibvirtDirs: cfg.Workload.LibvirtDirs,
+	}
+	if k := cfg.Workload.Kube; k.URL != "" {
+		kc, err := kube.New(kube.Config{URL: k.URL, TokenFile: k.TokenFile, CAFile: k.CAFile,
+			InsecureSkipVerify: k.InsecureSkipVerify, Refresh: k.Refresh})
+		if err != nil {
+			return nil, fmt.Errorf("workload.kube.url %s: %w", k.URL, err)
+		}
+		c.service("kubelet", func(ctx context.Context) error { kc.Run(ctx); return nil })
+		o.Pods = kc
+		c.log.Info("kubelet pod names", zap.String("url", k.URL))
+	}
+	return workload.NewResolver(o), nil
+}
+
+// openProbes loads the optional kernel probes. A probe the kernel can't
+// run is logged and left out; only a bad configuration is an error.
+func openProbes(cfg *config.Config, hier cgroup.Hierarchy, log *zap.Logger) (*bpfloader.Probes, error) {
+	counters := make([]bpfloader.CounterEvent, 0, len(cfg.Collector.ProbesCounters))
+	for _, name := range cfg.Collector.ProbesCounters {
+		c, err := bpfloader.CounterByName(name)
+		if err != nil {
+			return nil, fmt.Errorf("collector.probes.counters: %w", err)
+		}
+		counters = append(counters, c)
+	}
+	disable := cfg.Collector.ProbesDisable
+	if len(counters) == 0 {
+		// No counter asked for: nothing is attached at context switches.
+		disable = append(disable, snapshot.ProbeCounters)
+	}
+	p, err := bpfloader.LoadProbes(bpfloader.ProbeOptions{Hierarchy: hier, Log: log.Named("probes"),
+		Disable: disable, Counters: counters})
+	if err != nil {
+		return nil, fmt.Errorf("collector.probes: %w", err)
+	}
+	log.Info("kernel probes", zap.Strings("active", p.Active()), zap.Strings("counters", p.Counters()))
+	return p, nil
+}
+
+// alloyTargets serves the live processes that opted in to profiling as
+// Grafana Alloy discovery.http targets, named after their workloads.
+func alloyTargets(cfg *config.Config, loop *stats.Loop, ids *workload.Resolver, log *zap.Logger) (http.Handler, error) {
+	filter, err := profiling.NewFilter(cfg.Collector.PerfEnvVars)
+	if err != nil {
+		return nil, fmt.Errorf("collector.perf.env-var: %w", err)
+	}
+	src := alloy.SourceFunc(func() []alloy.Target {
+		snap := loop.Snapshot()
+		if snap == nil {
+			return nil
+		}
+		out := make([]alloy.Target, 0, len(snap.Processes))
+		for _, p := range snap.Processes {
+			if !p.Alive {
+				continue
+			}
+			id := ids.Resolve(p.Cgroup)
+			out = append(out, alloy.NewTarget(p.PID, p.Comm, p.Cgroup, &id))
+		}
+		return out
+	})
+	h, err := alloy.NewHandler(alloy.Config{Source: src, Filter: filter, ProcfsRoot: cfg.Path.Procfs, Log: log.Named("alloy")})
+	if err != nil {
+		return nil, fmt.Errorf("web.alloy-targets: %w", err)
+	}
+	return h, nil
+}

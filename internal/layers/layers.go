@@ -1,0 +1,154 @@
+// Package layers states the direction data flows in wattrace (sources →
+// stats → model → snapshot → collectors) as import rules, and checks a
+// package graph against them. Its test runs the check over the module, so
+// an import that points upward fails the build's tests.
+package layers
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Module is the module path; rules name packages relative to it.
+const Module = "github.com/wattrace/wattrace"
+
+// Layer ranks a package; a package imports only packages of lower layers,
+// and of its own layer only where the layer allows it.
+type Layer int
+
+const (
+	// Base: small helpers with no module imports (parsing the kernel's
+	// numbers).
+	Base Layer = iota
+	// Vocabulary: types everyone shares (the snapshot, the validation
+	// step, the accounting interface).
+	Vocabulary
+	// Sources: what reads the kernel, the meters and the workload
+	// managers. They produce vocabulary types and may use each other
+	// (bpfloader uses cgroup).
+	Sources
+	// Model: the split of a zone's energy among consumers, and the idle
+	// models; pure arithmetic that no source needs.
+	Model
+	// Stats: the loop that turns readings into the snapshot.
+	Stats
+	// Outputs: the collectors and the Alloy targets; collectors read the
+	// snapshot only.
+	Outputs
+	// Config: configuration, built from the collectors' registry.
+	Config
+	// Commands: the binaries that wire everything together.
+	Commands
+)
+
+var layerNames = [...]string{"base", "vocabulary", "sources", "model", "stats", "outputs", "config", "commands"}
+
+func (l Layer) String() string { return layerNames[l] }
+
+// sameLayerOK lists the layers whose packages may import each other.
+var sameLayerOK = map[Layer]bool{Sources: true}
+
+// Layers places every package of the module, by its path relative to the
+// module root; a path ending in "/..." covers the packages under it. A new
+// package must be placed here, or the check fails.
+var Layers = map[string]Layer{
+	"internal/decimal": Base,
+
+	"pkg/snapshot":     Vocabulary,
+	"pkg/reading":      Vocabulary,
+	"pkg/usage":        Vocabulary,
+	"internal/cpulist": Vocabulary,
+	"internal/testenv": Vocabulary,
+	"internal/layers":  Vocabulary,
+
+	"pkg/bpfloader":    Sources,
+	"pkg/cgroup":       Sources,
+	"pkg/cgroupstats":  Sources,
+	"pkg/procfs":       Sources,
+	"pkg/profiling":    Sources,
+	"pkg/power":        Sources,
+	"pkg/power/...":    Sources,
+	"pkg/workload":     Sources,
+	"pkg/workload/...": Sources,
+	"pkg/gpu":          Sources,
+	"pkg/gpu/...":      Sources,
+	"pkg/carbon":       Sources,
+
+	"pkg/model": Model,
+
+	"pkg/stats": Stats,
+
+	"pkg/collector": Outputs,
+	"pkg/alloy":     Outputs,
+
+	"pkg/config": Config,
+
+	"cmd/...":     Commands,
+	"scripts/...": Commands,
+	// The dashboards and rules, embedded for the tests that check them.
+	"deploy/...": Commands,
+}
+
+// Only limits what some packages may import from the module, beyond their
+// layer: the collectors read the snapshot and name workloads, nothing
+// else; the snapshot depends on nothing.
+var Only = map[string][]string{
+	"pkg/collector": {"pkg/snapshot", "pkg/workload"},
+	"pkg/snapshot":  {},
+}
+
+// LayerOf returns a package's layer.
+func LayerOf(rel string) (Layer, bool) {
+	if l, ok := Layers[rel]; ok {
+		return l, true
+	}
+	best, found := "", false
+	var layer Layer
+	for p, l := range Layers {
+		if prefix, ok := strings.CutSuffix(p, "/..."); ok && strings.HasPrefix(rel, prefix+"/") && len(prefix) > len(best) {
+			best, layer, found = prefix, l, true
+		}
+	}
+	return layer, found
+}
+
+// Check returns every rule the graph breaks. graph maps each package of the
+// module (relative path) to the module packages it imports directly.
+func Check(graph map[string][]string) []string {
+	var out []string
+	pkgs := make([]string, 0, len(graph))
+	for p := range graph {
+		pkgs = append(pkgs, p)
+	}
+	sort.Strings(pkgs)
+	for _, p := range pkgs {
+		lp, ok := LayerOf(p)
+		if !ok {
+			out = append(out, fmt.Sprintf("%s is in no layer: place it in internal/layers.Layers", p))
+			continue
+		}
+		only, limited := Only[p]
+		for _, imp := range graph[p] {
+			li, ok := LayerOf(imp)
+			switch {
+			case !ok:
+				out = append(out, fmt.Sprintf("%s imports %s, which is in no layer", p, imp))
+			case limited && !contains(only, imp):
+				out = append(out, fmt.Sprintf("%s imports %s: it may import only %v from the module", p, imp, only))
+			case li > lp, li == lp && !sameLayerOK[lp]:
+				out = append(out, fmt.Sprintf("%s (%s) imports %s (%s): imports point from sources towards the collectors, never back", p, lp, imp, li))
+			}
+		}
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,82 @@
+package layers
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// moduleGraph lists the module's packages and their direct imports from the
+// module (tests excluded: a test may use any package to build fixtures).
+func moduleGraph(t *testing.T) map[string][]string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, Module+"/...")
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	g := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		p := strings.TrimPrefix(f[0], Module+"/")
+		g[p] = nil
+		for _, imp := range f[1:] {
+			if rel, ok := strings.CutPrefix(imp, Module+"/"); ok {
+				g[p] = append(g[p], rel)
+			}
+		}
+	}
+	return g
+}
+
+func TestModuleImportsPointOneWay(t *testing.T) {
+	g := moduleGraph(t)
+	if len(g) < 20 {
+		t.Fatalf("go list found %d packages; want the whole module", len(g))
+	}
+	for _, v := range Check(g) {
+		t.Error(v)
+	}
+}
+
+// The check catches each kind of wrong import: a collector reaching into a
+// source, the snapshot depending on the module, a source importing the
+// stats loop, stats importing the collectors, and an unplaced package.
+func TestCheckFindsUpwardImports(t *testing.T) {
+	g := map[string][]string{
+		"pkg/snapshot":     {"pkg/usage"},
+		"pkg/usage":        nil,
+		"pkg/bpfloader":    {"pkg/stats", "pkg/cgroup", "pkg/snapshot"},
+		"pkg/cgroup":       {"pkg/model"},
+		"pkg/stats":        {"pkg/collector", "pkg/bpfloader", "pkg/model"},
+		"pkg/model":        nil,
+		"pkg/collector":    {"pkg/bpfloader", "pkg/snapshot", "pkg/workload"},
+		"pkg/workload":     nil,
+		"pkg/power/capmc":  {"pkg/config"},
+		"pkg/config":       {"pkg/collector"},
+		"pkg/newthing":     nil,
+		"cmd/exporter":     {"pkg/stats", "pkg/collector", "pkg/config"},
+		"pkg/power/ipmi":   {"pkg/power"},
+		"pkg/power":        {"pkg/snapshot"},
+		"internal/cpulist": nil,
+	}
+	got := Check(g)
+	want := []string{
+		"pkg/bpfloader (sources) imports pkg/stats (stats)",
+		"pkg/cgroup (sources) imports pkg/model (model)",
+		"pkg/collector imports pkg/bpfloader: it may import only",
+		"pkg/newthing is in no layer",
+		"pkg/power/capmc (sources) imports pkg/config (config)",
+		"pkg/snapshot imports pkg/usage: it may import only []",
+		"pkg/stats (stats) imports pkg/collector (outputs)",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d violations, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(got[i], w) {
+			t.Errorf("violation %d: %q, want it to start %q", i, got[i], w)
+		}
+	}
+}

@@ -1,0 +1,46 @@
+package stats
+
+import (
+	"go.uber.org/zap"
+
+	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/snapshot"
+)
+
+// DropReporter is implemented by the BPF sources (the accounting loader and
+// the probes): the events each of their maps had no room for.
+type DropReporter interface {
+	MapDrops() ([]snapshot.MapDrops, error)
+}
+
+// health is the stage that copies the sources' own state into the
+// snapshot: the meter's sources' health and the BPF maps' drops.
+type health struct {
+	meter power.Meter
+	drops []DropReporter
+	log   *zap.Logger
+}
+
+func newHealth(meter power.Meter, log *zap.Logger, sources ...any) *health {
+	h := &health{meter: meter, log: log}
+	for _, s := range sources {
+		if d, ok := s.(DropReporter); ok {
+			h.drops = append(h.drops, d)
+		}
+	}
+	return h
+}
+
+func (h *health) publish(s *snapshot.Snapshot) {
+	if r, ok := h.meter.(power.HealthReporter); ok {
+		s.Meters = r.Health()
+	}
+	for _, d := range h.drops {
+		md, err := d.MapDrops()
+		if err != nil {
+			h.log.Warn("read BPF map drops", zap.Error(err))
+			continue
+		}
+		s.MapDrops = append(s.MapDrops, md...)
+	}
+}

@@ -1,0 +1,46 @@
+package stats
+
+import (
+	"testing"
+	"time"
+
+	"github.com/wattrace/wattrace/pkg/snapshot"
+)
+
+type healthyMeter struct {
+	fakeMeter
+	h []snapshot.SourceHealth
+}
+
+func (m *healthyMeter) Health() []snapshot.SourceHealth { return m.h }
+
+type droppingSource struct {
+	fakeSource
+	drops uint64
+}
+
+func (s *droppingSource) MapDrops() ([]snapshot.MapDrops, error) {
+	return []snapshot.MapDrops{{Map: "exited_procs", Drops: s.drops}, {Map: "exited_cgroups"}}, nil
+}
+
+// The snapshot carries the meter's health and the BPF maps' drops as the
+// sources report them each interval.
+func TestSnapshotCarriesHealthAndDrops(t *testing.T) {
+	m := &healthyMeter{h: []snapshot.SourceHealth{{Source: "redfish", Up: true, Age: 2 * time.Second, Reads: 4, Errors: 1}}}
+	src := &droppingSource{drops: 3}
+	l, err := New(Config{Interval: time.Second, IdlePolicy: "none"}, src, m, anyName{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(1000, 0)
+	l.Step(t0)
+	src.drops = 7
+	l.Step(t0.Add(time.Second))
+	s := l.Snapshot()
+	if len(s.Meters) != 1 || s.Meters[0].Source != "redfish" || s.Meters[0].Errors != 1 || s.Meters[0].Age != 2*time.Second {
+		t.Errorf("meters %+v, want redfish's health", s.Meters)
+	}
+	if len(s.MapDrops) != 2 || s.MapDrops[0].Map != "exited_procs" || s.MapDrops[0].Drops != 7 {
+		t.Errorf("map drops %+v, want exited_procs at 7", s.MapDrops)
+	}
+}

@@ -1,0 +1,277 @@
+package stats
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/usage"
+)
+
+// CgroupPaths names cgroups by id; *cgroup.Resolver implements it.
+type CgroupPaths interface {
+	Path(id uint64) (string, bool)
+}
+
+// existence is implemented by resolvers that can tell whether a cgroup
+// still exists (*cgroup.Resolver).
+type existence interface {
+	Exists(id uint64, path string) bool
+}
+
+// consumer is the loop's state of one consumer (a cgroup or a process):
+// the cumulative figures it publishes and what each stage keeps about it.
+type consumer struct {
+	w       snapshot.Consumer
+	prevCPU uint64 // processes only: a cgroup's are per id, in cgSeries
+	prevSw  uint64
+	seen    bool      // present in the latest reading
+	gone    bool      // merged away or dropped
+	into    *consumer // where a merged-away consumer's ids now count
+	rep     reported  // cgroups: what the roll-up has passed on to workloads
+	// perfDone is a cgroup's perf counts of opted-in processes that ended.
+	perfDone map[string]float64
+	// probePrev is a process's last probe reading, kept only while a zone
+	// is split by a perf counter (a cgroup's is per id, in cgSeries).
+	probePrev *snapshot.ProbeStats
+}
+
+// cgSeries is one cgroup id's counters as the source reports them.
+type cgSeries struct {
+	prevCPU, prevSw uint64
+	probePrev       snapshot.ProbeStats
+	w               *consumer
+}
+
+// ledger is the stage that holds the consumers: it turns the accounting
+// source's cumulative counters into per-interval deltas, merges cgroup ids
+// into paths, and drops consumers past retention. The other stages find
+// consumers here.
+type ledger struct {
+	res       CgroupPaths
+	retention time.Duration
+	cgIDs     map[uint64]*cgSeries // by the source's cgroup id
+	byPath    map[string]*consumer // cgroups, by path
+	procs     map[usage.ProcKey]*consumer
+	// goneIDs are the cgroup ids dropped since the last probe read, kept
+	// only when trackGone (the probes forget their entries).
+	goneIDs   []uint64
+	trackGone bool
+}
+
+func newLedger(res CgroupPaths, retention time.Duration) *ledger {
+	return &ledger{res: res, retention: retention,
+		cgIDs:  map[uint64]*cgSeries{},
+		byPath: map[string]*consumer{},
+		procs:  map[usage.ProcKey]*consumer{},
+	}
+}
+
+// absorb folds a reading into the consumers and hands each one's CPU
+// seconds of this interval to use. It returns the node's CPU seconds. On
+// the baseline read, what consumers had already used is their history, not
+// usage of any interval; afterwards a new consumer's counters are all new.
+func (l *ledger) absorb(r usage.Reading, now time.Time, baseline bool, use *shares) float64 {
+	use.clear()
+	// Processes first: they say on which socket each cgroup ran.
+	cgSocket := map[uint64]map[int]float64{}
+	for _, w := range l.procs {
+		w.seen = false
+	}
+	for i := range r.Processes {
+		p := &r.Processes[i]
+		w := l.procs[p.Key]
+		if w == nil {
+			w = &consumer{w: snapshot.Consumer{PID: p.Key.PID}}
+			if baseline {
+				w.w.CPUSeconds = float64(p.CPUNs) / 1e9
+				w.w.ContextSwitches = p.Switches
+				w.prevCPU, w.prevSw = p.CPUNs, p.Switches
+			}
+			l.procs[p.Key] = w
+		}
+		d, dsw := deltas(p.CPUNs, w.prevCPU, p.Switches, w.prevSw)
+		w.prevCPU, w.prevSw = p.CPUNs, p.Switches
+		w.w.CPUSeconds += float64(d) / 1e9
+		w.w.ContextSwitches += dsw
+		w.w.Comm, w.w.CgroupID, w.w.Alive, w.w.LastSeen = p.Comm, p.Cgroup, p.Alive, now
+		w.seen = true
+		w.w.Cgroup = l.cgroupPath(p.Cgroup)
+		if d > 0 {
+			s := use.socketOf(p.CPU)
+			use.at(use.proc, s)[w] += float64(d) / 1e9
+			if use.nsockets > 1 {
+				m := cgSocket[p.Cgroup]
+				if m == nil {
+					m = map[int]float64{}
+					cgSocket[p.Cgroup] = m
+				}
+				m[s] += float64(d)
+			}
+		}
+	}
+	var total float64
+	for _, w := range l.byPath {
+		w.seen, w.w.Alive = false, false
+	}
+	for i := range r.Cgroups {
+		c := &r.Cgroups[i]
+		cs := l.cgIDs[c.ID]
+		if cs == nil {
+			cs = &cgSeries{}
+			if baseline {
+				cs.prevCPU, cs.prevSw = c.CPUNs, c.Switches
+			}
+			l.cgIDs[c.ID] = cs
+		}
+		d, dsw := deltas(c.CPUNs, cs.prevCPU, c.Switches, cs.prevSw)
+		if baseline {
+			d, dsw = c.CPUNs, c.Switches // history: counted, not usage
+		}
+		cs.prevCPU, cs.prevSw = c.CPUNs, c.Switches
+		path, ok := l.resolve(c.ID)
+		if ex, isEx := l.res.(existence); ok && isEx {
+			// The resolver's cache outlives removed cgroups; a removed
+			// one is no longer alive, whatever its source still reports.
+			ok = ex.Exists(c.ID, path)
+		}
+		w := l.attach(cs, c.ID, path, ok, now)
+		w.w.CPUSeconds += float64(d) / 1e9
+		w.w.ContextSwitches += dsw
+		w.seen = true
+		// A removed cgroup's retention runs from when it was last seen
+		// alive, even while the source still reports its final totals.
+		if ok {
+			w.w.Alive, w.w.LastSeen, w.w.CgroupID = true, now, c.ID
+		}
+		if d == 0 || baseline {
+			continue
+		}
+		sec := float64(d) / 1e9
+		total += sec
+		use.cgTotal[w] += sec
+		use.spread(w, sec, cgSocket[c.ID])
+	}
+	return total
+}
+
+// attach finds the consumer a cgroup id's figures go to. Cgroups are keyed
+// by path, so a cgroup removed and created again under the same path (a
+// restarted service) continues its series rather than restarting or
+// duplicating it. An id not yet resolvable gets a placeholder named by id,
+// merged into the path's consumer once the id resolves.
+func (l *ledger) attach(cs *cgSeries, id uint64, path string, ok bool, now time.Time) *consumer {
+	if !ok {
+		if cs.w == nil {
+			key := fmt.Sprintf("id:%d", id)
+			cs.w = l.byPath[key]
+			if cs.w == nil {
+				// Retention of a cgroup never resolved (removed before
+				// we could name it) runs from its first sighting.
+				cs.w = &consumer{w: snapshot.Consumer{Cgroup: key, CgroupID: id, LastSeen: now}}
+				l.byPath[key] = cs.w
+			}
+		}
+		return cs.w
+	}
+	if cs.w != nil && cs.w.w.Cgroup == path {
+		return cs.w
+	}
+	target := l.byPath[path]
+	if target == nil {
+		target = &consumer{w: snapshot.Consumer{Cgroup: path, CgroupID: id, LastSeen: now}}
+		l.byPath[path] = target
+	}
+	if old := cs.w; old != nil && old != target {
+		target.w.CPUSeconds += old.w.CPUSeconds
+		target.w.ContextSwitches += old.w.ContextSwitches
+		for _, e := range old.w.Energy {
+			target.w.Energy = target.w.Energy.Add(e.Zone, e.DynamicJ, e.IdleJ)
+		}
+		// What old already passed on to its workloads moves along, so
+		// the roll-up doesn't pass it on twice. A placeholder (an id not
+		// yet resolved) belonged to no workload: what it "passed on" went
+		// nowhere, so the workloads get it now, through target's growth.
+		if !strings.HasPrefix(old.w.Cgroup, "id:") {
+			target.rep.cpu += old.rep.cpu
+			target.rep.switches += old.rep.switches
+			for _, e := range old.rep.energy {
+				target.rep.energy = target.rep.energy.Add(e.Zone, e.DynamicJ, e.IdleJ)
+			}
+		}
+		delete(l.byPath, old.w.Cgroup)
+		old.gone, old.into = true, target
+	}
+	cs.w = target
+	return target
+}
+
+func (l *ledger) resolve(id uint64) (string, bool) {
+	if l.res == nil {
+		return fmt.Sprintf("id:%d", id), true
+	}
+	return l.res.Path(id)
+}
+
+func (l *ledger) cgroupPath(id uint64) string {
+	if cs := l.cgIDs[id]; cs != nil && cs.w != nil {
+		return cs.w.w.Cgroup
+	}
+	if p, ok := l.resolve(id); ok {
+		return p
+	}
+	return fmt.Sprintf("id:%d", id)
+}
+
+// cgroupOf returns the consumer a cgroup id's figures go to, nil when the
+// accounting has not reported the id yet.
+func (l *ledger) cgroupOf(id uint64) *cgSeries {
+	if cs := l.cgIDs[id]; cs != nil && cs.w != nil {
+		return cs
+	}
+	return nil
+}
+
+// publish copies the consumers into the snapshot and forgets those past
+// retention.
+func (l *ledger) publish(s *snapshot.Snapshot, now time.Time) {
+	s.Cgroups = retain(l.byPath, now, l.retention, s.Cgroups, func(w *consumer) { w.gone = true })
+	for id, cs := range l.cgIDs {
+		for cs.w != nil && cs.w.gone && cs.w.into != nil {
+			cs.w = cs.w.into
+		}
+		if cs.w != nil && cs.w.gone {
+			delete(l.cgIDs, id)
+			if l.trackGone {
+				l.goneIDs = append(l.goneIDs, id)
+			}
+		}
+	}
+	s.Processes = retain(l.procs, now, l.retention, s.Processes, nil)
+}
+
+// deadProcs lists the processes a reading reports for the last time.
+func deadProcs(r usage.Reading) []usage.ProcKey {
+	var out []usage.ProcKey
+	for i := range r.Processes {
+		if !r.Processes[i].Alive {
+			out = append(out, r.Processes[i].Key)
+		}
+	}
+	return out
+}
+
+// deltas returns cur−prev per counter; a counter that went backwards was
+// reset by its source (a consumer forgotten and seen again), and its new
+// value is all new usage.
+func deltas(cur, prev, curSw, prevSw uint64) (uint64, uint64) {
+	d, dsw := cur-prev, curSw-prevSw
+	if cur < prev {
+		d = cur
+	}
+	if curSw < prevSw {
+		dsw = curSw
+	}
+	return d, dsw
+}

@@ -1,0 +1,200 @@
+package stats
+
+import (
+	"errors"
+	"io/fs"
+	"path"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/workload"
+)
+
+// WorkloadResolver names the workload that owns a cgroup path;
+// *workload.Resolver implements it. Resolve must be cheap on a cached path:
+// it runs for every cgroup each interval.
+type WorkloadResolver interface {
+	Resolve(path string) workload.Identity
+	Sweep() int
+}
+
+// ResourceReader reads a cgroup's resource counters;
+// *cgroupstats.Reader implements it.
+type ResourceReader interface {
+	ReadInto(rel string, s *snapshot.Resources) error
+}
+
+// WithWorkloads rolls cgroups up into the workloads that own them at the
+// given levels (containers, pods, VMs, jobs, systemd units).
+func WithWorkloads(ids WorkloadResolver, levels []workload.Kind) Option {
+	return func(l *Loop) { l.rollup = &rollup{ids: ids, levels: levels, byKey: map[string]*workloadState{}} }
+}
+
+// WithResources reads each workload's cgroup resource counters (memory,
+// IO, pressure, tasks) every interval; it needs WithWorkloads.
+func WithResources(r ResourceReader) Option {
+	return func(l *Loop) { l.resources = r }
+}
+
+// workloadState is the loop's state of one workload.
+type workloadState struct {
+	u    snapshot.Workload
+	seen bool
+	// root is the workload's top cgroup: the highest ancestor of its
+	// cgroups that still belongs to it (a job's job_N, a pod's pod slice).
+	root string
+	res  snapshot.Resources
+	read bool
+}
+
+func (u *workloadState) liveness() (bool, bool, time.Time) { return u.u.Alive, u.seen, u.u.LastSeen }
+
+// reported is what of a cgroup's cumulative figures has already been added
+// to its workloads.
+type reported struct {
+	cpu      float64
+	switches uint64
+	energy   snapshot.Energy
+}
+
+// rollup is the stage that sums cgroups into the workloads that own them
+// (containers, pods, VMs, Slurm jobs, systemd units). Counters are kept in
+// the workload itself, so they never go backwards when one of its cgroups
+// leaves the snapshot before the others.
+type rollup struct {
+	ids       WorkloadResolver
+	levels    []workload.Kind
+	resources ResourceReader
+	byKey     map[string]*workloadState
+	log       *zap.Logger
+}
+
+// add adds each cgroup's growth since the last interval to the workloads
+// that own it at every enabled level.
+func (r *rollup) add(led *ledger, now time.Time) {
+	for _, u := range r.byKey {
+		u.seen, u.u.Alive, u.u.Cgroups = false, false, 0
+	}
+	for _, w := range led.byPath {
+		id := r.ids.Resolve(w.w.Cgroup)
+		dCPU := w.w.CPUSeconds - w.rep.cpu
+		dSw := w.w.ContextSwitches - w.rep.switches
+		var dE snapshot.Energy
+		for _, e := range w.w.Energy {
+			p := w.rep.energy.Get(e.Zone)
+			dE = dE.Add(e.Zone, e.DynamicJ-p.DynamicJ, e.IdleJ-p.IdleJ)
+		}
+		w.rep = reported{cpu: w.w.CPUSeconds, switches: w.w.ContextSwitches, energy: append(w.rep.energy[:0], w.w.Energy...)}
+		for _, level := range r.levels {
+			vals, ok := id.LabelValues(level)
+			if !ok {
+				continue
+			}
+			key := workloadKey(level, vals)
+			u := r.byKey[key]
+			if u == nil {
+				u = &workloadState{u: snapshot.Workload{Level: string(level), LastSeen: now}}
+				r.byKey[key] = u
+			}
+			// Names filled in by enrichment replace the blanks they
+			// had while the workload was first seen.
+			u.u.Labels = vals
+			u.u.Manager = managerOf(level, id)
+			u.u.CPUSeconds += dCPU
+			u.u.ContextSwitches += dSw
+			for _, e := range dE {
+				u.u.Energy = u.u.Energy.Add(e.Zone, e.DynamicJ, e.IdleJ)
+			}
+			u.seen = true
+			if w.w.Alive {
+				u.u.Alive = true
+				u.u.Cgroups++
+				u.u.LastSeen = now
+			}
+			if u.root == "" || len(w.w.Cgroup) < len(u.root) {
+				u.root = r.rootOf(w.w.Cgroup, level, key)
+			}
+		}
+	}
+	r.readResources()
+	r.ids.Sweep()
+}
+
+// rootOf climbs from a workload's cgroup to the highest ancestor that still
+// belongs to the same workload at that level.
+func (r *rollup) rootOf(p string, level workload.Kind, key string) string {
+	for p != "/" && p != "" {
+		parent := path.Dir(p)
+		vals, ok := r.ids.Resolve(parent).LabelValues(level)
+		if !ok || workloadKey(level, vals) != key {
+			break
+		}
+		p = parent
+	}
+	return p
+}
+
+// readResources reads each live workload's resource counters from its top
+// cgroup. A workload whose cgroup is gone keeps its last reading, so the
+// scrapes during retention see its final values.
+func (r *rollup) readResources() {
+	if r.resources == nil {
+		return
+	}
+	for _, u := range r.byKey {
+		if !u.u.Alive || u.root == "" {
+			continue
+		}
+		var st snapshot.Resources
+		st.IO = u.res.IO[:0]
+		err := r.resources.ReadInto(u.root, &st)
+		if st.Available == 0 {
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				r.log.Debug("read cgroup resources", zap.String("cgroup", u.root), zap.Error(err))
+			}
+			continue
+		}
+		u.res, u.read = st, true
+	}
+}
+
+// workloadKey identifies a workload by its level and id (the first label:
+// container id, pod uid, VM uuid, job id, unit name), so names learnt later
+// don't split its counters; without an id, by all its labels.
+func workloadKey(level workload.Kind, vals []string) string {
+	if len(vals) > 0 && vals[0] != "" {
+		return string(level) + "\x00" + vals[0]
+	}
+	return string(level) + "\x00" + strings.Join(vals, "\x00")
+}
+
+// publish copies the workloads into the snapshot and forgets those past
+// retention that no cgroup feeds any more.
+func (r *rollup) publish(s *snapshot.Snapshot, now time.Time, retention time.Duration) {
+	kept := retained(r.byKey, now, retention, nil)
+	s.Workloads = make([]snapshot.Workload, 0, len(kept))
+	for _, u := range kept {
+		c := u.u
+		c.Labels = append([]string(nil), u.u.Labels...)
+		c.Energy = append(snapshot.Energy(nil), u.u.Energy...)
+		if u.read {
+			res := u.res
+			res.IO = append([]snapshot.DeviceIO(nil), u.res.IO...)
+			c.Resources = &res
+		}
+		s.Workloads = append(s.Workloads, c)
+	}
+}
+
+// managerOf names the manager of a workload at a level: a container's
+// runtime for containers, kubernetes for pods (whatever runs their
+// containers).
+func managerOf(level workload.Kind, id workload.Identity) string {
+	if level == workload.KindPod {
+		return workload.ManagerKubernetes
+	}
+	return id.Manager
+}

@@ -1,0 +1,134 @@
+package stats
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/wattrace/wattrace/pkg/model"
+	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/snapshot"
+)
+
+// zoneState is one zone's cumulative figures and what the meter stage
+// keeps to compute the next interval's energy.
+type zoneState struct {
+	snapshot.Zone
+	prevJ  float64
+	seen   bool
+	idleMd model.IdleModel
+}
+
+// combined is a meter made of members (*power.Combined), each with its
+// own source name and method.
+type combined interface {
+	Meters() []power.Meter
+}
+
+// zones is the stage that reads the meter: each zone's energy of the
+// interval, handed to the split, and the derived zone "other".
+type zones struct {
+	meter power.Meter
+	idle  *idleModels
+	log   *zap.Logger
+	byID  map[snapshot.ZoneID]*zoneState
+	order []snapshot.ZoneID
+}
+
+func newZones(meter power.Meter, idle *idleModels, log *zap.Logger) *zones {
+	return &zones{meter: meter, idle: idle, log: log, byID: map[snapshot.ZoneID]*zoneState{}}
+}
+
+// read reads the meter and passes each zone's energy of the interval to
+// split; dt is 0 on the baseline read.
+func (zs *zones) read(dt time.Duration, split func(z *zoneState, dE float64)) {
+	samples, err := zs.meter.Read()
+	if err != nil {
+		zs.log.Warn("read power meter", zap.String("source", zs.meter.Name()), zap.Error(err))
+		return
+	}
+	var platform, components float64
+	havePlatform := false
+	for _, s := range samples {
+		id := snapshot.ZoneID{Name: s.Zone, Socket: s.Socket}
+		z := zs.zone(id, s.Source)
+		if !z.seen || dt <= 0 {
+			z.prevJ, z.seen = s.Joules, true
+			continue
+		}
+		dE := s.Joules - z.prevJ
+		z.prevJ = s.Joules
+		if dE < 0 {
+			dE = 0
+		}
+		switch s.Zone {
+		case power.ZonePlatform:
+			platform, havePlatform = platform+dE, true
+		case power.ZonePackage, power.ZoneDRAM, power.ZoneGPU:
+			components += dE
+		}
+		split(z, dE)
+	}
+	if havePlatform && components > 0 {
+		zs.other(platform, components, dt)
+	}
+}
+
+// zone returns the state of a zone, creating it on first sight.
+func (zs *zones) zone(id snapshot.ZoneID, source string) *zoneState {
+	z := zs.byID[id]
+	if z != nil {
+		return z
+	}
+	if source == "" {
+		source = zs.meter.Name()
+	}
+	z = &zoneState{Zone: snapshot.Zone{ZoneID: id, Source: source, Estimated: zs.estimated(source)}}
+	z.idleMd = zs.idle.model(id.Name)
+	zs.byID[id] = z
+	zs.order = append(zs.order, id)
+	return z
+}
+
+// estimated tells whether a zone's source is a model: a combined meter
+// answers per member, so measured RAPL zones next to an estimated platform
+// are labelled as what they are.
+func (zs *zones) estimated(source string) bool {
+	if c, ok := zs.meter.(combined); ok {
+		for _, m := range c.Meters() {
+			if m.Name() == source {
+				return m.Estimated()
+			}
+		}
+	}
+	return zs.meter.Estimated()
+}
+
+// other books what the platform meter saw beyond the CPU packages, DRAM and
+// GPUs (fans, disks, NICs, PSU loss) as the node-level zone "other". It is
+// part of the platform zone, which the model already splits among
+// consumers, so here it stays unattributed: reporting it again per consumer
+// would count it twice. A platform reading below its components (the BMC
+// and RAPL sample at different moments) books zero rather than negative.
+func (zs *zones) other(platform, components float64, dt time.Duration) {
+	id := snapshot.ZoneID{Name: snapshot.ZoneOther, Socket: -1}
+	z := zs.byID[id]
+	if z == nil {
+		z = &zoneState{Zone: snapshot.Zone{ZoneID: id, Source: snapshot.SourceDerived,
+			Estimated: zs.byID[snapshot.ZoneID{Name: power.ZonePlatform, Socket: -1}].Estimated}}
+		zs.byID[id] = z
+		zs.order = append(zs.order, id)
+	}
+	dE := max(platform-components, 0)
+	z.EnergyJ += dE
+	z.DynamicJ += dE
+	z.UnattributedJ += dE
+	z.PowerW = dE / dt.Seconds()
+}
+
+func (zs *zones) publish(s *snapshot.Snapshot) {
+	s.Zones = make([]snapshot.Zone, 0, len(zs.order))
+	for _, id := range zs.order {
+		s.Zones = append(s.Zones, zs.byID[id].Zone)
+	}
+}
