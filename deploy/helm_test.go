@@ -2,7 +2,7 @@ package deploy
 
 import (
 	"bytes"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
@@ -47,7 +48,9 @@ func helm(t *testing.T) string {
 		}
 		bin := filepath.Join(strings.SplitN(strings.TrimSpace(string(gopath)), ":", 2)[0], "bin")
 		helmPath = filepath.Join(bin, "helm")
-		if out, err := exec.Command(helmPath, "version", "--short").Output(); err == nil && strings.HasPrefix(string(out), helmVersion) {
+		// A helm built by go install reports only major.minor ("v3.22").
+		if out, err := exec.Command(helmPath, "version", "--template", "{{.Version}}").Output(); err == nil &&
+			len(out) > 0 && strings.HasPrefix(helmVersion, strings.TrimSpace(string(out))) {
 			return
 		}
 		cmd := exec.Command(goBin(), "install", "helm.sh/helm/v3/cmd/helm@"+helmVersion)
@@ -119,16 +122,20 @@ type object struct {
 	v          any
 }
 
-// decodeStrict converts a YAML document to JSON and decodes it into v,
-// failing on any field v's type does not have.
+// decodeStrict converts a YAML document to JSON and decodes it into v as
+// the API server does in strict mode: field names match case-sensitively
+// (encoding/json would take hostPid for hostPID), and an unknown or
+// duplicate field fails.
 func decodeStrict(doc string, v any) error {
 	j, err := yaml.YAMLToJSON([]byte(doc))
 	if err != nil {
 		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(j))
-	dec.DisallowUnknownFields()
-	return dec.Decode(v)
+	strict, err := sigsjson.UnmarshalStrict(j, v, sigsjson.DisallowUnknownFields, sigsjson.DisallowDuplicateFields)
+	if err != nil {
+		return err
+	}
+	return errors.Join(strict...)
 }
 
 // render runs helm template and decodes every object strictly into its
