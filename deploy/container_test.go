@@ -106,10 +106,26 @@ func TestContainerLikeRun(t *testing.T) {
 		}
 		if _, err := os.Stat(src); err != nil {
 			if m.Name == "pod-resources" {
-				// DirectoryOrCreate: the kubelet creates it.
+				// DirectoryOrCreate: the kubelet creates it; so does
+				// the test, and removes it again.
+				top := src
+				for p := filepath.Dir(src); p != "/"; p = filepath.Dir(p) {
+					if _, err := os.Stat(p); err == nil {
+						break
+					}
+					top = p
+				}
 				if err := os.MkdirAll(src, 0o755); err != nil {
 					t.Fatal(err)
 				}
+				t.Cleanup(func() {
+					for p := src; ; p = filepath.Dir(p) {
+						_ = os.Remove(p) // empty directories only
+						if p == top {
+							return
+						}
+					}
+				})
 			} else {
 				t.Fatalf("host path %s of volume %s: %v", src, m.Name, err)
 			}
@@ -133,7 +149,9 @@ func TestContainerLikeRun(t *testing.T) {
 	script = append(script, `mount -o remount,ro "$r"`,
 		`exec chroot "$r" /bin/wattrace "$@"`)
 
-	cmd := exec.Command(unshare, append([]string{"--mount", "--fork", "/bin/sh", "-c", strings.Join(script, "\n"), "sh"}, args...)...)
+	// No --fork: sh and chroot exec, so the exporter is cmd's process and
+	// gets its SIGINT.
+	cmd := exec.Command(unshare, append([]string{"--mount", "/bin/sh", "-c", strings.Join(script, "\n"), "sh"}, args...)...)
 	cmd.Env = []string{"ROOT=" + root, "BIN=" + bin, "PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
@@ -158,7 +176,7 @@ func TestContainerLikeRun(t *testing.T) {
 	e1, n1 := energy(first), intervals(first)
 	later := waitFor(t, u, 30*time.Second, "two more intervals", func(f map[string]*dto.MetricFamily) bool { return intervals(f) >= n1+2 })
 	e2 := energy(later)
-	t.Logf("busy cgroup %s: %.3f J then %.3f J two intervals later", rel, e1, e2)
+	t.Logf("hierarchy %s; busy cgroup %s: %.3f J then %.3f J two intervals later", h.Kind, rel, e1, e2)
 	if !(e2 > e1) {
 		t.Errorf("busy cgroup's energy did not grow: %.3f J then %.3f J", e1, e2)
 	}
