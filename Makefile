@@ -4,6 +4,8 @@
 GO          ?= go
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $(shell $(GO) env GOPATH)/bin/staticcheck)
 BIN         ?= bin/wattrace
+# helm for `make manifests`; deploy's tests go install it there when missing.
+HELM        ?= $(shell command -v helm 2>/dev/null || echo $(shell $(GO) env GOPATH)/bin/helm)
 
 # Version information, stamped into prometheus/common/version so that
 # --version and wattrace_build_info identify the build.
@@ -47,7 +49,7 @@ test:
 # Re-renders deploy/kubernetes/*.yaml from the Helm chart (needs helm; the
 # deploy tests fail while the committed files differ).
 manifests:
-	./deploy/kubernetes/render.sh
+	HELM=$(HELM) ./deploy/kubernetes/render.sh
 
 # End-to-end tests against a real single-node Slurm and real libvirt QEMU
 # VMs (e2e/, build tag e2e): they need root and apt-get (the scripts in e2e/
