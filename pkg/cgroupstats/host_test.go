@@ -177,7 +177,7 @@ func TestHostV1(t *testing.T) {
 // that device, and its name, grew by at least that.
 func checkIO(t *testing.T, r *Reader, rel string, dirs []string) {
 	t.Helper()
-	dir := t.TempDir()
+	dir := blockDir(t)
 	var st syscall.Stat_t
 	if err := syscall.Stat(dir, &st); err != nil {
 		t.Fatal(err)
@@ -316,6 +316,24 @@ func readWords(t *testing.T, path string) []string {
 		t.Fatal(err)
 	}
 	return strings.Fields(string(b))
+}
+
+// blockDir returns a temp dir on a block device: the test's own, or one
+// under /var/tmp where /tmp is a tmpfs (Debian 13 and others), since
+// tmpfs IO reaches no block device. The dir is removed when the test ends.
+func blockDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err == nil && unix.Major(st.Dev) != 0 {
+		return dir
+	}
+	dir, err := os.MkdirTemp("/var/tmp", "wattrace-test-io-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
 
 // skipOrFail skips on a developer's machine that lacks what the test needs
