@@ -148,6 +148,9 @@ func TestCapabilitySetReachesBPF(t *testing.T) {
 			t.Errorf("exporter's status lacks %q:\n%s", want, status)
 		}
 	}
+	node, _ := value(fams, "wattrace_node_energy_joules_total", nil)
+	rootCg, _ := value(fams, "wattrace_cgroup_energy_joules_total", map[string]string{"cgroup": "/"})
+	t.Logf("uid %d, caps %s: bpf mode, node %.3f J, root cgroup %.3f J", nobody, strings.Join(caps, ","), node, rootCg)
 	if v, ok := value(fams, "wattrace_node_energy_joules_total", nil); !ok || v <= 0 {
 		t.Errorf("node energy %v (%v), want > 0", v, ok)
 	}
