@@ -30,8 +30,14 @@ RUN CGO_ENABLED=0 go build -trimpath \
         -X github.com/prometheus/common/version.Branch=${BRANCH}" \
       -o /out/wattrace ./cmd/exporter
 
-# static: the binary is CGO-free. Not the :nonroot variant: loading BPF
-# programs and reading RAPL need root or the capabilities listed above.
+# static: the binary is CGO-free (CGO_ENABLED=0 above, as `make build`).
+# If the build ever turns cgo on (e.g. NVML through go-nvml, which dlopens
+# libnvidia-ml.so), this stage must become gcr.io/distroless/base-debian12,
+# which has glibc; static has no libc and the binary would not start.
+# Not the :nonroot variant: loading BPF programs and reading RAPL need root
+# or the capabilities listed above. In Kubernetes, use the Helm chart
+# (deploy/helm/wattrace): it runs as root with all capabilities dropped but
+# these, and passes its own --path.* flags for its mounts.
 FROM gcr.io/distroless/static-debian12
 COPY --from=build /out/wattrace /bin/wattrace
 USER 0:0

@@ -4,6 +4,8 @@
 GO          ?= go
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $(shell $(GO) env GOPATH)/bin/staticcheck)
 BIN         ?= bin/wattrace
+# helm for `make manifests`; deploy's tests go install it there when missing.
+HELM        ?= $(shell command -v helm 2>/dev/null || echo $(shell $(GO) env GOPATH)/bin/helm)
 
 # Version information, stamped into prometheus/common/version so that
 # --version and wattrace_build_info identify the build.
@@ -18,7 +20,7 @@ LDFLAGS := -s -w \
 	-X $(VERSION_PKG).BuildUser=$(shell id -un 2>/dev/null)@$(shell hostname 2>/dev/null) \
 	-X $(VERSION_PKG).BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 
-.PHONY: all build run test e2e bench fuzz generate vmlinux lint check-generate clean
+.PHONY: all build run test manifests e2e bench fuzz generate vmlinux lint check-generate clean
 
 all: lint test build
 
@@ -36,8 +38,18 @@ run: build
 # Tests that need root or BPF skip themselves otherwise; CI runs as root.
 # -p 1: several tests compare CPU time under a load they generate, and
 # packages running side by side on a small machine would starve each other.
+# deploy/checks is a module of its own (the Kubernetes API types its tests decode
+# into stay out of the exporter's go.mod): the Helm chart (helm lint and
+# template; helm is installed with go install when missing), the rendered
+# manifests, the systemd unit and the container-like run of the binary.
 test:
 	$(GO) test -p 1 -count=1 ./...
+	cd deploy/checks && $(GO) test -p 1 -count=1 -timeout 30m ./...
+
+# Re-renders deploy/kubernetes/*.yaml from the Helm chart (needs helm; the
+# deploy tests fail while the committed files differ).
+manifests:
+	HELM=$(HELM) ./deploy/kubernetes/render.sh
 
 # End-to-end tests against a real single-node Slurm, real libvirt QEMU
 # VMs and a real Prometheus (e2e/, build tag e2e): they need root and apt-get
@@ -69,6 +81,7 @@ lint:
 	@out="$$(gofmt -l .)"; \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	cd deploy/checks && $(GO) vet ./...
 	$(STATICCHECK) ./...
 
 # Fails when the committed BPF output is stale: regenerate, then require no

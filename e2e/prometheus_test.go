@@ -51,7 +51,7 @@ const (
 // Everything listens on loopback and is stopped and removed at the end.
 func TestPrometheusPipeline(t *testing.T) {
 	requireRoot(t)
-	promBin := testenv.AptTool(t, "prometheus", "prometheus")
+	promBin := testenv.Tool(t, "prometheus", "prometheus")
 	h, err := cgroup.Detect("/proc", "/sys/fs/cgroup", "auto")
 	if err != nil {
 		t.Fatal(err)

@@ -112,7 +112,7 @@ func BenchmarkScale(b *testing.B) {
 				return 100 * (c1 - c0) / time.Since(t0).Seconds()
 			}
 			idle := cpuOver()
-			stress := exec.Command("stress-ng", "--cpu", "2", "--switch", "1", "--timeout", "70s", "--quiet")
+			stress := exec.Command(testenv.Tool(b, "stress-ng", "stress-ng"), "--cpu", "2", "--switch", "1", "--timeout", "70s", "--quiet")
 			if err := stress.Start(); err != nil {
 				b.Fatalf("stress-ng: %v", err)
 			}

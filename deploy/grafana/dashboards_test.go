@@ -185,7 +185,7 @@ func TestDashboardLint(t *testing.T) {
 // Every query is valid PromQL: with the variables substituted they go
 // through promtool check rules as recording rules.
 func TestDashboardQueriesParse(t *testing.T) {
-	promtool := testenv.AptTool(t, "promtool", "prometheus")
+	promtool := testenv.Tool(t, "promtool", "prometheus")
 	ds, err := Load()
 	if err != nil {
 		t.Fatal(err)

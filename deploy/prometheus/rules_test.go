@@ -10,7 +10,7 @@ import (
 
 // Both files parse and every expression is valid PromQL.
 func TestPromtoolCheckRules(t *testing.T) {
-	promtool := testenv.AptTool(t, "promtool", "prometheus")
+	promtool := testenv.Tool(t, "promtool", "prometheus")
 	out, err := exec.Command(promtool, append([]string{"check", "rules"}, Files...)...).CombinedOutput()
 	t.Logf("promtool check rules:\n%s", out)
 	if err != nil {
@@ -28,7 +28,7 @@ func TestPromtoolCheckRules(t *testing.T) {
 // pod power, 3600 J per day) and every alert firing, or not, when it
 // should.
 func TestPromtoolTestRules(t *testing.T) {
-	promtool := testenv.AptTool(t, "promtool", "prometheus")
+	promtool := testenv.Tool(t, "promtool", "prometheus")
 	out, err := exec.Command(promtool, "test", "rules", "wattrace_test.yml").CombinedOutput()
 	t.Logf("promtool test rules:\n%s", out)
 	if err != nil {

@@ -16,11 +16,11 @@ import (
 // for with DPkg::Lock::Timeout) serialises them across processes.
 var aptMu sync.Mutex
 
-// AptTool returns the path of binary, installing Debian package pkg with
+// Tool returns the path of binary, installing Debian package pkg with
 // apt-get when it is missing and the test runs as root, as `make e2e`'s
 // scripts do, so that the test command needs no set-up step. When the tool
 // can't be had it fails under CI and skips otherwise.
-func AptTool(t testing.TB, binary, pkg string) string {
+func Tool(t testing.TB, binary, pkg string) string {
 	t.Helper()
 	if p := lookTool(binary); p != "" {
 		return p

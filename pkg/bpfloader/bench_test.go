@@ -29,12 +29,13 @@ func statDelta(b *testing.B, p *ebpf.Program, f func()) (runs uint64, nsPerRun f
 }
 
 // statsOn needs root and turns the kernel's BPF statistics on for the
-// benchmark; needLoad also requires stress-ng for the load.
+// benchmark; needLoad also needs stress-ng for the load
+// (installed when missing).
 func statsOn(b *testing.B, needLoad bool) {
 	b.Helper()
 	testenv.RequireRoot(b)
-	if _, err := exec.LookPath("stress-ng"); needLoad && err != nil {
-		b.Fatalf("stress-ng is needed for the load: %v", err)
+	if needLoad {
+		testenv.Tool(b, "stress-ng", "stress-ng")
 	}
 	st, err := EnableStats()
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/wattrace/wattrace/internal/testenv"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/workload"
 )
@@ -182,19 +182,10 @@ func TestDocsMatchGolden(t *testing.T) {
 	}
 }
 
-// TestPromtoolCheckMetrics runs the scrape text through promtool's linter,
-// which enforces the naming conventions (units, _total, help text).
+// TestPromtoolCheckMetrics runs the scrape text through promtool's linter
+// (promlint, in process), which enforces the naming conventions (units,
+// _total, help text).
 func TestPromtoolCheckMetrics(t *testing.T) {
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		if _, statErr := os.Stat("/usr/bin/promtool"); statErr == nil {
-			promtool = "/usr/bin/promtool"
-		} else if os.Getenv("CI") == "true" {
-			t.Fatal("promtool not found; CI must install it (Debian package prometheus)")
-		} else {
-			t.Skip("promtool not installed")
-		}
-	}
 	mfs, err := fullRegistry(t).Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -206,10 +197,5 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cmd := exec.Command(promtool, "check", "metrics")
-	cmd.Stdin = &buf
-	out, err := cmd.CombinedOutput()
-	if err != nil || len(bytes.TrimSpace(out)) > 0 {
-		t.Fatalf("promtool check metrics: %v\n%s", err, out)
-	}
+	testenv.Promlint(t, buf.Bytes())
 }

@@ -1,0 +1,399 @@
+package deploy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	sigsjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+)
+
+// helmVersion is installed with `go install` from the module proxy when no
+// helm is on PATH, so `make test` needs nothing beyond Go.
+const helmVersion = "v3.22.0"
+
+const chart = "../helm/wattrace"
+
+var (
+	helmOnce sync.Once
+	helmPath string
+	helmErr  error
+)
+
+// helm returns a helm binary: the one on PATH, else one installed into
+// GOPATH/bin (kept for later runs).
+func helm(t *testing.T) string {
+	t.Helper()
+	helmOnce.Do(func() {
+		if p, err := exec.LookPath("helm"); err == nil {
+			helmPath = p
+			return
+		}
+		gopath, err := exec.Command(goBin(), "env", "GOPATH").Output()
+		if err != nil {
+			helmErr = fmt.Errorf("go env GOPATH: %w", err)
+			return
+		}
+		bin := filepath.Join(strings.SplitN(strings.TrimSpace(string(gopath)), ":", 2)[0], "bin")
+		helmPath = filepath.Join(bin, "helm")
+		// A helm built by go install reports only major.minor ("v3.22").
+		if out, err := exec.Command(helmPath, "version", "--template", "{{.Version}}").Output(); err == nil &&
+			len(out) > 0 && strings.HasPrefix(helmVersion, strings.TrimSpace(string(out))) {
+			return
+		}
+		cmd := exec.Command(goBin(), "install", "helm.sh/helm/v3/cmd/helm@"+helmVersion)
+		cmd.Env = append(os.Environ(), "GOBIN="+bin, "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			helmErr = fmt.Errorf("go install helm %s: %v\n%s", helmVersion, err, out)
+		}
+	})
+	if helmErr != nil {
+		t.Fatal(helmErr)
+	}
+	return helmPath
+}
+
+// goBin is the go command: the one on PATH, else the standard install.
+func goBin() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return "/usr/local/go/bin/go"
+}
+
+func runHelm(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(helm(t), args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.String())
+	}
+	return string(out)
+}
+
+// valueSets are the configurations the tests render: the defaults, and
+// every toggle turned the other way.
+var valueSets = map[string][]string{
+	"defaults": nil,
+	"everything": {
+		"--set", "serviceMonitor.enabled=true", "--set", "podMonitor.enabled=true",
+		"--set", "web.configSecret=wattrace-web", "--set", "web.scheme=https",
+		"--set", "serviceMonitor.tlsConfig.insecureSkipVerify=true",
+		"--set", "podMonitor.tlsConfig.insecureSkipVerify=true",
+		"--set", "serviceMonitor.basicAuth.username.name=wattrace-scrape",
+		"--set", "serviceMonitor.basicAuth.username.key=username",
+		"--set", "serviceMonitor.basicAuth.password.name=wattrace-scrape",
+		"--set", "serviceMonitor.basicAuth.password.key=password",
+		"--set", "extraArgs={--collector.process,--power.idle-policy=cpu}",
+		"--set", "priorityClassName=system-node-critical",
+	},
+	"minimal": {
+		"--set", "kubelet.enabled=false", "--set", "podResources.enabled=false",
+		"--set", "serviceAccount.create=false", "--set", "rbac.create=false",
+	},
+}
+
+func TestHelmLint(t *testing.T) {
+	for name, set := range valueSets {
+		out := runHelm(t, append([]string{"lint", "--strict", chart}, set...)...)
+		if !strings.Contains(out, "1 chart(s) linted, 0 chart(s) failed") || strings.Contains(out, "[WARNING]") {
+			t.Errorf("%s: helm lint:\n%s", name, out)
+		}
+	}
+}
+
+// object is one rendered document, decoded into its API type.
+type object struct {
+	kind, name string
+	v          any
+}
+
+// decodeStrict converts a YAML document to JSON and decodes it into v as
+// the API server does in strict mode: field names match case-sensitively
+// (encoding/json would take hostPid for hostPID), and an unknown or
+// duplicate field fails.
+func decodeStrict(doc string, v any) error {
+	j, err := yaml.YAMLToJSON([]byte(doc))
+	if err != nil {
+		return err
+	}
+	strict, err := sigsjson.UnmarshalStrict(j, v, sigsjson.DisallowUnknownFields, sigsjson.DisallowDuplicateFields)
+	if err != nil {
+		return err
+	}
+	return errors.Join(strict...)
+}
+
+// render runs helm template and decodes every object strictly into its
+// k8s.io/api or Prometheus Operator type; an unknown kind fails.
+func render(t *testing.T, set []string) []object {
+	t.Helper()
+	out := runHelm(t, append([]string{"template", "wattrace", chart, "--namespace", "wattrace"}, set...)...)
+	return decodeAll(t, out)
+}
+
+func decodeAll(t *testing.T, out string) []object {
+	t.Helper()
+	var objs []object
+	for _, doc := range strings.Split(out, "\n---") {
+		var meta struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+			t.Fatalf("parse %q: %v", doc, err)
+		}
+		if meta.Kind == "" {
+			continue // comments only
+		}
+		var v any
+		switch meta.Kind {
+		case "DaemonSet":
+			v = &appsv1.DaemonSet{}
+		case "Service":
+			v = &corev1.Service{}
+		case "ServiceAccount":
+			v = &corev1.ServiceAccount{}
+		case "ClusterRole":
+			v = &rbacv1.ClusterRole{}
+		case "ClusterRoleBinding":
+			v = &rbacv1.ClusterRoleBinding{}
+		case "ServiceMonitor":
+			v = &monitoringv1.ServiceMonitor{}
+		case "PodMonitor":
+			v = &monitoringv1.PodMonitor{}
+		default:
+			t.Fatalf("rendered a %s, which no test decodes", meta.Kind)
+		}
+		if err := decodeStrict(doc, v); err != nil {
+			t.Fatalf("%s %s does not decode strictly: %v", meta.Kind, meta.Metadata.Name, err)
+		}
+		objs = append(objs, object{meta.Kind, meta.Metadata.Name, v})
+	}
+	return objs
+}
+
+func kinds(objs []object) map[string]int {
+	n := map[string]int{}
+	for _, o := range objs {
+		n[o.kind]++
+	}
+	return n
+}
+
+func find[T any](t *testing.T, objs []object) T {
+	t.Helper()
+	for _, o := range objs {
+		if v, ok := o.v.(T); ok {
+			return v
+		}
+	}
+	var zero T
+	t.Fatalf("no %T rendered", zero)
+	return zero
+}
+
+// The decoding strictness itself: a misspelt field must fail.
+func TestDecodeStrictRejectsUnknownFields(t *testing.T) {
+	doc := "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: x}\nspec:\n  template:\n    spec:\n      hostPid: true\n"
+	if err := decodeStrict(doc, &appsv1.DaemonSet{}); err == nil || !strings.Contains(err.Error(), "hostPid") {
+		t.Fatalf("misspelt hostPid decoded: %v", err)
+	}
+	if err := decodeStrict("kind: ServiceMonitor\nspec: {endpoint: []}\n", &monitoringv1.ServiceMonitor{}); err == nil {
+		t.Fatal("ServiceMonitor with spec.endpoint decoded")
+	}
+}
+
+func TestRenderedObjects(t *testing.T) {
+	for name, set := range valueSets {
+		t.Run(name, func(t *testing.T) {
+			objs := render(t, set)
+			want := map[string]int{"DaemonSet": 1, "Service": 1, "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1}
+			switch name {
+			case "everything":
+				want["ServiceMonitor"], want["PodMonitor"] = 1, 1
+			case "minimal":
+				delete(want, "ServiceAccount")
+				delete(want, "ClusterRole")
+				delete(want, "ClusterRoleBinding")
+			}
+			if got := kinds(objs); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("rendered %v, want %v", got, want)
+			}
+			checkDaemonSet(t, name, find[*appsv1.DaemonSet](t, objs))
+			if name != "minimal" {
+				checkRBAC(t, objs)
+			}
+			if name == "everything" {
+				checkMonitors(t, objs)
+			}
+		})
+	}
+}
+
+func checkDaemonSet(t *testing.T, name string, ds *appsv1.DaemonSet) {
+	t.Helper()
+	pod := ds.Spec.Template.Spec
+	if !pod.HostPID {
+		t.Error("hostPID is off")
+	}
+	if len(pod.Tolerations) == 0 || pod.Tolerations[0].Operator != corev1.TolerationOpExists || pod.Tolerations[0].Key != "" {
+		t.Errorf("tolerations %+v do not tolerate every taint", pod.Tolerations)
+	}
+	if len(pod.Containers) != 1 {
+		t.Fatalf("%d containers", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	sc := c.SecurityContext
+	if sc == nil || sc.Privileged == nil || *sc.Privileged || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		t.Fatalf("security context %+v: want unprivileged, no escalation, read-only root", sc)
+	}
+	if fmt.Sprint(sc.Capabilities.Drop) != "[ALL]" || fmt.Sprint(sc.Capabilities.Add) != "[BPF PERFMON DAC_READ_SEARCH]" {
+		t.Errorf("capabilities %+v, want drop ALL, add BPF PERFMON DAC_READ_SEARCH", sc.Capabilities)
+	}
+	mounts := map[string]corev1.VolumeMount{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.Name] = m
+		if !m.ReadOnly {
+			t.Errorf("mount %s at %s is writable", m.Name, m.MountPath)
+		}
+	}
+	host := map[string]string{}
+	for _, v := range pod.Volumes {
+		if v.HostPath != nil {
+			host[v.Name] = v.HostPath.Path
+		}
+	}
+	wantMounts := map[string][2]string{"proc": {"/proc", "/host/proc"}, "sys": {"/sys", "/host/sys"}, "cgroup": {"/sys/fs/cgroup", "/host/sys/fs/cgroup"}}
+	if name != "minimal" {
+		wantMounts["pod-resources"] = [2]string{"/var/lib/kubelet/pod-resources", "/var/lib/kubelet/pod-resources"}
+	}
+	for vol, hp := range wantMounts {
+		if host[vol] != hp[0] || mounts[vol].MountPath != hp[1] {
+			t.Errorf("volume %s: host %q at %q, want %q at %q", vol, host[vol], mounts[vol].MountPath, hp[0], hp[1])
+		}
+	}
+	if _, ok := host["pod-resources"]; name == "minimal" && ok {
+		t.Error("pod-resources mounted though disabled")
+	}
+	args := strings.Join(c.Args, " ")
+	for _, a := range []string{"--path.procfs=/host/proc", "--path.sysfs=/host/sys", "--path.cgroupfs=/host/sys/fs/cgroup", "--web.listen-address=:9841"} {
+		if !strings.Contains(args, a) {
+			t.Errorf("args %q lack %s", args, a)
+		}
+	}
+	if kube := strings.Contains(args, "--workload.kube.url=https://$(NODE_IP):10250/pods"); kube == (name == "minimal") {
+		t.Errorf("args %q: kubelet URL present = %v", args, kube)
+	}
+	if web := strings.Contains(args, "--web.config.file=/etc/wattrace/web/web-config.yml"); web != (name == "everything") {
+		t.Errorf("args %q: web config present = %v", args, web)
+	}
+	for _, p := range []struct {
+		probe *corev1.Probe
+		path  string
+	}{{c.LivenessProbe, "/-/healthy"}, {c.ReadinessProbe, "/-/ready"}} {
+		if p.probe == nil || p.probe.HTTPGet == nil || p.probe.HTTPGet.Path != p.path || p.probe.HTTPGet.Port.StrVal != "metrics" {
+			t.Errorf("probe %+v, want httpGet %s on port metrics", p.probe, p.path)
+			continue
+		}
+		if want := map[bool]corev1.URIScheme{true: corev1.URISchemeHTTPS, false: corev1.URISchemeHTTP}[name == "everything"]; p.probe.HTTPGet.Scheme != want {
+			t.Errorf("probe %s scheme %s, want %s", p.path, p.probe.HTTPGet.Scheme, want)
+		}
+	}
+	// docs/performance.md: 44 MiB RSS, 0.75% of a core at 1,000 cgroups.
+	req := c.Resources.Requests
+	if !req.Cpu().Equal(resource.MustParse("10m")) || !req.Memory().Equal(resource.MustParse("64Mi")) {
+		t.Errorf("requests %v, want cpu 10m, memory 64Mi", req)
+	}
+	if c.Resources.Limits.Cpu().Value() != 0 || !c.Resources.Limits.Memory().Equal(resource.MustParse("256Mi")) {
+		t.Errorf("limits %v, want no cpu limit, memory 256Mi", c.Resources.Limits)
+	}
+}
+
+func checkRBAC(t *testing.T, objs []object) {
+	t.Helper()
+	role := find[*rbacv1.ClusterRole](t, objs)
+	if len(role.Rules) != 1 || fmt.Sprint(role.Rules[0].Resources, role.Rules[0].Verbs) != "[nodes/proxy] [get]" {
+		t.Errorf("cluster role rules %+v, want get on nodes/proxy only", role.Rules)
+	}
+	binding := find[*rbacv1.ClusterRoleBinding](t, objs)
+	sa := find[*corev1.ServiceAccount](t, objs)
+	ds := find[*appsv1.DaemonSet](t, objs)
+	if binding.RoleRef.Name != role.Name || len(binding.Subjects) != 1 || binding.Subjects[0].Name != sa.Name ||
+		binding.Subjects[0].Namespace != "wattrace" || ds.Spec.Template.Spec.ServiceAccountName != sa.Name {
+		t.Errorf("binding %+v does not bind role %s to the DaemonSet's account %s", binding, role.Name, sa.Name)
+	}
+}
+
+func checkMonitors(t *testing.T, objs []object) {
+	t.Helper()
+	svc := find[*corev1.Service](t, objs)
+	ds := find[*appsv1.DaemonSet](t, objs)
+	sm := find[*monitoringv1.ServiceMonitor](t, objs)
+	pm := find[*monitoringv1.PodMonitor](t, objs)
+	for k, v := range sm.Spec.Selector.MatchLabels {
+		if svc.Labels[k] != v {
+			t.Errorf("ServiceMonitor selects %s=%s, the Service has %q", k, v, svc.Labels[k])
+		}
+	}
+	for k, v := range pm.Spec.Selector.MatchLabels {
+		if ds.Spec.Template.Labels[k] != v {
+			t.Errorf("PodMonitor selects %s=%s, the pods have %q", k, v, ds.Spec.Template.Labels[k])
+		}
+	}
+	if len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Port != "metrics" || sm.Spec.Endpoints[0].Scheme == nil ||
+		string(*sm.Spec.Endpoints[0].Scheme) != "https" || sm.Spec.Endpoints[0].BasicAuth == nil ||
+		sm.Spec.Endpoints[0].BasicAuth.Password.Name != "wattrace-scrape" {
+		t.Errorf("ServiceMonitor endpoints %+v", sm.Spec.Endpoints)
+	}
+	if len(pm.Spec.PodMetricsEndpoints) != 1 || pm.Spec.PodMetricsEndpoints[0].Port == nil || *pm.Spec.PodMetricsEndpoints[0].Port != "metrics" {
+		t.Errorf("PodMonitor endpoints %+v", pm.Spec.PodMetricsEndpoints)
+	}
+}
+
+// The committed plain manifests are what render.sh makes from the chart now.
+func TestManifestsCurrent(t *testing.T) {
+	out := t.TempDir()
+	cmd := exec.Command("sh", "../kubernetes/render.sh", out)
+	cmd.Env = append(os.Environ(), "HELM="+helm(t))
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("render.sh: %v\n%s", err, b)
+	}
+	files, _ := filepath.Glob(filepath.Join(out, "*.yaml"))
+	if len(files) != 3 {
+		t.Fatalf("render.sh wrote %d files, want 3", len(files))
+	}
+	for _, f := range files {
+		want, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		committed := filepath.Join("../kubernetes", filepath.Base(f))
+		got, err := os.ReadFile(committed)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s is not what the chart renders (%v): run make manifests", committed, err)
+			continue
+		}
+		// And each decodes strictly too.
+		if objs := decodeAll(t, string(got)); len(objs) == 0 {
+			t.Errorf("%s holds no object", committed)
+		}
+	}
+}
