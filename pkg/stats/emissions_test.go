@@ -216,3 +216,52 @@ func TestEmissionsExactWithChangingFactor(t *testing.T) {
 		t.Errorf("snapshot intensities %+v, health %+v", s.Intensities, s.Carbon)
 	}
 }
+
+// Before a provider first answers (a network provider down at start-up, no
+// fallback) nothing is priced, for consumers and node alike, so the sums
+// still agree; once it answers, only the energy of later intervals is
+// priced: 60 J at 300 g/kWh = 0.005 g, 40 J to /a, 20 J to /b.
+func TestEmissionsWaitForFirstFactor(t *testing.T) {
+	src := &fakeSource{}
+	m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
+	grid := &gridFetcher{}
+	p := carbon.NewProvider(grid, carbon.ProviderOptions{})
+	l, err := New(Config{Interval: time.Second, IdlePolicy: "none", IdleWatts: map[string]float64{"package": 0}},
+		src, m, names{1: "/a", 2: "/b"}, nil, WithEmissions(carbon.NewChain(0, p)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(0, 0)
+	src.add(1, 1, 0, 0)
+	src.add(2, 2, 0, 0)
+	l.Step(t0)
+	step := func(j float64) {
+		src.add(1, 1, 0, 2e9)
+		src.add(2, 2, 0, 1e9)
+		m.samples[0].Joules += j
+		t0 = t0.Add(time.Second)
+		l.Step(t0)
+	}
+	step(90)
+	s := l.Snapshot()
+	if len(s.Zones[0].Grams) != 0 || len(cgroupByPath(s, "/a").Grams) != 0 || len(s.Intensities) != 0 || s.Carbon[0].Up {
+		t.Fatalf("priced without a factor: zone %+v, /a %+v, intensities %+v", s.Zones[0].Grams, cgroupByPath(s, "/a").Grams, s.Intensities)
+	}
+	grid.s = carbon.Sample{GramsPerKWh: 300}
+	if err := p.Poll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	step(60)
+	s = l.Snapshot()
+	for _, c := range []struct {
+		got, want float64
+	}{
+		{s.Zones[0].Grams[0].DynamicG, 60 * 300 / 3.6e6},
+		{gramsOf(cgroupByPath(s, "/a").Grams, "grid"), 40 * 300 / 3.6e6},
+		{gramsOf(cgroupByPath(s, "/b").Grams, "grid"), 20 * 300 / 3.6e6},
+	} {
+		if relErr(c.got, c.want) > 1e-12 {
+			t.Errorf("%.12g g, want %.12g", c.got, c.want)
+		}
+	}
+}
