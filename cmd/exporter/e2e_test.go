@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -226,6 +227,30 @@ func TestREADMERunCommand(t *testing.T) {
 	}
 	if dBusy <= 0 || dBusy <= dIdle {
 		t.Errorf("busy cgroup gained %v J, idle %v J: want busy > idle and > 0", dBusy, dIdle)
+	}
+	// Emissions are on by default with the constant provider: the busy
+	// cgroup's grams grow with its energy, and every counter is its
+	// joules × 436 g/kWh, interval by interval, hence in total.
+	const gPerJ = 436 / 3.6e6
+	if v, _ := sum(second, "wattrace_emissions_factor_grams_per_kwh", map[string]string{"provider": "constant", "grid_zone": "world"}); v != 436 {
+		t.Errorf("constant factor %v g/kWh, want 436", v)
+	}
+	cgGrams := func(fams map[string]*dto.MetricFamily, path string) float64 {
+		v, _ := sum(fams, "wattrace_cgroup_emissions_grams_total", map[string]string{"cgroup": path, "provider": "constant"})
+		return v
+	}
+	gBusy := cgGrams(second, busyPath) - cgGrams(first, busyPath)
+	t.Logf("busy cgroup +%.9f g CO2e", gBusy)
+	if gBusy <= 0 || math.Abs(gBusy-dBusy*gPerJ) > 1e-9*dBusy*gPerJ+1e-15 {
+		t.Errorf("busy cgroup gained %v g for %v J: want %v g", gBusy, dBusy, dBusy*gPerJ)
+	}
+	for _, pair := range [][2]string{{"wattrace_node_emissions_grams_total", "wattrace_node_energy_joules_total"},
+		{"wattrace_cgroup_emissions_grams_total", "wattrace_cgroup_energy_joules_total"}} {
+		g, _ := sum(second, pair[0], nil)
+		j, _ := sum(second, pair[1], nil)
+		if g <= 0 || math.Abs(g-j*gPerJ) > 1e-9*j*gPerJ {
+			t.Errorf("%s = %v, want %s × 436/3.6e6 = %v", pair[0], g, pair[1], j*gPerJ)
+		}
 	}
 	// The process collector is on by default, bounded to the top 20: the
 	// busy loop is among them.

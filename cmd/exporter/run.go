@@ -80,6 +80,11 @@ func build(cfg *config.Config, c *components) error {
 	if err != nil {
 		return err
 	}
+	emis, err := emissionsPart(cfg, c)
+	if err != nil {
+		return err
+	}
+	opts.stats = append(opts.stats, emis...)
 	sockets, err := power.CPUSockets(cfg.Path.Sysfs)
 	if err != nil {
 		// Without the topology all usage lands on one socket: per-socket
@@ -203,6 +208,7 @@ func registry(cfg *config.Config, loop *stats.Loop, meter power.Meter, acc accou
 		Levels:         cfg.Collector.Levels(),
 		MeterHealth:    reportsHealth && len(hr.Health()) > 0,
 		IdleAttributed: cfg.Power.IdlePolicy != "none",
+		Emissions:      cfg.Emissions.Enabled,
 		Log:            c.log.Named("collector"),
 	})
 	if err != nil {

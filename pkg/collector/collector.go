@@ -51,7 +51,11 @@ type Options struct {
 	// idle energy to workloads. Only then are workload series with
 	// mode="idle" exported: under "none" they would all be 0.
 	IdleAttributed bool
-	Log            *zap.Logger
+	// Emissions is true when the stats loop prices energy in grams of
+	// CO2e (the emissions collector; provider rejections join the
+	// source families).
+	Emissions bool
+	Log       *zap.Logger
 }
 
 // errNoSnapshot is returned by collectors before the first interval.

@@ -13,7 +13,7 @@ const NameMeters = "meters"
 
 func init() {
 	register(Registration{Name: NameMeters,
-		on:  func(o Options) bool { return o.MeterHealth },
+		on:  func(o Options) bool { return o.MeterHealth || o.Emissions },
 		new: func(Options) subCollector { return newMeterCollector() }})
 }
 
@@ -53,14 +53,23 @@ func (c *meterCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snap
 		ch <- metric(c.up, prometheus.GaugeValue, up, m.Source)
 		ch <- metric(c.reads, prometheus.CounterValue, float64(m.Reads), m.Source)
 		ch <- metric(c.failed, prometheus.CounterValue, float64(m.Errors), m.Source)
-		reasons := make([]string, 0, len(m.Rejected))
-		for r := range m.Rejected {
-			reasons = append(reasons, r)
-		}
-		sort.Strings(reasons)
-		for _, r := range reasons {
-			ch <- metric(c.rejected, prometheus.CounterValue, float64(m.Rejected[r]), m.Source, r)
-		}
+		c.emitRejected(ch, m)
+	}
+	// Carbon-intensity providers' health is in the emissions families;
+	// their rejected readings join every other source's here.
+	for _, m := range snap.Carbon {
+		c.emitRejected(ch, m)
 	}
 	return nil
+}
+
+func (c *meterCollector) emitRejected(ch chan<- prometheus.Metric, m snapshot.SourceHealth) {
+	reasons := make([]string, 0, len(m.Rejected))
+	for r := range m.Rejected {
+		reasons = append(reasons, r)
+	}
+	sort.Strings(reasons)
+	for _, r := range reasons {
+		ch <- metric(c.rejected, prometheus.CounterValue, float64(m.Rejected[r]), m.Source, r)
+	}
 }

@@ -131,6 +131,7 @@ type Config struct {
 	Power      Power
 	Collector  Collector
 	Workload   Workload
+	Emissions  Emissions
 }
 
 // Workload configures how cgroups are named after the workloads that own
@@ -438,6 +439,7 @@ func NewFlagSet(name string) *pflag.FlagSet {
 	fs.String(KeyWorkloadKubeCA, "", "CA file for the kubelet's certificate. Empty: the system roots.")
 	fs.Bool(KeyWorkloadKubeInsecure, false, "Skip verifying the kubelet's certificate (often self-signed).")
 	fs.Duration(KeyWorkloadKubeRefresh, 30*time.Second, "How often the pod list is refreshed (and at most how stale names are).")
+	emissionsFlags(fs)
 	return fs
 }
 
@@ -622,6 +624,7 @@ func decode(v *viper.Viper) (*Config, error) {
 			},
 		},
 	}
+	c.Emissions = decodeEmissions(&d)
 	if len(d.errs) > 0 {
 		return nil, errors.Join(d.errs...)
 	}
@@ -862,6 +865,9 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.Power.validateMeters()...)
 	if c.Collector.ProcessTop < 0 {
 		errs = append(errs, fmt.Errorf("invalid value %q for %s: must be >= 0 (0 = all)", strconv.Itoa(c.Collector.ProcessTop), KeyCollectorProcessTop))
+	}
+	if err := c.Emissions.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/wattrace/wattrace/pkg/carbon"
 	"github.com/wattrace/wattrace/pkg/workload"
 )
 
@@ -49,6 +50,8 @@ func TestDefaults(t *testing.T) {
 			LibvirtDirs: []string{"/run/libvirt/qemu", "/etc/libvirt/qemu"},
 			Kube:        Kube{TokenFile: "/var/run/secrets/kubernetes.io/serviceaccount/token", Refresh: 30 * time.Second},
 		},
+		// On by default with the constant provider: pkg/carbon's defaults.
+		Emissions: Emissions{Enabled: true, Carbon: carbon.DefaultConfig()},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", c, want)

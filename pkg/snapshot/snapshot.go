@@ -42,6 +42,11 @@ type Snapshot struct {
 	// MapDrops counts, per BPF map, the events lost because the map was
 	// full; empty unless BPF accounting runs.
 	MapDrops []MapDrops
+
+	// Intensities are the carbon-intensity providers' latest factors and
+	// Carbon their health; empty without emissions.
+	Intensities []Intensity
+	Carbon      []SourceHealth
 }
 
 // ZoneOther is the node-level zone platform − (package + dram + gpu), and
@@ -74,6 +79,9 @@ type Zone struct {
 	// IdleClamps counts intervals where the idle model exceeded the
 	// measured energy and idle was clamped to it.
 	IdleClamps uint64
+	// Grams are the zone's emissions by provider, sorted by provider;
+	// nil without emissions.
+	Grams []NodeGrams
 }
 
 // Workload is what a user recognises, at one level (a container, pod, VM,
@@ -91,6 +99,9 @@ type Workload struct {
 	CPUSeconds      float64
 	ContextSwitches uint64
 	Energy          Energy
+	// Grams are the workload's emissions, summed over its cgroups as
+	// Energy is.
+	Grams Emissions
 	// Cgroups counts the workload's cgroups alive in the latest interval.
 	Cgroups  int
 	Alive    bool
@@ -123,6 +134,9 @@ type Consumer struct {
 	ContextSwitches uint64
 	// Energy per zone name (summed over sockets).
 	Energy Energy
+	// Grams are the emissions of that energy by provider and zone; nil
+	// without emissions.
+	Grams Emissions
 	// Probes are the kernel probes' cumulative counters (page cache,
 	// softirqs, block IO, network, perf counters) of a cgroup; nil without
 	// probes, and for processes, whose series don't carry them.
@@ -171,4 +185,56 @@ func (e Energy) Add(zone string, dynamicJ, idleJ float64) Energy {
 	e[i].DynamicJ += dynamicJ
 	e[i].IdleJ += idleJ
 	return e
+}
+
+// ZoneGrams is a consumer's or workload's cumulative grams of CO2e in one
+// zone, priced by one provider's factors: each interval's joules times the
+// factor in force in that interval.
+type ZoneGrams struct {
+	Provider, Zone string
+	DynamicG       float64
+	IdleG          float64
+}
+
+// Emissions is a consumer's or workload's grams by provider and zone,
+// sorted by provider then zone; nil without emissions.
+type Emissions []ZoneGrams
+
+// Get returns one provider's grams in one zone (zero if none).
+func (e Emissions) Get(provider, zone string) ZoneGrams {
+	for i := range e {
+		if e[i].Provider == provider && e[i].Zone == zone {
+			return e[i]
+		}
+	}
+	return ZoneGrams{Provider: provider, Zone: zone}
+}
+
+// Add adds grams to one provider's zone, keeping the slice sorted; like
+// append it returns the (possibly moved) slice.
+func (e Emissions) Add(provider, zone string, dynamicG, idleG float64) Emissions {
+	less := func(g ZoneGrams) bool {
+		return g.Provider < provider || (g.Provider == provider && g.Zone < zone)
+	}
+	i := 0
+	for ; i < len(e) && less(e[i]); i++ {
+	}
+	if i == len(e) || e[i].Provider != provider || e[i].Zone != zone {
+		e = append(e, ZoneGrams{})
+		copy(e[i+1:], e[i:])
+		e[i] = ZoneGrams{Provider: provider, Zone: zone}
+	}
+	e[i].DynamicG += dynamicG
+	e[i].IdleG += idleG
+	return e
+}
+
+// NodeGrams is a node zone's cumulative grams under one provider, split
+// like its energy: DynamicG + IdleG is the zone's grams, UnattributedG
+// the part of DynamicG that no consumer was credited.
+type NodeGrams struct {
+	Provider      string
+	DynamicG      float64
+	IdleG         float64
+	UnattributedG float64
 }

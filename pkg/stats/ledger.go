@@ -189,6 +189,9 @@ func (l *ledger) attach(cs *cgSeries, id uint64, path string, ok bool, now time.
 		for _, e := range old.w.Energy {
 			target.w.Energy = target.w.Energy.Add(e.Zone, e.DynamicJ, e.IdleJ)
 		}
+		for _, g := range old.w.Grams {
+			target.w.Grams = target.w.Grams.Add(g.Provider, g.Zone, g.DynamicG, g.IdleG)
+		}
 		// What old already passed on to its workloads moves along, so
 		// the roll-up doesn't pass it on twice. A placeholder (an id not
 		// yet resolved) belonged to no workload: what it "passed on" went
@@ -196,6 +199,9 @@ func (l *ledger) attach(cs *cgSeries, id uint64, path string, ok bool, now time.
 		if !strings.HasPrefix(old.w.Cgroup, "id:") {
 			target.rep.cpu += old.rep.cpu
 			target.rep.switches += old.rep.switches
+			for _, g := range old.rep.grams {
+				target.rep.grams = target.rep.grams.Add(g.Provider, g.Zone, g.DynamicG, g.IdleG)
+			}
 			for _, e := range old.rep.energy {
 				target.rep.energy = target.rep.energy.Add(e.Zone, e.DynamicJ, e.IdleJ)
 			}

@@ -71,6 +71,7 @@ type Loop struct {
 	rollup    *rollup
 	resources ResourceReader // handed to rollup
 	health    *health
+	emissions *emissions
 }
 
 // Option adds an optional part to the loop.
@@ -121,6 +122,9 @@ func New(cfg Config, src usage.Source, meter power.Meter, res CgroupPaths, log *
 	}
 	if l.rollup != nil {
 		l.rollup.resources, l.rollup.log = l.resources, log
+	}
+	if l.emissions != nil {
+		l.split.credited = append(l.split.credited, l.emissions.credit)
 	}
 	l.health = newHealth(meter, log, src, probeSrc)
 	return l, nil
@@ -197,7 +201,13 @@ func (l *Loop) Step(now time.Time) {
 	if a, ok := l.meter.(power.Advancer); ok {
 		a.Advance(util, dt)
 	}
+	if l.emissions != nil {
+		l.emissions.begin()
+	}
 	l.zones.read(dt, func(z *zoneState, dE float64) { l.split.zone(z, dE, dt, util) })
+	if l.emissions != nil {
+		l.emissions.zones(l.zones)
+	}
 	// 3. Workloads, summed from their cgroups.
 	if l.rollup != nil {
 		l.rollup.add(l.ledger, now)
@@ -227,5 +237,8 @@ func (l *Loop) publish(now time.Time) {
 		l.perf.publish(s)
 	}
 	l.health.publish(s)
+	if l.emissions != nil {
+		l.emissions.publish(s)
+	}
 	l.snap.Store(s)
 }

@@ -43,6 +43,7 @@ func retain[K comparable](m map[K]*consumer, now time.Time, retention time.Durat
 	for _, w := range retained(m, now, retention, onDrop) {
 		c := w.w
 		c.Energy = append(snapshot.Energy(nil), w.w.Energy...)
+		c.Grams = append(snapshot.Emissions(nil), w.w.Grams...)
 		if w.w.Probes != nil {
 			p := *w.w.Probes
 			c.Probes = &p

@@ -58,6 +58,7 @@ type reported struct {
 	cpu      float64
 	switches uint64
 	energy   snapshot.Energy
+	grams    snapshot.Emissions
 }
 
 // rollup is the stage that sums cgroups into the workloads that own them
@@ -87,7 +88,13 @@ func (r *rollup) add(led *ledger, now time.Time) {
 			p := w.rep.energy.Get(e.Zone)
 			dE = dE.Add(e.Zone, e.DynamicJ-p.DynamicJ, e.IdleJ-p.IdleJ)
 		}
-		w.rep = reported{cpu: w.w.CPUSeconds, switches: w.w.ContextSwitches, energy: append(w.rep.energy[:0], w.w.Energy...)}
+		var dG snapshot.Emissions
+		for _, g := range w.w.Grams {
+			p := w.rep.grams.Get(g.Provider, g.Zone)
+			dG = dG.Add(g.Provider, g.Zone, g.DynamicG-p.DynamicG, g.IdleG-p.IdleG)
+		}
+		w.rep = reported{cpu: w.w.CPUSeconds, switches: w.w.ContextSwitches, energy: append(w.rep.energy[:0], w.w.Energy...),
+			grams: append(w.rep.grams[:0], w.w.Grams...)}
 		for _, level := range r.levels {
 			vals, ok := id.LabelValues(level)
 			if !ok {
@@ -107,6 +114,9 @@ func (r *rollup) add(led *ledger, now time.Time) {
 			u.u.ContextSwitches += dSw
 			for _, e := range dE {
 				u.u.Energy = u.u.Energy.Add(e.Zone, e.DynamicJ, e.IdleJ)
+			}
+			for _, g := range dG {
+				u.u.Grams = u.u.Grams.Add(g.Provider, g.Zone, g.DynamicG, g.IdleG)
 			}
 			u.seen = true
 			if w.w.Alive {
@@ -180,6 +190,7 @@ func (r *rollup) publish(s *snapshot.Snapshot, now time.Time, retention time.Dur
 		c := u.u
 		c.Labels = append([]string(nil), u.u.Labels...)
 		c.Energy = append(snapshot.Energy(nil), u.u.Energy...)
+		c.Grams = append(snapshot.Emissions(nil), u.u.Grams...)
 		if u.read {
 			res := u.res
 			res.IO = append([]snapshot.DeviceIO(nil), u.res.IO...)
