@@ -52,7 +52,7 @@ func TestSourceHealthExported(t *testing.T) {
 		}
 	}
 	t0 := time.Now()
-	loop.Step(t0) // the fixture's 12 J
+	loop.Step(t0)     // the fixture's 12 J
 	write("12001000") // 1 mJ more
 	loop.Step(t0.Add(time.Second))
 	write("2000000") // 10 J back: a glitch, not a wrap
