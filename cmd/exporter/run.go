@@ -53,6 +53,12 @@ func build(cfg *config.Config, c *components) error {
 			return fmt.Errorf("web.config.file %s: %w", cfg.Web.ConfigFile, err)
 		}
 	}
+	// Bound before anything heavy loads: a taken port fails at once.
+	webSrv, err := listenWeb(cfg, newSlogLogger(log, "web"))
+	if err != nil {
+		return err
+	}
+	c.closeLater("listeners", webSrv)
 	hier, err := cgroup.Detect(cfg.Path.Procfs, cfg.Path.Cgroupfs, cfg.Cgroup.Hierarchy)
 	if err != nil {
 		return fmt.Errorf("detecting cgroup hierarchy (cgroup.hierarchy=%s): %w", cfg.Cgroup.Hierarchy, err)
@@ -106,7 +112,7 @@ func build(cfg *config.Config, c *components) error {
 	if err != nil {
 		return err
 	}
-	return serveHTTP(cfg, reg, loop, opts.ids, c)
+	return serveHTTP(cfg, reg, loop, opts.ids, webSrv, c)
 }
 
 // parts are the stats loop's optional parts and the resolver that names
@@ -222,7 +228,7 @@ func registry(cfg *config.Config, loop *stats.Loop, meter power.Meter, acc accou
 // serveHTTP adds the HTTP server: /metrics, the health endpoints and the
 // Alloy targets. On shutdown it stops reporting ready first, so that
 // nothing new is routed here, then lets in-flight scrapes finish.
-func serveHTTP(cfg *config.Config, reg *prometheus.Registry, loop *stats.Loop, ids *workload.Resolver, c *components) error {
+func serveHTTP(cfg *config.Config, reg *prometheus.Registry, loop *stats.Loop, ids *workload.Resolver, webSrv *webServer, c *components) error {
 	h := newHandlers(loop)
 	if cfg.Web.AlloyTargets {
 		var err error
@@ -234,10 +240,7 @@ func serveHTTP(cfg *config.Config, reg *prometheus.Registry, loop *stats.Loop, i
 	if err != nil {
 		return err
 	}
-	webSrv, err := newWebServer(cfg, mux, h, newSlogLogger(c.log, "web"))
-	if err != nil {
-		return err
-	}
+	webSrv.route(mux, h)
 	c.actor(func() error {
 		err := webSrv.serve()
 		if errors.Is(err, http.ErrServerClosed) {
