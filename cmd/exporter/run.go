@@ -162,6 +162,15 @@ func loopParts(cfg *config.Config, hier cgroup.Hierarchy, acc accounting, c *com
 	}
 	if acc.bpfMode() {
 		programs = append(programs, acc.bpf)
+		// Cgroups created and removed between two reads keep their paths.
+		names, err := bpfloader.LoadCgroupNames(bpfloader.Options{Hierarchy: hier, Log: log.Named("bpf")})
+		if err != nil {
+			log.Warn("cgroup names from cgroup_mkdir unavailable; cgroups removed between two reads are exported as id:N", zap.Error(err))
+		} else {
+			c.closeLater("cgroup names", names)
+			p.stats = append(p.stats, stats.WithCgroupNames(names))
+			programs = append(programs, names)
+		}
 	}
 	if cfg.Collector.Enabled[collector.NameProbes] {
 		if !acc.bpfMode() {

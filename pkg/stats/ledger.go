@@ -49,7 +49,10 @@ type cgSeries struct {
 // into paths, and drops consumers past retention. The other stages find
 // consumers here.
 type ledger struct {
-	res       CgroupPaths
+	res CgroupPaths
+	// names, when set, names the ids res can no longer find: cgroups
+	// created and removed between two reads (bpfloader.CgroupNames).
+	names     CgroupPaths
 	retention time.Duration
 	cgIDs     map[uint64]*cgSeries // by the source's cgroup id
 	byPath    map[string]*consumer // cgroups, by path
@@ -130,19 +133,25 @@ func (l *ledger) absorb(r usage.Reading, now time.Time, baseline bool, use *shar
 			d, dsw = c.CPUNs, c.Switches // history: counted, not usage
 		}
 		cs.prevCPU, cs.prevSw = c.CPUNs, c.Switches
-		path, ok := l.resolve(c.ID)
-		if ex, isEx := l.res.(existence); ok && isEx {
+		path, named := l.resolve(c.ID)
+		alive := named
+		if ex, isEx := l.res.(existence); named && isEx {
 			// The resolver's cache outlives removed cgroups; a removed
 			// one is no longer alive, whatever its source still reports.
-			ok = ex.Exists(c.ID, path)
+			alive = ex.Exists(c.ID, path)
 		}
-		w := l.attach(cs, c.ID, path, ok, now)
+		if !named {
+			// Removed before cgroupfs could name it: its path from when
+			// it was created, if known; it is not alive either way.
+			path, named = l.remembered(c.ID)
+		}
+		w := l.attach(cs, c.ID, path, named, now)
 		w.w.CPUSeconds += float64(d) / 1e9
 		w.w.ContextSwitches += dsw
 		w.seen = true
 		// A removed cgroup's retention runs from when it was last seen
 		// alive, even while the source still reports its final totals.
-		if ok {
+		if alive {
 			w.w.Alive, w.w.LastSeen, w.w.CgroupID = true, now, c.ID
 		}
 		if d == 0 || baseline {
@@ -214,11 +223,22 @@ func (l *ledger) resolve(id uint64) (string, bool) {
 	return l.res.Path(id)
 }
 
+// remembered is the path names remembers for an id cgroupfs no longer has.
+func (l *ledger) remembered(id uint64) (string, bool) {
+	if l.names == nil {
+		return "", false
+	}
+	return l.names.Path(id)
+}
+
 func (l *ledger) cgroupPath(id uint64) string {
 	if cs := l.cgIDs[id]; cs != nil && cs.w != nil {
 		return cs.w.w.Cgroup
 	}
 	if p, ok := l.resolve(id); ok {
+		return p
+	}
+	if p, ok := l.remembered(id); ok {
 		return p
 	}
 	return fmt.Sprintf("id:%d", id)

@@ -126,6 +126,13 @@ func New(cfg Config, src usage.Source, meter power.Meter, res CgroupPaths, log *
 	return l, nil
 }
 
+// WithCgroupNames names the cgroup ids the resolver can no longer find
+// (removed between two reads) from the paths they had when created
+// (*bpfloader.CgroupNames), instead of "id:N" placeholders.
+func WithCgroupNames(n CgroupPaths) Option {
+	return func(l *Loop) { l.ledger.names = n }
+}
+
 // Snapshot returns the latest snapshot, nil before the first interval.
 func (l *Loop) Snapshot() *snapshot.Snapshot { return l.snap.Load() }
 
