@@ -37,8 +37,11 @@ func TestSnapshotCarriesHealthAndDrops(t *testing.T) {
 	src.drops = 7
 	l.Step(t0.Add(time.Second))
 	s := l.Snapshot()
-	if len(s.Meters) != 1 || s.Meters[0].Source != "redfish" || s.Meters[0].Errors != 1 || s.Meters[0].Age != 2*time.Second {
-		t.Errorf("meters %+v, want redfish's health", s.Meters)
+	// The meter's health, then that of the accounting's CPU counters,
+	// validated by the loop for a source that does not report its own.
+	if len(s.Meters) != 2 || s.Meters[0].Source != "redfish" || s.Meters[0].Errors != 1 || s.Meters[0].Age != 2*time.Second ||
+		s.Meters[1].Source != "bpf" || s.Meters[1].Reads != 2 || !s.Meters[1].Up {
+		t.Errorf("meters %+v, want redfish's health, then bpf's", s.Meters)
 	}
 	if len(s.MapDrops) != 2 || s.MapDrops[0].Map != "exited_procs" || s.MapDrops[0].Drops != 7 {
 		t.Errorf("map drops %+v, want exited_procs at 7", s.MapDrops)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/usage"
 )
@@ -24,7 +25,8 @@ type existence interface {
 // the cumulative figures it publishes and what each stage keeps about it.
 type consumer struct {
 	w       snapshot.Consumer
-	prevCPU uint64 // processes only: a cgroup's are per id, in cgSeries
+	prevCPU uint64           // processes only: a cgroup's are per id, in cgSeries
+	cpu     *reading.Counter // processes, when the ledger validates CPU
 	prevSw  uint64
 	seen    bool      // present in the latest reading
 	gone    bool      // merged away or dropped
@@ -40,6 +42,7 @@ type consumer struct {
 // cgSeries is one cgroup id's counters as the source reports them.
 type cgSeries struct {
 	prevCPU, prevSw uint64
+	cpu             *reading.Counter // when the ledger validates CPU
 	probePrev       snapshot.ProbeStats
 	w               *consumer
 }
@@ -61,6 +64,10 @@ type ledger struct {
 	// only when trackGone (the probes forget their entries).
 	goneIDs   []uint64
 	trackGone bool
+	// check, when set, validates the CPU counters (sources that don't);
+	// last is when the previous reading was absorbed.
+	check *cpuCheck
+	last  time.Time
 }
 
 func newLedger(res CgroupPaths, retention time.Duration) *ledger {
@@ -88,13 +95,19 @@ func (l *ledger) absorb(r usage.Reading, now time.Time, baseline bool, use *shar
 		if w == nil {
 			w = &consumer{w: snapshot.Consumer{PID: p.Key.PID}}
 			if baseline {
-				w.w.CPUSeconds = float64(p.CPUNs) / 1e9
+				w.w.CPUSeconds = float64(l.history(p.CPUNs, "process", uint64(p.Key.PID))) / 1e9
 				w.w.ContextSwitches = p.Switches
 				w.prevCPU, w.prevSw = p.CPUNs, p.Switches
 			}
 			l.procs[p.Key] = w
 		}
 		d, dsw := deltas(p.CPUNs, w.prevCPU, p.Switches, w.prevSw)
+		if l.check != nil {
+			if w.cpu == nil {
+				w.cpu = l.check.counter(baseline, l.last)
+			}
+			d = l.check.delta(w.cpu, p.CPUNs, now, l.last, func() string { return fmt.Sprintf("process %d CPU ns", p.Key.PID) })
+		}
 		w.prevCPU, w.prevSw = p.CPUNs, p.Switches
 		w.w.CPUSeconds += float64(d) / 1e9
 		w.w.ContextSwitches += dsw
@@ -129,8 +142,15 @@ func (l *ledger) absorb(r usage.Reading, now time.Time, baseline bool, use *shar
 			l.cgIDs[c.ID] = cs
 		}
 		d, dsw := deltas(c.CPUNs, cs.prevCPU, c.Switches, cs.prevSw)
+		if l.check != nil {
+			if cs.cpu == nil {
+				cs.cpu = l.check.counter(baseline, l.last)
+			}
+			d = l.check.delta(cs.cpu, c.CPUNs, now, l.last, func() string { return fmt.Sprintf("cgroup %d CPU ns", c.ID) })
+		}
 		if baseline {
-			d, dsw = c.CPUNs, c.Switches // history: counted, not usage
+			// History: counted, not usage.
+			d, dsw = l.history(c.CPUNs, "cgroup", c.ID), c.Switches
 		}
 		cs.prevCPU, cs.prevSw = c.CPUNs, c.Switches
 		path, named := l.resolve(c.ID)
@@ -162,7 +182,22 @@ func (l *ledger) absorb(r usage.Reading, now time.Time, baseline bool, use *shar
 		use.cgTotal[w] += sec
 		use.spread(w, sec, cgSocket[c.ID])
 	}
+	l.last = now
 	return total
+}
+
+// history is a counter's value at the baseline read, what the consumer
+// used before the exporter started: credited as history only if it is
+// plausible (no more than every CPU busy for maxHistory).
+func (l *ledger) history(v uint64, kind string, id uint64) uint64 {
+	if l.check == nil {
+		return v
+	}
+	if err := reading.CheckGauge(float64(v), l.check.maxRate*maxHistory.Seconds()); err != nil {
+		l.check.rejects.Add(err, fmt.Sprintf("%s %d CPU ns", kind, id))
+		return 0
+	}
+	return v
 }
 
 // attach finds the consumer a cgroup id's figures go to. Cgroups are keyed

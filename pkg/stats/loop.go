@@ -122,7 +122,14 @@ func New(cfg Config, src usage.Source, meter power.Meter, res CgroupPaths, log *
 	if l.rollup != nil {
 		l.rollup.resources, l.rollup.log = l.resources, log
 	}
-	l.health = newHealth(meter, log, src, probeSrc)
+	sources := []any{src, probeSrc}
+	if _, ok := src.(power.HealthReporter); !ok {
+		// A source that validates its counters reports its own health
+		// (procfs); the BPF maps' counters are validated here.
+		l.ledger.check = newCPUCheck(src.Mode(), cfg.CPUs, log)
+		sources = append(sources, l.ledger.check)
+	}
+	l.health = newHealth(meter, log, sources...)
 	return l, nil
 }
 
@@ -169,6 +176,9 @@ func (l *Loop) Step(now time.Time) {
 	reading, srcErr := l.src.Read()
 	if srcErr != nil {
 		l.log.Warn("read accounting source", zap.String("mode", l.src.Mode()), zap.Error(srcErr))
+	}
+	if l.ledger.check != nil {
+		l.ledger.check.read(srcErr)
 	}
 	baseline := !l.started
 	var dt time.Duration
