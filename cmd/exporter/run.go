@@ -147,7 +147,8 @@ func loopParts(cfg *config.Config, hier cgroup.Hierarchy, acc accounting, c *com
 			// cgroupfs resource counters are missing.
 			log.Warn("cgroup resource counters unavailable", zap.Error(err))
 		} else {
-			p.stats = append(p.stats, stats.WithResources(cgroupstats.NewReader(layout, cfg.Path.Sysfs)))
+			p.stats = append(p.stats, stats.WithResources(cgroupstats.NewReaderWith(layout, cgroupstats.Options{
+				SysfsRoot: cfg.Path.Sysfs, CPUs: onlineCPUs(cfg.Path.Sysfs, log), Log: log.Named("cgroupfs")})))
 		}
 	}
 	if cfg.Collector.Enabled[collector.NamePerf] {

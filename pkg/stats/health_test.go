@@ -47,3 +47,27 @@ func TestSnapshotCarriesHealthAndDrops(t *testing.T) {
 		t.Errorf("map drops %+v, want exited_procs at 7", s.MapDrops)
 	}
 }
+
+// healthyResources is a cgroup resource reader that reports its health.
+type healthyResources struct{}
+
+func (healthyResources) ReadInto(string, *snapshot.Resources) error { return nil }
+func (healthyResources) Health() []snapshot.SourceHealth {
+	return []snapshot.SourceHealth{{Source: "cgroupfs", Up: true, Reads: 3, Rejected: map[string]uint64{"backwards": 1}}}
+}
+
+// The cgroup resource reader's rejections reach the snapshot's health.
+func TestResourceReaderHealth(t *testing.T) {
+	l, err := New(Config{Interval: time.Second, IdlePolicy: "none"}, &fakeSource{}, &fakeMeter{}, anyName{}, nil,
+		WithResources(healthyResources{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Step(time.Unix(1000, 0))
+	for _, h := range l.Snapshot().Meters {
+		if h.Source == "cgroupfs" && h.Rejected["backwards"] == 1 {
+			return
+		}
+	}
+	t.Errorf("health %+v, want cgroupfs with 1 backwards rejection", l.Snapshot().Meters)
+}

@@ -123,6 +123,9 @@ func New(cfg Config, src usage.Source, meter power.Meter, res CgroupPaths, log *
 		l.rollup.resources, l.rollup.log = l.resources, log
 	}
 	sources := []any{src, probeSrc}
+	if l.resources != nil {
+		sources = append(sources, l.resources) // cgroupstats reports its health
+	}
 	if _, ok := src.(power.HealthReporter); !ok {
 		// A source that validates its counters reports its own health
 		// (procfs); the BPF maps' counters are validated here.
