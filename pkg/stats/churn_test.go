@@ -55,6 +55,7 @@ func TestShortLivedCgroupsKeepTheirPaths(t *testing.T) {
 	const n = 200
 	want := map[string]float64{} // path → the kernel's CPU seconds
 	ids := map[uint64]bool{}
+	idOf := map[string]uint64{}
 	var longest time.Duration
 	for i := 0; i < n; i++ {
 		dir := filepath.Join(parent, fmt.Sprintf("c%03d", i))
@@ -62,7 +63,9 @@ func TestShortLivedCgroupsKeepTheirPaths(t *testing.T) {
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		ids[testenv.Inode(t, dir)] = true
+		id := testenv.Inode(t, dir)
+		ids[id] = true
+		idOf["/"+strings.TrimPrefix(dir, h.Mount+"/")] = id
 		cmd := testenv.StartIn(t, dir, testenv.Busy...)
 		time.Sleep(30 * time.Millisecond)
 		testenv.Kill(cmd)
@@ -102,7 +105,13 @@ func TestShortLivedCgroupsKeepTheirPaths(t *testing.T) {
 		exported += min(got[p], w)
 		raw += got[p]
 		if _, ok := got[p]; !ok {
-			missing = append(missing, fmt.Sprintf("%s (%.4f s)", p, w))
+			where := ""
+			for _, c := range s.Cgroups {
+				if c.CgroupID == idOf[p] {
+					where += fmt.Sprintf(" as %s with %.4f s", c.Cgroup, c.CPUSeconds)
+				}
+			}
+			missing = append(missing, fmt.Sprintf("%s id %d (%.4f s)%s", p, idOf[p], w, where))
 		}
 	}
 	pct := 100 * exported / kernel
