@@ -207,9 +207,13 @@ type webServer struct {
 	lns     []net.Listener
 }
 
-func newWebServer(cfg *config.Config, mux http.Handler, h *handlers, log *slog.Logger) (*webServer, error) {
+// listenWeb binds every listen address and nothing else: start-up binds
+// first, so a taken port or a bad address stops it at once, naming the key,
+// before BPF programs and meters are loaded. route adds the handlers once
+// they exist.
+func listenWeb(cfg *config.Config, log *slog.Logger) (*webServer, error) {
 	systemd := false
-	s := &webServer{log: log, health: h, flags: &web.FlagConfig{
+	s := &webServer{log: log, flags: &web.FlagConfig{
 		WebListenAddresses: &cfg.Web.ListenAddresses,
 		WebSystemdSocket:   &systemd,
 		WebConfigFile:      &cfg.Web.ConfigFile,
@@ -220,15 +224,40 @@ func newWebServer(cfg *config.Config, mux http.Handler, h *handlers, log *slog.L
 			s.close()
 			return nil, fmt.Errorf("web.listen-address %q: %w", addr, err)
 		}
+		s.lns = append(s.lns, l)
+	}
+	return s, nil
+}
+
+// route serves mux, with the health endpoints of h in front of the auth
+// check, on every bound listener.
+func (s *webServer) route(mux http.Handler, h *handlers) {
+	s.health = h
+	for i, l := range s.lns {
 		srv := &http.Server{
 			Handler: mux,
 			// Guards against clients that open connections and never send.
 			ReadHeaderTimeout: 10 * time.Second,
 		}
 		s.servers = append(s.servers, srv)
-		s.lns = append(s.lns, &healthFirstListener{Listener: l, server: srv, health: h})
+		s.lns[i] = &healthFirstListener{Listener: l, server: srv, health: h}
 	}
+}
+
+func newWebServer(cfg *config.Config, mux http.Handler, h *handlers, log *slog.Logger) (*webServer, error) {
+	s, err := listenWeb(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	s.route(mux, h)
 	return s, nil
+}
+
+// Close closes the listeners (already closed after a shutdown): start-up
+// that fails after binding lets the ports go.
+func (s *webServer) Close() error {
+	s.close()
+	return nil
 }
 
 func (s *webServer) close() {

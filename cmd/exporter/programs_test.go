@@ -13,8 +13,8 @@ import (
 	"github.com/wattrace/wattrace/pkg/stats"
 )
 
-// Every BPF program the exporter holds, the accounting's and every probe's
-// (the context-switch counters included), has its cost in
+// Every BPF program the exporter holds, the accounting's, the cgroup
+// names' and every probe's (the context-switch counters included), has its cost in
 // wattrace_bpf_program_runs_total: the wiring run uses, with real BPF.
 func TestEveryProgramHasItsCost(t *testing.T) {
 	testenv.RequireRoot(t)
@@ -44,8 +44,8 @@ func TestEveryProgramHasItsCost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !p.probes || len(programs) != 2 {
-		t.Fatalf("probes on = %v with %d program sources, want the probes and 2 sources (accounting, probes)", p.probes, len(programs))
+	if !p.probes || len(programs) != 3 {
+		t.Fatalf("probes on = %v with %d program sources, want the probes and 3 sources (accounting, cgroup names, probes)", p.probes, len(programs))
 	}
 	meter, err := power.NewEstimator(power.LookupCoefficients("", 2))
 	if err != nil {
@@ -94,7 +94,7 @@ func TestEveryProgramHasItsCost(t *testing.T) {
 			t.Errorf("program %d: %s, want %s", i, got[i], want[i])
 		}
 	}
-	for _, name := range []string{"task_free", "counters_switch", "softirq_in", "net_send"} {
+	for _, name := range []string{"task_free", "cgroup_mkdir", "counters_switch", "softirq_in", "net_send"} {
 		if i := sort.SearchStrings(got, name); i == len(got) || got[i] != name {
 			t.Errorf("%s missing from the program-cost family", name)
 		}

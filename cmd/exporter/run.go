@@ -53,6 +53,12 @@ func build(cfg *config.Config, c *components) error {
 			return fmt.Errorf("web.config.file %s: %w", cfg.Web.ConfigFile, err)
 		}
 	}
+	// Bound before anything heavy loads: a taken port fails at once.
+	webSrv, err := listenWeb(cfg, newSlogLogger(log, "web"))
+	if err != nil {
+		return err
+	}
+	c.closeLater("listeners", webSrv)
 	hier, err := cgroup.Detect(cfg.Path.Procfs, cfg.Path.Cgroupfs, cfg.Cgroup.Hierarchy)
 	if err != nil {
 		return fmt.Errorf("detecting cgroup hierarchy (cgroup.hierarchy=%s): %w", cfg.Cgroup.Hierarchy, err)
@@ -111,7 +117,7 @@ func build(cfg *config.Config, c *components) error {
 	if err != nil {
 		return err
 	}
-	return serveHTTP(cfg, reg, loop, opts.ids, c)
+	return serveHTTP(cfg, reg, loop, opts.ids, webSrv, c)
 }
 
 // parts are the stats loop's optional parts and the resolver that names
@@ -146,7 +152,8 @@ func loopParts(cfg *config.Config, hier cgroup.Hierarchy, acc accounting, c *com
 			// cgroupfs resource counters are missing.
 			log.Warn("cgroup resource counters unavailable", zap.Error(err))
 		} else {
-			p.stats = append(p.stats, stats.WithResources(cgroupstats.NewReader(layout, cfg.Path.Sysfs)))
+			p.stats = append(p.stats, stats.WithResources(cgroupstats.NewReaderWith(layout, cgroupstats.Options{
+				SysfsRoot: cfg.Path.Sysfs, CPUs: onlineCPUs(cfg.Path.Sysfs, log), Log: log.Named("cgroupfs")})))
 		}
 	}
 	if cfg.Collector.Enabled[collector.NamePerf] {
@@ -161,6 +168,15 @@ func loopParts(cfg *config.Config, hier cgroup.Hierarchy, acc accounting, c *com
 	}
 	if acc.bpfMode() {
 		programs = append(programs, acc.bpf)
+		// Cgroups created and removed between two reads keep their paths.
+		names, err := bpfloader.LoadCgroupNames(bpfloader.Options{Hierarchy: hier, Log: log.Named("bpf")})
+		if err != nil {
+			log.Warn("cgroup names from cgroup_mkdir unavailable; cgroups removed between two reads are exported as id:N", zap.Error(err))
+		} else {
+			c.closeLater("cgroup names", names)
+			p.stats = append(p.stats, stats.WithCgroupNames(names))
+			programs = append(programs, names)
+		}
 	}
 	if cfg.Collector.Enabled[collector.NameProbes] {
 		if !acc.bpfMode() {
@@ -228,7 +244,7 @@ func registry(cfg *config.Config, loop *stats.Loop, meter power.Meter, acc accou
 // serveHTTP adds the HTTP server: /metrics, the health endpoints and the
 // Alloy targets. On shutdown it stops reporting ready first, so that
 // nothing new is routed here, then lets in-flight scrapes finish.
-func serveHTTP(cfg *config.Config, reg *prometheus.Registry, loop *stats.Loop, ids *workload.Resolver, c *components) error {
+func serveHTTP(cfg *config.Config, reg *prometheus.Registry, loop *stats.Loop, ids *workload.Resolver, webSrv *webServer, c *components) error {
 	h := newHandlers(loop)
 	if cfg.Web.AlloyTargets {
 		var err error
@@ -240,10 +256,7 @@ func serveHTTP(cfg *config.Config, reg *prometheus.Registry, loop *stats.Loop, i
 	if err != nil {
 		return err
 	}
-	webSrv, err := newWebServer(cfg, mux, h, newSlogLogger(c.log, "web"))
-	if err != nil {
-		return err
-	}
+	webSrv.route(mux, h)
 	c.actor(func() error {
 		err := webSrv.serve()
 		if errors.Is(err, http.ErrServerClosed) {

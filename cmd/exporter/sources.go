@@ -36,7 +36,8 @@ func (a accounting) bpfMode() bool { return a.src.Mode() == bpfloader.Mode }
 // and wattrace_accounting_mode tells which one runs.
 func openAccounting(cfg *config.Config, hier cgroup.Hierarchy, res *cgroup.Resolver, log *zap.Logger) (accounting, error) {
 	openProcfs := func() (usage.Source, error) {
-		s, err := procfs.New(procfs.Options{ProcfsRoot: cfg.Path.Procfs, Hierarchy: hier, Resolver: res})
+		s, err := procfs.New(procfs.Options{ProcfsRoot: cfg.Path.Procfs, Hierarchy: hier, Resolver: res,
+			Logger: log.Named("procfs"), CPUs: onlineCPUs(cfg.Path.Sysfs, log)})
 		if err != nil {
 			return nil, fmt.Errorf("procfs accounting: %w", err)
 		}

@@ -3,16 +3,20 @@ package main
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/wattrace/wattrace/internal/testenv"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
@@ -90,5 +94,39 @@ func TestHealthWithoutCredentials(t *testing.T) {
 	}
 	if err := <-done; !errors.Is(err, http.ErrServerClosed) {
 		t.Errorf("serve after shutdown: %v, want http.ErrServerClosed", err)
+	}
+}
+
+// A taken listen port stops start-up at once, naming web.listen-address,
+// before the BPF programs (or anything else heavy) are loaded.
+func TestTakenPortFailsBeforeBPF(t *testing.T) {
+	testenv.RequireRoot(t)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	cfg := testConfig(t)
+	cfg.Web.ListenAddresses = []string{taken.Addr().String()}
+	cfg.Accounting.Mode = "bpf"
+	core, logs := observer.New(zap.DebugLevel)
+	c := newComponents(zap.New(core))
+	before := ourPrograms(t)
+	start := time.Now()
+	err = build(cfg, c)
+	took := time.Since(start)
+	loaded := newPrograms(t, before)
+	c.close()
+	if err == nil || !strings.Contains(err.Error(), "web.listen-address") {
+		t.Fatalf("build with a taken port: %v, want an error naming web.listen-address", err)
+	}
+	if len(loaded) != 0 {
+		t.Errorf("%d BPF programs loaded before the port was checked", len(loaded))
+	}
+	if n := logs.FilterMessage("accounting mode").Len(); n != 0 {
+		t.Errorf("accounting opened (%d log lines) before the port was checked", n)
+	}
+	if took > time.Second {
+		t.Errorf("start-up took %v to fail on a taken port, want < 1s", took)
 	}
 }

@@ -34,15 +34,27 @@ type Reader struct {
 	// Read, so a device that shows up in sysfs later gets its name.
 	names   map[uint64]string
 	unnamed map[uint64]string
+
+	// check validates what is read before it reaches a counter.
+	check *checker
 }
 
 // NewReader returns a Reader for the hierarchies of l. sysfsRoot is where
 // sysfs is mounted, for device names (empty means /sys).
 func NewReader(l Layout, sysfsRoot string) *Reader {
+	return NewReaderWith(l, Options{SysfsRoot: sysfsRoot})
+}
+
+// NewReaderWith returns a Reader for the hierarchies of l whose readings
+// are validated (see Options) and whose rejections are logged through
+// o.Log and reported by Health.
+func NewReaderWith(l Layout, o Options) *Reader {
+	sysfsRoot := o.SysfsRoot
 	if sysfsRoot == "" {
 		sysfsRoot = "/sys"
 	}
 	return &Reader{
+		check:   newChecker(o),
 		v2Root:  l.V2Root,
 		cpuacct: l.V1Roots["cpuacct"],
 		cpu:     l.V1Roots["cpu"],
@@ -94,9 +106,12 @@ func (r *Reader) ReadInto(rel string, s *snapshot.Resources) error {
 	st.pressure()
 	st.tasks()
 	if st.found == 0 && len(st.errs) == 0 {
-		return fmt.Errorf("cgroup %s: %w", rel, fs.ErrNotExist)
+		err = fmt.Errorf("cgroup %s: %w", rel, fs.ErrNotExist)
+	} else {
+		err = errors.Join(st.errs...)
 	}
-	return errors.Join(st.errs...)
+	r.check.check(clean, s, err)
+	return err
 }
 
 // cleanRel checks that rel names a cgroup inside the hierarchies and returns

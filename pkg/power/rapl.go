@@ -1,6 +1,7 @@
 package power
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -15,6 +16,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/wattrace/wattrace/internal/decimal"
 	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
@@ -350,17 +352,14 @@ func (r *RAPL) readEnergy(c *raplCounter) (uint64, error) {
 }
 
 // parseUint parses a sysfs file holding one unsigned decimal (powercap's
-// energy_uj and max_energy_range_uj, hwmon's sensors), optionally followed
-// by the kernel's newline. It is the one digit-checking parser of the
-// package: strconv alone would accept a sign.
+// energy_uj and max_energy_range_uj, hwmon's sensors) followed by the
+// kernel's newline, through the module's one parser (internal/decimal),
+// and says what it found when that is not a number.
 func parseUint(b []byte) (uint64, error) {
-	s := strings.TrimSpace(string(b))
-	if s == "" || strings.TrimLeft(s, "0123456789") != "" {
-		return 0, fmt.Errorf("invalid value %q: not an unsigned integer", truncate(s))
-	}
-	v, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("invalid value %q: %w", truncate(s), err)
+	b = bytes.TrimSpace(b)
+	v, ok := decimal.Parse(b)
+	if !ok {
+		return 0, fmt.Errorf("invalid value %q: not an unsigned 64-bit integer", truncate(string(b)))
 	}
 	return v, nil
 }

@@ -36,8 +36,9 @@ type Snapshot struct {
 	// PerfEvents are the events counted for opted-in processes.
 	PerfEvents []PerfEvent
 
-	// Meters is the health of the sources behind the meter that report
-	// it (those read in the background: a BMC, hwmon).
+	// Meters is the health of every source that reports it: those behind
+	// the meter (RAPL, a BMC, hwmon) and the other readers (procfs,
+	// cgroupfs, the BPF maps' counters).
 	Meters []SourceHealth
 	// MapDrops counts, per BPF map, the events lost because the map was
 	// full; empty unless BPF accounting runs.

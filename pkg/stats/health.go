@@ -14,11 +14,14 @@ type DropReporter interface {
 }
 
 // health is the stage that copies the sources' own state into the
-// snapshot: the meter's sources' health and the BPF maps' drops.
+// snapshot: the health of the meter's sources and of every other source
+// that reports it (procfs, cgroupfs, the BPF maps' counters), and the BPF
+// maps' drops.
 type health struct {
-	meter power.Meter
-	drops []DropReporter
-	log   *zap.Logger
+	meter   power.Meter
+	reports []power.HealthReporter
+	drops   []DropReporter
+	log     *zap.Logger
 }
 
 func newHealth(meter power.Meter, log *zap.Logger, sources ...any) *health {
@@ -27,6 +30,9 @@ func newHealth(meter power.Meter, log *zap.Logger, sources ...any) *health {
 		if d, ok := s.(DropReporter); ok {
 			h.drops = append(h.drops, d)
 		}
+		if r, ok := s.(power.HealthReporter); ok && s != any(meter) {
+			h.reports = append(h.reports, r)
+		}
 	}
 	return h
 }
@@ -34,6 +40,9 @@ func newHealth(meter power.Meter, log *zap.Logger, sources ...any) *health {
 func (h *health) publish(s *snapshot.Snapshot) {
 	if r, ok := h.meter.(power.HealthReporter); ok {
 		s.Meters = r.Health()
+	}
+	for _, r := range h.reports {
+		s.Meters = append(s.Meters, r.Health()...)
 	}
 	for _, d := range h.drops {
 		md, err := d.MapDrops()

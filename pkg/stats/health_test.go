@@ -37,10 +37,37 @@ func TestSnapshotCarriesHealthAndDrops(t *testing.T) {
 	src.drops = 7
 	l.Step(t0.Add(time.Second))
 	s := l.Snapshot()
-	if len(s.Meters) != 1 || s.Meters[0].Source != "redfish" || s.Meters[0].Errors != 1 || s.Meters[0].Age != 2*time.Second {
-		t.Errorf("meters %+v, want redfish's health", s.Meters)
+	// The meter's health, then that of the accounting's CPU counters,
+	// validated by the loop for a source that does not report its own.
+	if len(s.Meters) != 2 || s.Meters[0].Source != "redfish" || s.Meters[0].Errors != 1 || s.Meters[0].Age != 2*time.Second ||
+		s.Meters[1].Source != "bpf" || s.Meters[1].Reads != 2 || !s.Meters[1].Up {
+		t.Errorf("meters %+v, want redfish's health, then bpf's", s.Meters)
 	}
 	if len(s.MapDrops) != 2 || s.MapDrops[0].Map != "exited_procs" || s.MapDrops[0].Drops != 7 {
 		t.Errorf("map drops %+v, want exited_procs at 7", s.MapDrops)
 	}
+}
+
+// healthyResources is a cgroup resource reader that reports its health.
+type healthyResources struct{}
+
+func (healthyResources) ReadInto(string, *snapshot.Resources) error { return nil }
+func (healthyResources) Health() []snapshot.SourceHealth {
+	return []snapshot.SourceHealth{{Source: "cgroupfs", Up: true, Reads: 3, Rejected: map[string]uint64{"backwards": 1}}}
+}
+
+// The cgroup resource reader's rejections reach the snapshot's health.
+func TestResourceReaderHealth(t *testing.T) {
+	l, err := New(Config{Interval: time.Second, IdlePolicy: "none"}, &fakeSource{}, &fakeMeter{}, anyName{}, nil,
+		WithResources(healthyResources{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Step(time.Unix(1000, 0))
+	for _, h := range l.Snapshot().Meters {
+		if h.Source == "cgroupfs" && h.Rejected["backwards"] == 1 {
+			return
+		}
+	}
+	t.Errorf("health %+v, want cgroupfs with 1 backwards rejection", l.Snapshot().Meters)
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/usage"
 )
@@ -24,7 +25,8 @@ type existence interface {
 // the cumulative figures it publishes and what each stage keeps about it.
 type consumer struct {
 	w       snapshot.Consumer
-	prevCPU uint64 // processes only: a cgroup's are per id, in cgSeries
+	prevCPU uint64           // processes only: a cgroup's are per id, in cgSeries
+	cpu     *reading.Counter // processes, when the ledger validates CPU
 	prevSw  uint64
 	seen    bool      // present in the latest reading
 	gone    bool      // merged away or dropped
@@ -40,6 +42,7 @@ type consumer struct {
 // cgSeries is one cgroup id's counters as the source reports them.
 type cgSeries struct {
 	prevCPU, prevSw uint64
+	cpu             *reading.Counter // when the ledger validates CPU
 	probePrev       snapshot.ProbeStats
 	w               *consumer
 }
@@ -49,7 +52,10 @@ type cgSeries struct {
 // into paths, and drops consumers past retention. The other stages find
 // consumers here.
 type ledger struct {
-	res       CgroupPaths
+	res CgroupPaths
+	// names, when set, names the ids res can no longer find: cgroups
+	// created and removed between two reads (bpfloader.CgroupNames).
+	names     CgroupPaths
 	retention time.Duration
 	cgIDs     map[uint64]*cgSeries // by the source's cgroup id
 	byPath    map[string]*consumer // cgroups, by path
@@ -58,6 +64,10 @@ type ledger struct {
 	// only when trackGone (the probes forget their entries).
 	goneIDs   []uint64
 	trackGone bool
+	// check, when set, validates the CPU counters (sources that don't);
+	// last is when the previous reading was absorbed.
+	check *cpuCheck
+	last  time.Time
 }
 
 func newLedger(res CgroupPaths, retention time.Duration) *ledger {
@@ -85,13 +95,19 @@ func (l *ledger) absorb(r usage.Reading, now time.Time, baseline bool, use *shar
 		if w == nil {
 			w = &consumer{w: snapshot.Consumer{PID: p.Key.PID}}
 			if baseline {
-				w.w.CPUSeconds = float64(p.CPUNs) / 1e9
+				w.w.CPUSeconds = float64(l.history(p.CPUNs, "process", uint64(p.Key.PID))) / 1e9
 				w.w.ContextSwitches = p.Switches
 				w.prevCPU, w.prevSw = p.CPUNs, p.Switches
 			}
 			l.procs[p.Key] = w
 		}
 		d, dsw := deltas(p.CPUNs, w.prevCPU, p.Switches, w.prevSw)
+		if l.check != nil {
+			if w.cpu == nil {
+				w.cpu = l.check.counter(baseline, l.last)
+			}
+			d = l.check.delta(w.cpu, p.CPUNs, now, l.last, func() string { return fmt.Sprintf("process %d CPU ns", p.Key.PID) })
+		}
 		w.prevCPU, w.prevSw = p.CPUNs, p.Switches
 		w.w.CPUSeconds += float64(d) / 1e9
 		w.w.ContextSwitches += dsw
@@ -126,23 +142,36 @@ func (l *ledger) absorb(r usage.Reading, now time.Time, baseline bool, use *shar
 			l.cgIDs[c.ID] = cs
 		}
 		d, dsw := deltas(c.CPUNs, cs.prevCPU, c.Switches, cs.prevSw)
+		if l.check != nil {
+			if cs.cpu == nil {
+				cs.cpu = l.check.counter(baseline, l.last)
+			}
+			d = l.check.delta(cs.cpu, c.CPUNs, now, l.last, func() string { return fmt.Sprintf("cgroup %d CPU ns", c.ID) })
+		}
 		if baseline {
-			d, dsw = c.CPUNs, c.Switches // history: counted, not usage
+			// History: counted, not usage.
+			d, dsw = l.history(c.CPUNs, "cgroup", c.ID), c.Switches
 		}
 		cs.prevCPU, cs.prevSw = c.CPUNs, c.Switches
-		path, ok := l.resolve(c.ID)
-		if ex, isEx := l.res.(existence); ok && isEx {
+		path, named := l.resolve(c.ID)
+		alive := named
+		if ex, isEx := l.res.(existence); named && isEx {
 			// The resolver's cache outlives removed cgroups; a removed
 			// one is no longer alive, whatever its source still reports.
-			ok = ex.Exists(c.ID, path)
+			alive = ex.Exists(c.ID, path)
 		}
-		w := l.attach(cs, c.ID, path, ok, now)
+		if !named {
+			// Removed before cgroupfs could name it: its path from when
+			// it was created, if known; it is not alive either way.
+			path, named = l.remembered(c.ID)
+		}
+		w := l.attach(cs, c.ID, path, named, now)
 		w.w.CPUSeconds += float64(d) / 1e9
 		w.w.ContextSwitches += dsw
 		w.seen = true
 		// A removed cgroup's retention runs from when it was last seen
 		// alive, even while the source still reports its final totals.
-		if ok {
+		if alive {
 			w.w.Alive, w.w.LastSeen, w.w.CgroupID = true, now, c.ID
 		}
 		if d == 0 || baseline {
@@ -153,7 +182,22 @@ func (l *ledger) absorb(r usage.Reading, now time.Time, baseline bool, use *shar
 		use.cgTotal[w] += sec
 		use.spread(w, sec, cgSocket[c.ID])
 	}
+	l.last = now
 	return total
+}
+
+// history is a counter's value at the baseline read, what the consumer
+// used before the exporter started: credited as history only if it is
+// plausible (no more than every CPU busy for maxHistory).
+func (l *ledger) history(v uint64, kind string, id uint64) uint64 {
+	if l.check == nil {
+		return v
+	}
+	if err := reading.CheckGauge(float64(v), l.check.maxRate*maxHistory.Seconds()); err != nil {
+		l.check.rejects.Add(err, fmt.Sprintf("%s %d CPU ns", kind, id))
+		return 0
+	}
+	return v
 }
 
 // attach finds the consumer a cgroup id's figures go to. Cgroups are keyed
@@ -220,11 +264,22 @@ func (l *ledger) resolve(id uint64) (string, bool) {
 	return l.res.Path(id)
 }
 
+// remembered is the path names remembers for an id cgroupfs no longer has.
+func (l *ledger) remembered(id uint64) (string, bool) {
+	if l.names == nil {
+		return "", false
+	}
+	return l.names.Path(id)
+}
+
 func (l *ledger) cgroupPath(id uint64) string {
 	if cs := l.cgIDs[id]; cs != nil && cs.w != nil {
 		return cs.w.w.Cgroup
 	}
 	if p, ok := l.resolve(id); ok {
+		return p
+	}
+	if p, ok := l.remembered(id); ok {
 		return p
 	}
 	return fmt.Sprintf("id:%d", id)

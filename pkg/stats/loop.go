@@ -126,8 +126,25 @@ func New(cfg Config, src usage.Source, meter power.Meter, res CgroupPaths, log *
 	if l.emissions != nil {
 		l.split.credited = append(l.split.credited, l.emissions.credit)
 	}
-	l.health = newHealth(meter, log, src, probeSrc)
+	sources := []any{src, probeSrc}
+	if l.resources != nil {
+		sources = append(sources, l.resources) // cgroupstats reports its health
+	}
+	if _, ok := src.(power.HealthReporter); !ok {
+		// A source that validates its counters reports its own health
+		// (procfs); the BPF maps' counters are validated here.
+		l.ledger.check = newCPUCheck(src.Mode(), cfg.CPUs, log)
+		sources = append(sources, l.ledger.check)
+	}
+	l.health = newHealth(meter, log, sources...)
 	return l, nil
+}
+
+// WithCgroupNames names the cgroup ids the resolver can no longer find
+// (removed between two reads) from the paths they had when created
+// (*bpfloader.CgroupNames), instead of "id:N" placeholders.
+func WithCgroupNames(n CgroupPaths) Option {
+	return func(l *Loop) { l.ledger.names = n }
 }
 
 // Snapshot returns the latest snapshot, nil before the first interval.
@@ -166,6 +183,9 @@ func (l *Loop) Step(now time.Time) {
 	reading, srcErr := l.src.Read()
 	if srcErr != nil {
 		l.log.Warn("read accounting source", zap.String("mode", l.src.Mode()), zap.Error(srcErr))
+	}
+	if l.ledger.check != nil {
+		l.ledger.check.read(srcErr)
 	}
 	baseline := !l.started
 	var dt time.Duration

@@ -87,7 +87,7 @@ func TestUsageMetricSwitch(t *testing.T) {
 		if c.counterRun {
 			p.counters = []string{"cycles", "instructions"}
 		}
-		l, err := New(Config{Interval: time.Second, IdlePolicy: "none", IdleWatts: map[string]float64{"package": 0},
+		l, err := New(Config{Interval: time.Second, CPUs: 4, IdlePolicy: "none", IdleWatts: map[string]float64{"package": 0},
 			UsageMetric: map[string]string{"package": c.metric}}, src, m, names{1: "/a", 2: "/b"}, nil, WithProbes(p))
 		if err != nil {
 			t.Fatal(err)

@@ -32,7 +32,7 @@ func TestUnitsRollUp(t *testing.T) {
 	src := &fakeSource{}
 	m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
 	res := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
-	l, err := New(Config{Interval: time.Second, Retention: 10 * time.Second, IdlePolicy: "none",
+	l, err := New(Config{Interval: time.Second, Retention: 10 * time.Second, IdlePolicy: "none", CPUs: 8,
 		IdleWatts: map[string]float64{"package": 0}}, src, m, paths, nil, WithWorkloads(res, workload.Levels()))
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/wattrace/wattrace/pkg/power"
 )
 
@@ -48,11 +50,34 @@ func zones(t *testing.T, m power.Meter) []string {
 	return z
 }
 
+// discoverAuto walks the table as Open does in auto mode, without the
+// estimator fallback, and returns the combined meter and discovery lines.
+func discoverAuto(t *testing.T, root string) (power.Meter, []string, error) {
+	t.Helper()
+	cfg := Config{Source: "auto", SysfsRoot: root, IPMI: "off", LookPath: noTools,
+		Interval: 20 * time.Millisecond, Timeout: 20 * time.Millisecond}
+	f, err := walk(context.Background(), cfg.withDefaults(), zap.NewNop())
+	if err != nil {
+		return nil, nil, err
+	}
+	lines := make([]string, len(f.notes))
+	for i, n := range f.notes {
+		lines[i] = n.line
+	}
+	if !f.measured {
+		for _, m := range f.meters {
+			closeMeter(m)
+		}
+		return nil, lines, errors.New("no power meter found")
+	}
+	return power.Combine(f.meters...), lines, nil
+}
+
 func TestDiscoverPMCountersWins(t *testing.T) {
 	root := t.TempDir()
 	copyTree(t, "../testdata/pm-counters", root)
 	copyTree(t, "../testdata/hwmon", root)
-	m, log, err := Discover(context.Background(), Options{SysfsRoot: root, NoIPMI: true, LookPath: noTools, Interval: 20 * time.Millisecond, Timeout: 20 * time.Millisecond})
+	m, log, err := discoverAuto(t, root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +94,7 @@ func TestDiscoverPMCountersWins(t *testing.T) {
 func TestDiscoverHwmonPlatform(t *testing.T) {
 	root := t.TempDir()
 	copyTree(t, "../testdata/hwmon", root)
-	m, log, err := Discover(context.Background(), Options{SysfsRoot: root, NoIPMI: true, LookPath: noTools, Interval: 20 * time.Millisecond, Timeout: 20 * time.Millisecond})
+	m, log, err := discoverAuto(t, root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +106,7 @@ func TestDiscoverHwmonPlatform(t *testing.T) {
 }
 
 func TestDiscoverNothing(t *testing.T) {
-	_, log, err := Discover(context.Background(), Options{SysfsRoot: t.TempDir(), NoIPMI: true, LookPath: noTools})
+	_, log, err := discoverAuto(t, t.TempDir())
 	if err == nil || len(log) < 5 {
 		t.Fatalf("err %v, log %q", err, log)
 	}

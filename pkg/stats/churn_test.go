@@ -1,0 +1,136 @@
+package stats_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wattrace/wattrace/internal/testenv"
+	"github.com/wattrace/wattrace/pkg/bpfloader"
+	"github.com/wattrace/wattrace/pkg/cgroup"
+	"github.com/wattrace/wattrace/pkg/stats"
+)
+
+// Issue 10 case 6: 200 cgroups, each created, used by a ~30 ms busy
+// process and removed well within one interval, are exported under their
+// paths (named from cgroup_mkdir once cgroupfs no longer has them), with
+// at least 99% of their CPU time as the kernel counted it, and none as
+// "id:N".
+func TestShortLivedCgroupsKeepTheirPaths(t *testing.T) {
+	h, src := loadBPF(t)
+	names, err := bpfloader.LoadCgroupNames(bpfloader.Options{Hierarchy: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer names.Close()
+	res := cgroup.NewResolver(h)
+	l, err := stats.New(stats.Config{Interval: time.Second, Retention: time.Hour, IdlePolicy: "none",
+		Hierarchy: string(h.Kind)}, src, &steadyMeter{}, res, nil, stats.WithCgroupNames(names))
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := testenv.TempDir(t, h.Mount)
+	l.Step(time.Now())
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // the loop's own goroutine: one interval a second
+		defer wg.Done()
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case now := <-tick.C:
+				l.Step(now)
+			}
+		}
+	}()
+
+	const n = 200
+	want := map[string]float64{} // path → the kernel's CPU seconds
+	ids := map[uint64]bool{}
+	idOf := map[string]uint64{}
+	var longest time.Duration
+	for i := 0; i < n; i++ {
+		dir := filepath.Join(parent, fmt.Sprintf("c%03d", i))
+		born := time.Now()
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		id := testenv.Inode(t, dir)
+		ids[id] = true
+		idOf["/"+strings.TrimPrefix(dir, h.Mount+"/")] = id
+		cmd := testenv.StartIn(t, dir, testenv.Busy...)
+		time.Sleep(30 * time.Millisecond)
+		testenv.Kill(cmd)
+		rel := "/" + strings.TrimPrefix(dir, h.Mount+"/")
+		ns, err := res.Usage(rel)
+		if err != nil {
+			t.Fatalf("kernel usage of %s: %v", rel, err)
+		}
+		want[rel] = float64(ns) / 1e9
+		testenv.Remove(t, dir)
+		if d := time.Since(born); d > longest {
+			longest = d
+		}
+	}
+	time.Sleep(3 * time.Second) // exits are recorded when the task is freed, after an RCU grace period
+	close(stop)
+	wg.Wait()
+	l.Step(time.Now())
+
+	s := l.Snapshot()
+	got := map[string]float64{}
+	var asID []string
+	for _, c := range s.Cgroups {
+		if _, ok := want[c.Cgroup]; ok {
+			got[c.Cgroup] += c.CPUSeconds
+		}
+		if strings.HasPrefix(c.Cgroup, "id:") && ids[c.CgroupID] {
+			asID = append(asID, c.Cgroup)
+		}
+	}
+	// Each path's share counts up to what the kernel counted: more under
+	// one path must not hide less under another.
+	var kernel, exported, raw float64
+	var missing []string
+	for p, w := range want {
+		kernel += w
+		exported += min(got[p], w)
+		raw += got[p]
+		if _, ok := got[p]; !ok {
+			where := ""
+			for _, c := range s.Cgroups {
+				if c.CgroupID == idOf[p] {
+					where += fmt.Sprintf(" as %s with %.4f s", c.Cgroup, c.CPUSeconds)
+				}
+			}
+			missing = append(missing, fmt.Sprintf("%s id %d (%.4f s)%s", p, idOf[p], w, where))
+		}
+	}
+	pct := 100 * exported / kernel
+	t.Logf("%d cgroups, each alive at most %v: kernel %.3f s CPU; under their paths %.3f s (%.2f%% of it, capped per path; %.3f s uncapped) in %d series; %d as ids; missing %v",
+		n, longest.Round(time.Millisecond), kernel, exported, pct, raw, len(got), len(asID), missing)
+	for _, h := range s.Meters {
+		t.Logf("source %s: reads %d, errors %d, rejected %v", h.Source, h.Reads, h.Errors, h.Rejected)
+	}
+	t.Logf("map drops %+v", s.MapDrops)
+	if longest >= time.Second {
+		t.Errorf("a cgroup lived %v, want < 1s", longest)
+	}
+	if kernel < n*0.01 {
+		t.Fatalf("the busy processes used only %.3f s of CPU", kernel)
+	}
+	if pct < 99 {
+		t.Errorf("%.2f%% of the cgroups' CPU time exported under their paths, want >= 99%%", pct)
+	}
+	if len(asID) > 0 {
+		t.Errorf("%d of them exported as ids: %v", len(asID), asID[:min(5, len(asID))])
+	}
+}
