@@ -42,6 +42,10 @@ type Snapshot struct {
 	// MapDrops counts, per BPF map, the events lost because the map was
 	// full; empty unless BPF accounting runs.
 	MapDrops []MapDrops
+
+	// GPUs are the node's GPU devices (pkg/stats/gpu.go); empty on a node
+	// without GPUs.
+	GPUs []GPU
 }
 
 // ZoneOther is the node-level zone platform − (package + dram + gpu), and

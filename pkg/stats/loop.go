@@ -69,6 +69,7 @@ type Loop struct {
 	zones     *zones
 	split     *split
 	rollup    *rollup
+	gpu       *gpuStage      // GPU devices as zones; nil without GPUs
 	resources ResourceReader // handed to rollup
 	health    *health
 }
@@ -121,6 +122,11 @@ func New(cfg Config, src usage.Source, meter power.Meter, res CgroupPaths, log *
 	}
 	if l.rollup != nil {
 		l.rollup.resources, l.rollup.log = l.resources, log
+	}
+	if l.gpu != nil {
+		if err := l.gpu.cfg.validate(); err != nil {
+			return nil, err
+		}
 	}
 	l.health = newHealth(meter, log, src, probeSrc)
 	return l, nil
@@ -186,6 +192,9 @@ func (l *Loop) Step(now time.Time) {
 		if l.perf != nil {
 			l.perf.absorb(l.ledger, reading)
 		}
+		if l.gpu != nil {
+			l.gpu.absorb(l.ledger, now, dt)
+		}
 	} else {
 		l.shares.clear()
 	}
@@ -201,6 +210,9 @@ func (l *Loop) Step(now time.Time) {
 	// 3. Workloads, summed from their cgroups.
 	if l.rollup != nil {
 		l.rollup.add(l.ledger, now)
+	}
+	if l.gpu != nil {
+		l.gpu.payHolders(l.rollup)
 	}
 	l.publish(now)
 }
@@ -227,5 +239,8 @@ func (l *Loop) publish(now time.Time) {
 		l.perf.publish(s)
 	}
 	l.health.publish(s)
+	if l.gpu != nil {
+		l.gpu.publish(s, now, l.cfg.Retention)
+	}
 	l.snap.Store(s)
 }

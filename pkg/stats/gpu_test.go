@@ -1,0 +1,185 @@
+//go:build cgo
+
+package stats
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/wattrace/wattrace/pkg/gpu"
+	"github.com/wattrace/wattrace/pkg/gpu/alloc"
+	"github.com/wattrace/wattrace/pkg/gpu/node"
+	"github.com/wattrace/wattrace/pkg/gpu/nvml"
+	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/workload"
+)
+
+// staticAllocs is an allocation source that always answers the same.
+type staticAllocs []alloc.Allocation
+
+func (staticAllocs) Name() string { return "static" }
+func (a staticAllocs) Allocations(context.Context) ([]alloc.Allocation, error) {
+	return a, nil
+}
+
+const podPath = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0b4c2c6e_1f2a_4b3c_9d8e_7f6a5b4c3d2e.slice/cri-containerd-"
+
+// Acceptance (issue 9) through the stats loop on mock NVML: two A100s,
+// pids 100/101/102 time-sliced on GPU 0 at SM 60/30/10 (pid 103 holds a
+// context, never sampled busy), pid 200 alone on GPU 1. 100 intervals of
+// 300 J and 220 J (+ jitter). GPU 0 idle is configured (50 W by UUID),
+// GPU 1's is 40 W by index; GPU 1 is held by Slurm job 43 under the
+// holder policy. Every interval: idle + Σ processes = device energy
+// (1e-9), the processes' cgroups carry the zone "gpu" into their pod and
+// jobs, and the holder's job is paid GPU 1's idle.
+func TestGPUStageMockNVML(t *testing.T) {
+	srv, bs := twoMockGPUs(t)
+	src, err := nvml.New(srv, nvml.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs := src.Devices()
+	allocs := staticAllocs{{Device: alloc.Ref{UUID: devs[1].UUID}, Holder: alloc.Holder{Kind: alloc.SlurmJob, JobID: "43"}}}
+	g := node.New(node.Config{}, []gpu.Source{src}, []alloc.Source{allocs}, nil)
+	paths := names{
+		1: podPath + "aaaa000000000000000000000000000000000000000000000000000000000000.scope",
+		2: podPath + "bbbb000000000000000000000000000000000000000000000000000000000000.scope",
+		3: "/slurm_n1/uid_0/job_42/step_0/task_0",
+		4: "/slurm_n1/uid_0/job_43/step_0/task_0",
+	}
+	fs := &fakeSource{}
+	for pid, cg := range map[uint32]uint64{100: 1, 101: 2, 102: 3, 103: 3, 200: 4} {
+		fs.add(cg, pid, 0, 0)
+	}
+	m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
+	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
+	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, fs, m, paths, nil,
+		WithWorkloads(ids, workload.Levels()),
+		WithGPUs(g, GPUConfig{IdleWatts: map[string]float64{devs[0].UUID: 50, "1": 40}, IdlePolicy: "holder"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	watts := []uint64{300, 220}
+	var energy [2]float64
+	for k := 0; k <= 100; k++ {
+		for i, b := range bs {
+			if k > 0 {
+				b.energyMJ += watts[i]*1000 + uint64(k)
+				energy[i] += (float64(watts[i]*1000) + float64(k)) / 1000
+			}
+			b.tsUS = uint64(k+1) * 1_000_000
+		}
+		fs.add(1, 100, 0, 1e8) // CPU time, unrelated to the GPU split
+		l.Step(gpuT0.Add(time.Duration(k) * time.Second))
+		s := l.Snapshot()
+		if len(s.GPUs) != 2 {
+			t.Fatalf("interval %d: %d GPUs", k, len(s.GPUs))
+		}
+		for i, d := range s.GPUs {
+			var procs float64
+			for _, p := range d.Processes {
+				procs += p.DynamicJ
+			}
+			if d.Index != i || !gpuNear(d.EnergyJ, energy[i]) || !gpuNear(d.IdleJ+procs+d.UnattributedJ, d.EnergyJ) ||
+				!gpuNear(d.IdleJ+d.DynamicJ, d.EnergyJ) || (k > 0 && d.UnattributedJ != 0) {
+				t.Fatalf("interval %d GPU %d: %+v (energy %v, processes %v)", k, i, d, energy[i], procs)
+			}
+			z := zoneOf(s, snapshot.ZoneGPU, i)
+			if z.EnergyJ != d.EnergyJ || z.IdleJ != d.IdleJ || z.Source != "nvml" {
+				t.Fatalf("zone %+v", z)
+			}
+		}
+	}
+	s := l.Snapshot()
+	g0, g1 := s.GPUs[0], s.GPUs[1]
+	if !gpuNear(g0.IdleJ, 5000) || !gpuNear(g1.IdleJ, 4000) || g0.Method != "counter" || g0.Basis != "sm_util" ||
+		g0.UUID != devs[0].UUID || g0.Model == "" || g1.Holder == nil || g1.Holder.JobID != "43" || !gpuNear(g1.HolderJ, 4000) {
+		t.Fatalf("GPUs %+v", s.GPUs)
+	}
+	pj := map[uint32]float64{}
+	for _, d := range s.GPUs {
+		for _, p := range d.Processes {
+			pj[p.PID] = p.DynamicJ
+		}
+	}
+	if !gpuNear(pj[100]/pj[102], 6) || !gpuNear(pj[101]/pj[102], 3) || pj[103] != 0 || !gpuNear(pj[200], energy[1]-4000) {
+		t.Fatalf("per process %v", pj)
+	}
+	// Processes and cgroups carry the zone; workloads sum it.
+	for _, c := range s.Processes {
+		if got := c.Energy.Get(snapshot.ZoneGPU).DynamicJ; got != pj[c.PID] {
+			t.Errorf("process %d gpu %v want %v", c.PID, got, pj[c.PID])
+		}
+	}
+	pod, ok := unitBy(s, workload.KindPod, "0b4c2c6e-1f2a-4b3c-9d8e-7f6a5b4c3d2e")
+	if !ok || !gpuNear(pod.Energy.Get(snapshot.ZoneGPU).DynamicJ, pj[100]+pj[101]) {
+		t.Errorf("pod %+v", pod)
+	}
+	j42, _ := unitBy(s, workload.KindJob, "42")
+	j43, _ := unitBy(s, workload.KindJob, "43")
+	if !gpuNear(j42.Energy.Get(snapshot.ZoneGPU).DynamicJ, pj[102]) ||
+		!gpuNear(j43.Energy.Get(snapshot.ZoneGPU).DynamicJ, pj[200]) || !gpuNear(j43.Energy.Get(snapshot.ZoneGPU).IdleJ, 4000) {
+		t.Errorf("jobs 42 %+v, 43 %+v", j42.Energy, j43.Energy)
+	}
+	// GPU 0's idle stays at device level (no holder): the node's GPU
+	// energy is processes + idle, nothing lost and nothing twice.
+	var cg float64
+	for _, c := range s.Cgroups {
+		cg += c.Energy.Get(snapshot.ZoneGPU).DynamicJ
+	}
+	if !gpuNear(cg+g0.IdleJ+g1.IdleJ, energy[0]+energy[1]) {
+		t.Errorf("cgroups %v + idle != %v", cg, energy[0]+energy[1])
+	}
+}
+
+// A driver reload resets GPU 0's counter mid-run: the GPU's cumulative
+// energy never decreases, and the interval spanning the reset is dropped.
+func TestGPUStageCounterReset(t *testing.T) {
+	srv, bs := twoMockGPUs(t)
+	src, err := nvml.New(srv, nvml.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := &fakeSource{}
+	fs.add(1, 100, 0, 0)
+	l := mustLoopWith(t, fs, WithGPUs(node.New(node.Config{}, []gpu.Source{src}, nil, nil), GPUConfig{}))
+	prev := -1.0
+	for k := 0; k <= 10; k++ {
+		bs[0].energyMJ += 300_000
+		if k == 5 {
+			bs[0].energyMJ = 1000 // reload
+		}
+		bs[0].tsUS = uint64(k+1) * 1_000_000
+		l.Step(gpuT0.Add(time.Duration(k) * time.Second))
+		e := l.Snapshot().GPUs[0].EnergyJ
+		if e < prev {
+			t.Fatalf("interval %d: %v < %v", k, e, prev)
+		}
+		prev = e
+	}
+	if !gpuNear(prev, 300*9) {
+		t.Errorf("energy %v, want 2700 (10 intervals, the one spanning the reset dropped)", prev)
+	}
+}
+
+func mustLoopWith(t *testing.T, fs *fakeSource, opts ...Option) *Loop {
+	t.Helper()
+	m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
+	l, err := New(Config{Interval: time.Second, IdlePolicy: "none"}, fs, m, anyName{}, nil, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func zoneOf(s *snapshot.Snapshot, name string, socket int) snapshot.Zone {
+	for _, z := range s.Zones {
+		if z.Name == name && z.Socket == socket {
+			return z
+		}
+	}
+	return snapshot.Zone{}
+}
+
