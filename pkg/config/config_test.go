@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"github.com/wattrace/wattrace/pkg/gpu/node"
 	"math"
 	"os"
 	"path/filepath"
@@ -49,6 +50,8 @@ func TestDefaults(t *testing.T) {
 			LibvirtDirs: []string{"/run/libvirt/qemu", "/etc/libvirt/qemu"},
 			Kube:        Kube{TokenFile: "/var/run/secrets/kubernetes.io/serviceaccount/token", Refresh: 30 * time.Second},
 		},
+		GPU: node.Config{NVML: "auto", Sysfs: "auto", IdleWatts: map[string]float64{}, IdlePolicy: "none",
+			SysfsRoot: "/sys", ProcfsRoot: "/proc"},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", c, want)
@@ -327,5 +330,29 @@ func TestMaxWattsFlagAndYAML(t *testing.T) {
 	}
 	if _, err := Load([]string{"--power.estimator.min-watts-per-cpu=NaN"}); err == nil || !strings.Contains(err.Error(), "power.estimator.min-watts-per-cpu") {
 		t.Fatalf("NaN from the command line: %v", err)
+	}
+}
+
+// The gpu.* block: flags, environment and a nested YAML map reach
+// node.Config, the --path roots are passed through, and each bad value
+// stops start-up naming its key.
+func TestGPUKeys(t *testing.T) {
+	t.Setenv("WATTRACE_GPU_IDLE_POLICY", "holder")
+	p := writeFile(t, "gpu:\n  idle-watts:\n    \"0\": 55\n    GPU-abc: 60\n  slurm: true\n")
+	c, err := Load([]string{"--config.file=" + p, "--gpu.nvml=off", "--gpu.slurm-gpu-order-map=0:1", "--path.sysfs=/host/sys", "--path.procfs=/host/proc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := c.GPU
+	if g.NVML != "off" || g.IdlePolicy != "holder" || g.IdleWatts["0"] != 55 || g.IdleWatts["gpu-abc"] != 60 /* YAML map keys are lower-cased; the GPU stage compares case-insensitively */ || !g.Slurm ||
+		g.SlurmGPUOrderMap != "0:1" || g.SysfsRoot != "/host/sys" || g.ProcfsRoot != "/host/proc" {
+		t.Errorf("%+v", g)
+	}
+	for flag, key := range map[string]string{"--gpu.nvml=on": "gpu.nvml", "--gpu.sysfs=x": "gpu.sysfs", "--gpu.idle-policy=even": "gpu.idle-policy",
+		"--gpu.idle-learn-utilization=2": "gpu.idle-learn-utilization", "--gpu.max-watts=-1": "gpu.max-watts",
+		"--gpu.slurm-gpu-order-map=0:x": "gpu.slurm-gpu-order-map", "--gpu.idle-watts=0=-5": "gpu.idle-watts"} {
+		if _, err := Load([]string{flag}); err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%s: %v", flag, err)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/gpu"
@@ -97,9 +98,13 @@ func newGPUStage(src GPUSource, cfg GPUConfig) *gpuStage {
 }
 
 func (g *gpuStage) idleModel(d gpu.Device) model.IdleModel {
+	// Keys compare case-insensitively: a YAML map's keys arrive
+	// lower-cased, NVML's UUIDs start "GPU-".
 	for _, k := range []string{d.UUID, d.PCIBusID, strconv.Itoa(d.Index)} {
-		if w, ok := g.cfg.IdleWatts[k]; ok && k != "" {
-			return &model.ConfiguredIdle{Watts: w}
+		for ck, w := range g.cfg.IdleWatts {
+			if k != "" && strings.EqualFold(ck, k) {
+				return &model.ConfiguredIdle{Watts: w}
+			}
 		}
 	}
 	return model.NewLearnedIdle(g.cfg.IdleLearnUtilization)

@@ -182,4 +182,3 @@ func zoneOf(s *snapshot.Snapshot, name string, socket int) snapshot.Zone {
 	}
 	return snapshot.Zone{}
 }
-
