@@ -60,8 +60,11 @@ type GPUProcess struct {
 	Comm string
 	// Cgroup is the process's cgroup path (the key hierarchy's), for its
 	// workload labels.
-	Cgroup   string
-	DynamicJ float64
-	Alive    bool
-	LastSeen time.Time
+	Cgroup string
+	// The workload the process belongs to, where the loop resolves
+	// workloads (empty otherwise): a pod's container, a Slurm job, a VM.
+	Namespace, Pod, Container, JobID, VM string
+	DynamicJ                             float64
+	Alive                                bool
+	LastSeen                             time.Time
 }

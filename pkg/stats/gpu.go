@@ -115,7 +115,7 @@ func (g *gpuStage) idleModel(d gpu.Device) model.IdleModel {
 // live processes) and their cgroups. It returns each device's zone
 // energy for the zones stage's figures. On the baseline (dt 0) it only
 // reads, so the sources take their own baselines.
-func (g *gpuStage) absorb(led *ledger, now time.Time, dt time.Duration) {
+func (g *gpuStage) absorb(led *ledger, ids WorkloadResolver, now time.Time, dt time.Duration) {
 	iv := g.src.Interval(context.Background(), now)
 	g.health = append(g.health[:0], iv.Health...)
 	g.owed = g.owed[:0]
@@ -173,6 +173,10 @@ func (g *gpuStage) absorb(led *ledger, now time.Time, dt time.Duration) {
 				dev.procs[uint32(pid)] = p
 			}
 			p.rec.DynamicJ += j
+			if p.rec.Cgroup != w.w.Cgroup && ids != nil {
+				id := ids.Resolve(w.w.Cgroup)
+				p.rec.Namespace, p.rec.Pod, p.rec.Container, p.rec.JobID, p.rec.VM = id.Namespace, id.Pod, id.Container, id.JobID, id.VMName
+			}
 			p.rec.Comm, p.rec.Cgroup, p.rec.Alive, p.rec.LastSeen, p.seen = w.w.Comm, w.w.Cgroup, true, now, true
 		}
 		dev.rec.EnergyJ += g.res.EnergyJ

@@ -113,6 +113,11 @@ func TestGPUStageMockNVML(t *testing.T) {
 			t.Errorf("process %d gpu %v want %v", c.PID, got, pj[c.PID])
 		}
 	}
+	for _, p := range g0.Processes {
+		if (p.PID == 102) != (p.JobID == "42") {
+			t.Errorf("process %+v", p)
+		}
+	}
 	pod, ok := unitBy(s, workload.KindPod, "0b4c2c6e-1f2a-4b3c-9d8e-7f6a5b4c3d2e")
 	if !ok || !gpuNear(pod.Energy.Get(snapshot.ZoneGPU).DynamicJ, pj[100]+pj[101]) {
 		t.Errorf("pod %+v", pod)

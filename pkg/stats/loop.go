@@ -193,7 +193,11 @@ func (l *Loop) Step(now time.Time) {
 			l.perf.absorb(l.ledger, reading)
 		}
 		if l.gpu != nil {
-			l.gpu.absorb(l.ledger, now, dt)
+			var ids WorkloadResolver
+			if l.rollup != nil {
+				ids = l.rollup.ids
+			}
+			l.gpu.absorb(l.ledger, ids, now, dt)
 		}
 	} else {
 		l.shares.clear()
