@@ -32,7 +32,9 @@ func openMeter(ctx context.Context, cfg *config.Config, log *zap.Logger) (power.
 		return openEstimator(cfg, log, "power.source=estimator")
 	case "auto":
 		o := discover.Options{SysfsRoot: cfg.Path.Sysfs, NoIPMI: cfg.Power.IPMI == "off",
-			Interval: cfg.Power.MeterInterval, Timeout: cfg.Power.MeterTimeout}
+			Interval: cfg.Power.MeterInterval, Timeout: cfg.Power.MeterTimeout,
+			// The GPU source reads amdgpu/i915/xe per device when gpu.sysfs is on.
+			GPUsElsewhere: cfg.GPU.Sysfs != "off"}
 		if r := cfg.Power.Redfish; r.URL != "" {
 			o.Redfish = &redfish.Config{URL: r.URL, Chassis: r.Chassis, Username: r.Username, UsernameFile: r.UsernameFile,
 				PasswordFile: r.PasswordFile, PasswordEnv: r.PasswordEnv, Auth: r.Auth, InsecureSkipVerify: r.InsecureSkipVerify,

@@ -157,6 +157,11 @@ func loopParts(cfg *config.Config, hier cgroup.Hierarchy, acc accounting, c *com
 	if acc.bpfMode() {
 		programs = append(programs, acc.bpf)
 	}
+	if gpus, err := openGPUs(cfg, c); err != nil {
+		return p, nil, err
+	} else if gpus != nil {
+		p.stats = append(p.stats, gpus)
+	}
 	if cfg.Collector.Enabled[collector.NameProbes] {
 		if !acc.bpfMode() {
 			log.Warn("collector.probes needs BPF accounting; disabled", zap.String("accounting_mode", acc.src.Mode()))

@@ -60,18 +60,29 @@ func Open(cfg Config, log *zap.Logger) (*GPUs, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
+	// The sources' own start-up lines are folded into the one line below:
+	// a node without GPUs (most nodes) says so once, at info.
+	quiet := log.WithOptions(zap.IncreaseLevel(zap.WarnLevel))
 	var srcs []gpu.Source
-	if s, err := nvml.Open(nvml.Options{Mode: cfg.NVML, MaxWatts: cfg.MaxWatts}, log); err != nil {
+	if s, err := nvml.Open(nvml.Options{Mode: cfg.NVML, MaxWatts: cfg.MaxWatts}, quiet); err != nil {
 		return nil, fmt.Errorf("gpu.nvml: %w", err)
 	} else if s != nil {
 		srcs = append(srcs, s)
 	}
-	s, err := sysfs.Open(sysfs.Options{Mode: cfg.Sysfs, SysfsRoot: cfg.SysfsRoot, ProcfsRoot: cfg.ProcfsRoot, MaxWatts: cfg.MaxWatts}, log)
+	s, err := sysfs.Open(sysfs.Options{Mode: cfg.Sysfs, SysfsRoot: cfg.SysfsRoot, ProcfsRoot: cfg.ProcfsRoot, MaxWatts: cfg.MaxWatts}, quiet)
 	if err != nil {
 		return nil, fmt.Errorf("gpu.sysfs: %w", err)
 	}
 	if s != nil {
 		srcs = append(srcs, s)
+	}
+	if len(srcs) == 0 {
+		log.Info("GPU sources off: no NVIDIA device through NVML and no amdgpu, i915 or xe card with an energy or power sensor",
+			zap.String("gpu.nvml", cfg.NVML), zap.String("gpu.sysfs", cfg.Sysfs))
+	} else {
+		for _, s := range srcs {
+			log.Info("GPU source on", zap.String("source", s.Name()), zap.Int("devices", len(s.Devices())))
+		}
 	}
 	// Precedence: a passed-through device is the VM's whatever else
 	// claims it, then pods, then Slurm jobs.

@@ -14,7 +14,6 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
-
 )
 
 var t0 = time.Unix(1_700_000_000, 0)

@@ -23,6 +23,8 @@ type Options struct {
 	Interval    time.Duration
 	Timeout     time.Duration
 	LookPath    func(string) (string, error)
+	// GPUsElsewhere is Config.GPUsElsewhere.
+	GPUsElsewhere bool
 }
 
 // Discover walks the meter table as Open does in auto mode, without the
@@ -31,7 +33,7 @@ type Options struct {
 // Deprecated: use Open.
 func Discover(ctx context.Context, o Options) (power.Meter, []string, error) {
 	cfg := Config{Source: "auto", SysfsRoot: o.SysfsRoot, Interval: o.Interval, Timeout: o.Timeout,
-		Redfish: o.Redfish, IPMIDevices: o.IPMIDevices, LookPath: o.LookPath}
+		Redfish: o.Redfish, IPMIDevices: o.IPMIDevices, LookPath: o.LookPath, GPUsElsewhere: o.GPUsElsewhere}
 	if o.NoIPMI {
 		cfg.IPMI = "off"
 	}

@@ -86,3 +86,20 @@ func TestDiscoverNothing(t *testing.T) {
 		t.Fatalf("err %v, log %q", err, log)
 	}
 }
+
+// With the GPU source reading amdgpu/i915/xe per device (gpu.sysfs on),
+// hwmon keeps the platform meter and drops its two GPU chips, so no GPU
+// is counted twice.
+func TestDiscoverHwmonGPUsElsewhere(t *testing.T) {
+	root := t.TempDir()
+	copyTree(t, "../testdata/hwmon", root)
+	m, log, err := Discover(context.Background(), Options{SysfsRoot: root, NoIPMI: true, LookPath: noTools,
+		Interval: 20 * time.Millisecond, Timeout: 20 * time.Millisecond, GPUsElsewhere: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.(*power.Combined).Close()
+	if got := strings.Join(zones(t, m), " "); got != "hwmon:platform" {
+		t.Fatalf("zones %q\nlog:\n%s", got, strings.Join(log, "\n"))
+	}
+}
