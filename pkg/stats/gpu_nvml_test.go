@@ -93,24 +93,12 @@ func twoMockGPUs(t *testing.T) (*server.Server, []*gpuBoard) {
 	return srv, bs
 }
 
+func gpuItoa(u uint32) string { return string(rune('0' + u)) }
+
 // Acceptance: three processes time-sliced on GPU 0 at SM 60/30/10 (and a
 // fourth holding a context but never sampled), one on GPU 1. Over 100
 // intervals dynamic splits 6:3:1 and wholly to the one process, idle is the
 // idle model's, and idle + Σ processes = device energy to 1e-9.
-// A driver reload resets the energy counter: the interval spanning it is
-// dropped and counted, and no increase is ever negative.
-// Pre-Volta boards have no energy counter: power is integrated and so
-// labelled; without per-process utilization the split is by memory.
-// MIG: the gpuBoard's energy splits among instances by SMs (among those that
-// run processes), then among each instance's processes by memory held;
-// idle + Σ processes = gpuBoard energy.
-func gpuItoa(u uint32) string { return string(rune('0' + u)) }
-
-// No driver on this machine: the real library cannot be loaded, so Open
-// turns the source off with one info line and no error.
-// MIG on a Hopper gpuBoard with GPM: instances are weighted by SMs × their
-// measured SM activity over the interval, not by SMs alone; the first
-// interval (one GPM sample only) falls back to the SM share.
 func TestTimeSlicedSplit(t *testing.T) {
 	srv, bs := twoMockGPUs(t)
 	src, err := nvml.New(srv, nvml.Options{}, nil)
@@ -182,6 +170,8 @@ func TestTimeSlicedSplit(t *testing.T) {
 	}
 }
 
+// Pre-Volta boards have no energy counter: power is integrated and so
+// labelled; without per-process utilization the split is by memory.
 func TestPowerAndMemoryFallback(t *testing.T) {
 	srv, bs := twoMockGPUs(t)
 	bs[0].noEnergy, bs[0].noUtil, bs[0].powerMW = true, true, 250_000
@@ -206,6 +196,9 @@ func TestPowerAndMemoryFallback(t *testing.T) {
 	}
 }
 
+// MIG: the gpuBoard's energy splits among instances by SMs (among those that
+// run processes), then among each instance's processes by memory held;
+// idle + Σ processes = gpuBoard energy.
 func TestMIGSplit(t *testing.T) {
 	srv, bs := twoMockGPUs(t)
 	d := srv.Devices[0].(*server.Device)
@@ -270,6 +263,9 @@ func TestMIGSplit(t *testing.T) {
 	}
 }
 
+// MIG on a Hopper gpuBoard with GPM: instances are weighted by SMs × their
+// measured SM activity over the interval, not by SMs alone; the first
+// interval (one GPM sample only) falls back to the SM share.
 func TestMIGSplitGPM(t *testing.T) {
 	srv := dgxh100.New()
 	for _, o := range srv.Devices[1:] {

@@ -101,17 +101,6 @@ func sysNear(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(math.Abs
 // an xe card (card energy channel, busy cycles) with two at 3:1; the files
 // change every interval. Dynamic energy splits by busy time, idle is the
 // idle model's and idle + Σ processes = card energy to 1e-9, every interval.
-// A client that opens between two scans is counted from zero, a client
-// whose busy time falls is rejected (not credited), and one busier than
-// wall time is rejected.
-// With debugfs's client tables, only the processes listed there are read:
-// a DRM client of a process debugfs does not list is not seen.
-// BenchmarkRead8Cards100Procs: 8 amdgpu cards and 100 processes with a
-// DRM client each, among 400 other processes with two non-DRM fds each, in
-// a fixture gpuTree on disk: the process scan, the hwmon reads and the
-// per-client validation. "debugfs" lists the 100 clients' pids in
-// <debugfs>/dri/*/clients, as a root exporter with debugfs mounted sees;
-// "scan-all" reads every process's fds.
 func TestSplitFromFixtureTrees(t *testing.T) {
 	tr := newGPUTree(t)
 	amdHW := tr.card(0, "0000:03:00.0", "amdgpu", map[string]string{"name": "amdgpu\n", "power1_average": "200000000\n"})

@@ -89,10 +89,6 @@ func twoGPUs(t *testing.T) (*server.Server, []*board) {
 
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(math.Abs(a), math.Abs(b)) }
 
-// Acceptance: three processes time-sliced on GPU 0 at SM 60/30/10 (and a
-// fourth holding a context but never sampled), one on GPU 1. Over 100
-// intervals dynamic splits 6:3:1 and wholly to the one process, idle is the
-// idle model's, and idle + Σ processes = device energy to 1e-9.
 // A driver reload resets the energy counter: the interval spanning it is
 // dropped and counted, and no increase is ever negative.
 func TestEnergyCounterReset(t *testing.T) {
@@ -129,11 +125,6 @@ func TestEnergyCounterReset(t *testing.T) {
 	}
 }
 
-// Pre-Volta boards have no energy counter: power is integrated and so
-// labelled; without per-process utilization the split is by memory.
-// MIG: the board's energy splits among instances by SMs (among those that
-// run processes), then among each instance's processes by memory held;
-// idle + Σ processes = board energy.
 func itoa(u uint32) string { return string(rune('0' + u)) }
 
 // No driver on this machine: the real library cannot be loaded, so Open

@@ -89,11 +89,6 @@ func cycles(pdev string, id int, cy, total uint64) string {
 
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(math.Abs(a), math.Abs(b)) }
 
-// Acceptance: an amdgpu card (power integrated) with three processes busy
-// 60/30/10 % of each interval, an i915 card (energy counter) with one, and
-// an xe card (card energy channel, busy cycles) with two at 3:1; the files
-// change every interval. Dynamic energy splits by busy time, idle is the
-// idle model's and idle + Σ processes = card energy to 1e-9, every interval.
 // A client that opens between two scans is counted from zero, a client
 // whose busy time falls is rejected (not credited), and one busier than
 // wall time is rejected.
