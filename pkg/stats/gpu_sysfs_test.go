@@ -10,8 +10,11 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/gpu"
+	"github.com/wattrace/wattrace/pkg/gpu/node"
 	"github.com/wattrace/wattrace/pkg/gpu/sysfs"
 	"github.com/wattrace/wattrace/pkg/model"
+	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/workload"
 )
 
 // Moved from pkg/gpu/sysfs when the split moved from the GPU sources into
@@ -198,3 +201,98 @@ func TestSplitFromFixtureTrees(t *testing.T) {
 		t.Errorf("health %+v", h)
 	}
 }
+
+// Acceptance (issue 9), AMD and Intel through the stats loop: the real
+// sysfs source on a fixture tree, an amdgpu card (power integrated, 200 W)
+// with pids 101/102/103 busy 60/30/10 % and an i915 card (energy counter,
+// 150 J per interval) with pid 201. Idle is 30 W (by PCI address) and
+// 10 W (by index 1). Over 100 intervals of the loop: every interval idle +
+// Σ processes = card energy to 1e-9, the AMD dynamic splits 6:3:1, the
+// Intel card's wholly to pid 201, and the processes' cgroups carry the
+// zone "gpu" into their pod and job.
+func TestGPUStageSysfsLoop(t *testing.T) {
+	tr := newGPUTree(t)
+	amdHW := tr.card(0, "0000:03:00.0", "amdgpu", map[string]string{"name": "amdgpu\n", "power1_average": "200000000\n"})
+	intelHW := tr.card(1, "0000:00:02.0", "i915", map[string]string{"name": "i915\n", "energy1_input": "1000000\n"})
+	amd := map[int]uint64{101: 600, 102: 300, 103: 100}
+	files := map[int]string{}
+	for pid := range amd {
+		files[pid] = tr.client(pid, "0000:03:00.0", "amdgpu", pid)
+	}
+	intel := tr.client(201, "0000:00:02.0", "i915", 7)
+	g, err := node.Open(node.Config{NVML: "off", SysfsRoot: tr.sys, ProcfsRoot: tr.proc}, nil)
+	if err != nil || len(g.Devices()) != 2 {
+		t.Fatalf("%v %v", g, err)
+	}
+	defer g.Close()
+	paths := names{
+		1: podPath + "aaaa000000000000000000000000000000000000000000000000000000000000.scope",
+		3: "/slurm_n1/uid_0/job_42/step_0/task_0",
+		4: "/slurm_n1/uid_0/job_43/step_0/task_0",
+	}
+	fs := &fakeSource{}
+	for pid, cg := range map[uint32]uint64{101: 1, 102: 1, 103: 3, 201: 4} {
+		fs.add(cg, pid, 0, 0)
+	}
+	m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
+	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
+	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, fs, m, paths, nil,
+		WithWorkloads(ids, workload.Levels()),
+		WithGPUs(g, GPUConfig{IdleWatts: map[string]float64{"0000:03:00.0": 30, "1": 10}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var energy [2]float64
+	for k := 0; k <= 100; k++ {
+		ms := uint64(k) * 1000
+		for pid, pm := range amd {
+			tr.write(files[pid], drmBusy("amdgpu", "0000:03:00.0", pid, "gfx", pm*ms*1000))
+		}
+		tr.write(intel, drmBusy("i915", "0000:00:02.0", 7, "render", 400*ms*1000))
+		tr.write(filepath.Join(amdHW, "power1_average"), "200000000")
+		tr.write(filepath.Join(intelHW, "energy1_input"), fmt.Sprint(1_000_000+k*150_000_000))
+		if k > 0 {
+			energy[0] += 200
+			energy[1] += 150
+		}
+		l.Step(sysT0.Add(time.Duration(k) * time.Second))
+		s := l.Snapshot()
+		if len(s.GPUs) != 2 {
+			t.Fatalf("interval %d: %+v", k, s.GPUs)
+		}
+		for i, d := range s.GPUs {
+			var procs float64
+			for _, p := range d.Processes {
+				procs += p.DynamicJ
+			}
+			if !sysNear(d.EnergyJ, energy[i]) || !sysNear(d.IdleJ+procs, d.EnergyJ) || d.UnattributedJ != 0 {
+				t.Fatalf("interval %d card %d: %+v, processes %v, want energy %v", k, i, d, procs, energy[i])
+			}
+		}
+	}
+	s := l.Snapshot()
+	amdG, intelG := s.GPUs[0], s.GPUs[1]
+	if amdG.Source != "sysfs" || amdG.Vendor != "amd" || amdG.Method != "power_integrated" || amdG.Basis != "engine_time" ||
+		intelG.Method != "counter" || !sysNear(amdG.IdleJ, 3000) || !sysNear(intelG.IdleJ, 1000) {
+		t.Fatalf("%+v", s.GPUs)
+	}
+	pj := map[uint32]float64{}
+	for _, d := range s.GPUs {
+		for _, p := range d.Processes {
+			pj[p.PID] += p.DynamicJ
+		}
+	}
+	if !sysNear(pj[101]/pj[103], 6) || !sysNear(pj[102]/pj[103], 3) || !sysNear(pj[201], 100*140) {
+		t.Errorf("per process %v", pj)
+	}
+	pod, _ := unitBy(s, workload.KindPod, "0b4c2c6e-1f2a-4b3c-9d8e-7f6a5b4c3d2e")
+	j42, _ := unitBy(s, workload.KindJob, "42")
+	j43, _ := unitBy(s, workload.KindJob, "43")
+	if !sysNear(pod.Energy.Get("gpu").DynamicJ, pj[101]+pj[102]) || !sysNear(j42.Energy.Get("gpu").DynamicJ, pj[103]) ||
+		!sysNear(j43.Energy.Get("gpu").DynamicJ, pj[201]) {
+		t.Errorf("pod %v job 42 %v job 43 %v", pod.Energy, j42.Energy, j43.Energy)
+	}
+}
+
+// podPath is a pod's container cgroup directory without its container id.
+const podPath = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0b4c2c6e_1f2a_4b3c_9d8e_7f6a5b4c3d2e.slice/cri-containerd-"

@@ -24,8 +24,6 @@ func (a staticAllocs) Allocations(context.Context) ([]alloc.Allocation, error) {
 	return a, nil
 }
 
-const podPath = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0b4c2c6e_1f2a_4b3c_9d8e_7f6a5b4c3d2e.slice/cri-containerd-"
-
 // Acceptance (issue 9) through the stats loop on mock NVML: two A100s,
 // pids 100/101/102 time-sliced on GPU 0 at SM 60/30/10 (pid 103 holds a
 // context, never sampled busy), pid 200 alone on GPU 1. 100 intervals of
@@ -186,4 +184,49 @@ func zoneOf(s *snapshot.Snapshot, name string, socket int) snapshot.Zone {
 		}
 	}
 	return snapshot.Zone{}
+}
+
+// A GPU passed through to a VM (libvirt hostdev): the host sees no process
+// on it, and its whole energy, idle and dynamic, is paid to the VM's
+// workload; the GPU's record says who holds it and that it is whole.
+func TestGPUStagePassthrough(t *testing.T) {
+	srv, bs := twoMockGPUs(t)
+	for _, b := range bs {
+		b.sm, b.mem = nil, nil
+	}
+	src, err := nvml.New(srv, nvml.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs := src.Devices()
+	allocs := staticAllocs{{Device: alloc.Ref{UUID: devs[1].UUID}, Holder: alloc.Holder{Kind: alloc.VM, VMName: "vm1"}, Whole: true}}
+	g := node.New(node.Config{}, []gpu.Source{src}, []alloc.Source{allocs}, nil)
+	fs := &fakeSource{}
+	fs.add(1, 500, 0, 0)
+	m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
+	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
+	l, err := New(Config{Interval: time.Second, IdlePolicy: "none"}, fs, m, names{1: "/machine/qemu-1-vm1.libvirt-qemu/vcpu0"}, nil,
+		WithWorkloads(ids, workload.Levels()), WithGPUs(g, GPUConfig{IdleWatts: map[string]float64{"1": 40}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := 0; k <= 10; k++ {
+		bs[1].energyMJ += 220_000
+		fs.add(1, 500, 0, 1e7)
+		l.Step(gpuT0.Add(time.Duration(k) * time.Second))
+	}
+	s := l.Snapshot()
+	g1 := s.GPUs[1]
+	var vm snapshot.Workload
+	ok := false
+	for _, u := range s.Workloads {
+		if u.Level == string(workload.KindVM) {
+			vm, ok = u, true
+		}
+	}
+	e := vm.Energy.Get(snapshot.ZoneGPU)
+	if !ok || g1.Holder == nil || !g1.Holder.Whole || g1.Holder.VM != "vm1" || !gpuNear(g1.HolderJ, 2200) ||
+		!gpuNear(e.IdleJ, 400) || !gpuNear(e.DynamicJ, 1800) || len(g1.Processes) != 0 {
+		t.Fatalf("GPU 1 %+v; VM %+v (found %v)", g1, vm, ok)
+	}
 }
