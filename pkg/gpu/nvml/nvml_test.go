@@ -125,8 +125,6 @@ func TestEnergyCounterReset(t *testing.T) {
 	}
 }
 
-func itoa(u uint32) string { return string(rune('0' + u)) }
-
 // No driver on this machine: the real library cannot be loaded, so Open
 // turns the source off with one info line and no error.
 func TestOpenWithoutDriver(t *testing.T) {

@@ -3,7 +3,6 @@ package sysfs
 import (
 	"context"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -81,13 +80,6 @@ func busy(driver, pdev string, id int, class string, ns uint64) string {
 	return fmt.Sprintf("pos:\t0\nflags:\t02100002\nmnt_id:\t25\ndrm-driver:\t%s\ndrm-pdev:\t%s\ndrm-client-id:\t%d\n"+
 		"drm-engine-%s:\t%d ns\ndrm-engine-capacity-%s:\t1\ndrm-memory-vram:\t1024 KiB\n", driver, pdev, id, class, ns, class)
 }
-
-func cycles(pdev string, id int, cy, total uint64) string {
-	return fmt.Sprintf("drm-driver:\txe\ndrm-pdev:\t%s\ndrm-client-id:\t%d\ndrm-cycles-rcs:\t%d\ndrm-total-cycles-rcs:\t%d\n",
-		pdev, id, cy, total)
-}
-
-func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(math.Abs(a), math.Abs(b)) }
 
 // A client that opens between two scans is counted from zero, a client
 // whose busy time falls is rejected (not credited), and one busier than
