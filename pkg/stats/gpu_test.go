@@ -7,6 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+
 	"github.com/wattrace/wattrace/pkg/gpu"
 	"github.com/wattrace/wattrace/pkg/gpu/alloc"
 	"github.com/wattrace/wattrace/pkg/gpu/node"
@@ -229,4 +233,52 @@ func TestGPUStagePassthrough(t *testing.T) {
 		!gpuNear(e.IdleJ, 400) || !gpuNear(e.DynamicJ, 1800) || len(g1.Processes) != 0 {
 		t.Fatalf("GPU 1 %+v; VM %+v (found %v)", g1, vm, ok)
 	}
+}
+
+// BenchmarkGPUStage8GPUs100Procs: the GPU stage of one interval on 8 mock
+// A100s with 100 GPU processes (SM samples) that the ledger knows: read,
+// resolve, split through pkg/model and credit the processes and their
+// cgroups. The mock answers at no cost, so this is wattrace's own CPU.
+func BenchmarkGPUStage8GPUs100Procs(b *testing.B) {
+	srv := dgxa100.NewWithGPUs(gpus.Multiple(8, gpus.A100_SXM4_40GB)...)
+	boards := make([]*gpuBoard, 8)
+	fs := &fakeSource{}
+	for i := range boards {
+		bd := &gpuBoard{energyMJ: 1, sm: map[uint32]uint32{}}
+		for p := 0; p < 100/8+btoi(i < 100%8); p++ {
+			pid := uint32(1000*(i+1) + p)
+			bd.sm[pid] = uint32(10 * (1 + p%9))
+			fs.add(uint64(1+p%10), pid, 0, 0)
+		}
+		boards[i] = bd
+		wireGPU(srv.Devices[i].(*server.Device), bd)
+	}
+	src, err := nvml.New(srv, nvml.Options{}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	led := newLedger(anyName{}, time.Minute)
+	st := newGPUStage(node.New(node.Config{}, []gpu.Source{src}, nil, nil), GPUConfig{})
+	use := newShares(nil)
+	now := gpuT0
+	r, _ := fs.Read()
+	led.absorb(r, now, true, use)
+	st.absorb(led, nil, now, 0)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for _, bd := range boards {
+			bd.energyMJ += 300_000
+			bd.tsUS += 1_000_000
+		}
+		now = now.Add(time.Second)
+		st.absorb(led, nil, now, time.Second)
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
