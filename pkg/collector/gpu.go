@@ -38,7 +38,7 @@ func newGPUCollector(top int) *gpuCollector {
 		util:         newDesc("gpu", "utilization_ratio", "Fraction of the last interval the GPU was busy (0..1).", "gpu", "uuid", "model"),
 		unattributed: newDesc("gpu", "unattributed_joules_total", "Dynamic GPU energy of intervals in which no known process used the GPU, so it could not be split among processes.", dev...),
 		procEnergy:   newDesc("gpu", "process_energy_joules_total", "Dynamic GPU energy attributed to the process on that GPU, by its share of the GPU's use (basis: sm_util, memory or engine_time). Only the top collector.process.top processes per GPU.", "pid", "comm", "gpu", "uuid", "basis", "namespace", "pod", "container", "job_id", "vm"),
-		allocation:   newDesc("gpu", "allocation_info", "1 for each GPU allocated to a Slurm job, pod container or VM (kind), to join other GPU exporters' series (dcgm-exporter's UUID) with workloads. passthrough is true for a GPU passed through to a VM.", "gpu", "uuid", "kind", "job_id", "namespace", "pod", "container", "vm", "passthrough"),
+		allocation:   newDesc("gpu", "allocation_info", "1 for each GPU, or MIG instance (instance, <gpu>.<gi>), allocated to a Slurm job, pod container or VM (kind), to join other GPU exporters' series (dcgm-exporter's UUID) with workloads. passthrough is true for a GPU passed through to a VM.", "gpu", "uuid", "instance", "kind", "job_id", "namespace", "pod", "container", "vm", "passthrough"),
 	}
 }
 
@@ -63,11 +63,18 @@ func (c *gpuCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapsh
 				idx, g.UUID, g.Basis, p.Namespace, p.Pod, p.Container, p.JobID, p.VM)
 		}
 		if h := g.Holder; h != nil {
-			ch <- metric(c.allocation, prometheus.GaugeValue, 1, idx, g.UUID, h.Kind, h.JobID, h.Namespace, h.Pod, h.Container, h.VM,
-				strconv.FormatBool(h.Whole))
+			c.alloc(ch, idx, g.UUID, h)
+		}
+		for i := range g.InstanceHolders {
+			c.alloc(ch, idx, g.UUID, &g.InstanceHolders[i])
 		}
 	}
 	return nil
+}
+
+func (c *gpuCollector) alloc(ch chan<- prometheus.Metric, idx, uuid string, h *snapshot.GPUHolder) {
+	ch <- metric(c.allocation, prometheus.GaugeValue, 1, idx, uuid, h.Instance, h.Kind, h.JobID, h.Namespace, h.Pod, h.Container, h.VM,
+		strconv.FormatBool(h.Whole))
 }
 
 // topProcs returns the top N processes by energy (all when N is 0),

@@ -39,6 +39,10 @@ type GPU struct {
 	IdleClamps uint64
 	// Holder is who holds the device now (nil when nobody does).
 	Holder *GPUHolder
+	// InstanceHolders are the holders of the board's MIG instances
+	// (Instance set), for the allocation series; the board's energy is
+	// apportioned to instances' processes, never to their holders.
+	InstanceHolders []GPUHolder
 	// Processes are the processes that used the device, alive or within
 	// retention.
 	Processes []GPUProcess
@@ -52,6 +56,9 @@ type GPUHolder struct {
 	VM, VMUUID                string
 	// Whole: the device is passed through to the holder.
 	Whole bool
+	// Instance is the MIG instance held ("<index>.<gi>"), "" for the
+	// whole device.
+	Instance string
 }
 
 // GPUProcess is one process's cumulative dynamic energy on one GPU.

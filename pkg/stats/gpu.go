@@ -140,9 +140,15 @@ func (g *gpuStage) absorb(led *ledger, ids WorkloadResolver, now time.Time, dt t
 		}
 		dev.rec.Holder = nil
 		if nd.HasHolder {
-			dev.rec.Holder = &snapshot.GPUHolder{Kind: string(nd.Holder.Kind), JobID: nd.Holder.JobID,
-				Namespace: nd.Holder.Namespace, Pod: nd.Holder.Pod, Container: nd.Holder.Container,
-				VM: nd.Holder.VMName, VMUUID: nd.Holder.VMUUID, Whole: nd.Whole}
+			h := holderRecord(nd.Holder, "")
+			h.Whole = nd.Whole
+			dev.rec.Holder = &h
+		}
+		dev.rec.InstanceHolders = dev.rec.InstanceHolders[:0]
+		for _, in := range r.Instances {
+			if h, ok := nd.InstanceHolders[in.Name]; ok {
+				dev.rec.InstanceHolders = append(dev.rec.InstanceHolders, holderRecord(h, in.Name))
+			}
 		}
 		if dt <= 0 {
 			continue
@@ -236,6 +242,11 @@ func (g *gpuStage) payHolders(r *rollup) {
 	}
 }
 
+func holderRecord(h alloc.Holder, instance string) snapshot.GPUHolder {
+	return snapshot.GPUHolder{Kind: string(h.Kind), JobID: h.JobID, Namespace: h.Namespace, Pod: h.Pod,
+		Container: h.Container, VM: h.VMName, VMUUID: h.VMUUID, Instance: instance}
+}
+
 // holderMatch names the workload level and label values a holder is.
 func holderMatch(h alloc.Holder) (workload.Kind, map[string]string) {
 	switch h.Kind {
@@ -265,6 +276,7 @@ func (g *gpuStage) publish(s *snapshot.Snapshot, now time.Time, retention time.D
 			h := *rec.Holder
 			rec.Holder = &h
 		}
+		rec.InstanceHolders = append([]snapshot.GPUHolder(nil), rec.InstanceHolders...)
 		rec.Processes = nil
 		for _, p := range retained(d.procs, now, retention, nil) {
 			rec.Processes = append(rec.Processes, p.rec)

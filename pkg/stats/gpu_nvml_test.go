@@ -196,11 +196,11 @@ func TestPowerAndMemoryFallback(t *testing.T) {
 	}
 }
 
-// MIG: the gpuBoard's energy splits among instances by SMs (among those that
-// run processes), then among each instance's processes by memory held;
-// idle + Σ processes = gpuBoard energy.
-func TestMIGSplit(t *testing.T) {
-	srv, bs := twoMockGPUs(t)
+// migBoards wires GPU 0 of twoMockGPUs in MIG mode with three instances
+// (3, 2 and 1 slices; gi a and b run processes 10, 11 on a and 12 on b, by
+// memory 2:6 and 1 GiB) and returns the instance ids and their SMs.
+func migBoards(t *testing.T) (srv *server.Server, bs []*gpuBoard, a, b uint32, smA, smB int) {
+	srv, bs = twoMockGPUs(t)
 	d := srv.Devices[0].(*server.Device)
 	if ret, _ := d.SetMigMode(gonvml.DEVICE_MIG_ENABLE); ret != gonvml.SUCCESS {
 		t.Fatal(ret)
@@ -217,8 +217,8 @@ func TestMIGSplit(t *testing.T) {
 		gii, _ := gi.GetInfo()
 		return gii.Id, int(info.MultiprocessorCount)
 	}
-	a, smA := mk(gonvml.GPU_INSTANCE_PROFILE_3_SLICE)
-	b, smB := mk(gonvml.GPU_INSTANCE_PROFILE_2_SLICE)
+	a, smA = mk(gonvml.GPU_INSTANCE_PROFILE_3_SLICE)
+	b, smB = mk(gonvml.GPU_INSTANCE_PROFILE_2_SLICE)
 	_, _ = mk(gonvml.GPU_INSTANCE_PROFILE_1_SLICE) // no processes
 	if smA == 0 || smB == 0 || smA == smB {
 		t.Fatalf("SMs %d %d", smA, smB)
@@ -235,6 +235,14 @@ func TestMIGSplit(t *testing.T) {
 	}
 	bs[0].mem = map[uint32]uint64{10: 2 << 30, 11: 6 << 30, 12: 1 << 30}
 	bs[0].gi = map[uint32]uint32{10: a, 11: a, 12: b}
+	return srv, bs, a, b, smA, smB
+}
+
+// MIG: the gpuBoard's energy splits among instances by SMs (among those that
+// run processes), then among each instance's processes by memory held;
+// idle + Σ processes = gpuBoard energy.
+func TestMIGSplit(t *testing.T) {
+	srv, bs, a, b, smA, smB := migBoards(t)
 	src, _ := nvml.New(srv, nvml.Options{}, nil)
 	src.Read(context.Background(), gpuT0)
 	bs[0].energyMJ += 400_000

@@ -282,3 +282,48 @@ func btoi(b bool) int {
 	}
 	return 0
 }
+
+// MIG through the loop: the board's energy splits among instances (by SMs)
+// and then among their processes (by memory), conserved every interval
+// (idle + Σ processes = board energy, 1e-9); the Slurm job holding
+// instance b (Slurm's order map names "0.<gi>") appears among the board's
+// instance holders, and the board's own holder stays empty.
+func TestGPUStageMIG(t *testing.T) {
+	srv, bs, _, b, smA, smB := migBoards(t)
+	src, err := nvml.New(srv, nvml.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst := "0." + gpuItoa(b)
+	allocs := staticAllocs{{Device: alloc.Ref{Index: inst}, Holder: alloc.Holder{Kind: alloc.SlurmJob, JobID: "77"}}}
+	g := node.New(node.Config{}, []gpu.Source{src}, []alloc.Source{allocs}, nil)
+	fs := &fakeSource{}
+	for _, pid := range []uint32{10, 11, 12} {
+		fs.add(1, pid, 0, 0)
+	}
+	l := mustLoopWith(t, fs, WithGPUs(g, GPUConfig{IdleWatts: map[string]float64{"0": 60}}))
+	for k := 0; k <= 10; k++ {
+		bs[0].energyMJ += 400_000
+		l.Step(gpuT0.Add(time.Duration(k) * time.Second))
+		d := l.Snapshot().GPUs[0]
+		var procs float64
+		for _, p := range d.Processes {
+			procs += p.DynamicJ
+		}
+		if !gpuNear(d.IdleJ+procs, d.EnergyJ) || !gpuNear(d.EnergyJ, 400*float64(k)) {
+			t.Fatalf("interval %d: %+v (processes %v)", k, d, procs)
+		}
+	}
+	d := l.Snapshot().GPUs[0]
+	pj := map[uint32]float64{}
+	for _, p := range d.Processes {
+		pj[p.PID] = p.DynamicJ
+	}
+	fa := float64(smA) / float64(smA+smB)
+	if !gpuNear(pj[10], 3400*fa/4) || !gpuNear(pj[11], 3400*fa*3/4) || !gpuNear(pj[12], 3400*(1-fa)) {
+		t.Errorf("MIG processes %v (a %d SMs, b %d)", pj, smA, smB)
+	}
+	if d.Holder != nil || len(d.InstanceHolders) != 1 || d.InstanceHolders[0].Instance != inst || d.InstanceHolders[0].JobID != "77" {
+		t.Errorf("holders %+v %+v", d.Holder, d.InstanceHolders)
+	}
+}
