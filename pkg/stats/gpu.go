@@ -91,6 +91,9 @@ type gpuStage struct {
 	res    gpuResult
 	byPID  map[uint32]*consumer
 	owed   []holderCredit
+	// credited are the split stage's hooks (split.credited), told of
+	// every share of GPU energy given to a consumer, as for any zone.
+	credited *[]func(w *consumer, zone string, dynamicJ, idleJ float64)
 }
 
 func newGPUStage(src GPUSource, cfg GPUConfig) *gpuStage {
@@ -169,9 +172,9 @@ func (g *gpuStage) absorb(led *ledger, ids WorkloadResolver, now time.Time, dt t
 				unattributed += j
 				continue
 			}
-			w.w.Energy = w.w.Energy.Add(snapshot.ZoneGPU, j, 0)
+			g.credit(w, j)
 			if cs := led.cgroupOf(w.w.CgroupID); cs != nil {
-				cs.w.w.Energy = cs.w.w.Energy.Add(snapshot.ZoneGPU, j, 0)
+				g.credit(cs.w, j)
 			}
 			p := dev.procs[uint32(pid)]
 			if p == nil {
@@ -207,6 +210,16 @@ func (g *gpuStage) absorb(led *ledger, ids WorkloadResolver, now time.Time, dt t
 			if !p.seen {
 				p.rec.Alive = p.rec.Alive && g.byPID[p.rec.PID] != nil
 			}
+		}
+	}
+}
+
+// credit gives a consumer dynamic GPU joules and tells the split's hooks.
+func (g *gpuStage) credit(w *consumer, j float64) {
+	w.w.Energy = w.w.Energy.Add(snapshot.ZoneGPU, j, 0)
+	if g.credited != nil {
+		for _, c := range *g.credited {
+			c(w, snapshot.ZoneGPU, j, 0)
 		}
 	}
 }

@@ -63,6 +63,14 @@ func TestGPUStageMockNVML(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The split's credited hooks (emissions) hear of every GPU joule given
+	// to a process, as for any zone.
+	hooked := map[uint32]float64{}
+	l.split.credited = append(l.split.credited, func(w *consumer, zone string, dyn, idle float64) {
+		if zone == snapshot.ZoneGPU && w.w.PID != 0 {
+			hooked[w.w.PID] += dyn + idle
+		}
+	})
 	watts := []uint64{300, 220}
 	var energy [2]float64
 	for k := 0; k <= 100; k++ {
@@ -108,6 +116,11 @@ func TestGPUStageMockNVML(t *testing.T) {
 	}
 	if !gpuNear(pj[100]/pj[102], 6) || !gpuNear(pj[101]/pj[102], 3) || pj[103] != 0 || !gpuNear(pj[200], energy[1]-4000) {
 		t.Fatalf("per process %v", pj)
+	}
+	for pid, j := range pj {
+		if !gpuNear(hooked[pid], j) {
+			t.Errorf("credited hook: pid %d %v, want %v", pid, hooked[pid], j)
+		}
 	}
 	// Processes and cgroups carry the zone; workloads sum it.
 	for _, c := range s.Processes {

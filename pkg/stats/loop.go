@@ -127,6 +127,7 @@ func New(cfg Config, src usage.Source, meter power.Meter, res CgroupPaths, log *
 		if err := l.gpu.cfg.validate(); err != nil {
 			return nil, err
 		}
+		l.gpu.credited = &l.split.credited
 	}
 	l.health = newHealth(meter, log, src, probeSrc)
 	return l, nil
