@@ -163,6 +163,10 @@ func TestScrapeWithGPUFixture(t *testing.T) {
 	if v, ok := sum(fams, "wattrace_node_energy_joules_total", map[string]string{"zone": "gpu", "socket": "0"}); !ok || math.Abs(v-idle-dyn) > 1e-9*v {
 		t.Errorf("node gpu zone %v (%v), want %v", v, ok, idle+dyn)
 	}
+	// The GPU source's health joins the meters'.
+	if v, ok := sum(fams, "wattrace_power_meter_up", map[string]string{"source": "gpu-sysfs/0000:03:00.0"}); !ok || v != 1 {
+		t.Errorf("no GPU source health in wattrace_power_meter_up (%v, %v)", v, ok)
+	}
 	if strings.Contains(string(body), "wattrace_gpu_allocation_info{") {
 		t.Error("allocation series without an allocation source")
 	}

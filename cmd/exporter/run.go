@@ -206,7 +206,7 @@ func registry(cfg *config.Config, loop *stats.Loop, meter power.Meter, acc accou
 		ProcessTop:     cfg.Collector.ProcessTop,
 		Programs:       programs,
 		Levels:         cfg.Collector.Levels(),
-		MeterHealth:    reportsHealth && len(hr.Health()) > 0,
+		MeterHealth:    reportsHealth && len(hr.Health()) > 0 || loop.HasGPUs(),
 		IdleAttributed: cfg.Power.IdlePolicy != "none",
 		Log:            c.log.Named("collector"),
 	})

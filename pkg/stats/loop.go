@@ -133,6 +133,10 @@ func New(cfg Config, src usage.Source, meter power.Meter, res CgroupPaths, log *
 	return l, nil
 }
 
+// HasGPUs reports whether the GPU stage runs (its sources' health joins
+// the meters' health).
+func (l *Loop) HasGPUs() bool { return l.gpu != nil }
+
 // Snapshot returns the latest snapshot, nil before the first interval.
 func (l *Loop) Snapshot() *snapshot.Snapshot { return l.snap.Load() }
 
