@@ -33,6 +33,12 @@ PKGS="slurmd slurmctld slurm-client munge"
 CG_PREFIX="slurm_${NODE}"     # Debian builds with --enable-multiple-slurmd => /slurm_%n
 CG_ROOT=/sys/fs/cgroup
 WORKDIR=${SLURM_E2E_WORKDIR:-/tmp/wattrace-e2e-slurm}   # apt and test logs
+# SLURM_E2E_GPUS=1 (e2e/slurm_gpu_test.go): two fake GPUs as a GRES,
+# character devices with /dev/null's numbers, so jobs that ask
+# --gres=gpu:N get SLURM_JOB_GPUS without a real GPU. Off by default: the
+# other tests' cluster is configured exactly as before.
+GPUS=${SLURM_E2E_GPUS:-0}
+FAKE_GPUS="/dev/wattrace-e2e-gpu0 /dev/wattrace-e2e-gpu1"
 
 log() { echo "[slurm.sh $(date +%T)] $*" >&2; }
 
@@ -92,6 +98,13 @@ install_pkgs() {
 
 write_config() {
   mkdir -p "$ETC" /var/spool/slurmctld /var/spool/slurmd /var/log/slurm
+  local gres="" grestypes=""
+  rm -f "$ETC/gres.conf"
+  if [ "$GPUS" = 1 ]; then
+    for d in $FAKE_GPUS; do [ -e "$d" ] || mknod -m 0666 "$d" c 1 3; done
+    echo "Name=gpu File=/dev/wattrace-e2e-gpu[0-1]" > "$ETC/gres.conf"
+    gres="Gres=gpu:2" grestypes="GresTypes=gpu"
+  fi
   cat > "$ETC/slurm.conf.new" <<EOF
 ClusterName=e2e
 SlurmctldHost=localhost
@@ -132,7 +145,8 @@ InactiveLimit=0
 KillWait=5
 MinJobAge=300
 Waittime=0
-NodeName=${NODE} NodeAddr=127.0.0.1 CPUs=${CPUS} RealMemory=${MEM_MB} State=UNKNOWN
+${grestypes}
+NodeName=${NODE} NodeAddr=127.0.0.1 CPUs=${CPUS} RealMemory=${MEM_MB} ${gres} State=UNKNOWN
 PartitionName=debug Nodes=${NODE} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 EOF
   cat > "$ETC/cgroup.conf.new" <<EOF
@@ -229,7 +243,8 @@ down() {
 
 clean() {
   down
-  rm -rf /var/spool/slurmctld /var/spool/slurmd /var/log/slurm "$ETC/slurm.conf" "$ETC/cgroup.conf" "$WORKDIR"
+  rm -rf /var/spool/slurmctld /var/spool/slurmd /var/log/slurm "$ETC/slurm.conf" "$ETC/cgroup.conf" "$ETC/gres.conf" "$WORKDIR"
+  rm -f $FAKE_GPUS
 }
 
 purge() {

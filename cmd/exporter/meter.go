@@ -25,6 +25,9 @@ func meterConfig(cfg *config.Config) discover.Config {
 		MinWattsPerCPU: cfg.Power.Estimator.MinWattsPerCPU,
 		MaxWattsPerCPU: cfg.Power.Estimator.MaxWattsPerCPU,
 		MaxWatts:       power.MaxWatts(cfg.Power.MaxWatts),
+		// The GPU source reads amdgpu/i915/xe per device when gpu.sysfs
+		// is on; hwmon must not count them again as a node zone.
+		GPUsElsewhere: cfg.GPU.Sysfs != "off",
 	}
 	if r := cfg.Power.Redfish; r.URL != "" {
 		o.Redfish = &redfish.Config{URL: r.URL, Chassis: r.Chassis, Username: r.Username, UsernameFile: r.UsernameFile,

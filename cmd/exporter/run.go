@@ -178,6 +178,11 @@ func loopParts(cfg *config.Config, hier cgroup.Hierarchy, acc accounting, c *com
 			programs = append(programs, names)
 		}
 	}
+	if gpus, err := openGPUs(cfg, c); err != nil {
+		return p, nil, err
+	} else if gpus != nil {
+		p.stats = append(p.stats, gpus)
+	}
 	if cfg.Collector.Enabled[collector.NameProbes] {
 		if !acc.bpfMode() {
 			log.Warn("collector.probes needs BPF accounting; disabled", zap.String("accounting_mode", acc.src.Mode()))
@@ -222,7 +227,7 @@ func registry(cfg *config.Config, loop *stats.Loop, meter power.Meter, acc accou
 		ProcessTop:     cfg.Collector.ProcessTop,
 		Programs:       programs,
 		Levels:         cfg.Collector.Levels(),
-		MeterHealth:    reportsHealth && len(hr.Health()) > 0,
+		MeterHealth:    reportsHealth && len(hr.Health()) > 0 || loop.HasGPUs(),
 		IdleAttributed: cfg.Power.IdlePolicy != "none",
 		Emissions:      cfg.Emissions.Enabled,
 		Log:            c.log.Named("collector"),

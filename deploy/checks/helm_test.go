@@ -302,6 +302,9 @@ func checkDaemonSet(t *testing.T, name string, ds *appsv1.DaemonSet) {
 	if kube := strings.Contains(args, "--workload.kube.url=https://$(NODE_IP):10250/pods"); kube == (name == "minimal") {
 		t.Errorf("args %q: kubelet URL present = %v", args, kube)
 	}
+	if pr := strings.Contains(args, "--gpu.pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock"); pr == (name == "minimal") {
+		t.Errorf("args %q: GPU pod-resources socket present = %v", args, pr)
+	}
 	if web := strings.Contains(args, "--web.config.file=/etc/wattrace/web/web-config.yml"); web != (name == "everything") {
 		t.Errorf("args %q: web config present = %v", args, web)
 	}

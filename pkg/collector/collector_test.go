@@ -49,6 +49,13 @@ func testSnapshot() *snapshot.Snapshot {
 			{ZoneID: snapshot.ZoneID{Name: "package", Socket: 1}, Source: "rapl", EnergyJ: 120, IdleJ: 80, DynamicJ: 40, PowerW: 24},
 			{ZoneID: snapshot.ZoneID{Name: "psys", Socket: -1}, Source: "rapl", EnergyJ: 500, IdleJ: 300, DynamicJ: 200, UnattributedJ: 1.5, PowerW: 100, IdleClamps: 1},
 		},
+		GPUs: []snapshot.GPU{
+			{Index: 0, UUID: "GPU-0a1b", Model: "NVIDIA A100-SXM4-40GB", PCIBusID: "0000:3b:00.0", Vendor: "nvidia", Source: "nvml",
+				Method: "counter", Basis: "sm_util", EnergyJ: 900, IdleJ: 500, DynamicJ: 400, UnattributedJ: 10, PowerW: 250, Utilization: 0.9,
+				Holder:          &snapshot.GPUHolder{Kind: "pod", Namespace: "ml", Pod: "train-0", Container: "trainer"},
+				InstanceHolders: []snapshot.GPUHolder{{Kind: "slurm", JobID: "77", Instance: "0.1"}},
+				Processes:       []snapshot.GPUProcess{{PID: 4242, Comm: "python3", Cgroup: "/kubepods.slice/x", Namespace: "ml", Pod: "train-0", Container: "trainer", DynamicJ: 390, Alive: true}}},
+		},
 		Cgroups: []snapshot.Consumer{
 			{Cgroup: "/", CgroupID: 1, CPUSeconds: 1.5, ContextSwitches: 10, Alive: true,
 				Probes: &snapshot.ProbeStats{PageCacheAccessed: 10, TCPSentBytes: 1500, BlockWriteBytes: 4096, Counters: [snapshot.MaxCounters]uint64{7}},

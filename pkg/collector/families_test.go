@@ -39,7 +39,7 @@ func normLabels(ls []string) string {
 // BPF statistics present.
 func fullRegistry(t *testing.T) *prometheus.Registry {
 	t.Helper()
-	e := newExporter(t, withEmissions(testSnapshot()), Options{Enabled: on(NameNode, NameCgroup, NameProcess, NameProbes, NamePerf, NameBPFStats),
+	e := newExporter(t, withEmissions(testSnapshot()), Options{Enabled: on(NameNode, NameCgroup, NameProcess, NameProbes, NamePerf, NameBPFStats, NameGPU),
 		ProcessTop: 20, IdleAttributed: true, Levels: workload.Levels(), MeterHealth: true, Emissions: true,
 		Programs: []ProgramStatsSource{fakePrograms{stats: []snapshot.ProgramStat{{Name: "handle_switch", RunTime: time.Millisecond, RunCount: 3}}}}})
 	reg := prometheus.NewPedanticRegistry()

@@ -46,8 +46,8 @@ func TestCollectorTable(t *testing.T) {
 	if len(rows) != n {
 		t.Errorf("docs/metrics.md lists %d collectors, the registry has %d with a flag", len(rows), n)
 	}
-	if n != 6 {
-		t.Errorf("%d flag collectors registered, want 6 (node, cgroup, process, bpf-stats, probes, perf)", n)
+	if n != 7 {
+		t.Errorf("%d flag collectors registered, want 7 (node, cgroup, process, bpf-stats, probes, perf, gpu)", n)
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/wattrace/wattrace/pkg/collector"
+	"github.com/wattrace/wattrace/pkg/gpu/node"
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/workload"
 )
@@ -132,6 +133,8 @@ type Config struct {
 	Collector  Collector
 	Workload   Workload
 	Emissions  Emissions
+	// GPU is the gpu.* block (pkg/config/gpu.go).
+	GPU node.Config
 }
 
 // Workload configures how cgroups are named after the workloads that own
@@ -255,7 +258,7 @@ const (
 // zoneMapKey splits a flattened per-zone map key such as
 // power.max-watts.package.
 func zoneMapKey(key string) (string, string, bool) {
-	for _, mk := range []string{KeyPowerIdleWatts, KeyPowerMaxWatts} {
+	for _, mk := range []string{KeyPowerIdleWatts, KeyPowerMaxWatts, KeyGPUIdleWatts} {
 		if zone, ok := strings.CutPrefix(key, mk+"."); ok && zone != "" {
 			return mk, zone, true
 		}
@@ -403,6 +406,7 @@ func NewFlagSet(name string) *pflag.FlagSet {
 	fs.Duration(KeyPowerMeterInterval, time.Second, "How often slow meters (BMCs, hwmon) are read in the background.")
 	fs.Duration(KeyPowerMeterTimeout, 5*time.Second, "Longest wait for one slow-meter read; a late meter keeps its last value, visibly stale.")
 	powerMeterFlags(fs)
+	gpuFlags(fs)
 	fs.String(KeyRedfishURL, "", "Redfish BMC base URL, e.g. https://{hostname}-bmc.example.com ({hostname}: this node's short name). Empty: no Redfish.")
 	fs.String(KeyRedfishChassis, "", "Redfish chassis Id. Empty: the first chassis with power data.")
 	fs.String(KeyRedfishUsername, "", "Redfish user name.")
@@ -623,6 +627,7 @@ func decode(v *viper.Viper) (*Config, error) {
 				Refresh:            d.duration(KeyWorkloadKubeRefresh),
 			},
 		},
+		GPU: decodeGPU(&d),
 	}
 	c.Emissions = decodeEmissions(&d)
 	if len(d.errs) > 0 {
@@ -863,6 +868,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("invalid value %q for %s: must be >= %s (%g)", strconv.FormatFloat(hi, 'g', -1, 64), KeyPowerEstimatorMaxPer, KeyPowerEstimatorMinPer, lo))
 	}
 	errs = append(errs, c.Power.validateMeters()...)
+	if err := c.GPU.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.Collector.ProcessTop < 0 {
 		errs = append(errs, fmt.Errorf("invalid value %q for %s: must be >= 0 (0 = all)", strconv.Itoa(c.Collector.ProcessTop), KeyCollectorProcessTop))
 	}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"github.com/wattrace/wattrace/pkg/gpu/node"
 	"math"
 	"os"
 	"path/filepath"
@@ -40,7 +41,7 @@ func TestDefaults(t *testing.T) {
 		Power: Power{Source: "auto", IdleWatts: map[string]float64{}, UsageMetric: map[string]string{}, IdlePolicy: "none", IPMI: "auto",
 			MeterInterval: time.Second, MeterTimeout: 5 * time.Second, Capmc: "off", MaxWatts: map[string]float64{},
 			Redfish: Redfish{Auth: "session", Timeout: 5 * time.Second, ExternalHeader: "X-Redfish-Url"}},
-		Collector: Collector{Enabled: map[string]bool{"node": true, "cgroup": true, "process": true, "bpf-stats": false, "probes": true, "perf": false},
+		Collector: Collector{Enabled: map[string]bool{"node": true, "cgroup": true, "process": true, "bpf-stats": false, "probes": true, "perf": false, "gpu": true},
 			ProcessTop: 20, LevelOn: map[workload.Kind]bool{"container": true, "pod": true, "vm": true, "job": true, "unit": true},
 			PerfEnvVars:      []string{"WATTRACE_PROFILE"},
 			PerfHardware:     []string{"cpu_cycles", "instructions", "cache_references", "cache_misses", "branch_instructions", "branch_misses"},
@@ -52,6 +53,8 @@ func TestDefaults(t *testing.T) {
 		},
 		// On by default with the constant provider: pkg/carbon's defaults.
 		Emissions: Emissions{Enabled: true, Carbon: carbon.DefaultConfig()},
+		GPU: node.Config{NVML: "auto", Sysfs: "auto", IdleWatts: map[string]float64{}, IdlePolicy: "none",
+			SysfsRoot: "/sys", ProcfsRoot: "/proc"},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", c, want)
@@ -330,5 +333,29 @@ func TestMaxWattsFlagAndYAML(t *testing.T) {
 	}
 	if _, err := Load([]string{"--power.estimator.min-watts-per-cpu=NaN"}); err == nil || !strings.Contains(err.Error(), "power.estimator.min-watts-per-cpu") {
 		t.Fatalf("NaN from the command line: %v", err)
+	}
+}
+
+// The gpu.* block: flags, environment and a nested YAML map reach
+// node.Config, the --path roots are passed through, and each bad value
+// stops start-up naming its key.
+func TestGPUKeys(t *testing.T) {
+	t.Setenv("WATTRACE_GPU_IDLE_POLICY", "holder")
+	p := writeFile(t, "gpu:\n  idle-watts:\n    \"0\": 55\n    GPU-abc: 60\n  slurm: true\n")
+	c, err := Load([]string{"--config.file=" + p, "--gpu.nvml=off", "--gpu.slurm-gpu-order-map=0:1", "--path.sysfs=/host/sys", "--path.procfs=/host/proc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := c.GPU
+	if g.NVML != "off" || g.IdlePolicy != "holder" || g.IdleWatts["0"] != 55 || g.IdleWatts["gpu-abc"] != 60 /* YAML map keys are lower-cased; the GPU stage compares case-insensitively */ || !g.Slurm ||
+		g.SlurmGPUOrderMap != "0:1" || g.SysfsRoot != "/host/sys" || g.ProcfsRoot != "/host/proc" {
+		t.Errorf("%+v", g)
+	}
+	for flag, key := range map[string]string{"--gpu.nvml=on": "gpu.nvml", "--gpu.sysfs=x": "gpu.sysfs", "--gpu.idle-policy=even": "gpu.idle-policy",
+		"--gpu.idle-learn-utilization=2": "gpu.idle-learn-utilization", "--gpu.max-watts=-1": "gpu.max-watts",
+		"--gpu.slurm-gpu-order-map=0:x": "gpu.slurm-gpu-order-map", "--gpu.idle-watts=0=-5": "gpu.idle-watts"} {
+		if _, err := Load([]string{flag}); err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%s: %v", flag, err)
+		}
 	}
 }

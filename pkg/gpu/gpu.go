@@ -1,12 +1,13 @@
 // Package gpu holds what every GPU source reports (a Reading per device and
-// interval), the per-device validation that turns raw energy or power into
-// a trusted energy increase (Meter), and the split of one device's energy
-// into idle and per-process dynamic energy (Split). The vendor readers live
+// interval: energy, method, per-process weights and their basis, MIG
+// instances) and the per-device validation that turns raw energy or power
+// into a trusted energy increase (Meter). The vendor readers live
 // in subpackages: nvml (NVIDIA, cgo), sysfs (amdgpu, i915, xe through hwmon
 // and DRM fdinfo) and alloc (who holds a device: Slurm, Kubernetes, libvirt).
 //
-// Data flows one way: sources produce Readings, the stats loop calls Split
-// with each device's idle model, and the results go into the snapshot.
+// Data flows one way: sources produce Readings; the stats loop's GPU stage
+// (pkg/stats/gpu.go) splits each device's energy with its idle model
+// through pkg/model, and the results go into the snapshot.
 package gpu
 
 import (

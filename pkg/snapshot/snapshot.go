@@ -48,6 +48,9 @@ type Snapshot struct {
 	// Carbon their health; empty without emissions.
 	Intensities []Intensity
 	Carbon      []SourceHealth
+	// GPUs are the node's GPU devices (pkg/stats/gpu.go); empty on a node
+	// without GPUs.
+	GPUs []GPU
 }
 
 // ZoneOther is the node-level zone platform − (package + dram + gpu), and

@@ -67,28 +67,45 @@ func (e *emissions) credit(w *consumer, zone string, dynamicJ, idleJ float64) {
 func (e *emissions) zones(zs *zones) {
 	for _, id := range zs.order {
 		z := zs.byID[id]
-		p := e.priced[id]
-		now := pricedJ{z.DynamicJ, z.IdleJ, z.UnattributedJ}
-		e.priced[id] = now
-		if !e.ok {
-			continue
-		}
-		d, i, u := max(now.dynamic-p.dynamic, 0), max(now.idle-p.idle, 0), max(now.unattributed-p.unattributed, 0)
-		if d == 0 && i == 0 && u == 0 {
-			continue
-		}
-		k := 0
-		for ; k < len(z.Grams) && z.Grams[k].Provider < e.f.Provider; k++ {
-		}
-		if k == len(z.Grams) || z.Grams[k].Provider != e.f.Provider {
-			z.Grams = append(z.Grams, snapshot.NodeGrams{})
-			copy(z.Grams[k+1:], z.Grams[k:])
-			z.Grams[k] = snapshot.NodeGrams{Provider: e.f.Provider}
-		}
-		z.Grams[k].DynamicG += e.f.Grams(d)
-		z.Grams[k].IdleG += e.f.Grams(i)
-		z.Grams[k].UnattributedG += e.f.Grams(u)
+		z.Grams = e.price(id, pricedJ{z.DynamicJ, z.IdleJ, z.UnattributedJ}, z.Grams)
 	}
+}
+
+// gpus prices each GPU device's growth in this interval, as zones: the
+// processes' GPU joules are priced through credit, so the devices must be
+// too for the grams to add up.
+func (e *emissions) gpus(g *gpuStage) {
+	for _, k := range g.order {
+		d := g.devs[k]
+		id := snapshot.ZoneID{Name: snapshot.ZoneGPU, Socket: d.rec.Index}
+		d.grams = e.price(id, pricedJ{d.rec.DynamicJ, d.rec.IdleJ, d.rec.UnattributedJ}, d.grams)
+	}
+}
+
+// price adds to grams, under the interval's provider, the grams of a
+// zone's growth since it was last priced.
+func (e *emissions) price(id snapshot.ZoneID, now pricedJ, grams []snapshot.NodeGrams) []snapshot.NodeGrams {
+	p := e.priced[id]
+	e.priced[id] = now
+	if !e.ok {
+		return grams
+	}
+	d, i, u := max(now.dynamic-p.dynamic, 0), max(now.idle-p.idle, 0), max(now.unattributed-p.unattributed, 0)
+	if d == 0 && i == 0 && u == 0 {
+		return grams
+	}
+	k := 0
+	for ; k < len(grams) && grams[k].Provider < e.f.Provider; k++ {
+	}
+	if k == len(grams) || grams[k].Provider != e.f.Provider {
+		grams = append(grams, snapshot.NodeGrams{})
+		copy(grams[k+1:], grams[k:])
+		grams[k] = snapshot.NodeGrams{Provider: e.f.Provider}
+	}
+	grams[k].DynamicG += e.f.Grams(d)
+	grams[k].IdleG += e.f.Grams(i)
+	grams[k].UnattributedG += e.f.Grams(u)
+	return grams
 }
 
 // publish gives the snapshot its own copy of the zones' grams and the

@@ -69,6 +69,7 @@ type Loop struct {
 	zones     *zones
 	split     *split
 	rollup    *rollup
+	gpu       *gpuStage      // GPU devices as zones; nil without GPUs
 	resources ResourceReader // handed to rollup
 	health    *health
 	emissions *emissions
@@ -126,6 +127,12 @@ func New(cfg Config, src usage.Source, meter power.Meter, res CgroupPaths, log *
 	if l.emissions != nil {
 		l.split.credited = append(l.split.credited, l.emissions.credit)
 	}
+	if l.gpu != nil {
+		if err := l.gpu.cfg.validate(); err != nil {
+			return nil, err
+		}
+		l.gpu.credited = &l.split.credited
+	}
 	sources := []any{src, probeSrc}
 	if l.resources != nil {
 		sources = append(sources, l.resources) // cgroupstats reports its health
@@ -146,6 +153,10 @@ func New(cfg Config, src usage.Source, meter power.Meter, res CgroupPaths, log *
 func WithCgroupNames(n CgroupPaths) Option {
 	return func(l *Loop) { l.ledger.names = n }
 }
+
+// HasGPUs reports whether the GPU stage runs (its sources' health joins
+// the meters' health).
+func (l *Loop) HasGPUs() bool { return l.gpu != nil }
 
 // Snapshot returns the latest snapshot, nil before the first interval.
 func (l *Loop) Snapshot() *snapshot.Snapshot { return l.snap.Load() }
@@ -200,6 +211,11 @@ func (l *Loop) Step(now time.Time) {
 		l.intervals++
 	}
 
+	// The carbon intensity in force for all of this interval's energy,
+	// the GPUs' (credited in part 1) and the meter's zones' alike.
+	if l.emissions != nil {
+		l.emissions.begin()
+	}
 	// 1. Consumers and what each used.
 	var cpuSec float64
 	if srcErr == nil {
@@ -209,6 +225,16 @@ func (l *Loop) Step(now time.Time) {
 		}
 		if l.perf != nil {
 			l.perf.absorb(l.ledger, reading)
+		}
+		if l.gpu != nil {
+			var ids WorkloadResolver
+			if l.rollup != nil {
+				ids = l.rollup.ids
+			}
+			l.gpu.absorb(l.ledger, ids, now, dt)
+			if l.emissions != nil {
+				l.emissions.gpus(l.gpu)
+			}
 		}
 	} else {
 		l.shares.clear()
@@ -221,9 +247,6 @@ func (l *Loop) Step(now time.Time) {
 	if a, ok := l.meter.(power.Advancer); ok {
 		a.Advance(util, dt)
 	}
-	if l.emissions != nil {
-		l.emissions.begin()
-	}
 	l.zones.read(dt, func(z *zoneState, dE float64) { l.split.zone(z, dE, dt, util) })
 	if l.emissions != nil {
 		l.emissions.zones(l.zones)
@@ -231,6 +254,9 @@ func (l *Loop) Step(now time.Time) {
 	// 3. Workloads, summed from their cgroups.
 	if l.rollup != nil {
 		l.rollup.add(l.ledger, now)
+	}
+	if l.gpu != nil {
+		l.gpu.payHolders(l.rollup)
 	}
 	l.publish(now)
 }
@@ -257,7 +283,12 @@ func (l *Loop) publish(now time.Time) {
 		l.perf.publish(s)
 	}
 	l.health.publish(s)
+	if l.gpu != nil {
+		l.gpu.publish(s, now, l.cfg.Retention)
+	}
 	if l.emissions != nil {
+		// After every stage that publishes zones (the GPUs' included):
+		// it prices them.
 		l.emissions.publish(s)
 	}
 	l.snap.Store(s)

@@ -133,6 +133,31 @@ func (r *rollup) add(led *ledger, now time.Time) {
 	r.ids.Sweep()
 }
 
+// credit adds energy to the workload at level whose labels include match
+// (the GPU stage pays an allocation holder's idle, or a passed-through
+// GPU's whole energy, to its job, pod or VM). It reports whether one was
+// found; energy no workload takes stays where the caller keeps it.
+func (r *rollup) credit(level workload.Kind, match map[string]string, zone string, dynamicJ, idleJ float64) bool {
+	names := workload.LabelNames(level)
+	for _, u := range r.byKey {
+		if u.u.Level != string(level) || !u.seen {
+			continue
+		}
+		ok := true
+		for i, n := range names {
+			if want, has := match[n]; has && (i >= len(u.u.Labels) || u.u.Labels[i] != want || want == "") {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			u.u.Energy = u.u.Energy.Add(zone, dynamicJ, idleJ)
+			return true
+		}
+	}
+	return false
+}
+
 // rootOf climbs from a workload's cgroup to the highest ancestor that still
 // belongs to the same workload at that level.
 func (r *rollup) rootOf(p string, level workload.Kind, key string) string {

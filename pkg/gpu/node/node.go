@@ -1,15 +1,14 @@
 // Package node is the node's GPUs for the stats loop: it opens the GPU
 // sources and allocation sources a Config asks for, and each interval
-// reads every device, resolves who holds it and splits its energy into
-// idle and per-process dynamic (gpu.Split) with the device's idle model.
-// The stats loop calls Open once and Interval once per interval; nothing
-// else.
+// reads every device and resolves who holds it. The split into idle and
+// per-process dynamic energy is the stats loop's (pkg/stats/gpu.go): a
+// source delivers readings, never attributions. The stats loop calls Open
+// once and Interval once per interval; nothing else.
 package node
 
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"go.uber.org/zap"
@@ -18,19 +17,18 @@ import (
 	"github.com/wattrace/wattrace/pkg/gpu/alloc"
 	"github.com/wattrace/wattrace/pkg/gpu/nvml"
 	"github.com/wattrace/wattrace/pkg/gpu/sysfs"
-	"github.com/wattrace/wattrace/pkg/model"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
 // Device is one device's interval.
 type Device struct {
 	Reading gpu.Reading
-	// Split is the energy split; Split.Processes and Split.Instances are
-	// reused by the next Interval.
-	Split gpu.Result
 	// Holder is who holds the device (HasHolder), from the allocations.
 	Holder    alloc.Holder
 	HasHolder bool
+	// Whole: the holder owns the device outright (PCI passthrough), so
+	// all its energy is the holder's.
+	Whole bool
 	// InstanceHolders holds MIG instances' holders by instance name.
 	InstanceHolders map[string]alloc.Holder
 }
@@ -47,7 +45,6 @@ type GPUs struct {
 	log     *zap.Logger
 	sources []gpu.Source
 	allocs  []alloc.Source
-	idle    map[string]model.IdleModel
 	out     Interval
 	aHealth map[string]*snapshot.SourceHealth
 	closers []func() error
@@ -63,18 +60,29 @@ func Open(cfg Config, log *zap.Logger) (*GPUs, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
+	// The sources' own start-up lines are folded into the one line below:
+	// a node without GPUs (most nodes) says so once, at info.
+	quiet := log.WithOptions(zap.IncreaseLevel(zap.WarnLevel))
 	var srcs []gpu.Source
-	if s, err := nvml.Open(nvml.Options{Mode: cfg.NVML, MaxWatts: cfg.MaxWatts}, log); err != nil {
+	if s, err := nvml.Open(nvml.Options{Mode: cfg.NVML, MaxWatts: cfg.MaxWatts}, quiet); err != nil {
 		return nil, fmt.Errorf("gpu.nvml: %w", err)
 	} else if s != nil {
 		srcs = append(srcs, s)
 	}
-	s, err := sysfs.Open(sysfs.Options{Mode: cfg.Sysfs, SysfsRoot: cfg.SysfsRoot, ProcfsRoot: cfg.ProcfsRoot, MaxWatts: cfg.MaxWatts}, log)
+	s, err := sysfs.Open(sysfs.Options{Mode: cfg.Sysfs, SysfsRoot: cfg.SysfsRoot, ProcfsRoot: cfg.ProcfsRoot, MaxWatts: cfg.MaxWatts}, quiet)
 	if err != nil {
 		return nil, fmt.Errorf("gpu.sysfs: %w", err)
 	}
 	if s != nil {
 		srcs = append(srcs, s)
+	}
+	if len(srcs) == 0 {
+		log.Info("GPU sources off: no NVIDIA device through NVML and no amdgpu, i915 or xe card with an energy or power sensor",
+			zap.String("gpu.nvml", cfg.NVML), zap.String("gpu.sysfs", cfg.Sysfs))
+	} else {
+		for _, s := range srcs {
+			log.Info("GPU source on", zap.String("source", s.Name()), zap.Int("devices", len(s.Devices())))
+		}
 	}
 	// Precedence: a passed-through device is the VM's whatever else
 	// claims it, then pods, then Slurm jobs.
@@ -105,24 +113,12 @@ func New(cfg Config, srcs []gpu.Source, allocs []alloc.Source, log *zap.Logger) 
 	if log == nil {
 		log = zap.NewNop()
 	}
-	g := &GPUs{cfg: cfg, log: log, sources: srcs, allocs: allocs, idle: map[string]model.IdleModel{},
-		aHealth: map[string]*snapshot.SourceHealth{}}
-	for _, s := range srcs {
-		for _, d := range s.Devices() {
-			g.idle[d.Key()] = g.idleModel(d)
-		}
-	}
-	return g
+	return &GPUs{cfg: cfg, log: log, sources: srcs, allocs: allocs, aHealth: map[string]*snapshot.SourceHealth{}}
 }
 
-func (g *GPUs) idleModel(d gpu.Device) model.IdleModel {
-	for _, k := range []string{d.UUID, d.PCIBusID, strconv.Itoa(d.Index)} {
-		if w, ok := g.cfg.IdleWatts[k]; ok && k != "" {
-			return &model.ConfiguredIdle{Watts: w}
-		}
-	}
-	return model.NewLearnedIdle(g.cfg.IdleLearnUtilization)
-}
+// Config returns the configuration GPUs was opened with (the stats stage
+// takes its idle models and policy from it).
+func (g *GPUs) Config() Config { return g.cfg }
 
 // Devices lists every device of every source.
 func (g *GPUs) Devices() []gpu.Device {
@@ -133,7 +129,7 @@ func (g *GPUs) Devices() []gpu.Device {
 	return out
 }
 
-// Interval reads, resolves and splits every device for the interval
+// Interval reads and resolves every device for the interval
 // ending at now. The result is reused by the next call.
 func (g *GPUs) Interval(ctx context.Context, now time.Time) *Interval {
 	g.out.Health = g.out.Health[:0]
@@ -192,13 +188,7 @@ func (g *GPUs) Interval(ctx context.Context, now time.Time) *Interval {
 				d.InstanceHolders[in.Name] = ia.Holder
 			}
 		}
-		idle := g.idle[r.Device.Key()]
-		if idle == nil {
-			idle = g.idleModel(r.Device)
-			g.idle[r.Device.Key()] = idle
-		}
-		opt := gpu.Options{Whole: ok && a.Whole, IdleToHolder: ok && g.cfg.IdlePolicy == "holder"}
-		gpu.Split(r, idle, opt, &d.Split)
+		d.Whole = ok && a.Whole
 	}
 	return &g.out
 }

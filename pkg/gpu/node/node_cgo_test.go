@@ -77,9 +77,9 @@ func (k *kubelet) List(context.Context, *podresources.ListPodResourcesRequest) (
 }
 
 // The node's GPUs end to end on mock NVML: GPU 0 held by a pod (through a
-// real pod-resources gRPC server) under the "holder" idle policy, GPU 1
-// passed through to a VM (libvirt status file), configured idle on GPU 0
-// by UUID and learned on GPU 1; every interval conserves.
+// real pod-resources gRPC server), GPU 1 passed through to a VM (libvirt
+// status file); every interval reads 300 J per device. The split itself is
+// the stats stage's (pkg/stats/gpu_test.go).
 func TestIntervalWithHolders(t *testing.T) {
 	srv, energy, ts := mockNode(2, 6)
 	src, err := nvml.New(srv, nvml.Options{}, nil)
@@ -130,21 +130,18 @@ func TestIntervalWithHolders(t *testing.T) {
 			continue
 		}
 		d0, d1 := iv.Devices[0], iv.Devices[1]
-		if !d0.HasHolder || d0.Holder.Pod != "p" || d0.Split.HolderJ != d0.Split.IdleJ || math.Abs(d0.Split.IdleJ-55) > 1e-9 {
+		if !d0.HasHolder || d0.Holder.Pod != "p" || d0.Whole || !d0.Reading.OK || math.Abs(d0.Reading.EnergyJ-300) > 300e-9 {
 			t.Fatalf("GPU 0: %+v", d0)
 		}
-		if !d1.HasHolder || d1.Holder.VMName != "vm1" || d1.Split.HolderJ != 300 {
+		if !d1.HasHolder || d1.Holder.VMName != "vm1" || !d1.Whole || math.Abs(d1.Reading.EnergyJ-300) > 300e-9 {
 			t.Fatalf("GPU 1: %+v", d1)
 		}
-		for _, d := range iv.Devices {
-			var s float64
-			for _, j := range d.Split.Processes {
-				s += j
-			}
-			if math.Abs(s+d.Split.IdleJ-300) > 300e-9 {
-				t.Fatalf("not conserved: %v + %v", s, d.Split.IdleJ)
-			}
+		if len(d0.Reading.Usage) != 3 {
+			t.Fatalf("GPU 0 usage %v", d0.Reading.Usage)
 		}
+	}
+	if g.Config().IdleWatts[devs[0].UUID] != 55 {
+		t.Error("config not kept for the stats stage")
 	}
 }
 

@@ -9,16 +9,11 @@ import (
 	"time"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
-	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
-	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
-
-	"github.com/wattrace/wattrace/pkg/gpu"
-	"github.com/wattrace/wattrace/pkg/model"
 )
 
 var t0 = time.Unix(1_700_000_000, 0)
@@ -94,81 +89,6 @@ func twoGPUs(t *testing.T) (*server.Server, []*board) {
 
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(math.Abs(a), math.Abs(b)) }
 
-// Acceptance: three processes time-sliced on GPU 0 at SM 60/30/10 (and a
-// fourth holding a context but never sampled), one on GPU 1. Over 100
-// intervals dynamic splits 6:3:1 and wholly to the one process, idle is the
-// idle model's, and idle + Σ processes = device energy to 1e-9.
-func TestTimeSlicedSplit(t *testing.T) {
-	srv, bs := twoGPUs(t)
-	src, err := New(srv, Options{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	devs := src.Devices()
-	if len(devs) != 2 || devs[0].UUID == "" || devs[0].UUID == devs[1].UUID || devs[0].Model == "" {
-		t.Fatalf("devices: %+v", devs)
-	}
-	idle := []model.IdleModel{&model.ConfiguredIdle{Watts: 50}, &model.ConfiguredIdle{Watts: 40}}
-	watts := []uint64{300, 220} // board power, so J per 1 s interval
-	var res gpu.Result
-	sum := map[int]float64{}
-	var idleSum, energySum [2]float64
-	for k := 0; k <= 100; k++ {
-		for i, b := range bs {
-			if k > 0 {
-				b.energyMJ += watts[i]*1000 + uint64(k) // a little jitter
-			}
-			b.tsUS = uint64(k+1) * 1_000_000
-		}
-		rs, err := src.Read(context.Background(), t0.Add(time.Duration(k)*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if k == 0 {
-			if rs[0].OK {
-				t.Fatal("first reading is a baseline, not an interval")
-			}
-			continue
-		}
-		for i, r := range rs {
-			if !r.OK || r.Method != gpu.Counter || r.Basis != gpu.SMUtil || r.Interval != time.Second {
-				t.Fatalf("interval %d gpu %d: %+v", k, i, r)
-			}
-			gpu.Split(r, idle[i], gpu.Options{}, &res)
-			var procs float64
-			for pid, j := range res.Processes {
-				sum[pid] += j
-				procs += j
-			}
-			want := (float64(watts[i]*1000) + float64(k)) / 1000
-			if !near(r.EnergyJ, want) || !near(res.IdleJ+procs, r.EnergyJ) || res.UnattributedJ != 0 {
-				t.Fatalf("interval %d gpu %d: energy %v want %v, idle %v + procs %v", k, i, r.EnergyJ, want, res.IdleJ, procs)
-			}
-			if !near(res.IdleJ, []float64{50, 40}[i]) {
-				t.Fatalf("idle %v", res.IdleJ)
-			}
-			idleSum[i] += res.IdleJ
-			energySum[i] += r.EnergyJ
-		}
-	}
-	if _, ok := sum[103]; ok {
-		t.Errorf("pid 103 holds a context but was never sampled busy, got %v J", sum[103])
-	}
-	if !near(sum[100]/sum[102], 6) || !near(sum[101]/sum[102], 3) {
-		t.Errorf("GPU 0 split %v, want 6:3:1", sum)
-	}
-	if !near(sum[200], energySum[1]-idleSum[1]) || !near(idleSum[1], 4000) {
-		t.Errorf("GPU 1: pid 200 %v, dynamic %v, idle %v", sum[200], energySum[1]-idleSum[1], idleSum[1])
-	}
-	if !near(sum[100]+sum[101]+sum[102]+idleSum[0], energySum[0]) {
-		t.Errorf("GPU 0 not conserved")
-	}
-	// Each call asked only for samples after the last one seen.
-	if got := bs[0].lastSeen[5]; got != 5_000_000 {
-		t.Errorf("lastSeen at the 6th read = %d, want 5000000", got)
-	}
-}
-
 // A driver reload resets the energy counter: the interval spanning it is
 // dropped and counted, and no increase is ever negative.
 func TestEnergyCounterReset(t *testing.T) {
@@ -205,101 +125,6 @@ func TestEnergyCounterReset(t *testing.T) {
 	}
 }
 
-// Pre-Volta boards have no energy counter: power is integrated and so
-// labelled; without per-process utilization the split is by memory.
-func TestPowerAndMemoryFallback(t *testing.T) {
-	srv, bs := twoGPUs(t)
-	bs[0].noEnergy, bs[0].noUtil, bs[0].powerMW = true, true, 250_000
-	bs[0].mem = map[uint32]uint64{100: 3 << 30, 101: 1 << 30}
-	src, _ := New(srv, Options{}, nil)
-	src.Read(context.Background(), t0)
-	rs, _ := src.Read(context.Background(), t0.Add(2*time.Second))
-	r := rs[0]
-	if !r.OK || r.Method != gpu.PowerIntegrated || !near(r.EnergyJ, 500) || r.Basis != gpu.Memory {
-		t.Fatalf("%+v", r)
-	}
-	var res gpu.Result
-	gpu.Split(r, &model.ConfiguredIdle{Watts: 100}, gpu.Options{}, &res)
-	if !near(res.Processes[100], 225) || !near(res.Processes[101], 75) || !near(res.IdleJ, 200) {
-		t.Errorf("%+v", res)
-	}
-	// A power reading beyond the ceiling is rejected, not integrated.
-	bs[0].powerMW = 5_000_000
-	rs, _ = src.Read(context.Background(), t0.Add(3*time.Second))
-	if rs[0].OK || rs[0].EnergyJ != 0 || src.Rejects().Counts()["out_of_range"] != 1 {
-		t.Errorf("5 kW accepted: %+v", rs[0])
-	}
-}
-
-// MIG: the board's energy splits among instances by SMs (among those that
-// run processes), then among each instance's processes by memory held;
-// idle + Σ processes = board energy.
-func TestMIGSplit(t *testing.T) {
-	srv, bs := twoGPUs(t)
-	d := srv.Devices[0].(*server.Device)
-	if ret, _ := d.SetMigMode(gonvml.DEVICE_MIG_ENABLE); ret != gonvml.SUCCESS {
-		t.Fatal(ret)
-	}
-	mk := func(profile int) (uint32, int) {
-		info, ret := d.GetGpuInstanceProfileInfo(profile)
-		if ret != gonvml.SUCCESS {
-			t.Fatalf("profile %d: %v", profile, ret)
-		}
-		gi, ret := d.CreateGpuInstance(&info)
-		if ret != gonvml.SUCCESS {
-			t.Fatal(ret)
-		}
-		gii, _ := gi.GetInfo()
-		return gii.Id, int(info.MultiprocessorCount)
-	}
-	a, smA := mk(gonvml.GPU_INSTANCE_PROFILE_3_SLICE)
-	b, smB := mk(gonvml.GPU_INSTANCE_PROFILE_2_SLICE)
-	_, _ = mk(gonvml.GPU_INSTANCE_PROFILE_1_SLICE) // no processes
-	if smA == 0 || smB == 0 || smA == smB {
-		t.Fatalf("SMs %d %d", smA, smB)
-	}
-	d.GetMaxMigDeviceCountFunc = func() (int, gonvml.Return) { return 7, gonvml.SUCCESS }
-	d.GetMigDeviceHandleByIndexFunc = func(i int) (gonvml.Device, gonvml.Return) {
-		if i > 0 {
-			return nil, gonvml.ERROR_NOT_FOUND
-		}
-		return &mock.Device{
-			GetGpuInstanceIdFunc: func() (int, gonvml.Return) { return int(b), gonvml.SUCCESS },
-			GetUUIDFunc:          func() (string, gonvml.Return) { return "MIG-b", gonvml.SUCCESS },
-		}, gonvml.SUCCESS
-	}
-	bs[0].mem = map[uint32]uint64{10: 2 << 30, 11: 6 << 30, 12: 1 << 30}
-	bs[0].gi = map[uint32]uint32{10: a, 11: a, 12: b}
-	src, _ := New(srv, Options{}, nil)
-	src.Read(context.Background(), t0)
-	bs[0].energyMJ += 400_000
-	rs, _ := src.Read(context.Background(), t0.Add(time.Second))
-	r := rs[0]
-	if len(r.Instances) != 3 || r.Instances[1].UUID != "MIG-b" || r.Instances[1].ID != int(b) || r.Instances[0].UUID != "" {
-		t.Fatalf("instances %+v", r.Instances)
-	}
-	var res gpu.Result
-	gpu.Split(r, &model.ConfiguredIdle{Watts: 60}, gpu.Options{}, &res)
-	dyn := 340.0
-	fa := float64(smA) / float64(smA+smB)
-	want := map[int]float64{10: dyn * fa / 4, 11: dyn * fa * 3 / 4, 12: dyn * (1 - fa)}
-	var sum float64
-	for pid, w := range want {
-		if !near(res.Processes[pid], w) {
-			t.Errorf("pid %d: %v want %v", pid, res.Processes[pid], w)
-		}
-		sum += res.Processes[pid]
-	}
-	if !near(sum+res.IdleJ, 400) || res.UnattributedJ != 0 || !near(res.IdleJ, 60) {
-		t.Errorf("not conserved: %v + %v (unattributed %v)", sum, res.IdleJ, res.UnattributedJ)
-	}
-	if !near(res.Instances["0."+itoa(a)], dyn*fa) {
-		t.Errorf("instances %v", res.Instances)
-	}
-}
-
-func itoa(u uint32) string { return string(rune('0' + u)) }
-
 // No driver on this machine: the real library cannot be loaded, so Open
 // turns the source off with one info line and no error.
 func TestOpenWithoutDriver(t *testing.T) {
@@ -319,73 +144,3 @@ func TestOpenWithoutDriver(t *testing.T) {
 // MIG on a Hopper board with GPM: instances are weighted by SMs × their
 // measured SM activity over the interval, not by SMs alone; the first
 // interval (one GPM sample only) falls back to the SM share.
-func TestMIGSplitGPM(t *testing.T) {
-	srv := dgxh100.New()
-	for _, o := range srv.Devices[1:] {
-		wire(o.(*server.Device), &board{})
-	}
-	d := srv.Devices[0].(*server.Device)
-	b := &board{energyMJ: 1_000_000}
-	wire(d, b)
-	d.SetMigMode(gonvml.DEVICE_MIG_ENABLE)
-	var ids []uint32
-	var sms []int
-	for _, p := range []int{gonvml.GPU_INSTANCE_PROFILE_3_SLICE, gonvml.GPU_INSTANCE_PROFILE_2_SLICE} {
-		info, ret := d.GetGpuInstanceProfileInfo(p)
-		if ret != gonvml.SUCCESS {
-			t.Fatal(ret)
-		}
-		gi, _ := d.CreateGpuInstance(&info)
-		gii, _ := gi.GetInfo()
-		ids, sms = append(ids, gii.Id), append(sms, int(info.MultiprocessorCount))
-	}
-	b.mem = map[uint32]uint64{10: 1 << 30, 20: 1 << 30}
-	b.gi = map[uint32]uint32{10: ids[0], 20: ids[1]}
-	// Each GPM sample remembers the instance and the interval it was
-	// taken in; the metric is the instance's SM activity in that interval.
-	activity := map[uint32]float64{ids[0]: 20, ids[1]: 90}
-	type taken struct{ gi, k int }
-	var k int
-	where := map[*mock.GpmSample]taken{}
-	d.GpmQueryDeviceSupportFunc = func() (gonvml.GpmSupport, gonvml.Return) {
-		return gonvml.GpmSupport{IsSupportedDevice: 1}, gonvml.SUCCESS
-	}
-	srv.GpmSampleAllocFunc = func() (gonvml.GpmSample, gonvml.Return) {
-		return &mock.GpmSample{FreeFunc: func() gonvml.Return { return gonvml.SUCCESS }}, gonvml.SUCCESS
-	}
-	d.GpmMigSampleGetFunc = func(gi int, s gonvml.GpmSample) gonvml.Return {
-		where[s.(*mock.GpmSample)] = taken{gi, k}
-		return gonvml.SUCCESS
-	}
-	srv.GpmMetricsGetFunc = func(m *gonvml.GpmMetricsGetType) gonvml.Return {
-		a, b := where[m.Sample1.(*mock.GpmSample)], where[m.Sample2.(*mock.GpmSample)]
-		if a.gi != b.gi || b.k != a.k+1 || m.Metrics[0].MetricId != uint32(gonvml.GPM_METRIC_SM_UTIL) {
-			t.Errorf("GPM samples %+v %+v", a, b)
-		}
-		m.Metrics[0].Value = activity[uint32(b.gi)]
-		return gonvml.SUCCESS
-	}
-	src, err := New(srv, Options{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	var res gpu.Result
-	for k = 0; k < 3; k++ {
-		b.energyMJ += 500_000
-		rs, _ := src.Read(context.Background(), t0.Add(time.Duration(k)*time.Second))
-		r := rs[0]
-		if k == 0 {
-			if r.Instances[0].WeightBasis != "sm_share" {
-				t.Fatalf("first interval: %+v", r.Instances)
-			}
-			continue
-		}
-		gpu.Split(r, &model.ConfiguredIdle{Watts: 100}, gpu.Options{}, &res)
-		wa, wb := float64(sms[0])*20, float64(sms[1])*90
-		if r.Instances[0].WeightBasis != "gpm_sm_util" || !near(res.Processes[10], 400*wa/(wa+wb)) ||
-			!near(res.Processes[20], 400*wb/(wa+wb)) || !near(res.Processes[10]+res.Processes[20]+res.IdleJ, 500) {
-			t.Fatalf("interval %d: %+v, split %v", k, r.Instances, res.Processes)
-		}
-	}
-}

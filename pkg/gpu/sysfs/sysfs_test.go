@@ -3,14 +3,10 @@ package sysfs
 import (
 	"context"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/wattrace/wattrace/pkg/gpu"
-	"github.com/wattrace/wattrace/pkg/model"
 )
 
 var t0 = time.Unix(1_700_000_000, 0)
@@ -83,116 +79,6 @@ func (tr *tree) client(pid int, pdev, driver string, id int) string {
 func busy(driver, pdev string, id int, class string, ns uint64) string {
 	return fmt.Sprintf("pos:\t0\nflags:\t02100002\nmnt_id:\t25\ndrm-driver:\t%s\ndrm-pdev:\t%s\ndrm-client-id:\t%d\n"+
 		"drm-engine-%s:\t%d ns\ndrm-engine-capacity-%s:\t1\ndrm-memory-vram:\t1024 KiB\n", driver, pdev, id, class, ns, class)
-}
-
-func cycles(pdev string, id int, cy, total uint64) string {
-	return fmt.Sprintf("drm-driver:\txe\ndrm-pdev:\t%s\ndrm-client-id:\t%d\ndrm-cycles-rcs:\t%d\ndrm-total-cycles-rcs:\t%d\n",
-		pdev, id, cy, total)
-}
-
-func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(math.Abs(a), math.Abs(b)) }
-
-// Acceptance: an amdgpu card (power integrated) with three processes busy
-// 60/30/10 % of each interval, an i915 card (energy counter) with one, and
-// an xe card (card energy channel, busy cycles) with two at 3:1; the files
-// change every interval. Dynamic energy splits by busy time, idle is the
-// idle model's and idle + Σ processes = card energy to 1e-9, every interval.
-func TestSplitFromFixtureTrees(t *testing.T) {
-	tr := newTree(t)
-	amdHW := tr.card(0, "0000:03:00.0", "amdgpu", map[string]string{"name": "amdgpu\n", "power1_average": "200000000\n"})
-	intelHW := tr.card(1, "0000:00:02.0", "i915", map[string]string{"name": "i915\n", "energy1_input": "1000000\n"})
-	xeHW := tr.card(2, "0000:4d:00.0", "xe", map[string]string{"name": "xe\n", "energy1_label": "card\n",
-		"energy1_input": "0\n", "energy2_label": "pkg\n", "energy2_input": "0\n"})
-	// A card of a driver we do not read, and a process with a non-DRM fd.
-	tr.card(3, "0000:05:00.0", "nouveau", map[string]string{"power1_input": "1"})
-	tr.link("/dev/null", filepath.Join(tr.proc, "1", "fd", "0"))
-	tr.write(filepath.Join(tr.proc, "1", "fdinfo", "0"), "pos:\t0\n")
-
-	amd := map[int]uint64{101: 600, 102: 300, 103: 100} // ‰ of each interval busy
-	files := map[int]string{}
-	for pid := range amd {
-		files[pid] = tr.client(pid, "0000:03:00.0", "amdgpu", pid)
-	}
-	// pid 104 shares pid 103's client (a forked child): counted once.
-	shared := tr.client(104, "0000:03:00.0", "amdgpu", 103)
-	intel := tr.client(201, "0000:00:02.0", "i915", 7)
-	xe := map[int]uint64{301: 3, 302: 1}
-	for pid := range xe {
-		files[pid] = tr.client(pid, "0000:4d:00.0", "xe", pid)
-	}
-
-	src, err := Open(Options{SysfsRoot: tr.sys, ProcfsRoot: tr.proc}, nil)
-	if err != nil || src == nil {
-		t.Fatal(src, err)
-	}
-	devs := src.Devices()
-	if len(devs) != 3 || devs[0].PCIBusID != "0000:03:00.0" || devs[0].Vendor != gpu.AMD ||
-		devs[1].Vendor != gpu.Intel || devs[2].PCIBusID != "0000:4d:00.0" {
-		t.Fatalf("devices %+v", devs)
-	}
-	idle := []model.IdleModel{&model.ConfiguredIdle{Watts: 30}, &model.ConfiguredIdle{Watts: 10}, &model.ConfiguredIdle{Watts: 20}}
-	sum := map[int]float64{}
-	var res gpu.Result
-	for k := 0; k <= 100; k++ {
-		ms := uint64(k) * 1000
-		for pid, pm := range amd {
-			tr.write(files[pid], busy("amdgpu", "0000:03:00.0", pid, "gfx", pm*ms*1000))
-		}
-		tr.write(shared, busy("amdgpu", "0000:03:00.0", 103, "gfx", amd[103]*ms*1000))
-		tr.write(intel, busy("i915", "0000:00:02.0", 7, "render", 400*ms*1000))
-		for pid, c := range xe {
-			tr.write(files[pid], cycles("0000:4d:00.0", pid, c*uint64(k)*1_000_000, uint64(k)*19_200_000))
-		}
-		tr.write(filepath.Join(amdHW, "power1_average"), fmt.Sprint(200_000_000+k*1000))
-		tr.write(filepath.Join(intelHW, "energy1_input"), fmt.Sprint(1_000_000+k*150_000_000))
-		tr.write(filepath.Join(xeHW, "energy1_input"), fmt.Sprint(k*90_000_000))
-		tr.write(filepath.Join(xeHW, "energy2_input"), fmt.Sprint(k*70_000_000))
-		rs, err := src.Read(context.Background(), t0.Add(time.Duration(k)*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if k == 0 {
-			continue
-		}
-		for i, r := range rs {
-			if !r.OK || r.Basis != gpu.EngineTime {
-				t.Fatalf("interval %d card %d: %+v", k, i, r)
-			}
-			wantE := []float64{200 + float64(k)/1000, 150, 90}[i]
-			wantM := []gpu.Method{gpu.PowerIntegrated, gpu.Counter, gpu.Counter}[i]
-			if !near(r.EnergyJ, wantE) || r.Method != wantM {
-				t.Fatalf("interval %d card %d: energy %v %s, want %v %s", k, i, r.EnergyJ, r.Method, wantE, wantM)
-			}
-			gpu.Split(r, idle[i], gpu.Options{}, &res)
-			var procs float64
-			for pid, j := range res.Processes {
-				sum[pid] += j
-				procs += j
-			}
-			if !near(res.IdleJ+procs, r.EnergyJ) || res.UnattributedJ != 0 || !near(res.IdleJ, []float64{30, 10, 20}[i]) {
-				t.Fatalf("interval %d card %d: idle %v + procs %v != %v", k, i, res.IdleJ, procs, r.EnergyJ)
-			}
-		}
-		if k == 50 && !near(rs[0].Utilization, 1) {
-			t.Errorf("amdgpu utilization %v, want 1 (gfx time-sliced 60+30+10 %%)", rs[0].Utilization)
-		}
-	}
-	if !near(sum[101]/sum[103], 6) || !near(sum[102]/sum[103], 3) || sum[104] != 0 {
-		t.Errorf("AMD split %v %v %v (shared-client pid 104: %v), want 6:3:1", sum[101], sum[102], sum[103], sum[104])
-	}
-	if !near(sum[201], 100*(150-10)) {
-		t.Errorf("Intel pid 201: %v", sum[201])
-	}
-	if !near(sum[301]/sum[302], 3) || !near(sum[301]+sum[302], 100*(90-20)) {
-		t.Errorf("xe split %v %v", sum[301], sum[302])
-	}
-	if n := src.Rejects().Counts(); len(n) != 0 {
-		t.Errorf("rejections %v", n)
-	}
-	h := src.Health()
-	if len(h) != 3 || !h[0].Up || h[0].Source != "gpu-sysfs/0000:03:00.0" {
-		t.Errorf("health %+v", h)
-	}
 }
 
 // A client that opens between two scans is counted from zero, a client

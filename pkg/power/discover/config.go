@@ -42,6 +42,10 @@ type Config struct {
 	// package, core, uncore and dram, per device for gpu, per node for psys
 	// and platform); zones not set use power.DefaultMaxWatts.
 	MaxWatts power.MaxWatts
+	// GPUsElsewhere: gpu.sysfs is on, so the GPU source reads the amdgpu,
+	// i915 and xe cards per device; hwmon leaves those chips out so no GPU
+	// is counted twice.
+	GPUsElsewhere bool
 	// Retry tunes the background retries of configured meters that fail
 	// at start (5s doubling to 5m when zero); its Log is set by Open.
 	Retry power.RetryOptions

@@ -447,7 +447,7 @@ func openCapmc(ctx context.Context, e *Env) (power.Meter, string, error) {
 func openHwmon(ctx context.Context, e *Env) (power.Meter, string, error) {
 	zones := power.DefaultHwmonZones()
 	for chip, z := range zones {
-		if (z == power.ZonePlatform && !e.Need[RolePlatform]) || (z == power.ZoneGPU && !e.Need[RoleGPU]) {
+		if (z == power.ZonePlatform && !e.Need[RolePlatform]) || (z == power.ZoneGPU && (!e.Need[RoleGPU] || e.Cfg.GPUsElsewhere)) {
 			delete(zones, chip)
 		}
 	}

@@ -54,8 +54,12 @@ func zones(t *testing.T, m power.Meter) []string {
 // estimator fallback, and returns the combined meter and discovery lines.
 func discoverAuto(t *testing.T, root string) (power.Meter, []string, error) {
 	t.Helper()
-	cfg := Config{Source: "auto", SysfsRoot: root, IPMI: "off", LookPath: noTools,
-		Interval: 20 * time.Millisecond, Timeout: 20 * time.Millisecond}
+	return discoverWith(t, Config{Source: "auto", SysfsRoot: root, IPMI: "off", LookPath: noTools,
+		Interval: 20 * time.Millisecond, Timeout: 20 * time.Millisecond})
+}
+
+func discoverWith(t *testing.T, cfg Config) (power.Meter, []string, error) {
+	t.Helper()
 	f, err := walk(context.Background(), cfg.withDefaults(), zap.NewNop())
 	if err != nil {
 		return nil, nil, err
@@ -109,5 +113,22 @@ func TestDiscoverNothing(t *testing.T) {
 	_, log, err := discoverAuto(t, t.TempDir())
 	if err == nil || len(log) < 5 {
 		t.Fatalf("err %v, log %q", err, log)
+	}
+}
+
+// With the GPU source reading amdgpu/i915/xe per device (gpu.sysfs on),
+// hwmon keeps the platform meter and drops its two GPU chips, so no GPU
+// is counted twice.
+func TestDiscoverHwmonGPUsElsewhere(t *testing.T) {
+	root := t.TempDir()
+	copyTree(t, "../testdata/hwmon", root)
+	m, log, err := discoverWith(t, Config{Source: "auto", SysfsRoot: root, IPMI: "off", LookPath: noTools,
+		Interval: 20 * time.Millisecond, Timeout: 20 * time.Millisecond, GPUsElsewhere: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.(*power.Combined).Close()
+	if got := strings.Join(zones(t, m), " "); got != "hwmon:platform" {
+		t.Fatalf("zones %q\nlog:\n%s", got, strings.Join(log, "\n"))
 	}
 }

@@ -1,11 +1,12 @@
-package gpu
+package stats
 
 import (
+	"github.com/wattrace/wattrace/pkg/gpu"
 	"github.com/wattrace/wattrace/pkg/model"
 )
 
-// Options says who else than processes is credited with a device's energy.
-type Options struct {
+// gpuOptions says who else than processes is credited with a device's energy.
+type gpuOptions struct {
 	// IdleToHolder credits the idle energy to the device's allocation
 	// holder (Slurm job, pod, VM) as HolderJ: the idle-attribution policy
 	// "holder". Without it idle stays at device level only ("none").
@@ -15,13 +16,13 @@ type Options struct {
 	Whole bool
 }
 
-// Result is one device's split for one interval. It always conserves:
+// gpuResult is one device's split for one interval. It always conserves:
 // IdleJ + Σ Processes + UnattributedJ = EnergyJ (within a few ulps), where
 // UnattributedJ is the dynamic energy no process used (no process had a
 // positive weight, or a MIG instance was active without any). HolderJ is
 // a view of the same joules (idle, or everything under Whole), not extra.
-type Result struct {
-	Device                                  Device
+type gpuResult struct {
+	Device                                  gpu.Device
 	EnergyJ, IdleJ, DynamicJ, UnattributedJ float64
 	// Clamped: the idle model asked for more than the device used.
 	Clamped bool
@@ -31,15 +32,15 @@ type Result struct {
 	// among its processes).
 	Instances map[string]float64
 	HolderJ   float64
-	Basis     Basis
+	Basis     gpu.Basis
 }
 
 // Reset empties r for reuse, keeping its maps.
-func (r *Result) Reset() {
+func (r *gpuResult) Reset() {
 	p, i := r.Processes, r.Instances
 	clear(p)
 	clear(i)
-	*r = Result{Processes: p, Instances: i}
+	*r = gpuResult{Processes: p, Instances: i}
 	if r.Processes == nil {
 		r.Processes = map[int]float64{}
 	}
@@ -48,13 +49,13 @@ func (r *Result) Reset() {
 	}
 }
 
-// Split divides one device's energy for one interval into idle (from the
+// splitGPU divides one device's energy for one interval into idle (from the
 // device's idle model) and dynamic, and the dynamic among the processes by
 // their weights: directly, or under MIG first among instances by activity
 // and then among each instance's processes. It is a pure function of its
 // arguments apart from the idle model's learning and out, which it resets
 // and fills. A reading that is not OK splits nothing (all zero).
-func Split(r Reading, idle model.IdleModel, opt Options, out *Result) {
+func splitGPU(r gpu.Reading, idle model.IdleModel, opt gpuOptions, out *gpuResult) {
 	out.Reset()
 	out.Device, out.Basis = r.Device, r.Basis
 	if !r.OK {
@@ -78,7 +79,7 @@ func Split(r Reading, idle model.IdleModel, opt Options, out *Result) {
 			if e := out.Instances[in.Name]; e > 0 {
 				sub := model.Split(model.Interval[int]{EnergyJ: e, Usage: in.Usage}, out.Processes, nil)
 				out.UnattributedJ += sub.UnattributedJ
-				if out.Basis == None {
+				if out.Basis == gpu.None {
 					out.Basis = in.Basis
 				}
 			}
@@ -92,7 +93,7 @@ func Split(r Reading, idle model.IdleModel, opt Options, out *Result) {
 	}
 }
 
-func (r *Result) fill(m model.Result) {
+func (r *gpuResult) fill(m model.Result) {
 	r.IdleJ, r.DynamicJ, r.UnattributedJ, r.Clamped = m.IdleJ, m.DynamicJ, m.UnattributedJ, m.Clamped
 	r.EnergyJ = m.IdleJ + m.DynamicJ
 }

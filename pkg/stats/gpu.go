@@ -1,0 +1,304 @@
+package stats
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/wattrace/wattrace/pkg/gpu"
+	"github.com/wattrace/wattrace/pkg/gpu/alloc"
+	"github.com/wattrace/wattrace/pkg/gpu/node"
+	"github.com/wattrace/wattrace/pkg/model"
+	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/workload"
+)
+
+// GPUSource is the node's GPUs; *node.GPUs implements it. Interval reads
+// every device and resolves its holder; the result may be reused by the
+// next call.
+type GPUSource interface {
+	Interval(ctx context.Context, now time.Time) *node.Interval
+}
+
+// GPUConfig is what the GPU stage needs of the gpu.* configuration.
+type GPUConfig struct {
+	// IdleWatts is gpu.idle-watts: configured idle power by UUID, PCI
+	// address or index; other devices learn theirs at low utilization.
+	IdleWatts map[string]float64
+	// IdleLearnUtilization is gpu.idle-learn-utilization.
+	IdleLearnUtilization float64
+	// IdlePolicy is gpu.idle-policy: "none" or "holder".
+	IdlePolicy string
+}
+
+// WithGPUs adds the GPU stage: each device is a zone of its own, split
+// into idle (the device's idle model) and dynamic, the dynamic among the
+// processes that used the device.
+func WithGPUs(src GPUSource, cfg GPUConfig) Option {
+	return func(l *Loop) { l.gpu = newGPUStage(src, cfg) }
+}
+
+func (c GPUConfig) validate() error {
+	for k, w := range c.IdleWatts {
+		if _, err := model.NewConfiguredIdle(w); err != nil {
+			return fmt.Errorf("gpu.idle-watts %s: %w", k, err)
+		}
+	}
+	if !(c.IdleLearnUtilization >= 0 && c.IdleLearnUtilization <= 1) {
+		return fmt.Errorf("gpu.idle-learn-utilization: %v is not within 0..1", c.IdleLearnUtilization)
+	}
+	if c.IdlePolicy != "" && c.IdlePolicy != "none" && c.IdlePolicy != "holder" {
+		return fmt.Errorf("gpu.idle-policy: %q is not none or holder", c.IdlePolicy)
+	}
+	return nil
+}
+
+// gpuDev is one device's state across intervals.
+type gpuDev struct {
+	rec   snapshot.GPU
+	idle  model.IdleModel
+	procs map[uint32]*gpuProc
+	// grams is the device zone's emissions, priced by the emissions stage.
+	grams []snapshot.NodeGrams
+}
+
+type gpuProc struct {
+	rec  snapshot.GPUProcess
+	seen bool
+}
+
+func (p *gpuProc) liveness() (bool, bool, time.Time) { return p.rec.Alive, p.seen, p.rec.LastSeen }
+
+// holderCredit is energy owed to an allocation holder's workload, paid
+// after the roll-up has found the workloads of this interval.
+type holderCredit struct {
+	h       alloc.Holder
+	dyn, id float64
+}
+
+// gpuStage is the stage that turns the GPUs' readings into zones: each
+// device's energy of the interval split into idle and per-process dynamic
+// (splitGPU, through pkg/model), credited to the processes' consumers and
+// their cgroups (so it rolls up into workloads like any zone) and, under
+// the holder policy or passthrough, to the holder's workload.
+type gpuStage struct {
+	src    GPUSource
+	cfg    GPUConfig
+	devs   map[string]*gpuDev
+	order  []string
+	health []snapshot.SourceHealth
+	res    gpuResult
+	byPID  map[uint32]*consumer
+	owed   []holderCredit
+	// credited are the split stage's hooks (split.credited), told of
+	// every share of GPU energy given to a consumer, as for any zone.
+	credited *[]func(w *consumer, zone string, dynamicJ, idleJ float64)
+}
+
+func newGPUStage(src GPUSource, cfg GPUConfig) *gpuStage {
+	return &gpuStage{src: src, cfg: cfg, devs: map[string]*gpuDev{}, byPID: map[uint32]*consumer{}}
+}
+
+func (g *gpuStage) idleModel(d gpu.Device) model.IdleModel {
+	// Keys compare case-insensitively: a YAML map's keys arrive
+	// lower-cased, NVML's UUIDs start "GPU-".
+	for _, k := range []string{d.UUID, d.PCIBusID, strconv.Itoa(d.Index)} {
+		for ck, w := range g.cfg.IdleWatts {
+			if k != "" && strings.EqualFold(ck, k) {
+				return &model.ConfiguredIdle{Watts: w}
+			}
+		}
+	}
+	return model.NewLearnedIdle(g.cfg.IdleLearnUtilization)
+}
+
+// absorb reads the GPUs for the interval ending at now, splits each
+// device's energy and credits the processes (by PID, among the ledger's
+// live processes) and their cgroups. It returns each device's zone
+// energy for the zones stage's figures. On the baseline (dt 0) it only
+// reads, so the sources take their own baselines.
+func (g *gpuStage) absorb(led *ledger, ids WorkloadResolver, now time.Time, dt time.Duration) {
+	iv := g.src.Interval(context.Background(), now)
+	g.health = append(g.health[:0], iv.Health...)
+	g.owed = g.owed[:0]
+	clear(g.byPID)
+	for _, w := range led.procs {
+		if w.seen && w.w.Alive {
+			g.byPID[w.w.PID] = w
+		}
+	}
+	for _, d := range g.devs {
+		for _, p := range d.procs {
+			p.seen = false
+		}
+	}
+	for i := range iv.Devices {
+		nd := &iv.Devices[i]
+		r := nd.Reading
+		dev := g.device(r.Device)
+		dev.rec.Utilization = r.Utilization
+		if r.OK {
+			dev.rec.Method = string(r.Method)
+		}
+		dev.rec.Holder = nil
+		if nd.HasHolder {
+			h := holderRecord(nd.Holder, "")
+			h.Whole = nd.Whole
+			dev.rec.Holder = &h
+		}
+		dev.rec.InstanceHolders = dev.rec.InstanceHolders[:0]
+		for _, in := range r.Instances {
+			if h, ok := nd.InstanceHolders[in.Name]; ok {
+				dev.rec.InstanceHolders = append(dev.rec.InstanceHolders, holderRecord(h, in.Name))
+			}
+		}
+		if dt <= 0 {
+			continue
+		}
+		opt := gpuOptions{Whole: nd.HasHolder && nd.Whole, IdleToHolder: nd.HasHolder && g.cfg.IdlePolicy == "holder"}
+		splitGPU(r, dev.idle, opt, &g.res)
+		if !r.OK {
+			continue
+		}
+		dev.rec.Basis = string(g.res.Basis)
+		unattributed := g.res.UnattributedJ
+		for pid, j := range g.res.Processes {
+			w := g.byPID[uint32(pid)]
+			if w == nil {
+				// A process the accounting does not know (another PID
+				// namespace, gone between the reads): its share stays at
+				// device level, never guessed onto someone else.
+				unattributed += j
+				continue
+			}
+			g.credit(w, j)
+			if cs := led.cgroupOf(w.w.CgroupID); cs != nil {
+				g.credit(cs.w, j)
+			}
+			p := dev.procs[uint32(pid)]
+			if p == nil {
+				p = &gpuProc{rec: snapshot.GPUProcess{PID: uint32(pid)}}
+				dev.procs[uint32(pid)] = p
+			}
+			p.rec.DynamicJ += j
+			if p.rec.Cgroup != w.w.Cgroup && ids != nil {
+				id := ids.Resolve(w.w.Cgroup)
+				p.rec.Namespace, p.rec.Pod, p.rec.Container, p.rec.JobID, p.rec.VM = id.Namespace, id.Pod, id.Container, id.JobID, id.VMName
+			}
+			p.rec.Comm, p.rec.Cgroup, p.rec.Alive, p.rec.LastSeen, p.seen = w.w.Comm, w.w.Cgroup, true, now, true
+		}
+		dev.rec.EnergyJ += g.res.EnergyJ
+		dev.rec.IdleJ += g.res.IdleJ
+		dev.rec.DynamicJ += g.res.DynamicJ
+		dev.rec.UnattributedJ += unattributed
+		dev.rec.HolderJ += g.res.HolderJ
+		dev.rec.PowerW = r.PowerW
+		if g.res.Clamped {
+			dev.rec.IdleClamps++
+		}
+		if g.res.HolderJ > 0 {
+			if opt.Whole {
+				g.owed = append(g.owed, holderCredit{h: nd.Holder, dyn: g.res.DynamicJ, id: g.res.IdleJ})
+			} else {
+				g.owed = append(g.owed, holderCredit{h: nd.Holder, id: g.res.HolderJ})
+			}
+		}
+	}
+	for _, d := range g.devs {
+		for _, p := range d.procs {
+			if !p.seen {
+				p.rec.Alive = p.rec.Alive && g.byPID[p.rec.PID] != nil
+			}
+		}
+	}
+}
+
+// credit gives a consumer dynamic GPU joules and tells the split's hooks.
+func (g *gpuStage) credit(w *consumer, j float64) {
+	w.w.Energy = w.w.Energy.Add(snapshot.ZoneGPU, j, 0)
+	if g.credited != nil {
+		for _, c := range *g.credited {
+			c(w, snapshot.ZoneGPU, j, 0)
+		}
+	}
+}
+
+func (g *gpuStage) device(d gpu.Device) *gpuDev {
+	dev := g.devs[d.Key()]
+	if dev == nil {
+		dev = &gpuDev{idle: g.idleModel(d), procs: map[uint32]*gpuProc{}}
+		dev.rec = snapshot.GPU{Index: d.Index, UUID: d.Key(), Model: d.Model, PCIBusID: d.PCIBusID,
+			Vendor: string(d.Vendor), Source: d.Source}
+		g.devs[d.Key()] = dev
+		g.order = append(g.order, d.Key())
+		sort.SliceStable(g.order, func(i, j int) bool { return g.devs[g.order[i]].rec.Index < g.devs[g.order[j]].rec.Index })
+	}
+	return dev
+}
+
+// payHolders credits what the holders are owed to their workloads at the
+// level the holder names (job, pod, vm), when the roll-up knows it. A
+// holder without a matching workload (its cgroups not seen yet, or the
+// level off) keeps its part at device level (snapshot.GPU.HolderJ).
+func (g *gpuStage) payHolders(r *rollup) {
+	if r == nil {
+		return
+	}
+	defer func() { g.owed = g.owed[:0] }()
+	for _, c := range g.owed {
+		level, match := holderMatch(c.h)
+		if level == "" {
+			continue
+		}
+		r.credit(level, match, snapshot.ZoneGPU, c.dyn, c.id)
+	}
+}
+
+func holderRecord(h alloc.Holder, instance string) snapshot.GPUHolder {
+	return snapshot.GPUHolder{Kind: string(h.Kind), JobID: h.JobID, Namespace: h.Namespace, Pod: h.Pod,
+		Container: h.Container, VM: h.VMName, VMUUID: h.VMUUID, Instance: instance}
+}
+
+// holderMatch names the workload level and label values a holder is.
+func holderMatch(h alloc.Holder) (workload.Kind, map[string]string) {
+	switch h.Kind {
+	case alloc.SlurmJob:
+		return workload.KindJob, map[string]string{"job_id": h.JobID}
+	case alloc.Pod:
+		return workload.KindPod, map[string]string{"namespace": h.Namespace, "pod": h.Pod}
+	case alloc.VM:
+		if h.VMUUID != "" {
+			return workload.KindVM, map[string]string{"vm_uuid": h.VMUUID}
+		}
+		return workload.KindVM, map[string]string{"vm": h.VMName}
+	}
+	return "", nil
+}
+
+// publish adds each device as a zone (gpu, Socket = index) and its record,
+// and the GPU sources' health to the meters' health.
+func (g *gpuStage) publish(s *snapshot.Snapshot, now time.Time, retention time.Duration) {
+	for _, k := range g.order {
+		d := g.devs[k]
+		rec := d.rec
+		s.Zones = append(s.Zones, snapshot.Zone{ZoneID: snapshot.ZoneID{Name: snapshot.ZoneGPU, Socket: rec.Index},
+			Source: rec.Source, EnergyJ: rec.EnergyJ, IdleJ: rec.IdleJ, DynamicJ: rec.DynamicJ,
+			UnattributedJ: rec.UnattributedJ, PowerW: rec.PowerW, IdleClamps: rec.IdleClamps,
+			Grams: append([]snapshot.NodeGrams(nil), d.grams...)})
+		if rec.Holder != nil {
+			h := *rec.Holder
+			rec.Holder = &h
+		}
+		rec.InstanceHolders = append([]snapshot.GPUHolder(nil), rec.InstanceHolders...)
+		rec.Processes = nil
+		for _, p := range retained(d.procs, now, retention, nil) {
+			rec.Processes = append(rec.Processes, p.rec)
+		}
+		sort.Slice(rec.Processes, func(i, j int) bool { return rec.Processes[i].PID < rec.Processes[j].PID })
+		s.GPUs = append(s.GPUs, rec)
+	}
+	s.Meters = append(s.Meters, g.health...)
+}
