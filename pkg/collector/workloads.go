@@ -80,7 +80,7 @@ func (c *workloadsCollector) update(ch chan<- prometheus.Metric, snap *snapshot.
 		emitEnergy(ch, d.energy, &seriesAgg{energy: u.Energy}, zl, c.idle, u.Labels...)
 		ch <- metric(d.cpu, prometheus.CounterValue, u.CPUSeconds, append([]string(nil), u.Labels...)...)
 		ch <- metric(d.switches, prometheus.CounterValue, float64(u.ContextSwitches), append([]string(nil), u.Labels...)...)
-		if r := u.Resources; r != nil {
+		if r := snap.WorkloadResources(i); r != nil {
 			d.res.emit(ch, r, u.Labels)
 		}
 	}

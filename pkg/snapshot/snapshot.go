@@ -42,6 +42,10 @@ type Snapshot struct {
 	// MapDrops counts, per BPF map, the events lost because the map was
 	// full; empty unless BPF accounting runs.
 	MapDrops []MapDrops
+
+	// lazy holds the workloads' resource counters, read on the first
+	// scrape that asks (see WorkloadResources).
+	lazy *lazyResources
 }
 
 // ZoneOther is the node-level zone platform − (package + dram + gpu), and
