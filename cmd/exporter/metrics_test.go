@@ -16,7 +16,9 @@ import (
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
-type snapSource struct{ s atomic.Pointer[snapshot.Snapshot] }
+type snapSource struct {
+	s atomic.Pointer[snapshot.Snapshot]
+}
 
 func (f *snapSource) Snapshot() *snapshot.Snapshot { return f.s.Load() }
 
