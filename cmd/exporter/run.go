@@ -197,13 +197,14 @@ func registry(cfg *config.Config, loop *stats.Loop, meter power.Meter, acc accou
 	}
 	hr, reportsHealth := meter.(power.HealthReporter)
 	exp, err := collector.New(loop, collector.Options{
-		Enabled:        enabled,
-		ProcessTop:     cfg.Collector.ProcessTop,
-		Programs:       programs,
-		Levels:         cfg.Collector.Levels(),
-		MeterHealth:    reportsHealth && len(hr.Health()) > 0,
-		IdleAttributed: cfg.Power.IdlePolicy != "none",
-		Log:            c.log.Named("collector"),
+		Enabled:         enabled,
+		ProcessTop:      cfg.Collector.ProcessTop,
+		ProbesPerCgroup: cfg.Collector.ProbesPerCgroup,
+		Programs:        programs,
+		Levels:          cfg.Collector.Levels(),
+		MeterHealth:     reportsHealth && len(hr.Health()) > 0,
+		IdleAttributed:  cfg.Power.IdlePolicy != "none",
+		Log:             c.log.Named("collector"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("building collectors: %w", err)

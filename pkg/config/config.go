@@ -86,6 +86,7 @@ const (
 	KeyWebAlloyTargets     = "web.alloy-targets"
 	KeyProbesDisable       = "collector.probes.disable"
 	KeyProbesCounters      = "collector.probes.counters"
+	KeyProbesPerCgroup     = "collector.probes.per-cgroup"
 
 	KeyWorkloadLibvirtDirs  = "workload.libvirt.dirs"
 	KeyWorkloadKubeURL      = "workload.kube.url"
@@ -312,6 +313,9 @@ type Collector struct {
 	// counters read at context switches (collector.probes on, BPF mode).
 	ProbesDisable  []string
 	ProbesCounters []string
+	// ProbesPerCgroup exports the probes' families per cgroup too, not only
+	// per node and workload.
+	ProbesPerCgroup bool
 	// With collector.perf, the processes whose environment holds one of
 	// PerfEnvVars are profiled with these events.
 	PerfEnvVars      []string
@@ -426,6 +430,7 @@ func NewFlagSet(name string) *pflag.FlagSet {
 	}
 
 	fs.StringSlice(KeyProbesDisable, nil, "Probes not to load: pagecache_read, pagecache_add, pagecache_dirty, softirq, block, net, counters.")
+	fs.Bool(KeyProbesPerCgroup, false, "Export the probes' families per cgroup as well as per node and workload level: 16 series per cgroup whose tasks used every probed resource (families all zero are left out).")
 	fs.StringSlice(KeyProbesCounters, nil, "Perf counters read at every context switch: cycles, instructions, cache_misses, or cpu_clock (software stand-in). Off by default: reading one costs about 450 ns per context switch on every process (docs/performance.md); none opened means nothing runs there.")
 	fs.StringSlice(KeyPerfEnvVar, []string{"WATTRACE_PROFILE"}, "Environment variables that opt a process in to profiling (any non-empty value). Repeatable.")
 	fs.StringSlice(KeyPerfHardware, []string{"cpu_cycles", "instructions", "cache_references", "cache_misses", "branch_instructions", "branch_misses"}, "Hardware events for opted-in processes (unavailable ones are logged once and skipped).")
@@ -605,6 +610,7 @@ func decode(v *viper.Viper) (*Config, error) {
 			LevelOn:          enabledLevels(&d),
 			ProbesDisable:    d.strings(KeyProbesDisable),
 			ProbesCounters:   d.strings(KeyProbesCounters),
+			ProbesPerCgroup:  d.bool(KeyProbesPerCgroup),
 			PerfEnvVars:      d.strings(KeyPerfEnvVar),
 			PerfHardware:     d.strings(KeyPerfHardware),
 			PerfSoftware:     d.strings(KeyPerfSoftware),

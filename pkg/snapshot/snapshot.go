@@ -103,6 +103,9 @@ type Workload struct {
 	// pressure, ...), read from its top cgroup; nil when not read. A workload
 	// that ended keeps its last reading.
 	Resources *Resources
+	// Probes are the kernel probes' counters summed over the workload's
+	// cgroups; nil without probes.
+	Probes *ProbeStats
 }
 
 // ZoneJoules is one consumer's or workload's cumulative energy in one zone.

@@ -60,6 +60,7 @@ type reported struct {
 	cpu      float64
 	switches uint64
 	energy   snapshot.Energy
+	probes   snapshot.ProbeStats
 }
 
 // rollup is the stage that sums cgroups into the workloads that own them
@@ -89,7 +90,13 @@ func (r *rollup) add(led *ledger, now time.Time) {
 			p := w.rep.energy.Get(e.Zone)
 			dE = dE.Add(e.Zone, e.DynamicJ-p.DynamicJ, e.IdleJ-p.IdleJ)
 		}
-		w.rep = reported{cpu: w.w.CPUSeconds, switches: w.w.ContextSwitches, energy: append(w.rep.energy[:0], w.w.Energy...)}
+		var dP *snapshot.ProbeStats
+		rp := w.rep.probes
+		if w.w.Probes != nil {
+			d := w.w.Probes.Delta(w.rep.probes)
+			dP, rp = &d, *w.w.Probes
+		}
+		w.rep = reported{cpu: w.w.CPUSeconds, switches: w.w.ContextSwitches, energy: append(w.rep.energy[:0], w.w.Energy...), probes: rp}
 		for _, level := range r.levels {
 			vals, ok := id.LabelValues(level)
 			if !ok {
@@ -109,6 +116,12 @@ func (r *rollup) add(led *ledger, now time.Time) {
 			u.u.ContextSwitches += dSw
 			for _, e := range dE {
 				u.u.Energy = u.u.Energy.Add(e.Zone, e.DynamicJ, e.IdleJ)
+			}
+			if dP != nil {
+				if u.u.Probes == nil {
+					u.u.Probes = &snapshot.ProbeStats{}
+				}
+				u.u.Probes.Add(*dP)
 			}
 			u.seen = true
 			if w.w.Alive {
@@ -209,6 +222,10 @@ func (r *rollup) publish(s *snapshot.Snapshot, now time.Time, retention time.Dur
 		c := u.u
 		c.Labels = append([]string(nil), u.u.Labels...)
 		c.Energy = append(snapshot.Energy(nil), u.u.Energy...)
+		if u.u.Probes != nil {
+			p := *u.u.Probes
+			c.Probes = &p
+		}
 		s.Workloads = append(s.Workloads, c)
 	}
 	if r.resources != nil {
