@@ -135,13 +135,21 @@ func loopParts(cfg *config.Config, hier cgroup.Hierarchy, acc accounting, c *com
 	}
 	if len(levels) > 0 {
 		p.stats = append(p.stats, stats.WithWorkloads(p.ids, levels))
+		var groups cgroupstats.Group
+		for _, g := range cfg.Collector.Resources {
+			groups |= cgroupstats.GroupNames[g]
+		}
 		layout, err := cgroupstats.DetectLayout(cfg.Path.Procfs, cfg.Path.Cgroupfs)
-		if err != nil {
+		switch {
+		case groups == 0:
+		case err != nil:
 			// Energy and CPU per workload still work; only the
 			// cgroupfs resource counters are missing.
 			log.Warn("cgroup resource counters unavailable", zap.Error(err))
-		} else {
-			p.stats = append(p.stats, stats.WithResources(cgroupstats.NewReader(layout, cfg.Path.Sysfs)))
+		default:
+			r := cgroupstats.NewReader(layout, cfg.Path.Sysfs)
+			r.Only(groups)
+			p.stats = append(p.stats, stats.WithResources(r))
 		}
 	}
 	if cfg.Collector.Enabled[collector.NamePerf] {

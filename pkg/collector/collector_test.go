@@ -430,7 +430,6 @@ wattrace_job_io_bytes_total{device="vda",job_id="42",op="write",slurm_node="n1",
 # TYPE wattrace_job_pressure_seconds_total counter
 wattrace_job_pressure_seconds_total{job_id="42",kind="full",resource="cpu",slurm_node="n1",uid="1000",user="alice"} 0.5
 wattrace_job_pressure_seconds_total{job_id="42",kind="full",resource="io",slurm_node="n1",uid="1000",user="alice"} 0.0625
-wattrace_job_pressure_seconds_total{job_id="42",kind="full",resource="memory",slurm_node="n1",uid="1000",user="alice"} 0
 wattrace_job_pressure_seconds_total{job_id="42",kind="some",resource="cpu",slurm_node="n1",uid="1000",user="alice"} 1.5
 wattrace_job_pressure_seconds_total{job_id="42",kind="some",resource="io",slurm_node="n1",uid="1000",user="alice"} 0.125
 wattrace_job_pressure_seconds_total{job_id="42",kind="some",resource="memory",slurm_node="n1",uid="1000",user="alice"} 0.25
@@ -516,4 +515,18 @@ func on(names ...string) map[string]bool {
 		m[n] = true
 	}
 	return m
+}
+
+// A resource family whose series are all zero at a level (no swap used by
+// any job) is left out; the others stay, zeros of single workloads
+// included.
+func TestResourceFamilyAllZeroLeftOut(t *testing.T) {
+	snap := testSnapshot()
+	snap.Workloads[1].Resources = &snapshot.Resources{MemoryCurrent: 0, MemoryOOMKills: 0, Available: snapshot.FieldMemoryCurrent | snapshot.FieldMemoryOOMKills}
+	e := newExporter(t, snap, Options{Levels: []workload.Kind{workload.KindJob}})
+	for name, want := range map[string]int{"wattrace_job_memory_swap_bytes": 0, "wattrace_job_memory_usage_bytes": 2, "wattrace_job_memory_oom_kills_total": 2} {
+		if n := testutil.CollectAndCount(e, name); n != want {
+			t.Errorf("%s: %d series, want %d", name, n, want)
+		}
+	}
 }

@@ -53,6 +53,10 @@ func fullRegistry(t *testing.T) *prometheus.Registry {
 	for i := range snap.Workloads {
 		p := full
 		snap.Workloads[i].Probes = &p
+		// Likewise every resource field: all-zero ones are left out.
+		r := *testResources()
+		r.MemorySwap, r.PSI[snapshot.PSIMemory].FullSeconds = 1, 1
+		snap.Workloads[i].Resources = &r
 	}
 	e := newExporter(t, snap, Options{Enabled: on(NameNode, NameCgroup, NameProcess, NameProbes, NamePerf, NameBPFStats),
 		ProcessTop: 20, IdleAttributed: true, Levels: workload.Levels(), MeterHealth: true, ProbesPerCgroup: true,

@@ -77,6 +77,12 @@ func (c *workloadsCollector) update(ch chan<- prometheus.Metric, snap *snapshot.
 		return errNoSnapshot
 	}
 	zl := newZoneLabels(snap.Zones)
+	show := map[string]snapshot.ResourceField{}
+	for i := range snap.Workloads {
+		if r := snap.WorkloadResources(i); r != nil {
+			show[snap.Workloads[i].Level] |= nonZero(r)
+		}
+	}
 	type lm struct{ level, manager string }
 	running := map[lm]int{}
 	for i := range snap.Workloads {
@@ -92,7 +98,7 @@ func (c *workloadsCollector) update(ch chan<- prometheus.Metric, snap *snapshot.
 		ch <- metric(d.cpu, prometheus.CounterValue, u.CPUSeconds, append([]string(nil), u.Labels...)...)
 		ch <- metric(d.switches, prometheus.CounterValue, float64(u.ContextSwitches), append([]string(nil), u.Labels...)...)
 		if r := snap.WorkloadResources(i); r != nil {
-			d.res.emit(ch, r, u.Labels)
+			d.res.emit(ch, r, show[u.Level], u.Labels)
 		}
 	}
 	if len(snap.Probes) > 0 {
