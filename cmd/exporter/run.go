@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"runtime"
+	"runtime/debug"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,7 +38,7 @@ func run(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	log.Info("starting wattrace", zap.String("version", version.Info()), zap.String("build_context", version.BuildContext()))
 	c := newComponents(log)
 	defer c.close()
-	if err := build(cfg, c); err != nil {
+	if err := buildTight(cfg, c); err != nil {
 		return err
 	}
 	return c.run(ctx)
@@ -273,4 +275,21 @@ func onlineCPUs(sysfs string, log *zap.Logger) int {
 		log.Warn("online CPUs unavailable; using the CPUs this process may run on", zap.Int("cpus", cpus), zap.Error(err))
 	}
 	return cpus
+}
+
+// startupGCPercent is the garbage collector's target while the exporter
+// builds its parts. Loading the BPF objects decodes the kernel's BTF: many
+// MB of short-lived garbage that, at the default GOGC=100, set the process's
+// peak RSS (VmHWM) well above what it uses afterwards (issue 11).
+const startupGCPercent = 20
+
+// buildTight is build under startupGCPercent, unless GOGC was set by the
+// user; the default is restored for the running exporter.
+func buildTight(cfg *config.Config, c *components) error {
+	if os.Getenv("GOGC") != "" {
+		return build(cfg, c)
+	}
+	old := debug.SetGCPercent(startupGCPercent)
+	defer debug.SetGCPercent(old)
+	return build(cfg, c)
 }
