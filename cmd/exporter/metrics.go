@@ -31,6 +31,7 @@ type sharedMetrics struct {
 	reg      prometheus.Gatherer
 	fallback http.Handler
 	log      *zap.Logger
+	formats  []expfmt.Format
 
 	mu   sync.Mutex
 	snap *snapshot.Snapshot
@@ -46,7 +47,7 @@ type rendering struct {
 }
 
 func newSharedMetrics(src collector.SnapshotSource, reg prometheus.Gatherer, fallback http.Handler, log *zap.Logger) *sharedMetrics {
-	return &sharedMetrics{src: src, reg: reg, fallback: fallback, log: log}
+	return &sharedMetrics{src: src, reg: reg, fallback: fallback, log: log, formats: expfmt.DefaultAcceptedFormats()}
 }
 
 func (h *sharedMetrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -55,7 +56,9 @@ func (h *sharedMetrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fallback.ServeHTTP(w, r)
 		return
 	}
-	format := expfmt.Negotiate(r.Header)
+	// The formats promhttp offers without OpenMetrics, which wattrace's
+	// handler never enabled.
+	format := expfmt.NegotiateAccept(r.Header, h.formats...)
 	rd := h.rendering(snap, format)
 	rd.once.Do(func() { rd.body = h.render(format) })
 	body := rd.body

@@ -41,7 +41,9 @@ func TestSharedMetricsOneRenderingPerSnapshot(t *testing.T) {
 	c := &countingCollector{desc: prometheus.NewDesc("test_renders", "Renders.", nil, nil)}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(c)
-	fallback := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "no snapshot", 503) })
+	fallback := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "no snapshot", http.StatusServiceUnavailable)
+	})
 	h := newSharedMetrics(src, reg, fallback, zap.NewNop())
 	get := func(gz bool) (int, string) {
 		req := httptest.NewRequest("GET", "/metrics", nil)
@@ -61,7 +63,7 @@ func TestSharedMetricsOneRenderingPerSnapshot(t *testing.T) {
 		}
 		return rec.Code, body
 	}
-	if code, _ := get(false); code != 503 || c.calls.Load() != 0 {
+	if code, _ := get(false); code != http.StatusServiceUnavailable || c.calls.Load() != 0 {
 		t.Fatalf("before a snapshot: code %d, %d renders", code, c.calls.Load())
 	}
 	src.s.Store(&snapshot.Snapshot{})
