@@ -20,7 +20,7 @@ LDFLAGS := -s -w \
 	-X $(VERSION_PKG).BuildUser=$(shell id -un 2>/dev/null)@$(shell hostname 2>/dev/null) \
 	-X $(VERSION_PKG).BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 
-.PHONY: all build run test manifests e2e bench fuzz generate vmlinux lint check-generate clean
+.PHONY: all build run test manifests e2e bench footprint fuzz generate vmlinux lint check-generate clean
 
 all: lint test build
 
@@ -69,6 +69,14 @@ fuzz:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# wattrace beside Debian's node_exporter on 200 Slurm-like cgroups of 5
+# processes, interleaved rounds, medians (root; docs/performance.md).
+# FOOTPRINT_ARGS="-rounds 1 -duration 20s -warmup 12s -cgroups 20" for a
+# quick look.
+FOOTPRINT_ARGS ?= -rounds 3 -duration 2m
+footprint:
+	$(GO) run ./scripts/footprint $(FOOTPRINT_ARGS)
 
 # Regenerates the BPF objects and Go bindings with bpf2go (needs clang and
 # bpftool).

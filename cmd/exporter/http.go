@@ -71,7 +71,7 @@ func newMux(cfg *config.Config, reg *prometheus.Registry, h *handlers, log *zap.
 		Registry:      reg,
 	})
 	mux := http.NewServeMux()
-	mux.Handle(cfg.Web.TelemetryPath, promhttp.InstrumentMetricHandler(reg, metrics))
+	mux.Handle(cfg.Web.TelemetryPath, promhttp.InstrumentMetricHandler(reg, newSharedMetrics(h.src, reg, metrics, log)))
 	mux.HandleFunc("/-/healthy", h.healthy)
 	mux.HandleFunc("/-/ready", h.ready)
 	links := []web.LandingLinks{

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"runtime"
+	"runtime/debug"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,7 +38,7 @@ func run(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	log.Info("starting wattrace", zap.String("version", version.Info()), zap.String("build_context", version.BuildContext()))
 	c := newComponents(log)
 	defer c.close()
-	if err := build(cfg, c); err != nil {
+	if err := buildTight(cfg, c); err != nil {
 		return err
 	}
 	return c.run(ctx)
@@ -146,14 +148,22 @@ func loopParts(cfg *config.Config, hier cgroup.Hierarchy, acc accounting, c *com
 	}
 	if len(levels) > 0 {
 		p.stats = append(p.stats, stats.WithWorkloads(p.ids, levels))
+		var groups cgroupstats.Group
+		for _, g := range cfg.Collector.Resources {
+			groups |= cgroupstats.GroupNames[g]
+		}
 		layout, err := cgroupstats.DetectLayout(cfg.Path.Procfs, cfg.Path.Cgroupfs)
-		if err != nil {
+		switch {
+		case groups == 0:
+		case err != nil:
 			// Energy and CPU per workload still work; only the
 			// cgroupfs resource counters are missing.
 			log.Warn("cgroup resource counters unavailable", zap.Error(err))
-		} else {
-			p.stats = append(p.stats, stats.WithResources(cgroupstats.NewReaderWith(layout, cgroupstats.Options{
-				SysfsRoot: cfg.Path.Sysfs, CPUs: onlineCPUs(cfg.Path.Sysfs, log), Log: log.Named("cgroupfs")})))
+		default:
+			r := cgroupstats.NewReaderWith(layout, cgroupstats.Options{
+				SysfsRoot: cfg.Path.Sysfs, CPUs: onlineCPUs(cfg.Path.Sysfs, log), Log: log.Named("cgroupfs")})
+			r.Only(groups)
+			p.stats = append(p.stats, stats.WithResources(r))
 		}
 	}
 	if cfg.Collector.Enabled[collector.NamePerf] {
@@ -223,14 +233,15 @@ func registry(cfg *config.Config, loop *stats.Loop, meter power.Meter, acc accou
 	}
 	hr, reportsHealth := meter.(power.HealthReporter)
 	exp, err := collector.New(loop, collector.Options{
-		Enabled:        enabled,
-		ProcessTop:     cfg.Collector.ProcessTop,
-		Programs:       programs,
-		Levels:         cfg.Collector.Levels(),
-		MeterHealth:    reportsHealth && len(hr.Health()) > 0 || loop.HasGPUs(),
-		IdleAttributed: cfg.Power.IdlePolicy != "none",
-		Emissions:      cfg.Emissions.Enabled,
-		Log:            c.log.Named("collector"),
+		Enabled:         enabled,
+		ProcessTop:      cfg.Collector.ProcessTop,
+		ProbesPerCgroup: cfg.Collector.ProbesPerCgroup,
+		Programs:        programs,
+		Levels:          cfg.Collector.Levels(),
+		MeterHealth:     reportsHealth && len(hr.Health()) > 0 || loop.HasGPUs(),
+		IdleAttributed:  cfg.Power.IdlePolicy != "none",
+		Emissions:       cfg.Emissions.Enabled,
+		Log:             c.log.Named("collector"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("building collectors: %w", err)
@@ -288,4 +299,21 @@ func onlineCPUs(sysfs string, log *zap.Logger) int {
 		log.Warn("online CPUs unavailable; using the CPUs this process may run on", zap.Int("cpus", cpus), zap.Error(err))
 	}
 	return cpus
+}
+
+// startupGCPercent is the garbage collector's target while the exporter
+// builds its parts. Loading the BPF objects decodes the kernel's BTF: many
+// MB of short-lived garbage that, at the default GOGC=100, set the process's
+// peak RSS (VmHWM) well above what it uses afterwards (issue 11).
+const startupGCPercent = 20
+
+// buildTight is build under startupGCPercent, unless GOGC was set by the
+// user; the default is restored for the running exporter.
+func buildTight(cfg *config.Config, c *components) error {
+	if os.Getenv("GOGC") != "" {
+		return build(cfg, c)
+	}
+	old := debug.SetGCPercent(startupGCPercent)
+	defer debug.SetGCPercent(old)
+	return build(cfg, c)
 }

@@ -122,6 +122,34 @@ func TestResolverRateLimit(t *testing.T) {
 	}
 }
 
+// An id a walk did not find does not walk again for missRetry, however
+// often it is asked for; a new id still does.
+func TestResolverRemembersMisses(t *testing.T) {
+	h := hostHierarchy(t)
+	top := testenv.TempDir(t, h.Mount)
+	r := NewResolver(h)
+	now := time.Now()
+	r.now = func() time.Time { return now }
+	const gone = 1<<62 + 9
+	r.Path(gone)
+	for i := 0; i < 10; i++ {
+		now = now.Add(2 * time.Second) // past minRescan each time
+		r.Path(gone)
+	}
+	if r.walks != 1 {
+		t.Fatalf("walks = %d for one unknown id over 20 s, want 1", r.walks)
+	}
+	c := testenv.Mkdir(t, filepath.Join(top, "new"))
+	if _, ok := r.Path(statIno(t, c)); !ok || r.walks != 2 {
+		t.Fatalf("a new cgroup: found %v after %d walks, want found after 2", ok, r.walks)
+	}
+	now = now.Add(missRetry)
+	r.Path(gone)
+	if r.walks != 3 {
+		t.Fatalf("walks = %d after missRetry, want 3", r.walks)
+	}
+}
+
 func TestResolverConcurrent(t *testing.T) {
 	h := hostHierarchy(t)
 	top := testenv.TempDir(t, h.Mount)

@@ -36,8 +36,29 @@ type Reader struct {
 	unnamed map[uint64]string
 
 	// check validates what is read before it reaches a counter.
-	check *checker
+	check  *checker
+	groups Group // what ReadInto reads
 }
+
+// Group is a set of the resource groups a Reader reads; the files of the
+// others are not opened, and their fields stay unavailable.
+type Group uint8
+
+// The groups: CPU (cpu.stat / cpuacct), memory, IO, pressure (PSI), tasks.
+const (
+	GroupCPU Group = 1 << iota
+	GroupMemory
+	GroupIO
+	GroupPressure
+	GroupTasks
+	AllGroups = GroupCPU | GroupMemory | GroupIO | GroupPressure | GroupTasks
+)
+
+// GroupNames are the groups by their configuration names.
+var GroupNames = map[string]Group{"cpu": GroupCPU, "memory": GroupMemory, "io": GroupIO, "pressure": GroupPressure, "tasks": GroupTasks}
+
+// Only limits the reader to the groups in g (all by default).
+func (r *Reader) Only(g Group) { r.groups = g }
 
 // NewReader returns a Reader for the hierarchies of l. sysfsRoot is where
 // sysfs is mounted, for device names (empty means /sys).
@@ -66,6 +87,7 @@ func NewReaderWith(l Layout, o Options) *Reader {
 		path:    make([]byte, 0, 256),
 		names:   map[uint64]string{},
 		unnamed: map[uint64]string{},
+		groups:  AllGroups,
 	}
 }
 
@@ -100,11 +122,14 @@ func (r *Reader) ReadInto(rel string, s *snapshot.Resources) error {
 		return err
 	}
 	st := readState{r: r, rel: clean, s: s}
-	st.cpu()
-	st.memory()
-	st.io()
-	st.pressure()
-	st.tasks()
+	for _, g := range []struct {
+		g    Group
+		read func()
+	}{{GroupCPU, st.cpu}, {GroupMemory, st.memory}, {GroupIO, st.io}, {GroupPressure, st.pressure}, {GroupTasks, st.tasks}} {
+		if r.groups&g.g != 0 {
+			g.read()
+		}
+	}
 	if st.found == 0 && len(st.errs) == 0 {
 		err = fmt.Errorf("cgroup %s: %w", rel, fs.ErrNotExist)
 	} else {

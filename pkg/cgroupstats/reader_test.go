@@ -369,3 +369,21 @@ func BenchmarkReadHost(b *testing.B) {
 		}
 	}
 }
+
+// A reader limited to some groups opens none of the others' files: their
+// fields are unavailable, the chosen ones read as before.
+func TestReadOnlyGroups(t *testing.T) {
+	root := copyFixture(t)
+	r := NewReader(fixtureLayout(root, false, allV1...), filepath.Join(root, "sysfs"))
+	full := read(t, r, slurmStep)
+	r.Only(GroupMemory)
+	got := read(t, r, slurmStep)
+	memory := snapshot.FieldMemoryCurrent | snapshot.FieldMemoryLimit | snapshot.FieldMemoryRSS | snapshot.FieldMemoryCache |
+		snapshot.FieldMemorySwap | snapshot.FieldMemoryFailCount | snapshot.FieldMemoryOOMKills
+	if got.Available&^memory != 0 || got.Available != full.Available&memory || got.Available == 0 {
+		t.Errorf("memory only: available %b, want %b", got.Available, full.Available&memory)
+	}
+	if got.MemoryCurrent != full.MemoryCurrent || got.CPUUserSeconds != 0 || got.Tasks != 0 || len(got.IO) != 0 {
+		t.Errorf("memory only: %+v", got)
+	}
+}

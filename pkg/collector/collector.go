@@ -47,6 +47,9 @@ type Options struct {
 	// Levels are the workload levels to export (container, pod, vm, job,
 	// unit); none disables the workloads collector.
 	Levels []workload.Kind
+	// ProbesPerCgroup exports the probe families per cgroup as well as per
+	// node and workload (collector.probes.per-cgroup).
+	ProbesPerCgroup bool
 	// IdleAttributed is true when an idle policy other than "none" hands
 	// idle energy to workloads. Only then are workload series with
 	// mode="idle" exported: under "none" they would all be 0.

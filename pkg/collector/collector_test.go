@@ -437,7 +437,6 @@ wattrace_job_io_bytes_total{device="vda",job_id="42",op="write",slurm_node="n1",
 # TYPE wattrace_job_pressure_seconds_total counter
 wattrace_job_pressure_seconds_total{job_id="42",kind="full",resource="cpu",slurm_node="n1",uid="1000",user="alice"} 0.5
 wattrace_job_pressure_seconds_total{job_id="42",kind="full",resource="io",slurm_node="n1",uid="1000",user="alice"} 0.0625
-wattrace_job_pressure_seconds_total{job_id="42",kind="full",resource="memory",slurm_node="n1",uid="1000",user="alice"} 0
 wattrace_job_pressure_seconds_total{job_id="42",kind="some",resource="cpu",slurm_node="n1",uid="1000",user="alice"} 1.5
 wattrace_job_pressure_seconds_total{job_id="42",kind="some",resource="io",slurm_node="n1",uid="1000",user="alice"} 0.125
 wattrace_job_pressure_seconds_total{job_id="42",kind="some",resource="memory",slurm_node="n1",uid="1000",user="alice"} 0.25
@@ -448,21 +447,55 @@ wattrace_job_pressure_seconds_total{job_id="42",kind="some",resource="memory",sl
 	}
 }
 
+// By default the probe families are exported per node (the cgroups' sum)
+// and per workload, not per cgroup; a family whose series are all zero
+// (network calls, page cache adds here) is left out.
 func TestProbeSeries(t *testing.T) {
-	e := newExporter(t, testSnapshot(), Options{Enabled: on(NameProbes)})
+	snap := testSnapshot()
+	snap.Cgroups[1].Probes = &snapshot.ProbeStats{BlockWriteBytes: 1024, BlockReadBytes: 512}
+	snap.Workloads[0].Probes = &snapshot.ProbeStats{PageCacheAccessed: 3}
+	snap.Workloads[1].Probes = &snapshot.ProbeStats{}
+	snap.Workloads[5].Probes = &snapshot.ProbeStats{BlockWriteBytes: 1024, BlockReadBytes: 512}
+	e := newExporter(t, snap, Options{Enabled: on(NameProbes), Levels: workload.Levels()})
 	want := `# HELP wattrace_cgroup_perf_events_total Perf counter events credited to the cgroup's tasks at context switches, scaled for multiplexing.
 # TYPE wattrace_cgroup_perf_events_total counter
 wattrace_cgroup_perf_events_total{cgroup="/",counter="cpu_clock"} 7
-# HELP wattrace_cgroup_block_io_bytes_total Block IO bytes submitted by the cgroup's tasks (bios before merging; writeback of buffered writes is submitted by kernel flushers and not counted here).
-# TYPE wattrace_cgroup_block_io_bytes_total counter
-wattrace_cgroup_block_io_bytes_total{cgroup="/",op="read"} 0
-wattrace_cgroup_block_io_bytes_total{cgroup="/",op="write"} 4096
+wattrace_cgroup_perf_events_total{cgroup="/system.slice/a.service",counter="cpu_clock"} 0
+# HELP wattrace_node_block_io_bytes_total Block IO bytes submitted by the node's tasks (bios before merging; writeback of buffered writes is submitted by kernel flushers and not counted here).
+# TYPE wattrace_node_block_io_bytes_total counter
+wattrace_node_block_io_bytes_total{op="read"} 512
+wattrace_node_block_io_bytes_total{op="write"} 5120
+# HELP wattrace_job_page_cache_read_pages_total Pages read through the page cache by the job's tasks (read, splice, sendfile; not mmap).
+# TYPE wattrace_job_page_cache_read_pages_total counter
+wattrace_job_page_cache_read_pages_total{job_id="42",slurm_node="n1",uid="1000",user="alice"} 3
+wattrace_job_page_cache_read_pages_total{job_id="43",slurm_node="n1",uid="1001",user="bob"} 0
+# HELP wattrace_unit_block_io_bytes_total Block IO bytes submitted by the unit's tasks (bios before merging; writeback of buffered writes is submitted by kernel flushers and not counted here).
+# TYPE wattrace_unit_block_io_bytes_total counter
+wattrace_unit_block_io_bytes_total{manager="systemd",op="read",unit="a.service"} 512
+wattrace_unit_block_io_bytes_total{manager="systemd",op="write",unit="a.service"} 1024
 # HELP wattrace_node_softirq_seconds_total Time spent in softirqs on the node by vector.
 # TYPE wattrace_node_softirq_seconds_total counter
 wattrace_node_softirq_seconds_total{vector="NET_RX"} 3e-06
 `
-	if err := testutil.CollectAndCompare(e, strings.NewReader(want),
-		"wattrace_cgroup_perf_events_total", "wattrace_cgroup_block_io_bytes_total", "wattrace_node_softirq_seconds_total"); err != nil {
+	names := []string{"wattrace_cgroup_perf_events_total", "wattrace_node_block_io_bytes_total", "wattrace_node_softirq_seconds_total",
+		"wattrace_job_page_cache_read_pages_total", "wattrace_unit_block_io_bytes_total",
+		// Absent: per cgroup without the option; all zero.
+		"wattrace_cgroup_block_io_bytes_total", "wattrace_node_network_calls_total", "wattrace_node_page_cache_added_pages_total",
+		"wattrace_job_block_io_bytes_total", "wattrace_unit_page_cache_read_pages_total"}
+	if err := testutil.CollectAndCompare(e, strings.NewReader(want), names...); err != nil {
+		t.Error(err)
+	}
+
+	// With collector.probes.per-cgroup, the cgroups' series as well.
+	e = newExporter(t, snap, Options{Enabled: on(NameProbes), ProbesPerCgroup: true})
+	want = `# HELP wattrace_cgroup_block_io_bytes_total Block IO bytes submitted by the cgroup's tasks (bios before merging; writeback of buffered writes is submitted by kernel flushers and not counted here).
+# TYPE wattrace_cgroup_block_io_bytes_total counter
+wattrace_cgroup_block_io_bytes_total{cgroup="/",op="read"} 0
+wattrace_cgroup_block_io_bytes_total{cgroup="/",op="write"} 4096
+wattrace_cgroup_block_io_bytes_total{cgroup="/system.slice/a.service",op="read"} 512
+wattrace_cgroup_block_io_bytes_total{cgroup="/system.slice/a.service",op="write"} 1024
+`
+	if err := testutil.CollectAndCompare(e, strings.NewReader(want), "wattrace_cgroup_block_io_bytes_total", "wattrace_cgroup_network_calls_total"); err != nil {
 		t.Error(err)
 	}
 }
@@ -489,4 +522,18 @@ func on(names ...string) map[string]bool {
 		m[n] = true
 	}
 	return m
+}
+
+// A resource family whose series are all zero at a level (no swap used by
+// any job) is left out; the others stay, zeros of single workloads
+// included.
+func TestResourceFamilyAllZeroLeftOut(t *testing.T) {
+	snap := testSnapshot()
+	snap.Workloads[1].Resources = &snapshot.Resources{MemoryCurrent: 0, MemoryOOMKills: 0, Available: snapshot.FieldMemoryCurrent | snapshot.FieldMemoryOOMKills}
+	e := newExporter(t, snap, Options{Levels: []workload.Kind{workload.KindJob}})
+	for name, want := range map[string]int{"wattrace_job_memory_swap_bytes": 0, "wattrace_job_memory_usage_bytes": 2, "wattrace_job_memory_oom_kills_total": 2} {
+		if n := testutil.CollectAndCount(e, name); n != want {
+			t.Errorf("%s: %d series, want %d", name, n, want)
+		}
+	}
 }

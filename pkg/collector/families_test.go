@@ -39,8 +39,27 @@ func normLabels(ls []string) string {
 // BPF statistics present.
 func fullRegistry(t *testing.T) *prometheus.Registry {
 	t.Helper()
-	e := newExporter(t, withEmissions(testSnapshot()), Options{Enabled: on(NameNode, NameCgroup, NameProcess, NameProbes, NamePerf, NameBPFStats, NameGPU),
-		ProcessTop: 20, IdleAttributed: true, Levels: workload.Levels(), MeterHealth: true, Emissions: true,
+	// Every probe figure non-zero on every cgroup and workload: an all-zero
+	// family is left out.
+	snap := testSnapshot()
+	full := snapshot.ProbeStats{}
+	for _, f := range full.Fields() {
+		*f = 1
+	}
+	for i := range snap.Cgroups {
+		p := full
+		snap.Cgroups[i].Probes = &p
+	}
+	for i := range snap.Workloads {
+		p := full
+		snap.Workloads[i].Probes = &p
+		// Likewise every resource field: all-zero ones are left out.
+		r := *testResources()
+		r.MemorySwap, r.PSI[snapshot.PSIMemory].FullSeconds = 1, 1
+		snap.Workloads[i].Resources = &r
+	}
+	e := newExporter(t, withEmissions(snap), Options{Enabled: on(NameNode, NameCgroup, NameProcess, NameProbes, NamePerf, NameBPFStats, NameGPU),
+		ProcessTop: 20, IdleAttributed: true, Levels: workload.Levels(), MeterHealth: true, ProbesPerCgroup: true, Emissions: true,
 		Programs: []ProgramStatsSource{fakePrograms{stats: []snapshot.ProgramStat{{Name: "handle_switch", RunTime: time.Millisecond, RunCount: 3}}}}})
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(e)

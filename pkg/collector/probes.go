@@ -1,6 +1,8 @@
 package collector
 
 import (
+	"strings"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wattrace/wattrace/pkg/snapshot"
@@ -11,17 +13,21 @@ const NameProbes = "probes"
 
 func init() {
 	register(Registration{Name: NameProbes, Flag: true, DefaultOn: true,
-		Help: "Enable the kernel probes (BPF mode): page cache, softirqs, block IO and network per cgroup, and perf counters where the CPU has them.",
-		new:  func(Options) subCollector { return newProbesCollector() }})
+		Help: "Enable the kernel probes (BPF mode): page cache, softirqs, block IO and network per node and workload (per cgroup with collector.probes.per-cgroup), and perf counters where the CPU has them.",
+		new:  func(o Options) subCollector { return newProbesCollector(o.ProbesPerCgroup) }})
 }
 
-// probesCollector exports what the optional kernel probes count per cgroup
-// (the families of snapshot.ProbeFamilies, and the perf counters), the
-// node's softirqs by vector, and which probes run. A family appears only
-// when its probe runs, so a kernel without a hook shows no false zeros.
+// probesCollector exports what the optional kernel probes count (the
+// families of snapshot.ProbeFamilies) for the node and, when asked, per
+// cgroup, with the perf counters per cgroup; the node's softirqs by vector;
+// and which probes run. The workload levels' probe families are the
+// workloads collector's. A family appears only when its probe runs and
+// some series of it is not zero, so a kernel without a hook, or a node
+// whose tasks never used the network, shows no wall of zeros.
 type probesCollector struct {
 	active                           *prometheus.Desc
-	families                         []probeFamily
+	node, cgroup                     probeLevel
+	perCgroup                        bool
 	perf                             *prometheus.Desc
 	nodeSoftirqs, nodeSoftirqSeconds *prometheus.Desc
 }
@@ -31,48 +37,120 @@ type probeFamily struct {
 	desc *prometheus.Desc
 }
 
-func newProbesCollector() *probesCollector {
+// probeLevel is the probe families at one level: the node, the cgroups, or
+// a workload level.
+type probeLevel []probeFamily
+
+// newProbeLevel builds wattrace_<sub>_<family> for every probe family,
+// labelled with labels then the family's own.
+func newProbeLevel(sub, of string, labels []string) probeLevel {
+	var out probeLevel
+	for _, f := range snapshot.ProbeFamilies {
+		help := strings.ReplaceAll(f.Help, "the cgroup's", of)
+		out = append(out, probeFamily{f, newDesc(sub, f.Name, help, append(append([]string(nil), labels...), f.Labels...)...)})
+	}
+	return out
+}
+
+func (p probeLevel) describe(ch chan<- *prometheus.Desc) {
+	for _, f := range p {
+		ch <- f.desc
+	}
+}
+
+// emit exports the families of the active probes for n things, the i-th
+// with counters stats(i) (nil: none) and labels labels(i). A family whose
+// every series is zero is left out.
+func (p probeLevel) emit(ch chan<- prometheus.Metric, on map[string]bool, n int, stats func(int) *snapshot.ProbeStats, labels func(int) []string) {
+	for _, f := range p {
+		if !on[f.Probe] || !f.any(n, stats) {
+			continue
+		}
+		for i := 0; i < n; i++ {
+			st := stats(i)
+			if st == nil {
+				continue
+			}
+			ls := labels(i)
+			for _, s := range f.Series {
+				ch <- metric(f.desc, prometheus.CounterValue, s.Value(st), append(append(make([]string, 0, len(ls)+len(s.Labels)), ls...), s.Labels...)...)
+			}
+		}
+	}
+}
+
+// any reports whether some series of the family is not zero.
+func (f probeFamily) any(n int, stats func(int) *snapshot.ProbeStats) bool {
+	for i := 0; i < n; i++ {
+		if st := stats(i); st != nil {
+			for _, s := range f.Series {
+				if s.Value(st) != 0 {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// activeProbes is the set of probes that run.
+func activeProbes(snap *snapshot.Snapshot) map[string]bool {
+	on := make(map[string]bool, len(snap.Probes))
+	for _, p := range snap.Probes {
+		on[p] = true
+	}
+	return on
+}
+
+func newProbesCollector(perCgroup bool) *probesCollector {
 	c := &probesCollector{
 		active:             newDesc("probe", "active", "1 for each kernel probe that loaded and runs.", "probe"),
+		perCgroup:          perCgroup,
+		node:               newProbeLevel("node", "the node's", nil),
 		perf:               newDesc("cgroup", "perf_events_total", "Perf counter events credited to the cgroup's tasks at context switches, scaled for multiplexing.", "cgroup", "counter"),
 		nodeSoftirqs:       newDesc("node", "softirqs_total", "Softirqs run on the node by vector.", "vector"),
 		nodeSoftirqSeconds: newDesc("node", "softirq_seconds_total", "Time spent in softirqs on the node by vector.", "vector"),
 	}
-	for _, f := range snapshot.ProbeFamilies {
-		c.families = append(c.families, probeFamily{f, newDesc("cgroup", f.Name, f.Help, append([]string{"cgroup"}, f.Labels...)...)})
+	if perCgroup {
+		c.cgroup = newProbeLevel("cgroup", "the cgroup's", []string{"cgroup"})
 	}
 	return c
 }
 
 func (c *probesCollector) describe(ch chan<- *prometheus.Desc) {
 	describeAll(ch, c.active, c.perf, c.nodeSoftirqs, c.nodeSoftirqSeconds)
-	for _, f := range c.families {
-		ch <- f.desc
-	}
+	c.node.describe(ch)
+	c.cgroup.describe(ch)
 }
 
 func (c *probesCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) error {
 	if snap == nil {
 		return errNoSnapshot
 	}
-	on := map[string]bool{}
+	on := activeProbes(snap)
 	for _, p := range snap.Probes {
-		on[p] = true
 		ch <- metric(c.active, prometheus.GaugeValue, 1, p)
 	}
 	for _, v := range snap.Softirqs {
 		ch <- metric(c.nodeSoftirqs, prometheus.CounterValue, float64(v.Count), v.Name)
 		ch <- metric(c.nodeSoftirqSeconds, prometheus.CounterValue, float64(v.Ns)/1e9, v.Name)
 	}
-	for _, a := range aggregateProbes(snap.Cgroups) {
-		for _, f := range c.families {
-			if !on[f.Probe] {
-				continue
-			}
-			for _, s := range f.Series {
-				ch <- metric(f.desc, prometheus.CounterValue, s.Value(&a.stats), append([]string{a.cgroup}, s.Labels...)...)
-			}
-		}
+	aggs := aggregateProbes(snap.Cgroups)
+	// The node's counters are its cgroups' sum: each task counts in one.
+	var node snapshot.ProbeStats
+	for _, a := range aggs {
+		node.Add(a.stats)
+	}
+	if len(aggs) > 0 {
+		c.node.emit(ch, on, 1, func(int) *snapshot.ProbeStats { return &node }, func(int) []string { return nil })
+	}
+	if c.perCgroup {
+		c.cgroup.emit(ch, on, len(aggs), func(i int) *snapshot.ProbeStats { return &aggs[i].stats }, func(i int) []string { return []string{aggs[i].cgroup} })
+	}
+	if len(snap.Counters) == 0 {
+		return nil
+	}
+	for _, a := range aggs {
 		for i, name := range snap.Counters {
 			if i < len(a.stats.Counters) {
 				ch <- metric(c.perf, prometheus.CounterValue, float64(a.stats.Counters[i]), a.cgroup, name)

@@ -46,17 +46,51 @@ func (r resourceDescs) describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-func (r resourceDescs) emit(ch chan<- prometheus.Metric, s *snapshot.Resources, labels []string) {
+// nonZero returns the fields of s that were read and are not zero (for IO,
+// some device's counter; for PSI, that resource and kind).
+func nonZero(s *snapshot.Resources) snapshot.ResourceField {
+	var f snapshot.ResourceField
+	set := func(field snapshot.ResourceField, nz bool) {
+		if nz && s.Available.Has(field) {
+			f |= field
+		}
+	}
+	set(snapshot.FieldCPU, s.CPUUserSeconds != 0 || s.CPUSystemSeconds != 0)
+	set(snapshot.FieldMemoryCurrent, s.MemoryCurrent != 0)
+	set(snapshot.FieldMemoryLimit, s.MemoryLimit != 0)
+	set(snapshot.FieldMemoryRSS, s.MemoryRSS != 0)
+	set(snapshot.FieldMemoryCache, s.MemoryCache != 0)
+	set(snapshot.FieldMemorySwap, s.MemorySwap != 0)
+	set(snapshot.FieldMemoryFailCount, s.MemoryFailCount != 0)
+	set(snapshot.FieldMemoryOOMKills, s.MemoryOOMKills != 0)
+	io := false
+	for _, d := range s.IO {
+		io = io || d.ReadBytes != 0 || d.WriteBytes != 0 || d.ReadOps != 0 || d.WriteOps != 0
+	}
+	set(snapshot.FieldIO, io)
+	for i, p := range s.PSI {
+		res := snapshot.PSIResource(i)
+		set(res.SomeField(), p.SomeSeconds != 0)
+		set(res.FullField(), p.FullSeconds != 0)
+	}
+	set(snapshot.FieldTasks, s.Tasks != 0)
+	return f
+}
+
+// emit exports the resource families of one workload: the fields read and
+// in show, the fields not zero for some workload of the level, so that no
+// family is all zeros (no swap, no OOM kill, no pressure on a calm node).
+func (r resourceDescs) emit(ch chan<- prometheus.Metric, s *snapshot.Resources, show snapshot.ResourceField, labels []string) {
 	with := func(extra ...string) []string {
 		return append(append(make([]string, 0, len(labels)+len(extra)), labels...), extra...)
 	}
 	gauge := func(d *prometheus.Desc, f snapshot.ResourceField, v float64) {
-		if s.Available.Has(f) {
+		if s.Available.Has(f) && show.Has(f) {
 			ch <- metric(d, prometheus.GaugeValue, v, with()...)
 		}
 	}
 	counter := func(d *prometheus.Desc, f snapshot.ResourceField, v float64) {
-		if s.Available.Has(f) {
+		if s.Available.Has(f) && show.Has(f) {
 			ch <- metric(d, prometheus.CounterValue, v, with()...)
 		}
 	}
@@ -73,7 +107,7 @@ func (r resourceDescs) emit(ch chan<- prometheus.Metric, s *snapshot.Resources, 
 	gauge(r.memSwap, snapshot.FieldMemorySwap, float64(s.MemorySwap))
 	counter(r.memFails, snapshot.FieldMemoryFailCount, float64(s.MemoryFailCount))
 	counter(r.memOOMKills, snapshot.FieldMemoryOOMKills, float64(s.MemoryOOMKills))
-	if s.Available.Has(snapshot.FieldIO) {
+	if s.Available.Has(snapshot.FieldIO) && show.Has(snapshot.FieldIO) {
 		for _, io := range s.IO {
 			ch <- metric(r.ioBytes, prometheus.CounterValue, float64(io.ReadBytes), with(io.Device, "read")...)
 			ch <- metric(r.ioBytes, prometheus.CounterValue, float64(io.WriteBytes), with(io.Device, "write")...)
@@ -83,10 +117,10 @@ func (r resourceDescs) emit(ch chan<- prometheus.Metric, s *snapshot.Resources, 
 	}
 	for i, p := range s.PSI {
 		res := snapshot.PSIResource(i)
-		if s.Available.Has(res.SomeField()) {
+		if s.Available.Has(res.SomeField()) && show.Has(res.SomeField()) {
 			ch <- metric(r.pressure, prometheus.CounterValue, p.SomeSeconds, with(res.String(), "some")...)
 		}
-		if s.Available.Has(res.FullField()) {
+		if s.Available.Has(res.FullField()) && show.Has(res.FullField()) {
 			ch <- metric(r.pressure, prometheus.CounterValue, p.FullSeconds, with(res.String(), "full")...)
 		}
 	}

@@ -15,13 +15,16 @@ const NameWorkloads = "workloads"
 
 func init() {
 	register(Registration{Name: NameWorkloads,
-		on:  func(o Options) bool { return len(o.Levels) > 0 },
-		new: func(o Options) subCollector { return newWorkloadsCollector(o.Levels, o.IdleAttributed) }})
+		on: func(o Options) bool { return len(o.Levels) > 0 },
+		new: func(o Options) subCollector {
+			return newWorkloadsCollector(o.Levels, o.IdleAttributed, o.Enabled[NameProbes])
+		}})
 }
 
 type levelDescs struct {
 	energy, cpu, switches *prometheus.Desc
 	res                   resourceDescs
+	probes                probeLevel
 }
 
 // workloadsCollector exports energy and CPU per workload at each enabled level:
@@ -33,7 +36,9 @@ type workloadsCollector struct {
 	idle    bool
 }
 
-func newWorkloadsCollector(levels []workload.Kind, idleAttributed bool) *workloadsCollector {
+// newWorkloadsCollector builds the levels' families; with probes, each
+// level also gets the probe families (wattrace_<level>_page_cache_…).
+func newWorkloadsCollector(levels []workload.Kind, idleAttributed, probes bool) *workloadsCollector {
 	c := &workloadsCollector{
 		levels:  map[workload.Kind]levelDescs{},
 		idle:    idleAttributed,
@@ -49,6 +54,11 @@ func newWorkloadsCollector(levels []workload.Kind, idleAttributed bool) *workloa
 			switches: newDesc(sub, "context_switches_total", "Voluntary and involuntary context switches of the "+sub+"'s tasks.", labels...),
 			res:      newResourceDescs(sub, labels),
 		}
+		if probes {
+			d := c.levels[l]
+			d.probes = newProbeLevel(sub, "the "+sub+"'s", labels)
+			c.levels[l] = d
+		}
 	}
 	return c
 }
@@ -58,6 +68,7 @@ func (c *workloadsCollector) describe(ch chan<- *prometheus.Desc) {
 	for _, d := range c.levels {
 		describeAll(ch, d.energy, d.cpu, d.switches)
 		d.res.describe(ch)
+		d.probes.describe(ch)
 	}
 }
 
@@ -66,6 +77,12 @@ func (c *workloadsCollector) update(ch chan<- prometheus.Metric, snap *snapshot.
 		return errNoSnapshot
 	}
 	zl := newZoneLabels(snap.Zones)
+	show := map[string]snapshot.ResourceField{}
+	for i := range snap.Workloads {
+		if r := snap.WorkloadResources(i); r != nil {
+			show[snap.Workloads[i].Level] |= nonZero(r)
+		}
+	}
 	type lm struct{ level, manager string }
 	running := map[lm]int{}
 	for i := range snap.Workloads {
@@ -80,9 +97,12 @@ func (c *workloadsCollector) update(ch chan<- prometheus.Metric, snap *snapshot.
 		emitEnergy(ch, d.energy, &seriesAgg{energy: u.Energy}, zl, c.idle, u.Labels...)
 		ch <- metric(d.cpu, prometheus.CounterValue, u.CPUSeconds, append([]string(nil), u.Labels...)...)
 		ch <- metric(d.switches, prometheus.CounterValue, float64(u.ContextSwitches), append([]string(nil), u.Labels...)...)
-		if r := u.Resources; r != nil {
-			d.res.emit(ch, r, u.Labels)
+		if r := snap.WorkloadResources(i); r != nil {
+			d.res.emit(ch, r, show[u.Level], u.Labels)
 		}
+	}
+	if len(snap.Probes) > 0 {
+		c.emitProbes(ch, snap)
 	}
 	keys := make([]lm, 0, len(running))
 	for k := range running {
@@ -98,4 +118,20 @@ func (c *workloadsCollector) update(ch chan<- prometheus.Metric, snap *snapshot.
 		ch <- metric(c.running, prometheus.GaugeValue, float64(running[k]), k.level, k.manager)
 	}
 	return nil
+}
+
+// emitProbes exports each level's probe families over its workloads.
+func (c *workloadsCollector) emitProbes(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) {
+	on := activeProbes(snap)
+	byLevel := map[workload.Kind][]*snapshot.Workload{}
+	for i := range snap.Workloads {
+		u := &snap.Workloads[i]
+		if d, ok := c.levels[workload.Kind(u.Level)]; ok && d.probes != nil && u.Probes != nil {
+			byLevel[workload.Kind(u.Level)] = append(byLevel[workload.Kind(u.Level)], u)
+		}
+	}
+	for l, us := range byLevel {
+		c.levels[l].probes.emit(ch, on, len(us), func(i int) *snapshot.ProbeStats { return us[i].Probes },
+			func(i int) []string { return us[i].Labels })
+	}
 }

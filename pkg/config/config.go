@@ -87,6 +87,8 @@ const (
 	KeyWebAlloyTargets     = "web.alloy-targets"
 	KeyProbesDisable       = "collector.probes.disable"
 	KeyProbesCounters      = "collector.probes.counters"
+	KeyProbesPerCgroup     = "collector.probes.per-cgroup"
+	KeyCollectorResources  = "collector.resources"
 
 	KeyWorkloadLibvirtDirs  = "workload.libvirt.dirs"
 	KeyWorkloadKubeURL      = "workload.kube.url"
@@ -99,7 +101,10 @@ const (
 // Allowed values of the enumerated settings, in the order they are listed
 // in error messages and help text.
 var (
-	LogLevels         = []string{"debug", "info", "warn", "error"}
+	LogLevels = []string{"debug", "info", "warn", "error"}
+	// ResourceGroups are the cgroup resource groups collector.resources
+	// may name.
+	ResourceGroups    = []string{"cpu", "memory", "io", "pressure", "tasks"}
 	LogFormats        = []string{"logfmt", "json"}
 	AccountingModes   = []string{"auto", "bpf", "procfs"}
 	CgroupHierarchies = []string{"auto", "v2", "cpuacct", "cpu"}
@@ -316,6 +321,12 @@ type Collector struct {
 	// counters read at context switches (collector.probes on, BPF mode).
 	ProbesDisable  []string
 	ProbesCounters []string
+	// ProbesPerCgroup exports the probes' families per cgroup too, not only
+	// per node and workload.
+	ProbesPerCgroup bool
+	// Resources are the cgroup resource groups read and exported per
+	// workload (ResourceGroups); none reads no cgroup file.
+	Resources []string
 	// With collector.perf, the processes whose environment holds one of
 	// PerfEnvVars are profiled with these events.
 	PerfEnvVars      []string
@@ -431,6 +442,8 @@ func NewFlagSet(name string) *pflag.FlagSet {
 	}
 
 	fs.StringSlice(KeyProbesDisable, nil, "Probes not to load: pagecache_read, pagecache_add, pagecache_dirty, softirq, block, net, counters.")
+	fs.StringSlice(KeyCollectorResources, []string{"memory"}, "Cgroup resource groups read and exported per workload, each file at most once per scrape: cpu, memory, io, pressure, tasks (empty: none). Series per workload: cpu 2, memory up to 7, io 4 per device, pressure up to 6, tasks 1.")
+	fs.Bool(KeyProbesPerCgroup, false, "Export the probes' families per cgroup as well as per node and workload level: 16 series per cgroup whose tasks used every probed resource (families all zero are left out).")
 	fs.StringSlice(KeyProbesCounters, nil, "Perf counters read at every context switch: cycles, instructions, cache_misses, or cpu_clock (software stand-in). Off by default: reading one costs about 450 ns per context switch on every process (docs/performance.md); none opened means nothing runs there.")
 	fs.StringSlice(KeyPerfEnvVar, []string{"WATTRACE_PROFILE"}, "Environment variables that opt a process in to profiling (any non-empty value). Repeatable.")
 	fs.StringSlice(KeyPerfHardware, []string{"cpu_cycles", "instructions", "cache_references", "cache_misses", "branch_instructions", "branch_misses"}, "Hardware events for opted-in processes (unavailable ones are logged once and skipped).")
@@ -611,6 +624,8 @@ func decode(v *viper.Viper) (*Config, error) {
 			LevelOn:          enabledLevels(&d),
 			ProbesDisable:    d.strings(KeyProbesDisable),
 			ProbesCounters:   d.strings(KeyProbesCounters),
+			ProbesPerCgroup:  d.bool(KeyProbesPerCgroup),
+			Resources:        d.strings(KeyCollectorResources),
 			PerfEnvVars:      d.strings(KeyPerfEnvVar),
 			PerfHardware:     d.strings(KeyPerfHardware),
 			PerfSoftware:     d.strings(KeyPerfSoftware),
@@ -824,6 +839,9 @@ func (c *Config) Validate() error {
 	positive(KeyPowerMeterTimeout, c.Power.MeterTimeout)
 	positive(KeyRedfishTimeout, c.Power.Redfish.Timeout)
 	enum(KeyPowerIdlePolicy, c.Power.IdlePolicy, IdlePolicies)
+	for _, g := range c.Collector.Resources {
+		enum(KeyCollectorResources, g, ResourceGroups)
+	}
 
 	positive(KeyStatsInterval, c.Stats.Interval)
 	positive(KeyStatsRetention, c.Stats.Retention)

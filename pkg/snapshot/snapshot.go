@@ -51,6 +51,9 @@ type Snapshot struct {
 	// GPUs are the node's GPU devices (pkg/stats/gpu.go); empty on a node
 	// without GPUs.
 	GPUs []GPU
+	// lazy holds the workloads' resource counters, read on the first
+	// scrape that asks (see WorkloadResources).
+	lazy *lazyResources
 }
 
 // ZoneOther is the node-level zone platform − (package + dram + gpu), and
@@ -114,6 +117,9 @@ type Workload struct {
 	// pressure, ...), read from its top cgroup; nil when not read. A workload
 	// that ended keeps its last reading.
 	Resources *Resources
+	// Probes are the kernel probes' counters summed over the workload's
+	// cgroups; nil without probes.
+	Probes *ProbeStats
 }
 
 // ZoneJoules is one consumer's or workload's cumulative energy in one zone.

@@ -122,7 +122,11 @@ func New(cfg Config, src usage.Source, meter power.Meter, res CgroupPaths, log *
 		l.ledger.trackGone = true
 	}
 	if l.rollup != nil {
-		l.rollup.resources, l.rollup.log = l.resources, log
+		l.rollup.log = log
+		if l.resources != nil {
+			l.rollup.resources = newResourceCache(l.resources)
+			l.rollup.resources.log = log
+		}
 	}
 	if l.emissions != nil {
 		l.split.credited = append(l.split.credited, l.emissions.credit)

@@ -8,6 +8,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/usage"
+	"github.com/wattrace/wattrace/pkg/workload"
 )
 
 type fakeProbes struct {
@@ -108,5 +109,34 @@ func TestUsageMetricSwitch(t *testing.T) {
 		if a != c.wantA || b != c.wantB {
 			t.Errorf("metric %s (counter read %v): A %v J, B %v J; want %v and %v", c.metric, c.counterRun, a, b, c.wantA, c.wantB)
 		}
+	}
+}
+
+// A workload's probe counters are the sum of its cgroups' growth: two steps
+// of one job, read twice, give the job both steps' bytes.
+func TestProbesRollUp(t *testing.T) {
+	src := &fakeSource{}
+	m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
+	p := &fakeProbes{}
+	paths := names{1: "/slurm_n1/uid_0/job_42/step_0", 2: "/slurm_n1/uid_0/job_42/step_1"}
+	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
+	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, src, m, paths, nil,
+		WithProbes(p), WithWorkloads(ids, []workload.Kind{workload.KindJob}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.add(1, 1, 0, 1e9)
+	src.add(2, 2, 0, 1e9)
+	p.r = bpfloader.ProbeReading{Cgroups: []bpfloader.ProbeCgroup{
+		{ID: 1, ProbeStats: snapshot.ProbeStats{TCPSentBytes: 100, SoftirqCount: 1}},
+		{ID: 2, ProbeStats: snapshot.ProbeStats{TCPSentBytes: 10}},
+	}}
+	l.Step(time.Unix(0, 0))
+	p.r.Cgroups[0].TCPSentBytes = 350
+	p.r.Cgroups[1].TCPSentBytes = 30
+	l.Step(time.Unix(1, 0))
+	job, ok := unitBy(l.Snapshot(), workload.KindJob, "42")
+	if !ok || job.Probes == nil || job.Probes.TCPSentBytes != 380 || job.Probes.SoftirqCount != 1 {
+		t.Errorf("job probes %+v, want 380 bytes sent and 1 softirq", job.Probes)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"path"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -33,8 +34,10 @@ func WithWorkloads(ids WorkloadResolver, levels []workload.Kind) Option {
 	return func(l *Loop) { l.rollup = &rollup{ids: ids, levels: levels, byKey: map[string]*workloadState{}} }
 }
 
-// WithResources reads each workload's cgroup resource counters (memory,
-// IO, pressure, tasks) every interval; it needs WithWorkloads.
+// WithResources makes each workload's cgroup resource counters (CPU,
+// memory, IO, pressure, tasks) readable from the snapshots; it needs
+// WithWorkloads. They are read when a scrape asks, at most once per
+// snapshot (Snapshot.WorkloadResources), never on the loop's timer.
 func WithResources(r ResourceReader) Option {
 	return func(l *Loop) { l.resources = r }
 }
@@ -46,8 +49,7 @@ type workloadState struct {
 	// root is the workload's top cgroup: the highest ancestor of its
 	// cgroups that still belongs to it (a job's job_N, a pod's pod slice).
 	root string
-	res  snapshot.Resources
-	read bool
+	key  string
 }
 
 func (u *workloadState) liveness() (bool, bool, time.Time) { return u.u.Alive, u.seen, u.u.LastSeen }
@@ -59,6 +61,7 @@ type reported struct {
 	switches uint64
 	energy   snapshot.Energy
 	grams    snapshot.Emissions
+	probes   snapshot.ProbeStats
 }
 
 // rollup is the stage that sums cgroups into the workloads that own them
@@ -68,7 +71,7 @@ type reported struct {
 type rollup struct {
 	ids       WorkloadResolver
 	levels    []workload.Kind
-	resources ResourceReader
+	resources *resourceCache
 	byKey     map[string]*workloadState
 	log       *zap.Logger
 }
@@ -93,8 +96,14 @@ func (r *rollup) add(led *ledger, now time.Time) {
 			p := w.rep.grams.Get(g.Provider, g.Zone)
 			dG = dG.Add(g.Provider, g.Zone, g.DynamicG-p.DynamicG, g.IdleG-p.IdleG)
 		}
+		var dP *snapshot.ProbeStats
+		rp := w.rep.probes
+		if w.w.Probes != nil {
+			d := w.w.Probes.Delta(w.rep.probes)
+			dP, rp = &d, *w.w.Probes
+		}
 		w.rep = reported{cpu: w.w.CPUSeconds, switches: w.w.ContextSwitches, energy: append(w.rep.energy[:0], w.w.Energy...),
-			grams: append(w.rep.grams[:0], w.w.Grams...)}
+			grams: append(w.rep.grams[:0], w.w.Grams...), probes: rp}
 		for _, level := range r.levels {
 			vals, ok := id.LabelValues(level)
 			if !ok {
@@ -103,7 +112,7 @@ func (r *rollup) add(led *ledger, now time.Time) {
 			key := workloadKey(level, vals)
 			u := r.byKey[key]
 			if u == nil {
-				u = &workloadState{u: snapshot.Workload{Level: string(level), LastSeen: now}}
+				u = &workloadState{u: snapshot.Workload{Level: string(level), LastSeen: now}, key: key}
 				r.byKey[key] = u
 			}
 			// Names filled in by enrichment replace the blanks they
@@ -118,6 +127,12 @@ func (r *rollup) add(led *ledger, now time.Time) {
 			for _, g := range dG {
 				u.u.Grams = u.u.Grams.Add(g.Provider, g.Zone, g.DynamicG, g.IdleG)
 			}
+			if dP != nil {
+				if u.u.Probes == nil {
+					u.u.Probes = &snapshot.ProbeStats{}
+				}
+				u.u.Probes.Add(*dP)
+			}
 			u.seen = true
 			if w.w.Alive {
 				u.u.Alive = true
@@ -129,7 +144,6 @@ func (r *rollup) add(led *ledger, now time.Time) {
 			}
 		}
 	}
-	r.readResources()
 	r.ids.Sweep()
 }
 
@@ -172,27 +186,55 @@ func (r *rollup) rootOf(p string, level workload.Kind, key string) string {
 	return p
 }
 
-// readResources reads each live workload's resource counters from its top
-// cgroup. A workload whose cgroup is gone keeps its last reading, so the
-// scrapes during retention see its final values.
-func (r *rollup) readResources() {
-	if r.resources == nil {
-		return
-	}
-	for _, u := range r.byKey {
-		if !u.u.Alive || u.root == "" {
-			continue
-		}
-		var st snapshot.Resources
-		st.IO = u.res.IO[:0]
-		err := r.resources.ReadInto(u.root, &st)
-		if st.Available == 0 {
-			if err != nil && !errors.Is(err, fs.ErrNotExist) {
-				r.log.Debug("read cgroup resources", zap.String("cgroup", u.root), zap.Error(err))
+// resourceCache reads workloads' resource counters for the snapshots, on
+// demand, and keeps each workload's last reading so that the scrapes of a
+// workload whose cgroup is gone see its final values during retention.
+// Fills of several snapshots may run concurrently (scrapes), hence the lock.
+type resourceCache struct {
+	r    ResourceReader
+	log  *zap.Logger
+	mu   sync.Mutex
+	last map[string]*snapshot.Resources // by workload key; never modified once stored
+}
+
+func newResourceCache(r ResourceReader) *resourceCache {
+	return &resourceCache{r: r, log: zap.NewNop(), last: map[string]*snapshot.Resources{}}
+}
+
+// resourceTarget is what a fill needs of one published workload.
+type resourceTarget struct {
+	key, root string
+	alive     bool
+}
+
+// fill returns the snapshot's fill: it reads each live workload's top
+// cgroup once and falls back to the last reading, and forgets readings of
+// workloads no longer published.
+func (c *resourceCache) fill(ts []resourceTarget) snapshot.ResourceFill {
+	return func() []*snapshot.Resources {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		out := make([]*snapshot.Resources, len(ts))
+		keep := make(map[string]struct{}, len(ts))
+		for i, t := range ts {
+			keep[t.key] = struct{}{}
+			if t.alive && t.root != "" {
+				st := &snapshot.Resources{}
+				err := c.r.ReadInto(t.root, st)
+				if st.Available != 0 {
+					c.last[t.key] = st
+				} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+					c.log.Debug("read cgroup resources", zap.String("cgroup", t.root), zap.Error(err))
+				}
 			}
-			continue
+			out[i] = c.last[t.key]
 		}
-		u.res, u.read = st, true
+		for k := range c.last {
+			if _, ok := keep[k]; !ok {
+				delete(c.last, k)
+			}
+		}
+		return out
 	}
 }
 
@@ -216,12 +258,18 @@ func (r *rollup) publish(s *snapshot.Snapshot, now time.Time, retention time.Dur
 		c.Labels = append([]string(nil), u.u.Labels...)
 		c.Energy = append(snapshot.Energy(nil), u.u.Energy...)
 		c.Grams = append(snapshot.Emissions(nil), u.u.Grams...)
-		if u.read {
-			res := u.res
-			res.IO = append([]snapshot.DeviceIO(nil), u.res.IO...)
-			c.Resources = &res
+		if u.u.Probes != nil {
+			p := *u.u.Probes
+			c.Probes = &p
 		}
 		s.Workloads = append(s.Workloads, c)
+	}
+	if r.resources != nil {
+		ts := make([]resourceTarget, len(kept))
+		for i, u := range kept {
+			ts[i] = resourceTarget{key: u.key, root: u.root, alive: u.u.Alive}
+		}
+		s.SetResourceFill(r.resources.fill(ts))
 	}
 }
 

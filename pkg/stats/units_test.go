@@ -80,10 +80,14 @@ func TestUnitsRollUp(t *testing.T) {
 	}
 }
 
-type fakeResources map[string]snapshot.Resources
+type fakeResources struct {
+	m     map[string]snapshot.Resources
+	reads int
+}
 
-func (f fakeResources) ReadInto(rel string, s *snapshot.Resources) error {
-	st, ok := f[rel]
+func (f *fakeResources) ReadInto(rel string, s *snapshot.Resources) error {
+	f.reads++
+	st, ok := f.m[rel]
 	if !ok {
 		return fs.ErrNotExist
 	}
@@ -97,7 +101,7 @@ func TestUnitResources(t *testing.T) {
 	paths := names{1: "/slurm_n1/uid_0/job_42/step_0/task_0"}
 	src := &fakeSource{}
 	m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
-	res := fakeResources{"/slurm_n1/uid_0/job_42": {MemoryCurrent: 1 << 20, Available: snapshot.FieldMemoryCurrent}}
+	res := &fakeResources{m: map[string]snapshot.Resources{"/slurm_n1/uid_0/job_42": {MemoryCurrent: 1 << 20, Available: snapshot.FieldMemoryCurrent}}}
 	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
 	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, src, m, paths, nil,
 		WithWorkloads(ids, []workload.Kind{workload.KindJob}), WithResources(res))
@@ -106,17 +110,37 @@ func TestUnitResources(t *testing.T) {
 	}
 	src.add(1, 1, 0, 1e9)
 	l.Step(time.Unix(0, 0))
-	job, ok := unitBy(l.Snapshot(), workload.KindJob, "42")
-	if !ok || job.Resources == nil || job.Resources.MemoryCurrent != 1<<20 {
-		t.Fatalf("job resources: %+v", job)
+	if reads := res.reads; reads != 0 {
+		t.Fatalf("the loop read cgroup resources %d times with nobody asking", reads)
 	}
-	delete(res, "/slurm_n1/uid_0/job_42")
+	job, r, ok := unitResources(l.Snapshot(), workload.KindJob, "42")
+	if !ok || r == nil || r.MemoryCurrent != 1<<20 {
+		t.Fatalf("job resources: %+v %+v", job, r)
+	}
+	// Concurrent and repeated scrapes of one snapshot share one reading.
+	for range 3 {
+		unitResources(l.Snapshot(), workload.KindJob, "42")
+	}
+	if res.reads != 1 {
+		t.Errorf("%d reads for one snapshot, want 1", res.reads)
+	}
+	delete(res.m, "/slurm_n1/uid_0/job_42")
 	delete(paths, 1)
 	l.Step(time.Unix(1, 0))
-	job, _ = unitBy(l.Snapshot(), workload.KindJob, "42")
-	if job.Alive || job.Resources == nil || job.Resources.MemoryCurrent != 1<<20 {
-		t.Errorf("ended job lost its last reading: %+v", job)
+	job, r, _ = unitResources(l.Snapshot(), workload.KindJob, "42")
+	if job.Alive || r == nil || r.MemoryCurrent != 1<<20 {
+		t.Errorf("ended job lost its last reading: %+v %+v", job, r)
 	}
+}
+
+// unitResources finds a workload and its resources as a collector reads them.
+func unitResources(s *snapshot.Snapshot, level workload.Kind, id string) (snapshot.Workload, *snapshot.Resources, bool) {
+	for i, u := range s.Workloads {
+		if u.Level == string(level) && u.Labels[0] == id {
+			return u, s.WorkloadResources(i), true
+		}
+	}
+	return snapshot.Workload{}, nil, false
 }
 
 // A step cgroup whose path can't be resolved on its first interval gets a

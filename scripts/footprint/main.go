@@ -43,6 +43,7 @@ type options struct {
 	burst          int
 	cgroupRoot     string
 	wattraceArgs   string
+	dump           string
 }
 
 type result struct {
@@ -66,6 +67,7 @@ func main() {
 	flag.IntVar(&o.burst, "burst", 20, "scrapes for each latency figure")
 	flag.StringVar(&o.cgroupRoot, "cgroupfs", "/sys/fs/cgroup", "cgroup file system")
 	flag.StringVar(&o.wattraceArgs, "wattrace.args", "", "extra wattrace flags, space separated")
+	flag.StringVar(&o.dump, "dump", "", "directory to write each exporter's last scrape to (<name>.prom), for a look at its series")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -276,6 +278,11 @@ func measure(ctx context.Context, o options, name string, argv []string) (result
 	wall := time.Since(t0).Seconds()
 	r.cpuPct = float64(cpuTicks(cmd.Process.Pid)-c0) / 100 / wall * 100
 	r.series, r.scrapeBytes = countSeries(body), len(body)
+	if o.dump != "" {
+		if err := os.WriteFile(filepath.Join(o.dump, name+".prom"), body, 0o644); err != nil {
+			return r, err
+		}
+	}
 
 	var seq, par []time.Duration
 	for i := 0; i < o.burst; i++ {

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+	"go.uber.org/zap"
+
+	"github.com/wattrace/wattrace/pkg/collector"
+	"github.com/wattrace/wattrace/pkg/snapshot"
+)
+
+// sharedMetrics serves the telemetry path from one rendering per snapshot
+// and format: the first scrape of a snapshot gathers and encodes it, and
+// every scrape of the same snapshot, concurrent or later, is served those
+// bytes (gzipped once when asked). Building the families is most of a
+// scrape's CPU and all of its garbage; four parallel scrapes each building
+// their own used to quadruple both. What a scrape shows comes from the
+// snapshot, so it changes only with it; the per-collector scrape metrics
+// and the exporter's own metrics in a body are those of its rendering.
+// Before the first snapshot each request gathers (errors and all) through
+// the fallback.
+type sharedMetrics struct {
+	src      collector.SnapshotSource
+	reg      prometheus.Gatherer
+	fallback http.Handler
+	log      *zap.Logger
+	formats  []expfmt.Format
+
+	mu   sync.Mutex
+	snap *snapshot.Snapshot
+	by   map[expfmt.Format]*rendering
+}
+
+// rendering is one snapshot encoded in one format.
+type rendering struct {
+	once   sync.Once
+	body   []byte
+	gzOnce sync.Once
+	gz     []byte
+}
+
+func newSharedMetrics(src collector.SnapshotSource, reg prometheus.Gatherer, fallback http.Handler, log *zap.Logger) *sharedMetrics {
+	return &sharedMetrics{src: src, reg: reg, fallback: fallback, log: log, formats: expfmt.DefaultAcceptedFormats()}
+}
+
+func (h *sharedMetrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	snap := h.src.Snapshot()
+	if snap == nil {
+		h.fallback.ServeHTTP(w, r)
+		return
+	}
+	// The formats promhttp offers without OpenMetrics, which wattrace's
+	// handler never enabled.
+	format := expfmt.NegotiateAccept(r.Header, h.formats...)
+	rd := h.rendering(snap, format)
+	rd.once.Do(func() { rd.body = h.render(format) })
+	body := rd.body
+	w.Header().Set("Content-Type", string(format))
+	if acceptsGzip(r.Header.Get("Accept-Encoding")) {
+		rd.gzOnce.Do(func() { rd.gz = gzipped(rd.body) })
+		body = rd.gz
+		w.Header().Set("Content-Encoding", "gzip")
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	if _, err := w.Write(body); err != nil {
+		h.log.Debug("write metrics", zap.Error(err))
+	}
+}
+
+// rendering returns the snapshot's rendering in a format, dropping the
+// previous snapshot's: only one snapshot's bytes are ever kept.
+func (h *sharedMetrics) rendering(snap *snapshot.Snapshot, f expfmt.Format) *rendering {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.snap != snap {
+		h.snap, h.by = snap, map[expfmt.Format]*rendering{}
+	}
+	rd := h.by[f]
+	if rd == nil {
+		rd = &rendering{}
+		h.by[f] = rd
+	}
+	return rd
+}
+
+// render gathers and encodes. A failing collector costs only its own
+// series (as promhttp.ContinueOnError): its failure shows in
+// wattrace_scrape_collector_success, and what was gathered is served.
+func (h *sharedMetrics) render(f expfmt.Format) []byte {
+	mfs, err := h.reg.Gather()
+	if err != nil {
+		h.log.Warn("gathering metrics", zap.Error(err))
+	}
+	var buf bytes.Buffer
+	enc := expfmt.NewEncoder(&buf, f)
+	for _, mf := range mfs {
+		if err := enc.Encode(mf); err != nil {
+			h.log.Warn("encoding metrics", zap.String("family", mf.GetName()), zap.Error(err))
+		}
+	}
+	if c, ok := enc.(expfmt.Closer); ok {
+		_ = c.Close()
+	}
+	return buf.Bytes()
+}
+
+func gzipped(b []byte) []byte {
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+	_, _ = zw.Write(b)
+	_ = zw.Close()
+	return buf.Bytes()
+}
+
+// acceptsGzip reports whether an Accept-Encoding header allows gzip
+// (present without q=0).
+func acceptsGzip(h string) bool {
+	for _, part := range strings.Split(h, ",") {
+		enc, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if strings.TrimSpace(enc) != "gzip" {
+			continue
+		}
+		q := 1.0
+		if v, ok := strings.CutPrefix(strings.TrimSpace(params), "q="); ok {
+			if f, err := strconv.ParseFloat(v, 64); err == nil {
+				q = f
+			}
+		}
+		return q > 0
+	}
+	return false
+}
