@@ -47,13 +47,13 @@ type options struct {
 }
 
 type result struct {
-	cpuPct           float64
-	seqP50, parP50   time.Duration
-	rssWarm, rssEnd  float64 // MiB
-	hwm              float64 // MiB
-	series           int
-	scrapeBytes      int
-	target, warnings string
+	cpuPct          float64
+	seqP50, parP50  time.Duration
+	rssWarm, rssEnd float64 // MiB
+	hwm             float64 // MiB
+	series          int
+	scrapeBytes     int
+	target          string
 }
 
 func main() {
@@ -135,12 +135,14 @@ func findNodeExporter(dir string) (string, error) {
 	}
 	dl := exec.Command("apt-get", "download", "prometheus-node-exporter")
 	dl.Dir = dir
-	if out, err := dl.CombinedOutput(); err != nil {
+	if _, err := dl.CombinedOutput(); err != nil {
 		// The package lists may be missing on a fresh machine.
 		if out2, err2 := exec.Command("apt-get", "update", "-qq").CombinedOutput(); err2 != nil {
 			return "", fmt.Errorf("apt-get update: %v\n%s", err2, out2)
 		}
-		if out, err = dl.CombinedOutput(); err != nil {
+		dl = exec.Command("apt-get", "download", "prometheus-node-exporter")
+		dl.Dir = dir
+		if out, err := dl.CombinedOutput(); err != nil {
 			return "", fmt.Errorf("apt-get download prometheus-node-exporter: %v\n%s", err, out)
 		}
 	}
