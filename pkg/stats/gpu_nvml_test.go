@@ -9,13 +9,12 @@ import (
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
-	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
-	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 
 	"github.com/wattrace/wattrace/pkg/gpu"
 	"github.com/wattrace/wattrace/pkg/gpu/nvml"
+	"github.com/wattrace/wattrace/pkg/gpu/nvml/nvmltest"
 	"github.com/wattrace/wattrace/pkg/model"
 )
 
@@ -24,74 +23,11 @@ import (
 
 var gpuT0 = time.Unix(1_700_000_000, 0)
 
-// gpuBoard is the test's view of one mock device: the energy counter in mJ,
-// the SM utilization of each pid sampled once per interval, the memory
-// each running process holds.
-type gpuBoard struct {
-	energyMJ uint64
-	tsUS     uint64
-	sm       map[uint32]uint32
-	mem      map[uint32]uint64
-	gi       map[uint32]uint32 // pid → GPU instance (MIG)
-	noUtil   bool
-	noEnergy bool
-	powerMW  uint32
-	lastSeen []uint64
-}
+type gpuBoard = nvmltest.Board
 
-func wireGPU(d *server.Device, b *gpuBoard) {
-	d.GetMaxMigDeviceCountFunc = func() (int, gonvml.Return) { return 0, gonvml.ERROR_NOT_SUPPORTED }
-	d.GpmQueryDeviceSupportFunc = func() (gonvml.GpmSupport, gonvml.Return) {
-		return gonvml.GpmSupport{}, gonvml.ERROR_NOT_SUPPORTED // Ampere
-	}
-	d.GetTotalEnergyConsumptionFunc = func() (uint64, gonvml.Return) {
-		if b.noEnergy {
-			return 0, gonvml.ERROR_NOT_SUPPORTED
-		}
-		return b.energyMJ, gonvml.SUCCESS
-	}
-	d.GetPowerUsageFunc = func() (uint32, gonvml.Return) { return b.powerMW, gonvml.SUCCESS }
-	d.GetUtilizationRatesFunc = func() (gonvml.Utilization, gonvml.Return) {
-		return gonvml.Utilization{Gpu: 80}, gonvml.SUCCESS
-	}
-	d.GetProcessUtilizationFunc = func(last uint64) ([]gonvml.ProcessUtilizationSample, gonvml.Return) {
-		b.lastSeen = append(b.lastSeen, last)
-		if b.noUtil {
-			return nil, gonvml.ERROR_NOT_SUPPORTED
-		}
-		var out []gonvml.ProcessUtilizationSample
-		for pid, u := range b.sm {
-			if b.tsUS > last {
-				out = append(out, gonvml.ProcessUtilizationSample{Pid: pid, TimeStamp: b.tsUS, SmUtil: u})
-			}
-		}
-		if len(out) == 0 {
-			return nil, gonvml.ERROR_NOT_FOUND
-		}
-		return out, gonvml.SUCCESS
-	}
-	d.GetComputeRunningProcessesFunc = func() ([]gonvml.ProcessInfo, gonvml.Return) {
-		var out []gonvml.ProcessInfo
-		for pid, m := range b.mem {
-			out = append(out, gonvml.ProcessInfo{Pid: pid, UsedGpuMemory: m, GpuInstanceId: b.gi[pid]})
-		}
-		return out, gonvml.SUCCESS
-	}
-}
+func wireGPU(d *server.Device, b *gpuBoard) { nvmltest.Wire(d, b) }
 
-func twoMockGPUs(t *testing.T) (*server.Server, []*gpuBoard) {
-	t.Helper()
-	srv := dgxa100.NewWithGPUs(gpus.Multiple(2, gpus.A100_SXM4_40GB)...)
-	bs := []*gpuBoard{
-		{energyMJ: 5_000_000, sm: map[uint32]uint32{100: 60, 101: 30, 102: 10},
-			mem: map[uint32]uint64{100: 1 << 30, 101: 1 << 30, 102: 1 << 30, 103: 1 << 30}},
-		{energyMJ: 9_000_000, sm: map[uint32]uint32{200: 45}, mem: map[uint32]uint64{200: 1 << 30}},
-	}
-	for i, b := range bs {
-		wireGPU(srv.Devices[i].(*server.Device), b)
-	}
-	return srv, bs
-}
+func twoMockGPUs(t *testing.T) (*server.Server, []*gpuBoard) { return nvmltest.TwoGPUs(t) }
 
 func gpuItoa(u uint32) string { return string(rune('0' + u)) }
 
@@ -117,9 +53,9 @@ func TestTimeSlicedSplit(t *testing.T) {
 	for k := 0; k <= 100; k++ {
 		for i, b := range bs {
 			if k > 0 {
-				b.energyMJ += watts[i]*1000 + uint64(k) // a little jitter
+				b.EnergyMJ += watts[i]*1000 + uint64(k) // a little jitter
 			}
-			b.tsUS = uint64(k+1) * 1_000_000
+			b.TSUS = uint64(k+1) * 1_000_000
 		}
 		rs, err := src.Read(context.Background(), gpuT0.Add(time.Duration(k)*time.Second))
 		if err != nil {
@@ -165,7 +101,7 @@ func TestTimeSlicedSplit(t *testing.T) {
 		t.Errorf("GPU 0 not conserved")
 	}
 	// Each call asked only for samples after the last one seen.
-	if got := bs[0].lastSeen[5]; got != 5_000_000 {
+	if got := bs[0].LastSeen[5]; got != 5_000_000 {
 		t.Errorf("lastSeen at the 6th read = %d, want 5000000", got)
 	}
 }
@@ -174,8 +110,8 @@ func TestTimeSlicedSplit(t *testing.T) {
 // labelled; without per-process utilization the split is by memory.
 func TestPowerAndMemoryFallback(t *testing.T) {
 	srv, bs := twoMockGPUs(t)
-	bs[0].noEnergy, bs[0].noUtil, bs[0].powerMW = true, true, 250_000
-	bs[0].mem = map[uint32]uint64{100: 3 << 30, 101: 1 << 30}
+	bs[0].NoEnergy, bs[0].NoUtil, bs[0].PowerMW = true, true, 250_000
+	bs[0].Mem = map[uint32]uint64{100: 3 << 30, 101: 1 << 30}
 	src, _ := nvml.New(srv, nvml.Options{}, nil)
 	src.Read(context.Background(), gpuT0)
 	rs, _ := src.Read(context.Background(), gpuT0.Add(2*time.Second))
@@ -189,7 +125,7 @@ func TestPowerAndMemoryFallback(t *testing.T) {
 		t.Errorf("%+v", res)
 	}
 	// A power reading beyond the ceiling is rejected, not integrated.
-	bs[0].powerMW = 5_000_000
+	bs[0].PowerMW = 5_000_000
 	rs, _ = src.Read(context.Background(), gpuT0.Add(3*time.Second))
 	if rs[0].OK || rs[0].EnergyJ != 0 || src.Rejects().Counts()["out_of_range"] != 1 {
 		t.Errorf("5 kW accepted: %+v", rs[0])
@@ -233,8 +169,8 @@ func migBoards(t *testing.T) (srv *server.Server, bs []*gpuBoard, a, b uint32, s
 			GetUUIDFunc:          func() (string, gonvml.Return) { return "MIG-b", gonvml.SUCCESS },
 		}, gonvml.SUCCESS
 	}
-	bs[0].mem = map[uint32]uint64{10: 2 << 30, 11: 6 << 30, 12: 1 << 30}
-	bs[0].gi = map[uint32]uint32{10: a, 11: a, 12: b}
+	bs[0].Mem = map[uint32]uint64{10: 2 << 30, 11: 6 << 30, 12: 1 << 30}
+	bs[0].GI = map[uint32]uint32{10: a, 11: a, 12: b}
 	return srv, bs, a, b, smA, smB
 }
 
@@ -245,7 +181,7 @@ func TestMIGSplit(t *testing.T) {
 	srv, bs, a, b, smA, smB := migBoards(t)
 	src, _ := nvml.New(srv, nvml.Options{}, nil)
 	src.Read(context.Background(), gpuT0)
-	bs[0].energyMJ += 400_000
+	bs[0].EnergyMJ += 400_000
 	rs, _ := src.Read(context.Background(), gpuT0.Add(time.Second))
 	r := rs[0]
 	if len(r.Instances) != 3 || r.Instances[1].UUID != "MIG-b" || r.Instances[1].ID != int(b) || r.Instances[0].UUID != "" {
@@ -280,7 +216,7 @@ func TestMIGSplitGPM(t *testing.T) {
 		wireGPU(o.(*server.Device), &gpuBoard{})
 	}
 	d := srv.Devices[0].(*server.Device)
-	b := &gpuBoard{energyMJ: 1_000_000}
+	b := &gpuBoard{EnergyMJ: 1_000_000}
 	wireGPU(d, b)
 	d.SetMigMode(gonvml.DEVICE_MIG_ENABLE)
 	var ids []uint32
@@ -294,8 +230,8 @@ func TestMIGSplitGPM(t *testing.T) {
 		gii, _ := gi.GetInfo()
 		ids, sms = append(ids, gii.Id), append(sms, int(info.MultiprocessorCount))
 	}
-	b.mem = map[uint32]uint64{10: 1 << 30, 20: 1 << 30}
-	b.gi = map[uint32]uint32{10: ids[0], 20: ids[1]}
+	b.Mem = map[uint32]uint64{10: 1 << 30, 20: 1 << 30}
+	b.GI = map[uint32]uint32{10: ids[0], 20: ids[1]}
 	// Each GPM sample remembers the instance and the interval it was
 	// taken in; the metric is the instance's SM activity in that interval.
 	activity := map[uint32]float64{ids[0]: 20, ids[1]: 90}
@@ -327,7 +263,7 @@ func TestMIGSplitGPM(t *testing.T) {
 	defer src.Close()
 	var res gpuResult
 	for k = 0; k < 3; k++ {
-		b.energyMJ += 500_000
+		b.EnergyMJ += 500_000
 		rs, _ := src.Read(context.Background(), gpuT0.Add(time.Duration(k)*time.Second))
 		r := rs[0]
 		if k == 0 {

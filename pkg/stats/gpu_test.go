@@ -77,10 +77,10 @@ func TestGPUStageMockNVML(t *testing.T) {
 	for k := 0; k <= 100; k++ {
 		for i, b := range bs {
 			if k > 0 {
-				b.energyMJ += watts[i]*1000 + uint64(k)
+				b.EnergyMJ += watts[i]*1000 + uint64(k)
 				energy[i] += (float64(watts[i]*1000) + float64(k)) / 1000
 			}
-			b.tsUS = uint64(k+1) * 1_000_000
+			b.TSUS = uint64(k+1) * 1_000_000
 		}
 		fs.add(1, 100, 0, 1e8) // CPU time, unrelated to the GPU split
 		l.Step(gpuT0.Add(time.Duration(k) * time.Second))
@@ -168,11 +168,11 @@ func TestGPUStageCounterReset(t *testing.T) {
 	l := mustLoopWith(t, fs, WithGPUs(node.New(node.Config{}, []gpu.Source{src}, nil, nil), GPUConfig{}))
 	prev := -1.0
 	for k := 0; k <= 10; k++ {
-		bs[0].energyMJ += 300_000
+		bs[0].EnergyMJ += 300_000
 		if k == 5 {
-			bs[0].energyMJ = 1000 // reload
+			bs[0].EnergyMJ = 1000 // reload
 		}
-		bs[0].tsUS = uint64(k+1) * 1_000_000
+		bs[0].TSUS = uint64(k+1) * 1_000_000
 		l.Step(gpuT0.Add(time.Duration(k) * time.Second))
 		e := l.Snapshot().GPUs[0].EnergyJ
 		if e < prev {
@@ -210,7 +210,7 @@ func zoneOf(s *snapshot.Snapshot, name string, socket int) snapshot.Zone {
 func TestGPUStagePassthrough(t *testing.T) {
 	srv, bs := twoMockGPUs(t)
 	for _, b := range bs {
-		b.sm, b.mem = nil, nil
+		b.SM, b.Mem = nil, nil
 	}
 	src, err := nvml.New(srv, nvml.Options{}, nil)
 	if err != nil {
@@ -229,7 +229,7 @@ func TestGPUStagePassthrough(t *testing.T) {
 		t.Fatal(err)
 	}
 	for k := 0; k <= 10; k++ {
-		bs[1].energyMJ += 220_000
+		bs[1].EnergyMJ += 220_000
 		fs.add(1, 500, 0, 1e7)
 		l.Step(gpuT0.Add(time.Duration(k) * time.Second))
 	}
@@ -258,10 +258,10 @@ func BenchmarkGPUStage8GPUs100Procs(b *testing.B) {
 	boards := make([]*gpuBoard, 8)
 	fs := &fakeSource{}
 	for i := range boards {
-		bd := &gpuBoard{energyMJ: 1, sm: map[uint32]uint32{}}
+		bd := &gpuBoard{EnergyMJ: 1, SM: map[uint32]uint32{}}
 		for p := 0; p < 100/8+btoi(i < 100%8); p++ {
 			pid := uint32(1000*(i+1) + p)
-			bd.sm[pid] = uint32(10 * (1 + p%9))
+			bd.SM[pid] = uint32(10 * (1 + p%9))
 			fs.add(uint64(1+p%10), pid, 0, 0)
 		}
 		boards[i] = bd
@@ -282,8 +282,8 @@ func BenchmarkGPUStage8GPUs100Procs(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		for _, bd := range boards {
-			bd.energyMJ += 300_000
-			bd.tsUS += 1_000_000
+			bd.EnergyMJ += 300_000
+			bd.TSUS += 1_000_000
 		}
 		now = now.Add(time.Second)
 		st.absorb(led, nil, now, time.Second)
@@ -317,7 +317,7 @@ func TestGPUStageMIG(t *testing.T) {
 	}
 	l := mustLoopWith(t, fs, WithGPUs(g, GPUConfig{IdleWatts: map[string]float64{"0": 60}}))
 	for k := 0; k <= 10; k++ {
-		bs[0].energyMJ += 400_000
+		bs[0].EnergyMJ += 400_000
 		l.Step(gpuT0.Add(time.Duration(k) * time.Second))
 		d := l.Snapshot().GPUs[0]
 		var procs float64
@@ -375,9 +375,9 @@ func TestGPUStageEmissions(t *testing.T) {
 	for k := 0; k <= 20; k++ {
 		for i, b := range bs {
 			if k > 0 {
-				b.energyMJ += uint64(200+100*i) * 1000
+				b.EnergyMJ += uint64(200+100*i) * 1000
 			}
-			b.tsUS = uint64(k+1) * 1_000_000
+			b.TSUS = uint64(k+1) * 1_000_000
 		}
 		l.Step(gpuT0.Add(time.Duration(k) * time.Second))
 	}
