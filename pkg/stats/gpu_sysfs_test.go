@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -15,6 +14,8 @@ import (
 	"github.com/wattrace/wattrace/pkg/model"
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/workload"
+
+	"github.com/wattrace/wattrace/pkg/gpu/sysfs/sysfstest"
 )
 
 // Moved from pkg/gpu/sysfs when the split moved from the GPU sources into
@@ -22,75 +23,11 @@ import (
 
 var sysT0 = time.Unix(1_700_000_000, 0)
 
-type gpuTree struct {
-	t          *testing.T
-	sys, proc  string
-	devices    string
-	nextFD     map[int]int
-	fdinfoPath map[string]string // pid/client → fdinfo file
-}
+type gpuTree = sysfstest.Tree
 
-func newGPUTree(t *testing.T) *gpuTree {
-	root := t.TempDir()
-	tr := &gpuTree{t: t, sys: filepath.Join(root, "sys"), proc: filepath.Join(root, "proc"),
-		nextFD: map[int]int{}, fdinfoPath: map[string]string{}}
-	tr.devices = filepath.Join(tr.sys, "devices", "pci0000:00")
-	tr.mkdir(filepath.Join(tr.sys, "class", "drm", "card0-DP-1"))
-	tr.mkdir(filepath.Join(tr.sys, "bus", "pci", "drivers"))
-	return tr
-}
+func newGPUTree(t *testing.T) *gpuTree { return sysfstest.NewTree(t) }
 
-func (tr *gpuTree) mkdir(p string) {
-	if err := os.MkdirAll(p, 0o755); err != nil {
-		tr.t.Fatal(err)
-	}
-}
-
-func (tr *gpuTree) write(p, s string) {
-	tr.mkdir(filepath.Dir(p))
-	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
-		tr.t.Fatal(err)
-	}
-}
-
-func (tr *gpuTree) link(target, p string) {
-	tr.mkdir(filepath.Dir(p))
-	if err := os.Symlink(target, p); err != nil {
-		tr.t.Fatal(err)
-	}
-}
-
-// card adds DRM card n at PCI address addr bound to driver with hwmon
-// files; it returns the hwmon directory.
-func (tr *gpuTree) card(n int, addr, driver string, hwmon map[string]string) string {
-	dev := filepath.Join(tr.devices, addr)
-	tr.write(filepath.Join(dev, "device"), "0x744c\n")
-	tr.mkdir(filepath.Join(tr.sys, "bus", "pci", "drivers", driver))
-	tr.link(filepath.Join(tr.sys, "bus", "pci", "drivers", driver), filepath.Join(dev, "driver"))
-	hw := filepath.Join(dev, "hwmon", fmt.Sprintf("hwmon%d", n+2))
-	for f, v := range hwmon {
-		tr.write(filepath.Join(hw, f), v)
-	}
-	tr.link(dev, filepath.Join(tr.sys, "class", "drm", fmt.Sprintf("card%d", n), "device"))
-	return hw
-}
-
-// client opens DRM client id on pdev in pid (a new fd) and returns the
-// fdinfo file to update.
-func (tr *gpuTree) client(pid int, pdev, driver string, id int) string {
-	fd := tr.nextFD[pid] + 3
-	tr.nextFD[pid] = fd - 2
-	tr.link("/dev/dri/renderD128", filepath.Join(tr.proc, fmt.Sprint(pid), "fd", fmt.Sprint(fd)))
-	p := filepath.Join(tr.proc, fmt.Sprint(pid), "fdinfo", fmt.Sprint(fd))
-	tr.write(p, "")
-	tr.fdinfoPath[fmt.Sprint(pid, "/", id)] = p
-	return p
-}
-
-func drmBusy(driver, pdev string, id int, class string, ns uint64) string {
-	return fmt.Sprintf("pos:\t0\nflags:\t02100002\nmnt_id:\t25\ndrm-driver:\t%s\ndrm-pdev:\t%s\ndrm-client-id:\t%d\n"+
-		"drm-engine-%s:\t%d ns\ndrm-engine-capacity-%s:\t1\ndrm-memory-vram:\t1024 KiB\n", driver, pdev, id, class, ns, class)
-}
+var drmBusy = sysfstest.Busy
 
 func drmCycles(pdev string, id int, cy, total uint64) string {
 	return fmt.Sprintf("drm-driver:\txe\ndrm-pdev:\t%s\ndrm-client-id:\t%d\ndrm-cycles-rcs:\t%d\ndrm-total-cycles-rcs:\t%d\n",
@@ -106,29 +43,29 @@ func sysNear(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(math.Abs
 // idle model's and idle + Σ processes = card energy to 1e-9, every interval.
 func TestSplitFromFixtureTrees(t *testing.T) {
 	tr := newGPUTree(t)
-	amdHW := tr.card(0, "0000:03:00.0", "amdgpu", map[string]string{"name": "amdgpu\n", "power1_average": "200000000\n"})
-	intelHW := tr.card(1, "0000:00:02.0", "i915", map[string]string{"name": "i915\n", "energy1_input": "1000000\n"})
-	xeHW := tr.card(2, "0000:4d:00.0", "xe", map[string]string{"name": "xe\n", "energy1_label": "card\n",
+	amdHW := tr.Card(0, "0000:03:00.0", "amdgpu", map[string]string{"name": "amdgpu\n", "power1_average": "200000000\n"})
+	intelHW := tr.Card(1, "0000:00:02.0", "i915", map[string]string{"name": "i915\n", "energy1_input": "1000000\n"})
+	xeHW := tr.Card(2, "0000:4d:00.0", "xe", map[string]string{"name": "xe\n", "energy1_label": "card\n",
 		"energy1_input": "0\n", "energy2_label": "pkg\n", "energy2_input": "0\n"})
 	// A card of a driver we do not read, and a process with a non-DRM fd.
-	tr.card(3, "0000:05:00.0", "nouveau", map[string]string{"power1_input": "1"})
-	tr.link("/dev/null", filepath.Join(tr.proc, "1", "fd", "0"))
-	tr.write(filepath.Join(tr.proc, "1", "fdinfo", "0"), "pos:\t0\n")
+	tr.Card(3, "0000:05:00.0", "nouveau", map[string]string{"power1_input": "1"})
+	tr.Link("/dev/null", filepath.Join(tr.Proc, "1", "fd", "0"))
+	tr.Write(filepath.Join(tr.Proc, "1", "fdinfo", "0"), "pos:\t0\n")
 
 	amd := map[int]uint64{101: 600, 102: 300, 103: 100} // ‰ of each interval busy
 	files := map[int]string{}
 	for pid := range amd {
-		files[pid] = tr.client(pid, "0000:03:00.0", "amdgpu", pid)
+		files[pid] = tr.Client(pid, "0000:03:00.0", "amdgpu", pid)
 	}
 	// pid 104 shares pid 103's client (a forked child): counted once.
-	shared := tr.client(104, "0000:03:00.0", "amdgpu", 103)
-	intel := tr.client(201, "0000:00:02.0", "i915", 7)
+	shared := tr.Client(104, "0000:03:00.0", "amdgpu", 103)
+	intel := tr.Client(201, "0000:00:02.0", "i915", 7)
 	xe := map[int]uint64{301: 3, 302: 1}
 	for pid := range xe {
-		files[pid] = tr.client(pid, "0000:4d:00.0", "xe", pid)
+		files[pid] = tr.Client(pid, "0000:4d:00.0", "xe", pid)
 	}
 
-	src, err := sysfs.Open(sysfs.Options{SysfsRoot: tr.sys, ProcfsRoot: tr.proc}, nil)
+	src, err := sysfs.Open(sysfs.Options{SysfsRoot: tr.Sys, ProcfsRoot: tr.Proc}, nil)
 	if err != nil || src == nil {
 		t.Fatal(src, err)
 	}
@@ -143,17 +80,17 @@ func TestSplitFromFixtureTrees(t *testing.T) {
 	for k := 0; k <= 100; k++ {
 		ms := uint64(k) * 1000
 		for pid, pm := range amd {
-			tr.write(files[pid], drmBusy("amdgpu", "0000:03:00.0", pid, "gfx", pm*ms*1000))
+			tr.Write(files[pid], drmBusy("amdgpu", "0000:03:00.0", pid, "gfx", pm*ms*1000))
 		}
-		tr.write(shared, drmBusy("amdgpu", "0000:03:00.0", 103, "gfx", amd[103]*ms*1000))
-		tr.write(intel, drmBusy("i915", "0000:00:02.0", 7, "render", 400*ms*1000))
+		tr.Write(shared, drmBusy("amdgpu", "0000:03:00.0", 103, "gfx", amd[103]*ms*1000))
+		tr.Write(intel, drmBusy("i915", "0000:00:02.0", 7, "render", 400*ms*1000))
 		for pid, c := range xe {
-			tr.write(files[pid], drmCycles("0000:4d:00.0", pid, c*uint64(k)*1_000_000, uint64(k)*19_200_000))
+			tr.Write(files[pid], drmCycles("0000:4d:00.0", pid, c*uint64(k)*1_000_000, uint64(k)*19_200_000))
 		}
-		tr.write(filepath.Join(amdHW, "power1_average"), fmt.Sprint(200_000_000+k*1000))
-		tr.write(filepath.Join(intelHW, "energy1_input"), fmt.Sprint(1_000_000+k*150_000_000))
-		tr.write(filepath.Join(xeHW, "energy1_input"), fmt.Sprint(k*90_000_000))
-		tr.write(filepath.Join(xeHW, "energy2_input"), fmt.Sprint(k*70_000_000))
+		tr.Write(filepath.Join(amdHW, "power1_average"), fmt.Sprint(200_000_000+k*1000))
+		tr.Write(filepath.Join(intelHW, "energy1_input"), fmt.Sprint(1_000_000+k*150_000_000))
+		tr.Write(filepath.Join(xeHW, "energy1_input"), fmt.Sprint(k*90_000_000))
+		tr.Write(filepath.Join(xeHW, "energy2_input"), fmt.Sprint(k*70_000_000))
 		rs, err := src.Read(context.Background(), sysT0.Add(time.Duration(k)*time.Second))
 		if err != nil {
 			t.Fatal(err)
@@ -212,15 +149,15 @@ func TestSplitFromFixtureTrees(t *testing.T) {
 // zone "gpu" into their pod and job.
 func TestGPUStageSysfsLoop(t *testing.T) {
 	tr := newGPUTree(t)
-	amdHW := tr.card(0, "0000:03:00.0", "amdgpu", map[string]string{"name": "amdgpu\n", "power1_average": "200000000\n"})
-	intelHW := tr.card(1, "0000:00:02.0", "i915", map[string]string{"name": "i915\n", "energy1_input": "1000000\n"})
+	amdHW := tr.Card(0, "0000:03:00.0", "amdgpu", map[string]string{"name": "amdgpu\n", "power1_average": "200000000\n"})
+	intelHW := tr.Card(1, "0000:00:02.0", "i915", map[string]string{"name": "i915\n", "energy1_input": "1000000\n"})
 	amd := map[int]uint64{101: 600, 102: 300, 103: 100}
 	files := map[int]string{}
 	for pid := range amd {
-		files[pid] = tr.client(pid, "0000:03:00.0", "amdgpu", pid)
+		files[pid] = tr.Client(pid, "0000:03:00.0", "amdgpu", pid)
 	}
-	intel := tr.client(201, "0000:00:02.0", "i915", 7)
-	g, err := node.Open(node.Config{NVML: "off", SysfsRoot: tr.sys, ProcfsRoot: tr.proc}, nil)
+	intel := tr.Client(201, "0000:00:02.0", "i915", 7)
+	g, err := node.Open(node.Config{NVML: "off", SysfsRoot: tr.Sys, ProcfsRoot: tr.Proc}, nil)
 	if err != nil || len(g.Devices()) != 2 {
 		t.Fatalf("%v %v", g, err)
 	}
@@ -246,11 +183,11 @@ func TestGPUStageSysfsLoop(t *testing.T) {
 	for k := 0; k <= 100; k++ {
 		ms := uint64(k) * 1000
 		for pid, pm := range amd {
-			tr.write(files[pid], drmBusy("amdgpu", "0000:03:00.0", pid, "gfx", pm*ms*1000))
+			tr.Write(files[pid], drmBusy("amdgpu", "0000:03:00.0", pid, "gfx", pm*ms*1000))
 		}
-		tr.write(intel, drmBusy("i915", "0000:00:02.0", 7, "render", 400*ms*1000))
-		tr.write(filepath.Join(amdHW, "power1_average"), "200000000")
-		tr.write(filepath.Join(intelHW, "energy1_input"), fmt.Sprint(1_000_000+k*150_000_000))
+		tr.Write(intel, drmBusy("i915", "0000:00:02.0", 7, "render", 400*ms*1000))
+		tr.Write(filepath.Join(amdHW, "power1_average"), "200000000")
+		tr.Write(filepath.Join(intelHW, "energy1_input"), fmt.Sprint(1_000_000+k*150_000_000))
 		if k > 0 {
 			energy[0] += 200
 			energy[1] += 150
