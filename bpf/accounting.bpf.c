@@ -6,10 +6,20 @@
 // task's exact runtime (se.sum_exec_runtime, the figure cpuacct and cpu.stat
 // are charged from), so user space reads it for all tasks at collection time
 // through a task iterator. What the iterator can't see is the runtime a task
-// accumulated after its last read and before it was freed; the free hook
-// adds exactly that remainder to cumulative per-process and per-cgroup maps.
-// Per-task storage remembers what the iterator last reported, which is what
-// makes the remainder exact and keeps the two paths from counting twice.
+// accumulated after its last read; the exit hook adds that to cumulative
+// per-process and per-cgroup maps when the task exits, and the free hook
+// adds what the task ran after that (the rest of do_exit) when it is freed.
+//
+// Each of the three paths claims the runtime it reports: per-task storage
+// holds how much of the task's runtime has been claimed, advanced only by
+// compare-and-swap, and a path reports only the part it claimed. So no
+// interleaving of the iterator with the hooks counts a nanosecond twice,
+// and none is lost as long as one path sees the task after it last ran.
+// Both hooks are needed: the free hook runs from an RCU callback, in
+// softirq on whatever task was interrupted, and the kernel skips tracing
+// programs there when that task is inside a BPF map syscall (seen on
+// 6.18: ~1% of frees under a busy agent, with no recursion miss counted);
+// the exit hook runs in the exiting task itself.
 
 #include "common.h"
 
@@ -18,7 +28,8 @@ char LICENSE[] SEC("license") = "GPL";
 // include/linux/sched.h; macros are not in BTF.
 #define EXIT_DEAD 0x00000010
 
-// What the iterator last reported for a task. Freed with the task.
+// How much of a task's runtime and switches has been claimed (reported by
+// one of the paths). Freed with the task.
 struct reported {
 	__u64 runtime;
 	__u64 switches;
@@ -45,8 +56,9 @@ struct proc_exit {
 	char comm[16];
 };
 
-// Cumulative runtime of freed tasks not yet reported, per process. User space
-// reads deltas and deletes an entry one read after its process is gone.
+// Cumulative runtime claimed by the hooks (and by the iterator when its
+// record did not fit), per process. User space reads deltas and deletes an
+// entry one read after its process is gone.
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 32768);
@@ -72,8 +84,10 @@ struct {
 	__type(value, __u64);
 } drops SEC(".maps");
 
-// One record per task, written by the iterator. bpf2go generates its Go twin,
-// accountingTaskRec, through which pkg/bpfloader's parseTasks decodes it.
+// One record per task, written by the iterator: the runtime and switches it
+// claimed since the task was last reported, not the task's totals. bpf2go
+// generates its Go twin, accountingTaskRec, through which pkg/bpfloader's
+// parseTasks decodes it.
 struct task_rec {
 	__u32 tid;
 	__u32 tgid;
@@ -96,14 +110,16 @@ static __always_inline void count_drop(__u32 slot)
 		*v += 1;
 }
 
+// add_cgroup and add_proc add to an entry, creating it with the amounts
+// when it is new; BPF_NOEXIST fails when another CPU created it since the
+// lookup, and then the amounts are added to that one.
 static __always_inline void add_cgroup(__u64 cg, __u64 runtime, __u64 switches)
 {
 	struct counters *c = bpf_map_lookup_elem(&exited_cgroups, &cg);
 	if (!c) {
-		struct counters init = {};
-		// BPF_NOEXIST: another CPU may have created the entry since the
-		// lookup; then the second lookup finds that one.
-		bpf_map_update_elem(&exited_cgroups, &cg, &init, BPF_NOEXIST);
+		struct counters init = {.runtime = runtime, .switches = switches};
+		if (bpf_map_update_elem(&exited_cgroups, &cg, &init, BPF_NOEXIST) == 0)
+			return;
 		c = bpf_map_lookup_elem(&exited_cgroups, &cg);
 		if (!c) {
 			count_drop(1);
@@ -119,9 +135,10 @@ static __always_inline void add_proc(struct proc_key *pk, struct task_struct *t,
 {
 	struct proc_exit *e = bpf_map_lookup_elem(&exited_procs, pk);
 	if (!e) {
-		struct proc_exit init = {.cgroup = cg};
-		BPF_CORE_READ_STR_INTO(&init.comm, t, comm);
-		bpf_map_update_elem(&exited_procs, pk, &init, BPF_NOEXIST);
+		struct proc_exit init = {.runtime = runtime, .switches = switches, .cgroup = cg};
+		bpf_probe_read_kernel_str(&init.comm, sizeof(init.comm), t->comm);
+		if (bpf_map_update_elem(&exited_procs, pk, &init, BPF_NOEXIST) == 0)
+			return;
 		e = bpf_map_lookup_elem(&exited_procs, pk);
 		if (!e) {
 			count_drop(0);
@@ -132,65 +149,120 @@ static __always_inline void add_proc(struct proc_key *pk, struct task_struct *t,
 	__sync_fetch_and_add(&e->switches, switches);
 }
 
+// claim advances *claimed to now and returns the part it advanced, or 0
+// when another path has already claimed up to now or beyond. Paths race
+// only on one task (the iterator against its exit or free), so a second
+// try nearly always settles it; a third failure leaves the part to the
+// next path, which claims it then.
+static __always_inline __u64 claim(__u64 *claimed, __u64 now)
+{
+	for (int i = 0; i < 3; i++) {
+		__u64 old = *claimed;
+		if (now <= old)
+			return 0;
+		if (__sync_val_compare_and_swap(claimed, old, now) == old)
+			return now - old;
+	}
+	return 0;
+}
+
+// credit claims what task t ran since it was last reported and adds it to
+// the exit maps. At exit the storage is created if the iterator never saw
+// t, so that the free hook claims only the tail; if it can't be, exit
+// leaves everything to the free hook, which finds no storage and then takes
+// all of t's runtime as unreported.
+static __always_inline void credit(struct task_struct *t, bool at_exit)
+{
+	__u64 runtime = t->se.sum_exec_runtime;
+	__u64 switches = t->nvcsw + t->nivcsw;
+	struct reported *r;
+	struct proc_key pk = {};
+	__u64 cg;
+
+	if (t->pid == 0)
+		return;
+	r = bpf_task_storage_get(&reported, t, 0, at_exit ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+	if (r) {
+		runtime = claim(&r->runtime, runtime);
+		switches = claim(&r->switches, switches);
+	} else if (at_exit) {
+		return;
+	}
+	if (runtime == 0 && switches == 0)
+		return;
+	cg = task_cgroup(t);
+	pk.tgid = t->tgid;
+	pk.start = t->group_leader->start_time;
+	add_cgroup(cg, runtime, switches);
+	add_proc(&pk, t, cg, runtime, switches);
+}
+
 SEC("iter/task")
 int dump_task(struct bpf_iter__task *ctx)
 {
 	struct seq_file *seq = ctx->meta->seq;
 	struct task_struct *t = ctx->task;
 	struct task_rec rec = {};
+	struct proc_key pk = {};
 	struct reported *r;
+	__u64 runtime, switches;
 
 	if (!t)
 		return 0;
-	// A released task belongs to the free hook from here on: its free runs
-	// only after this RCU read-side section, so skipping it here is what
-	// keeps its last slice from being counted by both paths.
-	if (BPF_CORE_READ(t, exit_state) & EXIT_DEAD)
+	// A released task is the free hook's: its record would say nothing
+	// the hook does not.
+	if (t->exit_state & EXIT_DEAD)
 		return 0;
-	rec.tid = BPF_CORE_READ(t, pid);
+	rec.tid = t->pid;
 	if (rec.tid == 0) // the idle task is idle, never a workload
 		return 0;
-	rec.tgid = BPF_CORE_READ(t, tgid);
-	rec.start = BPF_CORE_READ(t, start_time);
-	rec.leader_start = BPF_CORE_READ(t, group_leader, start_time);
+	rec.tgid = t->tgid;
+	rec.start = t->start_time;
+	rec.leader_start = t->group_leader->start_time;
 	rec.cgroup = task_cgroup(t);
-	rec.runtime = BPF_CORE_READ(t, se.sum_exec_runtime);
-	rec.switches = BPF_CORE_READ(t, nvcsw) + BPF_CORE_READ(t, nivcsw);
 	rec.cpu = task_cpu(t);
 	BPF_CORE_READ_STR_INTO(&rec.comm, t, comm);
+	runtime = t->se.sum_exec_runtime;
+	switches = t->nvcsw + t->nivcsw;
 
+	// Without storage nothing can be claimed: the task is still listed
+	// (alive, named, placed) and its runtime is claimed by a later read or
+	// by its hooks.
 	r = bpf_task_storage_get(&reported, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (r) {
-		r->runtime = rec.runtime;
-		r->switches = rec.switches;
+		rec.runtime = claim(&r->runtime, runtime);
+		rec.switches = claim(&r->switches, switches);
 	}
-	bpf_seq_write(seq, &rec, sizeof(rec));
+	if (bpf_seq_write(seq, &rec, sizeof(rec)) == 0 || (rec.runtime == 0 && rec.switches == 0))
+		return 0;
+	// The seq buffer is full: the kernel drops this record and shows the
+	// task again on the next read() of the iterator, if it can still find
+	// it. What was claimed for the dropped record goes to the exit maps,
+	// which user space adds like any other claim.
+	pk.tgid = rec.tgid;
+	pk.start = rec.leader_start;
+	add_cgroup(rec.cgroup, rec.runtime, rec.switches);
+	add_proc(&pk, t, rec.cgroup, rec.runtime, rec.switches);
 	return 0;
 }
 
+// At exit, in the exiting task (PF_EXITING is set): everything it ran up to
+// here. The tail of do_exit is left to the free hook.
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(task_exit, struct task_struct *t)
+{
+	if (t)
+		credit(t, true);
+	return 0;
+}
+
+// At free, an RCU grace period after the task was released: whatever the
+// exit hook did not claim (its tail, or all of it when the exit hook was
+// skipped). Task storage is freed after this tracepoint.
 SEC("tp_btf/sched_process_free")
 int BPF_PROG(task_free, struct task_struct *t)
 {
-	struct reported *r;
-	struct proc_key pk = {};
-	__u64 runtime, switches, cg;
-
-	if (!t || BPF_CORE_READ(t, pid) == 0)
-		return 0;
-	runtime = BPF_CORE_READ(t, se.sum_exec_runtime);
-	switches = BPF_CORE_READ(t, nvcsw) + BPF_CORE_READ(t, nivcsw);
-	r = bpf_task_storage_get(&reported, t, 0, 0);
-	if (r) {
-		runtime = runtime > r->runtime ? runtime - r->runtime : 0;
-		switches = switches > r->switches ? switches - r->switches : 0;
-	}
-	if (runtime == 0 && switches == 0)
-		return 0;
-
-	cg = task_cgroup(t);
-	pk.tgid = BPF_CORE_READ(t, tgid);
-	pk.start = BPF_CORE_READ(t, group_leader, start_time);
-	add_cgroup(cg, runtime, switches);
-	add_proc(&pk, t, cg, runtime, switches);
+	if (t)
+		credit(t, false);
 	return 0;
 }

@@ -113,7 +113,7 @@ func ourPrograms(t *testing.T) map[ebpf.ProgramID]bool {
 		}
 		info, err := p.Info()
 		p.Close()
-		if err == nil && (info.Name == "dump_task" || info.Name == "task_free") {
+		if err == nil && (info.Name == "dump_task" || info.Name == "task_exit" || info.Name == "task_free") {
 			n[id] = true
 		}
 	}

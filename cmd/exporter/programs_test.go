@@ -94,7 +94,7 @@ func TestEveryProgramHasItsCost(t *testing.T) {
 			t.Errorf("program %d: %s, want %s", i, got[i], want[i])
 		}
 	}
-	for _, name := range []string{"task_free", "cgroup_mkdir", "counters_switch", "softirq_in", "net_send"} {
+	for _, name := range []string{"task_exit", "task_free", "cgroup_mkdir", "counters_switch", "softirq_in", "net_send"} {
 		if i := sort.SearchStrings(got, name); i == len(got) || got[i] != name {
 			t.Errorf("%s missing from the program-cost family", name)
 		}

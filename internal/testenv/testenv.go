@@ -123,6 +123,28 @@ func Spawn(t testing.TB, dir, script string) *exec.Cmd {
 	return cmd
 }
 
+// WaitIn waits until pid is listed in dir's cgroup.procs: StartIn's
+// process moves itself there, which under load can take a while.
+func WaitIn(t testing.TB, dir string, pid int) {
+	t.Helper()
+	want := strconv.Itoa(pid)
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		data, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		if err != nil {
+			t.Fatalf("read %s/cgroup.procs: %v", dir, err)
+		}
+		for _, f := range strings.Fields(string(data)) {
+			if f == want {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d did not enter %s within 5s", pid, dir)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // Move writes pid into dir's cgroup.procs.
 func Move(t testing.TB, dir string, pid int) {
 	t.Helper()

@@ -63,6 +63,7 @@ const (
 	accountingMapExitedProcs   = "exited_procs"
 	accountingMapReported      = "reported"
 	accountingProgDumpTask     = "dump_task"
+	accountingProgTaskExit     = "task_exit"
 	accountingProgTaskFree     = "task_free"
 	accountingVarHierarchy     = "hierarchy"
 	accountingVarUnusedTaskRec = "unused_task_rec"
@@ -112,6 +113,7 @@ type accountingSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type accountingProgramSpecs struct {
 	DumpTask *ebpf.ProgramSpec `ebpf:"dump_task"`
+	TaskExit *ebpf.ProgramSpec `ebpf:"task_exit"`
 	TaskFree *ebpf.ProgramSpec `ebpf:"task_free"`
 }
 
@@ -183,12 +185,14 @@ type accountingVariables struct {
 // It can be passed to loadAccountingObjects or ebpf.CollectionSpec.LoadAndAssign.
 type accountingPrograms struct {
 	DumpTask *ebpf.Program `ebpf:"dump_task"`
+	TaskExit *ebpf.Program `ebpf:"task_exit"`
 	TaskFree *ebpf.Program `ebpf:"task_free"`
 }
 
 func (p *accountingPrograms) Close() error {
 	return _AccountingClose(
 		p.DumpTask,
+		p.TaskExit,
 		p.TaskFree,
 	)
 }

@@ -69,38 +69,45 @@ func BenchmarkSchedSwitchCost(b *testing.B) {
 	}
 	defer l.Close()
 
-	var floorRuns, freeRuns uint64
-	var floorNs, freeNs float64
+	var floorRuns, exitRuns, freeRuns uint64
+	var floorNs, exitNs, freeNs float64
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		freeRuns, freeNs = statDelta(b, a.objs.TaskFree, func() {
-			floorRuns, floorNs = statDelta(b, floor.FloorSwitch, func() {
-				stress(b, "--switch", "2", "--timeout", "3s", "--quiet")
+		exitRuns, exitNs = statDelta(b, a.objs.TaskExit, func() {
+			freeRuns, freeNs = statDelta(b, a.objs.TaskFree, func() {
+				floorRuns, floorNs = statDelta(b, floor.FloorSwitch, func() {
+					stress(b, "--switch", "2", "--timeout", "3s", "--quiet")
+				})
 			})
 		})
 	}
-	// Of ours only task_free runs in the kernel on its own, and only on a
-	// task's free; its cost spread over the switches of the same run is
-	// what it adds per context switch.
+	// Of ours only the exit and free hooks run in the kernel on their own,
+	// once per exiting task each; their cost spread over the switches of
+	// the same run is what they add per context switch.
 	b.ReportMetric(floorNs, "floor-ns/switch")
-	b.ReportMetric(float64(freeRuns)*freeNs/float64(max(floorRuns, 1)), "ours-ns/switch")
+	b.ReportMetric((float64(exitRuns)*exitNs+float64(freeRuns)*freeNs)/float64(max(floorRuns, 1)), "ours-ns/switch")
 	b.ReportMetric(float64(floorRuns)/3, "switches/s")
 }
 
-// BenchmarkTaskFree measures the exit hook per freed task under a fork load.
+// BenchmarkTaskFree measures the exit and free hooks per exiting task under
+// a fork load.
 func BenchmarkTaskFree(b *testing.B) {
-	statsOn(b, false)
+	statsOn(b, true)
 	a, _, _ := loadForTest(b)
-	var runs uint64
-	var ns float64
+	var exitRuns, freeRuns uint64
+	var exitNs, freeNs float64
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		runs, ns = statDelta(b, a.objs.TaskFree, func() {
-			stress(b, "--fork", "2", "--timeout", "3s", "--quiet")
+		exitRuns, exitNs = statDelta(b, a.objs.TaskExit, func() {
+			freeRuns, freeNs = statDelta(b, a.objs.TaskFree, func() {
+				stress(b, "--fork", "2", "--timeout", "3s", "--quiet")
+			})
 		})
 	}
-	b.ReportMetric(ns, "ns/exit")
-	b.ReportMetric(float64(runs)/3, "exits/s")
+	b.ReportMetric(exitNs, "exit-ns/exit")
+	b.ReportMetric(freeNs, "free-ns/exit")
+	b.ReportMetric(float64(exitRuns)/3, "exits/s")
+	b.ReportMetric(float64(freeRuns)/3, "frees/s")
 }
 
 // BenchmarkRead measures one collection: the task iterator over every task

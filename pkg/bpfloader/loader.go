@@ -72,14 +72,24 @@ func Load(o Options) (*Accounting, error) {
 	if err := spec.LoadAndAssign(&a.objs, nil); err != nil {
 		return nil, explainLoadError(err, log)
 	}
-	a.free, err = link.AttachTracing(link.TracingOptions{Program: a.objs.TaskFree})
-	if err != nil {
-		a.objs.Close()
-		return nil, explainLoadError(fmt.Errorf("attach tp_btf/sched_process_free: %w", err), log)
+	for _, h := range []struct {
+		name string
+		prog *ebpf.Program
+	}{
+		{"tp_btf/sched_process_exit", a.objs.TaskExit},
+		{"tp_btf/sched_process_free", a.objs.TaskFree},
+	} {
+		l, err := link.AttachTracing(link.TracingOptions{Program: h.prog})
+		if err != nil {
+			a.closeHooks()
+			a.objs.Close()
+			return nil, explainLoadError(fmt.Errorf("attach %s: %w", h.name, err), log)
+		}
+		a.hooks = append(a.hooks, l)
 	}
 	a.iter, err = link.AttachIter(link.IterOptions{Program: a.objs.DumpTask})
 	if err != nil {
-		a.free.Close()
+		a.closeHooks()
 		a.objs.Close()
 		return nil, explainLoadError(fmt.Errorf("attach iter/task: %w", err), log)
 	}
@@ -156,7 +166,7 @@ func explainLoadError(err error, log *zap.Logger) error {
 type Accounting struct {
 	objs  accountingObjects
 	iter  *link.Iter
-	free  link.Link
+	hooks []link.Link // exit and free
 	log   *zap.Logger
 	state *state
 	// Buffers reused across reads so a read allocates little.
@@ -174,7 +184,15 @@ func (a *Accounting) Mode() string { return Mode }
 
 // Close detaches the programs and frees their maps.
 func (a *Accounting) Close() error {
-	return errors.Join(a.iter.Close(), a.free.Close(), a.objs.Close())
+	return errors.Join(a.iter.Close(), a.closeHooks(), a.objs.Close())
+}
+
+func (a *Accounting) closeHooks() error {
+	var errs []error
+	for _, l := range a.hooks {
+		errs = append(errs, l.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // readTasks runs the task iterator once and returns its raw records.
@@ -203,7 +221,7 @@ func (a *Accounting) readTasks() ([]byte, error) {
 // ProgramStats returns the cost of each program that runs in the kernel
 // on its own (the iterator runs on our reads and is left out).
 func (a *Accounting) ProgramStats() ([]snapshot.ProgramStat, error) {
-	return programStats(map[string]*ebpf.Program{"task_free": a.objs.TaskFree})
+	return programStats(map[string]*ebpf.Program{"task_exit": a.objs.TaskExit, "task_free": a.objs.TaskFree})
 }
 
 func programStats(progs map[string]*ebpf.Program) ([]snapshot.ProgramStat, error) {

@@ -61,10 +61,11 @@ func commString(c [16]int8) string {
 	return string(b)
 }
 
-// Read implements usage.Source. The iterator runs before the exit maps are
-// read: a task freed in between has already been reported by the iterator
-// (its storage says so) and its remainder is in the maps now or on the next
-// read, so it is counted once either way.
+// Read implements usage.Source. The iterator's records and the exit maps
+// hold claims (see bpf/accounting.bpf.c): each nanosecond of a task's
+// runtime is claimed by exactly one of the iterator, the exit hook and the
+// free hook, so reading the maps after the iterator counts a task that
+// exits in between once, now or on the next read.
 func (a *Accounting) Read() (usage.Reading, error) {
 	raw, err := a.readTasks()
 	if err != nil {

@@ -4,15 +4,10 @@ import (
 	"github.com/wattrace/wattrace/pkg/usage"
 )
 
-// The bookkeeping that turns per-task runtimes (from the iterator) and
-// freed tasks' remainders (from the exit maps) into monotonic per-process
-// and per-cgroup counters. It is kept apart from the kernel objects so that
-// it can be tested with synthetic reads.
-
-type threadKey struct {
-	tid   uint32
-	start uint64
-}
+// The bookkeeping that turns the runtime the iterator claimed per task and
+// the cumulative claims of the exit maps into monotonic per-process and
+// per-cgroup counters. It is kept apart from the kernel objects so that it
+// can be tested with synthetic reads.
 
 type counters struct {
 	runtime  uint64
@@ -36,7 +31,7 @@ type taskRec struct {
 	tid, tgid          uint32
 	start, leaderStart uint64
 	cgroup             uint64
-	c                  counters
+	c                  counters // claimed since the task was last reported
 	cpu                int32
 	comm               [16]byte // raw: turned into a string only when it changes
 }
@@ -78,8 +73,6 @@ const cgIdlePasses = 120
 
 type state struct {
 	pass         uint64
-	threads      map[threadKey]counters
-	spare        map[threadKey]counters
 	procs        map[usage.ProcKey]*procState
 	procExitLast map[usage.ProcKey]counters
 	cgroups      map[uint64]*cgState
@@ -87,8 +80,6 @@ type state struct {
 
 func newState() *state {
 	return &state{
-		threads:      map[threadKey]counters{},
-		spare:        map[threadKey]counters{},
 		procs:        map[usage.ProcKey]*procState{},
 		procExitLast: map[usage.ProcKey]counters{},
 		cgroups:      map[uint64]*cgState{},
@@ -108,13 +99,9 @@ func (s *state) cgroup(id uint64) *cgState {
 // exit-map keys that have had their final read and must now be deleted.
 func (s *state) update(tasks []taskRec, procExits []procExitRec, cgExits []cgExitRec) (r usage.Reading, delProcs []usage.ProcKey, delCgroups []uint64) {
 	s.pass++
-	next := s.spare
-	clear(next)
 	for i := range tasks {
 		t := &tasks[i]
-		tk := threadKey{t.tid, t.start}
-		d := t.c.sub(s.threads[tk])
-		next[tk] = t.c
+		d := t.c
 
 		pk := usage.ProcKey{PID: t.tgid, StartTime: t.leaderStart}
 		ps := s.procs[pk]
@@ -139,7 +126,6 @@ func (s *state) update(tasks []taskRec, procExits []procExitRec, cgExits []cgExi
 		cg.c.Switches += d.switches
 		cg.livePass = s.pass
 	}
-	s.spare, s.threads = s.threads, next
 
 	for i := range procExits {
 		e := &procExits[i]

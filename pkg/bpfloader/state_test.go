@@ -24,6 +24,8 @@ func cg(r usage.Reading, id uint64) uint64 {
 	return 0
 }
 
+// task is an iterator record: runtime is what the iterator claimed since the
+// task was last reported, not its total.
 func task(tid, tgid uint32, cgroup, runtime uint64) taskRec {
 	return taskRec{tid: tid, tgid: tgid, start: uint64(tid) * 1000, leaderStart: uint64(tgid) * 1000,
 		cgroup: cgroup, c: counters{runtime: runtime, switches: runtime / 10}, comm: [16]byte{'t'}}
@@ -53,10 +55,10 @@ func TestStateLifecycle(t *testing.T) {
 	}
 	r, _ := step([]taskRec{task(10, 10, 1, 100)}, nil, nil)
 	check(r, 100, 100, true)
-	r, _ = step([]taskRec{task(10, 10, 1, 150), task(11, 10, 1, 30)}, nil, nil)
+	r, _ = step([]taskRec{task(10, 10, 1, 50), task(11, 10, 1, 30)}, nil, nil)
 	check(r, 180, 180, true)
-	// Thread 11 was freed with 5 ns more than the iterator last saw.
-	r, _ = step([]taskRec{task(10, 10, 1, 200)},
+	// Thread 11 exited having run 5 ns more than the iterator claimed.
+	r, _ = step([]taskRec{task(10, 10, 1, 50)},
 		[]procExitRec{{key: pk, c: counters{runtime: 5}, cgroup: 1}},
 		[]cgExitRec{{id: 1, c: counters{runtime: 5}}})
 	check(r, 235, 235, true)
@@ -105,7 +107,7 @@ func TestStateShortLived(t *testing.T) {
 func TestStateMigration(t *testing.T) {
 	s := newState()
 	s.update([]taskRec{task(30, 30, 1, 100)}, nil, nil)
-	r, _, _ := s.update([]taskRec{task(30, 30, 2, 160)}, nil, nil)
+	r, _, _ := s.update([]taskRec{task(30, 30, 2, 60)}, nil, nil)
 	if cg(r, 1) != 100 || cg(r, 2) != 60 {
 		t.Errorf("after move: cgroup 1 %d (want 100), cgroup 2 %d (want 60)", cg(r, 1), cg(r, 2))
 	}

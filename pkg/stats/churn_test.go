@@ -67,6 +67,7 @@ func TestShortLivedCgroupsKeepTheirPaths(t *testing.T) {
 		ids[id] = true
 		idOf["/"+strings.TrimPrefix(dir, h.Mount+"/")] = id
 		cmd := testenv.StartIn(t, dir, testenv.Busy...)
+		testenv.WaitIn(t, dir, cmd.Process.Pid)
 		time.Sleep(30 * time.Millisecond)
 		testenv.Kill(cmd)
 		rel := "/" + strings.TrimPrefix(dir, h.Mount+"/")
@@ -127,14 +128,11 @@ func TestShortLivedCgroupsKeepTheirPaths(t *testing.T) {
 	if kernel < n*0.01 {
 		t.Fatalf("the busy processes used only %.3f s of CPU", kernel)
 	}
-	// Issue 10 asks for 99%. The naming is exact (none as ids, every
-	// cgroup the accounting reports is under its path), but the BPF
-	// accounting itself never reports 0-3 of the 200 cgroups (their ids
-	// are absent from every Read, instrumented on 2026-11-23), losing
-	// 0.5-2% of the CPU time: that loss is open, so this guards the 97%
-	// reached rather than the 99% asked.
-	if pct < 97 {
-		t.Errorf("%.2f%% of the cgroups' CPU time exported under their paths, want >= 97%% (issue 10 asks 99%%)", pct)
+	// Issue 10 asks for 99%. The accounting loses at most the tail of a
+	// task whose free hook the kernel skipped (see bpf/accounting.bpf.c),
+	// so under load this is 100.00% here.
+	if pct < 99 {
+		t.Errorf("%.2f%% of the cgroups' CPU time exported under their paths, want >= 99%%", pct)
 	}
 	if len(asID) > 0 {
 		t.Errorf("%d of them exported as ids: %v", len(asID), asID[:min(5, len(asID))])
