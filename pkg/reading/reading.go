@@ -90,6 +90,11 @@ type Counter struct {
 	// MaxRate is the largest plausible increase per second (a power
 	// ceiling for an energy counter); 0 disables the rate check.
 	MaxRate float64
+	// Slack widens the rate check to MaxRate × (Δt + Slack), for counters
+	// whose values can lag their timestamps (the kernel folds a running
+	// task's runtime in only at ticks, so a read can carry some from
+	// before the previous one).
+	Slack time.Duration
 	// NeverResets is set for counters that cannot restart (a cgroup's CPU
 	// usage: a re-created cgroup is a new one). A reading below the last
 	// accepted one is then always a glitch, however consistent the
@@ -138,7 +143,9 @@ func (c *Counter) Observe(v float64, t time.Time) (float64, error) {
 
 // Reset forgets the baseline, so the next reading starts afresh (a source
 // that was re-opened).
-func (c *Counter) Reset() { *c = Counter{Max: c.Max, MaxRate: c.MaxRate, NeverResets: c.NeverResets} }
+func (c *Counter) Reset() {
+	*c = Counter{Max: c.Max, MaxRate: c.MaxRate, Slack: c.Slack, NeverResets: c.NeverResets}
+}
 
 func (c *Counter) accept(v float64, t time.Time) {
 	c.prev, c.prevT, c.seen, c.hasCan = v, t, true, false
@@ -163,7 +170,7 @@ func (c *Counter) increase(base float64, bt time.Time, v float64, t time.Time, w
 	}
 	if c.MaxRate > 0 {
 		dt := t.Sub(bt).Seconds()
-		if dt <= 0 || d > c.MaxRate*dt {
+		if dt <= 0 || d > c.MaxRate*(dt+c.Slack.Seconds()) {
 			return 0, d == 0
 		}
 	}

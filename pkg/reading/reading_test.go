@@ -197,3 +197,21 @@ func TestCounterNeverResets(t *testing.T) {
 		t.Fatalf("recovery: %g %v", d, err)
 	}
 }
+
+// Slack lets a reading carry up to MaxRate × Slack more than its interval
+// allows, and no more.
+func TestCounterSlack(t *testing.T) {
+	c := Counter{MaxRate: 100, Slack: 500 * time.Millisecond}
+	c.Observe(0, at(0))
+	if d, err := c.Observe(149, at(1)); d != 149 || err != nil {
+		t.Fatalf("149 in 1 s with 0.5 s of slack at 100/s: %g %v, want accepted", d, err)
+	}
+	if _, err := c.Observe(149+151, at(2)); reason(t, err) != TooFast {
+		t.Fatalf("151 in 1 s: accepted, want too_fast")
+	}
+	strict := Counter{MaxRate: 100}
+	strict.Observe(0, at(0))
+	if _, err := strict.Observe(101, at(1)); reason(t, err) != TooFast {
+		t.Fatalf("without slack 101 in 1 s: accepted, want too_fast")
+	}
+}

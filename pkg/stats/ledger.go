@@ -64,10 +64,8 @@ type ledger struct {
 	// only when trackGone (the probes forget their entries).
 	goneIDs   []uint64
 	trackGone bool
-	// check, when set, validates the CPU counters (sources that don't);
-	// last is when the previous reading was absorbed.
+	// check, when set, validates the CPU counters (sources that don't).
 	check *cpuCheck
-	last  time.Time
 }
 
 func newLedger(res CgroupPaths, retention time.Duration) *ledger {
@@ -104,9 +102,9 @@ func (l *ledger) absorb(r usage.Reading, now time.Time, baseline bool, use *shar
 		d, dsw := deltas(p.CPUNs, w.prevCPU, p.Switches, w.prevSw)
 		if l.check != nil {
 			if w.cpu == nil {
-				w.cpu = l.check.counter(baseline, l.last)
+				w.cpu = l.check.counter(baseline)
 			}
-			d = l.check.delta(w.cpu, p.CPUNs, now, l.last, func() string { return fmt.Sprintf("process %d CPU ns", p.Key.PID) })
+			d = l.check.delta(w.cpu, p.CPUNs, func() string { return fmt.Sprintf("process %d CPU ns", p.Key.PID) })
 		}
 		w.prevCPU, w.prevSw = p.CPUNs, p.Switches
 		w.w.CPUSeconds += float64(d) / 1e9
@@ -144,9 +142,9 @@ func (l *ledger) absorb(r usage.Reading, now time.Time, baseline bool, use *shar
 		d, dsw := deltas(c.CPUNs, cs.prevCPU, c.Switches, cs.prevSw)
 		if l.check != nil {
 			if cs.cpu == nil {
-				cs.cpu = l.check.counter(baseline, l.last)
+				cs.cpu = l.check.counter(baseline)
 			}
-			d = l.check.delta(cs.cpu, c.CPUNs, now, l.last, func() string { return fmt.Sprintf("cgroup %d CPU ns", c.ID) })
+			d = l.check.delta(cs.cpu, c.CPUNs, func() string { return fmt.Sprintf("cgroup %d CPU ns", c.ID) })
 		}
 		if baseline {
 			// History: counted, not usage.
@@ -182,7 +180,6 @@ func (l *ledger) absorb(r usage.Reading, now time.Time, baseline bool, use *shar
 		use.cgTotal[w] += sec
 		use.spread(w, sec, cgSocket[c.ID])
 	}
-	l.last = now
 	return total
 }
 

@@ -196,6 +196,7 @@ func (l *Loop) Run(ctx context.Context) error {
 // missed is counted by the next good one.
 func (l *Loop) Step(now time.Time) {
 	reading, srcErr := l.src.Read()
+	readAt := time.Now()
 	if srcErr != nil {
 		l.log.Warn("read accounting source", zap.String("mode", l.src.Mode()), zap.Error(srcErr))
 	}
@@ -223,6 +224,9 @@ func (l *Loop) Step(now time.Time) {
 	// 1. Consumers and what each used.
 	var cpuSec float64
 	if srcErr == nil {
+		if l.ledger.check != nil {
+			l.ledger.check.advance(now, readAt, baseline)
+		}
 		cpuSec = l.ledger.absorb(reading, now, baseline, l.shares)
 		if l.probes != nil {
 			l.probes.absorb(l.ledger, l.shares, deadProcs(reading), l.split.byCounters(), l.log)

@@ -11,6 +11,13 @@ import (
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
+// readSlack is how much more CPU time than CPUs × Δt one read may carry.
+// The kernel folds a running task's runtime into sum_exec_runtime at ticks
+// and context switches, so a read can include up to a tick per CPU that
+// was spent before the previous read (10 ms at HZ=100); garbage is far
+// beyond that.
+const readSlack = 50 * time.Millisecond
+
 // maxHistory bounds the CPU time a consumer can have used before the
 // exporter's first read: every CPU busy for this long, beyond any uptime.
 // It refuses garbage such as UINT64_MAX (584 CPU-years) on nodes of up to
@@ -33,6 +40,12 @@ type cpuCheck struct {
 	maxRate float64 // ns per second: every CPU busy
 	rejects *reading.Rejects
 
+	// The check's own clock, which the counters are timed by: at is the
+	// current read's time, prev the previous one's. stamp and wall are the
+	// previous read's loop timestamp and wall-clock time.
+	at, prev    time.Time
+	stamp, wall time.Time
+
 	mu          sync.Mutex
 	reads, errs uint64
 	up          bool
@@ -42,26 +55,43 @@ func newCPUCheck(source string, cpus int, log *zap.Logger) *cpuCheck {
 	return &cpuCheck{maxRate: float64(cpus) * 1e9, rejects: reading.NewRejects(source, log)}
 }
 
+// advance moves the check's clock to a read the loop stamped now and that
+// was taken at readAt (wall clock), by the longer of the two spans since the
+// previous read: a read the loop took late (its tick waited under load)
+// covers more time than its stamp says, while tests that step synthetic
+// time keep their stamps' intervals.
+func (k *cpuCheck) advance(now, readAt time.Time, baseline bool) {
+	if baseline {
+		k.at, k.prev = now, now
+	} else {
+		span := now.Sub(k.stamp)
+		if r := readAt.Sub(k.wall); r > span {
+			span = r
+		}
+		k.prev, k.at = k.at, k.at.Add(span)
+	}
+	k.stamp, k.wall = now, readAt
+}
+
 // counter returns a counter for a new key. A key first seen after the
-// baseline read did not exist at the previous read (last), so its counter
-// starts from 0 then and its first value is held to the same ceiling.
-func (k *cpuCheck) counter(baseline bool, last time.Time) *reading.Counter {
-	c := &reading.Counter{MaxRate: k.maxRate}
+// baseline read did not exist at the previous read, so its counter starts
+// from 0 then and its first value is held to the same ceiling.
+func (k *cpuCheck) counter(baseline bool) *reading.Counter {
+	c := &reading.Counter{MaxRate: k.maxRate, Slack: readSlack}
 	if !baseline {
-		_, _ = c.Observe(0, last)
+		_, _ = c.Observe(0, k.prev)
 	}
 	return c
 }
 
-// delta validates v read at now (the previous read was at last) and
-// returns its accepted increase (0 for the baseline and for a rejected
-// reading).
-func (k *cpuCheck) delta(c *reading.Counter, v uint64, now, last time.Time, what func() string) uint64 {
-	d, err := c.Observe(float64(v), now)
+// delta validates v, read at the check's current time, and returns its
+// accepted increase (0 for the baseline and for a rejected reading).
+func (k *cpuCheck) delta(c *reading.Counter, v uint64, what func() string) uint64 {
+	d, err := c.Observe(float64(v), k.at)
 	var rej *reading.Rejection
 	if errors.As(err, &rej) && rej.Reason == reading.Backwards {
-		fresh := k.counter(false, last)
-		if d, err := fresh.Observe(float64(v), now); err == nil {
+		fresh := k.counter(false)
+		if d, err := fresh.Observe(float64(v), k.at); err == nil {
 			*c = *fresh
 			return uint64(d)
 		}

@@ -145,3 +145,36 @@ func TestBPFCountersProperty(t *testing.T) {
 		}
 	}
 }
+
+// A read the loop took late covers more time than its stamp says: every
+// CPU busy for the whole span is credited, not rejected as too fast. The
+// stamps are 1 s apart; the reads were 1.6 s apart, with two CPUs busy
+// throughout. Synthetic stamps further apart than the wall-clock reads
+// (as tests step time) keep their own span.
+func TestCPUCheckTimesLateReads(t *testing.T) {
+	k := newCPUCheck("bpf", 2, nil)
+	t0, w0 := time.Unix(1000, 0), time.Unix(5000, 0)
+	k.advance(t0, w0, true)
+	c := k.counter(true)
+	if d := k.delta(c, 10e9, func() string { return "cgroup" }); d != 0 {
+		t.Fatalf("baseline credited %d", d)
+	}
+	k.advance(t0.Add(time.Second), w0.Add(1600*time.Millisecond), false)
+	if d := k.delta(c, 10e9+3.2e9, func() string { return "cgroup" }); d != 3.2e9 {
+		t.Errorf("2 CPUs busy for a late read's 1.6 s: credited %d ns, want 3.2e9", d)
+	}
+	fresh := k.counter(false) // a key first seen in this read
+	k.advance(t0.Add(6*time.Second), w0.Add(1601*time.Millisecond), false)
+	if d := k.delta(c, 10e9+3.2e9+9.9e9, func() string { return "cgroup" }); d != 9.9e9 {
+		t.Errorf("5 s stamped, 1 ms of wall clock: credited %d ns, want 9.9e9", d)
+	}
+	if d := k.delta(fresh, 0.5e9, func() string { return "new cgroup" }); d != 0.5e9 {
+		t.Errorf("new key: credited %d ns, want 0.5e9", d)
+	}
+	if d := k.delta(c, 10e9+3.2e9+9.9e9+20e9, func() string { return "cgroup" }); d != 0 {
+		t.Errorf("garbage jump credited %d ns", d)
+	}
+	if got := k.Health()[0].Rejected["too_fast"]; got != 1 {
+		t.Errorf("too_fast rejections %d, want 1 (the garbage jump)", got)
+	}
+}
