@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -342,8 +343,9 @@ func TestRealScrapeLintAndFamilies(t *testing.T) {
 	// every workload family has series: real resolution of real cgroups.
 	// The same relative path exists under every controller, as Slurm lays
 	// jobs out, and under cgroup2, where pressure (PSI) is kept; the process
-	// enters them all and does a little direct IO, so resource families
-	// have series too.
+	// enters them all and does a little direct IO and a buffered write, so
+	// resource and page-cache families have series too (on a quiet machine
+	// nothing else dirties the page cache while the test runs).
 	// The workloads' work below must come after the exporter's baseline, or it is not
 	// new to the exporter: on a loaded machine loading BPF takes seconds,
 	// so wait for the first interval rather than a fixed time.
@@ -357,6 +359,12 @@ func TestRealScrapeLintAndFamilies(t *testing.T) {
 			t.Fatal("exporter completed no stats interval in 30 s")
 		}
 	}
+	var workOut syncBuffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("workloads' output:\n%s", workOut.String())
+		}
+	})
 	top := fmt.Sprintf("wattrace-test-%d-kinds", os.Getpid())
 	mounts := []string{h.Mount}
 	for _, c := range []string{"memory", "blkio", "pids", "unified"} {
@@ -385,8 +393,12 @@ func TestRealScrapeLintAndFamilies(t *testing.T) {
 			enter = append(enter, fmt.Sprintf("echo $$ > %s/cgroup.procs", dir))
 		}
 		script := strings.Join(enter, " && ") + ` && i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done;
-f=/var/tmp/wattrace-e2e-$$; dd if=/dev/zero of=$f bs=64k count=4 oflag=direct 2>/dev/null; rm -f $f; exec sleep 60`
-		cmd := exec.Command("/bin/sh", "-c", script)
+f=/var/tmp/wattrace-e2e-$$; dd if=/dev/zero of=$f bs=64k count=4 oflag=direct status=none &&
+dd if=/dev/zero of=$f.cached bs=64k count=4 conv=fsync status=none && echo "$0: IO done"; rm -f $f $f.cached; exec sleep 60`
+		cmd := exec.Command("/bin/sh", "-c", script, rel)
+		// What the workloads said (a failed move, a failed dd) is logged if
+		// the test fails, to tell a missing family's cause.
+		cmd.Stdout, cmd.Stderr = &workOut, &workOut
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -504,4 +516,22 @@ func mayBeAllZero(name string) bool {
 		}
 	}
 	return false
+}
+
+// syncBuffer is a bytes.Buffer that several processes' output can share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -151,28 +151,35 @@ func TestTwoCgroupsMatchKernelAccounting(t *testing.T) {
 	}
 }
 
-// 500 processes that each live well under 50 ms: their CPU time must reach
-// their cgroup through the exit path, and their map entries must go away.
-func TestShortLivedProcesses(t *testing.T) {
-	a, h, res := loadForTest(t)
-	dir := testenv.Cgroup(t, h.Mount, "short")
-	id := testenv.Inode(t, dir)
+// shortProcesses makes a cgroup and a launcher, not yet started, that runs
+// n copies of this test binary burning 10 ms each, two at a time, in it
+// (the launcher enters the cgroup first, so every child is born there). It
+// returns them with a reading and the kernel's usage of the cgroup before.
+func shortProcesses(t *testing.T, a *Accounting, h cgroup.Hierarchy, res *cgroup.Resolver, name string, n int) (dir string, id uint64, launcher *exec.Cmd, r0 usage.Reading, u0 uint64) {
+	t.Helper()
+	dir = testenv.Cgroup(t, h.Mount, name)
+	id = testenv.Inode(t, dir)
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	r0, err := a.Read()
-	if err != nil {
+	if r0, err = a.Read(); err != nil {
 		t.Fatal(err)
 	}
-	u0 := cgUsage(t, res, h, dir)
-
-	// The launcher enters the cgroup first, so every child is born there.
-	const n = 500
-	launcher := exec.Command("/bin/sh", "-c",
+	u0 = cgUsage(t, res, h, dir)
+	launcher = exec.Command("/bin/sh", "-c",
 		`echo $$ > "$0/cgroup.procs" && i=0 && while [ $i -lt `+strconv.Itoa(n)+` ]; do "$1" & "$1" & wait; i=$((i+2)); done`,
 		dir, exe)
 	launcher.Env = append(os.Environ(), busyEnv+"=10ms")
+	return dir, id, launcher, r0, u0
+}
+
+// 500 processes that each live well under 50 ms: their CPU time must reach
+// their cgroup through the exit path, and their map entries must go away.
+func TestShortLivedProcesses(t *testing.T) {
+	a, h, res := loadForTest(t)
+	const n = 500
+	dir, id, launcher, r0, u0 := shortProcesses(t, a, h, res, "short", n)
 	start := time.Now()
 	if err := launcher.Start(); err != nil {
 		t.Fatal(err)
@@ -201,6 +208,7 @@ loop:
 	var r1 usage.Reading
 	for i := 0; i < 3; i++ {
 		time.Sleep(100 * time.Millisecond)
+		var err error
 		if r1, err = a.Read(); err != nil {
 			t.Fatal(err)
 		}
@@ -252,22 +260,8 @@ func TestExitHookAloneCountsShortProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.hooks = a.hooks[:1]
-	dir := testenv.Cgroup(t, h.Mount, "exitonly")
-	id := testenv.Inode(t, dir)
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r0, err := a.Read()
-	if err != nil {
-		t.Fatal(err)
-	}
-	u0 := cgUsage(t, res, h, dir)
 	const n = 200
-	launcher := exec.Command("/bin/sh", "-c",
-		`echo $$ > "$0/cgroup.procs" && i=0 && while [ $i -lt `+strconv.Itoa(n)+` ]; do "$1" & "$1" & wait; i=$((i+2)); done`,
-		dir, exe)
-	launcher.Env = append(os.Environ(), busyEnv+"=10ms")
+	dir, id, launcher, r0, u0 := shortProcesses(t, a, h, res, "exitonly", n)
 	if err := launcher.Run(); err != nil {
 		t.Fatalf("launcher: %v", err)
 	}
