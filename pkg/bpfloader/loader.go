@@ -156,7 +156,7 @@ func explainLoadError(err error, log *zap.Logger) error {
 		return fmt.Errorf("not permitted to load BPF programs: run as root or grant CAP_BPF and CAP_PERFMON: %w", err)
 	}
 	if errors.Is(err, ebpf.ErrNotSupported) {
-		return fmt.Errorf("kernel lacks a BPF feature wattrace needs (task iterator, task storage and tp_btf: Linux 5.11 or later): %w", err)
+		return fmt.Errorf("kernel lacks a BPF feature wattrace needs (task iterator, task storage, tp_btf and atomic cmpxchg: Linux 5.12 or later): %w", err)
 	}
 	return fmt.Errorf("load BPF accounting: %w", err)
 }

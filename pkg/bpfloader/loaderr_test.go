@@ -24,7 +24,7 @@ func TestLoadErrorsNameTheCause(t *testing.T) {
 	}{
 		{fmt.Errorf("map create: %w", unix.EPERM), "CAP_BPF and CAP_PERFMON"},
 		{fmt.Errorf("prog load: %w", unix.EACCES), "CAP_BPF and CAP_PERFMON"},
-		{fmt.Errorf("iter: %w", ebpf.ErrNotSupported), "Linux 5.11"},
+		{fmt.Errorf("iter: %w", ebpf.ErrNotSupported), "Linux 5.12"},
 	} {
 		got := explainLoadError(c.err, log)
 		if !strings.Contains(got.Error(), c.want) || !errors.Is(got, c.err) {
