@@ -186,7 +186,7 @@ func (s *Source) check(c *reading.Counter, v uint64, t time.Time, what string) b
 	if c.MaxRate == 0 {
 		// CPU time counters of a cgroup or a process never restart: the
 		// kernel gives a re-created one a new id or start time.
-		c.MaxRate, c.NeverResets = s.maxRate, true
+		c.MaxRate, c.NeverResets, c.Slack = s.maxRate, true, reading.CPUTimeSlack
 		if !s.boot.IsZero() {
 			err = reading.CheckGauge(float64(v), s.maxRate*t.Sub(s.boot).Seconds())
 		}

@@ -68,6 +68,12 @@ func CheckGauge(v, max float64) error {
 	return nil
 }
 
+// CPUTimeSlack is the Slack for a CPU-time counter (a cgroup's or a task's
+// nanoseconds). The kernel folds a running task's runtime in only at ticks
+// and context switches, so one read can carry up to a tick per CPU that was
+// spent before the previous read (10 ms at HZ=100); garbage is far beyond.
+const CPUTimeSlack = 50 * time.Millisecond
+
 // Counter turns successive readings of a cumulative counter (joules,
 // microjoules, nanoseconds) into validated increases.
 //

@@ -11,13 +11,6 @@ import (
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
-// readSlack is how much more CPU time than CPUs × Δt one read may carry.
-// The kernel folds a running task's runtime into sum_exec_runtime at ticks
-// and context switches, so a read can include up to a tick per CPU that
-// was spent before the previous read (10 ms at HZ=100); garbage is far
-// beyond that.
-const readSlack = 50 * time.Millisecond
-
 // maxHistory bounds the CPU time a consumer can have used before the
 // exporter's first read: every CPU busy for this long, beyond any uptime.
 // It refuses garbage such as UINT64_MAX (584 CPU-years) on nodes of up to
@@ -77,7 +70,7 @@ func (k *cpuCheck) advance(now, readAt time.Time, baseline bool) {
 // baseline read did not exist at the previous read, so its counter starts
 // from 0 then and its first value is held to the same ceiling.
 func (k *cpuCheck) counter(baseline bool) *reading.Counter {
-	c := &reading.Counter{MaxRate: k.maxRate, Slack: readSlack}
+	c := &reading.Counter{MaxRate: k.maxRate, Slack: reading.CPUTimeSlack}
 	if !baseline {
 		_, _ = c.Observe(0, k.prev)
 	}
