@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -50,7 +51,6 @@ func buildExporter(t testing.TB) string {
 // process is stopped with SIGTERM when the test ends and must exit cleanly.
 func startExporter(t *testing.T, bin, addr string, args ...string) string {
 	t.Helper()
-	before := ourPrograms(t)
 	cmd := exec.Command(bin, args...)
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
@@ -58,6 +58,8 @@ func startExporter(t *testing.T, bin, addr string, args ...string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		held := heldPrograms(t, cmd.Process.Pid)
+		t.Logf("exporter held %d BPF programs at shutdown", len(held))
 		_ = cmd.Process.Signal(os.Interrupt)
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
@@ -71,10 +73,9 @@ func startExporter(t *testing.T, bin, addr string, args ...string) string {
 			t.Errorf("exporter did not stop on SIGINT\n%s", logs.String())
 		}
 		// The kernel frees a closed program from deferred work, so
-		// its id can outlive the process by a moment. Programs loaded
-		// before this exporter started belong to someone else.
-		n := len(newPrograms(t, before))
-		for deadline := time.Now().Add(3 * time.Second); n != 0 && time.Now().Before(deadline); n = len(newPrograms(t, before)) {
+		// its id can outlive the process by a moment.
+		n := stillLoaded(held)
+		for deadline := time.Now().Add(3 * time.Second); n != 0 && time.Now().Before(deadline); n = stillLoaded(held) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		if n != 0 {
@@ -87,37 +88,44 @@ func startExporter(t *testing.T, bin, addr string, args ...string) string {
 	return "http://" + addr
 }
 
-// newPrograms lists our programs loaded now that were not in before.
-func newPrograms(t *testing.T, before map[ebpf.ProgramID]bool) []ebpf.ProgramID {
-	var out []ebpf.ProgramID
-	for id := range ourPrograms(t) {
-		if !before[id] {
-			out = append(out, id)
+// heldPrograms lists the BPF programs process pid holds, by program or link
+// file descriptor (its fdinfo names the program). Counting by holder, not by
+// name, keeps other processes' programs (a test in another package loading
+// the same objects) out of the count.
+func heldPrograms(t *testing.T, pid int) map[ebpf.ProgramID]bool {
+	t.Helper()
+	held := map[ebpf.ProgramID]bool{}
+	dir := fmt.Sprintf("/proc/%d/fdinfo", pid)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatalf("list %s: %v", dir, err)
+	}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue // closed meanwhile
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, "prog_id:"); ok {
+				if id, err := strconv.ParseUint(strings.TrimSpace(v), 10, 32); err == nil {
+					held[ebpf.ProgramID(id)] = true
+				}
+			}
 		}
 	}
-	return out
+	return held
 }
 
-// ourPrograms lists the loaded BPF programs that carry our programs' names.
-func ourPrograms(t *testing.T) map[ebpf.ProgramID]bool {
-	t.Helper()
-	n := map[ebpf.ProgramID]bool{}
-	for id := ebpf.ProgramID(0); ; {
-		next, err := ebpf.ProgramGetNextID(id)
-		if err != nil {
-			return n
-		}
-		id = next
-		p, err := ebpf.NewProgramFromID(id)
-		if err != nil {
-			continue // unloaded meanwhile
-		}
-		info, err := p.Info()
-		p.Close()
-		if err == nil && (info.Name == "dump_task" || info.Name == "task_exit" || info.Name == "task_free") {
-			n[id] = true
+// stillLoaded counts the programs of ids the kernel still has.
+func stillLoaded(ids map[ebpf.ProgramID]bool) int {
+	n := 0
+	for id := range ids {
+		if p, err := ebpf.NewProgramFromID(id); err == nil {
+			p.Close()
+			n++
 		}
 	}
+	return n
 }
 
 func scrape(t *testing.T, url string) (map[string]*dto.MetricFamily, []byte) {

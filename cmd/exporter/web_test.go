@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -111,11 +112,16 @@ func TestTakenPortFailsBeforeBPF(t *testing.T) {
 	cfg.Accounting.Mode = "bpf"
 	core, logs := observer.New(zap.DebugLevel)
 	c := newComponents(zap.New(core))
-	before := ourPrograms(t)
+	before := heldPrograms(t, os.Getpid())
 	start := time.Now()
 	err = build(cfg, c)
 	took := time.Since(start)
-	loaded := newPrograms(t, before)
+	var loaded []ebpf.ProgramID
+	for id := range heldPrograms(t, os.Getpid()) {
+		if !before[id] {
+			loaded = append(loaded, id)
+		}
+	}
 	c.close()
 	if err == nil || !strings.Contains(err.Error(), "web.listen-address") {
 		t.Fatalf("build with a taken port: %v, want an error naming web.listen-address", err)
