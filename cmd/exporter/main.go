@@ -20,6 +20,12 @@ import (
 )
 
 func main() {
+	if c, ok := lookup(commands(), os.Args[1:]); ok {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := c.run(ctx, os.Args[2:], stdio{in: os.Stdin, out: os.Stdout, err: os.Stderr})
+		stop()
+		os.Exit(code)
+	}
 	cfg, err := config.Load(os.Args[1:])
 	if errors.Is(err, pflag.ErrHelp) {
 		return // pflag has printed usage
