@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
@@ -50,8 +52,20 @@ func newSharedMetrics(src collector.SnapshotSource, reg prometheus.Gatherer, fal
 	return &sharedMetrics{src: src, reg: reg, fallback: fallback, log: log, formats: expfmt.DefaultAcceptedFormats()}
 }
 
+// freshSource steps its loop when the latest snapshot is older than
+// maxAge (0: its interval); *stats.Loop implements it. A scrape asks for
+// fresh figures through it, which is what drives the loop on demand.
+type freshSource interface {
+	Fresh(ctx context.Context, maxAge time.Duration) *snapshot.Snapshot
+}
+
 func (h *sharedMetrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	snap := h.src.Snapshot()
+	var snap *snapshot.Snapshot
+	if f, ok := h.src.(freshSource); ok {
+		snap = f.Fresh(r.Context(), 0)
+	} else {
+		snap = h.src.Snapshot()
+	}
 	if snap == nil {
 		h.fallback.ServeHTTP(w, r)
 		return

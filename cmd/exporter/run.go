@@ -109,6 +109,8 @@ func build(cfg *config.Config, c *components) error {
 		CPUs:        onlineCPUs(cfg.Path.Sysfs, log),
 		Hierarchy:   string(hier.Kind),
 		UsageMetric: cfg.Power.UsageMetric,
+		OnDemand:    cfg.Stats.OnDemand,
+		MaxGap:      cfg.Stats.MaxGap,
 	}, acc.src, meter, res, log.Named("stats"), opts.stats...)
 	if err != nil {
 		return fmt.Errorf("starting stats loop: %w", err)

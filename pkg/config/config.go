@@ -55,6 +55,8 @@ const (
 
 	KeyStatsInterval  = "stats.interval"
 	KeyStatsRetention = "stats.retention"
+	KeyStatsOnDemand  = "stats.on-demand"
+	KeyStatsMaxGap    = "stats.max-gap"
 
 	KeyPowerSource          = "power.source"
 	KeyPowerIdleWatts       = "power.idle-watts"
@@ -198,6 +200,11 @@ type Cgroup struct {
 type Stats struct {
 	Interval  time.Duration
 	Retention time.Duration
+	// OnDemand steps the loop when a scrape finds its figures older than
+	// Interval, and otherwise every MaxGap (or sooner where a source
+	// needs it), instead of every Interval.
+	OnDemand bool
+	MaxGap   time.Duration
 }
 
 // Power configures the energy source and the idle model.
@@ -404,7 +411,9 @@ func NewFlagSet(name string) *pflag.FlagSet {
 	fs.String(KeyAccountingMode, "auto", "Per-task CPU accounting: bpf, procfs, or auto (bpf, falling back to procfs when BPF cannot be loaded).")
 	fs.String(KeyCgroupHierarchy, "auto", "cgroup hierarchy that keys workloads: "+strings.Join(CgroupHierarchies, ", ")+".")
 
-	fs.Duration(KeyStatsInterval, 5*time.Second, "Accounting interval. Short enough to follow load changes within a 15-30s scrape, long enough that reading thousands of tasks costs <0.1% CPU.")
+	fs.Duration(KeyStatsInterval, 5*time.Second, "Accounting interval: a scrape's figures are at most this old. With stats.on-demand a scrape that finds them older steps the loop; without it the loop steps every interval.")
+	fs.Bool(KeyStatsOnDemand, true, "Step the loop when a scrape (or another consumer) asks for figures older than stats.interval, and otherwise only every stats.max-gap or as often as a source needs (a wrapping RAPL counter, GPU sampling, a carbon-intensity change). Totals are the same: every counter read is cumulative.")
+	fs.Duration(KeyStatsMaxGap, time.Minute, "With stats.on-demand, the longest the loop goes without a step when nobody asks; bounds how many ended processes the BPF exit maps must hold between reads. At least stats.interval.")
 	fs.Duration(KeyStatsRetention, 5*time.Minute, "How long terminated cgroups and processes stay exported, so the last scrape sees their final totals.")
 
 	fs.String(KeyPowerSource, "auto", "Energy source: auto (every meter found: RAPL, pm_counters, Redfish, IPMI, hwmon; the estimator when none measures), rapl (RAPL only), or estimator.")
@@ -594,6 +603,8 @@ func decode(v *viper.Viper) (*Config, error) {
 		Stats: Stats{
 			Interval:  d.duration(KeyStatsInterval),
 			Retention: d.duration(KeyStatsRetention),
+			OnDemand:  d.bool(KeyStatsOnDemand),
+			MaxGap:    d.duration(KeyStatsMaxGap),
 		},
 		Power: Power{
 			Source:      d.string(KeyPowerSource),
@@ -845,6 +856,10 @@ func (c *Config) Validate() error {
 
 	positive(KeyStatsInterval, c.Stats.Interval)
 	positive(KeyStatsRetention, c.Stats.Retention)
+	positive(KeyStatsMaxGap, c.Stats.MaxGap)
+	if c.Stats.MaxGap > 0 && c.Stats.MaxGap < c.Stats.Interval {
+		errs = append(errs, fmt.Errorf("invalid value \"%v\" for %s: must be at least %s (%v)", c.Stats.MaxGap, KeyStatsMaxGap, KeyStatsInterval, c.Stats.Interval))
+	}
 
 	if len(c.Web.ListenAddresses) == 0 {
 		errs = append(errs, fmt.Errorf("invalid value \"\" for %s: at least one address is required", KeyWebListenAddress))

@@ -27,3 +27,12 @@ type Advancer interface {
 type HealthReporter interface {
 	Health() []snapshot.SourceHealth
 }
+
+// ReadWithin is implemented by meters whose counters wrap: ReadWithin is
+// the longest they may go unread before a wrap could go unnoticed (two
+// wraps between reads look like one), with a margin; 0 means no limit.
+// The stats loop, which otherwise steps only when asked, reads the meter
+// at least this often.
+type ReadWithin interface {
+	ReadWithin() time.Duration
+}

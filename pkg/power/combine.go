@@ -135,3 +135,16 @@ func (c *Combined) IdleWatts(zone string) (float64, bool) {
 	}
 	return 0, false
 }
+
+// ReadWithin implements ReadWithin: the shortest of its members'.
+func (c *Combined) ReadWithin() time.Duration {
+	var least time.Duration
+	for _, m := range c.meters {
+		if w, ok := m.(ReadWithin); ok {
+			if d := w.ReadWithin(); d > 0 && (least == 0 || d < least) {
+				least = d
+			}
+		}
+	}
+	return least
+}

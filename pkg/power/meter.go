@@ -44,4 +44,7 @@ const (
 var (
 	_ Meter = (*RAPL)(nil)
 	_ Meter = (*Estimator)(nil)
+
+	_ ReadWithin = (*RAPL)(nil)
+	_ ReadWithin = (*Combined)(nil)
 )

@@ -55,6 +55,17 @@ func (e *emissions) begin() {
 	}
 }
 
+// changed reports whether the factor in force differs from the one fixed
+// at the last step (another provider, zone or value): the on-demand loop
+// then steps, so that no more energy is priced at the wrong one.
+func (e *emissions) changed() bool {
+	f, ok := e.src.Factor()
+	if ok != e.ok {
+		return true
+	}
+	return ok && (f.Provider != e.f.Provider || f.Zone != e.f.Zone || f.GramsPerKWh != e.f.GramsPerKWh)
+}
+
 // credit is the split's hook: a consumer's share of one zone's energy.
 func (e *emissions) credit(w *consumer, zone string, dynamicJ, idleJ float64) {
 	if !e.ok {

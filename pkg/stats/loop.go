@@ -45,6 +45,13 @@ type Config struct {
 	// "cpu_time" (the default) or a perf counter the probes read; a zone
 	// whose counter is not read falls back to CPU time.
 	UsageMetric map[string]string
+	// OnDemand steps the loop when someone asks for figures older than
+	// Interval (Fresh: a scrape) and otherwise only as often as a source
+	// needs (Gap, demand.go); false steps it every Interval.
+	OnDemand bool
+	// MaxGap bounds the time between steps in on-demand mode; 0 means
+	// DefaultMaxGap. Sources may need less (Gap).
+	MaxGap time.Duration
 }
 
 // Loop is the stats loop. Step and Run must be called from one goroutine;
@@ -59,6 +66,16 @@ type Loop struct {
 	started   bool
 	last      time.Time
 	intervals uint64
+	steps     atomic.Uint64
+
+	// Stepping on demand (demand.go): requests from Fresh, closed when
+	// Run returns; gap is the background cadence; keepFactor prices a
+	// step at the factor of the previous one.
+	reqs       chan request
+	running    atomic.Bool
+	stopped    chan struct{}
+	gap        time.Duration
+	keepFactor bool
 
 	// The stages, in the order Step runs them; the optional ones are nil
 	// when off.
@@ -107,9 +124,14 @@ func New(cfg Config, src usage.Source, meter power.Meter, res CgroupPaths, log *
 	}
 	l := &Loop{
 		cfg: cfg, src: src, meter: meter, log: log,
-		ledger: newLedger(res, cfg.Retention),
-		shares: newShares(cfg.Sockets),
-		zones:  newZones(meter, &idleModels{watts: cfg.IdleWatts, meter: meter}, log),
+		ledger:  newLedger(res, cfg.Retention),
+		shares:  newShares(cfg.Sockets),
+		zones:   newZones(meter, &idleModels{watts: cfg.IdleWatts, meter: meter}, log),
+		reqs:    make(chan request),
+		stopped: make(chan struct{}),
+	}
+	if cfg.MaxGap < 0 {
+		return nil, fmt.Errorf("stats.max-gap must not be negative, got %v", cfg.MaxGap)
 	}
 	l.split = newSplit(policy, l.shares, cfg.UsageMetric, log)
 	for _, o := range opts {
@@ -148,6 +170,7 @@ func New(cfg Config, src usage.Source, meter power.Meter, res CgroupPaths, log *
 		sources = append(sources, l.ledger.check)
 	}
 	l.health = newHealth(meter, log, sources...)
+	l.gap = l.backgroundGap()
 	return l, nil
 }
 
@@ -167,8 +190,12 @@ func (l *Loop) Snapshot() *snapshot.Snapshot { return l.snap.Load() }
 
 // Run steps the loop until ctx is done. The first step only takes a
 // baseline; the first interval follows a second later so that a fresh
-// exporter has figures quickly, then one each Interval.
+// exporter has figures quickly. Then, on demand (Config.OnDemand), a step
+// runs when Fresh finds the snapshot too old and at least every Gap;
+// otherwise one runs each Interval (and Fresh still steps when asked).
 func (l *Loop) Run(ctx context.Context) error {
+	l.running.Store(true)
+	defer close(l.stopped)
 	l.Step(time.Now())
 	first := time.NewTimer(min(time.Second, l.cfg.Interval))
 	defer first.Stop()
@@ -178,6 +205,10 @@ func (l *Loop) Run(ctx context.Context) error {
 	case now := <-first.C:
 		l.Step(now)
 	}
+	if l.cfg.OnDemand {
+		l.runOnDemand(ctx)
+		return nil
+	}
 	t := time.NewTicker(l.cfg.Interval)
 	defer t.Stop()
 	for {
@@ -186,6 +217,8 @@ func (l *Loop) Run(ctx context.Context) error {
 			return nil
 		case now := <-t.C:
 			l.Step(now)
+		case r := <-l.reqs:
+			l.serve(r)
 		}
 	}
 }
@@ -195,6 +228,7 @@ func (l *Loop) Run(ctx context.Context) error {
 // other: the counters they keep are cumulative, so what a failed read
 // missed is counted by the next good one.
 func (l *Loop) Step(now time.Time) {
+	l.steps.Add(1)
 	reading, srcErr := l.src.Read()
 	readAt := time.Now()
 	if srcErr != nil {
@@ -218,7 +252,7 @@ func (l *Loop) Step(now time.Time) {
 
 	// The carbon intensity in force for all of this interval's energy,
 	// the GPUs' (credited in part 1) and the meter's zones' alike.
-	if l.emissions != nil {
+	if l.emissions != nil && !l.keepFactor {
 		l.emissions.begin()
 	}
 	// 1. Consumers and what each used.

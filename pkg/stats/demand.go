@@ -1,0 +1,168 @@
+package stats
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/snapshot"
+)
+
+// The loop steps on demand (Config.OnDemand): a step runs when someone
+// asks for figures fresher than the latest snapshot (a scrape, through
+// Fresh), and otherwise only as often as a source needs to be read. Every
+// counter the loop reads is cumulative (the kernel's per-task runtime, the
+// meters' energy), so an interval of 15 s gives the same totals as three
+// of 5 s: fewer steps lose nothing, they only cost less. The background
+// cadence (gap) covers what is not cumulative or could be lost if read too
+// seldom:
+//
+//   - a meter counter that wraps (RAPL's energy_uj): read before it could
+//     wrap twice (power.ReadWithin);
+//   - GPUs: NVML keeps per-process utilization samples only for a while,
+//     so the GPU stage keeps stats.interval;
+//   - the BPF exit maps, which hold the processes that ended between two
+//     reads (32,768 entries) and the map-backed per-task state: bounded by
+//     stats.max-gap;
+//   - carbon intensity: the factor in force is polled (a cache read) every
+//     stats.interval, and a change steps the loop at once, pricing the
+//     energy until then at the factor it was used under.
+
+// request asks the loop's goroutine for a snapshot no older than maxAge.
+type request struct {
+	maxAge time.Duration
+	done   chan *snapshot.Snapshot
+}
+
+// Fresh returns a snapshot no older than maxAge (stats.interval when
+// maxAge ≤ 0), stepping the loop first when the latest is older. It is
+// safe from any goroutine; concurrent callers share one step. Consumers
+// that need figures at a cadence of their own without scrapes (writing
+// per-VM energy files every N seconds) call it on their own ticker:
+//
+//	for range time.Tick(n) { s := loop.Fresh(ctx, n); … }
+//
+// It never blocks longer than ctx allows: on cancellation, or when Run is
+// not running, it returns the latest snapshot as it is (nil before the
+// first step).
+func (l *Loop) Fresh(ctx context.Context, maxAge time.Duration) *snapshot.Snapshot {
+	if maxAge <= 0 {
+		maxAge = l.cfg.Interval
+	}
+	if s := l.snap.Load(); s != nil && time.Since(s.Time) < maxAge {
+		return s
+	}
+	if !l.running.Load() {
+		return l.snap.Load()
+	}
+	r := request{maxAge: maxAge, done: make(chan *snapshot.Snapshot, 1)}
+	select {
+	case l.reqs <- r:
+	case <-ctx.Done():
+		return l.snap.Load()
+	case <-l.stopped:
+		return l.snap.Load()
+	}
+	select {
+	case s := <-r.done:
+		return s
+	case <-ctx.Done():
+		return l.snap.Load()
+	}
+}
+
+// Steps is how many times the loop has stepped (the baseline included).
+func (l *Loop) Steps() uint64 { return l.steps.Load() }
+
+// Gap is the longest the loop goes without a step when nobody asks for
+// one: the smallest of stats.max-gap and what the sources need. In timer
+// mode it is stats.interval.
+func (l *Loop) Gap() time.Duration { return l.gap }
+
+// backgroundGap works out Gap once the loop's parts are known.
+func (l *Loop) backgroundGap() time.Duration {
+	if !l.cfg.OnDemand {
+		return l.cfg.Interval
+	}
+	gap := l.cfg.MaxGap
+	if gap <= 0 {
+		gap = DefaultMaxGap
+	}
+	if w, ok := l.meter.(power.ReadWithin); ok {
+		if d := w.ReadWithin(); d > 0 && d < gap {
+			gap = d
+		}
+	}
+	if l.gpu != nil && l.cfg.Interval < gap {
+		gap = l.cfg.Interval
+	}
+	return max(gap, l.cfg.Interval)
+}
+
+// DefaultMaxGap bounds the loop's quiet time when stats.max-gap is unset:
+// at a sustained 500 process exits a second the BPF exit map (32,768
+// entries) still holds a minute of them.
+const DefaultMaxGap = time.Minute
+
+// stepNow steps the loop at the current time.
+func (l *Loop) stepNow() {
+	l.Step(time.Now())
+}
+
+// runOnDemand is Run's loop in on-demand mode, after the first two steps.
+func (l *Loop) runOnDemand(ctx context.Context) {
+	quiet := time.NewTimer(l.gap)
+	defer quiet.Stop()
+	var poll <-chan time.Time
+	if l.emissions != nil {
+		t := time.NewTicker(l.cfg.Interval)
+		defer t.Stop()
+		poll = t.C
+	}
+	l.log.Debug("stats loop on demand", zap.Duration("gap", l.gap), zap.Duration("interval", l.cfg.Interval))
+	stepped := func() {
+		if !quiet.Stop() {
+			select {
+			case <-quiet.C:
+			default:
+			}
+		}
+		quiet.Reset(l.gap)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case r := <-l.reqs:
+			if s := l.snap.Load(); s == nil || time.Since(s.Time) >= r.maxAge {
+				l.stepNow()
+				stepped()
+			}
+			r.done <- l.snap.Load()
+		case <-quiet.C:
+			l.stepNow()
+			quiet.Reset(l.gap)
+		case <-poll:
+			if l.emissions.changed() {
+				// The energy up to now was used under the factor
+				// fixed at the last step: price it at that one.
+				l.keepFactor = true
+				l.stepNow()
+				l.keepFactor = false
+				l.emissions.begin() // the new one, from now on
+				stepped()
+			}
+		}
+	}
+}
+
+// serve answers requests that arrive while the timer loop runs: in timer
+// mode Fresh still steps when the latest snapshot is too old.
+func (l *Loop) serve(r request) {
+	if s := l.snap.Load(); s == nil || time.Since(s.Time) >= r.maxAge {
+		l.stepNow()
+	}
+	r.done <- l.snap.Load()
+}
