@@ -179,7 +179,10 @@ func startExporterAt(t *testing.T, addr string, args ...string) *exporter {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args = append([]string{"--web.listen-address=" + addr, "--stats.interval=1s"}, args...)
+	// Per-cgroup series for every cgroup, workloads' included: the
+	// checks compare each cgroup with its cgroupfs counters and sum the
+	// cgroups to the node.
+	args = append([]string{"--web.listen-address=" + addr, "--stats.interval=1s", "--collector.cgroup.workloads"}, args...)
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {

@@ -238,6 +238,7 @@ func registry(cfg *config.Config, loop *stats.Loop, meter power.Meter, acc accou
 		Enabled:         enabled,
 		ProcessTop:      cfg.Collector.ProcessTop,
 		ProbesPerCgroup: cfg.Collector.ProbesPerCgroup,
+		CgroupWorkloads: cfg.Collector.CgroupWorkloads,
 		Programs:        programs,
 		Levels:          cfg.Collector.Levels(),
 		MeterHealth:     reportsHealth && len(hr.Health()) > 0 || loop.HasGPUs(),

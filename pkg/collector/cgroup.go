@@ -12,23 +12,27 @@ const NameCgroup = "cgroup"
 func init() {
 	register(Registration{Name: NameCgroup, Flag: true, DefaultOn: true,
 		Help: "Enable the cgroup collector (energy, CPU time, context switches per cgroup).",
-		new:  func(o Options) subCollector { return newCgroupCollector(o.IdleAttributed) }})
+		new:  func(o Options) subCollector { return newCgroupCollector(o.IdleAttributed, o.CgroupWorkloads) }})
 }
 
 // cgroupCollector exports energy and CPU usage per cgroup of the key
 // hierarchy. Counters cover tasks directly in the cgroup, not descendants,
-// so summing over cgroups never counts a task twice.
+// so summing over cgroups never counts a task twice. A cgroup that belongs
+// to a workload at an exported level is exported at that level only,
+// unless workloads is set (collector.cgroup.workloads): its series would
+// repeat the workload's.
 type cgroupCollector struct {
 	energy, cpu, switches *prometheus.Desc
-	idle                  bool
+	idle, workloads       bool
 }
 
-func newCgroupCollector(idleAttributed bool) *cgroupCollector {
+func newCgroupCollector(idleAttributed, workloads bool) *cgroupCollector {
 	return &cgroupCollector{
-		idle:     idleAttributed,
-		energy:   newDesc("cgroup", "energy_joules_total", "Energy attributed to the tasks directly in the cgroup. mode=\"dynamic\" is its share of the energy above idle; mode=\"idle\" its share of idle energy under the idle policy (exported only when the policy is not none).", "cgroup", "zone", "source", "method", "mode"),
-		cpu:      newDesc("cgroup", "cpu_seconds_total", "CPU time used by the tasks directly in the cgroup, exited tasks included.", "cgroup"),
-		switches: newDesc("cgroup", "context_switches_total", "Voluntary and involuntary context switches of the tasks directly in the cgroup.", "cgroup"),
+		idle:      idleAttributed,
+		workloads: workloads,
+		energy:    newDesc("cgroup", "energy_joules_total", "Energy attributed to the tasks directly in the cgroup. mode=\"dynamic\" is its share of the energy above idle; mode=\"idle\" its share of idle energy under the idle policy (exported only when the policy is not none).", "cgroup", "zone", "source", "method", "mode"),
+		cpu:       newDesc("cgroup", "cpu_seconds_total", "CPU time used by the tasks directly in the cgroup, exited tasks included.", "cgroup"),
+		switches:  newDesc("cgroup", "context_switches_total", "Voluntary and involuntary context switches of the tasks directly in the cgroup.", "cgroup"),
 	}
 }
 
@@ -41,7 +45,7 @@ func (c *cgroupCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Sna
 		return errNoSnapshot
 	}
 	zl := newZoneLabels(snap.Zones)
-	for _, a := range aggregate(snap.Cgroups, false) {
+	for _, a := range aggregateExcept(snap.Cgroups, false, !c.workloads) {
 		cg := a.key.cgroup
 		emitEnergy(ch, c.energy, a, zl, c.idle, cg)
 		ch <- metric(c.cpu, prometheus.CounterValue, a.cpuSeconds, cg)

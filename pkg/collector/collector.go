@@ -50,6 +50,11 @@ type Options struct {
 	// ProbesPerCgroup exports the probe families per cgroup as well as per
 	// node and workload (collector.probes.per-cgroup).
 	ProbesPerCgroup bool
+	// CgroupWorkloads exports the cgroup families (energy, CPU, grams)
+	// also for cgroups that belong to a workload at an exported level;
+	// by default those are exported at the workload level only
+	// (collector.cgroup.workloads).
+	CgroupWorkloads bool
 	// IdleAttributed is true when an idle policy other than "none" hands
 	// idle energy to workloads. Only then are workload series with
 	// mode="idle" exported: under "none" they would all be 0.

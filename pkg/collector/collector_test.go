@@ -537,3 +537,49 @@ func TestResourceFamilyAllZeroLeftOut(t *testing.T) {
 		}
 	}
 }
+
+// A cgroup that belongs to an exported workload is exported at the
+// workload's level only (its energy, CPU, switches and grams would repeat
+// the workload's); collector.cgroup.workloads brings its cgroup series back.
+func TestCgroupInWorkloadExportedOnce(t *testing.T) {
+	snap := testSnapshot()
+	grams := snapshot.Emissions{{Provider: "p", Zone: "package", DynamicG: 2}}
+	snap.Cgroups = append(snap.Cgroups, snapshot.Consumer{Cgroup: "/slurm/uid_1000/job_42/step_batch", CgroupID: 90, CPUSeconds: 8,
+		ContextSwitches: 4, Alive: true, InWorkload: true, Grams: grams,
+		Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 12.5}}}})
+	snap.Cgroups[0].Grams = grams
+	count := func(o Options) map[string]int {
+		t.Helper()
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(newExporter(t, snap, o))
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int{}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "cgroup" && l.GetValue() == "/slurm/uid_1000/job_42/step_batch" {
+						out[mf.GetName()]++
+					}
+				}
+			}
+			if mf.GetName() == "wattrace_cgroup_cpu_seconds_total" {
+				out["cgroups"] = len(mf.GetMetric())
+			}
+		}
+		return out
+	}
+	o := Options{Enabled: on(NameCgroup), Emissions: true, Levels: []workload.Kind{workload.KindJob}}
+	if got := count(o); len(got) != 1 || got["cgroups"] != 2 {
+		t.Errorf("by default: %v, want no series of the job's cgroup and the 2 other cgroups", got)
+	}
+	o.CgroupWorkloads = true
+	got := count(o)
+	for _, f := range []string{"wattrace_cgroup_cpu_seconds_total", "wattrace_cgroup_context_switches_total", "wattrace_cgroup_energy_joules_total", "wattrace_cgroup_emissions_grams_total"} {
+		if got[f] != 1 {
+			t.Errorf("with collector.cgroup.workloads: %s has %d series of the job's cgroup, want 1", f, got[f])
+		}
+	}
+}

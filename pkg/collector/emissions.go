@@ -31,14 +31,14 @@ type emissionsCollector struct {
 	levels                                  map[workload.Kind]*prometheus.Desc
 	factor, age, up, reads, failed          *prometheus.Desc
 	top                                     int
-	idle                                    bool
+	idle, cgroupWorkloads                   bool
 }
 
 const gramsHelp = "Grams of CO2-equivalent of the energy attributed to the %s, each accounting interval's joules priced at the carbon intensity in force in that interval (exact, unlike a PromQL product of averages); zone and mode as for its energy_joules_total, provider is whose factor priced them."
 
 func newEmissionsCollector(o Options) *emissionsCollector {
 	help := func(what string) string { return fmt.Sprintf(gramsHelp, what) }
-	c := &emissionsCollector{top: o.ProcessTop, idle: o.IdleAttributed, levels: map[workload.Kind]*prometheus.Desc{}}
+	c := &emissionsCollector{top: o.ProcessTop, idle: o.IdleAttributed, cgroupWorkloads: o.CgroupWorkloads, levels: map[workload.Kind]*prometheus.Desc{}}
 	if o.Enabled[NameNode] {
 		c.node = newDesc("node", "emissions_grams_total", "Grams of CO2-equivalent of the node's energy per zone, each accounting interval's joules priced at the carbon intensity in force in that interval; mode as for wattrace_node_energy_joules_total, provider is whose factor priced them. Zones overlap: do not sum across zones.", "zone", "socket", "mode", "provider")
 		c.nodeUnattributed = newDesc("node", "unattributed_emissions_grams_total", "Grams of CO2-equivalent of wattrace_node_unattributed_joules_total: part of mode=\"dynamic\" of wattrace_node_emissions_grams_total.", "zone", "socket", "provider")
@@ -89,7 +89,7 @@ func (c *emissionsCollector) update(ch chan<- prometheus.Metric, snap *snapshot.
 		}
 	}
 	if c.cgroup != nil {
-		for _, a := range mergeGrams(snap.Cgroups, false, nil) {
+		for _, a := range mergeGrams(snap.Cgroups, false, nil, !c.cgroupWorkloads) {
 			emitGrams(ch, c.cgroup, a.grams, c.idle, a.key.cgroup)
 		}
 	}
@@ -99,7 +99,7 @@ func (c *emissionsCollector) update(ch chan<- prometheus.Metric, snap *snapshot.
 		for _, a := range topN(aggregate(candidates(snap.Processes, c.top), true), c.top) {
 			keep[a.key] = true
 		}
-		for _, a := range mergeGrams(snap.Processes, true, keep) {
+		for _, a := range mergeGrams(snap.Processes, true, keep, false) {
 			emitGrams(ch, c.process, a.grams, c.idle, strconv.FormatUint(uint64(a.key.pid), 10), a.key.comm, a.key.cgroup)
 		}
 	}
@@ -141,12 +141,16 @@ type gramsAgg struct {
 }
 
 // mergeGrams sums consumers' grams by label set, as aggregate does their
-// energy; keep, when not nil, selects the label sets to export.
-func mergeGrams(ws []snapshot.Consumer, withProcess bool, keep map[seriesKey]bool) []*gramsAgg {
+// energy; keep, when not nil, selects the label sets to export;
+// inWorkloads leaves out the cgroups exported at a workload level.
+func mergeGrams(ws []snapshot.Consumer, withProcess bool, keep map[seriesKey]bool, inWorkloads bool) []*gramsAgg {
 	idx := map[seriesKey]*gramsAgg{}
 	var out []*gramsAgg
 	for i := range ws {
 		w := &ws[i]
+		if inWorkloads && w.InWorkload {
+			continue
+		}
 		k := seriesKey{cgroup: w.Cgroup}
 		if withProcess {
 			k.pid, k.comm = w.PID, w.Comm

@@ -90,6 +90,7 @@ const (
 	KeyProbesDisable       = "collector.probes.disable"
 	KeyProbesCounters      = "collector.probes.counters"
 	KeyProbesPerCgroup     = "collector.probes.per-cgroup"
+	KeyCgroupWorkloads     = "collector.cgroup.workloads"
 	KeyCollectorResources  = "collector.resources"
 
 	KeyWorkloadLibvirtDirs  = "workload.libvirt.dirs"
@@ -331,6 +332,9 @@ type Collector struct {
 	// ProbesPerCgroup exports the probes' families per cgroup too, not only
 	// per node and workload.
 	ProbesPerCgroup bool
+	// CgroupWorkloads exports the cgroup families also for cgroups that
+	// belong to an exported workload (by default: at its level only).
+	CgroupWorkloads bool
 	// Resources are the cgroup resource groups read and exported per
 	// workload (ResourceGroups); none reads no cgroup file.
 	Resources []string
@@ -452,6 +456,7 @@ func NewFlagSet(name string) *pflag.FlagSet {
 
 	fs.StringSlice(KeyProbesDisable, nil, "Probes not to load: pagecache_read, pagecache_add, pagecache_dirty, softirq, block, net, counters.")
 	fs.StringSlice(KeyCollectorResources, []string{"memory"}, "Cgroup resource groups read and exported per workload, each file at most once per scrape: cpu, memory, io, pressure, tasks (empty: none). Series per workload: cpu 2, memory up to 7, io 4 per device, pressure up to 6, tasks 1.")
+	fs.Bool(KeyCgroupWorkloads, false, "Export the cgroup families (energy, CPU, context switches, grams) also for cgroups that belong to a container, pod, VM, job or unit at an exported level; by default such a cgroup is exported once, at its workload's level.")
 	fs.Bool(KeyProbesPerCgroup, false, "Export the probes' families per cgroup as well as per node and workload level: 16 series per cgroup whose tasks used every probed resource (families all zero are left out).")
 	fs.StringSlice(KeyProbesCounters, nil, "Perf counters read at every context switch: cycles, instructions, cache_misses, or cpu_clock (software stand-in). Off by default: reading one costs about 450 ns per context switch on every process (docs/performance.md); none opened means nothing runs there.")
 	fs.StringSlice(KeyPerfEnvVar, []string{"WATTRACE_PROFILE"}, "Environment variables that opt a process in to profiling (any non-empty value). Repeatable.")
@@ -636,6 +641,7 @@ func decode(v *viper.Viper) (*Config, error) {
 			ProbesDisable:    d.strings(KeyProbesDisable),
 			ProbesCounters:   d.strings(KeyProbesCounters),
 			ProbesPerCgroup:  d.bool(KeyProbesPerCgroup),
+			CgroupWorkloads:  d.bool(KeyCgroupWorkloads),
 			Resources:        d.strings(KeyCollectorResources),
 			PerfEnvVars:      d.strings(KeyPerfEnvVar),
 			PerfHardware:     d.strings(KeyPerfHardware),

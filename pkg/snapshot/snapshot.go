@@ -158,6 +158,11 @@ type Consumer struct {
 	// for the configured retention.
 	Alive    bool
 	LastSeen time.Time
+	// InWorkload is set on a cgroup that belongs to a workload at an
+	// exported level (its figures are in that workload's): the cgroup
+	// families leave it out unless asked for (collector.cgroup.workloads),
+	// so each cgroup is exported once, at its most meaningful level.
+	InWorkload bool
 }
 
 // ZoneEnergy is a consumer's energy in the zone named Zone.

@@ -28,7 +28,7 @@ func TestFewerStepsSameTotals(t *testing.T) {
 		2: "/slurm/uid_0/job_2/step_batch",
 		3: "/slurm/uid_0/job_2/step_0",
 		4: "/system.slice/nginx.service",
-		5: "/user.slice/loose",
+		5: "/loose",
 	}
 	type run struct {
 		src  *fakeSource
@@ -124,6 +124,12 @@ func TestFewerStepsSameTotals(t *testing.T) {
 			near(what+" "+x.Cgroup+" CPU", x.CPUSeconds, y.CPUSeconds)
 			near(what+" "+x.Cgroup+" energy", x.Energy.Get("package").DynamicJ, y.Energy.Get("package").DynamicJ)
 			near(what+" "+x.Cgroup+" grams", gramsOf(x.Grams, "test"), gramsOf(y.Grams, "test"))
+		}
+	}
+	// The roll-up marks the cgroups it exports at a workload level.
+	for _, c := range a.Cgroups {
+		if want := c.Cgroup != "/loose"; c.InWorkload != want {
+			t.Errorf("cgroup %s: InWorkload %v, want %v", c.Cgroup, c.InWorkload, want)
 		}
 	}
 	consumers("cgroup", a.Cgroups, b.Cgroups)

@@ -104,11 +104,13 @@ func (r *rollup) add(led *ledger, now time.Time) {
 		}
 		w.rep = reported{cpu: w.w.CPUSeconds, switches: w.w.ContextSwitches, energy: append(w.rep.energy[:0], w.w.Energy...),
 			grams: append(w.rep.grams[:0], w.w.Grams...), probes: rp}
+		w.w.InWorkload = false
 		for _, level := range r.levels {
 			vals, ok := id.LabelValues(level)
 			if !ok {
 				continue
 			}
+			w.w.InWorkload = true
 			key := workloadKey(level, vals)
 			u := r.byKey[key]
 			if u == nil {
