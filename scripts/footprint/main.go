@@ -44,13 +44,16 @@ type options struct {
 	cgroupRoot     string
 	wattraceArgs   string
 	dump           string
+	stress         time.Duration
+	baseline       string
 }
 
 type result struct {
 	cpuPct          float64
 	seqP50, parP50  time.Duration
-	rssWarm, rssEnd float64 // MiB
-	hwm             float64 // MiB
+	spacedP50       time.Duration // the CPU window's scrapes, -interval apart
+	rssWarm, rssEnd float64       // MiB
+	hwm             float64       // MiB
 	series          int
 	scrapeBytes     int
 	target          string
@@ -67,6 +70,8 @@ func main() {
 	flag.IntVar(&o.burst, "burst", 20, "scrapes for each latency figure")
 	flag.StringVar(&o.cgroupRoot, "cgroupfs", "/sys/fs/cgroup", "cgroup file system")
 	flag.StringVar(&o.wattraceArgs, "wattrace.args", "", "extra wattrace flags, space separated")
+	flag.DurationVar(&o.stress, "stress", 0, "run stress-ng --cpu 2 for this long at the start of each CPU window (0: a quiet window)")
+	flag.StringVar(&o.baseline, "baseline", "", "a wattrace binary built from another commit, measured beside the others as wattrace-baseline (before/after in one run)")
 	flag.StringVar(&o.dump, "dump", "", "directory to write each exporter's last scrape to (<name>.prom), for a look at its series")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -107,14 +112,18 @@ func run(ctx context.Context, o options) error {
 	}
 	results := map[string][]result{}
 	order := []string{"node_exporter", "wattrace"}
+	if o.baseline != "" {
+		targets["wattrace-baseline"] = append([]string{o.baseline, "--web.listen-address=127.0.0.1:%d"}, strings.Fields(o.wattraceArgs)...)
+		order = []string{"node_exporter", "wattrace-baseline", "wattrace"}
+	}
 	for round := 0; round < o.rounds; round++ {
 		for _, name := range order {
 			r, err := measure(ctx, o, name, targets[name])
 			if err != nil {
 				return fmt.Errorf("round %d, %s: %w", round+1, name, err)
 			}
-			fmt.Printf("round %d %-13s cpu %.3f%%  seq p50 %v  par p50 %v  rss %.1f/%.1f MiB  hwm %.1f MiB  series %d\n",
-				round+1, name, r.cpuPct, r.seqP50.Round(100*time.Microsecond), r.parP50.Round(100*time.Microsecond),
+			fmt.Printf("round %d %-13s cpu %.3f%%  spaced p50 %v  seq p50 %v  par p50 %v  rss %.1f/%.1f MiB  hwm %.1f MiB  series %d\n",
+				round+1, name, r.cpuPct, r.spacedP50.Round(100*time.Microsecond), r.seqP50.Round(100*time.Microsecond), r.parP50.Round(100*time.Microsecond),
 				r.rssWarm, r.rssEnd, r.hwm, r.series)
 			results[name] = append(results[name], r)
 		}
@@ -268,17 +277,32 @@ func measure(ctx context.Context, o options, name string, argv []string) (result
 		return result{}, fmt.Errorf("%w\n%s", err, logs.String())
 	}
 	r := result{target: name, rssWarm: status(cmd.Process.Pid, "VmRSS")}
+	if o.stress > 0 {
+		s := exec.CommandContext(ctx, "stress-ng", "--cpu", "2", "--timeout", fmt.Sprintf("%ds", int(o.stress.Seconds())), "--quiet")
+		if err := s.Start(); err != nil {
+			return r, fmt.Errorf("stress-ng: %w", err)
+		}
+		defer s.Wait()
+	}
 	t0, c0 := time.Now(), cpuTicks(cmd.Process.Pid)
+	var spaced []time.Duration
+	first := true
 	for end := t0.Add(o.duration); time.Now().Before(end); {
-		if body, _, err = scrape(client, url); err != nil {
+		var d time.Duration
+		if body, d, err = scrape(client, url); err != nil {
 			return r, err
 		}
+		if !first { // the first follows the warm-up scrape at once
+			spaced = append(spaced, d)
+		}
+		first = false
 		if err := sleep(ctx, min(o.interval, time.Until(end))); err != nil {
 			return r, err
 		}
 	}
 	wall := time.Since(t0).Seconds()
 	r.cpuPct = float64(cpuTicks(cmd.Process.Pid)-c0) / 100 / wall * 100
+	r.spacedP50 = median(spaced)
 	r.series, r.scrapeBytes = countSeries(body), len(body)
 	if o.dump != "" {
 		if err := os.WriteFile(filepath.Join(o.dump, name+".prom"), body, 0o644); err != nil {
@@ -407,6 +431,7 @@ func report(results map[string][]result) {
 		unit  string
 	}{
 		{"CPU, % of one core", func(r result) float64 { return r.cpuPct }, "%.3f"},
+		{"scrape p50, -interval apart (ms)", func(r result) float64 { return float64(r.spacedP50) / 1e6 }, "%.1f"},
 		{"scrape p50, sequential (ms)", func(r result) float64 { return float64(r.seqP50) / 1e6 }, "%.1f"},
 		{"scrape p50, 4 in parallel (ms)", func(r result) float64 { return float64(r.parP50) / 1e6 }, "%.1f"},
 		{"RSS after warm-up (MiB)", func(r result) float64 { return r.rssWarm }, "%.1f"},
@@ -416,14 +441,28 @@ func report(results map[string][]result) {
 		{"scrape size (kB)", func(r result) float64 { return float64(r.scrapeBytes) / 1000 }, "%.0f"},
 	}
 	fmt.Println()
-	fmt.Println("| figure (median) | node_exporter | wattrace | ratio |")
-	fmt.Println("|---|---|---|---|")
+	_, baseline := results["wattrace-baseline"]
+	if baseline {
+		fmt.Println("| figure (median) | node_exporter | wattrace-baseline | ratio | wattrace | ratio |")
+		fmt.Println("|---|---|---|---|---|---|")
+	} else {
+		fmt.Println("| figure (median) | node_exporter | wattrace | ratio |")
+		fmt.Println("|---|---|---|---|")
+	}
 	for _, row := range rows {
-		a, b := pick("node_exporter", row.f), pick("wattrace", row.f)
-		ratio := "—"
-		if a > 0 {
-			ratio = fmt.Sprintf("%.2f×", b/a)
+		a := pick("node_exporter", row.f)
+		ratio := func(b float64) string {
+			if a > 0 {
+				return fmt.Sprintf("%.2f×", b/a)
+			}
+			return "—"
 		}
-		fmt.Printf("| %s | "+row.unit+" | "+row.unit+" | %s |\n", row.label, a, b, ratio)
+		fmt.Printf("| %s | "+row.unit, row.label, a)
+		if baseline {
+			b := pick("wattrace-baseline", row.f)
+			fmt.Printf(" | "+row.unit+" | %s", b, ratio(b))
+		}
+		b := pick("wattrace", row.f)
+		fmt.Printf(" | "+row.unit+" | %s |\n", b, ratio(b))
 	}
 }
