@@ -46,6 +46,8 @@ type options struct {
 	dump           string
 	stress         time.Duration
 	baseline       string
+	busyEvery      time.Duration
+	workload       string // the workload's top cgroup name, once made
 }
 
 type result struct {
@@ -55,6 +57,7 @@ type result struct {
 	rssWarm, rssEnd float64       // MiB
 	hwm             float64       // MiB
 	series          int
+	foreign         int // series of other tests' cgroups (a shared machine)
 	scrapeBytes     int
 	target          string
 }
@@ -71,6 +74,7 @@ func main() {
 	flag.StringVar(&o.cgroupRoot, "cgroupfs", "/sys/fs/cgroup", "cgroup file system")
 	flag.StringVar(&o.wattraceArgs, "wattrace.args", "", "extra wattrace flags, space separated")
 	flag.DurationVar(&o.stress, "stress", 0, "run stress-ng --cpu 2 for this long at the start of each CPU window (0: a quiet window)")
+	flag.DurationVar(&o.busyEvery, "busy-every", 10*time.Second, "one process per job runs a short busy loop (about 1 ms) this often, so every job has energy and grams; 0: all processes only sleep")
 	flag.StringVar(&o.baseline, "baseline", "", "a wattrace binary built from another commit, measured beside the others as wattrace-baseline (before/after in one run)")
 	flag.StringVar(&o.dump, "dump", "", "directory to write each exporter's last scrape to (<name>.prom), for a look at its series")
 	flag.Parse()
@@ -105,6 +109,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	fmt.Printf("workload: %d cgroups × %d processes under %s\n", o.cgroups, o.procs, w.name)
+	o.workload = w.name
 
 	targets := map[string][]string{
 		"node_exporter": {nodeExporter, "--web.listen-address=127.0.0.1:%d"},
@@ -168,6 +173,7 @@ func findNodeExporter(dir string) (string, error) {
 
 type workload struct {
 	name  string
+	fifo  string
 	dirs  []string // every cgroup made, parents first
 	procs []*exec.Cmd
 }
@@ -176,6 +182,15 @@ type workload struct {
 // hierarchy and starts the processes in them.
 func startWorkload(o options) (*workload, error) {
 	w := &workload{name: fmt.Sprintf("wattrace-footprint-%08x", rand.Uint32())}
+	// The busy process waits on a FIFO nobody writes (read -t, a bash
+	// builtin), so it forks nothing: no process churn.
+	fifo := filepath.Join(os.TempDir(), w.name+".fifo")
+	if o.busyEvery > 0 {
+		if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+			return w, err
+		}
+		w.fifo = fifo
+	}
 	var hier []string
 	for _, h := range hierarchies {
 		if _, err := os.Stat(filepath.Join(o.cgroupRoot, h, "cgroup.procs")); err == nil {
@@ -204,6 +219,11 @@ func startWorkload(o options) (*workload, error) {
 		script := `for d in "$@"; do echo $$ > "$d/cgroup.procs" || exit 1; done; exec sleep 86400`
 		for p := 0; p < o.procs; p++ {
 			cmd := exec.Command("/bin/sh", append([]string{"-c", script, "sh"}, leaves...)...)
+			if p == 0 && o.busyEvery > 0 {
+				busy := fmt.Sprintf(`for d in "$@"; do echo $$ > "$d/cgroup.procs" || exit 1; done; `+
+					`while :; do for ((i=0;i<1000;i++)); do :; done; read -t %d <> %s; done`, int(o.busyEvery.Seconds()), fifo)
+				cmd = exec.Command("/bin/bash", append([]string{"-c", busy, "bash"}, leaves...)...)
+			}
 			if err := cmd.Start(); err != nil {
 				return w, err
 			}
@@ -214,6 +234,9 @@ func startWorkload(o options) (*workload, error) {
 }
 
 func (w *workload) stop() {
+	if w.fifo != "" {
+		defer os.Remove(w.fifo)
+	}
 	for _, p := range w.procs {
 		p.Process.Kill()
 		p.Wait()
@@ -304,6 +327,7 @@ func measure(ctx context.Context, o options, name string, argv []string) (result
 	r.cpuPct = float64(cpuTicks(cmd.Process.Pid)-c0) / 100 / wall * 100
 	r.spacedP50 = median(spaced)
 	r.series, r.scrapeBytes = countSeries(body), len(body)
+	r.foreign = countForeign(body, o.workload)
 	if o.dump != "" {
 		if err := os.WriteFile(filepath.Join(o.dump, name+".prom"), body, 0o644); err != nil {
 			return r, err
@@ -367,6 +391,24 @@ func scrape(c *http.Client, url string) ([]byte, time.Duration, error) {
 		err = fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	return body, d, err
+}
+
+// countForeign counts the series of cgroups other tests on a shared
+// machine made (named wattrace-*, not this run's workload): they come and
+// go with those tests, and are left out of "series, this workload".
+func countForeign(body []byte, own string) int {
+	n := 0
+	for _, l := range strings.Split(string(body), "\n") {
+		i := strings.Index(l, `cgroup="`)
+		if i < 0 || strings.HasPrefix(l, "#") {
+			continue
+		}
+		cg, _, _ := strings.Cut(l[i+len(`cgroup="`):], `"`)
+		if strings.Contains(cg, "/wattrace-") && !strings.Contains(cg, own) {
+			n++
+		}
+	}
+	return n
 }
 
 func countSeries(body []byte) int {
@@ -438,6 +480,7 @@ func report(results map[string][]result) {
 		{"RSS at the end (MiB)", func(r result) float64 { return r.rssEnd }, "%.1f"},
 		{"VmHWM (MiB)", func(r result) float64 { return r.hwm }, "%.1f"},
 		{"series", func(r result) float64 { return float64(r.series) }, "%.0f"},
+		{"series, other tests' cgroups left out", func(r result) float64 { return float64(r.series - r.foreign) }, "%.0f"},
 		{"scrape size (kB)", func(r result) float64 { return float64(r.scrapeBytes) / 1000 }, "%.0f"},
 	}
 	fmt.Println()
