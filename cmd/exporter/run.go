@@ -111,6 +111,9 @@ func build(cfg *config.Config, c *components) error {
 		UsageMetric: cfg.Power.UsageMetric,
 		OnDemand:    cfg.Stats.OnDemand,
 		MaxGap:      cfg.Stats.MaxGap,
+		// Ended processes only matter to the process families, which
+		// show the top N by energy.
+		EndedProcesses: endedProcesses(cfg),
 	}, acc.src, meter, res, log.Named("stats"), opts.stats...)
 	if err != nil {
 		return fmt.Errorf("starting stats loop: %w", err)
@@ -291,6 +294,19 @@ func serveHTTP(cfg *config.Config, reg *prometheus.Registry, loop *stats.Loop, i
 		}
 	})
 	return nil
+}
+
+// endedProcesses is how many ended processes the loop keeps publishing:
+// those the process families could export (stats.Config.EndedProcesses).
+func endedProcesses(cfg *config.Config) int {
+	switch {
+	case !cfg.Collector.Enabled[collector.NameProcess]:
+		return -1
+	case cfg.Collector.ProcessTop > 0:
+		return cfg.Collector.ProcessTop
+	default:
+		return 0
+	}
 }
 
 // onlineCPUs is the number of online CPUs, or the CPUs this process may run

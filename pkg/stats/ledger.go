@@ -2,6 +2,7 @@ package stats
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -66,10 +67,13 @@ type ledger struct {
 	trackGone bool
 	// check, when set, validates the CPU counters (sources that don't).
 	check *cpuCheck
+	// endedKept is how many ended processes stay published (the most
+	// energy first); < 0 keeps every one for the retention.
+	endedKept int
 }
 
 func newLedger(res CgroupPaths, retention time.Duration) *ledger {
-	return &ledger{res: res, retention: retention,
+	return &ledger{res: res, retention: retention, endedKept: -1,
 		cgIDs:  map[uint64]*cgSeries{},
 		byPath: map[string]*consumer{},
 		procs:  map[usage.ProcKey]*consumer{},
@@ -306,7 +310,64 @@ func (l *ledger) publish(s *snapshot.Snapshot, now time.Time) {
 			}
 		}
 	}
+	l.forgetEnded()
 	s.Processes = retain(l.procs, now, l.retention, s.Processes, nil)
+}
+
+// forgetEnded drops the ended processes that no consumer of the snapshot
+// could show: the process families export the top N processes by energy,
+// so an ended process outside the N with the most energy among the ended
+// can never be among them (nor can an ended process that nobody exports
+// at all). On a node that forks a hundred times a second the retention
+// otherwise holds tens of thousands of them, each copied into every
+// snapshot (most of the exporter's memory and of a step's work there).
+// Only processes the source no longer reports are dropped, so none can
+// come back with a restarted counter; one whose label set (PID, comm,
+// cgroup) a live process shares is kept, so that series never shrinks.
+func (l *ledger) forgetEnded() {
+	if l.endedKept < 0 {
+		return
+	}
+	var ended []*consumer
+	for _, w := range l.procs {
+		if !w.w.Alive && !w.seen {
+			ended = append(ended, w)
+		}
+	}
+	if len(ended) <= l.endedKept {
+		return
+	}
+	type key struct {
+		pid    uint32
+		comm   string
+		cgroup string
+	}
+	live := make(map[key]bool, len(l.procs)-len(ended))
+	for _, w := range l.procs {
+		if w.w.Alive || w.seen {
+			live[key{w.w.PID, w.w.Comm, w.w.Cgroup}] = true
+		}
+	}
+	totals := make(map[*consumer]float64, len(ended))
+	for _, w := range ended {
+		var t float64
+		for _, z := range w.w.Energy {
+			t += z.DynamicJ + z.IdleJ
+		}
+		totals[w] = t
+	}
+	sort.Slice(ended, func(i, j int) bool { return totals[ended[i]] > totals[ended[j]] })
+	drop := make(map[*consumer]bool, len(ended)-l.endedKept)
+	for _, w := range ended[l.endedKept:] {
+		if !live[key{w.w.PID, w.w.Comm, w.w.Cgroup}] {
+			drop[w] = true
+		}
+	}
+	for k, w := range l.procs {
+		if drop[w] {
+			delete(l.procs, k)
+		}
+	}
 }
 
 // deadProcs lists the processes a reading reports for the last time.

@@ -52,6 +52,11 @@ type Config struct {
 	// MaxGap bounds the time between steps in on-demand mode; 0 means
 	// DefaultMaxGap. Sources may need less (Gap).
 	MaxGap time.Duration
+	// EndedProcesses is how many ended processes stay in snapshots for
+	// the retention: the N with the most energy, as many as the process
+	// families export (collector.process.top); 0 keeps every one, < 0
+	// none (nothing exports processes).
+	EndedProcesses int
 }
 
 // Loop is the stats loop. Step and Run must be called from one goroutine;
@@ -134,6 +139,12 @@ func New(cfg Config, src usage.Source, meter power.Meter, res CgroupPaths, log *
 		return nil, fmt.Errorf("stats.max-gap must not be negative, got %v", cfg.MaxGap)
 	}
 	l.split = newSplit(policy, l.shares, cfg.UsageMetric, log)
+	switch {
+	case cfg.EndedProcesses > 0:
+		l.ledger.endedKept = cfg.EndedProcesses
+	case cfg.EndedProcesses < 0:
+		l.ledger.endedKept = 0
+	}
 	for _, o := range opts {
 		o(l)
 	}
