@@ -30,7 +30,7 @@ func (f fakePrograms) ProgramStats() ([]snapshot.ProgramStat, error) { return f.
 // testSnapshot is a two-socket RAPL node with a node-wide psys zone.
 // Numbers are chosen so that each series is distinguishable.
 func testResources() *snapshot.Resources {
-	return &snapshot.Resources{CPUUserSeconds: 3, CPUSystemSeconds: 1, MemoryCurrent: 1 << 30, MemoryLimit: snapshot.Unlimited,
+	return &snapshot.Resources{CPUUserSeconds: 3, CPUSystemSeconds: 1, MemoryCurrent: 1 << 30, MemoryLimit: 1 << 31,
 		MemoryRSS: 1 << 29, MemoryCache: 1 << 28, MemorySwap: 0, MemoryFailCount: 2, MemoryOOMKills: 1,
 		IO:    []snapshot.DeviceIO{{Device: "vda", ReadBytes: 4096, WriteBytes: 8192, ReadOps: 1, WriteOps: 2}},
 		PSI:   [snapshot.NumPSIResources]snapshot.Pressure{{SomeSeconds: 1.5, FullSeconds: 0.5}, {SomeSeconds: 0.25}, {SomeSeconds: 0.125, FullSeconds: 0.0625}},
@@ -426,9 +426,9 @@ func TestJobResourceSeries(t *testing.T) {
 	snap := testSnapshot()
 	snap.Workloads[1].Resources = nil // job 43: nothing read, so nothing exported
 	e := newExporter(t, snap, Options{Levels: []workload.Kind{workload.KindJob}})
-	want := `# HELP wattrace_job_memory_limit_bytes Memory limit of the job's cgroup; +Inf when unlimited.
+	want := `# HELP wattrace_job_memory_limit_bytes Memory limit of the job's cgroup; absent when unlimited.
 # TYPE wattrace_job_memory_limit_bytes gauge
-wattrace_job_memory_limit_bytes{job_id="42",slurm_node="n1",uid="1000",user="alice"} +Inf
+wattrace_job_memory_limit_bytes{job_id="42",slurm_node="n1",uid="1000",user="alice"} 2.147483648e+09
 # HELP wattrace_job_io_bytes_total Block IO bytes of the job's cgroup per device and operation.
 # TYPE wattrace_job_io_bytes_total counter
 wattrace_job_io_bytes_total{device="vda",job_id="42",op="read",slurm_node="n1",uid="1000",user="alice"} 4096
@@ -581,5 +581,23 @@ func TestCgroupInWorkloadExportedOnce(t *testing.T) {
 		if got[f] != 1 {
 			t.Errorf("with collector.cgroup.workloads: %s has %d series of the job's cgroup, want 1", f, got[f])
 		}
+	}
+}
+
+// A workload without a memory limit has no limit series (it used to be
+// +Inf, a series per job or pod that told nothing).
+func TestUnlimitedMemoryLimitLeftOut(t *testing.T) {
+	snap := testSnapshot()
+	for i := range snap.Workloads {
+		snap.Workloads[i].Resources.MemoryLimit = snapshot.Unlimited
+	}
+	snap.Workloads[1].Resources.MemoryLimit = 1 << 20 // job 43 has one
+	e := newExporter(t, snap, Options{Levels: []workload.Kind{workload.KindJob}})
+	want := `# HELP wattrace_job_memory_limit_bytes Memory limit of the job's cgroup; absent when unlimited.
+# TYPE wattrace_job_memory_limit_bytes gauge
+wattrace_job_memory_limit_bytes{job_id="43",slurm_node="n1",uid="1001",user="bob"} 1.048576e+06
+`
+	if err := testutil.CollectAndCompare(e, strings.NewReader(want), "wattrace_job_memory_limit_bytes"); err != nil {
+		t.Error(err)
 	}
 }

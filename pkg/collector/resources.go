@@ -1,8 +1,6 @@
 package collector
 
 import (
-	"math"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wattrace/wattrace/pkg/snapshot"
@@ -26,7 +24,7 @@ func newResourceDescs(sub string, labels []string) resourceDescs {
 		cpuUser:     d("cpu_user_seconds_total", "User CPU time of the "+sub+"'s cgroup (kernel accounting, descendants included)."),
 		cpuSystem:   d("cpu_system_seconds_total", "System CPU time of the "+sub+"'s cgroup (kernel accounting, descendants included)."),
 		memUsage:    d("memory_usage_bytes", "Memory charged to the "+sub+"'s cgroup, page cache included."),
-		memLimit:    d("memory_limit_bytes", "Memory limit of the "+sub+"'s cgroup; +Inf when unlimited."),
+		memLimit:    d("memory_limit_bytes", "Memory limit of the "+sub+"'s cgroup; absent when unlimited."),
 		memRSS:      d("memory_rss_bytes", "Anonymous memory of the "+sub+"'s cgroup (v1 total_rss, v2 anon)."),
 		memCache:    d("memory_cache_bytes", "Page cache of the "+sub+"'s cgroup (v1 total_cache, v2 file)."),
 		memSwap:     d("memory_swap_bytes", "Swap used by the "+sub+"'s cgroup (only with swap accounting)."),
@@ -97,11 +95,12 @@ func (r resourceDescs) emit(ch chan<- prometheus.Metric, s *snapshot.Resources, 
 	counter(r.cpuUser, snapshot.FieldCPU, s.CPUUserSeconds)
 	counter(r.cpuSystem, snapshot.FieldCPU, s.CPUSystemSeconds)
 	gauge(r.memUsage, snapshot.FieldMemoryCurrent, float64(s.MemoryCurrent))
-	limit := float64(s.MemoryLimit)
-	if s.MemoryLimit == snapshot.Unlimited {
-		limit = math.Inf(1)
+	// A workload without a memory limit has no limit series, as an
+	// all-zero family has none: +Inf said nothing a query could use, and
+	// cost a series per workload (most jobs and pods on a node).
+	if s.MemoryLimit != snapshot.Unlimited {
+		gauge(r.memLimit, snapshot.FieldMemoryLimit, float64(s.MemoryLimit))
 	}
-	gauge(r.memLimit, snapshot.FieldMemoryLimit, limit)
 	gauge(r.memRSS, snapshot.FieldMemoryRSS, float64(s.MemoryRSS))
 	gauge(r.memCache, snapshot.FieldMemoryCache, float64(s.MemoryCache))
 	gauge(r.memSwap, snapshot.FieldMemorySwap, float64(s.MemorySwap))
