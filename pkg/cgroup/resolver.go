@@ -95,6 +95,9 @@ func (r *Resolver) Path(id uint64) (string, bool) {
 	return p, ok
 }
 
+// Known returns the path of an id already in the cache, never walking.
+func (r *Resolver) Known(id uint64) (string, bool) { return r.lookup(id) }
+
 func (r *Resolver) lookup(id uint64) (string, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()

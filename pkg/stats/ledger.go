@@ -22,6 +22,13 @@ type existence interface {
 	Exists(id uint64, path string) bool
 }
 
+// pathChecker is a resolver that answers from its cache without walking
+// (Known) and checks one path's id, remembering it (ID); *cgroup.Resolver.
+type pathChecker interface {
+	Known(id uint64) (string, bool)
+	ID(rel string) (uint64, error)
+}
+
 // consumer is the loop's state of one consumer (a cgroup or a process):
 // the cumulative figures it publishes and what each stage keeps about it.
 type consumer struct {
@@ -261,6 +268,20 @@ func (l *ledger) attach(cs *cgSeries, id uint64, path string, ok bool, now time.
 func (l *ledger) resolve(id uint64) (string, bool) {
 	if l.res == nil {
 		return fmt.Sprintf("id:%d", id), true
+	}
+	if c, ok := l.res.(pathChecker); ok && l.names != nil {
+		// A new cgroup: its name from cgroup_mkdir, confirmed by one
+		// stat, instead of a walk of the whole hierarchy (on a node
+		// whose jobs or tests make cgroups all the time, a walk every
+		// step was the largest part of the step).
+		if p, ok := c.Known(id); ok {
+			return p, true
+		}
+		if p, ok := l.names.Path(id); ok {
+			if got, err := c.ID(p); err == nil && got == id {
+				return p, true
+			}
+		}
 	}
 	return l.res.Path(id)
 }

@@ -1,0 +1,54 @@
+package stats
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/wattrace/wattrace/pkg/cgroup"
+)
+
+func inodeOf(t *testing.T, p string) uint64 {
+	t.Helper()
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Sys().(*syscall.Stat_t).Ino
+}
+
+// A cgroup created after the resolver's last walk is named from the
+// cgroup_mkdir map and confirmed with one stat, not by walking the
+// hierarchy again (which, with a walk per new id, was the largest part of
+// a step on a node that makes cgroups all the time). A name the map has
+// wrong (the directory is another cgroup now) falls back to the walk.
+func TestNewCgroupNamedWithoutWalk(t *testing.T) {
+	root := t.TempDir()
+	res := cgroup.NewResolver(cgroup.Hierarchy{Kind: cgroup.Kind("cpuacct"), Mount: root})
+	if _, ok := res.Path(inodeOf(t, root)); !ok {
+		t.Fatal("root not found")
+	}
+	for _, d := range []string{"job_1", "job_2", "job_3"} {
+		if err := os.MkdirAll(filepath.Join(root, "slurm", d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id1, id2, id3 := inodeOf(t, filepath.Join(root, "slurm/job_1")), inodeOf(t, filepath.Join(root, "slurm/job_2")), inodeOf(t, filepath.Join(root, "slurm/job_3"))
+	l := newLedger(res, time.Minute)
+	l.names = names{id1: "/slurm/job_1", id3: "/slurm/job_2"} // id3's name is wrong
+	if p, ok := l.resolve(id1); !ok || p != "/slurm/job_1" {
+		t.Fatalf("new cgroup named %q %v, want /slurm/job_1", p, ok)
+	}
+	if _, ok := res.Known(id2); ok {
+		t.Fatal("naming job_1 walked the hierarchy (job_2 is known)")
+	}
+	time.Sleep(1100 * time.Millisecond) // the resolver walks at most once a second
+	if p, ok := l.resolve(id3); !ok || p != "/slurm/job_3" {
+		t.Errorf("a wrong name from the map: %q %v, want the walk's /slurm/job_3", p, ok)
+	}
+	if p, ok := res.Known(id2); !ok || p != "/slurm/job_2" {
+		t.Errorf("the fallback walk did not run: job_2 %q %v", p, ok)
+	}
+}
