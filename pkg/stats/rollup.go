@@ -74,6 +74,11 @@ type rollup struct {
 	resources *resourceCache
 	byKey     map[string]*workloadState
 	log       *zap.Logger
+	// dE, dG are add's scratch: one cgroup's growth, added into its
+	// workloads' own slices and then dropped (reused, not allocated per
+	// cgroup per step).
+	dE snapshot.Energy
+	dG snapshot.Emissions
 }
 
 // add adds each cgroup's growth since the last interval to the workloads
@@ -86,16 +91,17 @@ func (r *rollup) add(led *ledger, now time.Time) {
 		id := r.ids.Resolve(w.w.Cgroup)
 		dCPU := w.w.CPUSeconds - w.rep.cpu
 		dSw := w.w.ContextSwitches - w.rep.switches
-		var dE snapshot.Energy
+		dE := r.dE[:0]
 		for _, e := range w.w.Energy {
 			p := w.rep.energy.Get(e.Zone)
 			dE = dE.Add(e.Zone, e.DynamicJ-p.DynamicJ, e.IdleJ-p.IdleJ)
 		}
-		var dG snapshot.Emissions
+		dG := r.dG[:0]
 		for _, g := range w.w.Grams {
 			p := w.rep.grams.Get(g.Provider, g.Zone)
 			dG = dG.Add(g.Provider, g.Zone, g.DynamicG-p.DynamicG, g.IdleG-p.IdleG)
 		}
+		r.dE, r.dG = dE, dG
 		var dP *snapshot.ProbeStats
 		rp := w.rep.probes
 		if w.w.Probes != nil {
