@@ -335,3 +335,44 @@ func (l *lockedMeter) Read() ([]power.ZoneSample, error) {
 	defer l.mu.Unlock()
 	return l.m.Read()
 }
+
+// Asks at a regular period longer than the interval (Prometheus scrapes)
+// are met by a step just before each: the ask finds a fresh snapshot and
+// waits for no step, and the loop still steps once per ask.
+func TestStepBeforeExpectedAsk(t *testing.T) {
+	const interval = 100 * time.Millisecond
+	const period = 400 * time.Millisecond
+	src := &fakeSource{}
+	src.add(1, 1, 0, 1e6)
+	l := mustLoop(t, Config{Interval: interval, OnDemand: true, MaxGap: time.Hour},
+		src, &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Joules: 1}}}, anyName{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = l.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	for deadline := time.Now().Add(5 * time.Second); l.Steps() < 2 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	var waited []uint64 // steps taken inside each ask
+	start := time.Now()
+	for i := 0; i < 6; i++ {
+		time.Sleep(time.Until(start.Add(time.Duration(i) * period)))
+		before := l.Steps()
+		s := l.Fresh(context.Background(), 0)
+		after := l.Steps()
+		if s == nil || time.Since(s.Time) > interval {
+			t.Fatalf("ask %d: snapshot %v old", i, time.Since(s.Time))
+		}
+		waited = append(waited, after-before)
+	}
+	// The first asks step themselves; once the period is known (two
+	// equal gaps) the step comes before the ask.
+	for i := 3; i < len(waited); i++ {
+		if waited[i] != 0 {
+			t.Errorf("ask %d stepped inside the scrape (steps inside each ask: %v)", i, waited)
+		}
+	}
+	if got := l.Steps(); got > 2+6+1 {
+		t.Errorf("%d steps for 6 asks: pre-stepping must not add steps", got)
+	}
+}

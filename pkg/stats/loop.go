@@ -77,6 +77,8 @@ type Loop struct {
 	// Run returns; gap is the background cadence; keepFactor prices a
 	// step at the factor of the previous one.
 	reqs       chan request
+	asked      chan struct{}
+	pace       pace
 	running    atomic.Bool
 	stopped    chan struct{}
 	gap        time.Duration
@@ -133,6 +135,7 @@ func New(cfg Config, src usage.Source, meter power.Meter, res CgroupPaths, log *
 		shares:  newShares(cfg.Sockets),
 		zones:   newZones(meter, &idleModels{watts: cfg.IdleWatts, meter: meter}, log),
 		reqs:    make(chan request),
+		asked:   make(chan struct{}, 1),
 		stopped: make(chan struct{}),
 	}
 	if cfg.MaxGap < 0 {
