@@ -55,6 +55,7 @@ type result struct {
 	seqP50, parP50  time.Duration
 	spacedP50       time.Duration // the CPU window's scrapes, -interval apart
 	rssWarm, rssEnd float64       // MiB
+	anonWarm        float64       // MiB: RssAnon after warm-up (the rest is the binary's pages)
 	hwm             float64       // MiB
 	series          int
 	foreign         int // series of other tests' cgroups (a shared machine)
@@ -299,7 +300,7 @@ func measure(ctx context.Context, o options, name string, argv []string) (result
 	if err != nil {
 		return result{}, fmt.Errorf("%w\n%s", err, logs.String())
 	}
-	r := result{target: name, rssWarm: status(cmd.Process.Pid, "VmRSS")}
+	r := result{target: name, rssWarm: status(cmd.Process.Pid, "VmRSS"), anonWarm: status(cmd.Process.Pid, "RssAnon")}
 	if o.stress > 0 {
 		s := exec.CommandContext(ctx, "stress-ng", "--cpu", "2", "--timeout", fmt.Sprintf("%ds", int(o.stress.Seconds())), "--quiet")
 		if err := s.Start(); err != nil {
@@ -477,6 +478,7 @@ func report(results map[string][]result) {
 		{"scrape p50, sequential (ms)", func(r result) float64 { return float64(r.seqP50) / 1e6 }, "%.1f"},
 		{"scrape p50, 4 in parallel (ms)", func(r result) float64 { return float64(r.parP50) / 1e6 }, "%.1f"},
 		{"RSS after warm-up (MiB)", func(r result) float64 { return r.rssWarm }, "%.1f"},
+		{"of which anonymous (MiB)", func(r result) float64 { return r.anonWarm }, "%.1f"},
 		{"RSS at the end (MiB)", func(r result) float64 { return r.rssEnd }, "%.1f"},
 		{"VmHWM (MiB)", func(r result) float64 { return r.hwm }, "%.1f"},
 		{"series", func(r result) float64 { return float64(r.series) }, "%.0f"},
