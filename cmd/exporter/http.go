@@ -71,7 +71,13 @@ func newMux(cfg *config.Config, reg *prometheus.Registry, h *handlers, log *zap.
 		Registry:      reg,
 	})
 	mux := http.NewServeMux()
-	mux.Handle(cfg.Web.TelemetryPath, promhttp.InstrumentMetricHandler(reg, newSharedMetrics(h.src, reg, metrics, log)))
+	shared := newSharedMetrics(h.src, reg, metrics, log)
+	if a, ok := h.src.(stepAheadSource); ok {
+		// Before the loop runs: build registers this before any service
+		// starts.
+		a.OnStepAhead(shared.prepare)
+	}
+	mux.Handle(cfg.Web.TelemetryPath, promhttp.InstrumentMetricHandler(reg, shared))
 	mux.HandleFunc("/-/healthy", h.healthy)
 	mux.HandleFunc("/-/ready", h.ready)
 	links := []web.LandingLinks{

@@ -16,6 +16,7 @@ import (
 
 	"github.com/wattrace/wattrace/pkg/collector"
 	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/stats"
 )
 
 // sharedMetrics serves the telemetry path from one rendering per snapshot
@@ -38,6 +39,13 @@ type sharedMetrics struct {
 	mu   sync.Mutex
 	snap *snapshot.Snapshot
 	by   map[expfmt.Format]*rendering
+	// last is the format and encoding the latest scrape asked for: a
+	// snapshot stepped ahead of the next scrape is rendered so (prepare).
+	last struct {
+		sync.Mutex
+		format expfmt.Format
+		gzip   bool
+	}
 }
 
 // rendering is one snapshot encoded in one format.
@@ -59,6 +67,17 @@ type freshSource interface {
 	Fresh(ctx context.Context, maxAge time.Duration) *snapshot.Snapshot
 }
 
+// stepAheadSource tells of snapshots stepped ahead of an expected scrape;
+// *stats.Loop implements it.
+type stepAheadSource interface {
+	OnStepAhead(fn func(*snapshot.Snapshot))
+}
+
+var (
+	_ freshSource     = (*stats.Loop)(nil)
+	_ stepAheadSource = (*stats.Loop)(nil)
+)
+
 func (h *sharedMetrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var snap *snapshot.Snapshot
 	if f, ok := h.src.(freshSource); ok {
@@ -73,11 +92,15 @@ func (h *sharedMetrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The formats promhttp offers without OpenMetrics, which wattrace's
 	// handler never enabled.
 	format := expfmt.NegotiateAccept(r.Header, h.formats...)
+	gz := acceptsGzip(r.Header.Get("Accept-Encoding"))
+	h.last.Lock()
+	h.last.format, h.last.gzip = format, gz
+	h.last.Unlock()
 	rd := h.rendering(snap, format)
 	rd.once.Do(func() { rd.body = h.render(format) })
 	body := rd.body
 	w.Header().Set("Content-Type", string(format))
-	if acceptsGzip(r.Header.Get("Accept-Encoding")) {
+	if gz {
 		rd.gzOnce.Do(func() { rd.gz = gzipped(rd.body) })
 		body = rd.gz
 		w.Header().Set("Content-Encoding", "gzip")
@@ -85,6 +108,24 @@ func (h *sharedMetrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	if _, err := w.Write(body); err != nil {
 		h.log.Debug("write metrics", zap.Error(err))
+	}
+}
+
+// prepare renders snap as the latest scrape asked for, before the next
+// scrape comes: the loop steps ahead of a scrape it expects
+// (stats.Loop.OnStepAhead), and with the rendering done too that scrape
+// is a copy. The CPU is the one rendering per snapshot there always was.
+func (h *sharedMetrics) prepare(snap *snapshot.Snapshot) {
+	h.last.Lock()
+	format, gz := h.last.format, h.last.gzip
+	h.last.Unlock()
+	if snap == nil || format == "" {
+		return
+	}
+	rd := h.rendering(snap, format)
+	rd.once.Do(func() { rd.body = h.render(format) })
+	if gz {
+		rd.gzOnce.Do(func() { rd.gz = gzipped(rd.body) })
 	}
 }
 

@@ -98,3 +98,43 @@ func TestAcceptsGzip(t *testing.T) {
 		}
 	}
 }
+
+// A snapshot stepped ahead of the next scrape is rendered then, in the
+// format and encoding the last scrape asked for: the scrape gathers
+// nothing and is served those bytes.
+func TestSharedMetricsPrepare(t *testing.T) {
+	src := &snapSource{}
+	c := &countingCollector{desc: prometheus.NewDesc("test_renders", "Renders.", nil, nil)}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	h := newSharedMetrics(src, reg, http.NotFoundHandler(), zap.NewNop())
+	get := func() *httptest.ResponseRecorder {
+		req := httptest.NewRequest("GET", "/metrics", nil)
+		req.Header.Set("Accept-Encoding", "gzip")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	h.prepare(&snapshot.Snapshot{}) // no scrape yet: nothing to go by
+	if n := c.calls.Load(); n != 0 {
+		t.Fatalf("prepared before any scrape: %d renders", n)
+	}
+	src.s.Store(&snapshot.Snapshot{})
+	get()
+	next := &snapshot.Snapshot{}
+	src.s.Store(next)
+	h.prepare(next)
+	if n := c.calls.Load(); n != 2 {
+		t.Fatalf("%d renders after one scrape and one prepare, want 2", n)
+	}
+	h.mu.Lock()
+	rd := h.by[h.last.format]
+	h.mu.Unlock()
+	if rd == nil || rd.gz == nil {
+		t.Fatal("the prepared rendering has no gzip body, though the last scrape asked for gzip")
+	}
+	rec := get()
+	if n := c.calls.Load(); n != 2 || rec.Header().Get("Content-Encoding") != "gzip" {
+		t.Errorf("the scrape after prepare gathered again (%d renders) or lost gzip (%q)", n, rec.Header().Get("Content-Encoding"))
+	}
+}

@@ -79,6 +79,7 @@ type Loop struct {
 	reqs       chan request
 	asked      chan struct{}
 	pace       pace
+	ahead      func(*snapshot.Snapshot)
 	running    atomic.Bool
 	stopped    chan struct{}
 	gap        time.Duration
