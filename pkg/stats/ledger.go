@@ -281,6 +281,12 @@ func (l *ledger) resolve(id uint64) (string, bool) {
 			if got, err := c.ID(p); err == nil && got == id {
 				return p, true
 			}
+			// Created while we ran, and no longer at the path it was
+			// created at: removed (short-lived cgroups, between two
+			// steps). A walk can't find it either; it is named from
+			// cgroup_mkdir as a gone cgroup. (A cgroup renamed in
+			// place would be taken for gone: no manager does that.)
+			return "", false
 		}
 	}
 	return l.res.Path(id)

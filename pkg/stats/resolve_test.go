@@ -22,15 +22,15 @@ func inodeOf(t *testing.T, p string) uint64 {
 // A cgroup created after the resolver's last walk is named from the
 // cgroup_mkdir map and confirmed with one stat, not by walking the
 // hierarchy again (which, with a walk per new id, was the largest part of
-// a step on a node that makes cgroups all the time). A name the map has
-// wrong (the directory is another cgroup now) falls back to the walk.
+// a step on a node that makes cgroups all the time). One whose name is no
+// longer its directory is gone, also without a walk.
 func TestNewCgroupNamedWithoutWalk(t *testing.T) {
 	root := t.TempDir()
 	res := cgroup.NewResolver(cgroup.Hierarchy{Kind: cgroup.Kind("cpuacct"), Mount: root})
 	if _, ok := res.Path(inodeOf(t, root)); !ok {
 		t.Fatal("root not found")
 	}
-	for _, d := range []string{"job_1", "job_2", "job_3"} {
+	for _, d := range []string{"job_1", "job_2", "job_3", "job_4"} {
 		if err := os.MkdirAll(filepath.Join(root, "slurm", d), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -44,11 +44,18 @@ func TestNewCgroupNamedWithoutWalk(t *testing.T) {
 	if _, ok := res.Known(id2); ok {
 		t.Fatal("naming job_1 walked the hierarchy (job_2 is known)")
 	}
+	// A name that is no longer the id's directory: the cgroup is gone
+	// (removed, its path re-used); no walk.
 	time.Sleep(1100 * time.Millisecond) // the resolver walks at most once a second
-	if p, ok := l.resolve(id3); !ok || p != "/slurm/job_3" {
-		t.Errorf("a wrong name from the map: %q %v, want the walk's /slurm/job_3", p, ok)
+	if p, ok := l.resolve(id3); ok {
+		t.Errorf("a stale name from the map resolved to %q", p)
 	}
-	if p, ok := res.Known(id2); !ok || p != "/slurm/job_2" {
-		t.Errorf("the fallback walk did not run: job_2 %q %v", p, ok)
+	id4 := inodeOf(t, filepath.Join(root, "slurm/job_4"))
+	if _, ok := res.Known(id4); ok {
+		t.Error("a stale name walked the hierarchy (job_4 is known)")
+	}
+	// An id the map does not know is found by a walk.
+	if p, ok := l.resolve(id4); !ok || p != "/slurm/job_4" {
+		t.Errorf("the fallback walk did not run: job_4 %q %v", p, ok)
 	}
 }
