@@ -191,7 +191,9 @@ func TestWriterAtomic(t *testing.T) {
 	}
 }
 
-type fixed struct{ s atomic.Pointer[snapshot.Snapshot] }
+type fixed struct {
+	s atomic.Pointer[snapshot.Snapshot]
+}
 
 func (f *fixed) Fresh(time.Duration) *snapshot.Snapshot { return f.s.Load() }
 
