@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -305,6 +306,10 @@ func TestGuestHostShare(t *testing.T) {
 		t.Errorf("over the window the guest's node energy grew %.4f J, the host's figure %.4f J: want within 1%%", guest, host)
 	}
 
+	// Bad input through the real 9p path: garbage, a decreasing counter
+	// and an absurd rate are rejected, counted, and never credited.
+	badInput(t, g, share, m2, hostSource)
+
 	// Removing the share: the host source is reported down, then the
 	// estimator stands in, named in the labels.
 	for _, f := range append([]string{hostshare.MetaFile}, zoneFiles(m2)...) {
@@ -344,6 +349,58 @@ func TestGuestHostShare(t *testing.T) {
 		t.Errorf("guest counters decreased: %v", g.drops)
 	}
 	t.Logf("TestGuestHostShare took %v", time.Since(begin).Round(time.Millisecond))
+}
+
+// badInput writes, with the host stopped, three bad values of the share's
+// package counter (each with a new metadata sequence, so the share stays
+// fresh) and waits for the guest to count each rejection by its reason;
+// its node energy must not move.
+func badInput(t *testing.T, g *guestWatch, share string, m *hostshare.Meta, hostSource string) {
+	t.Helper()
+	good, _ := shareJ(t, share)
+	before := g.settled(t)
+	for _, bad := range []struct {
+		reason, content string
+	}{
+		{"unreadable", "12abc"},
+		{"backwards", fmt.Sprint(uint64((good - 5) * 1e6))},
+		{"too_fast", fmt.Sprint(uint64((good + 1e9) * 1e6))}, // 1 GJ in a second or two
+	} {
+		fams, err := g.scrape()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sel := map[string]string{"source": hostSource, "reason": bad.reason}
+		n0, _ := sum(fams, "wattrace_source_rejected_readings_total", sel)
+		if err := hostshare.WriteAtomic(share, hostshare.ZoneFile("package"), []byte(bad.content)); err != nil {
+			t.Fatal(err)
+		}
+		m.Seq++
+		m.Updated = time.Now()
+		meta, _ := json.Marshal(m)
+		if err := hostshare.WriteAtomic(share, hostshare.MetaFile, meta); err != nil {
+			t.Fatal(err)
+		}
+		var n float64
+		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
+			if fams, err = g.scrape(); err == nil {
+				if n, _ = sum(fams, "wattrace_source_rejected_readings_total", sel); n > n0 {
+					break
+				}
+			}
+		}
+		t.Logf("share's counter %q: wattrace_source_rejected_readings_total{reason=%q} %v -> %v", bad.content, bad.reason, n0, n)
+		if n <= n0 {
+			t.Errorf("the guest did not reject %q as %s", bad.content, bad.reason)
+		}
+	}
+	// Put the good value back; nothing of the bad ones was credited.
+	if err := hostshare.WriteAtomic(share, hostshare.ZoneFile("package"), hostshare.FormatCounter(good)); err != nil {
+		t.Fatal(err)
+	}
+	if after := g.settled(t); after != before {
+		t.Errorf("the guest's node energy moved from %v to %v J on rejected readings", before, after)
+	}
 }
 
 // raplFixture makes a sysfs tree whose one powercap zone (package-0)
