@@ -24,14 +24,18 @@ build)
   BIN=${3:?exporter binary}; shift 3
   mkdir -p "$W" && cd "$W"
   rm -rf root deb && mkdir -p root/bin root/mods root/proc root/sys root/dev root/run/wattrace/host root/tmp deb
-  K=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+  kver() { apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}'; }
+  K=$(kver)
+  if [ -z "$K" ]; then   # a fresh machine: no package lists yet
+    flock /tmp/lock.apt timeout 300 apt-get update -q >/dev/null; K=$(kver)
+  fi
   K=${K#linux-image-}
   [ -n "$K" ] || { log "cannot tell linux-image-amd64's kernel version (apt-cache)"; exit 1; }
   if [ -f "/boot/vmlinuz-$K" ] && [ -d "/lib/modules/$K/kernel" ]; then
     KROOT=/; log "kernel $K: installed"
   else
     log "kernel $K: apt-get download linux-image-$K"
-    (cd deb && timeout 600 apt-get download -q "linux-image-$K" >/dev/null)
+    (cd deb && flock /tmp/lock.apt timeout 600 apt-get download -q "linux-image-$K" >/dev/null)
     mkdir -p k && dpkg-deb -x deb/linux-image-"${K}"_*.deb k
     KROOT=$W/k
   fi
@@ -39,7 +43,7 @@ build)
   if dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed'; then
     cp /bin/busybox root/bin/
   else
-    (cd deb && timeout 300 apt-get download -q busybox-static >/dev/null)
+    (cd deb && flock /tmp/lock.apt timeout 300 apt-get download -q busybox-static >/dev/null)
     mkdir -p bb && dpkg-deb -x deb/busybox-static_*.deb bb && cp bb/bin/busybox root/bin/
   fi
   M=$KROOT/lib/modules/$K/kernel

@@ -206,11 +206,6 @@ func TestGuestHostShare(t *testing.T) {
 	}
 	port := freePort(t)
 	bin := exporterBinary(t)
-	if _, err := script(t, 10*time.Minute, "guest.sh", "build", filepath.Join(work, "guest"), bin,
-		"--web.listen-address=:9841", "--stats.interval=1s", "--accounting.mode=procfs",
-		"--power.host-share.staleness="+guestStaleness.String()); err != nil {
-		t.Fatalf("guest.sh build: %v", err)
-	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			tailFile(t, filepath.Join(work, "guest", "console.log"), 40)
@@ -224,6 +219,11 @@ func TestGuestHostShare(t *testing.T) {
 	})
 	if _, err := script(t, 15*time.Minute, "libvirt.sh", "daemons"); err != nil {
 		t.Fatalf("libvirt.sh daemons: %v", err)
+	}
+	if _, err := script(t, 10*time.Minute, "guest.sh", "build", filepath.Join(work, "guest"), bin,
+		"--web.listen-address=:9841", "--stats.interval=1s", "--accounting.mode=procfs",
+		"--power.host-share.staleness="+guestStaleness.String()); err != nil {
+		t.Fatalf("guest.sh build: %v", err)
 	}
 	xml := filepath.Join(work, "guest", guestVM+".xml")
 	if err := os.WriteFile(xml, []byte(guestDomainXML(filepath.Join(work, "guest"), share, port)), 0o644); err != nil {

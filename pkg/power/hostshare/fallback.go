@@ -18,7 +18,8 @@ import (
 // labels follow it), so a guest that estimates says so.
 //
 // Its zones are cumulative and never go back. When the share goes stale,
-// the estimate covers the time since the host's last update; when the host
+// the estimate covers the time since the host's last update (the last new
+// metadata sequence read); when the host
 // comes back, its counters take a fresh baseline, so the outage, already
 // estimated, is not counted twice.
 type Fallback struct {
@@ -26,13 +27,15 @@ type Fallback struct {
 	est  power.Meter
 	log  *zap.Logger
 
-	mu       sync.Mutex
-	falling  bool
-	outJ     map[string]float64 // zone -> cumulative joules
-	source   map[string]string  // zone -> the meter its energy last came from
-	order    []string
-	prevHost map[string]float64
-	prevEst  map[string]float64
+	mu        sync.Mutex
+	falling   bool
+	outJ      map[string]float64 // zone -> cumulative joules
+	source    map[string]string  // zone -> the meter its energy last came from
+	order     []string
+	prevHost  map[string]float64
+	prevEst   map[string]float64
+	lastEpoch string
+	lastSeq   uint64
 }
 
 var (
@@ -100,19 +103,14 @@ func (f *Fallback) Read() ([]power.ZoneSample, error) {
 			}
 			break
 		}
-		grew := false
 		for _, s := range hs {
-			d := s.Joules - f.prevHost[s.Zone]
+			f.credit(s.Zone, max(s.Joules-f.prevHost[s.Zone], 0), f.host.Name())
 			f.prevHost[s.Zone] = s.Joules
-			if d > 0 {
-				grew = true
-				f.credit(s.Zone, d, f.host.Name())
-			} else {
-				f.credit(s.Zone, 0, f.host.Name())
-			}
 		}
-		if grew {
-			// The estimate would start here if the host went quiet.
+		if epoch, seq := f.host.Update(); epoch != f.lastEpoch || seq != f.lastSeq {
+			// A new update: the estimate would start here if the host
+			// went quiet now.
+			f.lastEpoch, f.lastSeq = epoch, seq
 			for z, j := range estJ {
 				f.prevEst[z] = j
 			}

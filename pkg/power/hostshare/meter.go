@@ -130,6 +130,13 @@ func (m *Meter) Estimated() bool {
 	return true
 }
 
+// Update identifies the latest update read: its epoch and sequence.
+func (m *Meter) Update() (epoch string, seq uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.epoch, m.seq
+}
+
 // Stale reports whether the share has had no new update for longer than
 // the staleness.
 func (m *Meter) Stale() bool {

@@ -253,6 +253,11 @@ func TestFallbackOnStaleShare(t *testing.T) {
 	if j, src := sumJ(ss, "package"), ss[0].Source; j != 20 || src != "host:hv1" || f.Falling() {
 		t.Fatalf("fresh: %v J from %q (falling %v), want 20 J from host:hv1", j, src, f.Falling())
 	}
+	// A fresh update that brings nothing new (a quiet VM): still the
+	// host's, and the estimate, if it must stand in, starts from here.
+	if ss := step(1020); sumJ(ss, "package") != 20 || f.Falling() {
+		t.Fatalf("quiet update: %v J (falling %v), want 20 J from the host", sumJ(ss, "package"), f.Falling())
+	}
 	// The share disappears.
 	if err := os.RemoveAll(s.dir); err != nil {
 		t.Fatal(err)
