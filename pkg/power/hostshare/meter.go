@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -75,10 +76,18 @@ var (
 	_ power.HealthReporter = (*Meter)(nil)
 )
 
-// Present reports whether dir holds a share (its metadata file exists).
+// Present reports whether dir holds a share: its metadata file exists, or
+// dir is a mount point (the share is mounted, and the host has not written
+// this domain's figures yet: the estimator stands in until it does).
 func Present(dir string) bool {
-	_, err := os.Stat(filepath.Join(dir, MetaFile))
-	return err == nil
+	if _, err := os.Stat(filepath.Join(dir, MetaFile)); err == nil {
+		return true
+	}
+	var d, p syscall.Stat_t
+	if syscall.Stat(dir, &d) != nil || syscall.Stat(filepath.Dir(filepath.Clean(dir)), &p) != nil {
+		return false
+	}
+	return d.Mode&syscall.S_IFMT == syscall.S_IFDIR && d.Dev != p.Dev
 }
 
 // Open returns the meter of the share at o.Dir. The share's metadata

@@ -301,3 +301,24 @@ func TestFallbackOnStaleShare(t *testing.T) {
 		t.Errorf("host health %+v: want up again", h[0])
 	}
 }
+
+// A share is present when its metadata exists, or when its directory is
+// a mount point (mounted before the host wrote anything); a plain empty
+// directory is not one.
+func TestPresent(t *testing.T) {
+	dir := t.TempDir()
+	if Present(dir) {
+		t.Errorf("empty directory %s taken for a share", dir)
+	}
+	s := newShare(t, "package")
+	s.set(time.Unix(1, 0), map[string]float64{"package": 1})
+	if !Present(s.dir) {
+		t.Errorf("share with metadata not present")
+	}
+	if !Present("/proc") { // a mount point without metadata
+		t.Errorf("mount point /proc not taken for a mounted share")
+	}
+	if Present(filepath.Join(dir, "missing")) {
+		t.Errorf("missing directory taken for a share")
+	}
+}
