@@ -125,9 +125,17 @@ func New(cfg Config) (*Writer, error) {
 func (w *Writer) Run(ctx context.Context, src Snapshots) error {
 	t := time.NewTicker(w.cfg.Interval)
 	defer t.Stop()
-	var logged time.Time
+	var logged, warnedOld time.Time
 	write := func() {
-		if err := w.Write(src.Fresh(w.cfg.Interval)); err != nil && time.Since(logged) >= time.Minute {
+		s := src.Fresh(w.cfg.Interval)
+		if s != nil && time.Since(s.Time) > 2*w.cfg.Interval && time.Since(warnedOld) >= time.Minute {
+			// The loop gave an older snapshot than asked: the guests'
+			// shares lag, and go stale in the guests if it lasts.
+			warnedOld = time.Now()
+			w.cfg.Log.Warn("the stats loop's snapshot is older than guests.share.interval allows",
+				zap.Duration("age", time.Since(s.Time)), zap.Duration("interval", w.cfg.Interval))
+		}
+		if err := w.Write(s); err != nil && time.Since(logged) >= time.Minute {
 			logged = time.Now()
 			w.cfg.Log.Warn("writing guest shares", zap.String("dir", w.cfg.Dir), zap.Error(err))
 		}
