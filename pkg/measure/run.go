@@ -1,0 +1,311 @@
+package measure
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/usage"
+)
+
+// CPUReader is what measure needs of an accounting source: cumulative
+// per-cgroup CPU time (pkg/bpfloader).
+type CPUReader interface {
+	Read() (usage.Reading, error)
+	Mode() string
+}
+
+// NodeCPU reads the node's cumulative busy CPU time in seconds
+// (/proc/stat), for the rusage fallback and the idle baseline.
+type NodeCPU func() (float64, error)
+
+// Env is what a measurement uses; Main builds it from the flags, tests
+// build it themselves.
+type Env struct {
+	// Acct is the per-cgroup accounting; nil falls back to the child
+	// tree's rusage and NodeCPU.
+	Acct CPUReader
+	// Place makes the command's cgroup for one run; nil runs it without.
+	Place func() (*Placement, error)
+	// Meter is the node's energy meter.
+	Meter   power.Meter
+	NodeCPU NodeCPU
+	// CPUs is the number of online CPUs (the estimator's utilisation).
+	CPUs int
+	// Self and HelperArgs start this binary as Helper (cgroup v1).
+	Self       string
+	HelperArgs []string
+	Stdin      io.Reader
+	Stdout     io.Writer
+	Stderr     io.Writer
+	// Signals are forwarded to the command; SIGINT, SIGTERM and SIGHUP
+	// also end the measurement after the current run.
+	Signals <-chan os.Signal
+	// Settle is how long to wait after the command exits before the last
+	// accounting read: a task's final slice is claimed by the free hook an
+	// RCU grace period after its exit (docs/kernel.md).
+	Settle time.Duration
+}
+
+// sample is one reading of everything at an instant.
+type sample struct {
+	at     time.Time
+	cgCPU  map[uint64]uint64 // ns per cgroup, BPF mode
+	nodeNs float64           // node busy CPU, ns
+	zones  []power.ZoneSample
+}
+
+func (e *Env) read(withMeter bool) (sample, error) {
+	s := sample{at: time.Now()}
+	if e.Acct != nil {
+		r, err := e.Acct.Read()
+		if err != nil {
+			return s, fmt.Errorf("read %s accounting: %w", e.Acct.Mode(), err)
+		}
+		s.cgCPU = make(map[uint64]uint64, len(r.Cgroups))
+		for _, c := range r.Cgroups {
+			s.cgCPU[c.ID] = c.CPUNs
+			s.nodeNs += float64(c.CPUNs)
+		}
+	} else if e.NodeCPU != nil {
+		v, err := e.NodeCPU()
+		if err != nil {
+			return s, fmt.Errorf("read node CPU time: %w", err)
+		}
+		s.nodeNs = v * 1e9
+	}
+	if withMeter {
+		if err := e.readMeter(&s); err != nil {
+			return s, err
+		}
+	}
+	return s, nil
+}
+
+func (e *Env) readMeter(s *sample) error {
+	z, err := e.Meter.Read()
+	if err != nil {
+		return fmt.Errorf("read power meter %s: %w", e.Meter.Name(), err)
+	}
+	s.zones = z
+	return nil
+}
+
+// advance tells a modelling meter the node's utilisation (busy CPU
+// nanoseconds since from) before it is read.
+func (e *Env) advance(from time.Time, busyNs float64, now time.Time) {
+	a, ok := e.Meter.(power.Advancer)
+	if !ok || e.CPUs <= 0 {
+		return
+	}
+	dt := now.Sub(from)
+	if dt <= 0 {
+		return
+	}
+	a.Advance(busyNs/(float64(e.CPUs)*float64(dt)), dt)
+}
+
+// nodeDelta is the node's busy CPU time between two samples, in ns: the
+// sum of every cgroup's growth in BPF mode (a cgroup the source forgot
+// in between counts nothing rather than negative), /proc/stat otherwise.
+func nodeDelta(a, b sample) float64 {
+	if b.cgCPU != nil {
+		return cgDelta(a.cgCPU, b.cgCPU, nil)
+	}
+	return max(b.nodeNs-a.nodeNs, 0)
+}
+
+// delta is the CPU time between two samples: each cgroup's growth, a
+// cgroup missing from the first counting from 0 (created in between).
+func cgDelta(a, b map[uint64]uint64, want func(uint64) bool) float64 {
+	var ns float64
+	for id, v := range b {
+		if want != nil && !want(id) {
+			continue
+		}
+		if v0 := a[id]; v >= v0 {
+			ns += float64(v - v0)
+		}
+	}
+	return ns
+}
+
+// raw is what one run measured, before attribution.
+type raw struct {
+	start, end  sample
+	cmdNs       float64
+	nodeNs      float64
+	user, sys   float64
+	kernelCPU   float64
+	haveKernel  bool
+	exit        int
+	interrupted bool
+	signals     []string
+	warnings    []string
+}
+
+// startError is a command that could not be started.
+type startError struct {
+	code int
+	err  error
+}
+
+func (e startError) Error() string { return e.err.Error() }
+
+// runOnce runs the command once in its own cgroup and reads everything
+// around it.
+func (e *Env) runOnce(ctx context.Context, path string, argv []string) (raw, error) {
+	var r raw
+	var place *Placement
+	if e.Place != nil {
+		p, err := e.Place()
+		if err != nil {
+			return r, err
+		}
+		place = p
+		defer func() {
+			if err := p.Remove(); err != nil {
+				r.warnings = append(r.warnings, err.Error())
+			}
+		}()
+	}
+	cmd := exec.Command(path, argv[1:]...)
+	cmd.Args[0] = argv[0]
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.Stdin, e.Stdout, e.Stderr
+	var after func() error
+	if place != nil {
+		var err error
+		if after, err = place.prepare(cmd, e.Self, e.HelperArgs); err != nil {
+			return r, err
+		}
+	}
+	start, err := e.read(true)
+	if err != nil {
+		return r, err
+	}
+	r.start = start
+	err = cmd.Start()
+	if after != nil {
+		if aerr := after(); aerr != nil && err == nil {
+			// Measured without its cgroup: the command's CPU comes
+			// from rusage then.
+			r.warnings = append(r.warnings, aerr.Error())
+			place = nil
+		}
+	}
+	if err != nil {
+		code := ExitNotExecutable
+		if errors.Is(err, os.ErrNotExist) {
+			code = ExitNotFound
+		}
+		return r, startError{code, fmt.Errorf("%s: %w", argv[0], err)}
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var waitErr error
+wait:
+	for {
+		select {
+		case waitErr = <-done:
+			break wait
+		case sig := <-e.Signals:
+			r.signals = append(r.signals, sig.String())
+			if isInterrupt(sig) {
+				r.interrupted = true
+			}
+			if !ttyDelivered(sig) {
+				_ = cmd.Process.Signal(sig)
+			}
+		case <-ctx.Done():
+			// The caller gave up (a test's deadline): stop the command.
+			r.interrupted = true
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case waitErr = <-done:
+			case <-time.After(5 * time.Second):
+				_ = cmd.Process.Kill()
+				waitErr = <-done
+			}
+			break wait
+		}
+	}
+	end := time.Now()
+	var ee *exec.ExitError
+	if waitErr != nil && !errors.As(waitErr, &ee) {
+		return r, fmt.Errorf("wait for %s: %w", argv[0], waitErr)
+	}
+	st := cmd.ProcessState
+	r.exit = exitStatus(st)
+	if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
+		r.user = tv(ru.Utime)
+		r.sys = tv(ru.Stime)
+	}
+
+	// The node's CPU and energy end when the command does; the
+	// command's cgroup gets a second read after its tasks' last slices
+	// have been claimed.
+	fin, err := e.read(false)
+	if err != nil {
+		return r, err
+	}
+	fin.at = end
+	r.nodeNs = nodeDelta(start, fin)
+	e.advance(start.at, r.nodeNs, end)
+	if err := e.readMeter(&fin); err != nil {
+		return r, err
+	}
+	r.end = fin
+	if place != nil && e.Acct != nil {
+		time.Sleep(e.Settle)
+		ids := place.ids()
+		in := func(id uint64) bool { return ids[id] }
+		late, err := e.read(false)
+		if err != nil {
+			return r, err
+		}
+		r.cmdNs = cgDelta(start.cgCPU, late.cgCPU, in)
+		// What the command's tasks were charged after the end read
+		// belongs to the interval too.
+		r.nodeNs += cgDelta(fin.cgCPU, late.cgCPU, in)
+	} else {
+		r.cmdNs = (r.user + r.sys) * 1e9
+	}
+	if place != nil {
+		r.kernelCPU, r.haveKernel = place.KernelCPU()
+	}
+	return r, nil
+}
+
+func tv(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+
+// exitStatus is the command's status as a shell reports it.
+func exitStatus(st *os.ProcessState) int {
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return st.ExitCode()
+}
+
+func isInterrupt(sig os.Signal) bool {
+	return sig == syscall.SIGINT || sig == syscall.SIGTERM || sig == syscall.SIGHUP
+}
+
+// ttyDelivered: a Ctrl-C or Ctrl-\ typed at the terminal reaches the
+// whole foreground process group, the command included; forwarding it
+// again would make a command that counts its interrupts (a second Ctrl-C
+// forces many tools to quit) see two.
+func ttyDelivered(sig os.Signal) bool {
+	if sig != syscall.SIGINT && sig != syscall.SIGQUIT {
+		return false
+	}
+	fg, err := unix.IoctlGetInt(0, unix.TIOCGPGRP)
+	return err == nil && fg == unix.Getpgrp()
+}
