@@ -18,15 +18,18 @@ import (
 	"github.com/wattrace/wattrace/pkg/cgroup"
 )
 
-// The helper: on cgroup v1 (and the v1 key of hybrid hosts) a process can
-// only be moved into a cgroup once it exists, and clone3's
-// CLONE_INTO_CGROUP takes cgroup2 directories only. So the command is
-// started as this binary again with helperJoin set: it moves itself into
-// the cgroup and then execs the command, so the command and everything it
-// spawns run there from their first instruction.
+// The helper: on cgroup v1 (and the v1 key of hybrid hosts) clone3's
+// CLONE_INTO_CGROUP is not available (it takes cgroup2 directories only),
+// so the command is started as this binary again, as Helper: it says it
+// is ready on fd 4 and waits on fd 3. Meanwhile measure moves it into the
+// cgroup and takes the run's first reading; then it lets the helper exec
+// the command. So the command and everything it spawns run in the cgroup
+// from their first instruction, and the helper's own start-up (the Go
+// runtime's) stays out of both our figure and the kernel's: it ran before
+// the move and was claimed by the first reading.
 const (
-	// helperJoin is the cgroup.procs file the helper writes itself to.
-	helperJoin = "WATTRACE_MEASURE_JOIN"
+	// helperHold makes Helper wait for measure before it execs.
+	helperHold = "WATTRACE_MEASURE_HOLD"
 	// helperReport asks the helper to write its own cgroup path in the
 	// hierarchy named by the value to fd 3 (systemd scopes: systemd-run
 	// has already placed it).
@@ -36,15 +39,16 @@ const (
 // IsHelper reports whether this process was started as measure's helper;
 // main (and test binaries) call Helper then, before anything else.
 func IsHelper() bool {
-	return os.Getenv(helperJoin) != "" || os.Getenv(helperReport) != ""
+	return os.Getenv(helperHold) != "" || os.Getenv(helperReport) != ""
 }
 
-// Helper joins the cgroup named in the environment and execs argv; it
-// returns only when that fails, with the status to exit with.
+// Helper waits for measure or reports its cgroup, as the environment
+// says, and execs argv; it returns only when that fails, with the status
+// to exit with.
 func Helper(argv []string) int {
-	join, report := os.Getenv(helperJoin), os.Getenv(helperReport)
+	hold, report := os.Getenv(helperHold), os.Getenv(helperReport)
 	// The command and its children must not act as helpers.
-	_ = os.Unsetenv(helperJoin)
+	_ = os.Unsetenv(helperHold)
 	_ = os.Unsetenv(helperReport)
 	if len(argv) > 0 && argv[0] == "--" {
 		argv = argv[1:]
@@ -53,9 +57,17 @@ func Helper(argv []string) int {
 		fmt.Fprintln(os.Stderr, "wattrace measure: helper started without a command")
 		return ExitSetup
 	}
-	if join != "" {
-		if err := os.WriteFile(join, []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
-			fmt.Fprintf(os.Stderr, "wattrace measure: join cgroup: %v\n", err)
+	if hold != "" {
+		wait, ready := os.NewFile(3, "go"), os.NewFile(4, "ready")
+		_, err := ready.Write([]byte{1})
+		_ = ready.Close()
+		var b [1]byte
+		if err == nil {
+			_, err = wait.Read(b[:])
+		}
+		_ = wait.Close()
+		if err != nil {
+			// measure is gone or gave up: run nothing.
 			return ExitSetup
 		}
 	}
@@ -195,31 +207,70 @@ func inode(dir string) (uint64, error) {
 	return st.Ino, nil
 }
 
+// hooks are what runOnce calls around the command's start: started once
+// cmd.Start returned (the helper is then waiting, in the cgroup), release
+// after the run's first reading (the helper execs the command). Both
+// always run, release even when started failed.
+type hooks struct {
+	started, release func() error
+}
+
 // prepare sets cmd up to start in the placement; self is this binary,
-// helperArgs the arguments that make it Helper. It returns a function to
-// call once cmd has started (nil when none) and what to close after.
-func (p *Placement) prepare(cmd *exec.Cmd, self string, helperArgs []string) (after func() error, err error) {
+// helperArgs the arguments that make it Helper.
+func (p *Placement) prepare(cmd *exec.Cmd, self string, helperArgs []string) (hooks, error) {
+	nop := func() error { return nil }
 	if p.How == PlaceSystemd {
-		return p.prepareScope(cmd, self, helperArgs)
+		started, err := p.prepareScope(cmd, self, helperArgs)
+		return hooks{started, nop}, err
 	}
 	if p.Kind == cgroup.V2 {
 		// clone3(CLONE_INTO_CGROUP): the child is born in the cgroup.
 		f, err := os.Open(p.Dir)
 		if err != nil {
-			return nil, fmt.Errorf("open cgroup %s: %w", p.Dir, err)
+			return hooks{}, fmt.Errorf("open cgroup %s: %w", p.Dir, err)
 		}
 		if cmd.SysProcAttr == nil {
 			cmd.SysProcAttr = &syscall.SysProcAttr{}
 		}
 		cmd.SysProcAttr.UseCgroupFD = true
 		cmd.SysProcAttr.CgroupFD = int(f.Fd())
-		return f.Close, nil
+		return hooks{f.Close, nop}, nil
+	}
+	goR, goW, err := os.Pipe()
+	if err != nil {
+		return hooks{}, err
+	}
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		goR.Close()
+		goW.Close()
+		return hooks{}, err
 	}
 	argv := append([]string{cmd.Path}, cmd.Args[1:]...)
 	cmd.Path = self
 	cmd.Args = append(append([]string{self}, helperArgs...), append([]string{"--"}, argv...)...)
-	cmd.Env = append(envOrSelf(cmd.Env), helperJoin+"="+filepath.Join(p.Dir, "cgroup.procs"))
-	return nil, nil
+	cmd.Env = append(envOrSelf(cmd.Env), helperHold+"=1")
+	cmd.ExtraFiles = append(cmd.ExtraFiles, goR, readyW) // fds 3 and 4
+	started := func() error {
+		_ = goR.Close()
+		_ = readyW.Close()
+		defer readyR.Close()
+		var b [1]byte
+		if _, err := readyR.Read(b[:]); err != nil {
+			return fmt.Errorf("cgroup helper did not start: %w", err)
+		}
+		pid := strconv.Itoa(cmd.Process.Pid)
+		if err := os.WriteFile(filepath.Join(p.Dir, "cgroup.procs"), []byte(pid), 0); err != nil {
+			return fmt.Errorf("move the command into cgroup %s: %w", p.Dir, err)
+		}
+		return nil
+	}
+	release := func() error {
+		defer goW.Close()
+		_, err := goW.Write([]byte{1})
+		return err
+	}
+	return hooks{started, release}, nil
 }
 
 func envOrSelf(env []string) []string {

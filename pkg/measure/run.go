@@ -180,27 +180,36 @@ func (e *Env) runOnce(ctx context.Context, path string, argv []string) (raw, err
 	cmd := exec.Command(path, argv[1:]...)
 	cmd.Args[0] = argv[0]
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.Stdin, e.Stdout, e.Stderr
-	var after func() error
+	h := hooks{started: func() error { return nil }, release: func() error { return nil }}
 	if place != nil {
 		var err error
-		if after, err = place.prepare(cmd, e.Self, e.HelperArgs); err != nil {
+		if h, err = place.prepare(cmd, e.Self, e.HelperArgs); err != nil {
 			return r, err
 		}
 	}
-	start, err := e.read(true)
-	if err != nil {
-		return r, err
+	err := cmd.Start()
+	var start sample
+	if err == nil {
+		if err := h.started(); err != nil {
+			// The helper is held: it runs nothing when released
+			// without a go-ahead, so end it and say why.
+			_ = cmd.Process.Kill()
+			_ = h.release()
+			_ = cmd.Wait()
+			return r, err
+		}
+		start, err = e.read(true)
+		if err != nil {
+			_ = cmd.Process.Kill()
+			_ = h.release()
+			_ = cmd.Wait()
+			return r, err
+		}
+		err = h.release()
+	} else {
+		_ = h.release()
 	}
 	r.start = start
-	err = cmd.Start()
-	if after != nil {
-		if aerr := after(); aerr != nil && err == nil {
-			// Measured without its cgroup: the command's CPU comes
-			// from rusage then.
-			r.warnings = append(r.warnings, aerr.Error())
-			place = nil
-		}
-	}
 	if err != nil {
 		code := ExitNotExecutable
 		if errors.Is(err, os.ErrNotExist) {

@@ -11,9 +11,9 @@ import (
 // the 95% confidence interval of the mean (Student's t with n-1 degrees
 // of freedom). With one run the deviation and interval are absent.
 type Stat struct {
-	N      int      `json:"n"`
-	Mean   float64  `json:"mean"`
-	StdDev *float64 `json:"stddev,omitempty"`
+	N      int         `json:"n"`
+	Mean   float64     `json:"mean"`
+	StdDev *float64    `json:"stddev,omitempty"`
 	CI95   *[2]float64 `json:"ci95,omitempty"`
 }
 

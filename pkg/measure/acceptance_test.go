@@ -1,0 +1,331 @@
+package measure
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/wattrace/wattrace/internal/testenv"
+	"github.com/wattrace/wattrace/pkg/cgroup"
+)
+
+const wattsPerCPU = 10.0
+
+// jsonReport runs Main in this process with --json -o FILE and decodes
+// the report.
+func jsonReport(t *testing.T, args ...string) (Report, int, string) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "report.json")
+	code, stdout, stderr := runMain(t, append([]string{"--json", "-o", out}, args...)...)
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatalf("no report (status %d, stderr %q): %v", code, stderr, err)
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("report does not decode: %v\n%s", err, b)
+	}
+	return rep, code, stdout
+}
+
+func requireBPF(t *testing.T, rep Report) {
+	t.Helper()
+	if rep.Accounting != "bpf" || rep.Cgroup != PlaceChild {
+		t.Fatalf("accounting %q in %q cgroup, want bpf in a child cgroup (warnings %q)", rep.Accounting, rep.Cgroup, rep.Warnings)
+	}
+}
+
+func within(t *testing.T, what string, got, want, rel float64) {
+	t.Helper()
+	if d := testenv.RelDiff(got, want); d > rel {
+		t.Errorf("%s = %.6g, want %.6g within %.1f%% (off by %.2f%%)", what, got, want, 100*rel, 100*d)
+	}
+}
+
+// A CPU-bound command gets the dynamic energy of its CPU share: the
+// fixture's package draws 10 W per busy CPU, so the command's dynamic
+// energy is 10 W × its own CPU seconds, whatever else the node runs.
+func TestCPUBoundCommandGetsItsShare(t *testing.T) {
+	testenv.RequireRoot(t)
+	sys := fixturePower(t, wattsPerCPU)
+	rep, code, _ := jsonReport(t, append([]string{"--path.sysfs", sys, "--accounting=bpf", "--"}, burner(t, 1.5)...)...)
+	if code != 0 {
+		t.Fatalf("status %d, warnings %q", code, rep.Warnings)
+	}
+	requireBPF(t, rep)
+	r := rep.Runs[0]
+	// The burner counts its process's whole life, the held helper's
+	// start-up included, which ran before the run began.
+	if r.CPUSeconds < 1.45 || r.CPUSeconds > 1.7 {
+		t.Errorf("command CPU %.4f s, want the 1.5 s it burned", r.CPUSeconds)
+	}
+	if r.KernelCPUSeconds == nil {
+		t.Fatal("no kernel accounting of the command's cgroup")
+	}
+	within(t, "CPU vs cpuacct.usage", r.CPUSeconds, *r.KernelCPUSeconds, 0.01)
+	var pkg *Zone
+	for i := range r.Zones {
+		if r.Zones[i].Zone == "package" {
+			pkg = &r.Zones[i]
+		}
+	}
+	if pkg == nil || pkg.Method != MethodMeasured || pkg.Source != "rapl" {
+		t.Fatalf("package zone %+v, want measured by rapl", pkg)
+	}
+	// The model: the command's CPU share of the zone's dynamic energy.
+	if got, want := pkg.DynamicJ, r.CPUShare*pkg.NodeDynamicJ; math.Abs(got-want) > 1e-9*want {
+		t.Errorf("dynamic %.9g J, want share %.6f × %.9g J = %.9g J", got, r.CPUShare, pkg.NodeDynamicJ, want)
+	}
+	// The physics of the fixture: 10 W per busy CPU.
+	within(t, "node energy", r.NodeEnergyJ, wattsPerCPU*r.NodeCPUSeconds, 0.05)
+	within(t, "command dynamic energy", pkg.DynamicJ, wattsPerCPU*r.CPUSeconds, 0.05)
+	if pkg.NodeIdleJ != 0 || pkg.IdleJ != 0 || rep.Baseline.Source != "none" {
+		t.Errorf("idle %g J node, %g J command, baseline %q: want none without --idle", pkg.NodeIdleJ, pkg.IdleJ, rep.Baseline.Source)
+	}
+	if math.Abs(r.EnergyJ-pkg.DynamicJ) > 1e-9 || r.Grams != r.EnergyJ/3.6e6*rep.GramsPerKWh {
+		t.Errorf("totals: energy %g J grams %g, want the package's %g J at %g g/kWh", r.EnergyJ, r.Grams, pkg.DynamicJ, rep.GramsPerKWh)
+	}
+	within(t, "average power", r.AverageW, r.EnergyJ/r.WallSeconds, 1e-9)
+}
+
+// --idle measures the baseline first and subtracts it: node idle energy
+// is the baseline power × the run's wall time, the rest is dynamic, and
+// under --idle-policy=cpu the command carries its CPU share of idle.
+func TestIdleBaselineSubtracted(t *testing.T) {
+	testenv.RequireRoot(t)
+	sys := fixturePower(t, wattsPerCPU)
+	argv := burner(t, 0.5)
+	rep, code, _ := jsonReport(t, append([]string{"--path.sysfs", sys, "--idle", "1", "--idle-policy", "cpu", "--"}, argv...)...)
+	if code != 0 {
+		t.Fatalf("status %d", code)
+	}
+	if rep.Baseline.Source != "measured" || rep.Baseline.Seconds < 1 {
+		t.Fatalf("baseline %+v, want measured over 1 s", rep.Baseline)
+	}
+	r := rep.Runs[0]
+	for _, z := range r.Zones {
+		if z.Zone != "package" {
+			continue
+		}
+		w := rep.Baseline.Watts["package-0"]
+		wantIdle := math.Min(w*r.WallSeconds, z.NodeJ)
+		within(t, "node idle", z.NodeIdleJ, wantIdle, 1e-9)
+		within(t, "node dynamic", z.NodeDynamicJ, z.NodeJ-wantIdle, 1e-9)
+		within(t, "command idle (policy cpu)", z.IdleJ, r.CPUShare*z.NodeIdleJ, 1e-9)
+		within(t, "command dynamic", z.DynamicJ, r.CPUShare*z.NodeDynamicJ, 1e-9)
+		return
+	}
+	t.Fatal("no package zone")
+}
+
+// 1,000 short children: BPF accounting of the command's cgroup matches
+// the kernel's own (cpuacct.usage of a parent cgroup the test owns, which
+// keeps its children's time after they are removed) within 1%.
+func TestForkHeavyMatchesKernelAccounting(t *testing.T) {
+	testenv.RequireRoot(t)
+	h, err := cgroup.Detect("/proc", "", "auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := testenv.Cgroup(t, h.Mount, "measure-fork")
+	before, ok := (&Placement{Dir: parent, Kind: h.Kind}).KernelCPU()
+	if !ok {
+		t.Fatalf("no kernel accounting in hierarchy %s", h.Kind)
+	}
+	sys := fixturePower(t, wattsPerCPU)
+	rep, code, _ := jsonReport(t, "--path.sysfs", sys, "--accounting=bpf", "--cgroup=child", "--cgroup.parent", parent,
+		"--", "sh", "-c", "i=0; while [ $i -lt 1000 ]; do /bin/true; i=$((i+1)); done")
+	if code != 0 {
+		t.Fatalf("status %d", code)
+	}
+	requireBPF(t, rep)
+	after, _ := (&Placement{Dir: parent, Kind: h.Kind}).KernelCPU()
+	kernel := after - before
+	r := rep.Runs[0]
+	t.Logf("1000 children: BPF %.6f s, kernel %.6f s, rusage %.6f s", r.CPUSeconds, kernel, r.UserSeconds+r.SystemSeconds)
+	if kernel < 0.1 {
+		t.Fatalf("kernel accounted only %.3f s for 1000 processes", kernel)
+	}
+	within(t, "CPU of 1000 children vs the kernel's", r.CPUSeconds, kernel, 0.01)
+}
+
+// -r 5: the summary's mean, deviation and interval are those of the
+// per-run records.
+func TestRepeatsSummary(t *testing.T) {
+	testenv.RequireRoot(t)
+	sys := fixturePower(t, wattsPerCPU)
+	rep, code, _ := jsonReport(t, append([]string{"--path.sysfs", sys, "-r", "5", "--"}, burner(t, 0.2)...)...)
+	if code != 0 {
+		t.Fatalf("status %d", code)
+	}
+	if len(rep.Runs) != 5 || rep.Summary.Runs != 5 {
+		t.Fatalf("%d runs, summary of %d, want 5", len(rep.Runs), rep.Summary.Runs)
+	}
+	check := func(what string, st Stat, get func(Run) float64) {
+		var xs []float64
+		for i, r := range rep.Runs {
+			if r.Run != i+1 {
+				t.Errorf("run %d numbered %d", i+1, r.Run)
+			}
+			xs = append(xs, get(r))
+		}
+		var m float64
+		for _, x := range xs {
+			m += x
+		}
+		m /= 5
+		var ss float64
+		for _, x := range xs {
+			ss += (x - m) * (x - m)
+		}
+		sd := math.Sqrt(ss / 4)
+		const t4 = 2.7764451051977987 // Student's t, 4 degrees of freedom, 97.5%
+		if st.N != 5 || math.Abs(st.Mean-m) > 1e-12*math.Abs(m) || st.StdDev == nil || math.Abs(*st.StdDev-sd) > 1e-9*sd {
+			t.Errorf("%s: summary %+v, want mean %g sd %g", what, st, m, sd)
+			return
+		}
+		h := t4 * sd / math.Sqrt(5)
+		if math.Abs(st.CI95[0]-(m-h)) > 1e-9*math.Abs(m) || math.Abs(st.CI95[1]-(m+h)) > 1e-9*math.Abs(m) {
+			t.Errorf("%s: CI %v, want [%g, %g]", what, *st.CI95, m-h, m+h)
+		}
+	}
+	check("wall", rep.Summary.WallSeconds, func(r Run) float64 { return r.WallSeconds })
+	check("cpu", rep.Summary.CPUSeconds, func(r Run) float64 { return r.CPUSeconds })
+	check("energy", rep.Summary.EnergyJ, func(r Run) float64 { return r.EnergyJ })
+	check("power", rep.Summary.AverageW, func(r Run) float64 { return r.AverageW })
+	check("grams", rep.Summary.Grams, func(r Run) float64 { return r.Grams })
+}
+
+// measureProcess starts this test binary as `wattrace measure ARGS` with
+// its report in a file.
+func measureProcess(t *testing.T, report string, args ...string) *exec.Cmd {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, append([]string{"--json", "-o", report}, args...)...)
+	cmd.Env = append(os.Environ(), envMain+"=1")
+	return cmd
+}
+
+func readReport(t *testing.T, path string) Report {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	return rep
+}
+
+// Two measures at once, each burning a different amount, each see only
+// their own command's CPU.
+func TestConcurrentMeasuresSeeOnlyTheirOwn(t *testing.T) {
+	testenv.RequireRoot(t)
+	sys := fixturePower(t, wattsPerCPU)
+	dir := t.TempDir()
+	burns := []float64{0.6, 1.2}
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, s := range burns {
+		cmd := measureProcess(t, filepath.Join(dir, strconv.Itoa(i)), append([]string{"--path.sysfs", sys, "--accounting=bpf", "--"}, burner(t, s)...)...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := cmd.Run(); err != nil {
+				errs[i] = err
+				t.Logf("measure %d: %s", i, stderr.String())
+			}
+		}()
+	}
+	wg.Wait()
+	for i, s := range burns {
+		if errs[i] != nil {
+			t.Fatalf("measure %d: %v", i, errs[i])
+		}
+		rep := readReport(t, filepath.Join(dir, strconv.Itoa(i)))
+		requireBPF(t, rep)
+		r := rep.Runs[0]
+		if r.CPUSeconds < s-0.05 || r.CPUSeconds > s+0.15 {
+			t.Errorf("measure %d: command CPU %.4f s, want its own %.1f s (the other burned %.1f s)", i, r.CPUSeconds, s, burns[1-i])
+		}
+	}
+}
+
+// The command's exit status is measure's; its stdout is untouched byte
+// for byte; the report is on stderr.
+func TestExitStatusAndStdout(t *testing.T) {
+	testenv.RequireRoot(t)
+	sys := fixturePower(t, wattsPerCPU)
+	code, stdout, stderr := runMain(t, "--path.sysfs", sys, "--", "sh", "-c", `printf 'a\000b\nno newline at the end'; exit 3`)
+	if code != 3 {
+		t.Errorf("status %d, want 3", code)
+	}
+	if want := "a\x00b\nno newline at the end"; stdout != want {
+		t.Errorf("stdout %q, want %q", stdout, want)
+	}
+	if !strings.Contains(stderr, "Energy of 'sh -c") || !strings.Contains(stderr, "exited with status 3") {
+		t.Errorf("report on stderr:\n%s", stderr)
+	}
+	// A command killed by a signal: 128 + the signal, as shells say.
+	code, _, _ = runMain(t, "--path.sysfs", sys, "--", "sh", "-c", "kill -KILL $$")
+	if code != 128+9 {
+		t.Errorf("killed command: status %d, want 137", code)
+	}
+}
+
+// SIGINT reaches the command, and the partial report is printed, marked.
+func TestSIGINTForwardedPartialReport(t *testing.T) {
+	testenv.RequireRoot(t)
+	sys := fixturePower(t, wattsPerCPU)
+	report := filepath.Join(t.TempDir(), "r.json")
+	cmd := measureProcess(t, report, "--path.sysfs", sys, "-r", "3", "--",
+		"sh", "-c", `trap 'echo got-int; exit 7' INT; echo ready; while :; do sleep 0.05; done`)
+	var stdout bytes.Buffer
+	pr, pw, _ := os.Pipe()
+	cmd.Stdout = pw
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	buf := make([]byte, 6)
+	if _, err := pr.Read(buf); err != nil || string(buf) != "ready\n" {
+		t.Fatalf("command did not start: %q %v", buf, err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = stdout.ReadFrom(pr)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 7 {
+		t.Fatalf("measure ended with %v, want status 7 (the command's, after its trap)", err)
+	}
+	if stdout.String() != "got-int\n" {
+		t.Errorf("the command's stdout after ready: %q, want got-int (it got the SIGINT)", stdout.String())
+	}
+	rep := readReport(t, report)
+	if !rep.Summary.Interrupted || len(rep.Runs) != 1 || !rep.Runs[0].Interrupted || rep.Runs[0].ExitStatus != 7 {
+		t.Fatalf("report %+v, want one interrupted run with status 7 (no more repeats)", rep.Summary)
+	}
+	if rep.Runs[0].WallSeconds < 0.1 || len(rep.Runs[0].Signals) != 1 || rep.Runs[0].Signals[0] != "interrupt" {
+		t.Errorf("run %+v: want its partial figures and the signal", rep.Runs[0])
+	}
+}
