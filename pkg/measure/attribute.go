@@ -97,9 +97,15 @@ type attribution struct {
 	gramsPerKWh float64
 }
 
+// combined is a meter made of several (power.Combined): each zone is
+// measured or estimated as its own meter is.
+type combined interface{ Meters() []power.Meter }
+
+var _ combined = (*power.Combined)(nil)
+
 // estimated says whether the meter that read a zone models it.
 func (a *attribution) estimated(source string) bool {
-	if c, ok := a.meter.(*power.Combined); ok {
+	if c, ok := a.meter.(combined); ok {
 		for _, m := range c.Meters() {
 			if m.Name() == source {
 				return m.Estimated()

@@ -140,8 +140,9 @@ func setup(o *Options, e *Env, rep *Report) (func(), error) {
 		if err != nil {
 			return 0, err
 		}
+		// Steal is time the hypervisor gave to someone else: not ours.
 		c := st.CPUTotal
-		return c.User + c.Nice + c.System + c.IRQ + c.SoftIRQ + c.Steal, nil
+		return c.User + c.Nice + c.System + c.IRQ + c.SoftIRQ, nil
 	}
 
 	rep.GramsPerKWh, rep.CarbonSource = o.GramsPerKWh, "constant"

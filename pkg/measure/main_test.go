@@ -95,7 +95,7 @@ func fixturePower(t *testing.T, wattsPerCPU float64) string {
 			return 0
 		}
 		c := st.CPUTotal
-		return c.User + c.Nice + c.System + c.IRQ + c.SoftIRQ + c.Steal
+		return c.User + c.Nice + c.System + c.IRQ + c.SoftIRQ
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
