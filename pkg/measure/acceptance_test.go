@@ -211,7 +211,7 @@ func TestRepeatsSummary(t *testing.T) {
 
 // measureProcess starts this test binary as `wattrace measure ARGS` with
 // its report in a file.
-func measureProcess(t *testing.T, report string, args ...string) *exec.Cmd {
+func measureProcess(t testing.TB, report string, args ...string) *exec.Cmd {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
@@ -222,7 +222,7 @@ func measureProcess(t *testing.T, report string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-func readReport(t *testing.T, path string) Report {
+func readReport(t testing.TB, path string) Report {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {

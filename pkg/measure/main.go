@@ -95,6 +95,10 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		}
 		rep.Warnings = append(rep.Warnings, err.Error())
 	}
+	var own syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &own) == nil {
+		rep.SelfCPUSeconds = tv(own.Utime) + tv(own.Stime)
+	}
 	if werr := Write(out, o.Format, rep); werr != nil {
 		return fail(ExitSetup, fmt.Errorf("write report: %w", werr))
 	}

@@ -58,7 +58,7 @@ func burn(secs float64) {
 }
 
 // burner is argv that burns secs of CPU (this test binary).
-func burner(t *testing.T, secs float64) []string {
+func burner(t testing.TB, secs float64) []string {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {

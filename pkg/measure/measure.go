@@ -28,7 +28,10 @@ type Report struct {
 	CarbonSource string   `json:"carbon_source"`
 	Runs         []Run    `json:"runs"`
 	Summary      Summary  `json:"summary"`
-	Warnings     []string `json:"warnings,omitempty"`
+	// SelfCPUSeconds is measure's own CPU time (its process, set-up
+	// included; not the command's), for its overhead.
+	SelfCPUSeconds float64  `json:"self_cpu_seconds"`
+	Warnings       []string `json:"warnings,omitempty"`
 }
 
 var errInterrupted = errors.New("interrupted")
