@@ -332,3 +332,25 @@ func TestSIGINTForwardedPartialReport(t *testing.T) {
 		t.Errorf("run %+v: want its partial figures and the signal", rep.Runs[0])
 	}
 }
+
+// On cgroup2 the command is born in its cgroup (clone3 with
+// CLONE_INTO_CGROUP, no helper); hybrid hosts have cgroup2 too.
+func TestCgroup2CloneIntoCgroup(t *testing.T) {
+	testenv.RequireRoot(t)
+	if _, err := cgroup.Detect("/proc", "", "v2"); err != nil {
+		t.Skipf("no cgroup2 mounted: %v", err)
+	}
+	sys := fixturePower(t, wattsPerCPU)
+	rep, code, _ := jsonReport(t, "--path.sysfs", sys, "--accounting=bpf", "--cgroup=child", "--cgroup.hierarchy=v2",
+		"--", "sh", "-c", "i=0; while [ $i -lt 300 ]; do /bin/true; i=$((i+1)); done")
+	if code != 0 {
+		t.Fatalf("status %d", code)
+	}
+	requireBPF(t, rep)
+	r := rep.Runs[0]
+	if rep.Hierarchy != "v2" || r.KernelCPUSeconds == nil {
+		t.Fatalf("hierarchy %q, kernel accounting %v", rep.Hierarchy, r.KernelCPUSeconds)
+	}
+	t.Logf("300 children: BPF %.6f s, cpu.stat %.6f s", r.CPUSeconds, *r.KernelCPUSeconds)
+	within(t, "CPU vs cpu.stat usage_usec", r.CPUSeconds, *r.KernelCPUSeconds, 0.01)
+}

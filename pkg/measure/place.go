@@ -213,6 +213,9 @@ func inode(dir string) (uint64, error) {
 // always run, release even when started failed.
 type hooks struct {
 	started, release func() error
+	// held: the command waits for release, so the run's first reading
+	// is taken after started rather than before the start.
+	held bool
 }
 
 // prepare sets cmd up to start in the placement; self is this binary,
@@ -221,7 +224,7 @@ func (p *Placement) prepare(cmd *exec.Cmd, self string, helperArgs []string) (ho
 	nop := func() error { return nil }
 	if p.How == PlaceSystemd {
 		started, err := p.prepareScope(cmd, self, helperArgs)
-		return hooks{started, nop}, err
+		return hooks{started, nop, false}, err
 	}
 	if p.Kind == cgroup.V2 {
 		// clone3(CLONE_INTO_CGROUP): the child is born in the cgroup.
@@ -234,7 +237,7 @@ func (p *Placement) prepare(cmd *exec.Cmd, self string, helperArgs []string) (ho
 		}
 		cmd.SysProcAttr.UseCgroupFD = true
 		cmd.SysProcAttr.CgroupFD = int(f.Fd())
-		return hooks{f.Close, nop}, nil
+		return hooks{f.Close, nop, false}, nil
 	}
 	goR, goW, err := os.Pipe()
 	if err != nil {
@@ -270,7 +273,7 @@ func (p *Placement) prepare(cmd *exec.Cmd, self string, helperArgs []string) (ho
 		_, err := goW.Write([]byte{1})
 		return err
 	}
-	return hooks{started, release}, nil
+	return hooks{started, release, true}, nil
 }
 
 func envOrSelf(env []string) []string {

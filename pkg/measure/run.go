@@ -187,23 +187,33 @@ func (e *Env) runOnce(ctx context.Context, path string, argv []string) (raw, err
 			return r, err
 		}
 	}
-	err := cmd.Start()
+	// The first reading comes before the command runs: before Start,
+	// or, with a held helper, while it waits in the cgroup.
 	var start sample
+	var err error
+	if !h.held {
+		if start, err = e.read(true); err != nil {
+			_ = h.release()
+			return r, err
+		}
+	}
+	err = cmd.Start()
 	if err == nil {
 		if err := h.started(); err != nil {
-			// The helper is held: it runs nothing when released
-			// without a go-ahead, so end it and say why.
+			// A held helper runs nothing unless told to go: end it
+			// and say why.
 			_ = cmd.Process.Kill()
 			_ = h.release()
 			_ = cmd.Wait()
 			return r, err
 		}
-		start, err = e.read(true)
-		if err != nil {
-			_ = cmd.Process.Kill()
-			_ = h.release()
-			_ = cmd.Wait()
-			return r, err
+		if h.held {
+			if start, err = e.read(true); err != nil {
+				_ = cmd.Process.Kill()
+				_ = h.release()
+				_ = cmd.Wait()
+				return r, err
+			}
 		}
 		err = h.release()
 	} else {
