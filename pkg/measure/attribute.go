@@ -29,6 +29,9 @@ type Zone struct {
 	Socket int    `json:"socket"`
 	Source string `json:"source"`
 	Method string `json:"method"`
+	// CPUShare is the command's share of the CPU time this zone was
+	// split by (on multi-socket nodes, the time on the zone's socket).
+	CPUShare float64 `json:"cpu_share"`
 	// Band is [low, high] joules of the command's energy for estimated
 	// zones; absent when measured.
 	Band *[2]float64 `json:"band_joules,omitempty"`
@@ -95,6 +98,29 @@ type attribution struct {
 	policy      model.IdlePolicy
 	baseline    Baseline
 	gramsPerKWh float64
+	nsockets    int
+}
+
+// fraction is socket s's part of the time with a known socket; evenly
+// when nothing was placed.
+func (b bySocket) fraction(s, nsockets int) float64 {
+	var known float64
+	for sock, v := range b {
+		if sock >= 0 {
+			known += v
+		}
+	}
+	if known == 0 {
+		return 1 / float64(nsockets)
+	}
+	return b[s] / known
+}
+
+func share(a, b float64) float64 {
+	if a+b <= 0 {
+		return 0
+	}
+	return a / (a + b)
 }
 
 // combined is a meter made of several (power.Combined): each zone is
@@ -161,7 +187,7 @@ func (a *attribution) run(i int, r raw) (Run, error) {
 		command key = iota
 		rest
 	)
-	usage := map[key]float64{command: cmd, rest: node - cmd}
+	total := map[key]float64{command: cmd, rest: node - cmd}
 	var platform bool
 	for _, z := range r.end.zones {
 		if z.Zone == power.ZonePlatform {
@@ -181,13 +207,21 @@ func (a *attribution) run(i int, r raw) (Run, error) {
 		if source == "" {
 			source = a.meter.Name()
 		}
+		usage := total
+		if z.Socket >= 0 && a.nsockets > 1 && r.cmdSock != nil {
+			// A socket's zone is split by the usage on that socket.
+			usage = map[key]float64{
+				command: cmd * r.cmdSock.fraction(z.Socket, a.nsockets),
+				rest:    (node - cmd) * r.restSock.fraction(z.Socket, a.nsockets),
+			}
+		}
 		dyn, idle := map[key]float64{}, map[key]float64{}
 		res := model.Split(model.Interval[key]{
 			EnergyJ: dE, IdleJ: a.idleWatts(z.Zone, z.Socket) * wall.Seconds(),
 			Usage: usage, Policy: a.policy,
 		}, dyn, idle)
 		zone := Zone{
-			Zone: z.Zone, Socket: z.Socket, Source: source, Method: MethodMeasured,
+			Zone: z.Zone, Socket: z.Socket, Source: source, Method: MethodMeasured, CPUShare: share(usage[command], usage[rest]),
 			NodeJ: dE, NodeIdleJ: res.IdleJ, NodeDynamicJ: res.DynamicJ,
 			DynamicJ: dyn[command], IdleJ: idle[command], IdleClamped: res.Clamped,
 		}

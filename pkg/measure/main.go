@@ -174,6 +174,14 @@ func setup(o *Options, e *Env, rep *Report) (func(), error) {
 	if n, err := power.OnlineCPUs(o.SysfsRoot); err == nil && n > 0 {
 		e.CPUs = n
 	}
+	e.NSockets = 1
+	if socks, err := power.CPUSockets(o.SysfsRoot); err == nil {
+		n := map[int]bool{}
+		for _, s := range socks {
+			n[s] = true
+		}
+		e.Sockets, e.NSockets = socks, max(1, len(n))
+	}
 
 	if o.Cgroup == PlaceNone || o.Accounting == AcctRusage && o.Cgroup == PlaceAuto {
 		if o.Cgroup == PlaceAuto {

@@ -44,7 +44,7 @@ func Measure(ctx context.Context, o Options, e *Env, path string, rep Report) (R
 	rep.Command = o.Command
 	rep.IdlePolicy = string(o.IdlePolicy)
 	rep.Meter = e.Meter.Name()
-	a := &attribution{meter: e.Meter, policy: o.IdlePolicy, gramsPerKWh: rep.GramsPerKWh}
+	a := &attribution{meter: e.Meter, policy: o.IdlePolicy, gramsPerKWh: rep.GramsPerKWh, nsockets: e.NSockets}
 	if o.Idle > 0 {
 		b, err := e.baseline(o.Idle, func(d time.Duration) bool { return e.sleep(ctx, d) })
 		if errors.Is(err, errInterrupted) {

@@ -46,6 +46,10 @@ type Env struct {
 	Stdin      io.Reader
 	Stdout     io.Writer
 	Stderr     io.Writer
+	// Sockets maps CPUs to sockets and NSockets counts them; with more
+	// than one, each socket's zones are split by the usage on that socket.
+	Sockets  map[int]int
+	NSockets int
 	// Signals are forwarded to the command; SIGINT, SIGTERM and SIGHUP
 	// also end the measurement after the current run.
 	Signals <-chan os.Signal
@@ -55,10 +59,57 @@ type Env struct {
 	Settle time.Duration
 }
 
+// procRec is a process's cumulative CPU time, the CPU it last ran on and
+// its cgroup, for placing usage on sockets.
+type procRec struct {
+	ns  uint64
+	cpu int
+	cg  uint64
+}
+
+// multiSocket: usage is placed on sockets only where there are several.
+func (e *Env) multiSocket() bool { return e.Acct != nil && e.NSockets > 1 }
+
+// SocketTick is how often the accounting is read during a run on
+// multi-socket nodes, so that each process's CPU time is placed on the
+// socket it ran on at the time (a process that starts and ends between
+// two reads has no known CPU; its time is spread like the rest).
+const SocketTick = time.Second
+
+// bySocket is CPU time (ns) by socket; -1 holds what has no known CPU.
+type bySocket map[int]float64
+
+// fold places the process time between two samples on sockets, the
+// command's (in) apart from the rest.
+func (e *Env) fold(a, b sample, in func(uint64) bool, cmd, rest bySocket) {
+	for k, p := range b.procs {
+		d := float64(p.ns)
+		if p0, ok := a.procs[k]; ok {
+			if p.ns <= p0.ns {
+				continue
+			}
+			d = float64(p.ns - p0.ns)
+		}
+		if d == 0 {
+			continue
+		}
+		sock := -1
+		if s, ok := e.Sockets[p.cpu]; ok && p.cpu >= 0 {
+			sock = s
+		}
+		if in(p.cg) {
+			cmd[sock] += d
+		} else {
+			rest[sock] += d
+		}
+	}
+}
+
 // sample is one reading of everything at an instant.
 type sample struct {
 	at     time.Time
 	cgCPU  map[uint64]uint64 // ns per cgroup, BPF mode
+	procs  map[usage.ProcKey]procRec
 	nodeNs float64           // node busy CPU, ns
 	zones  []power.ZoneSample
 }
@@ -71,6 +122,12 @@ func (e *Env) read(withMeter bool) (sample, error) {
 			return s, fmt.Errorf("read %s accounting: %w", e.Acct.Mode(), err)
 		}
 		s.cgCPU = make(map[uint64]uint64, len(r.Cgroups))
+		if e.multiSocket() {
+			s.procs = make(map[usage.ProcKey]procRec, len(r.Processes))
+			for _, p := range r.Processes {
+				s.procs[p.Key] = procRec{ns: p.CPUNs, cpu: p.CPU, cg: p.Cgroup}
+			}
+		}
 		for _, c := range r.Cgroups {
 			s.cgCPU[c.ID] = c.CPUNs
 			s.nodeNs += float64(c.CPUNs)
@@ -143,6 +200,9 @@ type raw struct {
 	start, end  sample
 	cmdNs       float64
 	nodeNs      float64
+	// cmdSock and restSock weigh each socket's share of the command's
+	// and the rest's CPU time (multi-socket nodes only).
+	cmdSock, restSock bySocket
 	user, sys   float64
 	kernelCPU   float64
 	haveKernel  bool
@@ -230,11 +290,28 @@ func (e *Env) runOnce(ctx context.Context, path string, argv []string) (raw, err
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	var waitErr error
+	var tick <-chan time.Time
+	prev := start
+	if e.multiSocket() && place != nil {
+		r.cmdSock, r.restSock = bySocket{}, bySocket{}
+		t := time.NewTicker(SocketTick)
+		defer t.Stop()
+		tick = t.C
+	}
 wait:
 	for {
 		select {
 		case waitErr = <-done:
 			break wait
+		case <-tick:
+			cur, err := e.read(false)
+			if err != nil {
+				r.warnings = append(r.warnings, err.Error())
+				continue
+			}
+			ids := place.ids()
+			e.fold(prev, cur, func(id uint64) bool { return ids[id] }, r.cmdSock, r.restSock)
+			prev = cur
 		case sig := <-e.Signals:
 			r.signals = append(r.signals, sig.String())
 			if isInterrupt(sig) {
@@ -291,6 +368,9 @@ wait:
 			return r, err
 		}
 		r.cmdNs = cgDelta(start.cgCPU, late.cgCPU, in)
+		if r.cmdSock != nil {
+			e.fold(prev, late, in, r.cmdSock, r.restSock)
+		}
 		// What the command's tasks were charged after the end read
 		// belongs to the interval too.
 		r.nodeNs += cgDelta(fin.cgCPU, late.cgCPU, in)
