@@ -110,7 +110,7 @@ type sample struct {
 	at     time.Time
 	cgCPU  map[uint64]uint64 // ns per cgroup, BPF mode
 	procs  map[usage.ProcKey]procRec
-	nodeNs float64           // node busy CPU, ns
+	nodeNs float64 // node busy CPU, ns
 	zones  []power.ZoneSample
 }
 
@@ -197,19 +197,19 @@ func cgDelta(a, b map[uint64]uint64, want func(uint64) bool) float64 {
 
 // raw is what one run measured, before attribution.
 type raw struct {
-	start, end  sample
-	cmdNs       float64
-	nodeNs      float64
+	start, end sample
+	cmdNs      float64
+	nodeNs     float64
 	// cmdSock and restSock weigh each socket's share of the command's
 	// and the rest's CPU time (multi-socket nodes only).
 	cmdSock, restSock bySocket
-	user, sys   float64
-	kernelCPU   float64
-	haveKernel  bool
-	exit        int
-	interrupted bool
-	signals     []string
-	warnings    []string
+	user, sys         float64
+	kernelCPU         float64
+	haveKernel        bool
+	exit              int
+	interrupted       bool
+	signals           []string
+	warnings          []string
 }
 
 // startError is a command that could not be started.
