@@ -354,3 +354,32 @@ func TestCgroup2CloneIntoCgroup(t *testing.T) {
 	t.Logf("300 children: BPF %.6f s, cpu.stat %.6f s", r.CPUSeconds, *r.KernelCPUSeconds)
 	within(t, "CPU vs cpu.stat usage_usec", r.CPUSeconds, *r.KernelCPUSeconds, 0.01)
 }
+
+// Per socket: a command pinned to CPU 1 (socket 1 of the fixture's
+// topology) gets its share of package-1's dynamic energy, 10 W × its CPU
+// seconds, and next to nothing of package-0's.
+func TestPerSocketShare(t *testing.T) {
+	testenv.RequireRoot(t)
+	sys := fixture2Sockets(t, wattsPerCPU)
+	argv := append([]string{"taskset", "-c", "1"}, burner(t, 2.5)...)
+	rep, code, _ := jsonReport(t, append([]string{"--path.sysfs", sys, "--accounting=bpf", "--"}, argv...)...)
+	if code != 0 {
+		t.Fatalf("status %d (warnings %q)", code, rep.Warnings)
+	}
+	requireBPF(t, rep)
+	r := rep.Runs[0]
+	zones := map[string]Zone{}
+	for _, z := range r.Zones {
+		zones[zoneKey(z.Zone, z.Socket)] = z
+	}
+	p0, p1 := zones["package-0"], zones["package-1"]
+	t.Logf("command %.3f CPU s of %.3f; package-0: share %.4f, %.3f of %.3f J; package-1: share %.4f, %.3f of %.3f J",
+		r.CPUSeconds, r.NodeCPUSeconds, p0.CPUShare, p0.DynamicJ, p0.NodeDynamicJ, p1.CPUShare, p1.DynamicJ, p1.NodeDynamicJ)
+	within(t, "command's package-1 energy", p1.DynamicJ, wattsPerCPU*r.CPUSeconds, 0.10)
+	if p0.DynamicJ > 0.05*p1.DynamicJ {
+		t.Errorf("command got %.3f J of package-0 though it ran on socket 1 only", p0.DynamicJ)
+	}
+	if p1.CPUShare <= r.CPUShare {
+		t.Errorf("share on socket 1 %.3f, want above its node-wide share %.3f", p1.CPUShare, r.CPUShare)
+	}
+}

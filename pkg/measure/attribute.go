@@ -210,10 +210,16 @@ func (a *attribution) run(i int, r raw) (Run, error) {
 		usage := total
 		if z.Socket >= 0 && a.nsockets > 1 && r.cmdSock != nil {
 			// A socket's zone is split by the usage on that socket.
-			usage = map[key]float64{
-				command: cmd * r.cmdSock.fraction(z.Socket, a.nsockets),
-				rest:    (node - cmd) * r.restSock.fraction(z.Socket, a.nsockets),
+			c := cmd * r.cmdSock.fraction(z.Socket, a.nsockets)
+			rst := (node - cmd) * r.restSock.fraction(z.Socket, a.nsockets)
+			if len(r.nodeSock) > 0 {
+				// The socket's own busy time is the kernel's per-CPU
+				// figure; the command's processes are placed by where
+				// they ran, and the rest is what remains (the rest's
+				// many processes migrate too much to place one by one).
+				rst = max(node*r.nodeSock.fraction(z.Socket, a.nsockets)-c, 0)
 			}
+			usage = map[key]float64{command: c, rest: rst}
 		}
 		dyn, idle := map[key]float64{}, map[key]float64{}
 		res := model.Split(model.Interval[key]{

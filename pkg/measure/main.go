@@ -149,6 +149,18 @@ func setup(o *Options, e *Env, rep *Report) (func(), error) {
 		return c.User + c.Nice + c.System + c.IRQ + c.SoftIRQ, nil
 	}
 
+	e.CPUBusy = func() (map[int]float64, error) {
+		st, err := pfs.Stat()
+		if err != nil {
+			return nil, err
+		}
+		out := make(map[int]float64, len(st.CPU))
+		for cpu, c := range st.CPU {
+			out[int(cpu)] = c.User + c.Nice + c.System + c.IRQ + c.SoftIRQ
+		}
+		return out, nil
+	}
+
 	rep.GramsPerKWh, rep.CarbonSource = o.GramsPerKWh, "constant"
 	if o.Country != "" {
 		s, err := carbon.NewStatic(o.Country)

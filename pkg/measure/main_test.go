@@ -75,54 +75,105 @@ func burner(t testing.TB, secs float64) []string {
 func fixturePower(t *testing.T, wattsPerCPU float64) string {
 	t.Helper()
 	root := testenv.CopyFixture(t, "../power/testdata/rapl-1socket")
-	file := filepath.Join(root, "class/powercap/intel-rapl:0/energy_uj")
-	b, err := os.ReadFile(file)
-	if err != nil {
+	advance(t, wattsPerCPU, map[string]func(st procfs.Stat) float64{
+		filepath.Join(root, "class/powercap/intel-rapl:0/energy_uj"): func(st procfs.Stat) float64 { return busyOf(st.CPUTotal) },
+	})
+	return root
+}
+
+// fixture2Sockets is a two-socket fixture: CPU 0 is socket 0, CPU 1 is
+// socket 1 (sysfs topology written here), and each package counter
+// advances by wattsPerCPU × its own CPU's busy time.
+func fixture2Sockets(t *testing.T, wattsPerCPU float64) string {
+	t.Helper()
+	root := testenv.CopyFixture(t, "../power/testdata/rapl-2socket")
+	for cpu := 0; cpu < 2; cpu++ {
+		dir := filepath.Join(root, "devices/system/cpu", "cpu"+strconv.Itoa(cpu), "topology")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "physical_package_id"), []byte(strconv.Itoa(cpu)+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "devices/system/cpu/online"), []byte("0-1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	uj, err := strconv.ParseFloat(string(bytes.TrimSpace(b)), 64)
-	if err != nil {
-		t.Fatal(err)
+	files := map[string]func(st procfs.Stat) float64{}
+	for cpu := 0; cpu < 2; cpu++ {
+		files[filepath.Join(root, "class/powercap/intel-rapl:"+strconv.Itoa(cpu)+"/energy_uj")] = func(st procfs.Stat) float64 {
+			return busyOf(st.CPU[int64(cpu)])
+		}
 	}
+	advance(t, wattsPerCPU, files)
+	return root
+}
+
+func busyOf(c procfs.CPUStat) float64 {
+	return c.User + c.Nice + c.System + c.IRQ + c.SoftIRQ
+}
+
+// advance runs, until the test ends, a goroutine that adds to each
+// energy_uj file wattsPerCPU × the growth of its busy figure.
+func advance(t *testing.T, wattsPerCPU float64, files map[string]func(procfs.Stat) float64) {
+	t.Helper()
 	fs, err := procfs.NewDefaultFS()
 	if err != nil {
 		t.Fatal(err)
 	}
-	busy := func() float64 {
-		st, err := fs.Stat()
+	type counter struct {
+		file string
+		busy func(procfs.Stat) float64
+		uj   float64
+		prev float64
+	}
+	st, err := fs.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cs []*counter
+	for f, busy := range files {
+		b, err := os.ReadFile(f)
 		if err != nil {
-			t.Error(err)
-			return 0
+			t.Fatal(err)
 		}
-		c := st.CPUTotal
-		return c.User + c.Nice + c.System + c.IRQ + c.SoftIRQ
+		uj, err := strconv.ParseFloat(string(bytes.TrimSpace(b)), 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, &counter{file: f, busy: busy, uj: uj, prev: busy(st)})
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		prev := busy()
 		tick := time.NewTicker(5 * time.Millisecond)
 		defer tick.Stop()
-		tmp := file + ".tmp"
 		for {
 			select {
 			case <-stop:
 				return
 			case <-tick.C:
 			}
-			now := busy()
-			uj += wattsPerCPU * (now - prev) * 1e6
-			prev = now
-			// Renamed into place: a reader never sees a half-written file.
-			if err := os.WriteFile(tmp, []byte(strconv.FormatFloat(uj, 'f', 0, 64)+"\n"), 0o644); err == nil {
-				_ = os.Rename(tmp, file)
+			st, err := fs.Stat()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for _, c := range cs {
+				now := c.busy(st)
+				c.uj += wattsPerCPU * (now - c.prev) * 1e6
+				c.prev = now
+				// Renamed into place: a reader never sees a half-written file.
+				tmp := c.file + ".tmp"
+				if err := os.WriteFile(tmp, []byte(strconv.FormatFloat(c.uj, 'f', 0, 64)+"\n"), 0o644); err == nil {
+					_ = os.Rename(tmp, c.file)
+				}
 			}
 		}
 	}()
 	t.Cleanup(func() { close(stop); wg.Wait() })
-	return root
 }
 
 // runMain runs Main in this process and returns its status, stdout and

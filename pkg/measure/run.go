@@ -38,6 +38,9 @@ type Env struct {
 	// Meter is the node's energy meter.
 	Meter   power.Meter
 	NodeCPU NodeCPU
+	// CPUBusy reads each CPU's cumulative busy seconds (/proc/stat), by
+	// which the node's time is placed on sockets.
+	CPUBusy func() (map[int]float64, error)
 	// CPUs is the number of online CPUs (the estimator's utilisation).
 	CPUs int
 	// Self and HelperArgs start this binary as Helper (cgroup v1).
@@ -107,11 +110,14 @@ func (e *Env) fold(a, b sample, in func(uint64) bool, cmd, rest bySocket) {
 
 // sample is one reading of everything at an instant.
 type sample struct {
-	at     time.Time
-	cgCPU  map[uint64]uint64 // ns per cgroup, BPF mode
-	procs  map[usage.ProcKey]procRec
-	nodeNs float64 // node busy CPU, ns
-	zones  []power.ZoneSample
+	at    time.Time
+	cgCPU map[uint64]uint64 // ns per cgroup, BPF mode
+	procs map[usage.ProcKey]procRec
+	// sockBusy is each socket's busy CPU seconds (/proc/stat per CPU),
+	// multi-socket nodes only.
+	sockBusy bySocket
+	nodeNs   float64 // node busy CPU, ns
+	zones    []power.ZoneSample
 }
 
 func (e *Env) read(withMeter bool) (sample, error) {
@@ -122,7 +128,17 @@ func (e *Env) read(withMeter bool) (sample, error) {
 			return s, fmt.Errorf("read %s accounting: %w", e.Acct.Mode(), err)
 		}
 		s.cgCPU = make(map[uint64]uint64, len(r.Cgroups))
-		if e.multiSocket() {
+		if e.multiSocket() && e.CPUBusy != nil {
+			busy, err := e.CPUBusy()
+			if err != nil {
+				return s, fmt.Errorf("read per-CPU time: %w", err)
+			}
+			s.sockBusy = bySocket{}
+			for cpu, v := range busy {
+				if sock, ok := e.Sockets[cpu]; ok {
+					s.sockBusy[sock] += v
+				}
+			}
 			s.procs = make(map[usage.ProcKey]procRec, len(r.Processes))
 			for _, p := range r.Processes {
 				s.procs[p.Key] = procRec{ns: p.CPUNs, cpu: p.CPU, cg: p.Cgroup}
@@ -201,15 +217,17 @@ type raw struct {
 	cmdNs      float64
 	nodeNs     float64
 	// cmdSock and restSock weigh each socket's share of the command's
-	// and the rest's CPU time (multi-socket nodes only).
-	cmdSock, restSock bySocket
-	user, sys         float64
-	kernelCPU         float64
-	haveKernel        bool
-	exit              int
-	interrupted       bool
-	signals           []string
-	warnings          []string
+	// and the rest's CPU time by where their processes ran; nodeSock is
+	// each socket's busy time by the kernel's per-CPU counters
+	// (multi-socket nodes only).
+	cmdSock, restSock, nodeSock bySocket
+	user, sys                   float64
+	kernelCPU                   float64
+	haveKernel                  bool
+	exit                        int
+	interrupted                 bool
+	signals                     []string
+	warnings                    []string
 }
 
 // startError is a command that could not be started.
@@ -370,6 +388,10 @@ wait:
 		r.cmdNs = cgDelta(start.cgCPU, late.cgCPU, in)
 		if r.cmdSock != nil {
 			e.fold(prev, late, in, r.cmdSock, r.restSock)
+			r.nodeSock = bySocket{}
+			for sock, v := range fin.sockBusy {
+				r.nodeSock[sock] = max(v-start.sockBusy[sock], 0)
+			}
 		}
 		// What the command's tasks were charged after the end read
 		// belongs to the interval too.
