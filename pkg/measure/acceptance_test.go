@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -381,5 +382,98 @@ func TestPerSocketShare(t *testing.T) {
 	}
 	if p1.CPUShare <= r.CPUShare {
 		t.Errorf("share on socket 1 %.3f, want above its node-wide share %.3f", p1.CPUShare, r.CPUShare)
+	}
+}
+
+// Unprivileged (here: this test binary run as nobody), BPF cannot load
+// and no cgroup can be made: measure falls back to the child tree's rusage
+// and /proc/stat, says so, and still measures the command.
+func TestUnprivilegedFallback(t *testing.T) {
+	testenv.RequireRoot(t)
+	sys := fixturePower(t, wattsPerCPU)
+	// nobody must reach the binary, the fixture and the report.
+	dir, err := os.MkdirTemp("", "wattrace-measure-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	self, _ := os.Executable()
+	bin := filepath.Join(dir, "measure.test")
+	b, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{dir, sys, filepath.Dir(sys)} {
+		if err := os.Chmod(d, 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	report := filepath.Join(dir, "r.json")
+	cmd := exec.Command(bin, "--json", "-o", report, "--path.sysfs", sys, "--",
+		"env", envBurn+"=0.5", bin)
+	cmd.Env = append(os.Environ(), envMain+"=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	rep := readReport(t, report)
+	if rep.Accounting != "rusage+procfs" || rep.Cgroup != PlaceNone || len(rep.Warnings) == 0 {
+		t.Fatalf("accounting %q, cgroup %q, warnings %q: want the rusage fallback, said", rep.Accounting, rep.Cgroup, rep.Warnings)
+	}
+	r := rep.Runs[0]
+	if r.CPUSeconds < 0.5 || r.CPUSeconds > 0.65 || r.KernelCPUSeconds != nil {
+		t.Errorf("command CPU %.3f s (kernel %v), want the 0.5 s it burned from rusage", r.CPUSeconds, r.KernelCPUSeconds)
+	}
+	if r.NodeCPUSeconds < r.CPUSeconds || r.EnergyJ <= 0 {
+		t.Errorf("node CPU %.3f s, energy %.3f J", r.NodeCPUSeconds, r.EnergyJ)
+	}
+}
+
+// The helper's systemd half (systemd itself is not on the test machines):
+// started with the report variable it writes its own cgroup to fd 3,
+// then execs the command.
+func TestHelperReportsItsCgroup(t *testing.T) {
+	h, err := cgroup.Detect("/proc", "", "auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, _ := os.Executable()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, "measure", "--", "/bin/sh", "-c", "echo ran")
+	cmd.Env = append(os.Environ(), helperReport+"="+string(h.Kind))
+	cmd.ExtraFiles = []*os.File{w}
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	path, _ := io.ReadAll(r)
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	want, err := ownCgroup(os.Getpid(), h.Kind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(path) != want || out.String() != "ran\n" {
+		t.Errorf("helper reported %q and printed %q, want %q and the command's output", path, out.String(), want)
+	}
+	// And the wrapping: systemd-run runs the helper in a new scope.
+	p := newScope("/usr/bin/systemd-run", h)
+	c := exec.Command("/bin/true", "a")
+	if _, err := p.prepare(c, "/bin/wattrace", []string{"measure"}); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(c.Args, " ")
+	if !strings.HasPrefix(got, "/usr/bin/systemd-run --scope --quiet --collect --unit="+p.scope+" -p CPUAccounting=yes") ||
+		!strings.HasSuffix(got, "-- /bin/wattrace measure -- /bin/true a") || c.Path != "/usr/bin/systemd-run" {
+		t.Errorf("systemd-run argv %q", got)
 	}
 }
