@@ -62,6 +62,13 @@ func Measure(ctx context.Context, o Options, e *Env, path string, rep Report) (R
 	}
 	rep.Baseline = a.baseline
 	for i := 1; i <= o.Repeat; i++ {
+		if i > 1 && e.interruptPending() {
+			// Between two runs: start no more.
+			rep.Summary = summarize(rep.Runs)
+			rep.Summary.Interrupted = true
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("interrupted after run %d of %d", i-1, o.Repeat))
+			return rep, nil
+		}
 		r, err := e.runOnce(ctx, path, o.Command)
 		rep.Warnings = append(rep.Warnings, r.warnings...)
 		if err != nil {
@@ -80,6 +87,21 @@ func Measure(ctx context.Context, o Options, e *Env, path string, rep Report) (R
 	}
 	rep.Summary = summarize(rep.Runs)
 	return rep, nil
+}
+
+// interruptPending takes the signals that arrived while no command ran
+// (they had nobody to go to) and says whether one was an interrupt.
+func (e *Env) interruptPending() bool {
+	for {
+		select {
+		case sig := <-e.Signals:
+			if isInterrupt(sig) {
+				return true
+			}
+		default:
+			return false
+		}
+	}
 }
 
 // sleep waits d unless an interrupt or ctx ends it first (false).
