@@ -34,6 +34,8 @@ func TestBadInput(t *testing.T) {
 		{"missing binary", []string{"--", "no-such-binary-wattrace"}, ExitNotFound, "no-such-binary-wattrace: executable file not found"},
 		{"missing path", []string{"--", "/nonexistent/x"}, ExitNotFound, "/nonexistent/x"},
 		{"not executable", []string{"--", notExec}, ExitNotExecutable, "permission denied"},
+		{"-o unwritable", []string{"-o", "/nonexistent/dir/report", "--", "true"}, ExitSetup, "-o: open /nonexistent/dir/report"},
+		{"bad country", []string{"--emissions.country", "XX", "--", "true"}, ExitUsage, "--emissions.country"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			code, stdout, stderr := runMain(t, c.args...)

@@ -159,6 +159,11 @@ func Parse(args []string, help io.Writer) (Options, error) {
 			return o, usagef("invalid value %q for %s: allowed %s", e.val, e.flag, strings.Join(e.allowed, ", "))
 		}
 	}
+	if o.Country != "" {
+		if _, err := carbon.NewStatic(o.Country); err != nil {
+			return o, usagef("--emissions.country: %v", err)
+		}
+	}
 	if o.Accounting == AcctBPF && o.Cgroup == PlaceNone {
 		return o, usagef("--accounting=bpf needs the command in its own cgroup (--cgroup=none was given)")
 	}
