@@ -1,6 +1,7 @@
 package measure
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"sort"
@@ -244,6 +245,19 @@ func (a *attribution) run(i int, r raw) (Run, error) {
 			out.NodeEnergyJ += dE
 		}
 	}
+	gz, err := a.gpuZones(r.gpu)
+	if err != nil {
+		return out, err
+	}
+	for _, z := range gz {
+		out.Zones = append(out.Zones, z)
+		if counts(z.Zone, platform) {
+			out.EnergyJ += z.DynamicJ + z.IdleJ
+			out.DynamicJ += z.DynamicJ
+			out.IdleJ += z.IdleJ
+			out.NodeEnergyJ += z.NodeJ
+		}
+	}
 	sort.Slice(out.Zones, func(i, j int) bool {
 		a, b := out.Zones[i], out.Zones[j]
 		if a.Zone != b.Zone {
@@ -285,6 +299,9 @@ func (e *Env) baseline(d time.Duration, sleep func(time.Duration) bool) (Baselin
 	if err != nil {
 		return Baseline{}, err
 	}
+	if e.GPUs != nil {
+		_ = e.GPUs.Interval(context.Background(), s0.at)
+	}
 	if !sleep(d) {
 		return Baseline{}, errInterrupted
 	}
@@ -312,6 +329,18 @@ func (e *Env) baseline(d time.Duration, sleep func(time.Duration) bool) (Baselin
 			return b, fmt.Errorf("idle baseline of zone %s: %w", zoneKey(z.Zone, z.Socket), err)
 		}
 		b.Watts[zoneKey(z.Zone, z.Socket)] = w
+	}
+	if e.GPUs != nil {
+		for _, g := range gpuRead(context.Background(), e.GPUs, s1.at, func(int) bool { return false }) {
+			if g.dt <= 0 {
+				continue
+			}
+			w := g.energyJ / g.dt.Seconds()
+			if err := reading.CheckGauge(w, math.MaxFloat64); err != nil {
+				return b, fmt.Errorf("idle baseline of %s: %w", gpuKey(g.dev), err)
+			}
+			b.Watts[gpuKey(g.dev)] = w
+		}
 	}
 	return b, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/bpfloader"
 	"github.com/wattrace/wattrace/pkg/carbon"
 	"github.com/wattrace/wattrace/pkg/cgroup"
+	"github.com/wattrace/wattrace/pkg/gpu/node"
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/power/discover"
 )
@@ -32,6 +33,29 @@ var (
 // the command's stdout is its own. helperArgs are the arguments that make
 // this binary call Helper ("measure" for the wattrace binary).
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, helperArgs []string) int {
+	return mainWith(ctx, args, stdin, stdout, stderr, helperArgs, openGPUs)
+}
+
+// openGPUs opens the node's GPU sources; nil when there are none.
+func openGPUs(o *Options) (GPUReader, func(), error) {
+	if o.GPU == "off" {
+		return nil, func() {}, nil
+	}
+	g, err := node.Open(gpuConfig(o), zap.NewNop())
+	if err != nil {
+		return nil, func() {}, fmt.Errorf("GPUs: %w", err)
+	}
+	if len(g.Devices()) == 0 {
+		_ = g.Close()
+		return nil, func() {}, nil
+	}
+	return g, func() { _ = g.Close() }, nil
+}
+
+// mainWith is Main with the GPU sources' opener given (tests fake the
+// GPUs, which this machine lacks).
+func mainWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, helperArgs []string,
+	gpus func(*Options) (GPUReader, func(), error)) int {
 	if IsHelper() {
 		return Helper(args)
 	}
@@ -79,7 +103,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	e := &Env{Stdin: stdin, Stdout: stdout, Stderr: stderr, Signals: sigs, Self: self, HelperArgs: helperArgs,
 		Settle: 50 * time.Millisecond, CPUs: runtime.NumCPU()}
 	rep := Report{Cgroup: PlaceNone, Accounting: "rusage+procfs"}
-	closeAll, err := setup(&o, e, &rep)
+	closeAll, err := setup(&o, e, &rep, gpus)
 	defer closeAll()
 	if err != nil {
 		return fail(ExitSetup, err)
@@ -126,7 +150,7 @@ func unwrapExec(err error) error {
 
 // setup opens the meter, the accounting and the placement, falling back
 // as the flags allow; the returned function closes what was opened.
-func setup(o *Options, e *Env, rep *Report) (func(), error) {
+func setup(o *Options, e *Env, rep *Report, gpus func(*Options) (GPUReader, func(), error)) (func(), error) {
 	var closers []func()
 	closeAll := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -183,6 +207,13 @@ func setup(o *Options, e *Env, rep *Report) (func(), error) {
 			_ = c.Close()
 		}
 	})
+	g, closeG, err := gpus(o)
+	if err != nil {
+		return closeAll, err
+	}
+	closers = append(closers, closeG)
+	e.GPUs = g
+
 	if n, err := power.OnlineCPUs(o.SysfsRoot); err == nil && n > 0 {
 		e.CPUs = n
 	}

@@ -69,6 +69,7 @@ type Options struct {
 	IPMI         string
 	GramsPerKWh  float64
 	Country      string
+	GPU          string
 	// Command is what to run: argv[0] as given and its arguments.
 	Command []string
 }
@@ -106,6 +107,7 @@ func Parse(args []string, help io.Writer) (Options, error) {
 	fs.StringVar(&o.ProcfsRoot, "path.procfs", "/proc", "procfs mount point.")
 	fs.StringVar(&o.PowerSource, "power.source", "auto", "Energy source: auto, rapl, estimator.")
 	fs.StringVar(&o.IPMI, "power.ipmi", "off", "Read the BMC through IPMI: auto or off (a BMC's power reading lags seconds behind).")
+	fs.StringVar(&o.GPU, "gpu", "auto", "GPU energy, split by the command's processes' GPU use: auto (NVML and amdgpu/i915/xe sysfs when present) or off.")
 	fs.Float64Var(&o.GramsPerKWh, "emissions.grams-per-kwh", carbon.DefaultGramsPerKWh, "Carbon intensity of the electricity, gCO2e/kWh.")
 	fs.StringVar(&o.Country, "emissions.country", "", "Take the carbon intensity from the embedded country table (ISO 3166-1, e.g. FR) instead.")
 	if err := fs.Parse(args); err != nil {
@@ -154,6 +156,7 @@ func Parse(args []string, help io.Writer) (Options, error) {
 		{"--cgroup.hierarchy", o.Hierarchy, []string{"auto", "v2", "cpuacct", "cpu"}},
 		{"--power.source", o.PowerSource, []string{"auto", "rapl", "estimator"}},
 		{"--power.ipmi", o.IPMI, []string{"auto", "off"}},
+		{"--gpu", o.GPU, []string{"auto", "off"}},
 	} {
 		if !contains(e.allowed, e.val) {
 			return o, usagef("invalid value %q for %s: allowed %s", e.val, e.flag, strings.Join(e.allowed, ", "))

@@ -125,8 +125,9 @@ type Placement struct {
 	id uint64
 	// made is whether we created Dir (and so remove it).
 	made bool
-	// For a systemd scope: the unit, systemd-run and the hierarchy's
-	// mount, under which the helper's reported path lies.
+	// mount is the hierarchy's mount, under which /proc/PID/cgroup's
+	// paths lie; scope and systemdRun are a systemd scope's unit and
+	// the program that makes it.
 	scope, systemdRun, mount string
 }
 
@@ -182,7 +183,7 @@ func newChild(h cgroup.Hierarchy, parent string) (*Placement, error) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create cgroup %s (run as root, or pass a delegated --cgroup.parent): %w", dir, err)
 	}
-	p := &Placement{How: PlaceChild, Dir: dir, Kind: h.Kind, made: true}
+	p := &Placement{How: PlaceChild, Dir: dir, Kind: h.Kind, made: true, mount: h.Mount}
 	id, err := inode(dir)
 	if err != nil {
 		_ = p.Remove()

@@ -49,6 +49,8 @@ type Env struct {
 	Stdin      io.Reader
 	Stdout     io.Writer
 	Stderr     io.Writer
+	// GPUs are the node's GPUs; nil when there are none.
+	GPUs GPUReader
 	// Sockets maps CPUs to sockets and NSockets counts them; with more
 	// than one, each socket's zones are split by the usage on that socket.
 	Sockets  map[int]int
@@ -221,13 +223,15 @@ type raw struct {
 	// each socket's busy time by the kernel's per-CPU counters
 	// (multi-socket nodes only).
 	cmdSock, restSock, nodeSock bySocket
-	user, sys                   float64
-	kernelCPU                   float64
-	haveKernel                  bool
-	exit                        int
-	interrupted                 bool
-	signals                     []string
-	warnings                    []string
+	// gpu is each GPU interval of the run.
+	gpu         []gpuSlice
+	user, sys   float64
+	kernelCPU   float64
+	haveKernel  bool
+	exit        int
+	interrupted bool
+	signals     []string
+	warnings    []string
 }
 
 // startError is a command that could not be started.
@@ -310,8 +314,18 @@ func (e *Env) runOnce(ctx context.Context, path string, argv []string) (raw, err
 	var waitErr error
 	var tick <-chan time.Time
 	prev := start
-	if e.multiSocket() && place != nil {
+	sockets := e.multiSocket() && place != nil
+	if sockets {
 		r.cmdSock, r.restSock = bySocket{}, bySocket{}
+	}
+	var member func(int) bool
+	if e.GPUs != nil {
+		// The GPUs' interval starts with the command; their processes
+		// are read each tick, while they run.
+		member = gpuMember(place, cmd.Process.Pid)
+		_ = e.GPUs.Interval(ctx, start.at)
+	}
+	if sockets || e.GPUs != nil {
 		t := time.NewTicker(SocketTick)
 		defer t.Stop()
 		tick = t.C
@@ -321,7 +335,13 @@ wait:
 		select {
 		case waitErr = <-done:
 			break wait
-		case <-tick:
+		case now := <-tick:
+			if e.GPUs != nil {
+				r.gpu = append(r.gpu, gpuRead(ctx, e.GPUs, now, member)...)
+			}
+			if !sockets {
+				continue
+			}
 			cur, err := e.read(false)
 			if err != nil {
 				r.warnings = append(r.warnings, err.Error())
@@ -372,6 +392,9 @@ wait:
 	}
 	fin.at = end
 	r.nodeNs = nodeDelta(start, fin)
+	if e.GPUs != nil {
+		r.gpu = append(r.gpu, gpuRead(ctx, e.GPUs, end, member)...)
+	}
 	e.advance(start.at, r.nodeNs, end)
 	if err := e.readMeter(&fin); err != nil {
 		return r, err
