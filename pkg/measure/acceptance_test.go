@@ -477,3 +477,34 @@ func TestHelperReportsItsCgroup(t *testing.T) {
 		t.Errorf("systemd-run argv %q", got)
 	}
 }
+
+// A command that leaves a process running keeps its cgroup alive: the
+// report says so rather than killing what the user started.
+func TestLeftoverProcessIsReported(t *testing.T) {
+	testenv.RequireRoot(t)
+	sys := fixturePower(t, wattsPerCPU)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	rep, code, _ := jsonReport(t, "--path.sysfs", sys, "--accounting=bpf", "--", "sh", "-c", "sleep 30 </dev/null >/dev/null 2>&1 & echo $! > "+pidFile)
+	if b, err := os.ReadFile(pidFile); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			t.Cleanup(func() {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				h, _ := cgroup.Detect("/proc", "", "auto")
+				left, _ := filepath.Glob(filepath.Join(h.Mount, "wattrace-measure-"+strconv.Itoa(os.Getpid())+"-*"))
+				for _, d := range left {
+					testenv.Remove(t, d)
+				}
+			})
+		}
+	}
+	if code != 0 {
+		t.Fatalf("status %d", code)
+	}
+	found := false
+	for _, w := range rep.Warnings {
+		found = found || strings.Contains(w, "remove cgroup") && strings.Contains(w, "device or resource busy")
+	}
+	if !found {
+		t.Errorf("warnings %q, want the cgroup left busy", rep.Warnings)
+	}
+}

@@ -244,8 +244,7 @@ func (e startError) Error() string { return e.err.Error() }
 
 // runOnce runs the command once in its own cgroup and reads everything
 // around it.
-func (e *Env) runOnce(ctx context.Context, path string, argv []string) (raw, error) {
-	var r raw
+func (e *Env) runOnce(ctx context.Context, path string, argv []string) (r raw, _ error) {
 	var place *Placement
 	if e.Place != nil {
 		p, err := e.Place()
@@ -254,6 +253,7 @@ func (e *Env) runOnce(ctx context.Context, path string, argv []string) (raw, err
 		}
 		place = p
 		defer func() {
+			// r is the named result: the warning reaches the caller.
 			if err := p.Remove(); err != nil {
 				r.warnings = append(r.warnings, err.Error())
 			}
