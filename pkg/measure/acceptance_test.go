@@ -391,26 +391,7 @@ func TestPerSocketShare(t *testing.T) {
 func TestUnprivilegedFallback(t *testing.T) {
 	testenv.RequireRoot(t)
 	sys := fixturePower(t, wattsPerCPU)
-	// nobody must reach the binary, the fixture and the report.
-	dir, err := os.MkdirTemp("", "wattrace-measure-nobody-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	self, _ := os.Executable()
-	bin := filepath.Join(dir, "measure.test")
-	b, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range []string{dir, sys, filepath.Dir(sys)} {
-		if err := os.Chmod(d, 0o777); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir, bin := nobodyCanRun(t, sys)
 	report := filepath.Join(dir, "r.json")
 	cmd := exec.Command(bin, "--json", "-o", report, "--path.sysfs", sys, "--",
 		"env", envBurn+"=0.5", bin)
@@ -506,5 +487,80 @@ func TestLeftoverProcessIsReported(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("warnings %q, want the cgroup left busy", rep.Warnings)
+	}
+}
+
+// nobodyCanRun copies this test binary where user nobody can run it and
+// opens the fixture to nobody; it returns the directory (writable by
+// nobody) and the binary.
+func nobodyCanRun(t *testing.T, sys string) (string, string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "wattrace-measure-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	self, _ := os.Executable()
+	bin := filepath.Join(dir, "measure.test")
+	b, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{dir, sys, filepath.Dir(sys)} {
+		if err := os.Chmod(d, 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir, bin
+}
+
+// A delegated cgroup2 subtree (owned by nobody, who runs measure inside
+// it, as a systemd user session would): no BPF, but the command gets a
+// child cgroup of the subtree, and its CPU is that cgroup's own counter.
+func TestDelegatedSubtree(t *testing.T) {
+	testenv.RequireRoot(t)
+	h, err := cgroup.Detect("/proc", "", "v2")
+	if err != nil {
+		t.Skipf("no cgroup2 mounted: %v", err)
+	}
+	sys := fixturePower(t, wattsPerCPU)
+	dir, bin := nobodyCanRun(t, sys)
+	deleg := testenv.Cgroup(t, h.Mount, "delegated")
+	for _, f := range []string{"", "cgroup.procs", "cgroup.threads", "cgroup.subtree_control"} {
+		if err := os.Chown(filepath.Join(deleg, f), 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fd, err := os.Open(deleg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	report := filepath.Join(dir, "r.json")
+	cmd := exec.Command(bin, "--json", "-o", report, "--path.sysfs", sys, "--cgroup=child", "--cgroup.parent", deleg,
+		"--cgroup.hierarchy=v2", "--", "env", envBurn+"=0.5", bin)
+	cmd.Env = append(os.Environ(), envMain+"=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534},
+		UseCgroupFD: true, CgroupFD: int(fd.Fd())}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	rep := readReport(t, report)
+	if rep.Accounting != "cgroupfs+procfs" || rep.Cgroup != PlaceChild || rep.Hierarchy != "v2" {
+		t.Fatalf("accounting %q in %q cgroup (%s), warnings %q: want the delegated child's own counters",
+			rep.Accounting, rep.Cgroup, rep.Hierarchy, rep.Warnings)
+	}
+	r := rep.Runs[0]
+	if r.KernelCPUSeconds == nil || r.CPUSeconds != *r.KernelCPUSeconds {
+		t.Fatalf("CPU %.6f s, kernel %v: want the cgroup's own figure", r.CPUSeconds, r.KernelCPUSeconds)
+	}
+	if r.CPUSeconds < 0.45 || r.CPUSeconds > 0.65 {
+		t.Errorf("command CPU %.3f s, want the 0.5 s it burned", r.CPUSeconds)
+	}
+	if left, _ := filepath.Glob(filepath.Join(deleg, "wattrace-measure-*")); len(left) != 0 {
+		t.Errorf("measure left %q", left)
 	}
 }

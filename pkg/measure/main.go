@@ -240,14 +240,30 @@ func setup(o *Options, e *Env, rep *Report, gpus func(*Options) (GPUReader, func
 	if err != nil {
 		return closeAll, fallback(o, rep, err)
 	}
-	if o.Accounting != AcctRusage {
+	if o.Accounting == AcctAuto || o.Accounting == AcctBPF {
 		a, err := bpfloader.Load(bpfloader.Options{Hierarchy: h, Log: log})
-		if err != nil {
-			return closeAll, fallback(o, rep, fmt.Errorf("BPF accounting: %w", err))
+		switch {
+		case err == nil:
+			closers = append(closers, func() { _ = a.Close() })
+			e.Acct = a
+			rep.Accounting = bpfloader.Mode
+		case o.Accounting == AcctBPF:
+			return closeAll, fmt.Errorf("BPF accounting: %w", err)
+		default:
+			rep.Warnings = append(rep.Warnings, "BPF accounting unavailable: "+err.Error())
 		}
-		closers = append(closers, func() { _ = a.Close() })
-		e.Acct = a
-		rep.Accounting = bpfloader.Mode
+	}
+	if e.Acct == nil && o.Accounting != AcctRusage {
+		if h.Kind == cgroup.CPU {
+			// v1 cpu keeps no usage counter.
+			if o.Accounting == AcctCgroupfs {
+				return closeAll, fmt.Errorf("--accounting=cgroupfs: hierarchy %s keeps no CPU usage", h.Kind)
+			}
+			rep.Warnings = append(rep.Warnings, "the command's CPU is its child tree's rusage: hierarchy cpu keeps no usage counter")
+		} else {
+			e.CgroupCPU = true
+			rep.Accounting = "cgroupfs+procfs"
+		}
 	}
 	e.Place = place
 	rep.Cgroup, rep.Hierarchy = how, string(h.Kind)
@@ -257,7 +273,7 @@ func setup(o *Options, e *Env, rep *Report, gpus func(*Options) (GPUReader, func
 // fallback decides whether a failure of the cgroup or BPF path is fatal
 // (asked for explicitly) or falls back to rusage and procfs (said so).
 func fallback(o *Options, rep *Report, err error) error {
-	if o.Accounting == AcctBPF || o.Cgroup == PlaceChild || o.Cgroup == PlaceSystemd {
+	if o.Accounting == AcctBPF || o.Accounting == AcctCgroupfs || o.Cgroup == PlaceChild || o.Cgroup == PlaceSystemd {
 		return err
 	}
 	rep.Warnings = append(rep.Warnings, "fell back to rusage and /proc/stat: "+err.Error())

@@ -15,8 +15,8 @@ type Report struct {
 	Schema  string   `json:"schema"`
 	Command []string `json:"command"`
 	// Accounting is "bpf" (exact per-task CPU time of the command's
-	// cgroup) or "rusage+procfs" (the child tree's rusage against
-	// /proc/stat).
+	// cgroup), "cgroupfs+procfs" (the cgroup's own counter against
+	// /proc/stat) or "rusage+procfs" (the child tree's rusage).
 	Accounting string `json:"accounting"`
 	// Cgroup is how the command was placed: child, systemd or none.
 	Cgroup       string   `json:"cgroup"`

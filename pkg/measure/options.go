@@ -42,6 +42,10 @@ const (
 	AcctAuto   = "auto"
 	AcctBPF    = "bpf"
 	AcctRusage = "rusage"
+	// AcctCgroupfs is the kernel's own accounting of the command's
+	// cgroup (cpuacct.usage, cpu.stat), what auto falls to when BPF
+	// cannot load but a cgroup can be made (a delegated subtree).
+	AcctCgroupfs = "cgroupfs"
 )
 
 // Cgroup placements (--cgroup).
@@ -99,7 +103,7 @@ func Parse(args []string, help io.Writer) (Options, error) {
 	asCSV := fs.Bool("csv", false, "Write the report as CSV (one row per run and zone, then summary rows).")
 	fs.StringVarP(&o.Output, "output", "o", "", "Write the report to FILE instead of stderr.")
 	policy := fs.String("idle-policy", string(model.IdleNone), "The command's share of idle energy: none (kept at node level), cpu (by its CPU share), even (half: the command and the rest of the node).")
-	fs.StringVar(&o.Accounting, "accounting", AcctAuto, "CPU accounting: auto (BPF, else rusage), bpf, rusage (the child tree's rusage and /proc/stat).")
+	fs.StringVar(&o.Accounting, "accounting", AcctAuto, "CPU accounting: auto (BPF, else the cgroup's own, else rusage), bpf, cgroupfs (the command's cgroup's own counters), rusage (the child tree's rusage); the node's time is /proc/stat's without BPF.")
 	fs.StringVar(&o.Cgroup, "cgroup", PlaceAuto, "Where the command runs: auto, child (a child cgroup of --cgroup.parent), systemd (a transient scope), none.")
 	fs.StringVar(&o.CgroupParent, "cgroup.parent", "", "A delegated cgroup directory to create the command's cgroup in (default: the hierarchy's root, which needs root).")
 	fs.StringVar(&o.Hierarchy, "cgroup.hierarchy", "auto", "The cgroup hierarchy that keys accounting: auto, v2, cpuacct, cpu.")
@@ -151,7 +155,7 @@ func Parse(args []string, help io.Writer) (Options, error) {
 		flag, val string
 		allowed   []string
 	}{
-		{"--accounting", o.Accounting, []string{AcctAuto, AcctBPF, AcctRusage}},
+		{"--accounting", o.Accounting, []string{AcctAuto, AcctBPF, AcctCgroupfs, AcctRusage}},
 		{"--cgroup", o.Cgroup, []string{PlaceAuto, PlaceChild, PlaceSystemd, PlaceNone}},
 		{"--cgroup.hierarchy", o.Hierarchy, []string{"auto", "v2", "cpuacct", "cpu"}},
 		{"--power.source", o.PowerSource, []string{"auto", "rapl", "estimator"}},
@@ -167,8 +171,8 @@ func Parse(args []string, help io.Writer) (Options, error) {
 			return o, usagef("--emissions.country: %v", err)
 		}
 	}
-	if o.Accounting == AcctBPF && o.Cgroup == PlaceNone {
-		return o, usagef("--accounting=bpf needs the command in its own cgroup (--cgroup=none was given)")
+	if (o.Accounting == AcctBPF || o.Accounting == AcctCgroupfs) && o.Cgroup == PlaceNone {
+		return o, usagef("--accounting=%s needs the command in its own cgroup (--cgroup=none was given)", o.Accounting)
 	}
 	return o, nil
 }

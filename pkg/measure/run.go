@@ -49,6 +49,9 @@ type Env struct {
 	Stdin      io.Reader
 	Stdout     io.Writer
 	Stderr     io.Writer
+	// CgroupCPU: without Acct, the command's CPU is its cgroup's own
+	// accounting (Placement.KernelCPU) rather than rusage.
+	CgroupCPU bool
 	// GPUs are the node's GPUs; nil when there are none.
 	GPUs GPUReader
 	// Sockets maps CPUs to sockets and NSockets counts them; with more
@@ -419,11 +422,19 @@ wait:
 		// What the command's tasks were charged after the end read
 		// belongs to the interval too.
 		r.nodeNs += cgDelta(fin.cgCPU, late.cgCPU, in)
-	} else {
-		r.cmdNs = (r.user + r.sys) * 1e9
+	} else if place != nil && e.CgroupCPU {
+		// The cgroup is new: its counter is the command's CPU time.
+		time.Sleep(e.Settle)
 	}
 	if place != nil {
 		r.kernelCPU, r.haveKernel = place.KernelCPU()
+	}
+	switch {
+	case place != nil && e.Acct != nil:
+	case place != nil && e.CgroupCPU && r.haveKernel:
+		r.cmdNs = r.kernelCPU * 1e9
+	default:
+		r.cmdNs = (r.user + r.sys) * 1e9
 	}
 	return r, nil
 }
