@@ -62,10 +62,14 @@ func Measure(ctx context.Context, o Options, e *Env, path string, rep Report) (R
 	}
 	rep.Baseline = a.baseline
 	for i := 1; i <= o.Repeat; i++ {
-		if i > 1 && e.interruptPending() {
-			// Between two runs: start no more.
+		if e.interruptPending() {
+			// Before a run (during the set-up, or between two runs):
+			// start no more.
 			rep.Summary = summarize(rep.Runs)
 			rep.Summary.Interrupted = true
+			if rep.Summary.ExitStatus == 0 && len(rep.Runs) == 0 {
+				rep.Summary.ExitStatus = 130 // as a shell reports SIGINT
+			}
 			rep.Warnings = append(rep.Warnings, fmt.Sprintf("interrupted after run %d of %d", i-1, o.Repeat))
 			return rep, nil
 		}
