@@ -134,9 +134,8 @@ type Placement struct {
 // newScope is a transient systemd scope for one run; its cgroup is known
 // once the helper, started by systemd-run inside it, reports it.
 func newScope(systemdRun string, h cgroup.Hierarchy) *Placement {
-	seq++
 	return &Placement{How: PlaceSystemd, Kind: h.Kind, systemdRun: systemdRun, mount: h.Mount,
-		scope: fmt.Sprintf("wattrace-measure-%d-%d-%04x.scope", os.Getpid(), seq, rand.Uint32()&0xffff)}
+		scope: uniqueName() + ".scope"}
 }
 
 // prepareScope runs the command as `systemd-run --scope … HELPER -- CMD`:
@@ -170,7 +169,11 @@ func (p *Placement) prepareScope(cmd *exec.Cmd, self string, helperArgs []string
 	}, nil
 }
 
-var seq uint64
+// uniqueName names one run's cgroup or scope: this process and 64
+// random bits, so runs and concurrent measures never collide.
+func uniqueName() string {
+	return fmt.Sprintf("wattrace-measure-%d-%016x", os.Getpid(), rand.Uint64())
+}
 
 // newChild creates a child cgroup of parent (the hierarchy's root when
 // empty) for one run.
@@ -178,8 +181,7 @@ func newChild(h cgroup.Hierarchy, parent string) (*Placement, error) {
 	if parent == "" {
 		parent = h.Mount
 	}
-	seq++
-	dir := filepath.Join(parent, fmt.Sprintf("wattrace-measure-%d-%d-%04x", os.Getpid(), seq, rand.Uint32()&0xffff))
+	dir := filepath.Join(parent, uniqueName())
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create cgroup %s (run as root, or pass a delegated --cgroup.parent): %w", dir, err)
 	}
