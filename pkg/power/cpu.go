@@ -127,3 +127,69 @@ func truncate(s string) string {
 	}
 	return s[:limit] + "..."
 }
+
+// MemoryGiB returns MemTotal from <procfsRoot>/meminfo in GiB: the memory
+// the kernel manages, a little below what is installed.
+func MemoryGiB(procfsRoot string) (float64, error) {
+	path := filepath.Join(procfsRoot, "meminfo")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", path, err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		key, val, ok := strings.Cut(sc.Text(), ":")
+		if !ok || strings.TrimSpace(key) != "MemTotal" {
+			continue
+		}
+		f := strings.Fields(val)
+		if len(f) != 2 || f[1] != "kB" {
+			return 0, fmt.Errorf("parse %s: MemTotal %q: want \"N kB\"", path, truncate(strings.TrimSpace(val)))
+		}
+		kb, err := strconv.ParseUint(f[0], 10, 64)
+		if err != nil || kb == 0 || kb > 1<<50 {
+			return 0, fmt.Errorf("parse %s: MemTotal %q: not a memory size", path, truncate(f[0]))
+		}
+		return float64(kb) / (1 << 20), nil
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("scan %s: %w", path, err)
+	}
+	return 0, fmt.Errorf("%s: no MemTotal line", path)
+}
+
+// Virtualized reports whether the node is a virtual machine: x86 guests
+// have the "hypervisor" CPU flag (CPUID leaf 1, ECX bit 31, which every
+// mainstream hypervisor sets), and the DMI product or vendor of KVM, QEMU,
+// VMware, VirtualBox, Hyper-V and Xen guests names them (arm64 guests
+// have no flag). why says which it was.
+func Virtualized(procfsRoot, sysfsRoot string) (bool, string) {
+	if b, err := os.ReadFile(filepath.Join(procfsRoot, "cpuinfo")); err == nil {
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			key, val, ok := strings.Cut(sc.Text(), ":")
+			if !ok || strings.TrimSpace(key) != "flags" {
+				continue
+			}
+			for _, f := range strings.Fields(val) {
+				if f == "hypervisor" {
+					return true, "cpuinfo flag hypervisor"
+				}
+			}
+			break
+		}
+	}
+	for _, name := range []string{"sys_vendor", "product_name"} {
+		b, err := os.ReadFile(filepath.Join(sysfsRoot, "class", "dmi", "id", name))
+		if err != nil {
+			continue
+		}
+		v := strings.TrimSpace(string(b))
+		for _, vm := range []string{"QEMU", "KVM", "VMware", "VirtualBox", "Virtual Machine", "Xen", "Bochs"} {
+			if strings.Contains(v, vm) {
+				return true, "DMI " + name + " " + strconv.Quote(truncate(v))
+			}
+		}
+	}
+	return false, ""
+}
