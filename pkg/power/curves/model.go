@@ -444,3 +444,24 @@ func (m *Model) Linear(n Node, load float64) float64 {
 	}
 	return float64(n.Threads) * (lo + (hi-lo)*load)
 }
+
+// CapAt limits c to limit at every level (watts and band), noting it in
+// the fallbacks when it bites: the package zone is part of the platform,
+// and Teads' TDP ratios (measured flat out on cloud hosts) can exceed a
+// whole efficient server's SPECpower figure at low load.
+func CapAt(c, limit Curve) Curve {
+	capped := false
+	for l := range c.Points {
+		p, q := &c.Points[l], limit.Points[l]
+		if p.Watts > q.Watts {
+			capped = true
+		}
+		p.Watts, p.Lower, p.Upper = math.Min(p.Watts, q.Watts), math.Min(p.Lower, q.Lower), math.Min(p.Upper, q.Upper)
+		p.Lower = math.Min(p.Lower, p.Watts)
+		p.Upper = math.Max(p.Upper, p.Watts)
+	}
+	if capped {
+		c.Info.Fallbacks = append(append([]string(nil), c.Info.Fallbacks...), "package capped at the whole-server curve where the TDP ratio curve exceeds it")
+	}
+	return c
+}

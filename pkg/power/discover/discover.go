@@ -382,6 +382,7 @@ func estimatorZones(cfg Config, node curves.Node, vm, platform bool) ([]power.Es
 		if err != nil {
 			return nil, fmt.Errorf("estimator: %w", err)
 		}
+		zones[0].Curve = curves.CapAt(pkg, server)
 		zones = append(zones, power.EstimatedZone{Zone: power.ZonePlatform, Curve: server})
 	}
 	return zones, nil
