@@ -15,11 +15,11 @@ import (
 )
 
 // CPUModel returns the "model name" field of <procfsRoot>/cpuinfo, the
-// string LookupCoefficients matches against.
+// string the estimator's curves (pkg/power/curves) look up.
 //
 // arm64 kernels print no "model name"; there the CPU is identified by its
 // MIDR fields, and CPUModel returns "ARM implementer 0x41 part 0xd0c" built
-// from "CPU implementer" and "CPU part" so the coefficient table can still
+// from "CPU implementer" and "CPU part" so the architecture table can still
 // match (e.g. Neoverse N1 = Graviton2).
 func CPUModel(procfsRoot string) (string, error) {
 	path := filepath.Join(procfsRoot, "cpuinfo")
@@ -61,7 +61,7 @@ func CPUModel(procfsRoot string) (string, error) {
 
 // OnlineCPUs returns how many CPUs <sysfsRoot>/devices/system/cpu/online
 // lists. It counts online CPUs, not possible ones, because the estimator's
-// per-vCPU coefficients apply to CPUs that can actually draw power.
+// per-CPU figures apply to CPUs that can actually draw power.
 func OnlineCPUs(sysfsRoot string) (int, error) {
 	path := filepath.Join(sysfsRoot, "devices", "system", "cpu", "online")
 	b, err := os.ReadFile(path)

@@ -103,9 +103,12 @@ func TestParseArchsRejects(t *testing.T) {
 }
 
 func TestHeldOutIsStableAndAboutAFifth(t *testing.T) {
-	// Fixed ids: the split must not change between machines or releases.
-	if HeldOut("708562577034") == HeldOut("708562577034") != true {
-		t.Fatal("not deterministic")
+	// Fixed ids: the split must not change between machines or releases
+	// (FNV-1a of the id mod 5).
+	for id, want := range map[string]bool{"708562577034": false, "474746051946": false, "5": false, "6": true, "7": false, "8": true} {
+		if HeldOut(id) != want {
+			t.Errorf("HeldOut(%q) = %v, want %v", id, !want, want)
+		}
 	}
 	n := 0
 	for i := 0; i < 10000; i++ {
