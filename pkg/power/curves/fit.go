@@ -290,8 +290,17 @@ func ridge(feats []string, rs []Result, ins []inputs, l int, opt Options, use fu
 			r := math.Abs(math.Log(rs[i].Watts[l]) - dot(beta, feats, ins[i]))
 			w[i] = math.Min(1, 1.345*scale/math.Max(r, 1e-12))
 		}
-		if beta, err = weightedRidge(feats, rs, ins, l, opt.Lambda, use, w); err != nil {
+		next, err := weightedRidge(feats, rs, ins, l, opt.Lambda, use, w)
+		if err != nil {
 			return nil, err
+		}
+		moved := 0.0
+		for j := range next {
+			moved = math.Max(moved, math.Abs(next[j]-beta[j]))
+		}
+		beta = next
+		if moved < 1e-4 {
+			break
 		}
 	}
 	return beta, nil
