@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -58,10 +59,27 @@ func TestEstimatorAccuracy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var test []curves.Result
+	var test, train []curves.Result
 	for _, r := range all {
 		if curves.HeldOut(r.ID) {
 			test = append(test, r)
+		} else {
+			train = append(train, r)
+		}
+	}
+	// The committed coefficients are what scripts/fitpower makes of the
+	// fitted split: refit and compare.
+	refit, err := curves.Train(train, curves.DefaultOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tier := range m.Fit().Tiers {
+		for l := range tier.Coef {
+			for j, c := range tier.Coef[l] {
+				if d := math.Abs(c - refit.Tiers[i].Coef[l][j]); d > 1e-9 {
+					t.Fatalf("tier %s level %d coefficient %s: committed %v, refit %v: fit.json is stale (go run ./scripts/fitpower -out pkg/power/curves/fit.json)", tier.Name, l, tier.Features[j], c, refit.Tiers[i].Coef[l][j])
+				}
+			}
 		}
 	}
 	t.Logf("%d results, %d skipped (%v), %d held out", len(all), skipped, why, len(test))
