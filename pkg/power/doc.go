@@ -31,7 +31,7 @@
 // docs/performance.md have the figures):
 //
 //   - On SPECpower results it was not fitted on, the whole-server curve's
-//     median error is about 9% and its 90th percentile about 27%; idle is
+//     median error is about 8% and its 90th percentile about 25%; idle is
 //     the least predictable level. SPECpower servers are vendor-tuned
 //     benchmark machines; real ones with more disks, NICs or GPUs draw more.
 //   - The package and VM curves come from other populations (AWS hosts,

@@ -36,6 +36,7 @@ func main() {
 	flag.Float64Var(&curves.DefaultOptions.Lambda, "lambda", curves.DefaultOptions.Lambda, "ridge penalty")
 	flag.IntVar(&curves.DefaultOptions.MinGroup, "min-group", curves.DefaultOptions.MinGroup, "results an architecture group needs for its own coefficient")
 	flag.Float64Var(&curves.DefaultOptions.Shrink, "shrink", curves.DefaultOptions.Shrink, "pseudo-count shrinking per-CPU offsets (0: none)")
+	flag.Float64Var(&curves.DefaultOptions.ConfigShrink, "config-shrink", curves.DefaultOptions.ConfigShrink, "pseudo-count shrinking per-configuration offsets (0: none)")
 	flag.BoolVar(&curves.DefaultOptions.Huber, "huber", curves.DefaultOptions.Huber, "robust (Huber) regression")
 	extra := flag.String("extra", "", "comma-separated extra features (experiments)")
 	flag.Parse()

@@ -319,3 +319,33 @@ func TestPackageAndCap(t *testing.T) {
 		t.Error("cap not noted")
 	}
 }
+
+// A node matches a measured configuration with the same CPU, sockets and
+// threads and memory within 10% (MemTotal 187.6 GiB of 192 installed), and
+// only when it gave its memory.
+func TestConfigOffsetMatch(t *testing.T) {
+	tr := Tier{Configs: []ConfigOffset{
+		{CPU: "xeon platinum 8180", Sockets: 2, Threads: 112, MemoryGiB: 192},
+		{CPU: "xeon platinum 8180", Sockets: 2, Threads: 112, MemoryGiB: 384},
+	}}
+	in := inputs{key: "xeon platinum 8180", sockets: 2, threads: 112, memG: 187.6, memGiven: true}
+	if c := tr.config(in); c == nil || c.MemoryGiB != 192 {
+		t.Errorf("187.6 GiB matched %+v, want the 192 GiB configuration", c)
+	}
+	in.memG = 360
+	if c := tr.config(in); c == nil || c.MemoryGiB != 384 {
+		t.Errorf("360 GiB matched %+v, want 384", c)
+	}
+	in.memG = 256
+	if c := tr.config(in); c != nil {
+		t.Errorf("256 GiB matched %+v, want none", c)
+	}
+	in.memG, in.memGiven = 192, false
+	if c := tr.config(in); c != nil {
+		t.Errorf("imputed memory matched %+v", c)
+	}
+	in.memGiven, in.threads = true, 56
+	if c := tr.config(in); c != nil {
+		t.Errorf("56 threads matched %+v", c)
+	}
+}

@@ -51,6 +51,9 @@ type Options struct {
 	// residual of its fitted results) toward zero in the cpu tier; 0
 	// turns the offsets off.
 	Shrink float64
+	// ConfigShrink is the same for a server configuration's offset on
+	// top of its CPU's; 0 turns them off.
+	ConfigShrink float64
 	// Huber makes the regression robust: iteratively reweighted least
 	// squares with Huber's weights (tuning 1.345 robust standard
 	// deviations), so a few odd servers do not pull the curves.
@@ -60,7 +63,7 @@ type Options struct {
 }
 
 // DefaultOptions are the options fit.json was made with.
-var DefaultOptions = Options{Quantiles: [2]float64{0.05, 0.95}, Folds: 5, Lambda: 0.1, MinGroup: 2, Shrink: 0.5, Huber: true}
+var DefaultOptions = Options{Quantiles: [2]float64{0.05, 0.95}, Folds: 5, Lambda: 0.1, MinGroup: 2, Shrink: 0.5, ConfigShrink: 1, Huber: true}
 
 // Validate rejects results that cannot be fitted.
 func (r Result) Validate() error {
@@ -181,7 +184,7 @@ func Train(results []Result, opt Options) (Fit, error) {
 		if s.name != TierCPU {
 			o.Shrink = 0
 		}
-		t, err := trainTier(s.name, s.feats, rs, is, o)
+		t, err := trainTier(s.name, s.feats, rs, is, o, f.Memory)
 		if err != nil {
 			return Fit{}, err
 		}
@@ -193,7 +196,7 @@ func Train(results []Result, opt Options) (Fit, error) {
 // trainTier fits one tier on every result and takes its band from
 // Folds-fold cross-validation residuals, so the band reflects error on
 // results the coefficients did not see.
-func trainTier(name string, feats []string, rs []Result, ins []inputs, opt Options) (Tier, error) {
+func trainTier(name string, feats []string, rs []Result, ins []inputs, opt Options, memory [2]float64) (Tier, error) {
 	t := Tier{Name: name, Features: feats}
 	fold := func(id string) int {
 		h := fnv.New32a()
@@ -207,7 +210,8 @@ func trainTier(name string, feats []string, rs []Result, ins []inputs, opt Optio
 		}
 		t.Coef[l] = beta
 		if opt.Shrink > 0 {
-			for key, off := range offsets(beta, feats, rs, ins, l, opt.Shrink, func(int) bool { return true }) {
+			cpu, cfg := offsets(beta, feats, rs, ins, l, opt, func(int) bool { return true })
+			for key, off := range cpu {
 				if t.Offsets == nil {
 					t.Offsets = map[string]*[NumLevels]float64{}
 				}
@@ -216,21 +220,40 @@ func trainTier(name string, feats []string, rs []Result, ins []inputs, opt Optio
 				}
 				t.Offsets[key][l] = off
 			}
+			for i, in := range ins {
+				off, ok := cfg[configKey(in)]
+				if !ok {
+					continue
+				}
+				delete(cfg, configKey(in))
+				j := sort.Search(len(t.Configs), func(j int) bool { return t.Configs[j].key() >= configKey(in) })
+				if j == len(t.Configs) || t.Configs[j].key() != configKey(in) {
+					t.Configs = append(t.Configs, ConfigOffset{})
+					copy(t.Configs[j+1:], t.Configs[j:])
+					t.Configs[j] = ConfigOffset{CPU: in.key, Sockets: rs[i].Sockets, Threads: rs[i].Threads, MemoryGiB: in.memG}
+				}
+				t.Configs[j].Offset[l] = off
+			}
 		}
-		var res []float64
+		var res, resNoMem []float64
 		for k := 0; k < opt.Folds; k++ {
 			in := func(i int) bool { return fold(rs[i].ID) != k }
 			b, err := ridge(feats, rs, ins, l, opt, in)
 			if err != nil {
 				return t, fmt.Errorf("curves: tier %s level %v fold %d: %w", name, Levels[l], k, err)
 			}
-			var offs map[string]float64
+			var cpu, cfg map[string]float64
 			if opt.Shrink > 0 {
-				offs = offsets(b, feats, rs, ins, l, opt.Shrink, in)
+				cpu, cfg = offsets(b, feats, rs, ins, l, opt, in)
 			}
 			for i := range rs {
 				if !in(i) {
-					res = append(res, math.Log(rs[i].Watts[l])-dot(b, feats, ins[i])-offs[ins[i].key])
+					res = append(res, math.Log(rs[i].Watts[l])-dot(b, feats, ins[i])-cpu[ins[i].key]-cfg[configKey(ins[i])])
+					// The same result as a node that does not say its
+					// memory: imputed, and no configuration offset.
+					nm := ins[i]
+					nm.memG = math.Exp(memory[0] + memory[1]*math.Log(nm.threads))
+					resNoMem = append(resNoMem, math.Log(rs[i].Watts[l])-dot(b, feats, nm)-cpu[nm.key])
 				}
 			}
 		}
@@ -238,25 +261,44 @@ func trainTier(name string, feats []string, rs []Result, ins []inputs, opt Optio
 		sort.Float64s(res)
 		t.Low[l] = math.Min(stat.Quantile(opt.Quantiles[0], stat.Empirical, res, nil), 0)
 		t.High[l] = math.Max(stat.Quantile(opt.Quantiles[1], stat.Empirical, res, nil), 0)
+		sort.Float64s(resNoMem)
+		t.LowNoMem[l] = math.Min(stat.Quantile(opt.Quantiles[0], stat.Empirical, resNoMem, nil), 0)
+		t.HighNoMem[l] = math.Max(stat.Quantile(opt.Quantiles[1], stat.Empirical, resNoMem, nil), 0)
 	}
 	return t, nil
 }
 
-// offsets are each CPU's mean residual over the results use keeps,
-// shrunk toward zero: sum/(n+shrink).
-func offsets(beta []float64, feats []string, rs []Result, ins []inputs, l int, shrink float64, use func(int) bool) map[string]float64 {
-	sum, n := map[string]float64{}, map[string]float64{}
-	for i := range rs {
-		if use(i) {
-			sum[ins[i].key] += math.Log(rs[i].Watts[l]) - dot(beta, feats, ins[i])
-			n[ins[i].key]++
+// offsets are each CPU's mean residual over the results use keeps, shrunk
+// toward zero (sum/(n+Shrink)), and then each configuration's (CPU,
+// sockets, threads, memory) mean residual after its CPU's offset, shrunk
+// by ConfigShrink (none when it is 0): results of the same server
+// configuration, submitted by several vendors, share much of their error.
+func offsets(beta []float64, feats []string, rs []Result, ins []inputs, l int, opt Options, use func(int) bool) (cpu, cfg map[string]float64) {
+	mean := func(key func(i int) string, resid func(i int) float64, shrink float64) map[string]float64 {
+		sum, n := map[string]float64{}, map[string]float64{}
+		for i := range rs {
+			if use(i) {
+				sum[key(i)] += resid(i)
+				n[key(i)]++
+			}
 		}
+		out := make(map[string]float64, len(sum))
+		for k, s := range sum {
+			out[k] = s / (n[k] + shrink)
+		}
+		return out
 	}
-	out := make(map[string]float64, len(sum))
-	for k, s := range sum {
-		out[k] = s / (n[k] + shrink)
+	base := func(i int) float64 { return math.Log(rs[i].Watts[l]) - dot(beta, feats, ins[i]) }
+	cpu = mean(func(i int) string { return ins[i].key }, base, opt.Shrink)
+	if opt.ConfigShrink <= 0 {
+		return cpu, nil
 	}
-	return out
+	cfg = mean(func(i int) string { return configKey(ins[i]) }, func(i int) float64 { return base(i) - cpu[ins[i].key] }, opt.ConfigShrink)
+	return cpu, cfg
+}
+
+func configKey(in inputs) string {
+	return fmt.Sprintf("%s|%g|%g|%g", in.key, in.sockets, in.threads, in.memG)
 }
 
 func dot(beta []float64, feats []string, in inputs) float64 {

@@ -33,12 +33,54 @@ type Tier struct {
 	Coef     [NumLevels][]float64 `json:"coef"`
 	Low      [NumLevels]float64   `json:"band_low"`
 	High     [NumLevels]float64   `json:"band_high"`
+	// LowNoMem and HighNoMem are the band for a node that does not give
+	// its memory (imputed from its threads).
+	LowNoMem  [NumLevels]float64 `json:"band_low_memory_unknown"`
+	HighNoMem [NumLevels]float64 `json:"band_high_memory_unknown"`
 	// Offsets are per-CPU corrections of log watts (cpu tier only): the
 	// shrunk mean residual of that CPU's fitted results.
 	Offsets map[string]*[NumLevels]float64 `json:"cpu_offsets,omitempty"`
+	// Configs are per-configuration corrections on top of Offsets (cpu
+	// tier only), sorted by key.
+	Configs []ConfigOffset `json:"config_offsets,omitempty"`
 	// CV holds the cross-validation log residuals while fitting; not
 	// saved.
 	CV []float64 `json:"-"`
+}
+
+// ConfigOffset is the correction of log watts for one measured server
+// configuration; a node matches it with the same CPU, sockets and threads
+// and memory within 10% (MemTotal is a little below what is installed).
+type ConfigOffset struct {
+	CPU       string             `json:"cpu"`
+	Sockets   int                `json:"sockets"`
+	Threads   int                `json:"threads"`
+	MemoryGiB float64            `json:"memory_gib"`
+	Offset    [NumLevels]float64 `json:"offset"`
+}
+
+func (c ConfigOffset) key() string {
+	return configKey(inputs{key: c.CPU, sockets: float64(c.Sockets), threads: float64(c.Threads), memG: c.MemoryGiB})
+}
+
+// config returns the configuration offset a node matches, if any: only
+// for a node whose memory was given.
+func (t *Tier) config(in inputs) *ConfigOffset {
+	if !in.memGiven {
+		return nil
+	}
+	var best *ConfigOffset
+	bestD := math.Log(1.1)
+	for i := range t.Configs {
+		c := &t.Configs[i]
+		if c.CPU != in.key || float64(c.Sockets) != in.sockets || float64(c.Threads) != in.threads {
+			continue
+		}
+		if d := math.Abs(math.Log(in.memG / c.MemoryGiB)); d <= bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
 }
 
 // CPUSpec is what the fitted table knows of one CPU model.
@@ -106,8 +148,10 @@ func New(fit, archs []byte) (*Model, error) {
 					return nil, fmt.Errorf("curves: tier %q level %v: coefficient %v", tr.Name, Levels[l], c)
 				}
 			}
-			if !finite(tr.Low[l]) || !finite(tr.High[l]) || tr.Low[l] > 0 || tr.High[l] < 0 {
-				return nil, fmt.Errorf("curves: tier %q level %v: band [%v, %v] must hold 0", tr.Name, Levels[l], tr.Low[l], tr.High[l])
+			for _, b := range [][2]float64{{tr.Low[l], tr.High[l]}, {tr.LowNoMem[l], tr.HighNoMem[l]}} {
+				if !finite(b[0]) || !finite(b[1]) || b[0] > 0 || b[1] < 0 {
+					return nil, fmt.Errorf("curves: tier %q level %v: band [%v, %v] must hold 0", tr.Name, Levels[l], b[0], b[1])
+				}
 			}
 		}
 		m.tiers[tr.Name] = tr
@@ -217,6 +261,7 @@ func (c Curve) At(load float64) Estimate {
 // inputs are the resolved features of a node.
 type inputs struct {
 	key, group, vendor     string
+	memGiven               bool
 	tdp                    float64 // total over sockets; 0 unknown
 	threads, sockets, memG float64
 }
@@ -227,7 +272,7 @@ func (m *Model) resolve(n Node) (inputs, Info, error) {
 		return inputs{}, Info{}, err
 	}
 	key := Normalize(n.CPU)
-	in := inputs{key: key, vendor: Vendor(key), threads: float64(n.Threads), sockets: float64(n.Sockets), memG: n.MemoryGiB}
+	in := inputs{key: key, vendor: Vendor(key), threads: float64(n.Threads), sockets: float64(n.Sockets), memG: n.MemoryGiB, memGiven: n.MemoryGiB > 0}
 	info := Info{CPU: key, Tier: TierGeneric}
 	arch, archOK := m.archs.lookupArch(key)
 	if archOK {
@@ -315,15 +360,28 @@ func (m *Model) predict(t *Tier, in inputs) [NumLevels]Estimate {
 		if off := t.Offsets[in.key]; off != nil {
 			y += off[l]
 		}
+		if c := t.config(in); c != nil {
+			y += c.Offset[l]
+		}
 		w := math.Max(math.Exp(y), prev)
 		prev = w
-		out[l] = Estimate{Watts: w, Lower: w * math.Exp(t.Low[l]), Upper: w * math.Exp(t.High[l])}
+		lo, hi := t.band(l, in)
+		out[l] = Estimate{Watts: w, Lower: w * math.Exp(lo), Upper: w * math.Exp(hi)}
 	}
 	for l := 1; l < NumLevels; l++ {
 		out[l].Lower = math.Max(out[l].Lower, out[l-1].Lower)
 		out[l].Upper = math.Max(out[l].Upper, out[l-1].Upper)
 	}
 	return out
+}
+
+// band is the tier's log band at level l for a node that gave its memory
+// or not.
+func (t *Tier) band(l int, in inputs) (lo, hi float64) {
+	if in.memGiven {
+		return t.Low[l], t.High[l]
+	}
+	return t.LowNoMem[l], t.HighNoMem[l]
 }
 
 // Server is the whole-server wall power curve of a bare-metal node: the
@@ -380,7 +438,8 @@ func (m *Model) Package(n Node) (Curve, error) {
 	c.Info = info
 	for l := 0; l < NumLevels; l++ {
 		w := tdp * packageRatio(Levels[l])
-		c.Points[l] = Estimate{Watts: w, Lower: w * math.Exp(t.Low[l]), Upper: w * math.Exp(t.High[l])}
+		lo, hi := t.band(l, in)
+		c.Points[l] = Estimate{Watts: w, Lower: w * math.Exp(lo), Upper: w * math.Exp(hi)}
 	}
 	return c, nil
 }
