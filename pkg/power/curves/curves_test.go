@@ -349,3 +349,33 @@ func TestConfigOffsetMatch(t *testing.T) {
 		t.Errorf("56 threads matched %+v", c)
 	}
 }
+
+// A damaged fit.json is refused with what is wrong in it.
+func TestNewRejectsBadFit(t *testing.T) {
+	good := func() map[string]any {
+		var f map[string]any
+		if err := json.Unmarshal(fitJSON, &f); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	tier0 := func(f map[string]any) map[string]any { return f["tiers"].([]any)[0].(map[string]any) }
+	for want, damage := range map[string]func(f map[string]any){
+		"coefficients for": func(f map[string]any) { tier0(f)["coef"].([]any)[3] = []any{1.0} },
+		"must hold 0":      func(f map[string]any) { tier0(f)["band_low"].([]any)[2] = 0.3 },
+		`no tier "generic"`: func(f map[string]any) {
+			f["tiers"] = f["tiers"].([]any)[:2]
+		},
+		"want increasing ratios": func(f map[string]any) { f["shape"].([]any)[4] = 0.01 },
+	} {
+		f := good()
+		damage(f)
+		b, _ := json.Marshal(f)
+		if _, err := New(b, archsJSON); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err %v", want, err)
+		}
+	}
+	if _, err := New([]byte("{"), archsJSON); err == nil || !strings.Contains(err.Error(), "parse fit") {
+		t.Errorf("truncated: %v", err)
+	}
+}

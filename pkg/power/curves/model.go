@@ -450,11 +450,10 @@ func (m *Model) Package(n Node) (Curve, error) {
 // SPECpower curve's shape rather than a straight line. The band is the
 // relative whole-server band of the tier the CPU string allows.
 func (m *Model) VM(n Node) (Curve, error) {
-	in, info, err := m.resolve(n)
+	_, info, err := m.resolve(n)
 	if err != nil {
 		return Curve{}, err
 	}
-	_ = in
 	info.Kind = KindVM
 	lo, hi := m.archs.Average.MinW, m.archs.Average.MaxW
 	info.Source = "Cloud Carbon Footprint per-vCPU average shaped by SPECpower"
