@@ -39,9 +39,10 @@ type Fallback struct {
 }
 
 var (
-	_ power.Meter          = (*Fallback)(nil)
-	_ power.HealthReporter = (*Fallback)(nil)
-	_ power.Advancer       = (*Fallback)(nil)
+	_ power.Meter            = (*Fallback)(nil)
+	_ power.HealthReporter   = (*Fallback)(nil)
+	_ power.Advancer         = (*Fallback)(nil)
+	_ power.EstimateReporter = (*Fallback)(nil)
 )
 
 // NewFallback returns the meter over host and the estimator est.
@@ -164,6 +165,19 @@ func (f *Fallback) Health() []snapshot.SourceHealth {
 		out = append(out, h.Health()...)
 	}
 	return out
+}
+
+// Estimates implements power.EstimateReporter: the estimator's bands and
+// model while it stands in for the host, none while the host's figures
+// count (they are not modelled here).
+func (f *Fallback) Estimates() []snapshot.Estimate {
+	if !f.Falling() {
+		return nil
+	}
+	if r, ok := f.est.(power.EstimateReporter); ok {
+		return r.Estimates()
+	}
+	return nil
 }
 
 // Close closes the estimator if it holds anything.

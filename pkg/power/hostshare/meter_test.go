@@ -322,3 +322,24 @@ func TestPresent(t *testing.T) {
 		t.Errorf("missing directory taken for a share")
 	}
 }
+
+func (e *fakeEstimator) Estimates() []snapshot.Estimate {
+	return []snapshot.Estimate{{ZoneID: snapshot.ZoneID{Name: power.ZonePackage, Socket: -1}, Source: "estimator", Watts: e.watts}}
+}
+
+// The estimator's bands are exported only while it stands in.
+func TestFallbackEstimatesOnlyWhenFalling(t *testing.T) {
+	c := &clock{now: time.Unix(1000, 0)}
+	s := newShare(t, "package")
+	s.set(c.now, map[string]float64{"package": 1})
+	f := NewFallback(open(t, s.dir, c), &fakeEstimator{watts: 3}, nil)
+	read(t, f)
+	if e := f.Estimates(); len(e) != 0 {
+		t.Errorf("fresh share: estimates %v, want none", e)
+	}
+	c.add(time.Minute)
+	read(t, f)
+	if e := f.Estimates(); len(e) != 1 || e[0].Watts != 3 {
+		t.Errorf("stale share: estimates %v, want the estimator's", e)
+	}
+}
