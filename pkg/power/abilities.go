@@ -28,6 +28,13 @@ type HealthReporter interface {
 	Health() []snapshot.SourceHealth
 }
 
+// EstimateReporter is implemented by meters that model rather than
+// measure: each modelled zone's current power with its band and what the
+// model was built from. A combined meter reports every member's.
+type EstimateReporter interface {
+	Estimates() []snapshot.Estimate
+}
+
 // ReadWithin is implemented by meters whose counters wrap: ReadWithin is
 // the longest they may go unread before a wrap could go unnoticed (two
 // wraps between reads look like one), with a margin; 0 means no limit.

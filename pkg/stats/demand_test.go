@@ -18,10 +18,12 @@ import (
 // over the same 60 s, one stepping every second and one every 15 s (as a
 // 15 s scrape drives it on demand). The node's energy and grams, every
 // cgroup's, process's and job's CPU, energy and grams, come out the same.
-// The meter is the linear estimator, so energy is proportional to CPU time
-// and the split of a 15 s window equals the sum of its 1 s splits; with a
-// measured meter whose power per CPU-second varies inside a window the
-// node's totals stay exact and the split is the window's (docs/performance.md).
+// The meter is a linear estimator zone, so energy is proportional to CPU
+// time and the split of a 15 s window equals the sum of its 1 s splits;
+// with a measured meter whose power per CPU-second varies inside a window
+// the node's totals stay exact and the split is the window's; an
+// estimator curve that bends is applied to each window's mean utilization
+// (docs/configuration.md).
 func TestFewerStepsSameTotals(t *testing.T) {
 	paths := names{
 		1: "/slurm/uid_0/job_1/step_batch",
@@ -35,7 +37,7 @@ func TestFewerStepsSameTotals(t *testing.T) {
 		loop *Loop
 	}
 	mk := func() run {
-		est, err := power.NewEstimator(power.Coefficients{CPUs: 4, MinWattsPerCPU: 5, MaxWattsPerCPU: 20})
+		est, err := power.NewEstimator(power.LinearZone("package", 20, 80))
 		if err != nil {
 			t.Fatal(err)
 		}
