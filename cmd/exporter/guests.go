@@ -26,14 +26,16 @@ func guestShares(cfg *config.Config, loop *stats.Loop, c *components) error {
 	}
 	c.log.Info("writing guests' shares", zap.String("dir", cfg.Guests.SharePath), zap.Duration("interval", cfg.Guests.ShareInterval),
 		zap.String("idle_policy", cfg.Power.IdlePolicy))
-	c.service("guest shares", func(ctx context.Context) error { return w.Run(ctx, latest{loop}) })
+	c.service("guest shares", func(ctx context.Context) error { return w.Run(ctx, latest{loop, ctx}) })
 	return nil
 }
 
-// latest is the writer's hook into the stats loop (guestshare.Snapshots).
-// The loop steps on its own timer, so its latest snapshot is at most one
-// stats.interval old whatever maxAge asks; a loop that steps on demand
-// would step here when its latest is older than maxAge.
-type latest struct{ loop *stats.Loop }
+// latest is the writer's hook into the stats loop (guestshare.Snapshots):
+// the loop steps on demand, so it steps here when its latest snapshot is
+// older than maxAge (stats.Loop.Fresh), without any scrape.
+type latest struct {
+	loop *stats.Loop
+	ctx  context.Context
+}
 
-func (l latest) Fresh(time.Duration) *snapshot.Snapshot { return l.loop.Snapshot() }
+func (l latest) Fresh(maxAge time.Duration) *snapshot.Snapshot { return l.loop.Fresh(l.ctx, maxAge) }
