@@ -241,16 +241,17 @@ func registry(cfg *config.Config, loop *stats.Loop, meter power.Meter, acc accou
 	}
 	hr, reportsHealth := meter.(power.HealthReporter)
 	exp, err := collector.New(loop, collector.Options{
-		Enabled:         enabled,
-		ProcessTop:      cfg.Collector.ProcessTop,
-		ProbesPerCgroup: cfg.Collector.ProbesPerCgroup,
-		CgroupWorkloads: cfg.Collector.CgroupWorkloads,
-		Programs:        programs,
-		Levels:          cfg.Collector.Levels(),
-		MeterHealth:     reportsHealth && len(hr.Health()) > 0 || loop.HasGPUs(),
-		IdleAttributed:  cfg.Power.IdlePolicy != "none",
-		Emissions:       cfg.Emissions.Enabled,
-		Log:             c.log.Named("collector"),
+		Enabled:                enabled,
+		ProcessTop:             cfg.Collector.ProcessTop,
+		ProbesPerCgroup:        cfg.Collector.ProbesPerCgroup,
+		CgroupWorkloads:        cfg.Collector.CgroupWorkloads,
+		ProbesSoftirqWorkloads: cfg.Collector.ProbesSoftirqWorkloads,
+		Programs:               programs,
+		Levels:                 cfg.Collector.Levels(),
+		MeterHealth:            reportsHealth && len(hr.Health()) > 0 || loop.HasGPUs(),
+		IdleAttributed:         cfg.Power.IdlePolicy != "none",
+		Emissions:              cfg.Emissions.Enabled,
+		Log:                    c.log.Named("collector"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("building collectors: %w", err)

@@ -55,6 +55,10 @@ type Options struct {
 	// by default those are exported at the workload level only
 	// (collector.cgroup.workloads).
 	CgroupWorkloads bool
+	// ProbesSoftirqWorkloads exports the softirq_interrupted families per
+	// workload level and cgroup too, not only per node
+	// (collector.probes.softirq-per-workload).
+	ProbesSoftirqWorkloads bool
 	// IdleAttributed is true when an idle policy other than "none" hands
 	// idle energy to workloads. Only then are workload series with
 	// mode="idle" exported: under "none" they would all be 0.

@@ -618,3 +618,36 @@ wattrace_job_memory_limit_bytes{job_id="43",slurm_node="n1",uid="1001",user="bob
 		t.Error(err)
 	}
 }
+
+// Softirqs are counted against whichever task they interrupted: per node
+// always, per workload only with collector.probes.softirq-per-workload.
+func TestSoftirqPerWorkloadOnRequest(t *testing.T) {
+	snap := testSnapshot()
+	snap.Workloads[0].Probes = &snapshot.ProbeStats{SoftirqCount: 5, SoftirqNs: 1e6, PageCacheAccessed: 3}
+	snap.Cgroups[0].Probes = &snapshot.ProbeStats{SoftirqCount: 5, SoftirqNs: 1e6}
+	count := func(o Options) (node, job int) {
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(newExporter(t, snap, o))
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			switch mf.GetName() {
+			case "wattrace_node_softirq_interrupted_total":
+				node = len(mf.GetMetric())
+			case "wattrace_job_softirq_interrupted_total":
+				job = len(mf.GetMetric())
+			}
+		}
+		return
+	}
+	o := Options{Enabled: on(NameProbes), Levels: []workload.Kind{workload.KindJob}}
+	if node, job := count(o); node != 1 || job != 0 {
+		t.Errorf("by default: node %d, job %d series, want 1 and 0", node, job)
+	}
+	o.ProbesSoftirqWorkloads = true
+	if node, job := count(o); node != 1 || job != 1 {
+		t.Errorf("on request: node %d, job %d series, want 1 and 1", node, job)
+	}
+}

@@ -14,7 +14,7 @@ const NameProbes = "probes"
 func init() {
 	register(Registration{Name: NameProbes, Flag: true, DefaultOn: true,
 		Help: "Enable the kernel probes (BPF mode): page cache, softirqs, block IO and network per node and workload (per cgroup with collector.probes.per-cgroup), and perf counters where the CPU has them.",
-		new:  func(o Options) subCollector { return newProbesCollector(o.ProbesPerCgroup) }})
+		new:  func(o Options) subCollector { return newProbesCollector(o.ProbesPerCgroup, o.ProbesSoftirqWorkloads) }})
 }
 
 // probesCollector exports what the optional kernel probes count (the
@@ -42,10 +42,14 @@ type probeFamily struct {
 type probeLevel []probeFamily
 
 // newProbeLevel builds wattrace_<sub>_<family> for every probe family,
-// labelled with labels then the family's own.
-func newProbeLevel(sub, of string, labels []string) probeLevel {
+// labelled with labels then the family's own; without softirq, not the
+// softirq_interrupted families.
+func newProbeLevel(sub, of string, labels []string, softirq bool) probeLevel {
 	var out probeLevel
 	for _, f := range snapshot.ProbeFamilies {
+		if f.Probe == snapshot.ProbeSoftirq && !softirq {
+			continue
+		}
 		help := strings.ReplaceAll(f.Help, "the cgroup's", of)
 		out = append(out, probeFamily{f, newDesc(sub, f.Name, help, append(append([]string(nil), labels...), f.Labels...)...)})
 	}
@@ -105,17 +109,17 @@ func activeProbes(snap *snapshot.Snapshot) map[string]bool {
 	return on
 }
 
-func newProbesCollector(perCgroup bool) *probesCollector {
+func newProbesCollector(perCgroup, softirq bool) *probesCollector {
 	c := &probesCollector{
 		active:             newDesc("probe", "active", "1 for each kernel probe that loaded and runs.", "probe"),
 		perCgroup:          perCgroup,
-		node:               newProbeLevel("node", "the node's", nil),
+		node:               newProbeLevel("node", "the node's", nil, true),
 		perf:               newDesc("cgroup", "perf_events_total", "Perf counter events credited to the cgroup's tasks at context switches, scaled for multiplexing.", "cgroup", "counter"),
 		nodeSoftirqs:       newDesc("node", "softirqs_total", "Softirqs run on the node by vector.", "vector"),
 		nodeSoftirqSeconds: newDesc("node", "softirq_seconds_total", "Time spent in softirqs on the node by vector.", "vector"),
 	}
 	if perCgroup {
-		c.cgroup = newProbeLevel("cgroup", "the cgroup's", []string{"cgroup"})
+		c.cgroup = newProbeLevel("cgroup", "the cgroup's", []string{"cgroup"}, softirq)
 	}
 	return c
 }

@@ -17,7 +17,7 @@ func init() {
 	register(Registration{Name: NameWorkloads,
 		on: func(o Options) bool { return len(o.Levels) > 0 },
 		new: func(o Options) subCollector {
-			return newWorkloadsCollector(o.Levels, o.IdleAttributed, o.Enabled[NameProbes])
+			return newWorkloadsCollector(o.Levels, o.IdleAttributed, o.Enabled[NameProbes], o.ProbesSoftirqWorkloads)
 		}})
 }
 
@@ -37,8 +37,11 @@ type workloadsCollector struct {
 }
 
 // newWorkloadsCollector builds the levels' families; with probes, each
-// level also gets the probe families (wattrace_<level>_page_cache_…).
-func newWorkloadsCollector(levels []workload.Kind, idleAttributed, probes bool) *workloadsCollector {
+// level also gets the probe families (wattrace_<level>_page_cache_…), the
+// softirq_interrupted ones only with softirq: a softirq is counted against
+// whichever task it interrupted, not work done for it, so per workload it
+// is two series of noise per job or pod unless asked for.
+func newWorkloadsCollector(levels []workload.Kind, idleAttributed, probes, softirq bool) *workloadsCollector {
 	c := &workloadsCollector{
 		levels:  map[workload.Kind]levelDescs{},
 		idle:    idleAttributed,
@@ -56,7 +59,7 @@ func newWorkloadsCollector(levels []workload.Kind, idleAttributed, probes bool) 
 		}
 		if probes {
 			d := c.levels[l]
-			d.probes = newProbeLevel(sub, "the "+sub+"'s", labels)
+			d.probes = newProbeLevel(sub, "the "+sub+"'s", labels, softirq)
 			c.levels[l] = d
 		}
 	}

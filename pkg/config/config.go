@@ -91,6 +91,7 @@ const (
 	KeyProbesCounters      = "collector.probes.counters"
 	KeyProbesPerCgroup     = "collector.probes.per-cgroup"
 	KeyCgroupWorkloads     = "collector.cgroup.workloads"
+	KeyProbesSoftirqWl     = "collector.probes.softirq-per-workload"
 	KeyCollectorResources  = "collector.resources"
 
 	KeyWorkloadLibvirtDirs  = "workload.libvirt.dirs"
@@ -338,6 +339,9 @@ type Collector struct {
 	// CgroupWorkloads exports the cgroup families also for cgroups that
 	// belong to an exported workload (by default: at its level only).
 	CgroupWorkloads bool
+	// ProbesSoftirqWorkloads exports the softirq_interrupted families per
+	// workload and cgroup, not only per node.
+	ProbesSoftirqWorkloads bool
 	// Resources are the cgroup resource groups read and exported per
 	// workload (ResourceGroups); none reads no cgroup file.
 	Resources []string
@@ -460,6 +464,7 @@ func NewFlagSet(name string) *pflag.FlagSet {
 	fs.StringSlice(KeyProbesDisable, nil, "Probes not to load: pagecache_read, pagecache_add, pagecache_dirty, softirq, block, net, counters.")
 	fs.StringSlice(KeyCollectorResources, []string{"memory"}, "Cgroup resource groups read and exported per workload, each file at most once per scrape: cpu, memory, io, pressure, tasks (empty: none). Series per workload: cpu 2, memory up to 7, io 4 per device, pressure up to 6, tasks 1.")
 	fs.Bool(KeyCgroupWorkloads, false, "Export the cgroup families (energy, CPU, context switches, grams) also for cgroups that belong to a container, pod, VM, job or unit at an exported level; by default such a cgroup is exported once, at its workload's level.")
+	fs.Bool(KeyProbesSoftirqWl, false, "Export softirq_interrupted (softirqs counted against whichever task they interrupted, not work done for it) per workload level and per cgroup too, not only per node; the node's softirqs by vector are always exported.")
 	fs.Bool(KeyProbesPerCgroup, false, "Export the probes' families per cgroup as well as per node and workload level: 16 series per cgroup whose tasks used every probed resource (families all zero are left out).")
 	fs.StringSlice(KeyProbesCounters, nil, "Perf counters read at every context switch: cycles, instructions, cache_misses, or cpu_clock (software stand-in). Off by default: reading one costs about 450 ns per context switch on every process (docs/performance.md); none opened means nothing runs there.")
 	fs.StringSlice(KeyPerfEnvVar, []string{"WATTRACE_PROFILE"}, "Environment variables that opt a process in to profiling (any non-empty value). Repeatable.")
@@ -639,19 +644,20 @@ func decode(v *viper.Viper) (*Config, error) {
 			},
 		},
 		Collector: Collector{
-			Enabled:          enabledCollectors(&d),
-			ProcessTop:       d.int(KeyCollectorProcessTop),
-			LevelOn:          enabledLevels(&d),
-			ProbesDisable:    d.strings(KeyProbesDisable),
-			ProbesCounters:   d.strings(KeyProbesCounters),
-			ProbesPerCgroup:  d.bool(KeyProbesPerCgroup),
-			CgroupWorkloads:  d.bool(KeyCgroupWorkloads),
-			Resources:        d.strings(KeyCollectorResources),
-			PerfEnvVars:      d.strings(KeyPerfEnvVar),
-			PerfHardware:     d.strings(KeyPerfHardware),
-			PerfSoftware:     d.strings(KeyPerfSoftware),
-			PerfCache:        d.strings(KeyPerfCache),
-			PerfMaxProcesses: d.int(KeyPerfMaxProcesses),
+			Enabled:                enabledCollectors(&d),
+			ProcessTop:             d.int(KeyCollectorProcessTop),
+			LevelOn:                enabledLevels(&d),
+			ProbesDisable:          d.strings(KeyProbesDisable),
+			ProbesCounters:         d.strings(KeyProbesCounters),
+			ProbesPerCgroup:        d.bool(KeyProbesPerCgroup),
+			CgroupWorkloads:        d.bool(KeyCgroupWorkloads),
+			ProbesSoftirqWorkloads: d.bool(KeyProbesSoftirqWl),
+			Resources:              d.strings(KeyCollectorResources),
+			PerfEnvVars:            d.strings(KeyPerfEnvVar),
+			PerfHardware:           d.strings(KeyPerfHardware),
+			PerfSoftware:           d.strings(KeyPerfSoftware),
+			PerfCache:              d.strings(KeyPerfCache),
+			PerfMaxProcesses:       d.int(KeyPerfMaxProcesses),
 		},
 		Workload: Workload{
 			LibvirtDirs: d.strings(KeyWorkloadLibvirtDirs),
