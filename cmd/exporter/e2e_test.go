@@ -338,6 +338,7 @@ func TestRealScrapeLintAndFamilies(t *testing.T) {
 		"--power.redfish.url="+bmc.URL, "--power.redfish.auth=basic", "--power.redfish.username=admin",
 		"--power.redfish.password-env=WATTRACE_TEST_BMC_PW", "--power.ipmi=off",
 		"--collector.probes.counters=cpu_clock", "--collector.perf", "--collector.probes.per-cgroup",
+		"--collector.probes.softirq-per-workload", "--collector.cgroup.workloads",
 		"--collector.resources=cpu,memory,io,pressure,tasks")
 	// Two processes in two cgroups; one opts in to profiling through its
 	// environment. That one works until the test ends, so the profiler's
@@ -519,7 +520,9 @@ dd if=/dev/zero of=$f.cached bs=64k count=4 conv=fsync status=none && echo "$0: 
 // left out when all its series are zero: a probe family, or a resource
 // family of what these short test workloads may never use.
 func mayBeAllZero(name string) bool {
-	suffixes := []string{"memory_cache_bytes", "memory_swap_bytes", "memory_fail_count_total", "memory_oom_kills_total", "pressure_seconds_total"}
+	// memory_limit_bytes: a workload without a limit has none.
+	suffixes := []string{"memory_cache_bytes", "memory_swap_bytes", "memory_fail_count_total", "memory_oom_kills_total", "pressure_seconds_total",
+		"memory_limit_bytes"}
 	for _, f := range snapshot.ProbeFamilies {
 		suffixes = append(suffixes, f.Name)
 	}
