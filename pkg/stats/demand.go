@@ -45,9 +45,9 @@ type request struct {
 //
 //	for range time.Tick(n) { s := loop.Fresh(ctx, n); … }
 //
-// It never blocks longer than ctx allows: on cancellation, or when Run is
-// not running, it returns the latest snapshot as it is (nil before the
-// first step).
+// It never blocks longer than ctx allows: on cancellation, before the
+// first step, or when Run is not running, it returns the latest snapshot
+// as it is (nil before the first step).
 func (l *Loop) Fresh(ctx context.Context, maxAge time.Duration) *snapshot.Snapshot {
 	if maxAge <= 0 {
 		maxAge = l.cfg.Interval
@@ -57,11 +57,12 @@ func (l *Loop) Fresh(ctx context.Context, maxAge time.Duration) *snapshot.Snapsh
 	case l.asked <- struct{}{}:
 	default:
 	}
-	if s := l.snap.Load(); s != nil && time.Since(s.Time) < maxAge {
+	s := l.snap.Load()
+	if s == nil || time.Since(s.Time) < maxAge || !l.running.Load() {
+		// Before the baseline there is nothing to step towards (the
+		// first steps come on their own, within a second): a scrape
+		// then must not wait for them.
 		return s
-	}
-	if !l.running.Load() {
-		return l.snap.Load()
 	}
 	r := request{maxAge: maxAge, done: make(chan *snapshot.Snapshot, 1)}
 	select {
