@@ -104,7 +104,7 @@ func (c *countingQuerier) Query(ctx context.Context, q string, ts time.Time, opt
 	return c.Querier.Query(ctx, q, ts, opts...)
 }
 
-func newQuerier(t *testing.T, url string) *countingQuerier {
+func newQuerier(t testing.TB, url string) *countingQuerier {
 	c, err := api.NewClient(api.Config{Address: url})
 	if err != nil {
 		t.Fatal(err)
