@@ -29,6 +29,7 @@ type stdio struct {
 func commands() []command {
 	return []command{
 		measureCommand(),
+		estimateCommand,
 	}
 }
 
