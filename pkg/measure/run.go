@@ -424,12 +424,23 @@ wait:
 	r.end = fin
 	r.bands = e.bands()
 	if place != nil && e.Acct != nil {
-		time.Sleep(e.Settle)
 		ids := place.ids()
 		in := func(id uint64) bool { return ids[id] }
-		late, err := e.read(false)
-		if err != nil {
-			return r, err
+		// Read again until the command's figure stops growing: under
+		// load a grace period (and so the free hooks) can take longer
+		// than one settle.
+		var late sample
+		for i := 0; i < 10; i++ {
+			time.Sleep(e.Settle)
+			cur, err := e.read(false)
+			if err != nil {
+				return r, err
+			}
+			grew := i == 0 || cgDelta(late.cgCPU, cur.cgCPU, in) > 0
+			late = cur
+			if !grew {
+				break
+			}
 		}
 		r.cmdNs = cgDelta(start.cgCPU, late.cgCPU, in)
 		if r.cmdSock != nil {
