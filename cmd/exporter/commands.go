@@ -27,7 +27,9 @@ type stdio struct {
 // commands is the table of subcommands, one row each; a subcommand's code
 // lives in its own file (or package) and adds its row here.
 func commands() []command {
-	return []command{}
+	return []command{
+		{name: "acct", summary: "energy, CO2e, CPU and GPU time of your jobs, from the units API (like sacct)", run: runAcct},
+	}
 }
 
 // lookup returns the command named by args[0], if any.

@@ -12,34 +12,14 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/units"
+	"github.com/wattrace/wattrace/pkg/units/unitstest"
 )
 
-// fixture: alice runs jobs 101 (ended) and 102 (running) in proj_a, bob
-// 201 in proj_b, carol 301 in proj_a; carol is an admin.
-func fixture() []units.Unit {
-	t0 := testNow.Add(-6 * time.Hour)
-	energy := func(j float64) units.Figures {
-		return units.Figures{
-			Energy:     []units.ZoneEnergy{{Zone: "package", Method: "measured", Joules: j}, {Zone: "dram", Method: "measured", Joules: j / 10}},
-			Emissions:  []units.Emission{{Zone: "package", Provider: "constant", Grams: j / 3.6e6 * 50}},
-			CPUSeconds: j / 10,
-		}
-	}
-	return []units.Unit{
-		{Cluster: "c1", Kind: units.KindJob, ID: "101", Name: "multi", User: "alice", Project: "proj_a", State: "COMPLETED",
-			Start: t0, End: t0.Add(time.Hour), Figures: energy(36000), Status: units.StatusFinal, Nodes: []string{"n1"}},
-		{Cluster: "c1", Kind: units.KindJob, ID: "102", Name: "long", User: "alice", Project: "proj_a", State: "RUNNING",
-			Start: t0.Add(2 * time.Hour), Figures: energy(7200), Status: units.StatusRunning, Nodes: []string{"n1"}},
-		{Cluster: "c1", Kind: units.KindJob, ID: "201", Name: "bobs", User: "bob", Project: "proj_b", State: "CANCELLED",
-			Start: t0.Add(time.Hour), End: t0.Add(90 * time.Minute), Figures: energy(18000), Status: units.StatusFinal, Nodes: []string{"n1"}},
-		{Cluster: "c1", Kind: units.KindJob, ID: "301", Name: "carols", User: "carol", Project: "proj_a", State: "COMPLETED",
-			Start: t0.Add(3 * time.Hour), End: t0.Add(4 * time.Hour), Figures: energy(3600), Status: units.StatusFinal, Nodes: []string{"n1"}},
-	}
-}
+func fixture() []units.Unit { return unitstest.Fixture(testNow) }
 
 func newTestAPI(t testing.TB) http.Handler {
 	t.Helper()
-	store := newTestStore(t, fixture())
+	store := unitstest.Store(t, fixture())
 	a, err := New(store, Config{
 		Access: Access{
 			UserHeader:      DefaultUserHeader,
@@ -363,7 +343,7 @@ func TestOpenAPIServed(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	_, err := New(newTestStore(t, nil), Config{Access: Access{Admins: []string{"bad name"}}, MaxRange: time.Hour, DefaultRange: 2 * time.Hour}, nil)
+	_, err := New(unitstest.Store(t, nil), Config{Access: Access{Admins: []string{"bad name"}}, MaxRange: time.Hour, DefaultRange: 2 * time.Hour}, nil)
 	if err == nil || !strings.Contains(err.Error(), "api.admins") || !strings.Contains(err.Error(), "api.default-range") {
 		t.Errorf("error %v, want api.admins and api.default-range named", err)
 	}

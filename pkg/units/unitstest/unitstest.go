@@ -1,10 +1,13 @@
-package api
+// Package unitstest gives the units API's and acct's tests a store holding
+// given units.
+package unitstest
 
 import (
 	"context"
 	"slices"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/wattrace/wattrace/pkg/units"
 )
@@ -12,7 +15,8 @@ import (
 // memStore is a stand-in until the SQLite store lands (then replaced by it).
 type memStore struct{ us []units.Unit }
 
-func newTestStore(t testing.TB, us []units.Unit) units.Reader { return &memStore{us: us} }
+// Store returns a store holding us.
+func Store(t testing.TB, us []units.Unit) units.Reader { return &memStore{us: us} }
 
 func in[T comparable](list []T, v T) bool { return len(list) == 0 || slices.Contains(list, v) }
 
@@ -122,3 +126,26 @@ func (m *memStore) Owned(_ context.Context, user string, keys []units.Key) (bool
 }
 
 func (m *memStore) Ping(context.Context) error { return nil }
+
+// Fixture: alice runs jobs 101 (ended) and 102 (running) in proj_a, bob
+// 201 in proj_b, carol 301 in proj_a; carol is an admin.
+func Fixture(now time.Time) []units.Unit {
+	t0 := now.Add(-6 * time.Hour)
+	energy := func(j float64) units.Figures {
+		return units.Figures{
+			Energy:     []units.ZoneEnergy{{Zone: "package", Method: "measured", Joules: j}, {Zone: "dram", Method: "measured", Joules: j / 10}},
+			Emissions:  []units.Emission{{Zone: "package", Provider: "constant", Grams: j / 3.6e6 * 50}},
+			CPUSeconds: j / 10,
+		}
+	}
+	return []units.Unit{
+		{Cluster: "c1", Kind: units.KindJob, ID: "101", Name: "multi", User: "alice", Project: "proj_a", State: "COMPLETED",
+			Start: t0, End: t0.Add(time.Hour), Figures: energy(36000), Status: units.StatusFinal, Nodes: []string{"n1"}},
+		{Cluster: "c1", Kind: units.KindJob, ID: "102", Name: "long", User: "alice", Project: "proj_a", State: "RUNNING",
+			Start: t0.Add(2 * time.Hour), Figures: energy(7200), Status: units.StatusRunning, Nodes: []string{"n1"}},
+		{Cluster: "c1", Kind: units.KindJob, ID: "201", Name: "bobs", User: "bob", Project: "proj_b", State: "CANCELLED",
+			Start: t0.Add(time.Hour), End: t0.Add(90 * time.Minute), Figures: energy(18000), Status: units.StatusFinal, Nodes: []string{"n1"}},
+		{Cluster: "c1", Kind: units.KindJob, ID: "301", Name: "carols", User: "carol", Project: "proj_a", State: "COMPLETED",
+			Start: t0.Add(3 * time.Hour), End: t0.Add(4 * time.Hour), Figures: energy(3600), Status: units.StatusFinal, Nodes: []string{"n1"}},
+	}
+}
