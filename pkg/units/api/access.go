@@ -8,8 +8,11 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // Access says whom the API believes. The user comes from a header that a
@@ -128,4 +131,26 @@ func (a *Access) token(tok string) (string, bool) {
 func HashToken(tok string) string {
 	sum := sha256.Sum256([]byte(tok))
 	return hex.EncodeToString(sum[:])
+}
+
+// WebConfigAuthenticates reports whether an exporter-toolkit web
+// configuration file requires basic auth (basic_auth_users), so that
+// Access.Authenticated can be set from it: exporter-toolkit refuses a
+// request with wrong credentials before the API sees it. An empty path is
+// no web configuration.
+func WebConfigAuthenticates(path string) (bool, error) {
+	if path == "" {
+		return false, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false, fmt.Errorf("web.config.file: %w", err)
+	}
+	var c struct {
+		Users map[string]string `yaml:"basic_auth_users"`
+	}
+	if err := yaml.Unmarshal(b, &c); err != nil {
+		return false, fmt.Errorf("web.config.file %s: %w", path, err)
+	}
+	return len(c.Users) > 0, nil
 }

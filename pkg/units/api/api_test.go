@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -396,4 +397,25 @@ func FuzzQuery(f *testing.F) {
 			t.Fatalf("%s?%s: %d without a message: %s", path, query, w.Code, w.Body)
 		}
 	})
+}
+
+func TestWebConfigAuthenticates(t *testing.T) {
+	dir := t.TempDir()
+	for body, want := range map[string]bool{
+		"basic_auth_users:\n  acct: $2y$10$abcdefghijklmnopqrstuu\n": true,
+		"tls_server_config:\n  cert_file: a\n  key_file: b\n":        false,
+		"basic_auth_users: {}\n":                                     false,
+	} {
+		p := dir + "/web.yml"
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, err := WebConfigAuthenticates(p)
+		if err != nil || got != want {
+			t.Errorf("%q: %v %v, want %v", body, got, err, want)
+		}
+	}
+	if got, err := WebConfigAuthenticates(""); got || err != nil {
+		t.Errorf("no file: %v %v", got, err)
+	}
 }
