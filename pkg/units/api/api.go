@@ -296,8 +296,13 @@ func (a *API) units(w http.ResponseWriter, r *http.Request, id identity) error {
 	if f.Running, err = p.boolean("running"); err != nil {
 		return err
 	}
-	if f.Fields, err = p.fields(units.Fields); err != nil {
+	asked, err := p.fields(fields)
+	if err != nil {
 		return err
+	}
+	if !slices.Contains(asked, "totals") {
+		// Totals need figures and times: then the store is asked for all.
+		f.Fields = asked
 	}
 	if f.Limit, err = p.integer("limit", units.DefaultLimit, 1, units.MaxLimit); err != nil {
 		return err
@@ -317,21 +322,65 @@ func (a *API) units(w http.ResponseWriter, r *http.Request, id identity) error {
 		// anyone else here would be a store bug, and is not shown.
 		us = slices.DeleteFunc(us, func(u units.Unit) bool { return u.User != id.user })
 	}
-	if len(f.Fields) == 0 {
-		if us == nil {
-			us = []units.Unit{}
-		}
-		return success(w, us)
+	vs := views(us, a.cfg.Now())
+	if len(asked) == 0 {
+		return success(w, vs)
 	}
-	out, err := trim(us, f.Fields)
+	out, err := trim(vs, asked)
 	if err != nil {
 		return err
 	}
 	return success(w, out)
 }
 
+// view is a unit as the API answers it: the store's fields and totals
+// computed from them, so that a dashboard or a script needs no knowledge
+// of which zones overlap (units.TotalZones).
+type view struct {
+	units.Unit
+	Totals totals `json:"totals"`
+}
+
+// totals are a unit's figures summed once: energy over the zones that
+// don't overlap, CO2e of the first provider, wall time so far, and the
+// unit's time range in Unix milliseconds for dashboard links (end: now
+// while it runs).
+type totals struct {
+	Joules      float64 `json:"joules"`
+	KWh         float64 `json:"kwh"`
+	Grams       float64 `json:"grams"`
+	WallSeconds float64 `json:"wall_seconds"`
+	StartMs     int64   `json:"start_ms,omitempty"`
+	EndMs       int64   `json:"end_ms,omitempty"`
+}
+
+// fields are the names fields= accepts: the store's and totals.
+var fields = append(slices.Clone(units.Fields), "totals")
+
+func views(us []units.Unit, now time.Time) []view {
+	out := make([]view, len(us))
+	for i, u := range us {
+		out[i] = newView(u, now)
+	}
+	return out
+}
+
+func newView(u units.Unit, now time.Time) view {
+	j := u.Figures.Joules()
+	v := view{Unit: u, Totals: totals{Joules: j, KWh: j / 3.6e6, Grams: u.Figures.Grams(""), WallSeconds: u.WallSeconds(now)}}
+	if !u.Start.IsZero() {
+		v.Totals.StartMs = u.Start.UnixMilli()
+		end := u.End
+		if end.IsZero() {
+			end = now
+		}
+		v.Totals.EndMs = end.UnixMilli()
+	}
+	return v
+}
+
 // trim keeps only the requested fields of each unit.
-func trim(us []units.Unit, fields []string) ([]map[string]json.RawMessage, error) {
+func trim(us []view, fields []string) ([]map[string]json.RawMessage, error) {
 	out := make([]map[string]json.RawMessage, 0, len(us))
 	for _, u := range us {
 		b, err := json.Marshal(u)
@@ -381,7 +430,7 @@ func (a *API) unit(w http.ResponseWriter, r *http.Request, id identity) error {
 	if !id.admin && u.User != id.user {
 		return forbidden("unit %s belongs to another user", uid)
 	}
-	return success(w, u)
+	return success(w, newView(u, a.cfg.Now()))
 }
 
 // keys reads /units/verify's units: id=ID with cluster= and kind= for all,

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -202,6 +203,31 @@ func TestFields(t *testing.T) {
 	var f units.Figures
 	if err := json.Unmarshal(got[0]["figures"], &f); err != nil || f.Joules() != 39600 || f.CPUSeconds != 3600 {
 		t.Errorf("figures %s: joules %v cpu %v (%v)", got[0]["figures"], f.Joules(), f.CPUSeconds, err)
+	}
+	// totals: package+dram once, the first provider's grams, wall time
+	// and the range in milliseconds (end = now while running).
+	a = get(t, h, "/api/v1/units?fields=id,totals", "alice", trusted)
+	var tot []struct {
+		ID     string
+		Totals totals
+	}
+	if err := json.Unmarshal(a.env.Data, &tot); err != nil || len(tot) != 2 {
+		t.Fatalf("%s: %v", a.env.Data, err)
+	}
+	sort.Slice(tot, func(i, j int) bool { return tot[i].ID < tot[j].ID })
+	want := []totals{
+		{Joules: 39600, KWh: 0.011, Grams: 0.5, WallSeconds: 3600, StartMs: testNow.Add(-6 * time.Hour).UnixMilli(), EndMs: testNow.Add(-5 * time.Hour).UnixMilli()},
+		{Joules: 7920, KWh: 0.0022, Grams: 0.1, WallSeconds: 4 * 3600, StartMs: testNow.Add(-4 * time.Hour).UnixMilli(), EndMs: testNow.UnixMilli()},
+	}
+	for i, w := range want {
+		g := tot[i].Totals
+		if math.Abs(g.KWh-w.KWh) > 1e-12 || math.Abs(g.Grams-w.Grams) > 1e-12 {
+			t.Errorf("%s: totals %+v, want %+v", tot[i].ID, g, w)
+		}
+		g.KWh, g.Grams, w.KWh, w.Grams = 0, 0, 0, 0
+		if g != w {
+			t.Errorf("%s: totals %+v, want %+v", tot[i].ID, g, w)
+		}
 	}
 }
 
