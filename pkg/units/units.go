@@ -337,7 +337,8 @@ const (
 
 // UsageQuery asks for usage summed over units. A unit counts in the UTC
 // day it started (its whole figures, so usage and the unit list agree);
-// From and To are rounded down to days.
+// the query covers the UTC days that overlap [From, To) (From rounded
+// down, To rounded up to a day).
 type UsageQuery struct {
 	Users    []string
 	Projects []string
@@ -379,8 +380,9 @@ func (q UsageQuery) Validate() error {
 }
 
 // Averages are per-unit ratios averaged over units weighted by their CPU
-// time (a unit that used more CPU weighs more), as CEEMS reports them.
-// Each is computed over the update cycles' slices: Σ Δcpu·x / Σ Δcpu.
+// time (a unit that used more CPU weighs more), as CEEMS reports them:
+// Σ cpu_u·x_u / Σ cpu_u, with x_u the unit's ratio over its wall time so
+// far.
 type Averages struct {
 	// PowerWatts: the unit's power (Figures.Joules per second of wall time).
 	PowerWatts float64 `json:"power_watts"`
