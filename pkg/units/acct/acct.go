@@ -28,6 +28,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -172,6 +173,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env Env) 
 	if err != nil {
 		return err
 	}
+	// Oldest first, as sacct lists jobs (the API answers newest first).
+	sort.SliceStable(us, func(i, j int) bool {
+		if !us[i].Start.Equal(us[j].Start) {
+			return us[i].Start.Before(us[j].Start)
+		}
+		return us[i].ID < us[j].ID
+	})
 	switch {
 	case o.json:
 		enc := json.NewEncoder(stdout)
