@@ -350,8 +350,22 @@ type totals struct {
 	KWh         float64 `json:"kwh"`
 	Grams       float64 `json:"grams"`
 	WallSeconds float64 `json:"wall_seconds"`
+	CPUSeconds  float64 `json:"cpu_seconds"`
+	GPUSeconds  float64 `json:"gpu_seconds"`
 	StartMs     int64   `json:"start_ms,omitempty"`
 	EndMs       int64   `json:"end_ms,omitempty"`
+}
+
+// usageView is a usage bucket with its totals (as view's).
+type usageView struct {
+	units.Usage
+	Totals usageTotals `json:"totals"`
+}
+
+type usageTotals struct {
+	Joules float64 `json:"joules"`
+	KWh    float64 `json:"kwh"`
+	Grams  float64 `json:"grams"`
 }
 
 // fields are the names fields= accepts: the store's and totals.
@@ -367,7 +381,8 @@ func views(us []units.Unit, now time.Time) []view {
 
 func newView(u units.Unit, now time.Time) view {
 	j := u.Figures.Joules()
-	v := view{Unit: u, Totals: totals{Joules: j, KWh: j / 3.6e6, Grams: u.Figures.Grams(""), WallSeconds: u.WallSeconds(now)}}
+	v := view{Unit: u, Totals: totals{Joules: j, KWh: j / 3.6e6, Grams: u.Figures.Grams(""), WallSeconds: u.WallSeconds(now),
+		CPUSeconds: u.Figures.CPUSeconds, GPUSeconds: u.Figures.GPUSeconds}}
 	if !u.Start.IsZero() {
 		v.Totals.StartMs = u.Start.UnixMilli()
 		end := u.End
@@ -565,10 +580,12 @@ func (a *API) usage(w http.ResponseWriter, r *http.Request, id identity) error {
 	if err != nil {
 		return err
 	}
-	if us == nil {
-		us = []units.Usage{}
+	out := make([]usageView, len(us))
+	for i, u := range us {
+		j := u.Figures.Joules()
+		out[i] = usageView{Usage: u, Totals: usageTotals{Joules: j, KWh: j / 3.6e6, Grams: u.Figures.Grams("")}}
 	}
-	return success(w, us)
+	return success(w, out)
 }
 
 // scopeUsage narrows a non-admin's usage query: their own units, or the
