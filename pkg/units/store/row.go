@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"sort"
 	"strings"
@@ -279,8 +280,9 @@ func (r *row) contribution() contribution {
 			c.sums[sWEffCPU] = r.cpu
 		}
 	}
-	c.energy = r.energy
-	c.grams = r.emissions
+	// Copies: the row's maps change when figures are added after this.
+	c.energy = maps.Clone(r.energy)
+	c.grams = maps.Clone(r.emissions)
 	return c
 }
 

@@ -167,6 +167,11 @@ func testCycles(t *testing.T, s *Store) {
 	if len(u.Nodes) != 2 || u.Nodes[0] != "n1" || u.Nodes[1] != "n2" {
 		t.Errorf("nodes %v", u.Nodes)
 	}
+	// The rollup follows each cycle's increase.
+	us, err := s.Usage(ctx, units.UsageQuery{From: t0, To: t0.Add(time.Hour), Users: []string{"alice"}})
+	if err != nil || len(us) != 1 || us[0].Figures.Joules() != 180 || us[0].Figures.CPUSeconds != 75 || us[0].Units != 1 {
+		t.Errorf("usage after two cycles %+v %v, want 180 J, 75 s, 1 unit", us, err)
+	}
 	at, ok, err := s.Cursor(ctx, "tsdb")
 	if err != nil || !ok || !at.Equal(t0.Add(3*time.Minute)) {
 		t.Errorf("cursor %v %v %v", at, ok, err)
