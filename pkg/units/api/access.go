@@ -73,7 +73,7 @@ func (a *Access) identify(r *http.Request) (identity, error) {
 	}
 	if !a.trusted(r) {
 		return identity{}, &accessError{http.StatusForbidden,
-			fmt.Sprintf("header %s from %s refused: not a trusted network (api.trusted-networks) and not authenticated", a.UserHeader, r.RemoteAddr)}
+			fmt.Sprintf("header %s from %s refused: not a trusted network (api.trusted-proxies) and not authenticated", a.UserHeader, r.RemoteAddr)}
 	}
 	user := vals[0]
 	if !name.MatchString(user) {
@@ -153,4 +153,34 @@ func WebConfigAuthenticates(path string) (bool, error) {
 		return false, fmt.Errorf("web.config.file %s: %w", path, err)
 	}
 	return len(c.Users) > 0, nil
+}
+
+// LoadTokens reads api.tokens-file: a YAML mapping of user names to the
+// hex SHA-256 of their token (`wattrace acct --token` or
+// WATTRACE_API_TOKEN), as Access.Tokens wants it (hash → user). The file
+// holds no token, only hashes.
+func LoadTokens(path string) (map[string]string, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("api.tokens-file: %w", err)
+	}
+	var byUser map[string]string
+	if err := yaml.Unmarshal(b, &byUser); err != nil {
+		return nil, fmt.Errorf("api.tokens-file %s: %w", path, err)
+	}
+	out := make(map[string]string, len(byUser))
+	for u, h := range byUser {
+		h = strings.ToLower(strings.TrimSpace(h))
+		if len(h) != 64 || strings.Trim(h, "0123456789abcdef") != "" || !name.MatchString(u) {
+			return nil, fmt.Errorf("api.tokens-file %s: user %q: want a user name and a hex SHA-256 (sha256sum of the token)", path, u)
+		}
+		if other, dup := out[h]; dup {
+			return nil, fmt.Errorf("api.tokens-file %s: users %q and %q share a token", path, other, u)
+		}
+		out[h] = u
+	}
+	return out, nil
 }

@@ -79,7 +79,7 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// ParseNetworks parses api.trusted-networks: CIDRs or single addresses.
+// ParseNetworks parses api.trusted-proxies: CIDRs or single addresses.
 func ParseNetworks(list []string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for _, s := range list {
@@ -90,14 +90,14 @@ func ParseNetworks(list []string) ([]netip.Prefix, error) {
 		if !strings.Contains(s, "/") {
 			a, err := netip.ParseAddr(s)
 			if err != nil {
-				return nil, fmt.Errorf("invalid value %q for api.trusted-networks: %w", s, err)
+				return nil, fmt.Errorf("invalid value %q for api.trusted-proxies: %w", s, err)
 			}
 			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
 			continue
 		}
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
-			return nil, fmt.Errorf("invalid value %q for api.trusted-networks: %w", s, err)
+			return nil, fmt.Errorf("invalid value %q for api.trusted-proxies: %w", s, err)
 		}
 		out = append(out, p.Masked())
 	}

@@ -374,7 +374,7 @@ func TestConfigValidate(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "api.admins") || !strings.Contains(err.Error(), "api.default-range") {
 		t.Errorf("error %v, want api.admins and api.default-range named", err)
 	}
-	if _, err := ParseNetworks([]string{"10.0.0.0/8", "127.0.0.1", "not-a-net"}); err == nil || !strings.Contains(err.Error(), "api.trusted-networks") {
+	if _, err := ParseNetworks([]string{"10.0.0.0/8", "127.0.0.1", "not-a-net"}); err == nil || !strings.Contains(err.Error(), "api.trusted-proxies") {
 		t.Errorf("ParseNetworks: %v", err)
 	}
 	ps, err := ParseNetworks([]string{"10.1.2.3/8", "::1"})
@@ -443,5 +443,24 @@ func TestWebConfigAuthenticates(t *testing.T) {
 	}
 	if got, err := WebConfigAuthenticates(""); got || err != nil {
 		t.Errorf("no file: %v %v", got, err)
+	}
+}
+
+func TestLoadTokens(t *testing.T) {
+	p := t.TempDir() + "/tokens.yaml"
+	if err := os.WriteFile(p, []byte("alice: "+HashToken("a")+"\nbob: "+strings.ToUpper(HashToken("b"))+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m, err := LoadTokens(p)
+	if err != nil || m[HashToken("a")] != "alice" || m[HashToken("b")] != "bob" || len(m) != 2 {
+		t.Fatalf("%v %v", m, err)
+	}
+	for _, bad := range []string{"alice: abc\n", "al ice: " + HashToken("a") + "\n", "a: " + HashToken("x") + "\nb: " + HashToken("x") + "\n"} {
+		if err := os.WriteFile(p, []byte(bad), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadTokens(p); err == nil || !strings.Contains(err.Error(), "api.tokens-file") {
+			t.Errorf("%q: %v", bad, err)
+		}
 	}
 }
