@@ -188,8 +188,25 @@ type Updater struct {
 	rejects *reading.Rejects
 	levels  map[string]level // by the level's name in the family
 
-	mu   sync.Mutex
-	last Result
+	mu    sync.Mutex
+	last  Result
+	stats Stats
+}
+
+// Stats are the updater's counters since it started, for its own metrics.
+type Stats struct {
+	Cycles, Failures, Queries, Samples, Rejected int64
+	// LastSuccess is the end of the latest window recorded.
+	LastSuccess time.Time
+	// LastDuration is how long the latest cycle took.
+	LastDuration time.Duration
+}
+
+// Stats returns the counters so far.
+func (u *Updater) Stats() Stats {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.stats
 }
 
 // New builds an updater; c's zero durations take the defaults.
@@ -300,6 +317,16 @@ func (u *Updater) Cycle(ctx context.Context) (r Result) {
 		r.Duration = time.Since(began)
 		u.mu.Lock()
 		u.last = r
+		u.stats.Cycles++
+		u.stats.Queries += int64(r.Queries)
+		u.stats.Samples += int64(r.Samples)
+		u.stats.Rejected += int64(r.Rejected)
+		u.stats.LastDuration = r.Duration
+		if r.Err != nil {
+			u.stats.Failures++
+		} else {
+			u.stats.LastSuccess = r.End
+		}
 		u.mu.Unlock()
 	}()
 	end := u.c.Now().Add(-u.c.Delay).Truncate(time.Millisecond)
