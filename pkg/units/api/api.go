@@ -17,13 +17,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/netip"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
-
-	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/units"
 )
@@ -108,11 +109,11 @@ func ParseNetworks(list []string) ([]netip.Prefix, error) {
 type API struct {
 	store units.Reader
 	cfg   Config
-	log   *zap.Logger
+	log   *slog.Logger
 }
 
 // New returns the API over store; cfg is validated.
-func New(store units.Reader, cfg Config, log *zap.Logger) (*API, error) {
+func New(store units.Reader, cfg Config, log *slog.Logger) (*API, error) {
 	if cfg.UserHeader == "" {
 		cfg.UserHeader = DefaultUserHeader
 	}
@@ -129,7 +130,7 @@ func New(store units.Reader, cfg Config, log *zap.Logger) (*API, error) {
 		return nil, err
 	}
 	if log == nil {
-		log = zap.NewNop()
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	return &API{store: store, cfg: cfg, log: log}, nil
 }
@@ -173,7 +174,7 @@ func (a *API) recoverer(next http.Handler) http.Handler {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
-				a.log.Error("panic serving request", zap.String("path", r.URL.Path), zap.Any("panic", v), zap.Stack("stack"))
+				a.log.Error("panic serving request", "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
 				writeError(w, http.StatusInternalServerError, "internal", "internal error")
 			}
 		}()
@@ -198,7 +199,7 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, id identity, err erro
 		case http.StatusBadRequest:
 			typ = "bad_data"
 		}
-		a.log.Info("refused", zap.String("path", r.URL.Path), zap.String("remote", r.RemoteAddr), zap.String("user", id.user), zap.String("reason", ae.msg))
+		a.log.Info("refused", "path", r.URL.Path, "remote", r.RemoteAddr, "user", id.user, "reason", ae.msg)
 		writeError(w, ae.status, typ, ae.msg)
 	case isBadRequest(err):
 		writeError(w, http.StatusBadRequest, "bad_data", err.Error())
@@ -209,7 +210,7 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, id identity, err erro
 	case errors.Is(err, units.ErrAmbiguous):
 		writeError(w, http.StatusBadRequest, "bad_data", err.Error()+": name cluster and kind")
 	default:
-		a.log.Error("store failed", zap.String("path", r.URL.Path), zap.String("query", r.URL.RawQuery), zap.Error(err))
+		a.log.Error("store failed", "path", r.URL.Path, "query", r.URL.RawQuery, "err", err)
 		writeError(w, http.StatusInternalServerError, "internal", "the units store failed; see the server's log")
 	}
 }
@@ -239,7 +240,7 @@ func success(w http.ResponseWriter, data any) error {
 
 func (a *API) health(w http.ResponseWriter, r *http.Request) {
 	if err := a.store.Ping(r.Context()); err != nil {
-		a.log.Warn("health: store does not answer", zap.Error(err))
+		a.log.Warn("health: store does not answer", "err", err)
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "the units store does not answer")
 		return
 	}
