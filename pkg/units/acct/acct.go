@@ -98,12 +98,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, env Env) 
 type usageError struct{ error }
 
 type options struct {
-	config, url, token     string
-	start, end             string
-	jobs, projects, users  string
-	format                 string
-	json, csv, allClusters bool
-	cluster                string
+	config, url, token    string
+	start, end            string
+	jobs, projects, users string
+	format                string
+	json, csv             bool
+	cluster               string
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, env Env) error {

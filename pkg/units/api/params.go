@@ -44,12 +44,10 @@ var kinds = []string{"job", "pod", "vm", "container", "unit"}
 // the store, and it keeps year-0 and negative times out of SQL.
 var minTime = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// params reads one request's query string against the parameters an
-// endpoint accepts; every read records the key so that leftovers are
-// refused as unknown.
+// params is one request's query string, checked against the parameters
+// its endpoint accepts (anything else is refused as unknown).
 type params struct {
-	v    url.Values
-	seen map[string]bool
+	v url.Values
 }
 
 func newParams(raw string, allowed ...string) (*params, error) {
