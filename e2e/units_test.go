@@ -207,11 +207,12 @@ type sacctRow struct {
 	totalCPU             float64
 }
 
-// sacct reads one job's allocation line in UTC.
+// sacct reads one job's line in UTC (not -X: its TotalCPU is the
+// steps' sum, which -X leaves out).
 func sacct(t *testing.T, id string) sacctRow {
 	t.Helper()
 	out, err := run(30*time.Second, []string{"TZ=UTC", "SLURM_TIME_FORMAT=%Y-%m-%dT%H:%M:%S"},
-		"sacct", "-X", "-n", "-P", "-j", id, "-o", "JobID,User,Account,State,Start,End,TotalCPU")
+		"sacct", "-n", "-P", "-j", id, "-o", "JobID,User,Account,State,Start,End,TotalCPU")
 	if err != nil {
 		t.Fatalf("sacct: %v", err)
 	}

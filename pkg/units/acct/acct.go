@@ -514,9 +514,15 @@ func duration(s float64) string {
 	return fmt.Sprintf("%02d:%02d:%02d", h, m, sec)
 }
 
+// number prints v with prec decimals, or with three significant digits
+// when those decimals would show a non-zero value as zero (a short job's
+// kWh).
 func number(v float64, prec int) string {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return "-"
+	}
+	if v != 0 && math.Abs(v) < 0.5*math.Pow(10, -float64(prec)) {
+		return strconv.FormatFloat(v, 'e', 2, 64)
 	}
 	return strconv.FormatFloat(v, 'f', prec, 64)
 }

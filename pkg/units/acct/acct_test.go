@@ -218,3 +218,15 @@ func TestDuration(t *testing.T) {
 		}
 	}
 }
+
+func TestNumber(t *testing.T) {
+	for _, c := range []struct {
+		v    float64
+		prec int
+		want string
+	}{{0, 4, "0.0000"}, {0.011, 4, "0.0110"}, {9.05e-7, 4, "9.05e-07"}, {0.00004, 4, "4.00e-05"}, {0.00005, 4, "0.0001"}, {12.5, 2, "12.50"}} {
+		if got := number(c.v, c.prec); got != c.want {
+			t.Errorf("number(%v, %d) = %s, want %s", c.v, c.prec, got, c.want)
+		}
+	}
+}
