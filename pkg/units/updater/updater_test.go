@@ -4,8 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"math"
 	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -100,7 +104,7 @@ func (c *countingQuerier) Query(ctx context.Context, q string, ts time.Time, opt
 	return c.Querier.Query(ctx, q, ts, opts...)
 }
 
-func newQuerier(t *testing.T, url string) *countingQuerier {
+func newQuerier(t testing.TB, url string) *countingQuerier {
 	c, err := api.NewClient(api.Config{Address: url})
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +120,73 @@ func near(a, b float64) bool { return math.Abs(a-b) <= 1e-6*math.Max(1, math.Abs
 // the TSDB goes down for a cycle, the server restarts, and a window is
 // read twice. Every figure must equal the counters' exact increase.
 func TestUpdaterVictoriaMetrics(t *testing.T) {
+	sc := newScenario()
 	vm := testenv.StartVictoriaMetrics(t)
+	var body []byte
+	for _, s := range sc.series {
+		body = append(body, s.jsonl()...)
+	}
+	vm.Import(t, body)
+	sc.exercise(t, vm.URL, vm.Stop, vm.Start)
+}
+
+// TestUpdaterPrometheus is the same against a real Prometheus whose
+// storage was backfilled with the same series.
+func TestUpdaterPrometheus(t *testing.T) {
+	sc := newScenario()
+	p := testenv.StartPrometheusBackfilled(t, openMetrics(sc.series))
+	sc.exercise(t, p.URL, p.Stop, p.Start)
+}
+
+// openMetrics renders series as OpenMetrics text with timestamps, each
+// series' samples together, as promtool's backfill wants.
+func openMetrics(all []series) []byte {
+	byName := map[string][]series{}
+	var names []string
+	for _, s := range all {
+		n := s.labels["__name__"]
+		if _, ok := byName[n]; !ok {
+			names = append(names, n)
+		}
+		byName[n] = append(byName[n], s)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, n := range names {
+		for _, s := range byName[n] {
+			var keys []string
+			for k := range s.labels {
+				if k != "__name__" {
+					keys = append(keys, k)
+				}
+			}
+			sort.Strings(keys)
+			var ls []string
+			for _, k := range keys {
+				ls = append(ls, k+"="+strconv.Quote(s.labels[k]))
+			}
+			name := n + "{" + strings.Join(ls, ",") + "}"
+			for i, v := range s.vs {
+				fmt.Fprintf(&b, "%s %s %.3f\n", name, strconv.FormatFloat(v, 'g', -1, 64), float64(s.ts[i])/1000)
+			}
+		}
+	}
+	b.WriteString("# EOF\n")
+	return []byte(b.String())
+}
+
+// scenario is the synthetic history both TSDBs are loaded with, and the
+// figures it must yield.
+type scenario struct {
+	base    time.Time
+	series  []series
+	wants   map[string]*want
+	podSeen int64
+}
+
+type want struct{ pkg, dram, cpu, grams, ioRead, netSent float64 }
+
+func newScenario() *scenario {
 	base := time.Now().UTC().Truncate(time.Minute).Add(-3 * time.Hour)
 	at := func(m int) time.Time { return base.Add(time.Duration(m) * time.Minute) }
 
@@ -125,7 +195,6 @@ func TestUpdaterVictoriaMetrics(t *testing.T) {
 	pod := map[string]string{"pod_uid": "p-1", "pod": "web", "namespace": "shop", "qos": "burstable"}
 	var all []series
 	add := func(s series) series { all = append(all, s); return s }
-	type want struct{ pkg, dram, cpu, grams, ioRead, netSent float64 }
 	wants := map[string]*want{"101": {}, "102": {}, "p-1": {}}
 	for _, node := range []string{"n1", "n2"} {
 		l := with(job101, "instance", node+":9841", "slurm_node", node, "job", "wattrace")
@@ -162,12 +231,14 @@ func TestUpdaterVictoriaMetrics(t *testing.T) {
 	wants["p-1"].netSent = s.increaseUntil(podSeen)
 	// Series of another exporter job the selector leaves out.
 	add(counter(with(job101, "__name__", "wattrace_job_energy_joules_total", "instance", "x:1", "job", "other", "zone", "package", "method", "measured", "mode", "dynamic"), at(1), at(40), at(45), time.Time{}, 1e6))
-	var body []byte
-	for _, s := range all {
-		body = append(body, s.jsonl()...)
-	}
-	vm.Import(t, body)
+	return &scenario{base: base, series: all, wants: wants, podSeen: podSeen}
+}
 
+// exercise runs the cycles against the loaded TSDB at url; stop and start
+// take it down and back.
+func (sc *scenario) exercise(t *testing.T, url string, stop, start func()) {
+	base, wants := sc.base, sc.wants
+	at := func(m int) time.Time { return base.Add(time.Duration(m) * time.Minute) }
 	dbPath := filepath.Join(t.TempDir(), "units.db")
 	now := at(0)
 	clock := func() time.Time { return now }
@@ -176,7 +247,7 @@ func TestUpdaterVictoriaMetrics(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		q := newQuerier(t, vm.URL)
+		q := newQuerier(t, url)
 		u, err := New(q, st, Config{Cluster: "c1", Selector: `job="wattrace"`, Lookback: 2 * time.Minute, Now: clock, Delay: time.Second}, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -217,7 +288,7 @@ func TestUpdaterVictoriaMetrics(t *testing.T) {
 	}
 	// The TSDB goes down for a cycle: nothing is written but the status.
 	before := unit("101")
-	vm.Stop()
+	stop()
 	now = at(31)
 	if r := u.Cycle(ctx); r.Err == nil {
 		t.Fatal("a cycle with the TSDB down succeeded")
@@ -229,7 +300,7 @@ func TestUpdaterVictoriaMetrics(t *testing.T) {
 	if un := unit("102"); un.Status != units.StatusFinal || !near(un.Figures.Joules(), wants["102"].pkg) {
 		t.Errorf("final job 102 changed while the TSDB was down: %+v", un)
 	}
-	vm.Start()
+	start()
 	// The server restarts mid-way.
 	for m := 32; m <= 35; m++ {
 		now = at(m)
