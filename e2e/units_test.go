@@ -508,8 +508,6 @@ remote_write:
 			u := us[j.id]
 			sa := sacct(t, j.id)
 			want, n := promJoules(t, prom, j.id, now, window)
-			t.Logf("%s job %s (%s): API %.3f J, Prometheus %.3f J (%d samples); CPU API %.3f s, sacct %.3f s; state %s/%s",
-				s.name, j.id, j.key, u.Totals.Joules, want, n, u.Totals.CPUSeconds, sa.totalCPU, u.State, sa.state)
 			if want <= 0 || !within(u.Totals.Joules, want, 0.01) {
 				t.Errorf("%s job %s (%s): energy %.3f J, Prometheus's counters say %.3f J (%.2f%% off, want ≤ 1%%)",
 					s.name, j.id, j.key, u.Totals.Joules, want, 100*testenv.RelDiff(u.Totals.Joules, want))
@@ -521,6 +519,9 @@ remote_write:
 				ref, what = float64(sj.usage)/1e9, fmt.Sprintf("the job cgroup's last cpuacct.usage (sacct says %.3f s)", sa.totalCPU)
 				sj.mu.Unlock()
 			}
+			t.Logf("%s job %s (%s): energy API %.3f J, Prometheus %.3f J (%d samples, %.3f%% off); CPU API %.3f s, %s %.3f s (%.2f%% off); state %s/%s",
+				s.name, j.id, j.key, u.Totals.Joules, want, n, 100*testenv.RelDiff(u.Totals.Joules, want),
+				u.Totals.CPUSeconds, what, ref, 100*testenv.RelDiff(u.Totals.CPUSeconds, ref), u.State, sa.state)
 			if ref <= 0 || !within(u.Totals.CPUSeconds, ref, 0.02) {
 				t.Errorf("%s job %s (%s): CPU %.3f s, %s %.3f s (%.2f%% off, want ≤ 2%%)",
 					s.name, j.id, j.key, u.Totals.CPUSeconds, what, ref, 100*testenv.RelDiff(u.Totals.CPUSeconds, ref))
