@@ -320,8 +320,9 @@ func otherAddress(t *testing.T) net.IP {
 // slurmdbd), the real exporter in BPF mode, a real Prometheus scraping it
 // and remote-writing to a real VictoriaMetrics, and three wattrace-api
 // servers reading them: A on SQLite and Prometheus (restarted mid-way), B
-// on PostgreSQL and Prometheus, C on SQLite and VictoriaMetrics (which is
-// stopped for more than a cycle). Four jobs from alice (proj_a) and bob
+// on PostgreSQL and Prometheus with Slurm's metadata from slurmrestd, C
+// on SQLite and VictoriaMetrics (which is stopped for more than a cycle);
+// A and C read sacct. Four jobs from alice (proj_a) and bob
 // (proj_b): a multi-step one, one spawning many short processes, a
 // cancelled one and one still running at check time. On every server:
 //   - each ended job's energy equals the increase of the exporter's
@@ -402,8 +403,23 @@ remote_write:
 		s.start()
 		return s
 	}
+	// B reads Slurm through slurmrestd (JWT of carol, a Slurm admin),
+	// A and C through sacct.
+	if _, err := script(t, time.Minute, "slurm.sh", "restd"); err != nil {
+		t.Fatalf("slurm.sh restd: %v", err)
+	}
+	jwt, err := run(30*time.Second, nil, "scontrol", "token", "username=carol", "lifespan=3600")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwtFile := filepath.Join(dir, "slurm.jwt")
+	if err := os.WriteFile(jwtFile, []byte(strings.TrimPrefix(jwt, "SLURM_JWT=")), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	a := newServer("A", append(common(prom, 4*time.Second), "--store.path="+filepath.Join(dir, "a.db"))...)
-	b := newServer("B", append(common(prom, 4*time.Second), "--store.driver=postgres", "--store.dsn-file="+dsnFile)...)
+	bArgs := append(common(prom, 4*time.Second), "--store.driver=postgres", "--store.dsn-file="+dsnFile,
+		"--slurm.source=restd", "--slurm.restd.url=http://127.0.0.1:6820", "--slurm.restd.user=carol", "--slurm.restd.token-file="+jwtFile)
+	b := newServer("B", bArgs...)
 	// Remote write catches up after the outage: read further behind.
 	c := newServer("C", append(common(vm.URL, 12*time.Second), "--store.path="+filepath.Join(dir, "c.db"))...)
 	servers := []*apiServer{a, b, c}
