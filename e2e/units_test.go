@@ -24,8 +24,11 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/wattrace/wattrace/internal/testenv"
 	"github.com/wattrace/wattrace/pkg/units"
+	"github.com/wattrace/wattrace/pkg/units/acct"
 	"github.com/wattrace/wattrace/pkg/units/api"
 )
 
@@ -68,11 +71,13 @@ func goCmd() string {
 // apiServer is one running wattrace-api.
 type apiServer struct {
 	name string
-	port int
-	args []string
-	log  string
-	cmd  *exec.Cmd
-	t    *testing.T
+	// basic: credentials its web config requires (user, password), if any.
+	basic *[2]string
+	port  int
+	args  []string
+	log   string
+	cmd   *exec.Cmd
+	t     *testing.T
 }
 
 func (s *apiServer) url() string { return fmt.Sprintf("http://127.0.0.1:%d", s.port) }
@@ -95,7 +100,11 @@ func (s *apiServer) start() {
 	t.Logf("%s: wattrace-api pid %d %s", s.name, cmd.Process.Pid, strings.Join(s.args, " "))
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		if resp, err := httpClient.Get(s.url() + "/health"); err == nil {
+		req, _ := http.NewRequest(http.MethodGet, s.url()+"/health", nil)
+		if s.basic != nil {
+			req.SetBasicAuth(s.basic[0], s.basic[1])
+		}
+		if resp, err := httpClient.Do(req); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
 				return
@@ -132,6 +141,9 @@ func (s *apiServer) stop() {
 // the envelope's data.
 func (s *apiServer) get(path, user string) (int, json.RawMessage, string) {
 	req, _ := http.NewRequest(http.MethodGet, s.url()+path, nil)
+	if s.basic != nil {
+		req.SetBasicAuth(s.basic[0], s.basic[1])
+	}
 	if user != "" {
 		req.Header.Set(api.DefaultUserHeader, user)
 	}
@@ -391,8 +403,8 @@ remote_write:
 			"--updater.lookback=30m", "--slurm.source=sacct", "--slurm.interval=1m", "--slurm.lookback=1h",
 			"--api.trusted-proxies=127.0.0.1", "--api.admins=carol", "--api.tokens-file=" + tokens, "--log.level=debug"}
 	}
-	newServer := func(name string, args ...string) *apiServer {
-		s := &apiServer{name: name, port: freePort(t), log: filepath.Join(dir, name+".log"), t: t}
+	newServer := func(name string, basic *[2]string, args ...string) *apiServer {
+		s := &apiServer{name: name, basic: basic, port: freePort(t), log: filepath.Join(dir, name+".log"), t: t}
 		s.args = append([]string{fmt.Sprintf("--web.listen-address=0.0.0.0:%d", s.port)}, args...)
 		t.Cleanup(func() {
 			s.stop()
@@ -416,12 +428,31 @@ remote_write:
 	if err := os.WriteFile(jwtFile, []byte(strings.TrimPrefix(jwt, "SLURM_JWT=")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a := newServer("A", append(common(prom, 4*time.Second), "--store.path="+filepath.Join(dir, "a.db"))...)
+	a := newServer("A", nil, append(common(prom, 4*time.Second), "--store.path="+filepath.Join(dir, "a.db"))...)
 	bArgs := append(common(prom, 4*time.Second), "--store.driver=postgres", "--store.dsn-file="+dsnFile,
 		"--slurm.source=restd", "--slurm.restd.url=http://127.0.0.1:6820", "--slurm.restd.user=carol", "--slurm.restd.token-file="+jwtFile)
-	b := newServer("B", bArgs...)
+	b := newServer("B", nil, bArgs...)
 	// Remote write catches up after the outage: read further behind.
-	c := newServer("C", append(common(vm.URL, 12*time.Second), "--store.path="+filepath.Join(dir, "c.db"))...)
+	c := newServer("C", nil, append(common(vm.URL, 12*time.Second), "--store.path="+filepath.Join(dir, "c.db"))...)
+	// D requires basic auth (exporter-toolkit web config) and trusts no
+	// address: the setgid `wattrace acct` install talks to it.
+	acctPass := "acct-e2e-password"
+	hash, err := bcrypt.GenerateFromPassword([]byte(acctPass), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	webCfg := filepath.Join(dir, "web.yml")
+	if err := os.WriteFile(webCfg, []byte("basic_auth_users:\n  acct: "+string(hash)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dArgs := append(common(prom, 4*time.Second), "--store.path="+filepath.Join(dir, "d.db"), "--web.config.file="+webCfg)
+	for i, arg := range dArgs {
+		if strings.HasPrefix(arg, "--api.trusted-proxies=") {
+			dArgs = slices.Delete(dArgs, i, i+1)
+			break
+		}
+	}
+	d := newServer("D", &[2]string{"acct", acctPass}, dArgs...)
 	servers := []*apiServer{a, b, c}
 
 	// The jobs. Output nowhere: the users can't write the test's dirs.
@@ -562,6 +593,7 @@ remote_write:
 
 	checkAccess(t, a, byKey, begin)
 	checkAcct(t, a, e, aliceToken, byKey)
+	checkAcctSetgid(t, d, acctPass, byKey)
 	watch.stop()
 	watch.check()
 }
@@ -750,4 +782,93 @@ func (w *watcher) check() {
 	for _, b := range w.bad {
 		w.t.Errorf("%s: a unit's energy went down: %s", w.s.name, b)
 	}
+}
+
+// checkAcctSetgid installs `wattrace acct` as CEEMS installs cacct: the
+// client file with D's basic-auth credentials readable only by a group,
+// the binary setgid to it. alice cannot read the file, cannot ask D as
+// anyone (no credentials: 401), and the setgid acct shows her jobs only
+// and refuses --config and --url.
+func checkAcctSetgid(t *testing.T, d *apiServer, password string, jobs map[string]*e2eJob) {
+	t.Helper()
+	const group = "wattrace-e2e-acct"
+	if _, err := os.Stat(acctConfig); err == nil {
+		t.Fatalf("%s exists: not overwriting a real install", acctConfig)
+	}
+	if out, err := exec.Command("groupadd", "--system", group).CombinedOutput(); err != nil {
+		t.Fatalf("groupadd: %v %s", err, out)
+	}
+	defer exec.Command("groupdel", group).Run()
+	made := !exists(filepath.Dir(acctConfig))
+	if err := os.MkdirAll(filepath.Dir(acctConfig), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		os.Remove(acctConfig)
+		if made {
+			os.Remove(filepath.Dir(acctConfig))
+		}
+	}()
+	cfg := fmt.Sprintf("url: %s\nusername: acct\npassword: %s\n", d.url(), password)
+	if err := os.WriteFile(acctConfig, []byte(cfg), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("chgrp", group, acctConfig).CombinedOutput(); err != nil {
+		t.Fatalf("chgrp: %v %s", err, out)
+	}
+	dir, err := os.MkdirTemp("", "wattrace-e2e-setgid-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "wattrace")
+	if out, err := exec.Command("install", "-o", "root", "-g", group, "-m", "2755", exporterBinary(t), bin).CombinedOutput(); err != nil {
+		t.Fatalf("install setgid: %v %s", err, out)
+	}
+	asAlice := func(name string, args ...string) (string, error) {
+		cmd := exec.Command("runuser", append([]string{"-u", "alice", "--", name}, args...)...)
+		cmd.Dir = "/tmp"
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := asAlice("cat", acctConfig); err == nil || strings.Contains(out, password) {
+		t.Errorf("alice can read %s: %q", acctConfig, out)
+	}
+	// Without the file's credentials, D refuses alice's claim outright.
+	req, _ := http.NewRequest(http.MethodGet, d.url()+"/api/v1/units?kind=job", nil)
+	req.Header.Set(api.DefaultUserHeader, "carol")
+	if code, _, _ := do(req); code != http.StatusUnauthorized {
+		t.Errorf("header without credentials to D: %d, want 401", code)
+	}
+	out, err := asAlice(bin, "acct", "--starttime=now-1h", "--format=jobid,user,project,state,energy")
+	if err != nil {
+		t.Fatalf("setgid wattrace acct as alice: %v\n%s", err, out)
+	}
+	t.Logf("setgid wattrace acct as alice:\n%s", out)
+	for _, k := range []string{"multistep", "cancelled"} {
+		if !strings.Contains(out, "\n"+jobs[k].id+" ") {
+			t.Errorf("setgid acct lacks alice's job %s", jobs[k].id)
+		}
+	}
+	for _, k := range []string{"short", "running"} {
+		if strings.Contains(out, "\n"+jobs[k].id+" ") {
+			t.Errorf("setgid acct shows bob's job %s to alice", jobs[k].id)
+		}
+	}
+	for _, args := range [][]string{{"--config", acctConfig}, {"--url", "http://127.0.0.1:1"}} {
+		if out, err := asAlice(bin, append([]string{"acct"}, args...)...); err == nil || !strings.Contains(out, "not allowed in a setgid install") {
+			t.Errorf("setgid acct %v: %v %s", args, err, out)
+		}
+	}
+}
+
+// acctConfig is where a setgid `wattrace acct` reads its credentials.
+const acctConfig = acct.DefaultConfigFile
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
