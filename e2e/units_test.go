@@ -515,10 +515,10 @@ remote_write:
 	a.start()
 	// The TSDB of C goes away for more than a cycle.
 	vm.Stop()
-	pendingSeen := waitPending(t, c, begin, 30*time.Second)
+	pendingSeen := waitPending(t, c, begin, 30*time.Second, byKey["running"].id)
 	vm.Start()
 	if !pendingSeen {
-		t.Errorf("C: no unit went pending while its TSDB was down")
+		t.Errorf("C: the running job %s did not go pending while its TSDB was down", byKey["running"].id)
 	}
 
 	// Wait for the three ended jobs to end in Slurm and be final with
@@ -711,17 +711,19 @@ func checkAcct(t *testing.T, a *apiServer, e *exporter, token string, jobs map[s
 	}
 }
 
-// waitPending polls s until some unit is pending (its TSDB down).
-func waitPending(t *testing.T, s *apiServer, begin time.Time, limit time.Duration) bool {
+// waitPending polls s until unit id is pending (its TSDB down), with the
+// energy it had (not zero).
+func waitPending(t *testing.T, s *apiServer, begin time.Time, limit time.Duration, id string) bool {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
 		if us, err := s.units("carol", begin); err == nil {
-			for _, u := range us {
-				if u.Status == units.StatusPending {
-					t.Logf("%s: job %s pending while the TSDB is down (%.3f J kept)", s.name, u.ID, u.Totals.Joules)
-					return true
+			if u, ok := us[id]; ok && u.Status == units.StatusPending {
+				t.Logf("%s: job %s pending while the TSDB is down (%.3f J kept)", s.name, u.ID, u.Totals.Joules)
+				if u.Totals.Joules <= 0 {
+					t.Errorf("%s: pending job %s has no energy", s.name, id)
 				}
+				return true
 			}
 		}
 		time.Sleep(500 * time.Millisecond)
