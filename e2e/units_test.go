@@ -377,6 +377,7 @@ func TestUnitsSlurm(t *testing.T) {
 	// them end within the test.
 	exporterAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	e := startExporterAt(t, exporterAddr, "--accounting.mode=bpf", "--stats.retention=15s")
+	exp := watchExporter(t, e)
 	vm := testenv.StartVictoriaMetrics(t)
 	dir := t.TempDir()
 	prom := startPrometheus(t, promBin, dir, "units", fmt.Sprintf(`
@@ -558,6 +559,13 @@ remote_write:
 			if want <= 0 || !within(u.Totals.Joules, want, 0.01) {
 				t.Errorf("%s job %s (%s): energy %.3f J, Prometheus's counters say %.3f J (%.2f%% off, want ≤ 1%%)",
 					s.name, j.id, j.key, u.Totals.Joules, want, 100*testenv.RelDiff(u.Totals.Joules, want))
+			}
+			// The exporter's own final counters, scraped directly: a
+			// reference that does not go through any TSDB.
+			if direct := exp.joules(j.id); direct <= 0 || !within(u.Totals.Joules, direct, 0.01) {
+				t.Errorf("%s job %s (%s): energy %.3f J, the exporter's final counters %.3f J", s.name, j.id, j.key, u.Totals.Joules, direct)
+			} else if s == a {
+				t.Logf("job %s (%s): the exporter's final counters %.3f J (%.3f%% from the API's)", j.id, j.key, direct, 100*testenv.RelDiff(u.Totals.Joules, direct))
 			}
 			ref, what := sa.totalCPU, "sacct TotalCPU"
 			if j.key == "cancelled" {
@@ -873,4 +881,61 @@ const acctConfig = acct.DefaultConfigFile
 func exists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
+}
+
+// exporterWatch scrapes the exporter every second and keeps each job's
+// latest energy over the zones that count each joule once: after a job
+// ends its counters stay at their final values for the retention.
+type exporterWatch struct {
+	mu   sync.Mutex
+	last map[string]float64
+}
+
+func watchExporter(t *testing.T, e *exporter) *exporterWatch {
+	w := &exporterWatch{last: map[string]float64{}}
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	t.Cleanup(func() { close(done); <-exited })
+	go func() {
+		defer close(exited)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Second):
+			}
+			fams, err := e.scrape()
+			if err != nil {
+				continue
+			}
+			byJob := map[string]map[string]float64{}
+			for _, m := range match(fams, "wattrace_job_energy_joules_total", nil) {
+				id := label(m, "job_id")
+				if byJob[id] == nil {
+					byJob[id] = map[string]float64{}
+				}
+				byJob[id][label(m, "zone")] += value(m)
+			}
+			w.mu.Lock()
+			for id, zones := range byJob {
+				var names []string
+				for z := range zones {
+					names = append(names, z)
+				}
+				var total float64
+				for _, z := range units.TotalZones(names) {
+					total += zones[z]
+				}
+				w.last[id] = total
+			}
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
+
+func (w *exporterWatch) joules(id string) float64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last[id]
 }
