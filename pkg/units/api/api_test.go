@@ -1,6 +1,8 @@
 package api
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"math"
 	"net/http"
@@ -12,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/wattrace/wattrace/pkg/units"
 	"github.com/wattrace/wattrace/pkg/units/unitstest"
@@ -171,6 +175,17 @@ func TestAuthenticatedRequestsTrusted(t *testing.T) {
 	r.Header.Set(DefaultUserHeader, "alice")
 	if _, err := a.identify(r); err == nil {
 		t.Fatal("header without credentials believed")
+	}
+	// A client certificate the TLS config verified.
+	tr := r.Clone(r.Context())
+	tr.TLS = &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{{}}}}
+	if id, err := a.identify(tr); err != nil || id.user != "alice" {
+		t.Fatalf("verified client certificate: %+v %v", id, err)
+	}
+	// TLS without a verified client certificate is not enough.
+	tr.TLS = &tls.ConnectionState{}
+	if _, err := a.identify(tr); err == nil {
+		t.Fatal("header over TLS without a client certificate believed")
 	}
 	r.SetBasicAuth("acct", "pw")
 	id, err := a.identify(r)
@@ -360,6 +375,20 @@ func TestOpenAPIServed(t *testing.T) {
 	h.ServeHTTP(w, r)
 	if w.Code != 200 || !strings.HasPrefix(w.Body.String(), "openapi: 3") {
 		t.Fatalf("%d %.80s", w.Code, w.Body)
+	}
+	var doc struct {
+		OpenAPI    string         `yaml:"openapi"`
+		Paths      map[string]any `yaml:"paths"`
+		Components struct {
+			Schemas map[string]any `yaml:"schemas"`
+		} `yaml:"components"`
+	}
+	if err := yaml.Unmarshal(w.Body.Bytes(), &doc); err != nil || len(doc.Paths) != 8 || doc.Components.Schemas["Unit"] == nil {
+		t.Fatalf("OpenAPI document: %v, %d paths", err, len(doc.Paths))
+	}
+	// fields= accepts what the document lists, and nothing else.
+	if !strings.Contains(w.Body.String(), "enum: ["+strings.Join(fields, ", ")+"]") {
+		t.Errorf("the document's fields enum is not %v", fields)
 	}
 	// Every route the mux serves is in the document.
 	for _, p := range []string{"/health:", "/api/v1/units:", "/api/v1/units/{id}:", "/api/v1/units/verify:", "/api/v1/usage:", "/api/v1/projects:", "/api/v1/users:"} {
