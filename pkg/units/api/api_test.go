@@ -412,20 +412,22 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-// FuzzQuery: whatever the query string, the units and usage endpoints
-// answer JSON with 200, 400 or 403, never 500, and an error has a message.
+// FuzzQuery: whatever the path under /api/v1/, query string and user
+// header, the API answers JSON, never a 5xx, and an error has a message.
 func FuzzQuery(f *testing.F) {
 	for _, s := range []string{
 		"", "user=alice", "user=alice'--", "from=2026-11-20T00:00:00Z&to=2026-11-21T00:00:00Z", "from=9e99",
 		"to=-1", "from=2026-11-21T00:00:00Z&to=2026-11-20T00:00:00Z", "fields=id,figures", "fields=x",
 		"kind=job&running=true", "limit=5&offset=2", "by=user&period=day", "%00", "id=1;--", "project=%27%22",
 	} {
-		f.Add("/api/v1/units", s)
-		f.Add("/api/v1/usage", s)
-		f.Add("/api/v1/units/verify", s)
+		f.Add("/api/v1/units", s, "alice")
+		f.Add("/api/v1/usage", s, "carol")
+		f.Add("/api/v1/units/verify", s, "alice")
 	}
+	f.Add("/api/v1/units/101", "kind=job", "al'ice")
+	f.Add("/api/v1/projects", "user=bob", "")
 	h := newTestAPI(f)
-	f.Fuzz(func(t *testing.T, path, query string) {
+	f.Fuzz(func(t *testing.T, path, query, user string) {
 		if !strings.HasPrefix(path, "/api/v1/") {
 			path = "/api/v1/units"
 		}
@@ -435,7 +437,12 @@ func FuzzQuery(f *testing.F) {
 		}
 		r.URL.Path, r.URL.RawQuery = path, query
 		r.RemoteAddr = trusted
-		r.Header.Set(DefaultUserHeader, "alice")
+		if strings.ContainsAny(user, "\r\n\x00") {
+			return // not a header value net/http would deliver
+		}
+		if user != "" {
+			r.Header.Set(DefaultUserHeader, user)
+		}
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
 		if w.Code >= 500 {
