@@ -149,6 +149,10 @@ func (a *API) Handler() http.Handler {
 	mux.Handle("GET /api/v1/usage", a.authed(a.usage))
 	mux.Handle("GET /api/v1/projects", a.authed(a.projects))
 	mux.Handle("GET /api/v1/users", a.authed(a.users))
+	// Anything else: a JSON 404, so clients parse every answer alike.
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "no such path: "+clip(r.URL.Path)+" (see /api/v1/openapi.yaml)")
+	})
 	return a.recoverer(mux)
 }
 
