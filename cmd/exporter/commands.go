@@ -28,6 +28,8 @@ type stdio struct {
 // lives in its own file (or package) and adds its row here.
 func commands() []command {
 	return []command{
+		measureCommand(),
+		estimateCommand,
 		{name: "acct", summary: "energy, CO2e, CPU and GPU time of your jobs, from the units API (like sacct)", run: runAcct},
 	}
 }
