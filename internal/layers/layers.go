@@ -88,6 +88,8 @@ var Layers = map[string]Layer{
 
 	"pkg/collector": Outputs,
 	"pkg/alloy":     Outputs,
+	// Each VM's energy, written for its guest (reads snapshots only).
+	"pkg/guestshare": Outputs,
 
 	"pkg/config": Config,
 

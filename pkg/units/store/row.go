@@ -2,11 +2,11 @@ package store
 
 import (
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/wattrace/wattrace/pkg/units"
@@ -177,52 +177,69 @@ func (r *row) day() int64 {
 	return 0
 }
 
-// Energy and emissions are stored as JSON lists of the API's own types,
-// so a row reads back without a schema of its own.
-func encodeEnergy(m map[zoneMethod]float64) string {
+// Energy and emissions are stored as one text column each, a list of
+// "name|name=value" pairs separated by ';' (package|measured=1234.5;
+// dram|measured=80), names %-escaped where they hold one of "%|=;". It is
+// what every usage query decodes for each row it reads, and parsing it
+// takes a fifth of the time encoding/json takes (BenchmarkProjectYearUsage).
+// Values are written with full float64 precision.
+var (
+	pairEscaper   = strings.NewReplacer("%", "%25", "|", "%7C", "=", "%3D", ";", "%3B")
+	pairUnescaper = strings.NewReplacer("%7C", "|", "%3D", "=", "%3B", ";", "%25", "%")
+)
+
+func encodePairs[K comparable](m map[K]float64, names func(K) (string, string)) string {
 	if len(m) == 0 {
 		return ""
 	}
-	b, _ := json.Marshal(energyList(m))
-	return string(b)
+	parts := make([]string, 0, len(m))
+	for k, v := range m {
+		a, b := names(k)
+		parts = append(parts, pairEscaper.Replace(a)+"|"+pairEscaper.Replace(b)+"="+strconv.FormatFloat(v, 'g', -1, 64))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ";")
+}
+
+func decodePairs[K comparable](s string, key func(a, b string) K) (map[K]float64, error) {
+	if s == "" {
+		return nil, nil
+	}
+	m := make(map[K]float64, strings.Count(s, ";")+1)
+	for s != "" {
+		var part string
+		part, s, _ = strings.Cut(s, ";")
+		names, val, ok := strings.Cut(part, "=")
+		a, b, ok2 := strings.Cut(names, "|")
+		if !ok || !ok2 {
+			return nil, fmt.Errorf("malformed figure %q", part)
+		}
+		v, err := strconv.ParseFloat(val, 64)
+		if err != nil {
+			return nil, fmt.Errorf("malformed figure %q: %w", part, err)
+		}
+		if strings.IndexByte(names, '%') >= 0 {
+			a, b = pairUnescaper.Replace(a), pairUnescaper.Replace(b)
+		}
+		m[key(a, b)] += v
+	}
+	return m, nil
+}
+
+func encodeEnergy(m map[zoneMethod]float64) string {
+	return encodePairs(m, func(k zoneMethod) (string, string) { return k.zone, k.method })
 }
 
 func encodeEmissions(m map[zoneProvider]float64) string {
-	if len(m) == 0 {
-		return ""
-	}
-	b, _ := json.Marshal(emissionList(m))
-	return string(b)
+	return encodePairs(m, func(k zoneProvider) (string, string) { return k.zone, k.provider })
 }
 
 func decodeEnergy(s string) (map[zoneMethod]float64, error) {
-	if s == "" {
-		return nil, nil
-	}
-	var l []units.ZoneEnergy
-	if err := json.Unmarshal([]byte(s), &l); err != nil {
-		return nil, err
-	}
-	m := make(map[zoneMethod]float64, len(l))
-	for _, e := range l {
-		m[zoneMethod{e.Zone, e.Method}] += e.Joules
-	}
-	return m, nil
+	return decodePairs(s, func(a, b string) zoneMethod { return zoneMethod{a, b} })
 }
 
 func decodeEmissions(s string) (map[zoneProvider]float64, error) {
-	if s == "" {
-		return nil, nil
-	}
-	var l []units.Emission
-	if err := json.Unmarshal([]byte(s), &l); err != nil {
-		return nil, err
-	}
-	m := make(map[zoneProvider]float64, len(l))
-	for _, e := range l {
-		m[zoneProvider{e.Zone, e.Provider}] += e.Grams
-	}
-	return m, nil
+	return decodePairs(s, func(a, b string) zoneProvider { return zoneProvider{a, b} })
 }
 
 // contribution is what one unit adds to its usage_daily row.

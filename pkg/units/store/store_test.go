@@ -547,3 +547,22 @@ func TestBackupSQLite(t *testing.T) {
 		t.Errorf("backup's unit 3: %+v", u)
 	}
 }
+
+func TestFigureEncoding(t *testing.T) {
+	m := map[zoneMethod]float64{{"package", "measured"}: 1234.5678901234567, {"we|ird=z;o%ne", "est"}: 1e-300, {"gpu", ""}: 0.1}
+	s := encodeEnergy(m)
+	back, err := decodeEnergy(s)
+	if err != nil || len(back) != 3 {
+		t.Fatalf("%q → %v, %v", s, back, err)
+	}
+	for k, v := range m {
+		if back[k] != v {
+			t.Errorf("%v: %v != %v (encoded %q)", k, back[k], v, s)
+		}
+	}
+	for _, bad := range []string{"package=1", "package|measured", "a|b=x", "a|b=1;;"} {
+		if _, err := decodeEnergy(bad); err == nil {
+			t.Errorf("no error for %q", bad)
+		}
+	}
+}
