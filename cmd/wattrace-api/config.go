@@ -67,6 +67,7 @@ const (
 	KeyAPITrustedProxies = "api.trusted-proxies"
 	KeyAPIAdmins         = "api.admins"
 	KeyAPIMaxRange       = "api.max-range"
+	KeyAPITokensFile     = "api.tokens-file"
 )
 
 // DefaultListenAddress is the API server's port, next to the exporter's 9841.
@@ -151,6 +152,9 @@ type API struct {
 	Admins []string
 	// MaxRange is the longest time range a query may ask for.
 	MaxRange time.Duration
+	// TokensFile maps users to the SHA-256 of their bearer tokens
+	// (pkg/units/api.LoadTokens).
+	TokensFile string
 }
 
 // Allowed values.
@@ -208,6 +212,7 @@ func NewFlagSet(name string) *pflag.FlagSet {
 	fs.StringSlice(KeyAPITrustedProxies, nil, "Networks (CIDR or address) whose user header is believed. Repeatable.")
 	fs.StringSlice(KeyAPIAdmins, nil, "Users who see every unit. Repeatable.")
 	fs.Duration(KeyAPIMaxRange, 366*24*time.Hour, "Longest time range one query may ask for.")
+	fs.String(KeyAPITokensFile, "", "YAML file mapping users to the hex SHA-256 of their bearer tokens (wattrace acct --token). Empty: no tokens.")
 	return fs
 }
 
@@ -399,6 +404,7 @@ func decode(v *viper.Viper) (*Config, error) {
 		API: API{
 			UserHeader: d.string(KeyAPIUserHeader), TrustedProxies: d.networks(KeyAPITrustedProxies),
 			Admins: d.strings(KeyAPIAdmins), MaxRange: d.duration(KeyAPIMaxRange),
+			TokensFile: d.string(KeyAPITokensFile),
 		},
 	}
 	for _, k := range d.strings(KeyUpdaterKinds) {

@@ -2,11 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/units"
+	unitsapi "github.com/wattrace/wattrace/pkg/units/api"
 	"github.com/wattrace/wattrace/pkg/units/updater"
 )
 
@@ -24,11 +27,42 @@ type apiDeps struct {
 	Log     *slog.Logger
 }
 
-// newAPIHandler returns the handler of the API's routes (/api/v1/…,
-// /health, the OpenAPI document). This is the seam where pkg/units/api
-// plugs in; until then only /health answers.
+// newAPIHandler returns the handler of the API's routes: /health here
+// (the store and the updater's cycles), everything else pkg/units/api's
+// (/api/v1/…, the OpenAPI document).
 func newAPIHandler(d apiDeps) (http.Handler, error) {
+	authenticated, err := unitsapi.WebConfigAuthenticates(d.WebConfigFile)
+	if err != nil {
+		return nil, err
+	}
+	tokens, err := unitsapi.LoadTokens(d.Access.TokensFile)
+	if err != nil {
+		return nil, err
+	}
+	nets := make([]netip.Prefix, 0, len(d.Access.TrustedProxies))
+	for _, n := range d.Access.TrustedProxies {
+		addr, ok := netip.AddrFromSlice(n.IP)
+		if !ok {
+			return nil, fmt.Errorf("invalid value %q for %s", n, KeyAPITrustedProxies)
+		}
+		ones, _ := n.Mask.Size()
+		nets = append(nets, netip.PrefixFrom(addr.Unmap(), ones))
+	}
+	a, err := unitsapi.New(d.Reader, unitsapi.Config{
+		Access: unitsapi.Access{
+			UserHeader:      d.Access.UserHeader,
+			TrustedNetworks: nets,
+			Authenticated:   authenticated,
+			Admins:          d.Access.Admins,
+			Tokens:          tokens,
+		},
+		MaxRange: d.Access.MaxRange,
+	}, d.Log)
+	if err != nil {
+		return nil, err
+	}
 	mux := http.NewServeMux()
+	mux.Handle("/", a.Handler())
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		status, code := "success", http.StatusOK

@@ -111,6 +111,11 @@ var Only = map[string][]string{
 	"pkg/units/store":   {"pkg/units"},
 	"pkg/units/slurm":   {"pkg/units"},
 	"pkg/units/updater": {"pkg/units", "pkg/units/store", "pkg/reading"},
+	// The API and acct speak the vocabulary only: the store is reached
+	// through units.Reader, the server through HTTP.
+	"pkg/units/api":       {"pkg/units"},
+	"pkg/units/acct":      {"pkg/units"},
+	"pkg/units/unitstest": {"pkg/units", "pkg/units/store"},
 }
 
 // LayerOf returns a package's layer.
