@@ -58,6 +58,12 @@ type Options struct {
 	// squares with Huber's weights (tuning 1.345 robust standard
 	// deviations), so a few odd servers do not pull the curves.
 	Huber bool
+	// FamilyShrink is the pseudo-count of the arch tier's per-family
+	// offsets (Family: the model number without its rank digits, e5-26xx
+	// v3), for CPUs the table lacks; 0 turns them off.
+	FamilyShrink float64
+	// ArchExtra are extra features of the arch tier only.
+	ArchExtra []string
 	// Extra features for every tier (experiments).
 	Extra []string
 }
@@ -101,6 +107,7 @@ func Train(results []Result, opt Options) (Fit, error) {
 	ins := make([]inputs, len(results))
 	groupCount := map[string]int{}
 	tdps := map[string][]float64{}
+	tps := map[string][]float64{}
 	perThread := map[string][]float64{}
 	for i, r := range results {
 		if err := r.Validate(); err != nil {
@@ -118,6 +125,7 @@ func Train(results []Result, opt Options) (Fit, error) {
 		if r.TDP > 0 {
 			in.tdp = r.TDP * float64(r.Sockets)
 			tdps[key] = append(tdps[key], r.TDP)
+			tps[key] = append(tps[key], float64(r.Threads)/float64(r.Sockets))
 			pt := in.tdp / in.threads
 			perThread[in.group] = append(perThread[in.group], pt)
 			if in.group != "" {
@@ -128,10 +136,15 @@ func Train(results []Result, opt Options) (Fit, error) {
 	}
 	for key, v := range tdps {
 		a, _ := archs.lookupArch(key)
-		f.CPUs[key] = CPUSpec{TDP: median(v), Group: a.Group}
+		f.CPUs[key] = CPUSpec{TDP: median(v), Group: a.Group, ThreadsPerSocket: median(tps[key])}
 	}
 	for g, v := range perThread {
 		f.TDPPerThread[g] = median(v)
+	}
+	// Every result's sibling TDP as if its CPU were not in the table: what
+	// an unseen CPU gets.
+	for i := range ins {
+		ins[i].sibTDP = f.siblingTDP(ins[i])
 	}
 	for g, n := range groupCount {
 		if n >= opt.MinGroup {
@@ -169,7 +182,7 @@ func Train(results []Result, opt Options) (Fit, error) {
 		use   func(inputs) bool
 	}{
 		{TierCPU, append(append([]string{"log_tdp"}, base...), arch...), func(in inputs) bool { return in.tdp > 0 }},
-		{TierArch, append(append([]string{}, base...), arch...), func(inputs) bool { return true }},
+		{TierArch, append(append(append([]string{}, base...), arch...), opt.ArchExtra...), func(inputs) bool { return true }},
 		{TierGeneric, base, func(inputs) bool { return true }},
 	}
 	for _, s := range specs {
@@ -181,7 +194,10 @@ func Train(results []Result, opt Options) (Fit, error) {
 			}
 		}
 		o := opt
-		if s.name != TierCPU {
+		switch s.name {
+		case TierArch:
+			o.Shrink, o.ConfigShrink = opt.FamilyShrink, 0
+		case TierGeneric:
 			o.Shrink = 0
 		}
 		t, err := trainTier(s.name, s.feats, rs, is, o, f.Memory)
@@ -210,7 +226,7 @@ func trainTier(name string, feats []string, rs []Result, ins []inputs, opt Optio
 		}
 		t.Coef[l] = beta
 		if opt.Shrink > 0 {
-			cpu, cfg := offsets(beta, feats, rs, ins, l, opt, func(int) bool { return true })
+			cpu, cfg := offsets(name, beta, feats, rs, ins, l, opt, func(int) bool { return true })
 			for key, off := range cpu {
 				if t.Offsets == nil {
 					t.Offsets = map[string]*[NumLevels]float64{}
@@ -244,16 +260,16 @@ func trainTier(name string, feats []string, rs []Result, ins []inputs, opt Optio
 			}
 			var cpu, cfg map[string]float64
 			if opt.Shrink > 0 {
-				cpu, cfg = offsets(b, feats, rs, ins, l, opt, in)
+				cpu, cfg = offsets(name, b, feats, rs, ins, l, opt, in)
 			}
 			for i := range rs {
 				if !in(i) {
-					res = append(res, math.Log(rs[i].Watts[l])-dot(b, feats, ins[i])-cpu[ins[i].key]-cfg[configKey(ins[i])])
+					res = append(res, math.Log(rs[i].Watts[l])-dot(b, feats, ins[i])-cpu[offsetKey(name, ins[i])]-cfg[configKey(ins[i])])
 					// The same result as a node that does not say its
 					// memory: imputed, and no configuration offset.
 					nm := ins[i]
 					nm.memG = math.Exp(memory[0] + memory[1]*math.Log(nm.threads))
-					resNoMem = append(resNoMem, math.Log(rs[i].Watts[l])-dot(b, feats, nm)-cpu[nm.key])
+					resNoMem = append(resNoMem, math.Log(rs[i].Watts[l])-dot(b, feats, nm)-cpu[offsetKey(name, nm)])
 				}
 			}
 		}
@@ -273,7 +289,7 @@ func trainTier(name string, feats []string, rs []Result, ins []inputs, opt Optio
 // sockets, threads, memory) mean residual after its CPU's offset, shrunk
 // by ConfigShrink (none when it is 0): results of the same server
 // configuration, submitted by several vendors, share much of their error.
-func offsets(beta []float64, feats []string, rs []Result, ins []inputs, l int, opt Options, use func(int) bool) (cpu, cfg map[string]float64) {
+func offsets(tier string, beta []float64, feats []string, rs []Result, ins []inputs, l int, opt Options, use func(int) bool) (cpu, cfg map[string]float64) {
 	mean := func(key func(i int) string, resid func(i int) float64, shrink float64) map[string]float64 {
 		sum, n := map[string]float64{}, map[string]float64{}
 		for i := range rs {
@@ -289,12 +305,22 @@ func offsets(beta []float64, feats []string, rs []Result, ins []inputs, l int, o
 		return out
 	}
 	base := func(i int) float64 { return math.Log(rs[i].Watts[l]) - dot(beta, feats, ins[i]) }
-	cpu = mean(func(i int) string { return ins[i].key }, base, opt.Shrink)
+	cpu = mean(func(i int) string { return offsetKey(tier, ins[i]) }, base, opt.Shrink)
+	delete(cpu, "")
 	if opt.ConfigShrink <= 0 {
 		return cpu, nil
 	}
-	cfg = mean(func(i int) string { return configKey(ins[i]) }, func(i int) float64 { return base(i) - cpu[ins[i].key] }, opt.ConfigShrink)
+	cfg = mean(func(i int) string { return configKey(ins[i]) }, func(i int) float64 { return base(i) - cpu[offsetKey(tier, ins[i])] }, opt.ConfigShrink)
 	return cpu, cfg
+}
+
+// offsetKey is what a tier's offsets are keyed by: the CPU in the cpu
+// tier, its family in the arch tier ("" none).
+func offsetKey(tier string, in inputs) string {
+	if tier == TierArch {
+		return Family(in.key)
+	}
+	return in.key
 }
 
 func configKey(in inputs) string {
@@ -457,4 +483,41 @@ func Score(results []Result, predict func(r Result, l int) (Estimate, error)) (A
 		a.InBand = float64(in) / float64(len(abs))
 	}
 	return a, nil
+}
+
+// siblingTDP is the TDP (over all sockets) of the table's CPU nearest to
+// in's, its own excluded: the same family and closest model number, else
+// the same architecture group and closest threads per socket, else the
+// group's (or all CPUs') median TDP per thread times the threads. Siblings
+// in a family share a platform and mostly a TDP class, which group
+// dummies and thread counts do not tell.
+func (f *Fit) siblingTDP(in inputs) float64 {
+	fam := Family(in.key)
+	tps := in.threads / in.sockets
+	best, bestD, bestK := 0.0, math.Inf(1), ""
+	for k, c := range f.CPUs {
+		if k == in.key || c.TDP <= 0 {
+			continue
+		}
+		var d float64
+		switch {
+		case fam != "" && Family(k) == fam:
+			d = math.Abs(skuRank(k) - skuRank(in.key))
+		case in.group != "" && c.Group == in.group && c.ThreadsPerSocket > 0:
+			d = 10 + math.Abs(math.Log(c.ThreadsPerSocket/tps))
+		default:
+			continue
+		}
+		if d < bestD || (d == bestD && k < bestK) {
+			best, bestD, bestK = c.TDP, d, k
+		}
+	}
+	if best > 0 {
+		return best * in.sockets
+	}
+	per, ok := f.TDPPerThread[in.group]
+	if !ok || in.group == "" {
+		per = f.TDPPerThread[""]
+	}
+	return per * in.threads
 }
