@@ -38,14 +38,11 @@ func main() {
 	flag.Float64Var(&curves.DefaultOptions.Shrink, "shrink", curves.DefaultOptions.Shrink, "pseudo-count shrinking per-CPU offsets (0: none)")
 	flag.Float64Var(&curves.DefaultOptions.ConfigShrink, "config-shrink", curves.DefaultOptions.ConfigShrink, "pseudo-count shrinking per-configuration offsets (0: none)")
 	flag.Float64Var(&curves.DefaultOptions.FamilyShrink, "family-shrink", curves.DefaultOptions.FamilyShrink, "pseudo-count shrinking the arch tier's per-family offsets (0: none)")
+	flag.BoolVar(&curves.DefaultOptions.CPUWeight, "cpu-weight", curves.DefaultOptions.CPUWeight, "weigh the arch and generic tiers' results by 1/(results of the same CPU)")
 	flag.BoolVar(&curves.DefaultOptions.Huber, "huber", curves.DefaultOptions.Huber, "robust (Huber) regression")
 	extra := flag.String("extra", "", "comma-separated extra features (experiments)")
-	archExtra := flag.String("arch-extra", "", "comma-separated extra features of the arch tier")
 	cv := flag.Bool("cv", false, "only cross-validate the whole procedure on the fitted split (5 folds) and print it; the held-out split is not scored")
 	flag.Parse()
-	if *archExtra != "" {
-		curves.DefaultOptions.ArchExtra = strings.Split(*archExtra, ",")
-	}
 	if *extra != "" {
 		curves.DefaultOptions.Extra = strings.Split(*extra, ",")
 	}

@@ -62,14 +62,19 @@ type Options struct {
 	// offsets (Family: the model number without its rank digits, e5-26xx
 	// v3), for CPUs the table lacks; 0 turns them off.
 	FamilyShrink float64
-	// ArchExtra are extra features of the arch tier only.
-	ArchExtra []string
+	// CPUWeight weighs the arch and generic tiers' results by 1/(results
+	// of the same CPU), so that the CPUs many vendors measured do not
+	// outweigh the rest: those tiers stand in for CPUs the table lacks.
+	CPUWeight bool
 	// Extra features for every tier (experiments).
 	Extra []string
+
+	weights []float64 // per result, set by trainTier; nil: all 1
 }
 
 // DefaultOptions are the options fit.json was made with.
-var DefaultOptions = Options{Quantiles: [2]float64{0.05, 0.95}, Folds: 5, Lambda: 0.1, MinGroup: 2, Shrink: 0.5, ConfigShrink: 1, Huber: true}
+var DefaultOptions = Options{Quantiles: [2]float64{0.05, 0.95}, Folds: 5, Lambda: 0.1, MinGroup: 2, Shrink: 0.5, ConfigShrink: 1, Huber: true,
+	Extra: []string{"sku", "entry"}, CPUWeight: true, FamilyShrink: 2}
 
 // Validate rejects results that cannot be fitted.
 func (r Result) Validate() error {
@@ -107,7 +112,6 @@ func Train(results []Result, opt Options) (Fit, error) {
 	ins := make([]inputs, len(results))
 	groupCount := map[string]int{}
 	tdps := map[string][]float64{}
-	tps := map[string][]float64{}
 	perThread := map[string][]float64{}
 	for i, r := range results {
 		if err := r.Validate(); err != nil {
@@ -125,7 +129,6 @@ func Train(results []Result, opt Options) (Fit, error) {
 		if r.TDP > 0 {
 			in.tdp = r.TDP * float64(r.Sockets)
 			tdps[key] = append(tdps[key], r.TDP)
-			tps[key] = append(tps[key], float64(r.Threads)/float64(r.Sockets))
 			pt := in.tdp / in.threads
 			perThread[in.group] = append(perThread[in.group], pt)
 			if in.group != "" {
@@ -136,16 +139,12 @@ func Train(results []Result, opt Options) (Fit, error) {
 	}
 	for key, v := range tdps {
 		a, _ := archs.lookupArch(key)
-		f.CPUs[key] = CPUSpec{TDP: median(v), Group: a.Group, ThreadsPerSocket: median(tps[key])}
+		f.CPUs[key] = CPUSpec{TDP: median(v), Group: a.Group}
 	}
 	for g, v := range perThread {
 		f.TDPPerThread[g] = median(v)
 	}
-	// Every result's sibling TDP as if its CPU were not in the table: what
-	// an unseen CPU gets.
-	for i := range ins {
-		ins[i].sibTDP = f.siblingTDP(ins[i])
-	}
+
 	for g, n := range groupCount {
 		if n >= opt.MinGroup {
 			f.Groups = append(f.Groups, g)
@@ -182,7 +181,7 @@ func Train(results []Result, opt Options) (Fit, error) {
 		use   func(inputs) bool
 	}{
 		{TierCPU, append(append([]string{"log_tdp"}, base...), arch...), func(in inputs) bool { return in.tdp > 0 }},
-		{TierArch, append(append(append([]string{}, base...), arch...), opt.ArchExtra...), func(inputs) bool { return true }},
+		{TierArch, append(append([]string{}, base...), arch...), func(inputs) bool { return true }},
 		{TierGeneric, base, func(inputs) bool { return true }},
 	}
 	for _, s := range specs {
@@ -214,6 +213,16 @@ func Train(results []Result, opt Options) (Fit, error) {
 // results the coefficients did not see.
 func trainTier(name string, feats []string, rs []Result, ins []inputs, opt Options, memory [2]float64) (Tier, error) {
 	t := Tier{Name: name, Features: feats}
+	if opt.CPUWeight && name != TierCPU {
+		n := map[string]float64{}
+		for _, in := range ins {
+			n[in.key]++
+		}
+		opt.weights = make([]float64, len(ins))
+		for i, in := range ins {
+			opt.weights[i] = 1 / n[in.key]
+		}
+	}
 	fold := func(id string) int {
 		h := fnv.New32a()
 		_, _ = h.Write([]byte("fold/" + id))
@@ -338,7 +347,7 @@ func dot(beta []float64, feats []string, in inputs) float64 {
 // ridge solves (XᵀX + λD)β = Xᵀy for log watts at level l over the results
 // use keeps; D penalises every coefficient but the intercept.
 func ridge(feats []string, rs []Result, ins []inputs, l int, opt Options, use func(int) bool) ([]float64, error) {
-	beta, err := weightedRidge(feats, rs, ins, l, opt.Lambda, use, nil)
+	beta, err := weightedRidge(feats, rs, ins, l, opt.Lambda, use, opt.weights)
 	if err != nil || !opt.Huber {
 		return beta, err
 	}
@@ -357,6 +366,9 @@ func ridge(feats []string, rs []Result, ins []inputs, l int, opt Options, use fu
 		for i := range rs {
 			r := math.Abs(math.Log(rs[i].Watts[l]) - dot(beta, feats, ins[i]))
 			w[i] = math.Min(1, 1.345*scale/math.Max(r, 1e-12))
+			if opt.weights != nil {
+				w[i] *= opt.weights[i]
+			}
 		}
 		next, err := weightedRidge(feats, rs, ins, l, opt.Lambda, use, w)
 		if err != nil {
@@ -483,41 +495,4 @@ func Score(results []Result, predict func(r Result, l int) (Estimate, error)) (A
 		a.InBand = float64(in) / float64(len(abs))
 	}
 	return a, nil
-}
-
-// siblingTDP is the TDP (over all sockets) of the table's CPU nearest to
-// in's, its own excluded: the same family and closest model number, else
-// the same architecture group and closest threads per socket, else the
-// group's (or all CPUs') median TDP per thread times the threads. Siblings
-// in a family share a platform and mostly a TDP class, which group
-// dummies and thread counts do not tell.
-func (f *Fit) siblingTDP(in inputs) float64 {
-	fam := Family(in.key)
-	tps := in.threads / in.sockets
-	best, bestD, bestK := 0.0, math.Inf(1), ""
-	for k, c := range f.CPUs {
-		if k == in.key || c.TDP <= 0 {
-			continue
-		}
-		var d float64
-		switch {
-		case fam != "" && Family(k) == fam:
-			d = math.Abs(skuRank(k) - skuRank(in.key))
-		case in.group != "" && c.Group == in.group && c.ThreadsPerSocket > 0:
-			d = 10 + math.Abs(math.Log(c.ThreadsPerSocket/tps))
-		default:
-			continue
-		}
-		if d < bestD || (d == bestD && k < bestK) {
-			best, bestD, bestK = c.TDP, d, k
-		}
-	}
-	if best > 0 {
-		return best * in.sockets
-	}
-	per, ok := f.TDPPerThread[in.group]
-	if !ok || in.group == "" {
-		per = f.TDPPerThread[""]
-	}
-	return per * in.threads
 }

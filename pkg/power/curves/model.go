@@ -88,8 +88,6 @@ func (t *Tier) config(in inputs) *ConfigOffset {
 type CPUSpec struct {
 	TDP   float64 `json:"tdp_w"` // per socket
 	Group string  `json:"arch"`
-	// ThreadsPerSocket is the median of its results (0: not recorded).
-	ThreadsPerSocket float64 `json:"threads_per_socket,omitempty"`
 }
 
 // Fit is the fitted model (fit.json), written by scripts/fitpower.
@@ -266,7 +264,6 @@ type inputs struct {
 	key, group, vendor     string
 	memGiven               bool
 	tdp                    float64 // total over sockets; 0 unknown
-	sibTDP                 float64 // the nearest known CPU's TDP, total (Fit.siblingTDP)
 	threads, sockets, memG float64
 }
 
@@ -299,7 +296,6 @@ func (m *Model) resolve(n Node) (inputs, Info, error) {
 			info.Fallbacks = append(info.Fallbacks, fmt.Sprintf("CPU %q not recognised: generic curve from threads, sockets and memory", key))
 		}
 	}
-	in.sibTDP = m.fit.siblingTDP(in)
 	if in.memG == 0 {
 		in.memG = math.Exp(m.fit.Memory[0] + m.fit.Memory[1]*math.Log(in.threads))
 		info.Fallbacks = append(info.Fallbacks, fmt.Sprintf("memory unknown: %.0f GiB assumed for %d threads", in.memG, n.Threads))
@@ -318,8 +314,6 @@ func feature(name string, in inputs) float64 {
 		return math.Log(in.sockets)
 	case name == "log_memory":
 		return math.Log(math.Max(in.memG, 0.5))
-	case name == "log_sibling_tdp":
-		return math.Log(math.Max(in.sibTDP, 1))
 	case name == "log_tdp":
 		return math.Log(math.Max(in.tdp, 1))
 	case name == "low_power":
