@@ -1,6 +1,8 @@
 package curves
 
 import (
+	"encoding/json"
+	"fmt"
 	"math"
 	"testing"
 )
@@ -65,5 +67,53 @@ func TestCrossValidate(t *testing.T) {
 	}
 	if _, err := CrossValidate(rs, DefaultOptions, 1); err == nil {
 		t.Error("1 fold accepted")
+	}
+}
+
+// With CPUWeight the fallback tiers weigh each CPU once: a CPU measured
+// thirty times at 100 W and one measured four times at 200 W give an
+// unseen CPU their geometric middle, 141 W, not 108 W.
+func TestCPUWeight(t *testing.T) {
+	var rs []Result
+	for i := 0; i < 34; i++ {
+		th := 1 + i%2 // half of each CPU's results on 1, half on 2 threads
+		r := Result{ID: fmt.Sprint("w", i), CPU: "Foo A", TDP: 50, Sockets: 1, Threads: th, MemoryGiB: float64(th)}
+		w := 100.0
+		if i >= 30 {
+			r.CPU, w = "Foo B", 200
+		}
+		for l := range r.Watts {
+			r.Watts[l] = w
+		}
+		rs = append(rs, r)
+	}
+	for weigh, want := range map[bool]float64{true: math.Sqrt(100 * 200), false: 100 * math.Pow(2, 4.0/34)} {
+		opt := DefaultOptions
+		opt.Huber, opt.CPUWeight = false, weigh
+		f, err := Train(rs, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := json.Marshal(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := New(b, archsJSON)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := m.Server(Node{CPU: "Foo C", Sockets: 1, Threads: 1, MemoryGiB: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Points[NumLevels-1].Watts; c.Info.Tier != TierGeneric || math.Abs(got/want-1) > 0.01 {
+			t.Errorf("CPUWeight %v: %s tier %.1f W, want generic %.1f W", weigh, c.Info.Tier, got, want)
+		}
+	}
+	if got := offsetKey(TierArch, inputs{key: "xeon e5-2680 v3"}); got != "xeon e5-26xx v3" {
+		t.Errorf("arch tier offsets keyed by %q, want the family", got)
+	}
+	if got := offsetKey(TierCPU, inputs{key: "xeon e5-2680 v3"}); got != "xeon e5-2680 v3" {
+		t.Errorf("cpu tier offsets keyed by %q, want the CPU", got)
 	}
 }
