@@ -20,7 +20,13 @@ const unitFile = "../systemd/wattrace.service"
 // unitSettings reads the [Service] section's settings (last one wins).
 func unitSettings(t *testing.T) map[string]string {
 	t.Helper()
-	f, err := os.Open(unitFile)
+	return settingsOf(t, unitFile)
+}
+
+// settingsOf reads the [Service] section's settings of a unit file.
+func settingsOf(t *testing.T, path string) map[string]string {
+	t.Helper()
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,22 +53,29 @@ func unitSettings(t *testing.T) map[string]string {
 // targets the unit depends on); it returns what verify printed.
 func verify(t *testing.T, analyze, bin, unit string) string {
 	t.Helper()
+	return verifyUnit(t, analyze, bin, "wattrace", "wattrace.service", unit)
+}
+
+// verifyUnit is verify for any unit: bin is installed as
+// /usr/local/bin/binName and the unit as /etc/systemd/system/unitName.
+func verifyUnit(t *testing.T, analyze, bin, binName, unitName, unit string) string {
+	t.Helper()
 	root := t.TempDir()
 	for _, d := range []string{"usr/local/bin", "etc/systemd/system", "usr/lib/systemd"} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if out, err := exec.Command("cp", bin, filepath.Join(root, "usr/local/bin/wattrace")).CombinedOutput(); err != nil {
+	if out, err := exec.Command("cp", bin, filepath.Join(root, "usr/local/bin", binName)).CombinedOutput(); err != nil {
 		t.Fatalf("cp: %v %s", err, out)
 	}
 	if out, err := exec.Command("cp", "-r", "/usr/lib/systemd/system", filepath.Join(root, "usr/lib/systemd/")).CombinedOutput(); err != nil {
 		t.Fatalf("cp: %v %s", err, out)
 	}
-	if err := os.WriteFile(filepath.Join(root, "etc/systemd/system/wattrace.service"), []byte(unit), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(root, "etc/systemd/system", unitName), []byte(unit), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(analyze, "verify", "--root="+root, "/etc/systemd/system/wattrace.service").CombinedOutput()
+	out, err := exec.Command(analyze, "verify", "--root="+root, "/etc/systemd/system/"+unitName).CombinedOutput()
 	if err != nil {
 		return fmt.Sprintf("%v: %s", err, out)
 	}
