@@ -18,6 +18,53 @@ import (
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
+// Optional NVML functions: each group is looked up in the loaded library
+// before any of its functions is called. go-nvml binds symbols lazily
+// (RTLD_LAZY), so calling a function the installed driver lacks does not
+// return an error: the dynamic linker kills the process with "undefined
+// symbol". The oldest driver supported is R450 (CUDA 11.0, the first with
+// A100 and MIG); every function newer than the baseline wattrace calls
+// unconditionally (init, device count and handles, UUID, name, PCI info,
+// power, utilization, running processes: all older than R450) is in one
+// of these groups, so an older driver runs with the feature off and a
+// newer one with it on.
+var (
+	// symEnergy: GetTotalEnergyConsumption (Volta drivers, R384 on).
+	symEnergy = []string{"nvmlDeviceGetTotalEnergyConsumption"}
+	// symProcUtil: per-process SM utilization samples.
+	symProcUtil = []string{"nvmlDeviceGetProcessUtilization"}
+	// symMIG: MIG mode and instances (R450).
+	symMIG = []string{"nvmlDeviceGetMigMode", "nvmlDeviceGetGpuInstanceProfileInfo", "nvmlDeviceGetGpuInstances",
+		"nvmlGpuInstanceGetInfo", "nvmlDeviceGetMaxMigDeviceCount", "nvmlDeviceGetMigDeviceHandleByIndex",
+		"nvmlDeviceGetGpuInstanceId"}
+	// symGPM: GPU performance monitoring (R520, Hopper and newer boards).
+	symGPM = []string{"nvmlGpmQueryDeviceSupport", "nvmlGpmSampleAlloc", "nvmlGpmSampleFree",
+		"nvmlGpmMigSampleGet", "nvmlGpmMetricsGet"}
+)
+
+// features says which optional groups the loaded library has.
+type features struct {
+	energy, procUtil, mig, gpm bool
+	// missing names the functions not found, for the start-up line.
+	missing []string
+}
+
+func lookupFeatures(lib gonvml.Interface) features {
+	var f features
+	has := func(syms []string) bool {
+		ok := true
+		for _, s := range syms {
+			if err := lib.Extensions().LookupSymbol(s); err != nil {
+				f.missing = append(f.missing, s)
+				ok = false
+			}
+		}
+		return ok
+	}
+	f.energy, f.procUtil, f.mig, f.gpm = has(symEnergy), has(symProcUtil), has(symMIG), has(symGPM)
+	return f
+}
+
 // notAvailable is NVML's NVML_VALUE_NOT_AVAILABLE for a process's memory
 // (unprivileged callers, some MIG setups).
 const notAvailable = ^uint64(0)
@@ -30,6 +77,7 @@ type Source struct {
 	devs    []*device
 	list    []gpu.Device
 	now     time.Time
+	feat    features
 }
 
 type device struct {
@@ -94,14 +142,18 @@ func New(lib gonvml.Interface, opts Options, log *zap.Logger) (*Source, error) {
 		lib.Shutdown()
 		return nil, fmt.Errorf("nvml device count: %s", ret.Error())
 	}
-	s := &Source{lib: lib, log: log, rejects: reading.NewRejects("nvml", log)}
+	s := &Source{lib: lib, log: log, rejects: reading.NewRejects("nvml", log), feat: lookupFeatures(lib)}
+	if len(s.feat.missing) > 0 {
+		log.Info("NVML functions this driver lacks are not called; their features are off",
+			zap.Strings("missing", s.feat.missing))
+	}
 	for i := 0; i < n; i++ {
 		h, ret := lib.DeviceGetHandleByIndex(i)
 		if ret != gonvml.SUCCESS {
 			log.Warn("NVML device skipped", zap.Int("index", i), zap.String("error", ret.Error()))
 			continue
 		}
-		d := &device{h: h, util: true, usage: map[int]float64{}, pids: map[int][]gonvml.ProcessUtilizationSample{}}
+		d := &device{h: h, util: s.feat.procUtil, usage: map[int]float64{}, pids: map[int][]gonvml.ProcessUtilizationSample{}}
 		d.dev = gpu.Device{Index: i, Vendor: gpu.NVIDIA, Source: "nvml"}
 		d.dev.UUID, _ = h.GetUUID()
 		d.dev.Model, _ = h.GetName()
@@ -109,11 +161,15 @@ func New(lib gonvml.Interface, opts Options, log *zap.Logger) (*Source, error) {
 			d.dev.PCIBusID = pciAddr(p)
 		}
 		// Volta and newer have the energy counter; older boards only power.
-		_, ret = h.GetTotalEnergyConsumption()
-		d.counter = ret == gonvml.SUCCESS
+		if s.feat.energy {
+			_, ret = h.GetTotalEnergyConsumption()
+			d.counter = ret == gonvml.SUCCESS
+		}
 		d.meter = gpu.NewMeter("nvml/"+d.dev.Key(), opts.MaxWatts, s.rejects)
-		if sup, ret := h.GpmQueryDeviceSupport(); ret == gonvml.SUCCESS && sup.IsSupportedDevice != 0 {
-			d.gpm, d.samples = true, map[int]*gpmPair{}
+		if s.feat.gpm {
+			if sup, ret := h.GpmQueryDeviceSupport(); ret == gonvml.SUCCESS && sup.IsSupportedDevice != 0 {
+				d.gpm, d.samples = true, map[int]*gpmPair{}
+			}
 		}
 		s.devs = append(s.devs, d)
 		s.list = append(s.list, d.dev)
@@ -193,7 +249,7 @@ func (s *Source) read(d *device, now time.Time) gpu.Reading {
 			s.rejects.Add(err, d.dev.Key()+" utilization")
 		}
 	}
-	if cur, _, ret := d.h.GetMigMode(); ret == gonvml.SUCCESS && cur == gonvml.DEVICE_MIG_ENABLE {
+	if s.migEnabled(d) {
 		r.Instances = s.instances(d)
 		return r
 	}
@@ -285,6 +341,16 @@ func (s *Source) processUtil(d *device, interval time.Duration) bool {
 	}
 	d.seen = newest
 	return true
+}
+
+// migEnabled reports whether the board runs in MIG mode; false where the
+// driver has no MIG functions.
+func (s *Source) migEnabled(d *device) bool {
+	if !s.feat.mig {
+		return false
+	}
+	cur, _, ret := d.h.GetMigMode()
+	return ret == gonvml.SUCCESS && cur == gonvml.DEVICE_MIG_ENABLE
 }
 
 func cmpU64(a, b uint64) int {
