@@ -32,7 +32,9 @@ type GPU struct {
 	// passed through to a VM. It is a view of the same joules, not extra.
 	HolderJ float64
 	// PowerW is the mean power over the latest interval; Utilization the
-	// device's busy fraction (0..1) in it.
+	// device's busy fraction (0..1) as its source last reported it, NaN
+	// when the source cannot measure it (a MIG board, an amdgpu card
+	// without gpu_busy_percent).
 	PowerW, Utilization float64
 	// IdleClamps counts intervals where the idle model exceeded the
 	// measured energy and idle was clamped to it.

@@ -3,6 +3,7 @@ package stats
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -140,6 +141,9 @@ func (g *gpuStage) absorb(led *ledger, ids WorkloadResolver, now time.Time, dt t
 		r := nd.Reading
 		dev := g.device(r.Device)
 		dev.rec.Utilization = r.Utilization
+		if !r.UtilizationKnown {
+			dev.rec.Utilization = math.NaN()
+		}
 		if r.OK {
 			dev.rec.Method = string(r.Method)
 		}

@@ -244,7 +244,7 @@ func (s *Source) read(d *device, now time.Time) gpu.Reading {
 	r.Interval, r.PowerW = d.meter.Interval(), d.meter.PowerW()
 	if u, ret := d.h.GetUtilizationRates(); ret == gonvml.SUCCESS {
 		if err := reading.CheckGauge(float64(u.Gpu), 100); err == nil {
-			r.Utilization = float64(u.Gpu) / 100
+			r.Utilization, r.UtilizationKnown = float64(u.Gpu)/100, true
 		} else {
 			s.rejects.Add(err, d.dev.Key()+" utilization")
 		}

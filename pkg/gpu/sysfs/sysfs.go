@@ -53,6 +53,9 @@ type card struct {
 	// file is the hwmon file read; counter says µJ cumulative (else µW).
 	file    string
 	counter bool
+	// busy is amdgpu's gpu_busy_percent, the whole card's utilization
+	// (graphics, DRM and ROCm/KFD work alike); "" when absent.
+	busy string
 }
 
 // Source reads the DRM cards found at Open.
@@ -143,6 +146,11 @@ func probe(dir, name string) (*card, string) {
 		Source:   "sysfs",
 		Model:    filepath.Base(drv) + " " + strings.TrimSpace(readStr(filepath.Join(devDir, "device"))),
 	}}
+	if vendor == gpu.AMD {
+		if p := filepath.Join(devDir, "gpu_busy_percent"); exists(p) {
+			c.busy = p
+		}
+	}
 	hw, _ := filepath.Glob(filepath.Join(devDir, "hwmon", "hwmon*"))
 	slices.Sort(hw)
 	for _, h := range hw {
@@ -162,6 +170,11 @@ func probe(dir, name string) (*card, string) {
 		}
 	}
 	return nil, "no energy or power sensor in hwmon"
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 func readStr(p string) string {
@@ -215,6 +228,21 @@ func (s *Source) Read(_ context.Context, now time.Time) ([]gpu.Reading, error) {
 		r.Interval, r.PowerW = c.meter.Interval(), c.meter.PowerW()
 		if u := usage[c.dev.PCIBusID]; u != nil {
 			r.Usage, r.Utilization = u.ByPID, u.Utilization
+		}
+		// i915 and xe work is all DRM clients', so the busiest engine's
+		// share is the card's utilization when every process could be
+		// read; amdgpu's ROCm work is not in fdinfo, so only its own
+		// gpu_busy_percent says how busy the card is.
+		r.UtilizationKnown = c.dev.Vendor == gpu.Intel && err == nil
+		if c.busy != "" {
+			r.Utilization, r.UtilizationKnown = 0, false
+			if v, berr := readUint(c.busy); berr == nil {
+				if cerr := reading.CheckGauge(float64(v), 100); cerr == nil {
+					r.Utilization, r.UtilizationKnown = float64(v)/100, true
+				} else {
+					s.rejects.Add(cerr, c.dev.PCIBusID+" gpu_busy_percent")
+				}
+			}
 		}
 		out = append(out, r)
 	}

@@ -130,3 +130,22 @@ func BenchmarkRead8Cards100Procs(b *testing.B) {
 		})
 	}
 }
+
+// amdgpu's ROCm work is not in DRM fdinfo: without gpu_busy_percent the
+// card's utilization is unknown (so it teaches no idle model); with it,
+// the card's own figure is used. An i915 card's utilization is its DRM
+// clients' busiest engine, known when the scan succeeded.
+func TestUtilizationKnownOnlyWhereMeasured(t *testing.T) {
+	tr := newTree(t)
+	tr.Card(0, "0000:03:00.0", "amdgpu", map[string]string{"power1_input": "100000000"})
+	tr.Card(1, "0000:04:00.0", "amdgpu", map[string]string{"power1_input": "100000000"})
+	tr.Write(filepath.Join(tr.Devices, "0000:04:00.0", "gpu_busy_percent"), "37\n")
+	tr.Card(2, "0000:05:00.0", "i915", map[string]string{"energy1_input": "100000000"})
+	src, _ := Open(Options{SysfsRoot: tr.Sys, ProcfsRoot: tr.Proc}, nil)
+	src.Read(context.Background(), t0)
+	rs, _ := src.Read(context.Background(), t0.Add(time.Second))
+	if rs[0].UtilizationKnown || !rs[1].UtilizationKnown || rs[1].Utilization != 0.37 || !rs[2].UtilizationKnown {
+		t.Fatalf("amdgpu %v/%v, amdgpu with gpu_busy_percent %v/%v, i915 %v",
+			rs[0].Utilization, rs[0].UtilizationKnown, rs[1].Utilization, rs[1].UtilizationKnown, rs[2].UtilizationKnown)
+	}
+}
