@@ -167,7 +167,11 @@ func (g *gpuStage) absorb(led *ledger, ids WorkloadResolver, now time.Time, dt t
 		if !r.OK {
 			continue
 		}
-		dev.rec.Basis = string(g.res.Basis)
+		if g.res.Basis != gpu.None {
+			// Keep the last basis through intervals without one, so the
+			// per-process series' basis label does not churn.
+			dev.rec.Basis = string(g.res.Basis)
+		}
 		unattributed := g.res.UnattributedJ
 		for pid, j := range g.res.Processes {
 			w := g.byPID[uint32(pid)]

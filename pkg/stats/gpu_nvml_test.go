@@ -310,3 +310,28 @@ func TestMIGUnknownUtilizationTeachesNoIdle(t *testing.T) {
 		t.Errorf("idle learned from busy MIG intervals: %v W", learn.Watts())
 	}
 }
+
+// The basis of a MIG board stays "memory" in intervals where no instance
+// is active, so the per-process series' basis label does not churn.
+func TestMIGBasisStable(t *testing.T) {
+	srv, bs, _, _, _, _ := migBoards(t)
+	src, _ := nvml.New(srv, nvml.Options{}, nil)
+	var res gpuResult
+	for k := 0; k < 3; k++ {
+		if k == 2 {
+			bs[0].Mem = nil // no process on any instance
+		}
+		bs[0].EnergyMJ += 400_000
+		rs, _ := src.Read(context.Background(), gpuT0.Add(time.Duration(k)*time.Second))
+		if k == 0 {
+			continue
+		}
+		splitGPU(rs[0], &model.ConfiguredIdle{Watts: 60}, gpuOptions{}, &res)
+		if res.Basis != gpu.Memory {
+			t.Fatalf("interval %d: basis %q", k, res.Basis)
+		}
+	}
+	if !gpuNear(res.UnattributedJ, 340) {
+		t.Errorf("quiet interval: unattributed %v", res.UnattributedJ)
+	}
+}

@@ -84,12 +84,15 @@ func splitGPU(r gpu.Reading, idle model.IdleModel, opt gpuOptions, out *gpuResul
 		res := model.Split(model.Interval[string]{EnergyJ: r.EnergyJ, IdleJ: idleJ, Usage: w}, out.Instances, nil)
 		out.fill(res)
 		for _, in := range r.Instances {
+			// The instances' basis is the board's whether or not any
+			// is active this interval: a label that flipped to "" in
+			// quiet intervals would churn series.
+			if out.Basis == gpu.None {
+				out.Basis = in.Basis
+			}
 			if e := out.Instances[in.Name]; e > 0 {
 				sub := model.Split(model.Interval[int]{EnergyJ: e, Usage: in.Usage}, out.Processes, nil)
 				out.UnattributedJ += sub.UnattributedJ
-				if out.Basis == gpu.None {
-					out.Basis = in.Basis
-				}
 			}
 		}
 	}
