@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/gpu/node"
 	"github.com/wattrace/wattrace/pkg/model"
 	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/usage"
 	"github.com/wattrace/wattrace/pkg/workload"
 )
 
@@ -61,9 +63,17 @@ func (c GPUConfig) validate() error {
 type gpuDev struct {
 	rec   snapshot.GPU
 	idle  model.IdleModel
-	procs map[uint32]*gpuProc
+	// procs are keyed by PID and start time: a reused PID is a new
+	// process and starts a new record.
+	procs map[usage.ProcKey]*gpuProc
 	// grams is the device zone's emissions, priced by the emissions stage.
 	grams []snapshot.NodeGrams
+}
+
+// liveProc is a process the ledger saw alive this interval.
+type liveProc struct {
+	k usage.ProcKey
+	w *consumer
 }
 
 type gpuProc struct {
@@ -92,7 +102,7 @@ type gpuStage struct {
 	order  []string
 	health []snapshot.SourceHealth
 	res    gpuResult
-	byPID  map[uint32]*consumer
+	byPID  map[uint32]liveProc
 	owed   []holderCredit
 	// credited are the split stage's hooks (split.credited), told of
 	// every share of GPU energy given to a consumer, as for any zone.
@@ -100,7 +110,7 @@ type gpuStage struct {
 }
 
 func newGPUStage(src GPUSource, cfg GPUConfig) *gpuStage {
-	return &gpuStage{src: src, cfg: cfg, devs: map[string]*gpuDev{}, byPID: map[uint32]*consumer{}}
+	return &gpuStage{src: src, cfg: cfg, devs: map[string]*gpuDev{}, byPID: map[uint32]liveProc{}}
 }
 
 func (g *gpuStage) idleModel(d gpu.Device) model.IdleModel {
@@ -126,9 +136,9 @@ func (g *gpuStage) absorb(led *ledger, ids WorkloadResolver, now time.Time, dt t
 	g.health = append(g.health[:0], iv.Health...)
 	g.owed = g.owed[:0]
 	clear(g.byPID)
-	for _, w := range led.procs {
+	for k, w := range led.procs {
 		if w.seen && w.w.Alive {
-			g.byPID[w.w.PID] = w
+			g.byPID[w.w.PID] = liveProc{k, w}
 		}
 	}
 	for _, d := range g.devs {
@@ -174,8 +184,9 @@ func (g *gpuStage) absorb(led *ledger, ids WorkloadResolver, now time.Time, dt t
 		}
 		unattributed := g.res.UnattributedJ
 		for pid, j := range g.res.Processes {
-			w := g.byPID[uint32(pid)]
-			if w == nil {
+			lp, ok := g.byPID[uint32(pid)]
+			w := lp.w
+			if !ok {
 				// A process the accounting does not know (another PID
 				// namespace, gone between the reads): its share stays at
 				// device level, never guessed onto someone else.
@@ -186,10 +197,10 @@ func (g *gpuStage) absorb(led *ledger, ids WorkloadResolver, now time.Time, dt t
 			if cs := led.cgroupOf(w.w.CgroupID); cs != nil {
 				g.credit(cs.w, j)
 			}
-			p := dev.procs[uint32(pid)]
+			p := dev.procs[lp.k]
 			if p == nil {
 				p = &gpuProc{rec: snapshot.GPUProcess{PID: uint32(pid)}}
-				dev.procs[uint32(pid)] = p
+				dev.procs[lp.k] = p
 			}
 			p.rec.DynamicJ += j
 			if p.rec.Cgroup != w.w.Cgroup && ids != nil {
@@ -216,9 +227,10 @@ func (g *gpuStage) absorb(led *ledger, ids WorkloadResolver, now time.Time, dt t
 		}
 	}
 	for _, d := range g.devs {
-		for _, p := range d.procs {
+		for k, p := range d.procs {
 			if !p.seen {
-				p.rec.Alive = p.rec.Alive && g.byPID[p.rec.PID] != nil
+				lp, ok := g.byPID[k.PID]
+				p.rec.Alive = p.rec.Alive && ok && lp.k == k
 			}
 		}
 	}
@@ -237,7 +249,7 @@ func (g *gpuStage) credit(w *consumer, j float64) {
 func (g *gpuStage) device(d gpu.Device) *gpuDev {
 	dev := g.devs[d.Key()]
 	if dev == nil {
-		dev = &gpuDev{idle: g.idleModel(d), procs: map[uint32]*gpuProc{}}
+		dev = &gpuDev{idle: g.idleModel(d), procs: map[usage.ProcKey]*gpuProc{}}
 		dev.rec = snapshot.GPU{Index: d.Index, UUID: d.Key(), Model: d.Model, PCIBusID: d.PCIBusID,
 			Vendor: string(d.Vendor), Source: d.Source}
 		g.devs[d.Key()] = dev
@@ -305,7 +317,17 @@ func (g *gpuStage) publish(s *snapshot.Snapshot, now time.Time, retention time.D
 		for _, p := range retained(d.procs, now, retention, nil) {
 			rec.Processes = append(rec.Processes, p.rec)
 		}
-		sort.Slice(rec.Processes, func(i, j int) bool { return rec.Processes[i].PID < rec.Processes[j].PID })
+		// A PID reused while its previous process is retained: only the
+		// newer record is published (its series restarts, as a counter
+		// of a new process does), never the two under one pid label.
+		sort.Slice(rec.Processes, func(i, j int) bool {
+			a, b := rec.Processes[i], rec.Processes[j]
+			if a.PID != b.PID {
+				return a.PID < b.PID
+			}
+			return a.LastSeen.After(b.LastSeen)
+		})
+		rec.Processes = slices.CompactFunc(rec.Processes, func(a, b snapshot.GPUProcess) bool { return a.PID == b.PID })
 		s.GPUs = append(s.GPUs, rec)
 	}
 	s.Meters = append(s.Meters, g.health...)

@@ -18,6 +18,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/gpu/nvml"
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/usage"
 	"github.com/wattrace/wattrace/pkg/workload"
 )
 
@@ -405,5 +406,43 @@ func TestGPUStageEmissions(t *testing.T) {
 		if !gpuNear(procs+zg.IdleG+zg.UnattributedG, want) {
 			t.Fatalf("GPU %d: processes %v g + idle %v g + unattributed %v g != %v g", i, procs, zg.IdleG, zg.UnattributedG, want)
 		}
+	}
+}
+
+// A PID reused by a new process (another start time) starts a new GPU
+// process record: the new process does not inherit the old one's joules
+// or keep its comm, and only one record is published for the pid.
+func TestGPUStagePIDReuse(t *testing.T) {
+	srv, bs := twoMockGPUs(t)
+	bs[0].SM = map[uint32]uint32{100: 50}
+	bs[1].SM = nil
+	src, err := nvml.New(srv, nvml.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := node.New(node.Config{}, []gpu.Source{src}, nil, nil)
+	fs := &fakeSource{}
+	fs.r.Processes = []usage.Process{{Key: usage.ProcKey{PID: 100, StartTime: 1}, Comm: "old", Cgroup: 1, Alive: true}}
+	fs.r.Cgroups = []usage.Cgroup{{ID: 1}, {ID: 2}}
+	m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
+	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, fs, m, names{1: "/a", 2: "/b"}, nil,
+		WithGPUs(g, GPUConfig{IdleWatts: map[string]float64{"0": 100, "1": 100}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := 0; k <= 6; k++ {
+		if k == 4 { // the old process exited; its pid is reused
+			fs.r.Processes = []usage.Process{{Key: usage.ProcKey{PID: 100, StartTime: 2}, Comm: "new", Cgroup: 2, Alive: true}}
+		}
+		if k > 0 {
+			bs[0].EnergyMJ += 300_000 // 200 J dynamic a second
+			bs[1].EnergyMJ += 100_000
+		}
+		bs[0].TSUS = uint64(k+1) * 1_000_000
+		l.Step(gpuT0.Add(time.Duration(k) * time.Second))
+	}
+	ps := l.Snapshot().GPUs[0].Processes
+	if len(ps) != 1 || ps[0].PID != 100 || ps[0].Comm != "new" || ps[0].Cgroup != "/b" || !gpuNear(ps[0].DynamicJ, 3*200) {
+		t.Fatalf("processes after PID reuse: %+v", ps)
 	}
 }
