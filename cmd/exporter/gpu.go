@@ -17,7 +17,7 @@ func openGPUs(cfg *config.Config, c *components) (stats.Option, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(g.Devices()) == 0 {
+	if g.Empty() {
 		g.Close()
 		return nil, nil
 	}

@@ -109,6 +109,14 @@ func (m *Meter) step(now time.Time) {
 	m.last, m.seen = now, true
 }
 
+// Restart forgets the baseline (the source re-initialised: the device's
+// counter restarted with its driver), keeping the health counts. The next
+// reading is a baseline again.
+func (m *Meter) Restart() {
+	m.ctr.Reset()
+	m.seen, m.lastInterval, m.lastPowerWatts = false, 0, 0
+}
+
 // Interval is the time covered by the last value returned.
 func (m *Meter) Interval() time.Duration { return m.lastInterval }
 

@@ -68,6 +68,8 @@ type gpuDev struct {
 	procs map[usage.ProcKey]*gpuProc
 	// grams is the device zone's emissions, priced by the emissions stage.
 	grams []snapshot.NodeGrams
+	// read: the device had a reading this interval.
+	read bool
 }
 
 // liveProc is a process the ledger saw alive this interval.
@@ -146,10 +148,19 @@ func (g *gpuStage) absorb(led *ledger, ids WorkloadResolver, now time.Time, dt t
 			p.seen = false
 		}
 	}
+	for _, d := range g.devs {
+		d.read = false
+	}
 	for i := range iv.Devices {
 		nd := &iv.Devices[i]
 		r := nd.Reading
 		dev := g.device(r.Device)
+		dev.read = true
+		if !r.OK {
+			// A device that failed or was rejected shows no power rather
+			// than its last good figure.
+			dev.rec.PowerW = math.NaN()
+		}
 		dev.rec.Utilization = r.Utilization
 		if !r.UtilizationKnown {
 			dev.rec.Utilization = math.NaN()
@@ -227,6 +238,11 @@ func (g *gpuStage) absorb(led *ledger, ids WorkloadResolver, now time.Time, dt t
 		}
 	}
 	for _, d := range g.devs {
+		if !d.read {
+			// Its source is down: no power, no utilization, until it is
+			// read again.
+			d.rec.PowerW, d.rec.Utilization = math.NaN(), math.NaN()
+		}
 		for k, p := range d.procs {
 			if !p.seen {
 				lp, ok := g.byPID[k.PID]

@@ -4,14 +4,18 @@ package stats
 
 import (
 	"context"
-	"github.com/wattrace/wattrace/pkg/carbon"
+	"errors"
+	"math"
+	"strings"
 	"testing"
 	"time"
 
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 
+	"github.com/wattrace/wattrace/pkg/carbon"
 	"github.com/wattrace/wattrace/pkg/gpu"
 	"github.com/wattrace/wattrace/pkg/gpu/alloc"
 	"github.com/wattrace/wattrace/pkg/gpu/node"
@@ -445,4 +449,114 @@ func TestGPUStagePIDReuse(t *testing.T) {
 	if len(ps) != 1 || ps[0].PID != 100 || ps[0].Comm != "new" || ps[0].Cgroup != "/b" || !gpuNear(ps[0].DynamicJ, 3*200) {
 		t.Fatalf("processes after PID reuse: %+v", ps)
 	}
+}
+
+// Acceptance (issue 20, item 2): a mock NVML that lacks the GPM symbols
+// and fails init or device count with each error other than "no driver"
+// leaves the exporter up: the stats loop runs, CPU energy flows to the
+// process, and the GPU source's health is down with the reason. Once
+// NVML answers again the source comes back on its own and GPU energy
+// flows; when every device then fails at once (a driver reload) it goes
+// down and re-initialises, and the device stops showing its last power.
+func TestGPUStageNVMLErrorsDegradeOnlyTheGPUs(t *testing.T) {
+	for _, v := range []struct {
+		call   string
+		ret    gonvml.Return
+		reason string
+	}{
+		{"init", gonvml.ERROR_LIB_RM_VERSION_MISMATCH, "nvml_driver_library_mismatch"},
+		{"init", gonvml.ERROR_UNKNOWN, "nvml_unknown_error"},
+		{"init", gonvml.ERROR_GPU_IS_LOST, "nvml_gpu_lost"},
+		{"count", gonvml.ERROR_GPU_IS_LOST, "nvml_gpu_lost"},
+		{"count", gonvml.ERROR_LIB_RM_VERSION_MISMATCH, "nvml_driver_library_mismatch"},
+		{"count", gonvml.ERROR_UNKNOWN, "nvml_unknown_error"},
+	} {
+		t.Run(v.call+"/"+v.reason, func(t *testing.T) {
+			srv, bs := twoMockGPUs(t)
+			srv.LookupSymbolFunc = func(s string) error {
+				if strings.HasPrefix(s, "nvmlGpm") {
+					return errors.New("undefined symbol")
+				}
+				return nil
+			}
+			broken := true
+			srv.InitFunc = func() gonvml.Return {
+				if broken && v.call == "init" {
+					return v.ret
+				}
+				return gonvml.SUCCESS
+			}
+			srv.DeviceGetCountFunc = func() (int, gonvml.Return) {
+				if broken && v.call == "count" {
+					return 0, v.ret
+				}
+				return len(srv.Devices), gonvml.SUCCESS
+			}
+			src, err := nvml.New(srv, nvml.Options{}, nil)
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			g := node.New(node.Config{}, []gpu.Source{src}, nil, nil)
+			fs := &fakeSource{}
+			fs.add(1, 100, 0, 0)
+			m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
+			l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, fs, m, names{1: "/a"}, nil,
+				WithGPUs(g, GPUConfig{IdleWatts: map[string]float64{"0": 100, "1": 100}}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			step := func(k int) *snapshot.Snapshot {
+				m.samples[0].Joules += 50
+				fs.add(1, 100, 0, 1e8)
+				for _, b := range bs {
+					b.EnergyMJ += 300_000
+					b.TSUS = uint64(k+1) * 1_000_000
+				}
+				l.Step(gpuT0.Add(time.Duration(k) * time.Second))
+				return l.Snapshot()
+			}
+			var s *snapshot.Snapshot
+			for k := 0; k < 4; k++ {
+				s = step(k)
+			}
+			var cpu float64
+			for _, p := range s.Processes {
+				cpu += p.Energy.Get("package").DynamicJ + p.Energy.Get("package").IdleJ
+			}
+			if cpu <= 0 || len(s.GPUs) != 0 {
+				t.Fatalf("while NVML is down: process package energy %v, GPUs %d", cpu, len(s.GPUs))
+			}
+			if h := meterHealth(s, "nvml"); h == nil || h.Up || h.Reason != v.reason {
+				t.Fatalf("health %+v, want down with %s", h, v.reason)
+			}
+			broken = false
+			for k := 4; k < 20; k++ { // retries at 5 s, then 10 s
+				s = step(k)
+			}
+			if len(s.GPUs) != 2 || !gpuNear(s.GPUs[0].PowerW, 300) || s.GPUs[0].EnergyJ <= 0 {
+				t.Fatalf("after recovery: %+v", s.GPUs)
+			}
+			for _, d := range srv.Devices {
+				d.(*server.Device).GetTotalEnergyConsumptionFunc = func() (uint64, gonvml.Return) {
+					return 0, gonvml.ERROR_UNINITIALIZED
+				}
+			}
+			s = step(20)
+			if !math.IsNaN(s.GPUs[0].PowerW) {
+				t.Fatalf("a failed device still shows %v W", s.GPUs[0].PowerW)
+			}
+			if h := meterHealth(s, "nvml/"+s.GPUs[0].UUID); h == nil || h.Up || h.Reason != "nvml_driver_not_loaded" {
+				t.Fatalf("health after every device failed: %+v", h)
+			}
+		})
+	}
+}
+
+func meterHealth(s *snapshot.Snapshot, source string) *snapshot.SourceHealth {
+	for i := range s.Meters {
+		if s.Meters[i].Source == source {
+			return &s.Meters[i]
+		}
+	}
+	return nil
 }

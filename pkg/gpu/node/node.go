@@ -120,6 +120,11 @@ func New(cfg Config, srcs []gpu.Source, allocs []alloc.Source, log *zap.Logger) 
 // takes its idle models and policy from it).
 func (g *GPUs) Config() Config { return g.cfg }
 
+// Empty reports that no GPU source is open: the node has no GPU (or
+// they are off). A source that is open but down (an NVML error it
+// retries) has no devices yet and still counts.
+func (g *GPUs) Empty() bool { return len(g.sources) == 0 }
+
 // Devices lists every device of every source.
 func (g *GPUs) Devices() []gpu.Device {
 	var out []gpu.Device
