@@ -61,8 +61,8 @@ func (c GPUConfig) validate() error {
 
 // gpuDev is one device's state across intervals.
 type gpuDev struct {
-	rec   snapshot.GPU
-	idle  model.IdleModel
+	rec  snapshot.GPU
+	idle model.IdleModel
 	// procs are keyed by PID and start time: a reused PID is a new
 	// process and starts a new record.
 	procs map[usage.ProcKey]*gpuProc
