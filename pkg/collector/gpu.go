@@ -62,7 +62,10 @@ func (c *gpuCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapsh
 			ch <- metric(c.procEnergy, prometheus.CounterValue, p.DynamicJ, strconv.FormatUint(uint64(p.PID), 10), p.Comm,
 				idx, g.UUID, g.Basis, p.Namespace, p.Pod, p.Container, p.JobID, p.VM)
 		}
-		if h := g.Holder; h != nil {
+		for i := range g.Holders {
+			c.alloc(ch, idx, g.UUID, &g.Holders[i])
+		}
+		if h := g.Holder; h != nil && len(g.Holders) == 0 {
 			c.alloc(ch, idx, g.UUID, h)
 		}
 		for i := range g.InstanceHolders {

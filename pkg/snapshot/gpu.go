@@ -39,11 +39,17 @@ type GPU struct {
 	// IdleClamps counts intervals where the idle model exceeded the
 	// measured energy and idle was clamped to it.
 	IdleClamps uint64
-	// Holder is who holds the device now (nil when nobody does).
+	// Holder is who holds the device now (nil when nobody does): the first
+	// of Holders.
 	Holder *GPUHolder
+	// Holders are every holder of the whole device, sorted by their
+	// labels: several when it is shared (time-slicing replicas, MPS,
+	// Slurm shards, vGPU mdevs), who then share its idle evenly.
+	Holders []GPUHolder
 	// InstanceHolders are the holders of the board's MIG instances
-	// (Instance set), for the allocation series; the board's energy is
-	// apportioned to instances' processes, never to their holders.
+	// (Instance set), for the allocation series. The board's dynamic
+	// energy goes to instances' processes; under the holder policy its
+	// idle is divided among instances by SMs and paid to their holders.
 	InstanceHolders []GPUHolder
 	// Processes are the processes that used the device, alive or within
 	// retention.

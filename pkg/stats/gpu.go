@@ -109,6 +109,8 @@ type gpuStage struct {
 	// credited are the split stage's hooks (split.credited), told of
 	// every share of GPU energy given to a consumer, as for any zone.
 	credited *[]func(w *consumer, zone string, dynamicJ, idleJ float64)
+	// emissions prices what holders are paid (nil without emissions).
+	emissions *emissions
 }
 
 func newGPUStage(src GPUSource, cfg GPUConfig) *gpuStage {
@@ -168,15 +170,19 @@ func (g *gpuStage) absorb(led *ledger, ids WorkloadResolver, now time.Time, dt t
 		if r.OK {
 			dev.rec.Method = string(r.Method)
 		}
-		dev.rec.Holder = nil
-		if nd.HasHolder {
-			h := holderRecord(nd.Holder, "")
-			h.Whole = nd.Whole
+		dev.rec.Holder, dev.rec.Holders = nil, dev.rec.Holders[:0]
+		for _, h := range nd.Holders {
+			hr := holderRecord(h, "")
+			hr.Whole = nd.Whole
+			dev.rec.Holders = append(dev.rec.Holders, hr)
+		}
+		if len(dev.rec.Holders) > 0 {
+			h := dev.rec.Holders[0]
 			dev.rec.Holder = &h
 		}
 		dev.rec.InstanceHolders = dev.rec.InstanceHolders[:0]
 		for _, in := range r.Instances {
-			if h, ok := nd.InstanceHolders[in.Name]; ok {
+			for _, h := range nd.InstanceHolders[in.Name] {
 				dev.rec.InstanceHolders = append(dev.rec.InstanceHolders, holderRecord(h, in.Name))
 			}
 		}
@@ -220,6 +226,7 @@ func (g *gpuStage) absorb(led *ledger, ids WorkloadResolver, now time.Time, dt t
 			}
 			p.rec.Comm, p.rec.Cgroup, p.rec.Alive, p.rec.LastSeen, p.seen = w.w.Comm, w.w.Cgroup, true, now, true
 		}
+		g.payOwed(nd, r, opt)
 		dev.rec.EnergyJ += g.res.EnergyJ
 		dev.rec.IdleJ += g.res.IdleJ
 		dev.rec.DynamicJ += g.res.DynamicJ
@@ -228,13 +235,6 @@ func (g *gpuStage) absorb(led *ledger, ids WorkloadResolver, now time.Time, dt t
 		dev.rec.PowerW = r.PowerW
 		if g.res.Clamped {
 			dev.rec.IdleClamps++
-		}
-		if g.res.HolderJ > 0 {
-			if opt.Whole {
-				g.owed = append(g.owed, holderCredit{h: nd.Holder, dyn: g.res.DynamicJ, id: g.res.IdleJ})
-			} else {
-				g.owed = append(g.owed, holderCredit{h: nd.Holder, id: g.res.HolderJ})
-			}
 		}
 	}
 	for _, d := range g.devs {
@@ -247,6 +247,47 @@ func (g *gpuStage) absorb(led *ledger, ids WorkloadResolver, now time.Time, dt t
 			if !p.seen {
 				lp, ok := g.byPID[k.PID]
 				p.rec.Alive = p.rec.Alive && ok && lp.k == k
+			}
+		}
+	}
+}
+
+// payOwed records what the device's holders are owed for this interval,
+// paid after the roll-up (payHolders). Several holders of one device
+// (time-slicing replicas, MPS, Slurm shards, vGPU mdevs) share evenly, in
+// the holders' sorted order, so who carries the idle never depends on
+// listing order. On a MIG board without a holder of the whole board, the
+// idle energy under the holder policy is divided among the instances by
+// their SMs, and each held instance's part is paid to its holders; the
+// parts of unheld instances stay at device level. g.res.HolderJ is set
+// to what is owed.
+func (g *gpuStage) payOwed(nd *node.Device, r gpu.Reading, opt gpuOptions) {
+	switch n := float64(len(nd.Holders)); {
+	case g.res.HolderJ > 0 && opt.Whole:
+		for _, h := range nd.Holders {
+			g.owed = append(g.owed, holderCredit{h: h, dyn: g.res.DynamicJ / n, id: g.res.IdleJ / n})
+		}
+	case g.res.HolderJ > 0:
+		for _, h := range nd.Holders {
+			g.owed = append(g.owed, holderCredit{h: h, id: g.res.HolderJ / n})
+		}
+	case !nd.HasHolder && g.cfg.IdlePolicy == "holder" && len(r.Instances) > 0 && g.res.IdleJ > 0:
+		var sms float64
+		for _, in := range r.Instances {
+			sms += float64(in.SMs)
+		}
+		if sms <= 0 {
+			return
+		}
+		for _, in := range r.Instances {
+			hs := nd.InstanceHolders[in.Name]
+			if len(hs) == 0 {
+				continue
+			}
+			part := g.res.IdleJ * float64(in.SMs) / sms
+			g.res.HolderJ += part
+			for _, h := range hs {
+				g.owed = append(g.owed, holderCredit{h: h, id: part / float64(len(hs))})
 			}
 		}
 	}
@@ -289,7 +330,13 @@ func (g *gpuStage) payHolders(r *rollup) {
 		if level == "" {
 			continue
 		}
-		r.credit(level, match, snapshot.ZoneGPU, c.dyn, c.id)
+		u := r.credit(level, match, snapshot.ZoneGPU, c.dyn, c.id)
+		if u != nil && g.emissions != nil && g.emissions.ok {
+			// The same joules, priced at the interval's factor as the
+			// device's zone was: grams = joules × factor at every level.
+			f := g.emissions.f
+			u.Grams = u.Grams.Add(f.Provider, snapshot.ZoneGPU, f.Grams(c.dyn), f.Grams(c.id))
+		}
 	}
 }
 
@@ -328,6 +375,7 @@ func (g *gpuStage) publish(s *snapshot.Snapshot, now time.Time, retention time.D
 			h := *rec.Holder
 			rec.Holder = &h
 		}
+		rec.Holders = append([]snapshot.GPUHolder(nil), rec.Holders...)
 		rec.InstanceHolders = append([]snapshot.GPUHolder(nil), rec.InstanceHolders...)
 		rec.Processes = nil
 		for _, p := range retained(d.procs, now, retention, nil) {

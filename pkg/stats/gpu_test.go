@@ -560,3 +560,119 @@ func meterHealth(s *snapshot.Snapshot, source string) *snapshot.SourceHealth {
 	}
 	return nil
 }
+
+// rotatingAllocs lists the same allocations in a different order at
+// every call, as globbing or the kubelet may.
+type rotatingAllocs struct {
+	as []alloc.Allocation
+	n  int
+}
+
+func (*rotatingAllocs) Name() string { return "rotating" }
+func (r *rotatingAllocs) Allocations(context.Context) ([]alloc.Allocation, error) {
+	r.n++
+	k := r.n % len(r.as)
+	return append(append([]alloc.Allocation(nil), r.as[k:]...), r.as[:k]...), nil
+}
+
+// Acceptance (issue 20, item 8): four holders share GPU 1 (Slurm shards
+// or time-slicing replicas), listed in a different order each interval.
+// Under the holder policy its 40 W idle is split evenly and always the
+// same way: 10 J a second each. Each holder's credit carries its grams,
+// so the job's GPU grams are its GPU joules × the factor. A MIG board
+// pays its idle to the holders of its instances by their SMs.
+func TestGPUStageSharedHoldersAndGrams(t *testing.T) {
+	srv, bs := twoMockGPUs(t)
+	bs[1].SM, bs[1].Mem = nil, nil
+	src, err := nvml.New(srv, nvml.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs := src.Devices()
+	ra := &rotatingAllocs{}
+	paths := names{}
+	fs := &fakeSource{}
+	for i, job := range []string{"53", "51", "54", "52"} {
+		ra.as = append(ra.as, alloc.Allocation{Device: alloc.Ref{UUID: devs[1].UUID}, Holder: alloc.Holder{Kind: alloc.SlurmJob, JobID: job}})
+		paths[uint64(i+1)] = "/slurm_n1/uid_0/job_" + job + "/step_0/task_0"
+		fs.add(uint64(i+1), uint32(500+i), 0, 0)
+	}
+	g := node.New(node.Config{}, []gpu.Source{src}, []alloc.Source{ra}, nil)
+	m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
+	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
+	const factor = 400.0
+	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, fs, m, paths, nil,
+		WithWorkloads(ids, workload.Levels()),
+		WithGPUs(g, GPUConfig{IdleWatts: map[string]float64{"0": 50, "1": 40}, IdlePolicy: "holder"}),
+		WithEmissions(fixedIntensity{factor}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := 0; k <= 10; k++ {
+		for _, b := range bs {
+			b.EnergyMJ += 100_000
+			b.TSUS = uint64(k+1) * 1_000_000
+		}
+		for i := range 4 {
+			fs.add(uint64(i+1), uint32(500+i), 0, 1e7)
+		}
+		l.Step(gpuT0.Add(time.Duration(k) * time.Second))
+		s := l.Snapshot()
+		for _, job := range []string{"51", "52", "53", "54"} {
+			u, ok := unitBy(s, workload.KindJob, job)
+			e := u.Energy.Get(snapshot.ZoneGPU)
+			if !ok || !gpuNear(e.IdleJ, 10*float64(k)) || e.DynamicJ != 0 {
+				t.Fatalf("interval %d job %s: %+v (found %v)", k, job, e, ok)
+			}
+			gr := u.Grams.Get("test", snapshot.ZoneGPU)
+			if k > 0 && (!gpuNear(gr.IdleG, carbon.Grams(e.IdleJ, factor)) || gr.DynamicG != 0) {
+				t.Fatalf("interval %d job %s: %v J but %+v g", k, job, e.IdleJ, gr)
+			}
+		}
+		if d := s.GPUs[1]; len(d.Holders) != 4 || d.Holders[0].JobID != "51" || d.Holders[3].JobID != "54" || !gpuNear(d.HolderJ, 40*float64(k)) {
+			t.Fatalf("interval %d holders %+v, holder joules %v", k, d.Holders, d.HolderJ)
+		}
+	}
+}
+
+// Under the holder policy a MIG board's idle is divided among its
+// instances by SMs, and a held instance's part is paid to its holder.
+func TestGPUStageMIGInstanceHoldersPaid(t *testing.T) {
+	srv, bs, _, b, _, _ := migBoards(t)
+	src, err := nvml.New(srv, nvml.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sms, smB float64
+	rs, _ := src.Read(context.Background(), gpuT0.Add(-time.Second))
+	for _, in := range rs[0].Instances {
+		sms += float64(in.SMs)
+		if in.ID == int(b) {
+			smB = float64(in.SMs)
+		}
+	}
+	inst := "0." + gpuItoa(b)
+	allocs := staticAllocs{{Device: alloc.Ref{Index: inst}, Holder: alloc.Holder{Kind: alloc.SlurmJob, JobID: "77"}}}
+	g := node.New(node.Config{}, []gpu.Source{src}, []alloc.Source{allocs}, nil)
+	fs := &fakeSource{}
+	fs.add(1, 12, 0, 0)
+	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
+	m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
+	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, fs, m,
+		names{1: "/slurm_n1/uid_0/job_77/step_0/task_0"}, nil, WithWorkloads(ids, workload.Levels()),
+		WithGPUs(g, GPUConfig{IdleWatts: map[string]float64{"0": 60}, IdlePolicy: "holder"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := 0; k <= 10; k++ {
+		bs[0].EnergyMJ += 400_000
+		fs.add(1, 12, 0, 1e7)
+		l.Step(gpuT0.Add(time.Duration(k) * time.Second))
+	}
+	s := l.Snapshot()
+	u, ok := unitBy(s, workload.KindJob, "77")
+	want := 600 * smB / sms
+	if e := u.Energy.Get(snapshot.ZoneGPU); !ok || !gpuNear(e.IdleJ, want) || !gpuNear(s.GPUs[0].HolderJ, want) {
+		t.Fatalf("job 77 idle %v, device holder joules %v, want %v", e.IdleJ, s.GPUs[0].HolderJ, want)
+	}
+}

@@ -23,14 +23,18 @@ import (
 // Device is one device's interval.
 type Device struct {
 	Reading gpu.Reading
-	// Holder is who holds the device (HasHolder), from the allocations.
+	// Holders are who hold the device, sorted (several when it is shared:
+	// time-slicing replicas, MPS, Slurm shards, vGPU mdevs); Holder is
+	// the first and HasHolder says there is one.
+	Holders   []alloc.Holder
 	Holder    alloc.Holder
 	HasHolder bool
 	// Whole: the holder owns the device outright (PCI passthrough), so
 	// all its energy is the holder's.
 	Whole bool
-	// InstanceHolders holds MIG instances' holders by instance name.
-	InstanceHolders map[string]alloc.Holder
+	// InstanceHolders holds MIG instances' holders by instance name,
+	// sorted as Holders.
+	InstanceHolders map[string][]alloc.Holder
 }
 
 // Interval is all GPUs' data for one interval.
@@ -174,7 +178,7 @@ func (g *GPUs) Interval(ctx context.Context, now time.Time) *Interval {
 			}
 		}
 	}
-	held := alloc.Resolve(devs, allocs, mig)
+	held := alloc.ResolveAll(devs, allocs, mig)
 	for len(g.out.Devices) < len(readings) {
 		g.out.Devices = append(g.out.Devices, Device{})
 	}
@@ -182,18 +186,24 @@ func (g *GPUs) Interval(ctx context.Context, now time.Time) *Interval {
 	for i, r := range readings {
 		d := &g.out.Devices[i]
 		d.Reading = r
-		a, ok := held[alloc.Key{Device: r.Device.Key()}]
-		d.Holder, d.HasHolder = a.Holder, ok
+		as := held[alloc.Key{Device: r.Device.Key()}]
+		d.Holders, d.Holder, d.HasHolder, d.Whole = d.Holders[:0], alloc.Holder{}, len(as) > 0, false
+		for _, a := range as {
+			d.Holders = append(d.Holders, a.Holder)
+			d.Whole = d.Whole || a.Whole
+		}
+		if d.HasHolder {
+			d.Holder = as[0].Holder
+		}
 		clear(d.InstanceHolders)
 		for _, in := range r.Instances {
-			if ia, ok := held[alloc.Key{Device: r.Device.Key(), Instance: in.Name}]; ok {
+			for _, ia := range held[alloc.Key{Device: r.Device.Key(), Instance: in.Name}] {
 				if d.InstanceHolders == nil {
-					d.InstanceHolders = map[string]alloc.Holder{}
+					d.InstanceHolders = map[string][]alloc.Holder{}
 				}
-				d.InstanceHolders[in.Name] = ia.Holder
+				d.InstanceHolders[in.Name] = append(d.InstanceHolders[in.Name], ia.Holder)
 			}
 		}
-		d.Whole = ok && a.Whole
 	}
 	return &g.out
 }
