@@ -68,6 +68,11 @@ type Source struct {
 	tracker *fdinfo.Tracker
 	now     time.Time
 	scanErr error
+	log     *zap.Logger
+	// reason is the health reason while DRM clients are unreadable
+	// ("fdinfo_no_permission"); warned: the one log line was written.
+	reason string
+	warned bool
 }
 
 // Open finds amdgpu, i915 and xe cards with an energy or power hwmon file.
@@ -95,7 +100,7 @@ func Open(opts Options, log *zap.Logger) (*Source, error) {
 		return nil, fmt.Errorf("gpu sysfs: %w", err)
 	}
 	rej := reading.NewRejects("gpu-sysfs", log)
-	s := &Source{scanner: fdinfo.NewScanner(opts.ProcfsRoot), debugfs: filepath.Join(opts.SysfsRoot, "kernel", "debug"), rejects: rej, tracker: fdinfo.NewTracker(rej)}
+	s := &Source{log: log, scanner: fdinfo.NewScanner(opts.ProcfsRoot), debugfs: filepath.Join(opts.SysfsRoot, "kernel", "debug"), rejects: rej, tracker: fdinfo.NewTracker(rej)}
 	for _, e := range ents {
 		if !cardRE.MatchString(e.Name()) {
 			continue
@@ -194,6 +199,7 @@ func (s *Source) Health() []snapshot.SourceHealth {
 	for _, c := range s.cards {
 		h := c.meter.Health(s.now)
 		h.Rejected = rej
+		h.Reason = s.reason
 		out = append(out, h)
 	}
 	return out
@@ -209,6 +215,17 @@ func (s *Source) Read(_ context.Context, now time.Time) ([]gpu.Reading, error) {
 	}
 	clients, err := s.scanner.Scan(pids)
 	s.scanErr = err
+	s.reason = ""
+	if n := s.scanner.Denied(); n > 0 {
+		// Other users' DRM clients are missing: attribution is partial,
+		// and health says so rather than showing their share as idle.
+		s.reason = "fdinfo_no_permission"
+		if !s.warned {
+			s.warned = true
+			s.log.Warn("cannot read other users' DRM clients (/proc/PID/fd, fdinfo) for lack of permission: per-process GPU energy is incomplete; grant CAP_SYS_PTRACE (docs/gpu.md)",
+				zap.Int("processes", n))
+		}
+	}
 	usage := s.tracker.Update(clients, now)
 	out := make([]gpu.Reading, 0, len(s.cards))
 	for _, c := range s.cards {
@@ -233,7 +250,7 @@ func (s *Source) Read(_ context.Context, now time.Time) ([]gpu.Reading, error) {
 		// share is the card's utilization when every process could be
 		// read; amdgpu's ROCm work is not in fdinfo, so only its own
 		// gpu_busy_percent says how busy the card is.
-		r.UtilizationKnown = c.dev.Vendor == gpu.Intel && err == nil
+		r.UtilizationKnown = c.dev.Vendor == gpu.Intel && err == nil && s.reason == ""
 		if c.busy != "" {
 			r.Utilization, r.UtilizationKnown = 0, false
 			if v, berr := readUint(c.busy); berr == nil {
