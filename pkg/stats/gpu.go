@@ -70,6 +70,11 @@ type gpuDev struct {
 	grams []snapshot.NodeGrams
 	// read: the device had a reading this interval.
 	read bool
+	// zone is the device zone's socket: the stage's own numbering, in
+	// the order devices are first read (the sources' order, as
+	// node.GPUs.Devices lists them), so it never collides with another
+	// source's device index; the meters number their GPU zones after it.
+	zone int
 }
 
 // liveProc is a process the ledger saw alive this interval.
@@ -306,7 +311,7 @@ func (g *gpuStage) credit(w *consumer, j float64) {
 func (g *gpuStage) device(d gpu.Device) *gpuDev {
 	dev := g.devs[d.Key()]
 	if dev == nil {
-		dev = &gpuDev{idle: g.idleModel(d), procs: map[usage.ProcKey]*gpuProc{}}
+		dev = &gpuDev{idle: g.idleModel(d), procs: map[usage.ProcKey]*gpuProc{}, zone: len(g.devs)}
 		dev.rec = snapshot.GPU{Index: d.Index, UUID: d.Key(), Model: d.Model, PCIBusID: d.PCIBusID,
 			Vendor: string(d.Vendor), Source: d.Source}
 		g.devs[d.Key()] = dev
@@ -367,7 +372,7 @@ func (g *gpuStage) publish(s *snapshot.Snapshot, now time.Time, retention time.D
 	for _, k := range g.order {
 		d := g.devs[k]
 		rec := d.rec
-		s.Zones = append(s.Zones, snapshot.Zone{ZoneID: snapshot.ZoneID{Name: snapshot.ZoneGPU, Socket: rec.Index},
+		s.Zones = append(s.Zones, snapshot.Zone{ZoneID: snapshot.ZoneID{Name: snapshot.ZoneGPU, Socket: d.zone},
 			Source: rec.Source, EnergyJ: rec.EnergyJ, IdleJ: rec.IdleJ, DynamicJ: rec.DynamicJ,
 			UnattributedJ: rec.UnattributedJ, PowerW: rec.PowerW, IdleClamps: rec.IdleClamps,
 			Grams: append([]snapshot.NodeGrams(nil), d.grams...)})
