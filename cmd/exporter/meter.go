@@ -6,6 +6,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/config"
+	"github.com/wattrace/wattrace/pkg/gpu/sysfs"
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/power/discover"
 	"github.com/wattrace/wattrace/pkg/power/redfish"
@@ -31,6 +32,7 @@ func meterConfig(cfg *config.Config, gpus []string) discover.Config {
 		// hwmon and pm_counters must not count a device the GPU stage
 		// reads per device again as a node zone.
 		GPUDevices: gpus,
+		APUs:       sysfs.APUs(cfg.Path.Sysfs),
 	}
 	if r := cfg.Power.Redfish; r.URL != "" {
 		o.Redfish = &redfish.Config{URL: r.URL, Chassis: r.Chassis, Username: r.Username, UsernameFile: r.UsernameFile,

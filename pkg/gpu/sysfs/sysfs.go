@@ -100,12 +100,16 @@ func Open(opts Options, log *zap.Logger) (*Source, error) {
 		return nil, fmt.Errorf("gpu sysfs: %w", err)
 	}
 	rej := reading.NewRejects("gpu-sysfs", log)
+	kfd := kfdTopology(opts.SysfsRoot)
 	s := &Source{log: log, scanner: fdinfo.NewScanner(opts.ProcfsRoot), debugfs: filepath.Join(opts.SysfsRoot, "kernel", "debug"), rejects: rej, tracker: fdinfo.NewTracker(rej)}
 	for _, e := range ents {
 		if !cardRE.MatchString(e.Name()) {
 			continue
 		}
 		c, why := probe(filepath.Join(drm, e.Name()), e.Name())
+		if c != nil && kfd[c.dev.PCIBusID].APU {
+			c, why = nil, "an APU: its power sensor reports the whole socket, CPU included, which the CPU's package zone counts"
+		}
 		if c == nil {
 			if why != "" {
 				log.Info("DRM card skipped", zap.String("card", e.Name()), zap.String("why", why))

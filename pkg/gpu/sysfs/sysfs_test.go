@@ -149,3 +149,25 @@ func TestUtilizationKnownOnlyWhereMeasured(t *testing.T) {
 			rs[0].Utilization, rs[0].UtilizationKnown, rs[1].Utilization, rs[1].UtilizationKnown, rs[2].UtilizationKnown)
 	}
 }
+
+// Acceptance (issue 20, item 5): an AMD APU (its KFD node has CPU cores
+// and SIMDs) reports socket power, CPU included: it is not a GPU device,
+// and APUs names it for the meters to leave out; a discrete card beside
+// it is read as usual.
+func TestAPUIsNotAGPU(t *testing.T) {
+	tr := newTree(t)
+	tr.Card(0, "0000:c1:00.0", "amdgpu", map[string]string{"power1_input": "25000000"})
+	tr.KFDNode(1, "0000:c1:00.0", 1234, 16, 48)
+	tr.Card(1, "0000:03:00.0", "amdgpu", map[string]string{"power1_average": "100000000"})
+	tr.KFDNode(2, "0000:03:00.0", 5678, 0, 304)
+	src, err := Open(Options{SysfsRoot: tr.Sys, ProcfsRoot: tr.Proc}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds := src.Devices(); len(ds) != 1 || ds[0].PCIBusID != "0000:03:00.0" {
+		t.Fatalf("devices %+v, want the discrete card only", ds)
+	}
+	if a := APUs(tr.Sys); fmt.Sprint(a) != "[0000:c1:00.0]" {
+		t.Fatalf("APUs %v", a)
+	}
+}

@@ -49,6 +49,10 @@ type Config struct {
 	// out, so no GPU feeds workloads twice; the GPU zones of devices the
 	// stage cannot read stay, numbered after the stage's.
 	GPUDevices []string
+	// APUs are the PCI addresses of AMD APUs, whose amdgpu power sensor
+	// reports the whole socket, CPU included: never a GPU zone, since the
+	// package zone counts that energy already.
+	APUs []string
 	// Retry tunes the background retries of configured meters that fail
 	// at start (5s doubling to 5m when zero); its Log is set by Open.
 	Retry power.RetryOptions

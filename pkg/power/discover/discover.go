@@ -455,7 +455,7 @@ func openHwmon(ctx context.Context, e *Env) (power.Meter, string, error) {
 		}
 	}
 	except := map[string]bool{}
-	for _, d := range e.Cfg.GPUDevices {
+	for _, d := range append(append([]string(nil), e.Cfg.GPUDevices...), e.Cfg.APUs...) {
 		except[strings.ToLower(d)] = true
 	}
 	h, err := power.NewHwmonExcept(e.Cfg.SysfsRoot, zones, except, len(e.Cfg.GPUDevices))

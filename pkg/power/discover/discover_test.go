@@ -178,3 +178,36 @@ func TestDiscoverPMCountersLeavesOutTheGPUStagesDevices(t *testing.T) {
 		t.Fatalf("pm_counters gpu sockets %v, want [1]", gpus)
 	}
 }
+
+// An APU's amdgpu chip reports socket power, CPU included: hwmon never
+// makes it a GPU zone, whether or not the GPU stage runs.
+func TestDiscoverHwmonLeavesOutAPUs(t *testing.T) {
+	root := t.TempDir()
+	copyTree(t, "../testdata/hwmon", root)
+	for i, addr := range map[string]string{"hwmon2": "0000:03:00.0", "hwmon3": "0000:c1:00.0"} {
+		dev := filepath.Join(root, "devices", "pci0000:00", addr)
+		if err := os.MkdirAll(dev, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(dev, filepath.Join(root, "class", "hwmon", i, "device")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, _, err := discoverWith(t, Config{Source: "auto", SysfsRoot: root, IPMI: "off", LookPath: noTools,
+		Interval: 20 * time.Millisecond, Timeout: 20 * time.Millisecond, APUs: []string{"0000:c1:00.0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.(*power.Combined).Close()
+	s, err := m.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, z := range s {
+		got = append(got, fmt.Sprintf("%s/%d", z.Zone, z.Socket))
+	}
+	if strings.Join(got, " ") != "platform/-1 gpu/0" {
+		t.Fatalf("zones %v, want the platform and the discrete card only", got)
+	}
+}

@@ -86,3 +86,17 @@ func Busy(driver, pdev string, id int, class string, ns uint64) string {
 	return fmt.Sprintf("pos:\t0\nflags:\t02100002\nmnt_id:\t25\ndrm-driver:\t%s\ndrm-pdev:\t%s\ndrm-client-id:\t%d\n"+
 		"drm-engine-%s:\t%d ns\ndrm-engine-capacity-%s:\t1\ndrm-memory-vram:\t1024 KiB\n", driver, pdev, id, class, ns, class)
 }
+
+// KFDNode adds node n of the KFD topology for the GPU at PCI address
+// addr ("0000:c1:00.0") with gpu_id id; cpuCores > 0 makes it an APU's
+// node (CPU and GPU in one).
+func (tr *Tree) KFDNode(n int, addr string, id uint64, cpuCores, simds int) {
+	var dom, bus, dev, fn uint64
+	if _, err := fmt.Sscanf(addr, "%x:%x:%x.%x", &dom, &bus, &dev, &fn); err != nil {
+		tr.t.Fatal(err)
+	}
+	dir := filepath.Join(tr.Sys, "class", "kfd", "kfd", "topology", "nodes", fmt.Sprint(n))
+	tr.Write(filepath.Join(dir, "gpu_id"), fmt.Sprintf("%d\n", id))
+	tr.Write(filepath.Join(dir, "properties"), fmt.Sprintf("cpu_cores_count %d\nsimd_count %d\nlocation_id %d\ndomain %d\n",
+		cpuCores, simds, bus<<8|dev<<3|fn, dom))
+}
