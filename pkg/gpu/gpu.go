@@ -54,6 +54,10 @@ const (
 	Memory Basis = "memory"
 	// EngineTime: busy nanoseconds of the DRM client's engines (fdinfo).
 	EngineTime Basis = "engine_time"
+	// EngineTimeKFD: on an amdgpu card with ROCm (KFD), DRM clients'
+	// busy nanoseconds plus each KFD process's occupied share of the
+	// compute units (cu_occupancy / CUs) × the interval, in nanoseconds.
+	EngineTimeKFD Basis = "engine_time_kfd"
 	// None: no per-process data this interval.
 	None Basis = ""
 )

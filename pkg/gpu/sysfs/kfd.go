@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // kfdNode is one node of the kernel's KFD topology
@@ -23,6 +24,8 @@ type kfdNode struct {
 	// APU: the node has CPU cores and SIMDs, the CPU and GPU of one
 	// package sharing one power sensor.
 	APU bool
+	// CUs is the GPU's compute units (simd_count / simd_per_cu).
+	CUs float64
 }
 
 // kfdTopology reads the KFD topology's GPU nodes by PCI address. A host
@@ -53,6 +56,9 @@ func kfdTopology(sysfsRoot string) map[string]kfdNode {
 			PCI: fmt.Sprintf("%04x:%02x:%02x.%x", props["domain"], loc>>8, (loc&0xff)>>3, loc&7),
 			APU: props["cpu_cores_count"] > 0,
 		}
+		if per := props["simd_per_cu"]; per > 0 {
+			n.CUs = float64(props["simd_count"]) / float64(per)
+		}
 		n.GPUID, _ = strconv.ParseUint(strings.TrimSpace(readStr(filepath.Join(d, "gpu_id"))), 10, 64)
 		out[n.PCI] = n
 	}
@@ -72,4 +78,48 @@ func APUs(sysfsRoot string) []string {
 		}
 	}
 	return out
+}
+
+// kfdUsage reads each KFD process's compute use of the GPUs in nodes
+// (<sysfs>/class/kfd/kfd/proc/<pid>/stats_<gpuid>/cu_occupancy: the
+// compute units its waves occupy when read) and adds to into[pci][pid]
+// the occupied share of the GPU × dt in nanoseconds, comparable with DRM
+// clients' busy nanoseconds. It returns how many processes use a GPU
+// (a vram_<gpuid> or stats_<gpuid> entry) without a cu_occupancy the
+// kernel can give (older kernels, ASICs without it): their compute is
+// not attributable.
+func kfdUsage(sysfsRoot string, nodes map[string]kfdNode, dt time.Duration, into map[string]map[int]float64) (unattributable int) {
+	procs, _ := os.ReadDir(filepath.Join(sysfsRoot, "class", "kfd", "kfd", "proc"))
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil || pid <= 0 {
+			continue
+		}
+		dir := filepath.Join(sysfsRoot, "class", "kfd", "kfd", "proc", p.Name())
+		for pci, n := range nodes {
+			if n.GPUID == 0 || n.APU {
+				continue
+			}
+			id := strconv.FormatUint(n.GPUID, 10)
+			b, err := os.ReadFile(filepath.Join(dir, "stats_"+id, "cu_occupancy"))
+			if err != nil {
+				if exists(filepath.Join(dir, "vram_"+id)) || exists(filepath.Join(dir, "stats_"+id)) {
+					unattributable++
+				}
+				continue
+			}
+			occ, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
+			if err != nil || !(occ >= 0) || (n.CUs > 0 && occ > n.CUs) || n.CUs <= 0 {
+				unattributable++
+				continue
+			}
+			if occ > 0 && dt > 0 {
+				if into[pci] == nil {
+					into[pci] = map[int]float64{}
+				}
+				into[pci][pid] += occ / n.CUs * float64(dt.Nanoseconds())
+			}
+		}
+	}
+	return unattributable
 }

@@ -53,6 +53,8 @@ type card struct {
 	// file is the hwmon file read; counter says µJ cumulative (else µW).
 	file    string
 	counter bool
+	// usage merges DRM and KFD usage (reused).
+	usage map[int]float64
 	// busy is amdgpu's gpu_busy_percent, the whole card's utilization
 	// (graphics, DRM and ROCm/KFD work alike); "" when absent.
 	busy string
@@ -70,9 +72,17 @@ type Source struct {
 	scanErr error
 	log     *zap.Logger
 	// reason is the health reason while DRM clients are unreadable
-	// ("fdinfo_no_permission"); warned: the one log line was written.
-	reason string
-	warned bool
+	// ("fdinfo_no_permission"), or while KFD processes' compute cannot be
+	// attributed ("kfd_unattributed"); warned and kfdWarned: the one log
+	// line of each was written.
+	reason            string
+	warned, kfdWarned bool
+	// kfd is the KFD topology's GPUs by PCI address; kfdUse is each
+	// card's KFD usage of the interval (pid → ns), reused.
+	sysRoot string
+	kfd     map[string]kfdNode
+	kfdUse  map[string]map[int]float64
+	lastT   time.Time
 }
 
 // Open finds amdgpu, i915 and xe cards with an energy or power hwmon file.
@@ -101,7 +111,7 @@ func Open(opts Options, log *zap.Logger) (*Source, error) {
 	}
 	rej := reading.NewRejects("gpu-sysfs", log)
 	kfd := kfdTopology(opts.SysfsRoot)
-	s := &Source{log: log, scanner: fdinfo.NewScanner(opts.ProcfsRoot), debugfs: filepath.Join(opts.SysfsRoot, "kernel", "debug"), rejects: rej, tracker: fdinfo.NewTracker(rej)}
+	s := &Source{log: log, sysRoot: opts.SysfsRoot, kfd: kfd, kfdUse: map[string]map[int]float64{}, scanner: fdinfo.NewScanner(opts.ProcfsRoot), debugfs: filepath.Join(opts.SysfsRoot, "kernel", "debug"), rejects: rej, tracker: fdinfo.NewTracker(rej)}
 	for _, e := range ents {
 		if !cardRE.MatchString(e.Name()) {
 			continue
@@ -231,6 +241,26 @@ func (s *Source) Read(_ context.Context, now time.Time) ([]gpu.Reading, error) {
 		}
 	}
 	usage := s.tracker.Update(clients, now)
+	for _, m := range s.kfdUse {
+		clear(m)
+	}
+	var dt time.Duration
+	if !s.lastT.IsZero() {
+		dt = now.Sub(s.lastT)
+	}
+	s.lastT = now
+	if len(s.kfd) > 0 {
+		if n := kfdUsage(s.sysRoot, s.kfd, dt, s.kfdUse); n > 0 && s.reason == "" {
+			// ROCm work the kernel does not report per process: its
+			// energy stays unattributed, and health says why.
+			s.reason = "kfd_unattributed"
+			if !s.kfdWarned {
+				s.kfdWarned = true
+				s.log.Warn("KFD (ROCm) processes use a GPU without a cu_occupancy this kernel reports: their compute energy is unattributed",
+					zap.Int("processes", n))
+			}
+		}
+	}
 	out := make([]gpu.Reading, 0, len(s.cards))
 	for _, c := range s.cards {
 		r := gpu.Reading{Device: c.dev, Method: gpu.PowerIntegrated, Basis: gpu.EngineTime}
@@ -249,6 +279,24 @@ func (s *Source) Read(_ context.Context, now time.Time) ([]gpu.Reading, error) {
 		r.Interval, r.PowerW = c.meter.Interval(), c.meter.PowerW()
 		if u := usage[c.dev.PCIBusID]; u != nil {
 			r.Usage, r.Utilization = u.ByPID, u.Utilization
+		}
+		if n, ok := s.kfd[c.dev.PCIBusID]; ok && n.GPUID != 0 {
+			// ROCm submits through /dev/kfd, which DRM fdinfo does not
+			// see: its processes' compute share joins the DRM clients'.
+			r.Basis = gpu.EngineTimeKFD
+			if k := s.kfdUse[c.dev.PCIBusID]; len(k) > 0 {
+				if c.usage == nil {
+					c.usage = map[int]float64{}
+				}
+				clear(c.usage)
+				for pid, w := range r.Usage {
+					c.usage[pid] += w
+				}
+				for pid, w := range k {
+					c.usage[pid] += w
+				}
+				r.Usage = c.usage
+			}
 		}
 		// i915 and xe work is all DRM clients', so the busiest engine's
 		// share is the card's utilization when every process could be

@@ -171,3 +171,35 @@ func TestAPUIsNotAGPU(t *testing.T) {
 		t.Fatalf("APUs %v", a)
 	}
 }
+
+// Acceptance (issue 20, item 6): ROCm work goes through /dev/kfd, which
+// DRM fdinfo does not see. Two KFD processes on an MI-class card (120
+// CUs) occupying 30 and 10 CUs split its use 3:1, as the occupied share
+// × the interval in nanoseconds; the basis says engine_time_kfd. A third
+// process on the GPU without a cu_occupancy (an older kernel) cannot be
+// attributed: health says kfd_unattributed.
+func TestKFDProcessesSplitByTheirUsage(t *testing.T) {
+	tr := newTree(t)
+	tr.Card(0, "0000:c1:00.0", "amdgpu", map[string]string{"power1_input": "500000000"})
+	tr.KFDNode(1, "0000:c1:00.0", 5678, 0, 480)
+	tr.KFDProc(10, 5678, 30)
+	tr.KFDProc(11, 5678, 10)
+	src, err := Open(Options{SysfsRoot: tr.Sys, ProcfsRoot: tr.Proc}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.Read(context.Background(), t0)
+	rs, _ := src.Read(context.Background(), t0.Add(2*time.Second))
+	u := rs[0].Usage
+	if rs[0].Basis != "engine_time_kfd" || u[10] != 0.25*2e9 || u[11] != 2e9/12 || len(u) != 2 {
+		t.Fatalf("basis %q usage %v, want 30/120 and 10/120 of 2 s", rs[0].Basis, u)
+	}
+	if h := src.Health(); h[0].Reason != "" {
+		t.Fatalf("health reason %q with every KFD process attributable", h[0].Reason)
+	}
+	tr.KFDProc(12, 5678, -1)
+	src.Read(context.Background(), t0.Add(3*time.Second))
+	if h := src.Health(); h[0].Reason != "kfd_unattributed" {
+		t.Fatalf("health %+v, want kfd_unattributed", h[0])
+	}
+}

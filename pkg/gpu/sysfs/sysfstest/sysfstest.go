@@ -97,6 +97,17 @@ func (tr *Tree) KFDNode(n int, addr string, id uint64, cpuCores, simds int) {
 	}
 	dir := filepath.Join(tr.Sys, "class", "kfd", "kfd", "topology", "nodes", fmt.Sprint(n))
 	tr.Write(filepath.Join(dir, "gpu_id"), fmt.Sprintf("%d\n", id))
-	tr.Write(filepath.Join(dir, "properties"), fmt.Sprintf("cpu_cores_count %d\nsimd_count %d\nlocation_id %d\ndomain %d\n",
+	tr.Write(filepath.Join(dir, "properties"), fmt.Sprintf("cpu_cores_count %d\nsimd_count %d\nsimd_per_cu 4\nlocation_id %d\ndomain %d\n",
 		cpuCores, simds, bus<<8|dev<<3|fn, dom))
+}
+
+// KFDProc sets process pid's KFD entries for the GPU with gpu_id id: its
+// VRAM and, when cu >= 0, its stats_<id>/cu_occupancy (absent otherwise,
+// as on kernels without it).
+func (tr *Tree) KFDProc(pid int, id uint64, cu int) {
+	dir := filepath.Join(tr.Sys, "class", "kfd", "kfd", "proc", fmt.Sprint(pid))
+	tr.Write(filepath.Join(dir, fmt.Sprintf("vram_%d", id)), "1048576\n")
+	if cu >= 0 {
+		tr.Write(filepath.Join(dir, fmt.Sprintf("stats_%d", id), "cu_occupancy"), fmt.Sprintf("%d\n", cu))
+	}
 }
