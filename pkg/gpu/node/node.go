@@ -73,7 +73,8 @@ func Open(cfg Config, log *zap.Logger) (*GPUs, error) {
 	} else if s != nil {
 		srcs = append(srcs, s)
 	}
-	s, err := sysfs.Open(sysfs.Options{Mode: cfg.Sysfs, SysfsRoot: cfg.SysfsRoot, ProcfsRoot: cfg.ProcfsRoot, MaxWatts: cfg.MaxWatts}, quiet)
+	s, err := sysfs.Open(sysfs.Options{Mode: cfg.Sysfs, SysfsRoot: cfg.SysfsRoot, ProcfsRoot: cfg.ProcfsRoot, MaxWatts: cfg.MaxWatts,
+		SampleEvery: cfg.SampleEvery}, quiet)
 	if err != nil {
 		return nil, fmt.Errorf("gpu.sysfs: %w", err)
 	}

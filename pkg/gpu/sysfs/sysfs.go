@@ -23,6 +23,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -41,6 +42,10 @@ type Options struct {
 	SysfsRoot, ProcfsRoot string
 	// MaxWatts is the per-card power ceiling (gpu.DefaultMaxWatts if 0).
 	MaxWatts float64
+	// SampleEvery is how often a card that gives only power (amdgpu) is
+	// sampled in the background, for the trapezoid rule
+	// (power.meter-interval); 0 samples only at each Read.
+	SampleEvery time.Duration
 }
 
 var cardRE = regexp.MustCompile(`^card[0-9]+$`)
@@ -55,6 +60,13 @@ type card struct {
 	counter bool
 	// usage merges DRM and KFD usage (reused).
 	usage map[int]float64
+	// For power cards: the energy integrated so far with the trapezoid
+	// rule over the samples (joules), and the last accepted sample.
+	joules float64
+	prevW  float64
+	prevT  time.Time
+	// sampleErr is why the latest sample failed or was rejected.
+	sampleErr error
 	// busy is amdgpu's gpu_busy_percent, the whole card's utilization
 	// (graphics, DRM and ROCm/KFD work alike); "" when absent.
 	busy string
@@ -83,6 +95,12 @@ type Source struct {
 	kfd     map[string]kfdNode
 	kfdUse  map[string]map[int]float64
 	lastT   time.Time
+	// mu guards the power cards' integration, which the sampler
+	// goroutine (stop ends it) shares with Read.
+	mu      sync.Mutex
+	maxW    float64
+	stop    chan struct{}
+	stopped chan struct{}
 }
 
 // Open finds amdgpu, i915 and xe cards with an energy or power hwmon file.
@@ -137,8 +155,61 @@ func Open(opts Options, log *zap.Logger) (*Source, error) {
 		log.Info("DRM GPU source off: no amdgpu, i915 or xe card with an energy or power sensor")
 		return nil, nil
 	}
+	s.maxW = opts.MaxWatts
+	if s.maxW <= 0 {
+		s.maxW = gpu.DefaultMaxWatts
+	}
+	if opts.SampleEvery > 0 && slices.ContainsFunc(s.cards, func(c *card) bool { return !c.counter }) {
+		s.stop, s.stopped = make(chan struct{}), make(chan struct{})
+		go s.sampler(opts.SampleEvery)
+	}
 	log.Info("DRM GPU source on", zap.Int("devices", len(s.cards)))
 	return s, nil
+}
+
+// sampler samples the power cards every interval until Close.
+func (s *Source) sampler(every time.Duration) {
+	defer close(s.stopped)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case now := <-t.C:
+			s.sample(now)
+		}
+	}
+}
+
+// sample reads every power card once at now and integrates its power
+// since its previous accepted sample with the trapezoid rule, as the
+// hwmon meter does: an amdgpu card's energy is then measured at the
+// meter interval, not one sample per stats interval multiplied out. A
+// failed or rejected sample is skipped (the next one spans the gap).
+func (s *Source) sample(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.cards {
+		if c.counter {
+			continue
+		}
+		v, err := readUint(c.file)
+		c.sampleErr = err
+		if err != nil {
+			continue
+		}
+		w := float64(v) / 1e6
+		if err := reading.CheckGauge(w, s.maxW); err != nil {
+			s.rejects.Add(err, c.dev.PCIBusID+" power")
+			c.sampleErr = err
+			continue
+		}
+		if !c.prevT.IsZero() && now.After(c.prevT) {
+			c.joules += (c.prevW + w) / 2 * now.Sub(c.prevT).Seconds()
+		}
+		c.prevW, c.prevT = w, now
+	}
 }
 
 // probe returns the card at dir, or nil and why not ("" for cards of
@@ -203,7 +274,14 @@ func readStr(p string) string {
 
 func (s *Source) Name() string              { return "sysfs" }
 func (s *Source) Devices() []gpu.Device     { return slices.Clone(s.list) }
-func (s *Source) Close() error              { return nil }
+func (s *Source) Close() error {
+	if s.stop != nil {
+		close(s.stop)
+		<-s.stopped
+		s.stop = nil
+	}
+	return nil
+}
 func (s *Source) Rejects() *reading.Rejects { return s.rejects }
 
 // Health reports one entry per card.
@@ -267,14 +345,32 @@ func (s *Source) Read(_ context.Context, now time.Time) ([]gpu.Reading, error) {
 		if c.counter {
 			r.Method = gpu.Counter
 		}
-		v, err := readUint(c.file)
-		switch {
-		case err != nil:
-			c.meter.Fail(err, now)
-		case c.counter:
-			r.EnergyJ, r.OK = c.meter.Counter(float64(v)/1e6, now)
-		default:
-			r.EnergyJ, r.OK = c.meter.Power(float64(v)/1e6, now)
+		if c.counter {
+			v, err := readUint(c.file)
+			if err != nil {
+				c.meter.Fail(err, now)
+			} else {
+				r.EnergyJ, r.OK = c.meter.Counter(float64(v)/1e6, now)
+			}
+		} else {
+			// The power integrated since the previous read, the
+			// interval's end sampled now, through the meter's counter
+			// validation as any energy counter.
+			s.sample(now)
+			s.mu.Lock()
+			j, at, serr := c.joules, c.prevT, c.sampleErr
+			s.mu.Unlock()
+			switch {
+			case serr != nil:
+				// The interval's end is unknown: nothing is credited
+				// now, and the next read's energy spans the gap. %v,
+				// not %w: the sample counted its rejection already.
+				c.meter.Fail(fmt.Errorf("power sample: %v", serr), now)
+			case at.IsZero():
+				c.meter.Fail(errors.New("no power sample yet"), now)
+			default:
+				r.EnergyJ, r.OK = c.meter.Counter(j, now)
+			}
 		}
 		r.Interval, r.PowerW = c.meter.Interval(), c.meter.PowerW()
 		if u := usage[c.dev.PCIBusID]; u != nil {

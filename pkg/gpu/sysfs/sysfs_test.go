@@ -3,6 +3,7 @@ package sysfs
 import (
 	"context"
 	"fmt"
+	"math"
 	"path/filepath"
 	"testing"
 	"time"
@@ -141,6 +142,7 @@ func TestUtilizationKnownOnlyWhereMeasured(t *testing.T) {
 	tr.Card(1, "0000:04:00.0", "amdgpu", map[string]string{"power1_input": "100000000"})
 	tr.Write(filepath.Join(tr.Devices, "0000:04:00.0", "gpu_busy_percent"), "37\n")
 	tr.Card(2, "0000:05:00.0", "i915", map[string]string{"energy1_input": "100000000"})
+	tr.Mkdir(tr.Proc)
 	src, _ := Open(Options{SysfsRoot: tr.Sys, ProcfsRoot: tr.Proc}, nil)
 	src.Read(context.Background(), t0)
 	rs, _ := src.Read(context.Background(), t0.Add(time.Second))
@@ -201,5 +203,36 @@ func TestKFDProcessesSplitByTheirUsage(t *testing.T) {
 	src.Read(context.Background(), t0.Add(3*time.Second))
 	if h := src.Health(); h[0].Reason != "kfd_unattributed" {
 		t.Fatalf("health %+v, want kfd_unattributed", h[0])
+	}
+}
+
+// Acceptance (issue 20, item 10): amdgpu gives only power. It is sampled
+// at the meter interval and integrated with the trapezoid rule, so a step
+// from 100 W to 300 W late in the interval costs what it drew, not 300 W
+// × the whole interval as one sample at the read would make it.
+func TestAMDGPUPowerTrapezoid(t *testing.T) {
+	tr := newTree(t)
+	hw := tr.Card(0, "0000:03:00.0", "amdgpu", map[string]string{"power1_average": "100000000"})
+	src, err := Open(Options{SysfsRoot: tr.Sys, ProcfsRoot: tr.Proc}, nil) // samples driven by the test
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.Read(context.Background(), t0)
+	src.sample(t0.Add(500 * time.Millisecond))
+	tr.Write(filepath.Join(hw, "power1_average"), "300000000")
+	src.sample(t0.Add(600 * time.Millisecond))
+	rs, _ := src.Read(context.Background(), t0.Add(time.Second))
+	// 100 W for 0.5 s, the step over 0.1 s, 300 W for 0.4 s.
+	if want := 50.0 + 20 + 120; !rs[0].OK || math.Abs(rs[0].EnergyJ-want) > 1e-9 || rs[0].Method != "power_integrated" || math.Abs(rs[0].PowerW-want) > 1e-9 {
+		t.Fatalf("%+v, want %v J", rs[0], want)
+	}
+	// The background sampler runs at the meter interval and stops on Close.
+	bg, _ := Open(Options{SysfsRoot: tr.Sys, ProcfsRoot: tr.Proc, SampleEvery: time.Millisecond}, nil)
+	time.Sleep(20 * time.Millisecond)
+	bg.mu.Lock()
+	sampled := !bg.cards[0].prevT.IsZero()
+	bg.mu.Unlock()
+	if err := bg.Close(); err != nil || !sampled {
+		t.Fatalf("background sampler: sampled %v, close %v", sampled, err)
 	}
 }
