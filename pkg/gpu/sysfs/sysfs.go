@@ -272,8 +272,8 @@ func readStr(p string) string {
 	return string(b)
 }
 
-func (s *Source) Name() string              { return "sysfs" }
-func (s *Source) Devices() []gpu.Device     { return slices.Clone(s.list) }
+func (s *Source) Name() string          { return "sysfs" }
+func (s *Source) Devices() []gpu.Device { return slices.Clone(s.list) }
 func (s *Source) Close() error {
 	if s.stop != nil {
 		close(s.stop)
