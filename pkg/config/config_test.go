@@ -55,7 +55,7 @@ func TestDefaults(t *testing.T) {
 		// On by default with the constant provider: pkg/carbon's defaults.
 		Emissions: Emissions{Enabled: true, Carbon: carbon.DefaultConfig()},
 		GPU: node.Config{NVML: "auto", Sysfs: "auto", IdleWatts: map[string]float64{}, IdlePolicy: "none",
-			SysfsRoot: "/sys", ProcfsRoot: "/proc"},
+			SampleEvery: time.Second, SysfsRoot: "/sys", ProcfsRoot: "/proc"},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", c, want)
