@@ -52,7 +52,13 @@ type GPUs struct {
 	out     Interval
 	aHealth map[string]*snapshot.SourceHealth
 	closers []func() error
+	// warned: allocation sources whose missing permission was logged.
+	warned map[string]bool
 }
+
+// denier is an allocation source that reads other users' processes and
+// says how many it could not read for lack of permission.
+type denier interface{ Denied() int }
 
 // Open validates cfg and opens what it asks for. With no GPU found it
 // returns a GPUs with no devices (Interval returns nothing), never an
@@ -118,7 +124,7 @@ func New(cfg Config, srcs []gpu.Source, allocs []alloc.Source, log *zap.Logger) 
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &GPUs{cfg: cfg, log: log, sources: srcs, allocs: allocs, aHealth: map[string]*snapshot.SourceHealth{}}
+	return &GPUs{cfg: cfg, log: log, sources: srcs, allocs: allocs, aHealth: map[string]*snapshot.SourceHealth{}, warned: map[string]bool{}}
 }
 
 // Config returns the configuration GPUs was opened with (the stats stage
@@ -165,6 +171,17 @@ func (g *GPUs) Interval(ctx context.Context, now time.Time) *Interval {
 		if err != nil {
 			h.Errors++
 			g.log.Debug("GPU allocations", zap.String("source", a.Name()), zap.Error(err))
+		}
+		h.Reason = ""
+		if d, ok := a.(denier); ok && d.Denied() > 0 {
+			// Jobs of other users are missing: health says so, and one
+			// line in the log, rather than an empty allocation list.
+			h.Reason = "environ_no_permission"
+			if !g.warned[a.Name()] {
+				g.warned[a.Name()] = true
+				g.log.Warn("cannot read other users' /proc/PID/environ for lack of permission: their GPU allocations are missing; grant CAP_SYS_PTRACE (docs/gpu.md)",
+					zap.String("source", a.Name()), zap.Int("processes", d.Denied()))
+			}
 		}
 		allocs = append(allocs, as...)
 		g.out.Health = append(g.out.Health, *h)

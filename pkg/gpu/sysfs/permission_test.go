@@ -2,10 +2,7 @@ package sysfs
 
 import (
 	"context"
-	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,8 +14,6 @@ import (
 	"github.com/wattrace/wattrace/pkg/gpu/sysfs/sysfstest"
 )
 
-const permChildEnv = "WATTRACE_TEST_FDINFO_PERMISSION"
-
 // Acceptance (issue 20, item 12): without the permission to read other
 // users' /proc/PID/fd (the kernel's ptrace access check), the source says
 // so: its health carries the reason fdinfo_no_permission, one warning is
@@ -27,35 +22,8 @@ const permChildEnv = "WATTRACE_TEST_FDINFO_PERMISSION"
 // again as nobody with no capabilities, against the real /proc, where
 // PID 1's fds are not readable.
 func TestFdinfoPermissionIsHealth(t *testing.T) {
-	if os.Getenv(permChildEnv) != "" {
+	if testenv.AsNobody(t, "TestFdinfoPermissionIsHealth") {
 		permissionChild(t)
-		return
-	}
-	if os.Geteuid() != 0 {
-		permissionChild(t)
-		return
-	}
-	testenv.RequireRoot(t)
-	setpriv := testenv.Tool(t, "setpriv", "util-linux")
-	dir := t.TempDir()
-	for d := dir; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
-		os.Chmod(d, 0o755)
-	}
-	bin := filepath.Join(dir, "sysfs.test")
-	copyFile(t, os.Args[0], bin)
-	cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all",
-		bin, "-test.run=^TestFdinfoPermissionIsHealth$", "-test.v")
-	tmp := filepath.Join(dir, "tmp")
-	if err := os.Mkdir(tmp, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(tmp, 65534, 65534); err != nil {
-		t.Fatal(err)
-	}
-	cmd.Env = append(os.Environ(), permChildEnv+"=1", "TMPDIR="+tmp)
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: TestFdinfoPermissionIsHealth") {
-		t.Fatalf("as nobody: %v\n%s", err, out)
 	}
 }
 
@@ -83,24 +51,5 @@ func permissionChild(t *testing.T) {
 	}
 	if logs.Len() != 1 || !strings.Contains(logs.All()[0].Message, "CAP_SYS_PTRACE") {
 		t.Fatalf("logs %v", logs.All())
-	}
-}
-
-func copyFile(t *testing.T, from, to string) {
-	t.Helper()
-	in, err := os.Open(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
 	}
 }
