@@ -369,7 +369,10 @@ func (s *Source) Read(_ context.Context, now time.Time) ([]gpu.Reading, error) {
 			case at.IsZero():
 				c.meter.Fail(errors.New("no power sample yet"), now)
 			default:
-				r.EnergyJ, r.OK = c.meter.Counter(j, now)
+				// At the time of the last sample, which the background
+				// sampler may have taken a little after now: the energy
+				// and its interval then cover the same span.
+				r.EnergyJ, r.OK = c.meter.Counter(j, at)
 			}
 		}
 		r.Interval, r.PowerW = c.meter.Interval(), c.meter.PowerW()
