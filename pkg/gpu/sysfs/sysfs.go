@@ -205,7 +205,12 @@ func (s *Source) sample(now time.Time) {
 			c.sampleErr = err
 			continue
 		}
-		if !c.prevT.IsZero() && now.After(c.prevT) {
+		if !c.prevT.IsZero() {
+			if !now.After(c.prevT) {
+				// The sampler and a read raced and this sample is not
+				// newer than the last: the span is integrated already.
+				continue
+			}
 			c.joules += (c.prevW + w) / 2 * now.Sub(c.prevT).Seconds()
 		}
 		c.prevW, c.prevT = w, now

@@ -221,6 +221,8 @@ func TestAMDGPUPowerTrapezoid(t *testing.T) {
 	src.sample(t0.Add(500 * time.Millisecond))
 	tr.Write(filepath.Join(hw, "power1_average"), "300000000")
 	src.sample(t0.Add(600 * time.Millisecond))
+	src.sample(t0.Add(900 * time.Millisecond))
+	src.sample(t0.Add(800 * time.Millisecond)) // raced: older than the last, ignored
 	rs, _ := src.Read(context.Background(), t0.Add(time.Second))
 	// 100 W for 0.5 s, the step over 0.1 s, 300 W for 0.4 s.
 	if want := 50.0 + 20 + 120; !rs[0].OK || math.Abs(rs[0].EnergyJ-want) > 1e-9 || rs[0].Method != "power_integrated" || math.Abs(rs[0].PowerW-want) > 1e-9 {
