@@ -67,9 +67,20 @@ type card struct {
 	prevT  time.Time
 	// sampleErr is why the latest sample failed or was rejected.
 	sampleErr error
+	// pending are samples not integrated yet.
+	pending []powerSample
 	// busy is amdgpu's gpu_busy_percent, the whole card's utilization
 	// (graphics, DRM and ROCm/KFD work alike); "" when absent.
 	busy string
+}
+
+// maxPending bounds a card's samples awaiting a read (an hour at 1 s).
+const maxPending = 3600
+
+// powerSample is one power reading of a card and when it was taken.
+type powerSample struct {
+	t time.Time
+	w float64
 }
 
 // Source reads the DRM cards found at Open.
@@ -182,10 +193,9 @@ func (s *Source) sampler(every time.Duration) {
 	}
 }
 
-// sample reads every power card once at now and integrates its power
-// since its previous accepted sample with the trapezoid rule, as the
-// hwmon meter does: an amdgpu card's energy is then measured at the
-// meter interval, not one sample per stats interval multiplied out. A
+// sample reads every power card once at now and keeps the reading for
+// the next Read to integrate: an amdgpu card's energy is then measured at
+// the meter interval, not one sample per stats interval multiplied out. A
 // failed or rejected sample is skipped (the next one spans the gap).
 func (s *Source) sample(now time.Time) {
 	s.mu.Lock()
@@ -205,16 +215,37 @@ func (s *Source) sample(now time.Time) {
 			c.sampleErr = err
 			continue
 		}
+		if len(c.pending) >= maxPending {
+			// No read for a long while: keep the newest samples.
+			c.pending = append(c.pending[:0], c.pending[len(c.pending)/2:]...)
+		}
+		c.pending = append(c.pending, powerSample{now, w})
+	}
+}
+
+// integrate folds c's pending samples taken up to now into its energy
+// with the trapezoid rule, as the hwmon meter does, in time order; samples
+// taken after now (the sampler's clock ran ahead of the loop's) wait for
+// the next read, and one not newer than the last folded is dropped, so no
+// span is integrated twice. Called with s.mu held.
+func (c *card) integrate(now time.Time) {
+	slices.SortFunc(c.pending, func(a, b powerSample) int { return a.t.Compare(b.t) })
+	k := 0
+	for _, p := range c.pending {
+		if p.t.After(now) {
+			c.pending[k] = p
+			k++
+			continue
+		}
 		if !c.prevT.IsZero() {
-			if !now.After(c.prevT) {
-				// The sampler and a read raced and this sample is not
-				// newer than the last: the span is integrated already.
+			if !p.t.After(c.prevT) {
 				continue
 			}
-			c.joules += (c.prevW + w) / 2 * now.Sub(c.prevT).Seconds()
+			c.joules += (c.prevW + p.w) / 2 * p.t.Sub(c.prevT).Seconds()
 		}
-		c.prevW, c.prevT = w, now
+		c.prevW, c.prevT = p.w, p.t
 	}
+	c.pending = c.pending[:k]
 }
 
 // probe returns the card at dir, or nil and why not ("" for cards of
@@ -363,6 +394,7 @@ func (s *Source) Read(_ context.Context, now time.Time) ([]gpu.Reading, error) {
 			// validation as any energy counter.
 			s.sample(now)
 			s.mu.Lock()
+			c.integrate(now)
 			j, at, serr := c.joules, c.prevT, c.sampleErr
 			s.mu.Unlock()
 			switch {
@@ -373,11 +405,12 @@ func (s *Source) Read(_ context.Context, now time.Time) ([]gpu.Reading, error) {
 				c.meter.Fail(fmt.Errorf("power sample: %v", serr), now)
 			case at.IsZero():
 				c.meter.Fail(errors.New("no power sample yet"), now)
+			case !at.Equal(now):
+				// This read's own sample was not taken (raced): the end
+				// of the interval is unknown, the next read spans it.
+				c.meter.Fail(errors.New("no power sample at the read"), now)
 			default:
-				// At the time of the last sample, which the background
-				// sampler may have taken a little after now: the energy
-				// and its interval then cover the same span.
-				r.EnergyJ, r.OK = c.meter.Counter(j, at)
+				r.EnergyJ, r.OK = c.meter.Counter(j, now)
 			}
 		}
 		r.Interval, r.PowerW = c.meter.Interval(), c.meter.PowerW()
