@@ -31,8 +31,10 @@ func meterConfig(cfg *config.Config, gpus []string) discover.Config {
 		MaxWatts:       power.MaxWatts(cfg.Power.MaxWatts),
 		// hwmon and pm_counters must not count a device the GPU stage
 		// reads per device again as a node zone.
-		GPUDevices: gpus,
-		APUs:       sysfs.APUs(cfg.Path.Sysfs),
+		GPUDevices:         gpus,
+		APUs:               sysfs.APUs(cfg.Path.Sysfs),
+		HostShare:          cfg.Power.HostShare.Path,
+		HostShareStaleness: cfg.Power.HostShare.Staleness,
 	}
 	if r := cfg.Power.Redfish; r.URL != "" {
 		o.Redfish = &redfish.Config{URL: r.URL, Chassis: r.Chassis, Username: r.Username, UsernameFile: r.UsernameFile,

@@ -100,6 +100,7 @@ var valueSets = map[string][]string{
 		"--set", "serviceMonitor.basicAuth.password.key=password",
 		"--set", "extraArgs={--collector.process,--power.idle-policy=cpu}",
 		"--set", "priorityClassName=system-node-critical",
+		"--set", "guestShares.hostPath=/var/lib/wattrace/guests", "--set", "guestShares.interval=2s",
 	},
 	"minimal": {
 		"--set", "kubelet.enabled=false", "--set", "podResources.enabled=false",
@@ -271,7 +272,7 @@ func checkDaemonSet(t *testing.T, name string, ds *appsv1.DaemonSet) {
 	mounts := map[string]corev1.VolumeMount{}
 	for _, m := range c.VolumeMounts {
 		mounts[m.Name] = m
-		if !m.ReadOnly {
+		if !m.ReadOnly && m.Name != "guest-shares" {
 			t.Errorf("mount %s at %s is writable", m.Name, m.MountPath)
 		}
 	}
@@ -289,6 +290,19 @@ func checkDaemonSet(t *testing.T, name string, ds *appsv1.DaemonSet) {
 		if host[vol] != hp[0] || mounts[vol].MountPath != hp[1] {
 			t.Errorf("volume %s: host %q at %q, want %q at %q", vol, host[vol], mounts[vol].MountPath, hp[0], hp[1])
 		}
+	}
+	// The guests' shares (docs/vm.md): a writable hostPath at the same
+	// path, and the flags naming it, only when set.
+	if name == "everything" {
+		if m := mounts["guest-shares"]; host["guest-shares"] != "/var/lib/wattrace/guests" || m.MountPath != "/var/lib/wattrace/guests" || m.ReadOnly {
+			t.Errorf("guest-shares: host %q at %q read-only %v, want /var/lib/wattrace/guests at the same path, writable", host["guest-shares"], m.MountPath, m.ReadOnly)
+		}
+		args := strings.Join(c.Args, " ")
+		if !strings.Contains(args, "--guests.share.path=/var/lib/wattrace/guests") || !strings.Contains(args, "--guests.share.interval=2s") {
+			t.Errorf("args %q lack the guests.share flags", args)
+		}
+	} else if _, ok := host["guest-shares"]; ok || strings.Contains(strings.Join(c.Args, " "), "guests.share") {
+		t.Errorf("%s: guest shares configured though guestShares.hostPath is empty", name)
 	}
 	if _, ok := host["pod-resources"]; name == "minimal" && ok {
 		t.Error("pod-resources mounted though disabled")

@@ -216,3 +216,48 @@ func TestCapabilitySetReachesBPF(t *testing.T) {
 		t.Errorf("root cgroup energy %v (%v), want > 0", v, ok)
 	}
 }
+
+const guestsDropIn = "../systemd/wattrace.service.d/guests.conf"
+
+// The libvirt hosts' drop-in (docs/vm.md) gives the service the one
+// writable directory the guests' shares need, readable by QEMU, and points
+// guests.share.path at it; the unit with it applied verifies.
+func TestSystemdGuestsDropIn(t *testing.T) {
+	b, err := os.ReadFile(guestsDropIn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := map[string][]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, "[") {
+			continue
+		}
+		k, v, _ := strings.Cut(line, "=")
+		s[k] = append(s[k], v)
+	}
+	const dir = "/var/lib/wattrace/guests"
+	for k, want := range map[string]string{
+		"DynamicUser": "no", "StateDirectory": "wattrace/guests", "StateDirectoryMode": "0755",
+		"ReadWritePaths": dir, "Environment": "WATTRACE_GUESTS_SHARE_PATH=" + dir,
+	} {
+		if fmt.Sprint(s[k]) != "["+want+"]" {
+			t.Errorf("%s=%v, want %s", k, s[k], want)
+		}
+	}
+	// The capabilities stay the unit's: the drop-in must not widen them.
+	for _, k := range []string{"AmbientCapabilities", "CapabilityBoundingSet", "User", "ReadOnlyPaths"} {
+		if _, ok := s[k]; ok {
+			t.Errorf("drop-in sets %s", k)
+		}
+	}
+	testenv.RequireRoot(t)
+	analyze := testenv.Tool(t, "systemd-analyze", "systemd")
+	unit, err := os.ReadFile(unitFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := verify(t, analyze, buildWattrace(t), string(unit)+"\n"+string(b)); out != "" {
+		t.Errorf("systemd-analyze verify of the unit with %s:\n%s", guestsDropIn, out)
+	}
+}

@@ -78,9 +78,13 @@ var Layers = map[string]Layer{
 	"pkg/model": Model,
 
 	"pkg/stats": Stats,
+	// measure is a one-shot loop of its own: sources and model, no stats.
+	"pkg/measure": Stats,
 
 	"pkg/collector": Outputs,
 	"pkg/alloy":     Outputs,
+	// Each VM's energy, written for its guest (reads snapshots only).
+	"pkg/guestshare": Outputs,
 
 	"pkg/config": Config,
 
