@@ -20,7 +20,13 @@ const unitFile = "../systemd/wattrace.service"
 // unitSettings reads the [Service] section's settings (last one wins).
 func unitSettings(t *testing.T) map[string]string {
 	t.Helper()
-	f, err := os.Open(unitFile)
+	return settingsOf(t, unitFile)
+}
+
+// settingsOf reads the [Service] section's settings of a unit file.
+func settingsOf(t *testing.T, path string) map[string]string {
+	t.Helper()
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,12 +53,20 @@ func unitSettings(t *testing.T) map[string]string {
 // targets the unit depends on); it returns what verify printed.
 func verify(t *testing.T, analyze, bin, unit string) string {
 	t.Helper()
-	return verifyWith(t, analyze, bin, unit, "")
+	return verifyUnit(t, analyze, bin, "wattrace", "wattrace.service", unit, "")
 }
 
-// verifyWith is verify with dropIn, when not empty, installed as the
-// unit's drop-in wattrace.service.d/gpu.conf.
+// verifyWith is verify with dropIn installed as the unit's drop-in
+// wattrace.service.d/gpu.conf.
 func verifyWith(t *testing.T, analyze, bin, unit, dropIn string) string {
+	t.Helper()
+	return verifyUnit(t, analyze, bin, "wattrace", "wattrace.service", unit, dropIn)
+}
+
+// verifyUnit is verify for any unit: bin is installed as
+// /usr/local/bin/binName, the unit as /etc/systemd/system/unitName and,
+// when dropIn is not empty, the drop-in as unitName.d/gpu.conf.
+func verifyUnit(t *testing.T, analyze, bin, binName, unitName, unit, dropIn string) string {
 	t.Helper()
 	root := t.TempDir()
 	for _, d := range []string{"usr/local/bin", "etc/systemd/system", "usr/lib/systemd"} {
@@ -60,17 +74,17 @@ func verifyWith(t *testing.T, analyze, bin, unit, dropIn string) string {
 			t.Fatal(err)
 		}
 	}
-	if out, err := exec.Command("cp", bin, filepath.Join(root, "usr/local/bin/wattrace")).CombinedOutput(); err != nil {
+	if out, err := exec.Command("cp", bin, filepath.Join(root, "usr/local/bin", binName)).CombinedOutput(); err != nil {
 		t.Fatalf("cp: %v %s", err, out)
 	}
 	if out, err := exec.Command("cp", "-r", "/usr/lib/systemd/system", filepath.Join(root, "usr/lib/systemd/")).CombinedOutput(); err != nil {
 		t.Fatalf("cp: %v %s", err, out)
 	}
-	if err := os.WriteFile(filepath.Join(root, "etc/systemd/system/wattrace.service"), []byte(unit), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(root, "etc/systemd/system", unitName), []byte(unit), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if dropIn != "" {
-		dir := filepath.Join(root, "etc/systemd/system/wattrace.service.d")
+		dir := filepath.Join(root, "etc/systemd/system", unitName+".d")
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -78,7 +92,7 @@ func verifyWith(t *testing.T, analyze, bin, unit, dropIn string) string {
 			t.Fatal(err)
 		}
 	}
-	out, err := exec.Command(analyze, "verify", "--root="+root, "/etc/systemd/system/wattrace.service").CombinedOutput()
+	out, err := exec.Command(analyze, "verify", "--root="+root, "/etc/systemd/system/"+unitName).CombinedOutput()
 	if err != nil {
 		return fmt.Sprintf("%v: %s", err, out)
 	}
