@@ -133,7 +133,7 @@ func (l *Loop) lead() time.Duration { return min(time.Second, l.cfg.Interval/2) 
 // it then, so that the scrape finds its bytes ready. Call before Run.
 func (l *Loop) OnStepAhead(fn func(*snapshot.Snapshot)) { l.ahead = fn }
 
-// Steps is how many times the loop has stepped (the baseline included).
+// Steps is how many steps the loop has finished (the baseline included).
 func (l *Loop) Steps() uint64 { return l.steps.Load() }
 
 // Gap is the longest the loop goes without a step when nobody asks for

@@ -244,7 +244,9 @@ func (l *Loop) Run(ctx context.Context) error {
 // other: the counters they keep are cumulative, so what a failed read
 // missed is counted by the next good one.
 func (l *Loop) Step(now time.Time) {
-	l.steps.Add(1)
+	// Counted when done, so that a caller who sees the count also sees
+	// the snapshot the step published.
+	defer l.steps.Add(1)
 	reading, srcErr := l.src.Read()
 	readAt := time.Now()
 	if srcErr != nil {
