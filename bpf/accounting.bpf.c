@@ -15,6 +15,12 @@
 // compare-and-swap, and a path reports only the part it claimed. So no
 // interleaving of the iterator with the hooks counts a nanosecond twice,
 // and none is lost as long as one path sees the task after it last ran.
+// The claim also says where the runtime goes: a task that moves to another
+// cgroup of the key hierarchy (a launcher's `echo $$ > cgroup.procs`) has
+// what it ran before the move settled to the cgroup it ran in, by the move
+// hook, so the iterator and the exit hooks, which credit the cgroup the
+// task is in when they run, only see what it ran after.
+//
 // Both hooks are needed: the free hook runs from an RCU callback, in
 // softirq on whatever task was interrupted, and the kernel skips tracing
 // programs there when that task is inside a BPF map syscall (seen on
@@ -33,6 +39,10 @@ char LICENSE[] SEC("license") = "GPL";
 struct reported {
 	__u64 runtime;
 	__u64 switches;
+	// The key-hierarchy cgroup the task has been in since its fork or its
+	// last move (0: not known yet); the move hook credits it what the task
+	// ran before the move.
+	__u64 home;
 };
 
 struct {
@@ -166,6 +176,24 @@ static __always_inline __u64 claim(__u64 *claimed, __u64 now)
 	return 0;
 }
 
+// report claims what task t ran since it was last reported, as far as r
+// records, and adds it to the exit maps: to cgroup cg, and to t's process,
+// which lives in cgroup where.
+static __always_inline void report(struct task_struct *t, struct reported *r,
+				   __u64 cg, __u64 where)
+{
+	__u64 runtime = claim(&r->runtime, t->se.sum_exec_runtime);
+	__u64 switches = claim(&r->switches, t->nvcsw + t->nivcsw);
+	struct proc_key pk = {};
+
+	if (runtime == 0 && switches == 0)
+		return;
+	pk.tgid = t->tgid;
+	pk.start = t->group_leader->start_time;
+	add_cgroup(cg, runtime, switches);
+	add_proc(&pk, t, where, runtime, switches);
+}
+
 // credit claims what task t ran since it was last reported and adds it to
 // the exit maps. At exit the storage is created if the iterator never saw
 // t, so that the free hook claims only the tail; if it can't be, exit
@@ -232,6 +260,9 @@ int dump_task(struct bpf_iter__task *ctx)
 	if (r) {
 		rec.runtime = claim(&r->runtime, runtime);
 		rec.switches = claim(&r->switches, switches);
+		// A task older than the programs has no home until now.
+		if (!r->home)
+			__sync_val_compare_and_swap(&r->home, 0, rec.cgroup);
 	}
 	if (bpf_seq_write(seq, &rec, sizeof(rec)) == 0 || (rec.runtime == 0 && rec.switches == 0))
 		return 0;
@@ -264,5 +295,58 @@ int BPF_PROG(task_free, struct task_struct *t)
 {
 	if (t)
 		credit(t, false);
+	return 0;
+}
+
+// At fork, in the parent, after the child was placed in its cgroup (the
+// parent's, or the one clone3 named): the child's home, for the move hook.
+// Creating the storage here is not extra work: the exit hook would create
+// it for any task the iterator never saw.
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(task_fork, struct task_struct *parent, struct task_struct *child)
+{
+	struct reported *r;
+
+	if (!child)
+		return 0;
+	r = bpf_task_storage_get(&reported, child, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (r)
+		r->home = task_cgroup(child);
+	return 0;
+}
+
+// After task t was moved to cgroup dst (cgroup_attach_task fires once the
+// move is committed: t's css_set is already dst's). What t ran until now
+// is settled to its home, the cgroup it ran in, and dst becomes its home.
+//
+// "Until now" is sum_exec_runtime, which the scheduler folds in at ticks,
+// context switches and dequeues. When the cpu controller takes part in the
+// move (v1 cpu,cpuacct, or v2 with cpu enabled), sched_move_task dequeued
+// t at the move and so folded its runtime to that moment, as it charged
+// cpuacct and cpu.stat; otherwise up to one tick of runtime before the move
+// is still unfolded and goes to dst, as it does in the kernel's own cgroup
+// accounting. When a whole process moves (cgroup.procs), the tracepoint
+// names only its leader: the other threads' runtime before the move goes to
+// dst.
+SEC("tp_btf/cgroup_attach_task")
+int BPF_PROG(task_move, struct cgroup *dst, const char *path, struct task_struct *t,
+	     bool threadgroup)
+{
+	struct reported *r;
+	__u64 to, from;
+
+	if (!t || !dst || t->pid == 0 || !in_key_hierarchy(dst))
+		return 0;
+	to = BPF_CORE_READ(dst, kn, id);
+	r = bpf_task_storage_get(&reported, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!r)
+		return 0;
+	from = __sync_lock_test_and_set(&r->home, to);
+	// Without a home (storage just created, for a task older than the
+	// programs that the iterator has not seen), the runtime so far goes
+	// to dst: it is claimed where the task is when it is next reported.
+	if (from == 0 || from == to)
+		return 0;
+	report(t, r, from, to);
 	return 0;
 }

@@ -38,6 +38,7 @@ type accountingReported struct {
 	_        structs.HostLayout
 	Runtime  uint64
 	Switches uint64
+	Home     uint64
 }
 
 type accountingTaskRec struct {
@@ -64,7 +65,9 @@ const (
 	accountingMapReported      = "reported"
 	accountingProgDumpTask     = "dump_task"
 	accountingProgTaskExit     = "task_exit"
+	accountingProgTaskFork     = "task_fork"
 	accountingProgTaskFree     = "task_free"
+	accountingProgTaskMove     = "task_move"
 	accountingVarHierarchy     = "hierarchy"
 	accountingVarUnusedTaskRec = "unused_task_rec"
 	accountingVarV1Subsys      = "v1_subsys"
@@ -114,7 +117,9 @@ type accountingSpecs struct {
 type accountingProgramSpecs struct {
 	DumpTask *ebpf.ProgramSpec `ebpf:"dump_task"`
 	TaskExit *ebpf.ProgramSpec `ebpf:"task_exit"`
+	TaskFork *ebpf.ProgramSpec `ebpf:"task_fork"`
 	TaskFree *ebpf.ProgramSpec `ebpf:"task_free"`
+	TaskMove *ebpf.ProgramSpec `ebpf:"task_move"`
 }
 
 // accountingMapSpecs contains maps before they are loaded into the kernel.
@@ -186,14 +191,18 @@ type accountingVariables struct {
 type accountingPrograms struct {
 	DumpTask *ebpf.Program `ebpf:"dump_task"`
 	TaskExit *ebpf.Program `ebpf:"task_exit"`
+	TaskFork *ebpf.Program `ebpf:"task_fork"`
 	TaskFree *ebpf.Program `ebpf:"task_free"`
+	TaskMove *ebpf.Program `ebpf:"task_move"`
 }
 
 func (p *accountingPrograms) Close() error {
 	return _AccountingClose(
 		p.DumpTask,
 		p.TaskExit,
+		p.TaskFork,
 		p.TaskFree,
+		p.TaskMove,
 	)
 }
 
