@@ -2,30 +2,36 @@
 //
 // CPU accounting from the kernel's own per-task runtime.
 //
-// Nothing here runs on a context switch. The kernel already keeps every live
-// task's exact runtime (se.sum_exec_runtime, the figure cpuacct and cpu.stat
-// are charged from), so user space reads it for all tasks at collection time
-// through a task iterator. What the iterator can't see is the runtime a task
-// accumulated after its last read; the exit hook adds that to cumulative
-// per-process and per-cgroup maps when the task exits, and the free hook
-// adds what the task ran after that (the rest of do_exit) when it is freed.
+// The kernel already keeps every live task's exact runtime
+// (se.sum_exec_runtime, the figure cpuacct and cpu.stat are charged from),
+// so user space reads it for all tasks at collection time through a task
+// iterator. What the iterator can't see is the runtime a task accumulated
+// after its last read; the exit hook adds that to cumulative per-process
+// and per-cgroup maps when the task exits, and the dead and free hooks add
+// what the task ran after that (the rest of do_exit, and whatever the
+// scheduler had not yet folded in at the exit hook) at its last context
+// switch and when it is freed.
 //
-// Each of the three paths claims the runtime it reports: per-task storage
-// holds how much of the task's runtime has been claimed, advanced only by
-// compare-and-swap, and a path reports only the part it claimed. So no
-// interleaving of the iterator with the hooks counts a nanosecond twice,
-// and none is lost as long as one path sees the task after it last ran.
+// Each path claims the runtime it reports: per-task storage holds how much
+// of the task's runtime has been claimed, advanced only by compare-and-swap,
+// and a path reports only the part it claimed. So no interleaving of the
+// iterator with the hooks counts a nanosecond twice, and none is lost as
+// long as one path sees the task after it last ran.
 // The claim also says where the runtime goes: a task that moves to another
 // cgroup of the key hierarchy (a launcher's `echo $$ > cgroup.procs`) has
 // what it ran before the move settled to the cgroup it ran in, by the move
 // hook, so the iterator and the exit hooks, which credit the cgroup the
 // task is in when they run, only see what it ran after.
 //
-// Both hooks are needed: the free hook runs from an RCU callback, in
-// softirq on whatever task was interrupted, and the kernel skips tracing
-// programs there when that task is inside a BPF map syscall (seen on
-// 6.18: ~1% of frees under a busy agent, with no recursion miss counted);
-// the exit hook runs in the exiting task itself.
+// Three hooks see an ending task because none suffices alone: the free
+// hook runs from an RCU callback, in softirq on whatever task was
+// interrupted, and the kernel skips tracing programs there when that task
+// is inside a BPF map syscall (seen on 6.18: ~1% of frees under a busy
+// agent, with no recursion miss counted); the exit hook runs in the exiting
+// task itself, but sum_exec_runtime is folded in only at ticks and
+// switches, so for a process that lives a millisecond it may hold little
+// of its runtime yet; the dead hook sees the final figure, in the
+// scheduler, at the cost of one comparison per context switch.
 
 #include "common.h"
 
@@ -33,6 +39,7 @@ char LICENSE[] SEC("license") = "GPL";
 
 // include/linux/sched.h; macros are not in BTF.
 #define EXIT_DEAD 0x00000010
+#define TASK_DEAD 0x00000080
 
 // How much of a task's runtime and switches has been claimed (reported by
 // one of the paths). Freed with the task.
@@ -348,5 +355,24 @@ int BPF_PROG(task_move, struct cgroup *dst, const char *path, struct task_struct
 	if (from == 0 || from == to)
 		return 0;
 	report(t, r, from, to);
+	return 0;
+}
+
+// At a dead task's last context switch (prev_state TASK_DEAD, from
+// do_task_dead): the scheduler has just folded the task's last runtime in,
+// so this sees its final sum_exec_runtime. It does what the free hook does,
+// but in the scheduler, not in an RCU callback, so it is not skipped when
+// the free hook is; a short-lived process (a launcher's /bin/true runs a
+// millisecond, most of it never folded in before its exit hook) would
+// otherwise lose most of its runtime with a skipped free. It runs on every
+// context switch and returns at the first comparison for all but dead
+// tasks.
+SEC("tp_btf/sched_switch")
+int BPF_PROG(task_dead, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	if (prev_state != TASK_DEAD || !prev)
+		return 0;
+	credit(prev, false);
 	return 0;
 }

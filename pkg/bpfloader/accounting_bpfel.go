@@ -64,6 +64,7 @@ const (
 	accountingMapExitedProcs   = "exited_procs"
 	accountingMapReported      = "reported"
 	accountingProgDumpTask     = "dump_task"
+	accountingProgTaskDead     = "task_dead"
 	accountingProgTaskExit     = "task_exit"
 	accountingProgTaskFork     = "task_fork"
 	accountingProgTaskFree     = "task_free"
@@ -116,6 +117,7 @@ type accountingSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type accountingProgramSpecs struct {
 	DumpTask *ebpf.ProgramSpec `ebpf:"dump_task"`
+	TaskDead *ebpf.ProgramSpec `ebpf:"task_dead"`
 	TaskExit *ebpf.ProgramSpec `ebpf:"task_exit"`
 	TaskFork *ebpf.ProgramSpec `ebpf:"task_fork"`
 	TaskFree *ebpf.ProgramSpec `ebpf:"task_free"`
@@ -190,6 +192,7 @@ type accountingVariables struct {
 // It can be passed to loadAccountingObjects or ebpf.CollectionSpec.LoadAndAssign.
 type accountingPrograms struct {
 	DumpTask *ebpf.Program `ebpf:"dump_task"`
+	TaskDead *ebpf.Program `ebpf:"task_dead"`
 	TaskExit *ebpf.Program `ebpf:"task_exit"`
 	TaskFork *ebpf.Program `ebpf:"task_fork"`
 	TaskFree *ebpf.Program `ebpf:"task_free"`
@@ -199,6 +202,7 @@ type accountingPrograms struct {
 func (p *accountingPrograms) Close() error {
 	return _AccountingClose(
 		p.DumpTask,
+		p.TaskDead,
 		p.TaskExit,
 		p.TaskFork,
 		p.TaskFree,

@@ -80,6 +80,7 @@ func Load(o Options) (*Accounting, error) {
 		{"tp_btf/sched_process_free", a.objs.TaskFree},
 		{"tp_btf/sched_process_fork", a.objs.TaskFork},
 		{"tp_btf/cgroup_attach_task", a.objs.TaskMove},
+		{"tp_btf/sched_switch", a.objs.TaskDead},
 	} {
 		l, err := link.AttachTracing(link.TracingOptions{Program: h.prog})
 		if err != nil {
@@ -168,7 +169,7 @@ func explainLoadError(err error, log *zap.Logger) error {
 type Accounting struct {
 	objs  accountingObjects
 	iter  *link.Iter
-	hooks []link.Link // exit, free, fork and move, in that order
+	hooks []link.Link // exit, free, fork, move and dead, in that order
 	log   *zap.Logger
 	state *state
 	// Buffers reused across reads so a read allocates little.
@@ -230,6 +231,7 @@ func (a *Accounting) ProgramStats() ([]snapshot.ProgramStat, error) {
 		"task_free": a.objs.TaskFree,
 		"task_fork": a.objs.TaskFork,
 		"task_move": a.objs.TaskMove,
+		"task_dead": a.objs.TaskDead,
 	})
 }
 
