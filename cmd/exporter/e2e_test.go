@@ -437,10 +437,10 @@ dd if=/dev/zero of=$f.cached bs=64k count=4 conv=fsync status=none && echo "$0: 
 	// Whether the kernel accounted any block IO to each level's cgroup.
 	// The workloads' direct writes reach the block layer, but whether the
 	// cgroup is charged depends on the host: cgroup v2 io.stat needs the io
-	// controller on the unified hierarchy, and v1 blkio counts only on a
-	// disk that has a throttle rule (Linux 6.x counts v1 statistics in
-	// blk-throttle, which stays off for a disk until one is set; this test
-	// does not set one on the host's disk). What is certain is the kernel's
+	// controller on the unified hierarchy, and v1 blkio counted nothing for
+	// direct writes to a disk with no throttle rule on the 6.18 test machine
+	// (recent kernels keep v1 statistics in blk-throttle, which a disk turns
+	// on with its first rule; this test sets none on the host's disk). What is certain is the kernel's
 	// own figure: where it counted IO, the level's io families must be
 	// there; where it counted none, they are left out as all-zero.
 	ioAccounted := map[string]bool{}
