@@ -201,31 +201,35 @@ static __always_inline void report(struct task_struct *t, struct reported *r,
 	add_proc(&pk, t, where, runtime, switches);
 }
 
+// Where credit is called from: the paths that see a task end.
+enum credit_path { AT_EXIT, AT_DEAD, AT_FREE };
+
 // credit claims what task t ran since it was last reported and adds it to
-// the exit maps. At exit the storage is created if the iterator never saw
-// t, so that the free hook claims only the tail; if it can't be, exit
-// leaves everything to the free hook, which finds no storage and then takes
-// all of t's runtime as unreported.
-static __always_inline void credit(struct task_struct *t, bool at_exit)
+// the exit maps, in the cgroup t is in. At exit the storage is created if
+// the iterator never saw t, so that the later paths claim only the tail;
+// if it can't be, exit and dead leave everything to the free hook, which
+// finds no storage and then takes all of t's runtime as unreported (only
+// one path may do that, or the runtime would be counted twice).
+static __always_inline void credit(struct task_struct *t, enum credit_path at)
 {
-	__u64 runtime = t->se.sum_exec_runtime;
-	__u64 switches = t->nvcsw + t->nivcsw;
 	struct reported *r;
 	struct proc_key pk = {};
-	__u64 cg;
+	__u64 runtime, switches, cg;
 
 	if (t->pid == 0)
 		return;
-	r = bpf_task_storage_get(&reported, t, 0, at_exit ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+	r = bpf_task_storage_get(&reported, t, 0, at == AT_EXIT ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+	cg = task_cgroup(t);
 	if (r) {
-		runtime = claim(&r->runtime, runtime);
-		switches = claim(&r->switches, switches);
-	} else if (at_exit) {
+		report(t, r, cg, cg);
 		return;
 	}
+	if (at != AT_FREE)
+		return;
+	runtime = t->se.sum_exec_runtime;
+	switches = t->nvcsw + t->nivcsw;
 	if (runtime == 0 && switches == 0)
 		return;
-	cg = task_cgroup(t);
 	pk.tgid = t->tgid;
 	pk.start = t->group_leader->start_time;
 	add_cgroup(cg, runtime, switches);
@@ -290,7 +294,7 @@ SEC("tp_btf/sched_process_exit")
 int BPF_PROG(task_exit, struct task_struct *t)
 {
 	if (t)
-		credit(t, true);
+		credit(t, AT_EXIT);
 	return 0;
 }
 
@@ -301,7 +305,7 @@ SEC("tp_btf/sched_process_free")
 int BPF_PROG(task_free, struct task_struct *t)
 {
 	if (t)
-		credit(t, false);
+		credit(t, AT_FREE);
 	return 0;
 }
 
@@ -373,6 +377,6 @@ int BPF_PROG(task_dead, bool preempt, struct task_struct *prev, struct task_stru
 {
 	if (prev_state != TASK_DEAD || !prev)
 		return 0;
-	credit(prev, false);
+	credit(prev, AT_DEAD);
 	return 0;
 }
