@@ -27,7 +27,10 @@ type stdio struct {
 // commands is the table of subcommands, one row each; a subcommand's code
 // lives in its own file (or package) and adds its row here.
 func commands() []command {
-	return []command{}
+	return []command{
+		measureCommand(),
+		estimateCommand,
+	}
 }
 
 // lookup returns the command named by args[0], if any.

@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"strings"
 	"testing"
+
+	"github.com/wattrace/wattrace/pkg/measure"
 )
 
 func TestLookupDispatchesOnlyNamedCommands(t *testing.T) {
@@ -35,5 +38,19 @@ func TestCommandNamesAreUnique(t *testing.T) {
 			t.Errorf("command %q listed twice", c.name)
 		}
 		seen[c.name] = true
+	}
+}
+
+// `wattrace measure` is a row of the table and reaches pkg/measure: bad
+// input gets measure's usage status and one line, not the exporter's flags.
+func TestMeasureIsACommand(t *testing.T) {
+	c, ok := lookup(commands(), []string{"measure", "-r", "0", "--", "true"})
+	if !ok {
+		t.Fatal("no measure command")
+	}
+	var out, errb strings.Builder
+	code := c.run(context.Background(), []string{"-r", "0", "--", "true"}, stdio{in: strings.NewReader(""), out: &out, err: &errb})
+	if code != measure.ExitUsage || out.Len() != 0 || !strings.HasPrefix(errb.String(), "wattrace measure: invalid value 0 for -r/--repeat") {
+		t.Errorf("status %d, stdout %q, stderr %q", code, out.String(), errb.String())
 	}
 }

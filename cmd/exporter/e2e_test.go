@@ -286,6 +286,13 @@ var needsHardware = map[string]string{
 	"wattrace_cgroup_perf_hardware_events_total": "hardware perf events need a PMU",
 	"wattrace_cgroup_perf_cache_events_total":    "cache perf events need a PMU",
 	"wattrace_source_rejected_readings_total":    "only sources that reject a reading have series",
+	// The estimator's families exist only where a zone is modelled; this
+	// scrape measures the platform with Redfish (TestScrapeEstimator
+	// scrapes them from the estimator).
+	"wattrace_node_estimated_power_watts":       "only where a zone is modelled",
+	"wattrace_node_estimated_power_lower_watts": "only where a zone is modelled",
+	"wattrace_node_estimated_power_upper_watts": "only where a zone is modelled",
+	"wattrace_node_estimator_info":              "only where a zone is modelled",
 }
 
 var readingTime = regexp.MustCompile(`"ReadingTime":\s*"[^"]*"`)

@@ -56,7 +56,7 @@ func TestEveryProgramHasItsCost(t *testing.T) {
 	if !p.probes || len(programs) != 3 {
 		t.Fatalf("probes on = %v with %d program sources, want the probes and 3 sources (accounting, cgroup names, probes)", p.probes, len(programs))
 	}
-	meter, err := power.NewEstimator(power.LookupCoefficients("", 2))
+	meter, err := power.NewEstimator(power.LinearZone(power.ZonePackage, 1.48, 7))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,6 +78,8 @@ var Layers = map[string]Layer{
 	"pkg/model": Model,
 
 	"pkg/stats": Stats,
+	// measure is a one-shot loop of its own: sources and model, no stats.
+	"pkg/measure": Stats,
 
 	"pkg/collector": Outputs,
 	"pkg/alloy":     Outputs,

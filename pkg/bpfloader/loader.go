@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -110,6 +111,12 @@ func hierarchyConsts(k cgroup.Kind) (uint32, uint32, error) {
 	case cgroup.V2:
 		return hierV2, 0, nil
 	case cgroup.CPUAcct, cgroup.CPU:
+		// /proc/cgroups lists the built-in controllers in the enum's
+		// order and costs nothing; parsing the kernel's BTF costs ~13 ms
+		// of CPU, which `wattrace measure` pays on every start.
+		if idx, ok := procCgroupsIndex("/proc/cgroups", string(k)); ok {
+			return hierV1, idx, nil
+		}
 		idx, err := subsysIndex(string(k) + "_cgrp_id")
 		if err != nil {
 			return 0, 0, err
@@ -117,6 +124,27 @@ func hierarchyConsts(k cgroup.Kind) (uint32, uint32, error) {
 		return hierV1, idx, nil
 	}
 	return 0, 0, fmt.Errorf("unknown cgroup hierarchy %q", k)
+}
+
+// procCgroupsIndex is controller's line number in /proc/cgroups, which
+// the kernel prints for_each_subsys, in enum cgroup_subsys_id order (every
+// built-in controller is listed, enabled or not).
+func procCgroupsIndex(path, controller string) (uint32, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	idx := uint32(0)
+	for _, line := range strings.Split(string(b), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if f := strings.Fields(line); len(f) > 0 && f[0] == controller {
+			return idx, true
+		}
+		idx++
+	}
+	return 0, false
 }
 
 func subsysIndex(name string) (uint32, error) {

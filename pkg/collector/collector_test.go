@@ -163,6 +163,9 @@ func TestNodeCollectorEstimated(t *testing.T) {
 		{ZoneID: snapshot.ZoneID{Name: "package", Socket: -1}, Source: "estimator", Estimated: true, IdleJ: 7, DynamicJ: 3, PowerW: 2},
 	}, Cgroups: []snapshot.Consumer{
 		{Cgroup: "/", Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 3}}}},
+	}, Estimates: []snapshot.Estimate{
+		{ZoneID: snapshot.ZoneID{Name: "package", Socket: -1}, Source: "estimator", Watts: 2, LowerW: 1.5, UpperW: 2.75,
+			Curve: "vm", Tier: "arch", CPU: "xeon platinum 8259cl", Arch: "Cascade Lake", Coefficients: "Cloud Carbon Footprint per-vCPU Cascade Lake shaped by SPECpower"},
 	}}
 	e := newExporter(t, snap, Options{Enabled: on(NameNode, NameCgroup)})
 	gatherCompare(t, e, `
@@ -172,7 +175,20 @@ wattrace_node_power_watts{method="estimated",socket="node",source="estimator",zo
 # HELP wattrace_cgroup_energy_joules_total Energy attributed to the tasks directly in the cgroup. mode="dynamic" is its share of the energy above idle; mode="idle" its share of idle energy under the idle policy (exported only when the policy is not none).
 # TYPE wattrace_cgroup_energy_joules_total counter
 wattrace_cgroup_energy_joules_total{cgroup="/",method="estimated",mode="dynamic",source="estimator",zone="package"} 3
-`, "wattrace_node_power_watts", "wattrace_cgroup_energy_joules_total")
+# HELP wattrace_node_estimated_power_watts The model's power estimate for the zone at the last interval's utilization (method is always estimated).
+# TYPE wattrace_node_estimated_power_watts gauge
+wattrace_node_estimated_power_watts{method="estimated",socket="node",source="estimator",zone="package"} 2
+# HELP wattrace_node_estimated_power_lower_watts Lower bound of the estimate's band: the fit's 5% residual quantile on results it was not fitted on (docs/meters.md).
+# TYPE wattrace_node_estimated_power_lower_watts gauge
+wattrace_node_estimated_power_lower_watts{method="estimated",socket="node",source="estimator",zone="package"} 1.5
+# HELP wattrace_node_estimated_power_upper_watts Upper bound of the estimate's band: the fit's 95% residual quantile on results it was not fitted on (docs/meters.md).
+# TYPE wattrace_node_estimated_power_upper_watts gauge
+wattrace_node_estimated_power_upper_watts{method="estimated",socket="node",source="estimator",zone="package"} 2.75
+# HELP wattrace_node_estimator_info What the zone's estimate is built from: curve (server, package, vm), tier (cpu, arch, generic, configuration: how much of the CPU the model knew), the normalised CPU model, its microarchitecture and the coefficients' source. Always 1.
+# TYPE wattrace_node_estimator_info gauge
+wattrace_node_estimator_info{arch="Cascade Lake",coefficients="Cloud Carbon Footprint per-vCPU Cascade Lake shaped by SPECpower",cpu="xeon platinum 8259cl",curve="vm",socket="node",source="estimator",tier="arch",zone="package"} 1
+`, "wattrace_node_power_watts", "wattrace_cgroup_energy_joules_total", "wattrace_node_estimated_power_watts",
+		"wattrace_node_estimated_power_lower_watts", "wattrace_node_estimated_power_upper_watts", "wattrace_node_estimator_info")
 }
 
 const cgroupEnergyHelp = `# HELP wattrace_cgroup_energy_joules_total Energy attributed to the tasks directly in the cgroup. mode="dynamic" is its share of the energy above idle; mode="idle" its share of idle energy under the idle policy (exported only when the policy is not none).

@@ -42,6 +42,8 @@ func fullRegistry(t *testing.T) *prometheus.Registry {
 	// Every probe figure non-zero on every cgroup and workload: an all-zero
 	// family is left out.
 	snap := testSnapshot()
+	snap.Estimates = []snapshot.Estimate{{ZoneID: snapshot.ZoneID{Name: "platform", Socket: -1}, Source: "estimator",
+		Watts: 300, LowerW: 250, UpperW: 380, Curve: "server", Tier: "cpu", CPU: "xeon gold 6248", Arch: "Cascade Lake", Coefficients: "SPECpower_ssj2008 fit (cpu tier)"}}
 	full := snapshot.ProbeStats{}
 	for _, f := range full.Fields() {
 		*f = 1

@@ -20,6 +20,7 @@ func init() {
 // nodeCollector exports the node's energy per zone and socket.
 type nodeCollector struct {
 	energy, power, unattributed, clamps *prometheus.Desc
+	estimates                           estimateFamilies
 }
 
 func newNodeCollector() *nodeCollector {
@@ -28,12 +29,14 @@ func newNodeCollector() *nodeCollector {
 		energy:       newDesc("node", "energy_joules_total", "Energy the node used since the exporter started, split into idle and dynamic (mode). sum without(mode) is the zone's energy. Zones overlap (psys contains package, package contains core), so do not sum across zones.", append(zoneLabels, "mode")...),
 		power:        newDesc("node", "power_watts", "Mean power of the zone over the last accounting interval.", zoneLabels...),
 		unattributed: newDesc("node", "unattributed_joules_total", "Dynamic energy of intervals in which no workload used the CPU, so it could not be split among workloads.", zoneLabels...),
+		estimates:    newEstimateFamilies(),
 		clamps:       newDesc("node", "idle_clamps_total", "Intervals in which the idle model exceeded the measured energy and idle was clamped to it. A rising rate means the idle power is set too high.", "zone", "socket"),
 	}
 }
 
 func (c *nodeCollector) describe(ch chan<- *prometheus.Desc) {
 	describeAll(ch, c.energy, c.power, c.unattributed, c.clamps)
+	c.estimates.describe(ch)
 }
 
 func (c *nodeCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) error {
@@ -49,6 +52,7 @@ func (c *nodeCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snaps
 		ch <- metric(c.unattributed, prometheus.CounterValue, z.UnattributedJ, z.Name, socket, z.Source, m)
 		ch <- metric(c.clamps, prometheus.CounterValue, float64(z.IdleClamps), z.Name, socket)
 	}
+	c.estimates.update(ch, snap.Estimates)
 	return nil
 }
 

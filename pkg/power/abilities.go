@@ -27,3 +27,10 @@ type Advancer interface {
 type HealthReporter interface {
 	Health() []snapshot.SourceHealth
 }
+
+// EstimateReporter is implemented by meters that model rather than
+// measure: each modelled zone's current power with its band and what the
+// model was built from. A combined meter reports every member's.
+type EstimateReporter interface {
+	Estimates() []snapshot.Estimate
+}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
 // Combined is a Meter that unions the zones of several meters (RAPL for
@@ -134,4 +136,15 @@ func (c *Combined) IdleWatts(zone string) (float64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// Estimates implements EstimateReporter for the members that model.
+func (c *Combined) Estimates() []snapshot.Estimate {
+	var out []snapshot.Estimate
+	for _, m := range c.meters {
+		if r, ok := m.(EstimateReporter); ok {
+			out = append(out, r.Estimates()...)
+		}
+	}
+	return out
 }

@@ -15,11 +15,11 @@ import (
 )
 
 // CPUModel returns the "model name" field of <procfsRoot>/cpuinfo, the
-// string LookupCoefficients matches against.
+// string the estimator's curves (pkg/power/curves) look up.
 //
 // arm64 kernels print no "model name"; there the CPU is identified by its
 // MIDR fields, and CPUModel returns "ARM implementer 0x41 part 0xd0c" built
-// from "CPU implementer" and "CPU part" so the coefficient table can still
+// from "CPU implementer" and "CPU part" so the architecture table can still
 // match (e.g. Neoverse N1 = Graviton2).
 func CPUModel(procfsRoot string) (string, error) {
 	path := filepath.Join(procfsRoot, "cpuinfo")
@@ -61,7 +61,7 @@ func CPUModel(procfsRoot string) (string, error) {
 
 // OnlineCPUs returns how many CPUs <sysfsRoot>/devices/system/cpu/online
 // lists. It counts online CPUs, not possible ones, because the estimator's
-// per-vCPU coefficients apply to CPUs that can actually draw power.
+// per-CPU figures apply to CPUs that can actually draw power.
 func OnlineCPUs(sysfsRoot string) (int, error) {
 	path := filepath.Join(sysfsRoot, "devices", "system", "cpu", "online")
 	b, err := os.ReadFile(path)
@@ -126,4 +126,70 @@ func truncate(s string) string {
 		return s
 	}
 	return s[:limit] + "..."
+}
+
+// MemoryGiB returns MemTotal from <procfsRoot>/meminfo in GiB: the memory
+// the kernel manages, a little below what is installed.
+func MemoryGiB(procfsRoot string) (float64, error) {
+	path := filepath.Join(procfsRoot, "meminfo")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", path, err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		key, val, ok := strings.Cut(sc.Text(), ":")
+		if !ok || strings.TrimSpace(key) != "MemTotal" {
+			continue
+		}
+		f := strings.Fields(val)
+		if len(f) != 2 || f[1] != "kB" {
+			return 0, fmt.Errorf("parse %s: MemTotal %q: want \"N kB\"", path, truncate(strings.TrimSpace(val)))
+		}
+		kb, err := strconv.ParseUint(f[0], 10, 64)
+		if err != nil || kb == 0 || kb > 1<<50 {
+			return 0, fmt.Errorf("parse %s: MemTotal %q: not a memory size", path, truncate(f[0]))
+		}
+		return float64(kb) / (1 << 20), nil
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("scan %s: %w", path, err)
+	}
+	return 0, fmt.Errorf("%s: no MemTotal line", path)
+}
+
+// Virtualized reports whether the node is a virtual machine: x86 guests
+// have the "hypervisor" CPU flag (CPUID leaf 1, ECX bit 31, which every
+// mainstream hypervisor sets), and the DMI product or vendor of KVM, QEMU,
+// VMware, VirtualBox, Hyper-V and Xen guests names them (arm64 guests
+// have no flag). why says which it was.
+func Virtualized(procfsRoot, sysfsRoot string) (bool, string) {
+	if b, err := os.ReadFile(filepath.Join(procfsRoot, "cpuinfo")); err == nil {
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			key, val, ok := strings.Cut(sc.Text(), ":")
+			if !ok || strings.TrimSpace(key) != "flags" {
+				continue
+			}
+			for _, f := range strings.Fields(val) {
+				if f == "hypervisor" {
+					return true, "cpuinfo flag hypervisor"
+				}
+			}
+			break
+		}
+	}
+	for _, name := range []string{"sys_vendor", "product_name"} {
+		b, err := os.ReadFile(filepath.Join(sysfsRoot, "class", "dmi", "id", name))
+		if err != nil {
+			continue
+		}
+		v := strings.TrimSpace(string(b))
+		for _, vm := range []string{"QEMU", "KVM", "VMware", "VirtualBox", "Virtual Machine", "Xen", "Bochs"} {
+			if strings.Contains(v, vm) {
+				return true, "DMI " + name + " " + strconv.Quote(truncate(v))
+			}
+		}
+	}
+	return false, ""
 }

@@ -17,30 +17,31 @@
 //
 // # Estimated: Estimator
 //
-// Where there is no meter (virtual machines, most arm64 hosts) Estimator
-// models node power as
+// Where there is no meter (virtual machines, most arm64 hosts, servers
+// without a BMC) Estimator models each zone's power as a curve of node CPU
+// utilisation, built by pkg/power/curves from what the node knows (CPU
+// model string, sockets, threads, memory): a whole-server curve fitted on
+// SPECpower_ssj2008 results for a bare-metal node's platform, TDP × Teads'
+// ratio curve for its package, and Cloud Carbon Footprint's per-vCPU
+// figures for the host's microarchitecture, shaped by the SPECpower curve,
+// for a VM. It integrates the curve's value over each interval and reports
+// the estimate with a band (EstimateReporter).
 //
-//	P = CPUs * (MinWattsPerCPU + (MaxWattsPerCPU - MinWattsPerCPU) * util)
+// How far off the estimate can be, stated plainly (docs/meters.md and
+// docs/performance.md have the figures):
 //
-// and integrates it over time. The per-vCPU figures are Cloud Carbon
-// Footprint's SPECpower_ssj2008-derived coefficients per microarchitecture
-// (coefficients.json cites the exact table and commit); unknown CPUs get
-// CCF's AWS average (0.74 W idle, 3.5 W at full load, per vCPU).
-//
-// How far off the estimate can be, stated plainly:
-//
-//   - SPECpower results are averages over vendor-tuned benchmark servers;
-//     a linear model built from them typically errs by tens of percent for
-//     any particular machine, and real power is not linear in utilisation
-//     (turbo, frequency scaling, idle states).
-//   - It covers CPU power only. Memory, disks, network and GPUs are
-//     ignored, so accelerator or storage-heavy nodes are underestimated.
+//   - On SPECpower results it was not fitted on, the whole-server curve's
+//     median error is about 8% and its 90th percentile about 25%; idle is
+//     the least predictable level. SPECpower servers are vendor-tuned
+//     benchmark machines; real ones with more disks, NICs or GPUs draw more.
+//   - The package and VM curves come from other populations (AWS hosts,
+//     CCF's averages) and have no measurement here to check them; their
+//     bands are the server band, a proxy.
 //   - Utilisation inside a VM is the guest's view: it does not see the
 //     host's other tenants, hyperthread siblings or steal time, and a vCPU
 //     is assumed to cost a fixed share of a host.
-//   - The table's per-architecture rows are coarse (one row for every
-//     Skylake SKU), and clouds sometimes mask the CPU model, in which case
-//     the average row is used.
+//   - Clouds sometimes mask the CPU model; the generic curves are used and
+//     the fallback is logged and exported (wattrace_node_estimator_info).
 //
 // Treat estimator output as a ballpark figure, good for ranking workloads
 // on the same node and for order-of-magnitude totals, not for billing or

@@ -1,63 +1,95 @@
 package power
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sync"
 	"time"
 
+	"github.com/wattrace/wattrace/pkg/power/curves"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
-// Coefficients parameterise the linear estimator: node power is
-// CPUs*MinWattsPerCPU at idle, rising linearly to CPUs*MaxWattsPerCPU at
-// full utilisation.
-type Coefficients struct {
-	MinWattsPerCPU float64 // watts per (v)CPU at 0% utilisation
-	MaxWattsPerCPU float64 // watts per (v)CPU at 100% utilisation
-	CPUs           int     // (v)CPUs the figures are multiplied by
-	Source         string  // human citation for the figures
-	Arch           string  // microarchitecture row used, or "average"
+// EstimatedZone is one zone the estimator models: its power as a function
+// of node utilisation (a curve from pkg/power/curves, with its band).
+type EstimatedZone struct {
+	Zone  string // ZonePackage or ZonePlatform
+	Curve curves.Curve
 }
 
-// validate rejects coefficients that would make the estimate negative,
-// non-finite or shrink with load.
-func (c Coefficients) validate() error {
-	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
-	switch {
-	case !finite(c.MinWattsPerCPU) || c.MinWattsPerCPU < 0 || c.MinWattsPerCPU > MaxWattsPerCPULimit:
-		return fmt.Errorf("MinWattsPerCPU must be a finite value in [0, %g], got %v", float64(MaxWattsPerCPULimit), c.MinWattsPerCPU)
-	case !finite(c.MaxWattsPerCPU) || c.MaxWattsPerCPU < c.MinWattsPerCPU || c.MaxWattsPerCPU > MaxWattsPerCPULimit:
-		return fmt.Errorf("MaxWattsPerCPU must be finite, >= MinWattsPerCPU (%v) and <= %g, got %v", c.MinWattsPerCPU, float64(MaxWattsPerCPULimit), c.MaxWattsPerCPU)
-	case c.CPUs <= 0:
-		return fmt.Errorf("CPUs must be > 0, got %d", c.CPUs)
+// LinearZone is a zone whose power rises in a straight line from idleW at
+// no load to maxW at full load, without a band: for tests and for figures
+// an operator sets.
+func LinearZone(zone string, idleW, maxW float64) EstimatedZone {
+	var c curves.Curve
+	for l := range c.Points {
+		w := idleW + (maxW-idleW)*curves.Levels[l]/100
+		c.Points[l] = curves.Estimate{Watts: w, Lower: w, Upper: w}
+	}
+	c.Info = curves.Info{Kind: curves.KindVM, Tier: "configuration", Source: "configuration"}
+	return EstimatedZone{Zone: zone, Curve: c}
+}
+
+// validate rejects a curve that would make the energy negative, non-finite
+// or shrink with load, or a band that does not hold the estimate.
+func (z EstimatedZone) validate() error {
+	if z.Zone == "" {
+		return errors.New("zone has no name")
+	}
+	prev := 0.0
+	for l, p := range z.Curve.Points {
+		for _, v := range []float64{p.Watts, p.Lower, p.Upper} {
+			if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > defaultMaxWatts[ZonePlatform] {
+				return fmt.Errorf("zone %s at %v%%: %v W is not a power in [0, %g]", z.Zone, curves.Levels[l], v, defaultMaxWatts[ZonePlatform])
+			}
+		}
+		if p.Watts < prev {
+			return fmt.Errorf("zone %s: power falls from %v W to %v W at %v%% load", z.Zone, prev, p.Watts, curves.Levels[l])
+		}
+		if p.Lower > p.Watts || p.Upper < p.Watts {
+			return fmt.Errorf("zone %s at %v%%: band [%v, %v] does not hold %v W", z.Zone, curves.Levels[l], p.Lower, p.Upper, p.Watts)
+		}
+		prev = p.Watts
 	}
 	return nil
 }
 
-// MaxWattsPerCPULimit bounds the estimator's per-CPU figures: the largest
-// server CPUs draw well under 20 W per hardware thread, so anything near
-// this is a typo, and a huge value (1e308) would overflow to Inf.
-const MaxWattsPerCPULimit = 1000
-
 // Estimator is the Meter for nodes without an energy meter (VMs, most
-// arm64 hosts). Its energy is modelled, not measured: see the package
-// documentation for how far off it can be. It is safe for concurrent use;
-// typically one goroutine calls Advance each collection interval while the
-// exporter calls Read.
+// arm64 hosts, servers without a BMC). Its energy is modelled, not
+// measured: see the package documentation and docs/meters.md for how far
+// off it can be. It is safe for concurrent use; typically one goroutine
+// calls Advance each collection interval while the exporter calls Read.
 type Estimator struct {
-	c Coefficients
-
-	mu     sync.Mutex
-	joules float64
+	mu    sync.Mutex
+	zones []estZone
 }
 
-// NewEstimator returns an estimator with zero accumulated energy.
-func NewEstimator(c Coefficients) (*Estimator, error) {
-	if err := c.validate(); err != nil {
-		return nil, fmt.Errorf("power: invalid estimator coefficients (arch %q): %w", c.Arch, err)
+type estZone struct {
+	EstimatedZone
+	joules float64
+	last   curves.Estimate
+}
+
+// NewEstimator returns an estimator of the given zones with zero
+// accumulated energy.
+func NewEstimator(zones ...EstimatedZone) (*Estimator, error) {
+	if len(zones) == 0 {
+		return nil, errors.New("power: estimator without zones")
 	}
-	return &Estimator{c: c}, nil
+	e := &Estimator{}
+	seen := map[string]bool{}
+	for _, z := range zones {
+		if err := z.validate(); err != nil {
+			return nil, fmt.Errorf("power: invalid estimator curve: %w", err)
+		}
+		if seen[z.Zone] {
+			return nil, fmt.Errorf("power: estimator zone %s given twice", z.Zone)
+		}
+		seen[z.Zone] = true
+		e.zones = append(e.zones, estZone{EstimatedZone: z, last: z.Curve.Points[0]})
+	}
+	return e, nil
 }
 
 // Advance adds the energy used over dt at node CPU utilisation util
@@ -68,21 +100,23 @@ func (e *Estimator) Advance(util float64, dt time.Duration) {
 	if dt <= 0 {
 		return
 	}
-	switch {
-	case !(util >= 0): // also catches NaN
-		util = 0
-	case util > 1:
-		util = 1
-	}
-	n := float64(e.c.CPUs)
-	watts := n*e.c.MinWattsPerCPU + n*(e.c.MaxWattsPerCPU-e.c.MinWattsPerCPU)*util
 	e.mu.Lock()
-	e.joules += watts * dt.Seconds()
-	e.mu.Unlock()
+	defer e.mu.Unlock()
+	for i := range e.zones {
+		z := &e.zones[i]
+		z.last = z.Curve.At(util)
+		z.joules += z.last.Watts * dt.Seconds()
+	}
 }
 
-// Coefficients returns the coefficients the estimator was built with.
-func (e *Estimator) Coefficients() Coefficients { return e.c }
+// Zones returns the modelled zones.
+func (e *Estimator) Zones() []EstimatedZone {
+	out := make([]EstimatedZone, len(e.zones))
+	for i, z := range e.zones {
+		out[i] = z.EstimatedZone
+	}
+	return out
+}
 
 // Name implements Meter.
 func (e *Estimator) Name() string { return "estimator" }
@@ -90,22 +124,42 @@ func (e *Estimator) Name() string { return "estimator" }
 // Estimated implements Meter.
 func (e *Estimator) Estimated() bool { return true }
 
-// Read implements Meter: one node-wide "package" zone (Socket -1) holding
+// Read implements Meter: one node-wide zone (Socket -1) per curve holding
 // the energy accumulated by Advance. It never fails.
 func (e *Estimator) Read() ([]ZoneSample, error) {
 	e.mu.Lock()
-	j := e.joules
-	e.mu.Unlock()
-	return []ZoneSample{{Zone: ZonePackage, Socket: -1, Joules: j}}, nil
+	defer e.mu.Unlock()
+	out := make([]ZoneSample, len(e.zones))
+	for i, z := range e.zones {
+		out[i] = ZoneSample{Zone: z.Zone, Socket: -1, Joules: z.joules}
+	}
+	return out, nil
 }
 
-// IdleWatts is the model's own idle power: the estimator knows its idle
-// exactly (every CPU at its minimum), so nothing needs to be learned.
+// IdleWatts is the model's own idle power: the curve's value at no load,
+// so nothing needs to be learned.
 func (e *Estimator) IdleWatts(zone string) (float64, bool) {
-	if zone != ZonePackage {
-		return 0, false
+	for _, z := range e.zones {
+		if z.Zone == zone {
+			return z.Curve.Points[0].Watts, true
+		}
 	}
-	return float64(e.c.CPUs) * e.c.MinWattsPerCPU, true
+	return 0, false
+}
+
+// Estimates implements EstimateReporter: each zone's power at the last
+// Advance (idle before the first) with its band.
+func (e *Estimator) Estimates() []snapshot.Estimate {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]snapshot.Estimate, len(e.zones))
+	for i, z := range e.zones {
+		in := z.Curve.Info
+		out[i] = snapshot.Estimate{ZoneID: snapshot.ZoneID{Name: z.Zone, Socket: -1}, Source: e.Name(),
+			Watts: z.last.Watts, LowerW: z.last.Lower, UpperW: z.last.Upper,
+			Curve: in.Kind, Tier: in.Tier, CPU: in.CPU, Arch: in.Arch, Coefficients: in.Source}
+	}
+	return out
 }
 
 // Health implements HealthReporter: a model is always up and never rejects

@@ -7,11 +7,13 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/wattrace/wattrace/pkg/power/curves"
 )
 
 func newTestEstimator(t *testing.T) *Estimator {
 	t.Helper()
-	e, err := NewEstimator(Coefficients{MinWattsPerCPU: 1, MaxWattsPerCPU: 3, CPUs: 2, Arch: "test", Source: "unit test"})
+	e, err := NewEstimator(LinearZone(ZonePackage, 2, 6))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +29,7 @@ func TestEstimatorAdvance(t *testing.T) {
 		t.Fatalf("initial Read = %+v", got)
 	}
 
-	// (2*1 + 2*(3-1)*0.5) W * 10 s = 40 J
+	// (2 + (6-2)*0.5) W * 10 s = 40 J
 	e.Advance(0.5, 10*time.Second)
 	if got := mustRead(t, e); !reflect.DeepEqual(got, []ZoneSample{{Zone: "package", Socket: -1, Joules: 40}}) {
 		t.Fatalf("after Advance(0.5, 10s): %+v, want 40 J", got)
@@ -44,7 +46,7 @@ func TestEstimatorAdvance(t *testing.T) {
 func TestEstimatorClampsUtil(t *testing.T) {
 	tests := []struct {
 		util float64
-		want float64 // joules over 10 s with min 1, max 3, 2 CPUs
+		want float64 // joules over 10 s from 2 W idle to 6 W at full load
 	}{
 		{-0.3, 20},
 		{math.Inf(-1), 20},
@@ -103,37 +105,85 @@ func TestEstimatorConcurrent(t *testing.T) {
 }
 
 func TestNewEstimatorValidates(t *testing.T) {
+	good := LinearZone(ZonePackage, 2, 6)
+	falling := LinearZone(ZonePackage, 6, 2)
+	nan := LinearZone(ZonePackage, 2, 6)
+	nan.Curve.Points[3].Watts = math.NaN()
+	huge := LinearZone(ZonePlatform, 2, 1e6)
+	badBand := LinearZone(ZonePackage, 2, 6)
+	badBand.Curve.Points[5].Upper = 1
+	noName := LinearZone("", 2, 6)
 	tests := []struct {
-		c    Coefficients
-		want string
+		zones []EstimatedZone
+		want  string
 	}{
-		{Coefficients{MinWattsPerCPU: -1, MaxWattsPerCPU: 3, CPUs: 2}, "MinWattsPerCPU must be a finite value in [0, 1000], got -1"},
-		{Coefficients{MinWattsPerCPU: math.NaN(), MaxWattsPerCPU: 3, CPUs: 2}, "MinWattsPerCPU"},
-		{Coefficients{MinWattsPerCPU: 2, MaxWattsPerCPU: 1, CPUs: 2}, "MaxWattsPerCPU must be finite, >= MinWattsPerCPU (2) and <= 1000, got 1"},
-		{Coefficients{MinWattsPerCPU: 1, MaxWattsPerCPU: math.Inf(1), CPUs: 2}, "MaxWattsPerCPU"},
-		{Coefficients{MinWattsPerCPU: 1, MaxWattsPerCPU: 1e308, CPUs: 2}, "MaxWattsPerCPU"},
-		{Coefficients{MinWattsPerCPU: 1e308, MaxWattsPerCPU: 1e308, CPUs: 2}, "MinWattsPerCPU"},
-		{Coefficients{MinWattsPerCPU: 1, MaxWattsPerCPU: 3, CPUs: 0}, "CPUs must be > 0, got 0"},
-		{Coefficients{MinWattsPerCPU: 1, MaxWattsPerCPU: 3, CPUs: -4}, "CPUs must be > 0, got -4"},
+		{nil, "estimator without zones"},
+		{[]EstimatedZone{falling}, "zone package: power falls from 6 W to 5.6 W at 10% load"},
+		{[]EstimatedZone{nan}, "zone package at 30%: NaN W is not a power"},
+		{[]EstimatedZone{huge}, "zone platform at 10%: 100001.8 W is not a power in [0, 20000]"},
+		{[]EstimatedZone{badBand}, "zone package at 50%: band [4, 1] does not hold 4 W"},
+		{[]EstimatedZone{noName}, "zone has no name"},
+		{[]EstimatedZone{good, good}, "zone package given twice"},
 	}
 	for _, tc := range tests {
-		e, err := NewEstimator(tc.c)
+		e, err := NewEstimator(tc.zones...)
 		if err == nil {
-			t.Errorf("NewEstimator(%+v) = %v, want error", tc.c, e)
+			t.Errorf("NewEstimator(%d zones) = %v, want error %q", len(tc.zones), e, tc.want)
 			continue
 		}
-		if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "invalid estimator coefficients") {
-			t.Errorf("NewEstimator(%+v) error %q, want it to contain %q", tc.c, err, tc.want)
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("NewEstimator error %q, want it to contain %q", err, tc.want)
 		}
 	}
 
-	// Equal min and max (a flat model) and zero idle power are valid.
-	c := Coefficients{MinWattsPerCPU: 0, MaxWattsPerCPU: 0, CPUs: 1, Arch: "flat", Source: "s"}
-	e, err := NewEstimator(c)
-	if err != nil {
-		t.Fatalf("flat coefficients rejected: %v", err)
+	// A flat model with zero idle power is valid.
+	if _, err := NewEstimator(LinearZone(ZonePackage, 0, 0)); err != nil {
+		t.Fatalf("flat zero curve rejected: %v", err)
 	}
-	if e.Coefficients() != c {
-		t.Fatalf("Coefficients() = %+v, want %+v", e.Coefficients(), c)
+}
+
+// TestEstimatorCurvesAndBands: two zones from the fitted model (a
+// whole-server and a package curve) integrate along their own concave
+// curves, and Estimates reports the last interval's power with its band.
+func TestEstimatorCurvesAndBands(t *testing.T) {
+	m, err := curves.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := curves.Node{CPU: "Intel(R) Xeon(R) Platinum 8180 CPU @ 2.50GHz", Sockets: 2, Threads: 112, MemoryGiB: 192}
+	server, err := m.Server(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkg, err := m.Package(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := NewEstimator(EstimatedZone{ZonePlatform, server}, EstimatedZone{ZonePackage, pkg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w, ok := e.IdleWatts(ZonePlatform); !ok || w != server.Points[0].Watts {
+		t.Fatalf("IdleWatts(platform) = %v, %v; want %v", w, ok, server.Points[0].Watts)
+	}
+	e.Advance(0.3, 10*time.Second)
+	got := mustRead(t, e)
+	if p := joulesOf(t, got, ZonePlatform, -1); math.Abs(p-10*server.Points[3].Watts) > 1e-9 {
+		t.Errorf("platform after 10 s at 30%% = %v J, want %v", p, 10*server.Points[3].Watts)
+	}
+	// 2 x 205 W TDP x Teads' ratio at 30% (0.32 + (0.75-0.32)*20/40 = 0.535).
+	if p := joulesOf(t, got, ZonePackage, -1); math.Abs(p-10*410*0.535) > 1e-6 {
+		t.Errorf("package after 10 s at 30%% = %v J, want %v", p, 10*410*0.535)
+	}
+	est := e.Estimates()
+	if len(est) != 2 || est[0].Name != ZonePlatform || est[0].Socket != -1 || est[0].Source != "estimator" {
+		t.Fatalf("Estimates = %+v", est)
+	}
+	s := est[0]
+	if s.Watts != server.Points[3].Watts || !(s.LowerW < s.Watts && s.Watts < s.UpperW) {
+		t.Errorf("platform estimate %v W in [%v, %v], want %v inside a band", s.Watts, s.LowerW, s.UpperW, server.Points[3].Watts)
+	}
+	if s.Curve != curves.KindServer || s.Tier != curves.TierCPU || s.Arch != "Skylake" || s.CPU != "xeon platinum 8180" || !strings.Contains(s.Coefficients, "SPECpower") {
+		t.Errorf("platform estimate info %+v", s)
 	}
 }

@@ -388,7 +388,7 @@ func FuzzParsePerfEvent(f *testing.F) {
 // so an estimator standing in for the CPU next to a retried BMC still
 // integrates, and reports every member's health.
 func TestCombineForwardsToEstimator(t *testing.T) {
-	e, err := NewEstimator(Coefficients{MinWattsPerCPU: 1, MaxWattsPerCPU: 3, CPUs: 2})
+	e, err := NewEstimator(LinearZone(ZonePackage, 2, 6))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 // failed attempts, each logged at warn.
 func TestRetryingAdoptsWhenBack(t *testing.T) {
 	var opens atomic.Int32
-	e, _ := NewEstimator(Coefficients{MinWattsPerCPU: 1, MaxWattsPerCPU: 1, CPUs: 1})
+	e, _ := NewEstimator(LinearZone(ZonePackage, 1, 1))
 	core, logs := observer.New(zapcore.WarnLevel)
 	r := NewRetrying("redfish", errors.New("HTTP 500"), func(ctx context.Context) (Meter, error) {
 		if opens.Add(1) < 3 {

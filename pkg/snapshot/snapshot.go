@@ -40,6 +40,9 @@ type Snapshot struct {
 	// the meter (RAPL, a BMC, hwmon) and the other readers (procfs,
 	// cgroupfs, the BPF maps' counters).
 	Meters []SourceHealth
+	// Estimates are the modelled zones' power with their bands; empty
+	// when every zone is measured.
+	Estimates []Estimate
 	// MapDrops counts, per BPF map, the events lost because the map was
 	// full; empty unless BPF accounting runs.
 	MapDrops []MapDrops

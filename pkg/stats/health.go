@@ -16,7 +16,7 @@ type DropReporter interface {
 // health is the stage that copies the sources' own state into the
 // snapshot: the health of the meter's sources and of every other source
 // that reports it (procfs, cgroupfs, the BPF maps' counters), and the BPF
-// maps' drops.
+// maps' drops, and the estimator's current estimates with their bands.
 type health struct {
 	meter   power.Meter
 	reports []power.HealthReporter
@@ -40,6 +40,9 @@ func newHealth(meter power.Meter, log *zap.Logger, sources ...any) *health {
 func (h *health) publish(s *snapshot.Snapshot) {
 	if r, ok := h.meter.(power.HealthReporter); ok {
 		s.Meters = r.Health()
+	}
+	if r, ok := h.meter.(power.EstimateReporter); ok {
+		s.Estimates = r.Estimates()
 	}
 	for _, r := range h.reports {
 		s.Meters = append(s.Meters, r.Health()...)

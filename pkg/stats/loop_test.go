@@ -287,10 +287,10 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
-// With the estimator as meter, idle is the model's own floor (CPUs × min
-// watts) and dynamic energy is exactly what utilization added.
+// With the estimator as meter, idle is the model's own floor (its curve
+// at no load) and dynamic energy is exactly what utilization added.
 func TestEstimatorIdle(t *testing.T) {
-	est, err := power.NewEstimator(power.Coefficients{MinWattsPerCPU: 1, MaxWattsPerCPU: 3, CPUs: 2})
+	est, err := power.NewEstimator(power.LinearZone(power.ZonePackage, 2, 6))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,6 +309,11 @@ func TestEstimatorIdle(t *testing.T) {
 	}
 	if got := cgroupByPath(s, "/a").Energy.Get("package").DynamicJ; got != 20 {
 		t.Errorf("workload dynamic %v, want 20", got)
+	}
+	// The snapshot carries the model's estimate at the last utilization
+	// (2 + 4×0.5 = 4 W) with its band.
+	if len(s.Estimates) != 1 || s.Estimates[0].Name != "package" || s.Estimates[0].Watts != 4 || s.Estimates[0].LowerW != 4 || s.Estimates[0].UpperW != 4 || s.Estimates[0].Tier != "configuration" {
+		t.Errorf("estimates %+v, want package at 4 W", s.Estimates)
 	}
 }
 

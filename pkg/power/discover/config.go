@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/power/curves"
 	"github.com/wattrace/wattrace/pkg/power/ipmi"
 	"github.com/wattrace/wattrace/pkg/power/redfish"
 )
@@ -103,7 +104,7 @@ func (c Config) Validate() error {
 }
 
 // ValidateWattsPerCPU checks power.estimator.min-watts-per-cpu and
-// max-watts-per-cpu: finite, in [0, power.MaxWattsPerCPULimit] (0 = from
+// max-watts-per-cpu: finite, in [0, curves.MaxWattsPerVCPU] (0 = from
 // the table), max not below min. The configuration package calls it too.
 func ValidateWattsPerCPU(min, max float64) []error {
 	var errs []error
@@ -111,9 +112,9 @@ func ValidateWattsPerCPU(min, max float64) []error {
 		key string
 		v   float64
 	}{{"power.estimator.min-watts-per-cpu", min}, {"power.estimator.max-watts-per-cpu", max}} {
-		if math.IsNaN(kv.v) || math.IsInf(kv.v, 0) || kv.v < 0 || kv.v > power.MaxWattsPerCPULimit {
+		if math.IsNaN(kv.v) || math.IsInf(kv.v, 0) || kv.v < 0 || kv.v > curves.MaxWattsPerVCPU {
 			errs = append(errs, fmt.Errorf("invalid value %q for %s: want a finite number of watts in [0, %d] (0 = from the CPU model table)",
-				fmt.Sprint(kv.v), kv.key, power.MaxWattsPerCPULimit))
+				fmt.Sprint(kv.v), kv.key, curves.MaxWattsPerVCPU))
 		}
 	}
 	if len(errs) == 0 && min > 0 && max > 0 && max < min {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/power/capmc"
+	"github.com/wattrace/wattrace/pkg/power/curves"
 	"github.com/wattrace/wattrace/pkg/power/ipmi"
 	"github.com/wattrace/wattrace/pkg/power/redfish"
 )
@@ -263,7 +264,7 @@ func Open(ctx context.Context, cfg Config, log *zap.Logger) (power.Meter, error)
 	if len(f.meters) > 0 {
 		why = "no meter measures this node yet: configured meters are retried in the background"
 	}
-	e, err := openEstimator(cfg, log, why)
+	e, err := openEstimatorZones(cfg, log, why, len(f.meters) == 0)
 	if err != nil {
 		for _, m := range f.meters {
 			closeMeter(m)
@@ -277,33 +278,114 @@ func Open(ctx context.Context, cfg Config, log *zap.Logger) (power.Meter, error)
 }
 
 func openEstimator(cfg Config, log *zap.Logger, why string) (power.Meter, error) {
-	model, err := power.CPUModel(cfg.ProcfsRoot)
+	return openEstimatorZones(cfg, log, why, true)
+}
+
+// openEstimatorZones opens the estimator from what the node knows of
+// itself (CPU model, sockets, threads, memory, whether it is a VM). A VM
+// gets one package zone: its vCPUs at CCF's per-vCPU figures along the
+// SPECpower curve's shape. Bare metal gets a package zone (TDP × Teads'
+// ratio curve) and, when platform is true (no configured meter will
+// report the platform), a whole-server platform zone (the SPECpower fit).
+// power.estimator.{min,max}-watts-per-cpu replace the package zone's
+// figures with per-CPU ones.
+func openEstimatorZones(cfg Config, log *zap.Logger, why string, platform bool) (power.Meter, error) {
+	node := curves.Node{Sockets: 1}
+	var err error
+	if node.CPU, err = power.CPUModel(cfg.ProcfsRoot); err != nil {
+		log.Warn("CPU model unknown; the estimator uses its generic curves", zap.Error(err))
+	}
+	if node.Threads, err = power.OnlineCPUs(cfg.SysfsRoot); err != nil || node.Threads <= 0 {
+		node.Threads = runtime.NumCPU()
+		log.Warn("online CPUs unavailable; using the CPUs this process may run on", zap.Int("cpus", node.Threads), zap.Error(err))
+	}
+	if sockets, err := power.CPUSockets(cfg.SysfsRoot); err == nil {
+		ids := map[int]bool{}
+		for _, p := range sockets {
+			ids[p] = true
+		}
+		node.Sockets = min(max(len(ids), 1), node.Threads)
+	} else {
+		log.Warn("CPU sockets unknown; the estimator assumes 1", zap.Error(err))
+	}
+	if node.MemoryGiB, err = power.MemoryGiB(cfg.ProcfsRoot); err != nil {
+		log.Warn("memory size unknown; the estimator assumes a typical size for the CPU count", zap.Error(err))
+		node.MemoryGiB = 0
+	}
+	vm, vmWhy := power.Virtualized(cfg.ProcfsRoot, cfg.SysfsRoot)
+	zones, err := estimatorZones(cfg, node, vm, platform)
 	if err != nil {
-		log.Warn("CPU model unknown; estimator uses average coefficients", zap.Error(err))
+		return nil, err
 	}
-	cpus, err := power.OnlineCPUs(cfg.SysfsRoot)
-	if err != nil || cpus <= 0 {
-		cpus = runtime.NumCPU()
-		log.Warn("online CPUs unavailable; using the CPUs this process may run on", zap.Int("cpus", cpus), zap.Error(err))
-	}
-	c := power.LookupCoefficients(model, cpus)
-	if v := cfg.MinWattsPerCPU; v > 0 {
-		c.MinWattsPerCPU = v
-		c.Source = "configuration"
-	}
-	if v := cfg.MaxWattsPerCPU; v > 0 {
-		c.MaxWattsPerCPU = v
-		c.Source = "configuration"
-	}
-	e, err := power.NewEstimator(c)
+	e, err := power.NewEstimator(zones...)
 	if err != nil {
-		return nil, fmt.Errorf("estimator (power.estimator.min-watts-per-cpu=%g, max-watts-per-cpu=%g): %w", c.MinWattsPerCPU, c.MaxWattsPerCPU, err)
+		return nil, fmt.Errorf("estimator: %w", err)
 	}
-	log.Info("power source: estimator; energy is modelled and exported with method=\"estimated\"",
-		zap.String("reason", why), zap.String("cpu_model", model), zap.Int("cpus", cpus),
-		zap.String("arch", c.Arch), zap.Float64("min_watts_per_cpu", c.MinWattsPerCPU),
-		zap.Float64("max_watts_per_cpu", c.MaxWattsPerCPU), zap.String("coefficients_source", c.Source))
+	for _, z := range zones {
+		in, lo, hi := z.Curve.Info, z.Curve.Points[0], z.Curve.Points[curves.NumLevels-1]
+		log.Info("power source: estimator; energy is modelled and exported with method=\"estimated\"",
+			zap.String("reason", why), zap.String("zone", z.Zone), zap.String("curve", in.Kind),
+			zap.Bool("vm", vm), zap.String("vm_detected_by", vmWhy),
+			zap.String("cpu_model", node.CPU), zap.Int("sockets", node.Sockets), zap.Int("threads", node.Threads),
+			zap.Float64("memory_gib", node.MemoryGiB), zap.String("tier", in.Tier), zap.String("arch", in.Arch),
+			zap.Float64("idle_watts", lo.Watts), zap.Float64("full_load_watts", hi.Watts),
+			zap.Float64("full_load_lower_watts", hi.Lower), zap.Float64("full_load_upper_watts", hi.Upper),
+			zap.String("coefficients_source", in.Source), zap.Strings("fallbacks", in.Fallbacks))
+	}
 	return e, nil
+}
+
+// estimatorZones chooses the estimator's curves for node (see
+// openEstimatorZones).
+func estimatorZones(cfg Config, node curves.Node, vm, platform bool) ([]power.EstimatedZone, error) {
+	model, err := curves.Default()
+	if err != nil {
+		return nil, fmt.Errorf("estimator: built-in curves: %w", err)
+	}
+	var pkg curves.Curve
+	switch {
+	case cfg.MinWattsPerCPU > 0 || cfg.MaxWattsPerCPU > 0:
+		ref, err := model.VM(node)
+		if err != nil {
+			return nil, fmt.Errorf("estimator: %w", err)
+		}
+		// The table's per-vCPU figures, as the curve's ends, fill the one
+		// not configured.
+		n := float64(node.Threads)
+		lo, hi := ref.Points[0].Watts/n, ref.Points[curves.NumLevels-1].Watts/n
+		if cfg.MinWattsPerCPU > 0 {
+			lo = cfg.MinWattsPerCPU
+		}
+		if cfg.MaxWattsPerCPU > 0 {
+			hi = cfg.MaxWattsPerCPU
+		}
+		if hi < lo {
+			return nil, fmt.Errorf("%w: power.estimator.max-watts-per-cpu (%g W, configured or from the CPU table) is below power.estimator.min-watts-per-cpu (%g W)", ErrConfig, hi, lo)
+		}
+		info := ref.Info
+		info.Tier, info.Source = "configuration", "configuration (power.estimator.*-watts-per-cpu)"
+		if pkg, err = model.PerVCPU(node, lo, hi, info); err != nil {
+			return nil, fmt.Errorf("estimator (power.estimator.min-watts-per-cpu=%g, max-watts-per-cpu=%g): %w", lo, hi, err)
+		}
+	case vm:
+		if pkg, err = model.VM(node); err != nil {
+			return nil, fmt.Errorf("estimator: %w", err)
+		}
+	default:
+		if pkg, err = model.Package(node); err != nil {
+			return nil, fmt.Errorf("estimator: %w", err)
+		}
+	}
+	zones := []power.EstimatedZone{{Zone: power.ZonePackage, Curve: pkg}}
+	if platform && !vm {
+		server, err := model.Server(node)
+		if err != nil {
+			return nil, fmt.Errorf("estimator: %w", err)
+		}
+		zones[0].Curve = curves.CapAt(pkg, server)
+		zones = append(zones, power.EstimatedZone{Zone: power.ZonePlatform, Curve: server})
+	}
+	return zones, nil
 }
 
 // The rows.

@@ -1,0 +1,29 @@
+package measure
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/wattrace/wattrace/internal/testenv"
+)
+
+// BenchmarkOverhead10s: measure's own CPU (its process: BPF load, meter,
+// cgroup, reads) against the CPU of the 10 s command it measures, as a
+// separate process like `wattrace measure`. Run under flock
+// /tmp/lock.bench; docs/performance.md keeps the figure.
+func BenchmarkOverhead10s(b *testing.B) {
+	testenv.RequireRoot(b)
+	sys := testenv.CopyFixture(b, "../power/testdata/rapl-1socket")
+	for i := 0; i < b.N; i++ {
+		report := filepath.Join(b.TempDir(), "r.json")
+		cmd := measureProcess(b, report, append([]string{"--path.sysfs", sys, "--accounting=bpf", "--"}, burner(b, 10)...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("%v: %s", err, out)
+		}
+		rep := readReport(b, report)
+		r := rep.Runs[0]
+		b.ReportMetric(rep.SelfCPUSeconds, "measure-cpu-s")
+		b.ReportMetric(r.CPUSeconds, "command-cpu-s")
+		b.ReportMetric(100*rep.SelfCPUSeconds/r.CPUSeconds, "overhead-%")
+	}
+}

@@ -1,0 +1,168 @@
+package measure
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/wattrace/wattrace/pkg/gpu"
+	"github.com/wattrace/wattrace/pkg/gpu/node"
+	"github.com/wattrace/wattrace/pkg/model"
+	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/reading"
+)
+
+// GPUReader reads the node's GPUs one interval at a time (pkg/gpu/node):
+// each device's energy since the previous call and its processes' weights.
+type GPUReader interface {
+	Interval(ctx context.Context, now time.Time) *node.Interval
+}
+
+var _ GPUReader = (*node.GPUs)(nil)
+
+// gpuSlice is one device over one GPU interval: its energy, and the
+// weights of the command's processes and of everyone's.
+type gpuSlice struct {
+	dev        gpu.Device
+	energyJ    float64
+	dt         time.Duration
+	cmdW, allW float64
+}
+
+// gpuMember says whether a PID belongs to the command: by its cgroup
+// when the command has one, else by its ancestry.
+func gpuMember(place *Placement, root int) func(pid int) bool {
+	if place != nil && place.Dir != "" {
+		return func(pid int) bool {
+			rel, err := ownCgroup(pid, place.Kind)
+			if err != nil {
+				return false
+			}
+			dir := filepath.Join(place.mount, rel)
+			return dir == place.Dir || strings.HasPrefix(dir, place.Dir+"/")
+		}
+	}
+	return func(pid int) bool {
+		for i := 0; pid > 1 && i < 64; i++ {
+			if pid == root {
+				return true
+			}
+			pid = parentOf(pid)
+		}
+		return false
+	}
+}
+
+func parentOf(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// pid (comm) state ppid …; comm may hold spaces and parentheses.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
+}
+
+// gpuRead takes one GPU interval and keeps, per device with a valid
+// reading, its energy and whose processes weighed what. MIG boards are
+// taken as a whole (their instances' weights scaled by each instance's).
+func gpuRead(ctx context.Context, g GPUReader, now time.Time, member func(int) bool) []gpuSlice {
+	in := g.Interval(ctx, now)
+	if in == nil {
+		return nil
+	}
+	var out []gpuSlice
+	for _, d := range in.Devices {
+		r := d.Reading
+		if !r.OK {
+			continue
+		}
+		s := gpuSlice{dev: r.Device, energyJ: r.EnergyJ, dt: r.Interval}
+		add := func(usage map[int]float64, scale float64) {
+			for pid, w := range usage {
+				if !(w > 0 && w <= math.MaxFloat64) {
+					continue
+				}
+				s.allW += w * scale
+				if member(pid) {
+					s.cmdW += w * scale
+				}
+			}
+		}
+		add(r.Usage, 1)
+		for _, inst := range r.Instances {
+			add(inst.Usage, inst.Weight)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func gpuKey(d gpu.Device) string { return zoneKey(power.ZoneGPU, d.Index) }
+
+// gpuZones splits each device's energy, interval by interval, between the
+// command and the rest by their processes' GPU weights (an interval
+// with no process weights stays unattributed), with the baseline's idle
+// power of the device.
+func (a *attribution) gpuZones(slices []gpuSlice) ([]Zone, error) {
+	type key int
+	const (
+		command key = iota
+		rest
+	)
+	byDev := map[string]*Zone{}
+	var order []string
+	var cmdW, allW = map[string]float64{}, map[string]float64{}
+	for _, s := range slices {
+		k := gpuKey(s.dev)
+		if err := reading.CheckGauge(s.energyJ, math.MaxFloat64); err != nil {
+			return nil, fmt.Errorf("GPU %s: %w", k, err)
+		}
+		z := byDev[k]
+		if z == nil {
+			z = &Zone{Zone: power.ZoneGPU, Socket: s.dev.Index, Source: s.dev.Source, Method: MethodMeasured}
+			byDev[k] = z
+			order = append(order, k)
+		}
+		dyn, idle := map[key]float64{}, map[key]float64{}
+		res := model.Split(model.Interval[key]{
+			EnergyJ: s.energyJ, IdleJ: a.idleWatts(power.ZoneGPU, s.dev.Index) * s.dt.Seconds(),
+			Usage: map[key]float64{command: s.cmdW, rest: s.allW - s.cmdW}, Policy: a.policy,
+		}, dyn, idle)
+		z.NodeJ += s.energyJ
+		z.NodeIdleJ += res.IdleJ
+		z.NodeDynamicJ += res.DynamicJ
+		z.DynamicJ += dyn[command]
+		z.IdleJ += idle[command]
+		z.IdleClamped = z.IdleClamped || res.Clamped
+		cmdW[k] += s.cmdW
+		allW[k] += s.allW
+	}
+	out := make([]Zone, 0, len(order))
+	for _, k := range order {
+		z := byDev[k]
+		z.CPUShare = share(cmdW[k], allW[k]-cmdW[k])
+		out = append(out, *z)
+	}
+	return out, nil
+}
+
+// gpuConfig is the GPU sources measure opens: the exporter's defaults
+// (NVML and the DRM cards' sysfs), no allocation sources.
+func gpuConfig(o *Options) node.Config {
+	return node.Config{NVML: o.GPU, Sysfs: o.GPU, SysfsRoot: o.SysfsRoot, ProcfsRoot: o.ProcfsRoot}
+}

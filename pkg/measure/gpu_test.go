@@ -1,0 +1,133 @@
+package measure
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wattrace/wattrace/internal/testenv"
+	"github.com/wattrace/wattrace/pkg/gpu"
+	"github.com/wattrace/wattrace/pkg/gpu/node"
+	"github.com/wattrace/wattrace/pkg/snapshot"
+)
+
+// fakeGPU stands in for a GPU this machine lacks: it draws watts while
+// the test runs, and like NVML's per-process samples it samples the
+// processes "using" it every 50 ms over each interval: a process whose
+// environment holds marker weighs 3 per sample, the test process 1.
+type fakeGPU struct {
+	watts  float64
+	marker string
+
+	mu      sync.Mutex
+	last    time.Time
+	weights map[int]float64
+	stop    chan struct{}
+	wg      sync.WaitGroup
+}
+
+func newFakeGPU(t *testing.T, watts float64, marker string) *fakeGPU {
+	f := &fakeGPU{watts: watts, marker: marker, last: time.Now(), weights: map[int]float64{}, stop: make(chan struct{})}
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-f.stop:
+				return
+			case <-tick.C:
+			}
+			users := f.users()
+			f.mu.Lock()
+			for pid, w := range users {
+				f.weights[pid] += w
+			}
+			f.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { close(f.stop); f.wg.Wait() })
+	return f
+}
+
+func (f *fakeGPU) users() map[int]float64 {
+	out := map[int]float64{os.Getpid(): 1}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err == nil && strings.Contains(string(env), f.marker) {
+			out[pid] = 3
+		}
+	}
+	return out
+}
+
+var dev = gpu.Device{Index: 0, UUID: "GPU-fake", Model: "fake", Vendor: gpu.NVIDIA, Source: "nvml"}
+
+func (f *fakeGPU) Name() string                    { return "nvml" }
+func (f *fakeGPU) Devices() []gpu.Device           { return []gpu.Device{dev} }
+func (f *fakeGPU) Close() error                    { return nil }
+func (f *fakeGPU) Health() []snapshot.SourceHealth { return nil }
+func (f *fakeGPU) Read(_ context.Context, now time.Time) ([]gpu.Reading, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	dt := now.Sub(f.last)
+	f.last = now
+	usage := f.weights
+	f.weights = map[int]float64{}
+	return []gpu.Reading{{Device: dev, OK: true, EnergyJ: f.watts * dt.Seconds(), Method: gpu.Counter,
+		Interval: dt, PowerW: f.watts, Usage: usage, Basis: gpu.SMUtil}}, nil
+}
+
+var _ gpu.Source = (*fakeGPU)(nil)
+
+// A command's processes on a GPU get the GPU's dynamic energy by their
+// share of its per-process use: here 3 of every 4 weight units, so 3/4.
+func TestGPUShare(t *testing.T) {
+	testenv.RequireRoot(t)
+	sys := fixturePower(t, wattsPerCPU)
+	fake := newFakeGPU(t, 100, envBurn+"=")
+	gpus := func(*Options) (GPUReader, func(), error) {
+		return node.New(node.Config{}, []gpu.Source{fake}, nil, nil), func() {}, nil
+	}
+	out := filepath.Join(t.TempDir(), "r.json")
+	var stdout, stderr strings.Builder
+	args := append([]string{"--json", "-o", out, "--path.sysfs", sys, "--accounting=bpf", "--"}, burner(t, 2.5)...)
+	if code := mainWith(context.Background(), args, strings.NewReader(""), &stdout, &stderr, []string{"measure"}, gpus); code != 0 {
+		t.Fatalf("status %d: %s", code, stderr.String())
+	}
+	rep := readReport(t, out)
+	r := rep.Runs[0]
+	var g *Zone
+	for i := range r.Zones {
+		if r.Zones[i].Zone == "gpu" {
+			g = &r.Zones[i]
+		}
+	}
+	if g == nil {
+		t.Fatalf("no gpu zone in %+v", r.Zones)
+	}
+	t.Logf("gpu-0: node %.3f J over %.3f s, command %.3f J, share %.4f", g.NodeJ, r.WallSeconds, g.DynamicJ, g.CPUShare)
+	within(t, "GPU energy over the run", g.NodeJ, 100*r.WallSeconds, 0.05)
+	within(t, "command's GPU energy", g.DynamicJ, 0.75*g.NodeDynamicJ, 0.05)
+	if g.Method != MethodMeasured || g.Source != "nvml" || g.Socket != 0 {
+		t.Errorf("zone %+v", *g)
+	}
+	var pkg float64
+	for _, z := range r.Zones {
+		if z.Zone == "package" {
+			pkg = z.DynamicJ + z.IdleJ
+		}
+	}
+	within(t, "total: package + gpu", r.EnergyJ, pkg+g.DynamicJ+g.IdleJ, 1e-9)
+}

@@ -1,0 +1,144 @@
+package measure
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Schema names the JSON report's version (docs/measure.md).
+const Schema = "wattrace.measure/v1"
+
+// Report is everything measure prints.
+type Report struct {
+	Schema  string   `json:"schema"`
+	Command []string `json:"command"`
+	// Accounting is "bpf" (exact per-task CPU time of the command's
+	// cgroup), "cgroupfs+procfs" (the cgroup's own counter against
+	// /proc/stat) or "rusage+procfs" (the child tree's rusage).
+	Accounting string `json:"accounting"`
+	// Cgroup is how the command was placed: child, systemd or none.
+	Cgroup       string   `json:"cgroup"`
+	Hierarchy    string   `json:"hierarchy,omitempty"`
+	Meter        string   `json:"meter"`
+	IdlePolicy   string   `json:"idle_policy"`
+	Baseline     Baseline `json:"idle_baseline"`
+	GramsPerKWh  float64  `json:"grams_per_kwh"`
+	CarbonSource string   `json:"carbon_source"`
+	Runs         []Run    `json:"runs"`
+	Summary      Summary  `json:"summary"`
+	// SelfCPUSeconds is measure's own CPU time (its process, set-up
+	// included; not the command's), for its overhead.
+	SelfCPUSeconds float64  `json:"self_cpu_seconds"`
+	Warnings       []string `json:"warnings,omitempty"`
+}
+
+var errInterrupted = errors.New("interrupted")
+
+// Measure runs the command o.Repeat times (after the idle baseline when
+// o.Idle is set) and returns the report. An interrupt ends it after the
+// run under way, whose record is kept and marked.
+func Measure(ctx context.Context, o Options, e *Env, path string, rep Report) (Report, error) {
+	rep.Schema = Schema
+	rep.Command = o.Command
+	rep.IdlePolicy = string(o.IdlePolicy)
+	rep.Meter = e.Meter.Name()
+	a := &attribution{meter: e.Meter, policy: o.IdlePolicy, gramsPerKWh: rep.GramsPerKWh, nsockets: e.NSockets}
+	if o.Idle > 0 {
+		b, err := e.baseline(o.Idle, func(d time.Duration) bool { return e.sleep(ctx, d) })
+		if errors.Is(err, errInterrupted) {
+			rep.Summary.Interrupted = true
+			rep.Summary.ExitStatus = 130
+			rep.Warnings = append(rep.Warnings, "interrupted during the idle baseline: the command was not run")
+			return rep, nil
+		}
+		if err != nil {
+			return rep, err
+		}
+		a.baseline = b
+	} else {
+		a.baseline = modelBaseline(e.Meter)
+	}
+	rep.Baseline = a.baseline
+	for i := 1; i <= o.Repeat; i++ {
+		if e.interruptPending() {
+			// Before a run (during the set-up, or between two runs):
+			// start no more.
+			rep.Summary = summarize(rep.Runs)
+			rep.Summary.Interrupted = true
+			if rep.Summary.ExitStatus == 0 && len(rep.Runs) == 0 {
+				rep.Summary.ExitStatus = 130 // as a shell reports SIGINT
+			}
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("interrupted after run %d of %d", i-1, o.Repeat))
+			return rep, nil
+		}
+		r, err := e.runOnce(ctx, path, o.Command)
+		rep.Warnings = append(rep.Warnings, r.warnings...)
+		if err != nil {
+			rep.Summary = summarize(rep.Runs)
+			return rep, err
+		}
+		run, err := a.run(i, r)
+		if err != nil {
+			rep.Summary = summarize(rep.Runs)
+			return rep, err
+		}
+		rep.Runs = append(rep.Runs, run)
+		if run.Interrupted {
+			break
+		}
+	}
+	rep.Summary = summarize(rep.Runs)
+	return rep, nil
+}
+
+// interruptPending takes the signals that arrived while no command ran
+// (they had nobody to go to) and says whether one was an interrupt.
+func (e *Env) interruptPending() bool {
+	for {
+		select {
+		case sig := <-e.Signals:
+			if isInterrupt(sig) {
+				return true
+			}
+		default:
+			return false
+		}
+	}
+}
+
+// sleep waits d unless an interrupt or ctx ends it first (false).
+func (e *Env) sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			return true
+		case <-ctx.Done():
+			return false
+		case sig := <-e.Signals:
+			if isInterrupt(sig) {
+				return false
+			}
+		}
+	}
+}
+
+// exitCode is measure's status: the command's, or ExitSetup when it
+// could not be measured.
+func exitCode(rep Report, err error) int {
+	var se startError
+	switch {
+	case errors.As(err, &se):
+		return se.code
+	case err != nil:
+		return ExitSetup
+	}
+	return rep.Summary.ExitStatus
+}
+
+func errLine(err error) string {
+	return fmt.Sprintf("wattrace measure: %v", err)
+}

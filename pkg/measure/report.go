@@ -1,0 +1,252 @@
+package measure
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Write writes the report in format.
+func Write(w io.Writer, format string, rep Report) error {
+	switch format {
+	case FormatJSON:
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	case FormatCSV:
+		return writeCSV(w, rep)
+	}
+	return writeTable(w, rep)
+}
+
+// csvColumns are the CSV report's columns, in order.
+var csvColumns = []string{"record", "run", "exit_status", "interrupted", "wall_seconds", "cpu_seconds",
+	"user_seconds", "system_seconds", "node_cpu_seconds", "cpu_share", "energy_joules", "dynamic_joules",
+	"idle_joules", "node_energy_joules", "average_watts", "grams"}
+
+func writeCSV(w io.Writer, rep Report) error {
+	cw := csv.NewWriter(w)
+	_ = cw.Write(csvColumns)
+	for _, r := range rep.Runs {
+		_ = cw.Write([]string{"run", strconv.Itoa(r.Run), strconv.Itoa(r.ExitStatus), strconv.FormatBool(r.Interrupted),
+			num(r.WallSeconds), num(r.CPUSeconds), num(r.UserSeconds), num(r.SystemSeconds), num(r.NodeCPUSeconds),
+			num(r.CPUShare), num(r.EnergyJ), num(r.DynamicJ), num(r.IdleJ), num(r.NodeEnergyJ), num(r.AverageW), num(r.Grams)})
+	}
+	s := rep.Summary
+	stats := []Stat{s.WallSeconds, s.CPUSeconds, s.EnergyJ, s.DynamicJ, s.IdleJ, s.NodeEnergyJ, s.AverageW, s.Grams}
+	for _, row := range []struct {
+		name string
+		get  func(Stat) (float64, bool)
+	}{
+		{"mean", func(s Stat) (float64, bool) { return s.Mean, s.N > 0 }},
+		{"stddev", func(s Stat) (float64, bool) {
+			if s.StdDev == nil {
+				return 0, false
+			}
+			return *s.StdDev, true
+		}},
+		{"ci95_low", func(s Stat) (float64, bool) {
+			if s.CI95 == nil {
+				return 0, false
+			}
+			return s.CI95[0], true
+		}},
+		{"ci95_high", func(s Stat) (float64, bool) {
+			if s.CI95 == nil {
+				return 0, false
+			}
+			return s.CI95[1], true
+		}},
+	} {
+		v := func(i int) string {
+			x, ok := row.get(stats[i])
+			if !ok {
+				return ""
+			}
+			return num(x)
+		}
+		_ = cw.Write([]string{row.name, strconv.Itoa(s.Runs), strconv.Itoa(s.ExitStatus), strconv.FormatBool(s.Interrupted),
+			v(0), v(1), "", "", "", "", v(2), v(3), v(4), v(5), v(6), v(7)})
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+func num(x float64) string { return strconv.FormatFloat(x, 'g', 10, 64) }
+
+// writeTable is the human report, like perf stat's.
+func writeTable(w io.Writer, rep Report) error {
+	b := &strings.Builder{}
+	runs := len(rep.Runs)
+	fmt.Fprintf(b, "\n Energy of '%s'", strings.Join(rep.Command, " "))
+	if rep.Summary.Runs > 1 {
+		fmt.Fprintf(b, " (%d runs)", rep.Summary.Runs)
+	}
+	b.WriteString(":\n\n")
+	place := rep.Cgroup
+	if rep.Hierarchy != "" && place != PlaceNone {
+		place += " cgroup (" + rep.Hierarchy + ")"
+	}
+	fmt.Fprintf(b, "   accounting  %s, %s\n", rep.Accounting, place)
+	fmt.Fprintf(b, "   meter       %s\n", rep.Meter)
+	idle := "none (all energy is dynamic; --idle S measures a baseline)"
+	switch rep.Baseline.Source {
+	case "measured":
+		idle = fmt.Sprintf("measured over %.2f s (%s)", rep.Baseline.Seconds, watts(rep.Baseline.Watts))
+	case "model":
+		idle = "the meter's model (" + watts(rep.Baseline.Watts) + ")"
+	}
+	fmt.Fprintf(b, "   idle        %s; idle policy %s\n\n", idle, rep.IdlePolicy)
+	if runs == 0 {
+		b.WriteString("   (no run completed)\n")
+		writeNotes(b, rep)
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
+
+	// One run: its figures; several: the mean, ± the relative deviation.
+	s := rep.Summary
+	src := rep.Runs
+	if s.Runs > 0 {
+		src = completed(rep.Runs)
+	}
+	pm := func(st Stat) string {
+		if st.StdDev == nil || st.Mean == 0 {
+			return ""
+		}
+		return fmt.Sprintf("  ( ± %.2f%% )", 100**st.StdDev/math.Abs(st.Mean))
+	}
+	mean := func(f func(Run) float64) float64 {
+		var t float64
+		for _, r := range src {
+			t += f(r)
+		}
+		return t / float64(len(src))
+	}
+	row := func(v, unit, what, extra string) { fmt.Fprintf(b, "%16s %-2s  %s%s\n", v, unit, what, extra) }
+	row(f3(mean(func(r Run) float64 { return r.WallSeconds })), "s", "wall time", pm(s.WallSeconds))
+	row(f3(mean(func(r Run) float64 { return r.CPUSeconds })), "s", fmt.Sprintf("CPU (user %.3f s, system %.3f s)",
+		mean(func(r Run) float64 { return r.UserSeconds }), mean(func(r Run) float64 { return r.SystemSeconds })), pm(s.CPUSeconds))
+	row(fmt.Sprintf("%.2f", 100*mean(func(r Run) float64 { return r.CPUShare })), "%", "of the node's CPU time", "")
+	row(f3(mean(func(r Run) float64 { return r.EnergyJ })), "J", "energy of the command", pm(s.EnergyJ))
+	row(f3(mean(func(r Run) float64 { return r.DynamicJ })), "J", "  dynamic, by its CPU share", pm(s.DynamicJ))
+	row(f3(mean(func(r Run) float64 { return r.IdleJ })), "J", "  idle, by policy "+rep.IdlePolicy, pm(s.IdleJ))
+	row(f3(mean(func(r Run) float64 { return r.NodeEnergyJ })), "J", "node energy over the same time", pm(s.NodeEnergyJ))
+	row(f3(mean(func(r Run) float64 { return r.AverageW })), "W", fmt.Sprintf("average power (node %.3f W)",
+		mean(func(r Run) float64 { return r.NodeAverageW })), pm(s.AverageW))
+	row(fmt.Sprintf("%.6f", mean(func(r Run) float64 { return r.Grams })), "g", fmt.Sprintf("CO2e at %g g/kWh (%s)", rep.GramsPerKWh, rep.CarbonSource), pm(s.Grams))
+
+	b.WriteString("\n   zone        method     source     node J  node idle J  command dynamic J  command idle J\n")
+	for _, z := range meanZones(src) {
+		method := z.Method
+		if z.Band != nil {
+			method += fmt.Sprintf(" [%s, %s] J", f3(z.Band[0]), f3(z.Band[1]))
+		}
+		fmt.Fprintf(b, "   %-11s %-10s %-9s %8s %12s %18s %15s\n", zoneKey(z.Zone, z.Socket), z.Method, z.Source,
+			f3(z.NodeJ), f3(z.NodeIdleJ), f3(z.DynamicJ), f3(z.IdleJ))
+		if z.Band != nil {
+			fmt.Fprintf(b, "   %-11s band ±%.0f%%: %s\n", "", 100*EstimateBand, strings.TrimPrefix(method, z.Method+" "))
+		}
+	}
+	if s.Runs > 1 {
+		b.WriteString("\n   95% confidence interval of the mean (Student's t):\n")
+		for _, c := range []struct {
+			what, unit string
+			st         Stat
+		}{{"wall time", "s", s.WallSeconds}, {"CPU", "s", s.CPUSeconds}, {"energy", "J", s.EnergyJ}, {"average power", "W", s.AverageW}} {
+			if c.st.CI95 != nil {
+				fmt.Fprintf(b, "   %-14s [%s, %s] %s\n", c.what, f3(c.st.CI95[0]), f3(c.st.CI95[1]), c.unit)
+			}
+		}
+	}
+	writeNotes(b, rep)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func writeNotes(b *strings.Builder, rep Report) {
+	if rep.Summary.Interrupted {
+		b.WriteString("\n   INTERRUPTED: partial report")
+		for _, r := range rep.Runs {
+			if r.Interrupted {
+				fmt.Fprintf(b, " (run %d stopped after %.3f s", r.Run, r.WallSeconds)
+				if len(r.Signals) > 0 {
+					fmt.Fprintf(b, " by %s", strings.Join(r.Signals, ", "))
+				}
+				b.WriteString(")")
+			}
+		}
+		b.WriteString("\n")
+	}
+	if rep.Summary.ExitStatus != 0 {
+		fmt.Fprintf(b, "\n   the command exited with status %d\n", rep.Summary.ExitStatus)
+	}
+	for _, w := range rep.Warnings {
+		fmt.Fprintf(b, "   warning: %s\n", w)
+	}
+	b.WriteString("\n")
+}
+
+func completed(runs []Run) []Run {
+	var out []Run
+	for _, r := range runs {
+		if !r.Interrupted {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// meanZones averages each zone over the runs.
+func meanZones(runs []Run) []Zone {
+	var out []Zone
+	idx := map[string]int{}
+	for _, r := range runs {
+		for _, z := range r.Zones {
+			k := z.Source + "/" + zoneKey(z.Zone, z.Socket)
+			i, ok := idx[k]
+			if !ok {
+				i = len(out)
+				idx[k] = i
+				c := z
+				c.NodeJ, c.NodeIdleJ, c.NodeDynamicJ, c.DynamicJ, c.IdleJ, c.Band = 0, 0, 0, 0, 0, nil
+				out = append(out, c)
+			}
+			n := float64(len(runs))
+			o := &out[i]
+			o.NodeJ += z.NodeJ / n
+			o.NodeIdleJ += z.NodeIdleJ / n
+			o.NodeDynamicJ += z.NodeDynamicJ / n
+			o.DynamicJ += z.DynamicJ / n
+			o.IdleJ += z.IdleJ / n
+			if z.Band != nil {
+				if o.Band == nil {
+					o.Band = &[2]float64{}
+				}
+				o.Band[0] += z.Band[0] / n
+				o.Band[1] += z.Band[1] / n
+			}
+		}
+	}
+	return out
+}
+
+func f3(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }
+
+func watts(m map[string]float64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %.3f W", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}

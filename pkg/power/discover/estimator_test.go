@@ -1,0 +1,153 @@
+package discover
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/power/curves"
+)
+
+// nodeTree writes the files the estimator reads: cpuinfo (model name and
+// flags), meminfo, the online CPUs and each CPU's package id.
+func nodeTree(t *testing.T, model, flags string, sockets, threads int, memKB uint64) string {
+	t.Helper()
+	root := t.TempDir()
+	var cpuinfo strings.Builder
+	for i := 0; i < threads; i++ {
+		fmt.Fprintf(&cpuinfo, "processor\t: %d\nmodel name\t: %s\nflags\t\t: %s\n\n", i, model, flags)
+		dir := filepath.Join(root, "devices", "system", "cpu", fmt.Sprintf("cpu%d", i), "topology")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "physical_package_id"), []byte(fmt.Sprint(i*sockets/threads, "\n")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, body := range map[string]string{
+		"cpuinfo":                   cpuinfo.String(),
+		"meminfo":                   fmt.Sprintf("MemTotal:       %d kB\nMemFree:        1000 kB\n", memKB),
+		"devices/system/cpu/online": fmt.Sprintf("0-%d\n", threads-1),
+	} {
+		if err := os.WriteFile(filepath.Join(root, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+func openEstimatorOn(t *testing.T, cfg Config) *power.Estimator {
+	t.Helper()
+	cfg.Source = "estimator"
+	m, err := Open(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, ok := m.(*power.Estimator)
+	if !ok {
+		t.Fatalf("meter %T, want *power.Estimator", m)
+	}
+	return e
+}
+
+// A bare-metal node without a meter: the package zone from TDP × Teads'
+// curve (capped at the server) and the platform zone from the SPECpower
+// fit, both for what the node's files say it is.
+func TestEstimatorBareMetal(t *testing.T) {
+	const model = "Intel(R) Xeon(R) Gold 6252 CPU @ 2.10GHz"
+	root := nodeTree(t, model, "fpu vme sse2 avx2", 2, 96, 384<<20)
+	e := openEstimatorOn(t, fastConfig(root))
+	zs := e.Zones()
+	if len(zs) != 2 || zs[0].Zone != power.ZonePackage || zs[1].Zone != power.ZonePlatform {
+		t.Fatalf("zones %+v, want package and platform", zs)
+	}
+	m, err := curves.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := curves.Node{CPU: model, Sockets: 2, Threads: 96, MemoryGiB: 384}
+	server, _ := m.Server(node)
+	pkg, _ := m.Package(node)
+	pkg = curves.CapAt(pkg, server)
+	if zs[1].Curve.Points != server.Points || zs[0].Curve.Points != pkg.Points {
+		t.Errorf("curves differ from the model's for %+v", node)
+	}
+	if w, _ := e.IdleWatts(power.ZonePlatform); w != server.Points[0].Watts || w < 50 || w > 500 {
+		t.Errorf("platform idle %v W, want the model's %v", w, server.Points[0].Watts)
+	}
+	est := e.Estimates()
+	if est[1].Curve != "server" || est[1].Tier != curves.TierCPU || est[1].Arch != "Cascade Lake" || est[0].Curve != "package" {
+		t.Errorf("estimates %+v", est)
+	}
+}
+
+// A VM: one package zone of its vCPUs at CCF's figures for the host's
+// microarchitecture (EPYC 3rd Gen: 0.46 W idle per vCPU).
+func TestEstimatorVM(t *testing.T) {
+	root := nodeTree(t, "AMD EPYC 7B13", "fpu sse2 hypervisor avx2", 1, 4, 16<<20)
+	e := openEstimatorOn(t, fastConfig(root))
+	zs := e.Zones()
+	if len(zs) != 1 || zs[0].Zone != power.ZonePackage || zs[0].Curve.Info.Kind != curves.KindVM || zs[0].Curve.Info.Arch != "EPYC 3rd Gen" {
+		t.Fatalf("zones %+v, want one vm package zone", zs)
+	}
+	if w, _ := e.IdleWatts(power.ZonePackage); math.Abs(w-4*0.46) > 1e-9 {
+		t.Errorf("idle %v W, want 4 x 0.46", w)
+	}
+	if full := zs[0].Curve.Points[curves.NumLevels-1]; math.Abs(full.Watts-4*1.96) > 1e-9 || !(full.Lower < full.Watts && full.Watts < full.Upper) {
+		t.Errorf("full load %+v, want 4 x 1.96 W inside a band", full)
+	}
+
+	// Operator figures replace CCF's; the one not set comes from the table.
+	cfg := fastConfig(root)
+	cfg.MaxWattsPerCPU = 5
+	e = openEstimatorOn(t, cfg)
+	c := e.Zones()[0].Curve
+	if c.Points[0].Watts != 4*0.46 || c.Points[curves.NumLevels-1].Watts != 20 || c.Info.Tier != "configuration" {
+		t.Errorf("with max 5 W per CPU: idle %v, full %v, tier %q", c.Points[0].Watts, c.Points[curves.NumLevels-1].Watts, c.Info.Tier)
+	}
+	cfg = fastConfig(root)
+	cfg.MinWattsPerCPU = 3 // above the table's 1.96 W at full load
+	if _, err := Open(context.Background(), cfg, nil); err == nil || !strings.Contains(err.Error(), "power.estimator.max-watts-per-cpu") {
+		t.Errorf("min above the table's max: %v", err)
+	}
+}
+
+// Nothing readable (no cpuinfo, meminfo or topology): the generic curves,
+// and still a working estimator.
+func TestEstimatorKnowsNothing(t *testing.T) {
+	e := openEstimatorOn(t, fastConfig(t.TempDir()))
+	for _, z := range e.Zones() {
+		if z.Curve.Info.Tier != curves.TierGeneric || len(z.Curve.Info.Fallbacks) == 0 {
+			t.Errorf("zone %s: tier %q fallbacks %q", z.Zone, z.Curve.Info.Tier, z.Curve.Info.Fallbacks)
+		}
+	}
+}
+
+// A configured meter retried in the background owns the platform: the
+// estimator then models the CPU package only.
+func TestEstimatorLeavesPlatformToRetriedMeter(t *testing.T) {
+	b := newBMC(t)
+	b.down.Store(true)
+	cfg := fastConfig(nodeTree(t, "Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz", "fpu", 2, 8, 64<<20))
+	cfg.Redfish = b.config(t)
+	m, err := Open(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeMeter(m)
+	for _, z := range zones(t, m) {
+		if z == ":platform" || z == "estimator:platform" {
+			t.Errorf("zones %v: the estimator took the platform", zones(t, m))
+		}
+	}
+	c := m.(*power.Combined)
+	e := c.Meters()[0].(*power.Estimator)
+	if zs := e.Zones(); len(zs) != 1 || zs[0].Zone != power.ZonePackage {
+		t.Errorf("estimator zones %+v, want package only", zs)
+	}
+}
