@@ -102,8 +102,10 @@ func TestTwoCgroupsMatchKernelAccounting(t *testing.T) {
 		testenv.StartIn(t, dirA, testenv.Busy...),
 		testenv.StartIn(t, dirB, testenv.Busy...),
 	}
-	// Read as the loop would, so deltas cross several reads.
-	for i := 0; i < 10; i++ {
+	// Read as the loop would, so deltas cross several reads: at least ten,
+	// and until A has been charged 5 s (a shared machine may give the
+	// burners far less than their two cores; 60 s at most).
+	for i, deadline := 0, time.Now().Add(60*time.Second); i < 10 || (cgUsage(t, res, h, dirA)-uA0 < 5e9 && time.Now().Before(deadline)); i++ {
 		time.Sleep(time.Second)
 		if _, err := a.Read(); err != nil {
 			t.Fatal(err)
