@@ -29,9 +29,11 @@ all: lint test build
 # binary runs as before (the GPU source is off). gcc is all it needs; the
 # binary links glibc dynamically (the image uses distroless/base, which has
 # it). CGO_ENABLED=0 still builds, without NVIDIA support. The BPF objects
-# are committed, so no clang is needed here.
+# are committed, so no clang is needed here. wattrace-api (the units
+# server) is pure Go: SQLite through modernc.org/sqlite, no cgo.
 build:
 	CGO_ENABLED=1 CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations" $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/exporter
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(dir $(BIN))wattrace-api ./cmd/wattrace-api
 
 # Starts the exporter with defaults. BPF accounting needs root (or
 # CAP_BPF+CAP_PERFMON); without it wattrace falls back to

@@ -2,7 +2,9 @@
 
 // Package e2e holds wattrace's end-to-end tests against real workload
 // managers: a single-node Slurm cluster (slurm.sh) and libvirt QEMU VMs
-// (libvirt.sh) brought up on the test machine, with the real exporter binary
+// (libvirt.sh), among them a real Linux guest running its own exporter on
+// its host's share (guest.sh, guest_test.go), brought up on the test
+// machine, with the real exporter binary
 // scraped over HTTP; and a real Prometheus pipeline (prometheus_test.go:
 // Debian's prometheus scraping wattrace, the rules and dashboards evaluated,
 // agent mode remote-writing to a second Prometheus). They need root and install Debian packages with

@@ -5,6 +5,8 @@
 # test-bed recipe.
 #
 #   ./libvirt.sh setup      # install (if needed), start virtlogd+libvirtd, define+start VMs
+#   ./libvirt.sh daemons    # install (if needed), start virtlogd+libvirtd only (the
+#                           # guest test defines its own domain, $GUEST_VM)
 #   ./libvirt.sh status     # print pid / cgroup / uuid / xml paths / cpu use of the VMs
 #   ./libvirt.sh teardown   # destroy+undefine VMs, stop the libvirtd+virtlogd this
 #                           # script started (by PID), rmdir cgroups, remove $STATE
@@ -31,6 +33,7 @@ set -u
 export LIBVIRT_DEFAULT_URI=qemu:///system
 IDLE_VM=${IDLE_VM:-wattrace-e2e-idle}
 BURN_VM=${BURN_VM:-wattrace-e2e-burn}
+GUEST_VM=${GUEST_VM:-wattrace-e2e-guest}  # e2e/guest_test.go's Linux guest
 BURN_QUOTA_US=${BURN_QUOTA_US:-}          # e.g. 50000 -> burner capped at 50 % of a CPU
 WORKDIR=${LIBVIRT_E2E_WORKDIR:-/var/lib/libvirt/images/wattrace-e2e}
 STATE=${LIBVIRT_E2E_STATE:-/tmp/wattrace-e2e-libvirt}
@@ -176,7 +179,7 @@ status() {
 teardown() {
   local n p lp vp d
   if alive /run/libvirtd.pid >/dev/null; then
-    for n in "$IDLE_VM" "$BURN_VM"; do
+    for n in "$IDLE_VM" "$BURN_VM" "$GUEST_VM"; do
       p=$(cat "/run/libvirt/qemu/$n.pid" 2>/dev/null)
       timeout 30 virsh destroy "$n" >/dev/null 2>&1
       timeout 30 virsh undefine "$n" >/dev/null 2>&1
@@ -191,7 +194,7 @@ teardown() {
     fi
   else
     # libvirtd not running: kill leftover qemu of our VMs via their pid files
-    for n in "$IDLE_VM" "$BURN_VM"; do
+    for n in "$IDLE_VM" "$BURN_VM" "$GUEST_VM"; do
       p=$(cat "/run/libvirt/qemu/$n.pid" 2>/dev/null)
       if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then kill "$p"; wait_pid_gone "$p" 50 || kill -9 "$p"; fi
       rm -f /run/libvirt/qemu/$n.pid /run/libvirt/qemu/$n.xml /etc/libvirt/qemu/$n.xml
@@ -206,12 +209,14 @@ teardown() {
   fi
   # cgroups: libvirt removes the per-VM dirs on destroy, but leaves the /machine
   # partition in every hierarchy. rmdir only removes EMPTY dirs, so this is safe.
-  for d in /sys/fs/cgroup/*/machine/qemu-*-"$IDLE_VM".libvirt-qemu /sys/fs/cgroup/*/machine/qemu-*-"$BURN_VM".libvirt-qemu; do
+  for d in /sys/fs/cgroup/*/machine/qemu-*-"$IDLE_VM".libvirt-qemu /sys/fs/cgroup/*/machine/qemu-*-"$BURN_VM".libvirt-qemu \
+           /sys/fs/cgroup/*/machine/qemu-*-"$GUEST_VM".libvirt-qemu; do
     [ -d "$d" ] || continue
     rmdir "$d"/vcpu* "$d"/emulator 2>/dev/null; rmdir "$d" 2>/dev/null
   done
   for d in /sys/fs/cgroup/*/machine; do [ -d "$d" ] && rmdir "$d" 2>/dev/null; done
-  rm -rf "$WORKDIR" "$STATE" /var/log/libvirt/qemu/"$IDLE_VM".log /var/log/libvirt/qemu/"$BURN_VM".log
+  rm -rf "$WORKDIR" "$STATE" /var/log/libvirt/qemu/"$IDLE_VM".log /var/log/libvirt/qemu/"$BURN_VM".log \
+         /var/log/libvirt/qemu/"$GUEST_VM".log
   unpatch_qemu_conf
   log "teardown done; leftovers: $(ls -d /sys/fs/cgroup/*/machine 2>/dev/null | tr '\n' ' ')"
 }
@@ -229,11 +234,14 @@ case "${1:-}" in
     start_vm "$BURN_VM" "$WORKDIR/burn.mb" || fail "start $BURN_VM"
     log "setup took $(( $(date +%s) - t0 )) s"
     status ;;
+  daemons)
+    install_pkgs || { log "install failed"; exit 1; }
+    start_daemons || fail "libvirtd start" ;;
   status) status ;;
   teardown) teardown ;;
   purge)
     teardown
     DEBIAN_FRONTEND=noninteractive timeout 300 apt-get purge -y -qq $PKGS >/dev/null
     DEBIAN_FRONTEND=noninteractive timeout 300 apt-get autoremove -y -qq --purge >/dev/null ;;
-  *) echo "usage: $0 setup|status|teardown|purge" >&2; exit 2 ;;
+  *) echo "usage: $0 setup|daemons|status|teardown|purge" >&2; exit 2 ;;
 esac

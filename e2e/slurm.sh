@@ -22,6 +22,16 @@
 # step_<n>/task_<k> (cpuacct, memory, cpuset, freezer).  Every task has
 # SLURM_JOB_ID in its environment.
 #
+# SLURM_E2E_ACCOUNTING=1 (e2e/units_test.go) adds job accounting: MariaDB
+# (mariadbd started by hand, database slurm_acct_db), slurmdbd,
+# AccountingStorageType=accounting_storage/slurmdbd, JWT auth for
+# slurmrestd, the cluster registered; then
+#   slurm.sh users          Unix users alice, bob (accounts proj_a, proj_b)
+#                           and carol (proj_a, Slurm admin)
+#   slurm.sh restd [ADDR]   slurmrestd (rest_auth/jwt, as nobody) on ADDR
+#                           (127.0.0.1:6820); a token: scontrol token username=alice
+# Without it the cluster is configured exactly as before.
+#
 # Every wait is bounded; every step is idempotent.  Must run as root.
 set -u
 NODE=${SLURM_E2E_NODE:-localhost}
@@ -39,6 +49,9 @@ WORKDIR=${SLURM_E2E_WORKDIR:-/tmp/wattrace-e2e-slurm}   # apt and test logs
 # other tests' cluster is configured exactly as before.
 GPUS=${SLURM_E2E_GPUS:-0}
 FAKE_GPUS="/dev/wattrace-e2e-gpu0 /dev/wattrace-e2e-gpu1"
+ACCOUNTING=${SLURM_E2E_ACCOUNTING:-0}
+[ "$ACCOUNTING" = 1 ] && PKGS="$PKGS slurmdbd slurmrestd slurm-wlm-jwt-plugin mariadb-server"
+JWT_KEY=/var/spool/slurmctld/jwt_hs256.key
 
 log() { echo "[slurm.sh $(date +%T)] $*" >&2; }
 
@@ -100,6 +113,13 @@ write_config() {
   mkdir -p "$ETC" /var/spool/slurmctld /var/spool/slurmd /var/log/slurm
   local gres="" grestypes=""
   rm -f "$ETC/gres.conf"
+  local accounting=AccountingStorageType=accounting_storage/none
+  if [ "$ACCOUNTING" = 1 ]; then
+    accounting="AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=localhost
+AuthAltTypes=auth/jwt
+AuthAltParameters=jwt_key=$JWT_KEY"
+  fi
   if [ "$GPUS" = 1 ]; then
     for d in $FAKE_GPUS; do [ -e "$d" ] || mknod -m 0666 "$d" c 1 3; done
     echo "Name=gpu File=/dev/wattrace-e2e-gpu[0-1]" > "$ETC/gres.conf"
@@ -133,7 +153,7 @@ TaskPlugin=task/cgroup
 # jobacct_gather/cgroup is what creates the cpuacct + memory job cgroups
 JobAcctGatherType=jobacct_gather/cgroup
 JobAcctGatherFrequency=30
-AccountingStorageType=accounting_storage/none
+${accounting}
 JobCompType=jobcomp/none
 # Contain => an extern step (step_extern cgroup) per job
 PrologFlags=Contain
@@ -178,6 +198,75 @@ start_munge() {
   runuser -u munge -- /usr/sbin/munged --force || { log "munged failed"; return 1; }
   local i; for i in $(seq 50); do munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1 && return 0; sleep 0.1; done
   log "munge not answering"; return 1
+}
+
+# start_accounting: MariaDB, the accounting database, slurmdbd, the cluster.
+start_accounting() {
+  [ "$ACCOUNTING" = 1 ] || return 0
+  if [ ! -s "$JWT_KEY" ]; then
+    mkdir -p "$(dirname "$JWT_KEY")"
+    dd if=/dev/urandom of="$JWT_KEY" bs=32 count=1 status=none; chmod 0600 "$JWT_KEY"
+  fi
+  if ! timeout 5 mariadb -e 'select 1' >/dev/null 2>&1; then
+    install -d -o mysql -g mysql /run/mysqld
+    [ -d /var/lib/mysql/mysql ] || mariadb-install-db --user=mysql --datadir=/var/lib/mysql >/dev/null 2>&1
+    runuser -u mysql -- /usr/sbin/mariadbd --datadir=/var/lib/mysql --socket=/run/mysqld/mysqld.sock \
+      --pid-file=/run/mysqld/mysqld.pid --bind-address=127.0.0.1 >/var/log/slurm/mariadb.log 2>&1 &
+    local i; for i in $(seq 150); do timeout 5 mariadb -e 'select 1' >/dev/null 2>&1 && break; sleep 0.2; done
+  fi
+  timeout 20 mariadb -e "CREATE DATABASE IF NOT EXISTS slurm_acct_db; CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY 'e2e'; GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost'; FLUSH PRIVILEGES;" ||
+    { log "mariadb not answering, see /var/log/slurm/mariadb.log"; return 1; }
+  cat > "$ETC/slurmdbd.conf" <<EOF2
+AuthType=auth/munge
+AuthAltTypes=auth/jwt
+AuthAltParameters=jwt_key=$JWT_KEY
+DbdHost=localhost
+DbdPort=6819
+SlurmUser=root
+StorageType=accounting_storage/mysql
+StorageHost=localhost
+StorageLoc=slurm_acct_db
+StorageUser=slurm
+StoragePass=e2e
+LogFile=/var/log/slurm/slurmdbd.log
+PidFile=/run/slurmdbd.pid
+EOF2
+  chmod 0600 "$ETC/slurmdbd.conf"
+  if ! pid_alive /run/slurmdbd.pid slurmdbd >/dev/null; then
+    log "starting slurmdbd"; slurmdbd || { log "slurmdbd failed, see /var/log/slurm/slurmdbd.log"; return 1; }
+    local i; for i in $(seq 150); do timeout 5 sacctmgr -n show cluster >/dev/null 2>&1 && break; sleep 0.2; done
+  fi
+  timeout 10 sacctmgr -n -P show cluster format=cluster 2>/dev/null | grep -qx e2e || timeout 20 sacctmgr -i add cluster e2e >/dev/null
+}
+
+# add_users: alice and bob (proj_a, proj_b), carol (proj_a, Slurm admin).
+add_users() {
+  [ "$ACCOUNTING" = 1 ] || { log "users need SLURM_E2E_ACCOUNTING=1"; return 1; }
+  local u a
+  for u in alice:proj_a bob:proj_b carol:proj_a; do
+    a=${u#*:}; u=${u%%:*}
+    id "$u" >/dev/null 2>&1 || useradd -m -s /bin/bash "$u"
+    timeout 10 sacctmgr -n -P show account "$a" format=account 2>/dev/null | grep -qx "$a" || timeout 20 sacctmgr -i add account "$a" cluster=e2e >/dev/null
+    timeout 10 sacctmgr -n -P show assoc user="$u" account="$a" format=user 2>/dev/null | grep -qx "$u" || timeout 20 sacctmgr -i add user "$u" account="$a" cluster=e2e >/dev/null
+  done
+  timeout 20 sacctmgr -i modify user carol set adminlevel=admin >/dev/null 2>&1
+  log "users alice (proj_a), bob (proj_b), carol (proj_a, admin)"
+}
+
+# start_restd [ADDR]: slurmrestd with JWT auth, as nobody (it refuses root).
+start_restd() {
+  local addr=${1:-127.0.0.1:6820}
+  pid_alive /run/slurmrestd.pid slurmrestd >/dev/null && return 0
+  setpriv --reuid=nobody --regid=nogroup --clear-groups env SLURM_JWT=daemon \
+    slurmrestd -a rest_auth/jwt "$addr" >/var/log/slurm/slurmrestd.log 2>&1 &
+  echo $! > /run/slurmrestd.pid
+  local i
+  for i in $(seq 50); do
+    pid_alive /run/slurmrestd.pid slurmrestd >/dev/null || break
+    timeout 2 bash -c "exec 3<>/dev/tcp/${addr%:*}/${addr##*:}" 2>/dev/null && { log "slurmrestd on $addr"; return 0; }
+    sleep 0.2
+  done
+  log "slurmrestd not answering, see /var/log/slurm/slurmrestd.log"; return 1
 }
 
 start_slurm() {
@@ -237,13 +326,27 @@ down() {
     for p in $pids; do kill -KILL "$p" 2>/dev/null; done
     for i in $(seq 50); do [ -z "$(job_pids)" ] && break; sleep 0.1; done
   fi
+  stop_pidfile /run/slurmrestd.pid slurmrestd
+  stop_pidfile /run/slurmdbd.pid slurmdbd
+  stop_pidfile /run/mysqld/mysqld.pid mariadbd
   stop_pidfile /run/munge/munged.pid munged
   rm_cgroups
 }
 
+# drop_accounting: forget the job history (job ids restart at 1 after a
+# reset, and sacct must not mix an earlier run's jobs in).
+drop_accounting() {
+  [ "$ACCOUNTING" = 1 ] || return 0
+  timeout 5 mariadb -e 'select 1' >/dev/null 2>&1 || return 0
+  stop_pidfile /run/slurmdbd.pid slurmdbd
+  timeout 30 mariadb -e 'DROP DATABASE IF EXISTS slurm_acct_db' || log "could not drop slurm_acct_db"
+}
+
 clean() {
+  drop_accounting
   down
-  rm -rf /var/spool/slurmctld /var/spool/slurmd /var/log/slurm "$ETC/slurm.conf" "$ETC/cgroup.conf" "$ETC/gres.conf" "$WORKDIR"
+  rm -rf /var/spool/slurmctld /var/spool/slurmd /var/log/slurm "$ETC/slurm.conf" "$ETC/cgroup.conf" "$ETC/gres.conf" "$ETC/slurmdbd.conf" "$WORKDIR"
+
   rm -f $FAKE_GPUS
 }
 
@@ -291,13 +394,15 @@ test_jobs() {
 
 [ "$(id -u)" = 0 ] || { echo "must run as root" >&2; exit 1; }
 case "${1:-}" in
-  up)     install_pkgs && write_config && start_munge && start_slurm ;;
+  up)     install_pkgs && write_config && start_munge && start_accounting && start_slurm ;;
   down)   down ;;
-  reset)  down; rm -rf /var/spool/slurmctld/* /var/spool/slurmd/*
-          install_pkgs && write_config && start_munge && start_slurm ;;
+  reset)  drop_accounting; down; rm -rf /var/spool/slurmctld/* /var/spool/slurmd/*
+          install_pkgs && write_config && start_munge && start_accounting && start_slurm ;;
+  users)  add_users ;;
+  restd)  start_restd "${2:-}" ;;
   clean)  clean ;;
   purge)  purge ;;
   status) status ;;
   test)   test_jobs ;;
-  *) echo "usage: $0 up|reset|test|status|down|clean|purge" >&2; exit 2 ;;
+  *) echo "usage: $0 up|reset|users|restd [ADDR]|test|status|down|clean|purge" >&2; exit 2 ;;
 esac

@@ -30,6 +30,7 @@ func commands() []command {
 	return []command{
 		measureCommand(),
 		estimateCommand,
+		{name: "acct", summary: "energy, CO2e, CPU and GPU time of your jobs, from the units API (like sacct)", run: runAcct},
 	}
 }
 

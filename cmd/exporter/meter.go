@@ -27,7 +27,9 @@ func meterConfig(cfg *config.Config) discover.Config {
 		MaxWatts:       power.MaxWatts(cfg.Power.MaxWatts),
 		// The GPU source reads amdgpu/i915/xe per device when gpu.sysfs
 		// is on; hwmon must not count them again as a node zone.
-		GPUsElsewhere: cfg.GPU.Sysfs != "off",
+		GPUsElsewhere:      cfg.GPU.Sysfs != "off",
+		HostShare:          cfg.Power.HostShare.Path,
+		HostShareStaleness: cfg.Power.HostShare.Staleness,
 	}
 	if r := cfg.Power.Redfish; r.URL != "" {
 		o.Redfish = &redfish.Config{URL: r.URL, Chassis: r.Chassis, Username: r.Username, UsernameFile: r.UsernameFile,

@@ -114,6 +114,9 @@ func build(cfg *config.Config, c *components) error {
 		return fmt.Errorf("starting stats loop: %w", err)
 	}
 	c.service("stats loop", loop.Run)
+	if err := guestShares(cfg, loop, c); err != nil {
+		return err
+	}
 
 	reg, err := registry(cfg, loop, meter, acc, opts.probes, programs, c)
 	if err != nil {

@@ -100,6 +100,16 @@ var valueSets = map[string][]string{
 		"--set", "serviceMonitor.basicAuth.password.key=password",
 		"--set", "extraArgs={--collector.process,--power.idle-policy=cpu}",
 		"--set", "priorityClassName=system-node-critical",
+		"--set", "guestShares.hostPath=/var/lib/wattrace/guests", "--set", "guestShares.interval=2s",
+	},
+	// The units API server beside the exporter (docs/units.md).
+	"units-api": {
+		"--set", "unitsAPI.enabled=true", "--set", "unitsAPI.web.configSecret=wattrace-api-web",
+		"--set", "unitsAPI.web.scheme=https",
+		"--set", "unitsAPI.config.api.trusted-proxies={10.42.0.0/16}",
+		"--set", "unitsAPI.extraSecretMounts[0].name=tokens",
+		"--set", "unitsAPI.extraSecretMounts[0].secretName=wattrace-api-tokens",
+		"--set", "unitsAPI.extraSecretMounts[0].mountPath=/etc/wattrace-api/tokens",
 	},
 	"minimal": {
 		"--set", "kubelet.enabled=false", "--set", "podResources.enabled=false",
@@ -166,6 +176,12 @@ func decodeAll(t *testing.T, out string) []object {
 		switch meta.Kind {
 		case "DaemonSet":
 			v = &appsv1.DaemonSet{}
+		case "Deployment":
+			v = &appsv1.Deployment{}
+		case "ConfigMap":
+			v = &corev1.ConfigMap{}
+		case "PersistentVolumeClaim":
+			v = &corev1.PersistentVolumeClaim{}
 		case "Service":
 			v = &corev1.Service{}
 		case "ServiceAccount":
@@ -228,6 +244,8 @@ func TestRenderedObjects(t *testing.T) {
 			switch name {
 			case "everything":
 				want["ServiceMonitor"], want["PodMonitor"] = 1, 1
+			case "units-api":
+				want["Deployment"], want["Service"], want["ConfigMap"], want["PersistentVolumeClaim"] = 1, 2, 1, 1
 			case "minimal":
 				delete(want, "ServiceAccount")
 				delete(want, "ClusterRole")
@@ -242,6 +260,9 @@ func TestRenderedObjects(t *testing.T) {
 			}
 			if name == "everything" {
 				checkMonitors(t, objs)
+			}
+			if name == "units-api" {
+				checkUnitsAPI(t, objs)
 			}
 		})
 	}
@@ -271,7 +292,7 @@ func checkDaemonSet(t *testing.T, name string, ds *appsv1.DaemonSet) {
 	mounts := map[string]corev1.VolumeMount{}
 	for _, m := range c.VolumeMounts {
 		mounts[m.Name] = m
-		if !m.ReadOnly {
+		if !m.ReadOnly && m.Name != "guest-shares" {
 			t.Errorf("mount %s at %s is writable", m.Name, m.MountPath)
 		}
 	}
@@ -289,6 +310,19 @@ func checkDaemonSet(t *testing.T, name string, ds *appsv1.DaemonSet) {
 		if host[vol] != hp[0] || mounts[vol].MountPath != hp[1] {
 			t.Errorf("volume %s: host %q at %q, want %q at %q", vol, host[vol], mounts[vol].MountPath, hp[0], hp[1])
 		}
+	}
+	// The guests' shares (docs/vm.md): a writable hostPath at the same
+	// path, and the flags naming it, only when set.
+	if name == "everything" {
+		if m := mounts["guest-shares"]; host["guest-shares"] != "/var/lib/wattrace/guests" || m.MountPath != "/var/lib/wattrace/guests" || m.ReadOnly {
+			t.Errorf("guest-shares: host %q at %q read-only %v, want /var/lib/wattrace/guests at the same path, writable", host["guest-shares"], m.MountPath, m.ReadOnly)
+		}
+		args := strings.Join(c.Args, " ")
+		if !strings.Contains(args, "--guests.share.path=/var/lib/wattrace/guests") || !strings.Contains(args, "--guests.share.interval=2s") {
+			t.Errorf("args %q lack the guests.share flags", args)
+		}
+	} else if _, ok := host["guest-shares"]; ok || strings.Contains(strings.Join(c.Args, " "), "guests.share") {
+		t.Errorf("%s: guest shares configured though guestShares.hostPath is empty", name)
 	}
 	if _, ok := host["pod-resources"]; name == "minimal" && ok {
 		t.Error("pod-resources mounted though disabled")
@@ -399,4 +433,89 @@ func TestManifestsCurrent(t *testing.T) {
 			t.Errorf("%s holds no object", committed)
 		}
 	}
+}
+
+// checkUnitsAPI: one replica that lets go of the SQLite file before the
+// next starts, unprivileged with a read-only root, the store on the
+// volume, the config from the ConfigMap, /health probes, the Service on
+// the pod's port.
+func checkUnitsAPI(t *testing.T, objs []object) {
+	t.Helper()
+	d := find[*appsv1.Deployment](t, objs)
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		t.Errorf("replicas %v strategy %s, want 1 and Recreate", d.Spec.Replicas, d.Spec.Strategy.Type)
+	}
+	pod := d.Spec.Template.Spec
+	if pod.SecurityContext == nil || pod.SecurityContext.RunAsNonRoot == nil || !*pod.SecurityContext.RunAsNonRoot {
+		t.Errorf("pod security context %+v: want runAsNonRoot", pod.SecurityContext)
+	}
+	if len(pod.Containers) != 1 {
+		t.Fatalf("%d containers", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	sc := c.SecurityContext
+	if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.AllowPrivilegeEscalation == nil ||
+		*sc.AllowPrivilegeEscalation || fmt.Sprint(sc.Capabilities.Drop) != "[ALL]" || len(sc.Capabilities.Add) != 0 {
+		t.Errorf("container security context %+v", sc)
+	}
+	args := strings.Join(c.Args, " ")
+	for _, a := range []string{"--config.file=/etc/wattrace-api/config/config.yaml", "--web.listen-address=:9842",
+		"--web.config.file=/etc/wattrace-api/web/web-config.yml"} {
+		if !strings.Contains(args, a) {
+			t.Errorf("args %q lack %s", args, a)
+		}
+	}
+	for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/health" || p.HTTPGet.Port.StrVal != "http" || p.HTTPGet.Scheme != corev1.URISchemeHTTPS {
+			t.Errorf("probe %+v, want https /health on port http", p)
+		}
+	}
+	mounts := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.Name] = m.MountPath
+	}
+	cm := find[*corev1.ConfigMap](t, objs)
+	var cfg struct {
+		Store struct{ Driver, Path string }
+		API   map[string]any `json:"api"`
+		TSDB  struct{ URL string }
+	}
+	if err := yaml.Unmarshal([]byte(cm.Data["config.yaml"]), &cfg); err != nil {
+		t.Fatalf("config.yaml: %v\n%s", err, cm.Data["config.yaml"])
+	}
+	if cfg.Store.Driver != "sqlite" || !strings.HasPrefix(cfg.Store.Path, mounts["data"]+"/") || mounts["data"] == "" {
+		t.Errorf("store %+v is not on the data volume (mounted at %q)", cfg.Store, mounts["data"])
+	}
+	if fmt.Sprint(cfg.API["trusted-proxies"]) != "[10.42.0.0/16]" || cfg.API["user-header"] != "X-Grafana-User" || cfg.TSDB.URL == "" {
+		t.Errorf("config %+v", cfg)
+	}
+	if mounts["config"] != "/etc/wattrace-api/config" || mounts["tokens"] != "/etc/wattrace-api/tokens" || mounts["tmp"] != "/tmp" {
+		t.Errorf("mounts %v", mounts)
+	}
+	pvc := find[*corev1.PersistentVolumeClaim](t, objs)
+	claimed := false
+	for _, v := range pod.Volumes {
+		if v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == pvc.Name && v.Name == "data" {
+			claimed = true
+		}
+	}
+	if !claimed {
+		t.Errorf("the data volume does not use the claim %s", pvc.Name)
+	}
+	for _, o := range objs {
+		svc, ok := o.v.(*corev1.Service)
+		if !ok || !strings.HasSuffix(svc.Name, "-api") {
+			continue
+		}
+		for k, v := range svc.Spec.Selector {
+			if d.Spec.Template.Labels[k] != v {
+				t.Errorf("API Service selects %s=%s, the pod has %q", k, v, d.Spec.Template.Labels[k])
+			}
+		}
+		if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 9842 || svc.Spec.Ports[0].TargetPort.StrVal != "http" {
+			t.Errorf("API Service ports %+v", svc.Spec.Ports)
+		}
+		return
+	}
+	t.Error("no API Service")
 }

@@ -20,7 +20,13 @@ const unitFile = "../systemd/wattrace.service"
 // unitSettings reads the [Service] section's settings (last one wins).
 func unitSettings(t *testing.T) map[string]string {
 	t.Helper()
-	f, err := os.Open(unitFile)
+	return settingsOf(t, unitFile)
+}
+
+// settingsOf reads the [Service] section's settings of a unit file.
+func settingsOf(t *testing.T, path string) map[string]string {
+	t.Helper()
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,22 +53,29 @@ func unitSettings(t *testing.T) map[string]string {
 // targets the unit depends on); it returns what verify printed.
 func verify(t *testing.T, analyze, bin, unit string) string {
 	t.Helper()
+	return verifyUnit(t, analyze, bin, "wattrace", "wattrace.service", unit)
+}
+
+// verifyUnit is verify for any unit: bin is installed as
+// /usr/local/bin/binName and the unit as /etc/systemd/system/unitName.
+func verifyUnit(t *testing.T, analyze, bin, binName, unitName, unit string) string {
+	t.Helper()
 	root := t.TempDir()
 	for _, d := range []string{"usr/local/bin", "etc/systemd/system", "usr/lib/systemd"} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if out, err := exec.Command("cp", bin, filepath.Join(root, "usr/local/bin/wattrace")).CombinedOutput(); err != nil {
+	if out, err := exec.Command("cp", bin, filepath.Join(root, "usr/local/bin", binName)).CombinedOutput(); err != nil {
 		t.Fatalf("cp: %v %s", err, out)
 	}
 	if out, err := exec.Command("cp", "-r", "/usr/lib/systemd/system", filepath.Join(root, "usr/lib/systemd/")).CombinedOutput(); err != nil {
 		t.Fatalf("cp: %v %s", err, out)
 	}
-	if err := os.WriteFile(filepath.Join(root, "etc/systemd/system/wattrace.service"), []byte(unit), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(root, "etc/systemd/system", unitName), []byte(unit), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(analyze, "verify", "--root="+root, "/etc/systemd/system/wattrace.service").CombinedOutput()
+	out, err := exec.Command(analyze, "verify", "--root="+root, "/etc/systemd/system/"+unitName).CombinedOutput()
 	if err != nil {
 		return fmt.Sprintf("%v: %s", err, out)
 	}
@@ -156,5 +169,50 @@ func TestCapabilitySetReachesBPF(t *testing.T) {
 	}
 	if v, ok := value(fams, "wattrace_cgroup_energy_joules_total", map[string]string{"cgroup": "/"}); !ok || v <= 0 {
 		t.Errorf("root cgroup energy %v (%v), want > 0", v, ok)
+	}
+}
+
+const guestsDropIn = "../systemd/wattrace.service.d/guests.conf"
+
+// The libvirt hosts' drop-in (docs/vm.md) gives the service the one
+// writable directory the guests' shares need, readable by QEMU, and points
+// guests.share.path at it; the unit with it applied verifies.
+func TestSystemdGuestsDropIn(t *testing.T) {
+	b, err := os.ReadFile(guestsDropIn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := map[string][]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, "[") {
+			continue
+		}
+		k, v, _ := strings.Cut(line, "=")
+		s[k] = append(s[k], v)
+	}
+	const dir = "/var/lib/wattrace/guests"
+	for k, want := range map[string]string{
+		"DynamicUser": "no", "StateDirectory": "wattrace/guests", "StateDirectoryMode": "0755",
+		"ReadWritePaths": dir, "Environment": "WATTRACE_GUESTS_SHARE_PATH=" + dir,
+	} {
+		if fmt.Sprint(s[k]) != "["+want+"]" {
+			t.Errorf("%s=%v, want %s", k, s[k], want)
+		}
+	}
+	// The capabilities stay the unit's: the drop-in must not widen them.
+	for _, k := range []string{"AmbientCapabilities", "CapabilityBoundingSet", "User", "ReadOnlyPaths"} {
+		if _, ok := s[k]; ok {
+			t.Errorf("drop-in sets %s", k)
+		}
+	}
+	testenv.RequireRoot(t)
+	analyze := testenv.Tool(t, "systemd-analyze", "systemd")
+	unit, err := os.ReadFile(unitFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := verify(t, analyze, buildWattrace(t), string(unit)+"\n"+string(b)); out != "" {
+		t.Errorf("systemd-analyze verify of the unit with %s:\n%s", guestsDropIn, out)
 	}
 }

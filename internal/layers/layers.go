@@ -61,6 +61,8 @@ var Layers = map[string]Layer{
 	"internal/cpulist": Vocabulary,
 	"internal/testenv": Vocabulary,
 	"internal/layers":  Vocabulary,
+	// The units store's vocabulary (Unit, Filter, Reader): no imports.
+	"pkg/units": Vocabulary,
 
 	"pkg/bpfloader":    Sources,
 	"pkg/cgroup":       Sources,
@@ -74,6 +76,9 @@ var Layers = map[string]Layer{
 	"pkg/gpu":          Sources,
 	"pkg/gpu/...":      Sources,
 	"pkg/carbon":       Sources,
+	// The units store, its feeders (TSDB updater, Slurm) and its API: they
+	// read the TSDB and the managers, never the exporter's loop (see Only).
+	"pkg/units/...": Sources,
 
 	"pkg/model": Model,
 
@@ -83,6 +88,8 @@ var Layers = map[string]Layer{
 
 	"pkg/collector": Outputs,
 	"pkg/alloy":     Outputs,
+	// Each VM's energy, written for its guest (reads snapshots only).
+	"pkg/guestshare": Outputs,
 
 	"pkg/config": Config,
 
@@ -98,6 +105,17 @@ var Layers = map[string]Layer{
 var Only = map[string][]string{
 	"pkg/collector": {"pkg/snapshot", "pkg/workload"},
 	"pkg/snapshot":  {},
+	// The units side reads what the exporters published to the TSDB; it
+	// must not reach into the exporter's sources, loop or snapshot.
+	"pkg/units":         {},
+	"pkg/units/store":   {"pkg/units"},
+	"pkg/units/slurm":   {"pkg/units"},
+	"pkg/units/updater": {"pkg/units", "pkg/units/store", "pkg/reading"},
+	// The API and acct speak the vocabulary only: the store is reached
+	// through units.Reader, the server through HTTP.
+	"pkg/units/api":       {"pkg/units"},
+	"pkg/units/acct":      {"pkg/units"},
+	"pkg/units/unitstest": {"pkg/units", "pkg/units/store"},
 }
 
 // LayerOf returns a package's layer.

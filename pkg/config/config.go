@@ -140,6 +140,8 @@ type Config struct {
 	Emissions  Emissions
 	// GPU is the gpu.* block (pkg/config/gpu.go).
 	GPU node.Config
+	// Guests is the guests.* block (pkg/config/vm.go).
+	Guests Guests
 }
 
 // Workload configures how cgroups are named after the workloads that own
@@ -218,6 +220,7 @@ type Power struct {
 	Redfish       Redfish
 	Capmc         string             // power.capmc: off | auto
 	MaxWatts      map[string]float64 // power.max-watts: zone -> ceiling in watts
+	HostShare     HostShare          // power.host-share.* (pkg/config/vm.go)
 }
 
 // Redfish configures a BMC to read node power from; off when URL is empty.
@@ -457,6 +460,7 @@ func NewFlagSet(name string) *pflag.FlagSet {
 	fs.Bool(KeyWorkloadKubeInsecure, false, "Skip verifying the kubelet's certificate (often self-signed).")
 	fs.Duration(KeyWorkloadKubeRefresh, 30*time.Second, "How often the pod list is refreshed (and at most how stale names are).")
 	emissionsFlags(fs)
+	vmFlags(fs)
 	return fs
 }
 
@@ -645,6 +649,7 @@ func decode(v *viper.Viper) (*Config, error) {
 		GPU: decodeGPU(&d),
 	}
 	c.Emissions = decodeEmissions(&d)
+	c.Guests, c.Power.HostShare = decodeVM(&d)
 	if len(d.errs) > 0 {
 		return nil, errors.Join(d.errs...)
 	}
@@ -895,5 +900,6 @@ func (c *Config) Validate() error {
 	if err := c.Emissions.validate(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, c.validateVM()...)
 	return errors.Join(errs...)
 }

@@ -40,7 +40,8 @@ func TestDefaults(t *testing.T) {
 		Stats:      Stats{Interval: 5 * time.Second, Retention: 5 * time.Minute},
 		Power: Power{Source: "auto", IdleWatts: map[string]float64{}, UsageMetric: map[string]string{}, IdlePolicy: "none", IPMI: "auto",
 			MeterInterval: time.Second, MeterTimeout: 5 * time.Second, Capmc: "off", MaxWatts: map[string]float64{},
-			Redfish: Redfish{Auth: "session", Timeout: 5 * time.Second, ExternalHeader: "X-Redfish-Url"}},
+			Redfish:   Redfish{Auth: "session", Timeout: 5 * time.Second, ExternalHeader: "X-Redfish-Url"},
+			HostShare: HostShare{Path: "/run/wattrace/host", Staleness: 15 * time.Second}},
 		Collector: Collector{Enabled: map[string]bool{"node": true, "cgroup": true, "process": true, "bpf-stats": false, "probes": true, "perf": false, "gpu": true},
 			ProcessTop: 20, LevelOn: map[workload.Kind]bool{"container": true, "pod": true, "vm": true, "job": true, "unit": true},
 			Resources:        []string{"memory"},
@@ -56,6 +57,7 @@ func TestDefaults(t *testing.T) {
 		Emissions: Emissions{Enabled: true, Carbon: carbon.DefaultConfig()},
 		GPU: node.Config{NVML: "auto", Sysfs: "auto", IdleWatts: map[string]float64{}, IdlePolicy: "none",
 			SysfsRoot: "/sys", ProcfsRoot: "/proc"},
+		Guests: Guests{ShareInterval: 5 * time.Second},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", c, want)

@@ -353,7 +353,10 @@ func TestCgroup2CloneIntoCgroup(t *testing.T) {
 		t.Fatalf("hierarchy %q, kernel accounting %v", rep.Hierarchy, r.KernelCPUSeconds)
 	}
 	t.Logf("300 children: BPF %.6f s, cpu.stat %.6f s", r.CPUSeconds, *r.KernelCPUSeconds)
-	within(t, "CPU vs cpu.stat usage_usec", r.CPUSeconds, *r.KernelCPUSeconds, 0.01)
+	// 2%, not the fork test's 1%: on the shared 2-vCPU machine under a
+	// load of 20 the cgroup2 figure has come out up to 1.6% low (300
+	// children, 3 ms), most runs within 0.4% or to the nanosecond.
+	within(t, "CPU vs cpu.stat usage_usec", r.CPUSeconds, *r.KernelCPUSeconds, 0.02)
 }
 
 // Per socket: a command pinned to CPU 1 (socket 1 of the fixture's

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/carbon"
@@ -17,11 +18,14 @@ import (
 const (
 	MethodMeasured  = "measured"
 	MethodEstimated = "estimated"
+	// MethodHost: measured by the hypervisor and passed to this VM
+	// (pkg/power/hostshare).
+	MethodHost = "host"
 )
 
-// EstimateBand is the relative band printed around estimated energy: the
-// estimator's linear SPECpower model "typically errs by tens of percent"
-// (pkg/power's documentation), so ±30% is what an estimate can claim.
+// EstimateBand is the relative band put around estimated energy when the
+// model reports none of its own (power.EstimateReporter gives the fit's
+// band): the estimator's models err by tens of percent (docs/meters.md).
 const EstimateBand = 0.30
 
 // Zone is one energy zone over one run.
@@ -130,16 +134,48 @@ type combined interface{ Meters() []power.Meter }
 
 var _ combined = (*power.Combined)(nil)
 
-// estimated says whether the meter that read a zone models it.
-func (a *attribution) estimated(source string) bool {
+// method says how a zone's source got its figures: the member of a
+// combined meter that bears the name, measured or estimated as it says;
+// the host's share (named "host" or "host:<host>") is the host's unless
+// the host estimated; a sample named by a stand-in (the estimator while
+// the host's share is stale) is what its name says.
+func (a *attribution) method(source string) string {
+	host := source == "host" || strings.HasPrefix(source, "host:")
+	est, found := false, false
 	if c, ok := a.meter.(combined); ok {
 		for _, m := range c.Meters() {
 			if m.Name() == source {
-				return m.Estimated()
+				est, found = m.Estimated(), true
 			}
 		}
 	}
-	return a.meter.Estimated()
+	if !found {
+		switch {
+		case a.meter.Name() == source:
+			est = a.meter.Estimated()
+		case source == "estimator":
+			est = true
+		case !host:
+			est = a.meter.Estimated()
+		}
+	}
+	switch {
+	case est:
+		return MethodEstimated
+	case host:
+		return MethodHost
+	}
+	return MethodMeasured
+}
+
+// bandOf is the relative band [low, high] of an estimated zone: the
+// model's own (its power's bounds over its power at the end of the run),
+// else ±EstimateBand.
+func bandOf(bands map[string][2]float64, source string, zone string, socket int) (float64, float64) {
+	if b, ok := bands[source+"/"+zoneKey(zone, socket)]; ok {
+		return b[0], b[1]
+	}
+	return 1 - EstimateBand, 1 + EstimateBand
 }
 
 func (a *attribution) idleWatts(zone string, socket int) float64 {
@@ -232,10 +268,11 @@ func (a *attribution) run(i int, r raw) (Run, error) {
 			NodeJ: dE, NodeIdleJ: res.IdleJ, NodeDynamicJ: res.DynamicJ,
 			DynamicJ: dyn[command], IdleJ: idle[command], IdleClamped: res.Clamped,
 		}
-		if a.estimated(source) {
-			zone.Method = MethodEstimated
+		zone.Method = a.method(source)
+		if zone.Method == MethodEstimated {
+			lo, hi := bandOf(r.bands, source, z.Zone, z.Socket)
 			j := zone.DynamicJ + zone.IdleJ
-			zone.Band = &[2]float64{j * (1 - EstimateBand), j * (1 + EstimateBand)}
+			zone.Band = &[2]float64{j * lo, j * hi}
 		}
 		out.Zones = append(out.Zones, zone)
 		if counts(z.Zone, platform) {

@@ -35,26 +35,41 @@ type gpuSlice struct {
 }
 
 // gpuMember says whether a PID belongs to the command: by its cgroup
-// when the command has one, else by its ancestry.
+// when the command has one, else by its ancestry. A GPU's samples name
+// processes that may have exited by the time they are read, so what was
+// learnt of a PID while it lived is kept, and the command's own PID is
+// known.
 func gpuMember(place *Placement, root int) func(pid int) bool {
-	if place != nil && place.Dir != "" {
-		return func(pid int) bool {
+	known := map[int]bool{root: true}
+	alive := func(pid int) (in, ok bool) {
+		if place != nil && place.Dir != "" {
 			rel, err := ownCgroup(pid, place.Kind)
 			if err != nil {
-				return false
+				return false, false
 			}
 			dir := filepath.Join(place.mount, rel)
-			return dir == place.Dir || strings.HasPrefix(dir, place.Dir+"/")
+			return dir == place.Dir || strings.HasPrefix(dir, place.Dir+"/"), true
 		}
+		p := pid
+		for i := 0; p > 1 && i < 64; i++ {
+			if p == root {
+				return true, true
+			}
+			if p = parentOf(p); p == 0 {
+				return false, false
+			}
+		}
+		return false, true
 	}
 	return func(pid int) bool {
-		for i := 0; pid > 1 && i < 64; i++ {
-			if pid == root {
-				return true
-			}
-			pid = parentOf(pid)
+		if in, ok := known[pid]; ok {
+			return in
 		}
-		return false
+		in, ok := alive(pid)
+		if ok {
+			known[pid] = in
+		}
+		return in
 	}
 }
 

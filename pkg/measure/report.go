@@ -150,7 +150,7 @@ func writeTable(w io.Writer, rep Report) error {
 		fmt.Fprintf(b, "   %-11s %-10s %-9s %8s %12s %18s %15s\n", zoneKey(z.Zone, z.Socket), z.Method, z.Source,
 			f3(z.NodeJ), f3(z.NodeIdleJ), f3(z.DynamicJ), f3(z.IdleJ))
 		if z.Band != nil {
-			fmt.Fprintf(b, "   %-11s band ±%.0f%%: %s\n", "", 100*EstimateBand, strings.TrimPrefix(method, z.Method+" "))
+			fmt.Fprintf(b, "   %-11s band of the command's energy: %s\n", "", strings.TrimPrefix(method, z.Method+" "))
 		}
 	}
 	if s.Runs > 1 {

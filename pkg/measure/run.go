@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"syscall"
@@ -191,6 +192,21 @@ func (e *Env) advance(from time.Time, busyNs float64, now time.Time) {
 	a.Advance(busyNs/(float64(e.CPUs)*float64(dt)), dt)
 }
 
+// bands reads a modelling meter's bands as ratios of its estimate.
+func (e *Env) bands() map[string][2]float64 {
+	er, ok := e.Meter.(power.EstimateReporter)
+	if !ok {
+		return nil
+	}
+	out := map[string][2]float64{}
+	for _, est := range er.Estimates() {
+		if est.Watts > 0 && est.LowerW >= 0 && est.LowerW <= est.Watts && est.UpperW >= est.Watts && !math.IsInf(est.UpperW, 0) {
+			out[est.Source+"/"+zoneKey(est.Name, est.Socket)] = [2]float64{est.LowerW / est.Watts, est.UpperW / est.Watts}
+		}
+	}
+	return out
+}
+
 // nodeDelta is the node's busy CPU time between two samples, in ns: the
 // sum of every cgroup's growth in BPF mode (a cgroup the source forgot
 // in between counts nothing rather than negative), /proc/stat otherwise.
@@ -227,7 +243,10 @@ type raw struct {
 	// (multi-socket nodes only).
 	cmdSock, restSock, nodeSock bySocket
 	// gpu is each GPU interval of the run.
-	gpu         []gpuSlice
+	gpu []gpuSlice
+	// bands are modelled zones' relative bands at the end of the run
+	// ("source/zone-socket" → [low/watts, high/watts]).
+	bands       map[string][2]float64
 	user, sys   float64
 	kernelCPU   float64
 	haveKernel  bool
@@ -403,13 +422,25 @@ wait:
 		return r, err
 	}
 	r.end = fin
+	r.bands = e.bands()
 	if place != nil && e.Acct != nil {
-		time.Sleep(e.Settle)
 		ids := place.ids()
 		in := func(id uint64) bool { return ids[id] }
-		late, err := e.read(false)
-		if err != nil {
-			return r, err
+		// Read again until the command's figure stops growing: under
+		// load a grace period (and so the free hooks) can take longer
+		// than one settle.
+		var late sample
+		for i := 0; i < 10; i++ {
+			time.Sleep(e.Settle)
+			cur, err := e.read(false)
+			if err != nil {
+				return r, err
+			}
+			grew := i == 0 || cgDelta(late.cgCPU, cur.cgCPU, in) > 0
+			late = cur
+			if !grew {
+				break
+			}
 		}
 		r.cmdNs = cgDelta(start.cgCPU, late.cgCPU, in)
 		if r.cmdSock != nil {

@@ -76,12 +76,18 @@ func (zs *zones) read(dt time.Duration, split func(z *zoneState, dE float64)) {
 
 // zone returns the state of a zone, creating it on first sight.
 func (zs *zones) zone(id snapshot.ZoneID, source string) *zoneState {
-	z := zs.byID[id]
-	if z != nil {
-		return z
-	}
 	if source == "" {
 		source = zs.meter.Name()
+	}
+	z := zs.byID[id]
+	if z != nil {
+		if z.Source != source {
+			// A meter that stands in for another (the guest's estimate
+			// while the host's share is stale) names itself per sample:
+			// the zone's source and method labels follow.
+			z.Source, z.Estimated = source, zs.estimated(source)
+		}
+		return z
 	}
 	z = &zoneState{Zone: snapshot.Zone{ZoneID: id, Source: source, Estimated: zs.estimated(source)}}
 	z.idleMd = zs.idle.model(id.Name)

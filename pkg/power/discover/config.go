@@ -47,6 +47,11 @@ type Config struct {
 	// i915 and xe cards per device; hwmon leaves those chips out so no GPU
 	// is counted twice.
 	GPUsElsewhere bool
+	// HostShare is power.host-share.path: in a guest, where its host's
+	// share is mounted (empty: never look); HostShareStaleness is
+	// power.host-share.staleness.
+	HostShare          string
+	HostShareStaleness time.Duration
 	// Retry tunes the background retries of configured meters that fail
 	// at start (5s doubling to 5m when zero); its Log is set by Open.
 	Retry power.RetryOptions

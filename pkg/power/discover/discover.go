@@ -18,6 +18,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/power/capmc"
 	"github.com/wattrace/wattrace/pkg/power/curves"
+	"github.com/wattrace/wattrace/pkg/power/hostshare"
 	"github.com/wattrace/wattrace/pkg/power/ipmi"
 	"github.com/wattrace/wattrace/pkg/power/redfish"
 )
@@ -220,7 +221,8 @@ func closeMeter(m power.Meter) {
 
 // Open returns the node's meter for cfg: the drop-in replacement for the
 // exporter's openMeter. power.source=rapl opens RAPL or fails;
-// power.source=estimator models; auto walks the table (every discovery
+// power.source=estimator models; auto uses the host's share when the node
+// is a guest that has one mounted (hostshare), else walks the table (every discovery
 // line logged, at warn for a configured meter it could not use) and
 // combines what measures, falling back to the estimator, with its reason
 // logged, for the CPU when nothing does. A configured meter that fails at
@@ -247,6 +249,9 @@ func Open(ctx context.Context, cfg Config, log *zap.Logger) (power.Meter, error)
 		return r, nil
 	case "estimator":
 		return openEstimator(cfg, log, "power.source=estimator")
+	}
+	if m, err := openHostShare(cfg, log); m != nil || err != nil {
+		return m, err
 	}
 	f, err := walk(ctx, cfg, log)
 	if err != nil {
@@ -275,6 +280,33 @@ func Open(ctx context.Context, cfg Config, log *zap.Logger) (power.Meter, error)
 		return e, nil
 	}
 	return power.Combine(append([]power.Meter{e}, f.meters...)...), nil
+}
+
+// openHostShare opens the host's share when the guest has one mounted at
+// power.host-share.path: it is the node's meter, the hypervisor having
+// measured what the VM drew, with the estimator standing in while the
+// share is stale. nil when there is none (the table is walked).
+func openHostShare(cfg Config, log *zap.Logger) (power.Meter, error) {
+	if cfg.HostShare == "" {
+		return nil, nil
+	}
+	if !hostshare.Present(cfg.HostShare) {
+		log.Info("power meter discovery", zap.String("result", "host share: none at "+cfg.HostShare+" (power.host-share.path)"))
+		return nil, nil
+	}
+	host, err := hostshare.Open(hostshare.Options{Dir: cfg.HostShare, Staleness: cfg.HostShareStaleness,
+		MaxWatts: cfg.MaxWatts.For(power.ZonePlatform), Log: log})
+	if err != nil {
+		return nil, fmt.Errorf("power.host-share.path=%s: %w", cfg.HostShare, err)
+	}
+	est, err := openEstimator(cfg, log, "stand-in for the host share while it is stale")
+	if err != nil {
+		return nil, err
+	}
+	log.Info("power source", zap.String("source", host.Name()), zap.String("method", "measured"),
+		zap.String("share", cfg.HostShare), zap.Duration("staleness", cfg.HostShareStaleness),
+		zap.String("fallback", est.Name()))
+	return hostshare.NewFallback(host, est, log), nil
 }
 
 func openEstimator(cfg Config, log *zap.Logger, why string) (power.Meter, error) {

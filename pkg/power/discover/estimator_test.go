@@ -150,4 +150,8 @@ func TestEstimatorLeavesPlatformToRetriedMeter(t *testing.T) {
 	if zs := e.Zones(); len(zs) != 1 || zs[0].Zone != power.ZonePackage {
 		t.Errorf("estimator zones %+v, want package only", zs)
 	}
+	// The combined meter passes the estimator's estimates on.
+	if est := c.Estimates(); len(est) != 1 || est[0].Name != power.ZonePackage || est[0].Source != "estimator" || est[0].Curve != curves.KindPackage {
+		t.Errorf("combined estimates %+v", est)
+	}
 }

@@ -45,3 +45,20 @@ basicAuth:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end }}
+
+{{- define "wattrace.api.fullname" -}}
+{{- printf "%s-api" (include "wattrace.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "wattrace.api.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "wattrace.name" . }}-api
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "wattrace.api.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "wattrace.api.selectorLabels" . }}
+app.kubernetes.io/component: units-api
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}

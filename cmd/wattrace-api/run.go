@@ -1,0 +1,285 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	oklog "github.com/oklog/run"
+	"github.com/prometheus/client_golang/api"
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	promconfig "github.com/prometheus/common/config"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/exporter-toolkit/web"
+	"go.uber.org/zap"
+
+	"github.com/wattrace/wattrace/pkg/units/slurm"
+	"github.com/wattrace/wattrace/pkg/units/store"
+	"github.com/wattrace/wattrace/pkg/units/updater"
+)
+
+// server is the wired program: every part built, nothing running yet.
+type server struct {
+	cfg     *Config
+	log     *zap.Logger
+	store   *store.Store
+	updater *updater.Updater
+	feeder  *slurm.Feeder // nil without Slurm
+	handler http.Handler
+	lns     []net.Listener
+}
+
+// build opens the store, the TSDB client and the Slurm source, and binds
+// the listen addresses, so a bad setting stops start-up naming its key.
+func build(ctx context.Context, cfg *Config, log *zap.Logger) (*server, error) {
+	s := &server{cfg: cfg, log: log}
+	for _, addr := range cfg.Web.ListenAddresses {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("%s %q: %w", KeyWebListenAddress, addr, err)
+		}
+		s.lns = append(s.lns, l)
+	}
+	st, err := store.Open(ctx, store.Config{Driver: cfg.Store.Driver, Path: cfg.Store.Path, DSN: cfg.Store.DSN})
+	if err != nil {
+		s.Close()
+		key := KeyStorePath
+		if cfg.Store.Driver == store.Postgres {
+			key = KeyStoreDSNFile
+		}
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	s.store = st
+	q, err := newQuerier(cfg.TSDB)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.updater, err = updater.New(q, st, updater.Config{
+		Cluster: cfg.Cluster, ClusterLabel: cfg.Updater.ClusterLabel, Kinds: cfg.Updater.Kinds,
+		Selector: cfg.Updater.Selector, Interval: cfg.Updater.Interval, Delay: cfg.Updater.Delay,
+		MaxWindow: cfg.Updater.MaxWindow, Lookback: cfg.Updater.Lookback, SeriesRetention: cfg.Updater.SeriesRetention,
+	}, log.Named("updater"))
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	src, err := slurmSource(cfg)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	if src != nil {
+		s.feeder = slurm.NewFeeder(src, st, cfg.Slurm.Interval, cfg.Slurm.Lookback, log.Named("slurm"))
+		log.Info("reading Slurm job metadata", zap.String("source", src.Name()), zap.Duration("interval", cfg.Slurm.Interval))
+	}
+	s.handler, err = s.routes()
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// slurmSource picks slurmrestd when configured, else sacct when found.
+func slurmSource(cfg *Config) (slurm.Source, error) {
+	c := cfg.Slurm
+	restd := &slurm.Restd{URL: c.RestdURL, User: c.RestdUser, TokenFile: c.RestdTokenFile, Cluster: cfg.Cluster}
+	sacct := &slurm.Sacct{Path: c.SacctPath, Cluster: cfg.Cluster}
+	switch c.Source {
+	case "none":
+		return nil, nil
+	case "restd":
+		return restd, nil
+	case "sacct":
+		if _, err := exec.LookPath(c.SacctPath); err != nil {
+			return nil, fmt.Errorf("%s %q: %w", KeySlurmSacct, c.SacctPath, err)
+		}
+		return sacct, nil
+	}
+	if c.RestdURL != "" {
+		return restd, nil
+	}
+	if _, err := exec.LookPath(c.SacctPath); err == nil {
+		return sacct, nil
+	}
+	return nil, nil
+}
+
+// timeoutQuerier bounds each TSDB query.
+type timeoutQuerier struct {
+	v1.API
+	timeout time.Duration
+}
+
+func (q timeoutQuerier) Query(ctx context.Context, query string, ts time.Time, opts ...v1.Option) (model.Value, v1.Warnings, v1.Infos, error) {
+	ctx, cancel := context.WithTimeout(ctx, q.timeout)
+	defer cancel()
+	return q.API.Query(ctx, query, ts, opts...)
+}
+
+func newQuerier(c TSDB) (updater.Querier, error) {
+	rt := api.DefaultRoundTripper
+	if c.HTTPConfigFile != "" {
+		hc, _, err := promconfig.LoadHTTPConfigFile(c.HTTPConfigFile)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", KeyTSDBHTTPConfig, err)
+		}
+		if rt, err = promconfig.NewRoundTripperFromConfig(*hc, "wattrace-api"); err != nil {
+			return nil, fmt.Errorf("%s: %w", KeyTSDBHTTPConfig, err)
+		}
+	}
+	client, err := api.NewClient(api.Config{Address: c.URL, RoundTripper: rt})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", KeyTSDBURL, err)
+	}
+	return timeoutQuerier{API: v1.NewAPI(client), timeout: c.Timeout}, nil
+}
+
+// routes serves /metrics (the server's own) and the API.
+func (s *server) routes() (http.Handler, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&selfCollector{u: s.updater})
+	apiHandler, err := newAPIHandler(apiDeps{Reader: s.store, Access: s.cfg.API, WebConfigFile: s.cfg.Web.ConfigFile,
+		Updater: s.updater, Log: slogFor(s.log, "api")})
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/", apiHandler)
+	return mux, nil
+}
+
+// Close releases what build opened.
+func (s *server) Close() {
+	for _, l := range s.lns {
+		_ = l.Close()
+	}
+	if s.store != nil {
+		_ = s.store.Close()
+	}
+}
+
+// run builds the server and runs its parts until ctx ends or one fails.
+func run(ctx context.Context, cfg *Config, log *zap.Logger) error {
+	s, err := build(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return s.run(ctx)
+}
+
+func (s *server) run(ctx context.Context) error {
+	var g oklog.Group
+	{
+		ctx, cancel := context.WithCancel(ctx)
+		g.Add(func() error { <-ctx.Done(); return nil }, func(error) { cancel() })
+	}
+	loop := func(name string, f func(context.Context) error) {
+		ctx, cancel := context.WithCancel(ctx)
+		g.Add(func() error { return f(ctx) }, func(error) { cancel() })
+		s.log.Debug("started", zap.String("part", name))
+	}
+	loop("updater", s.updater.Run)
+	if s.feeder != nil {
+		loop("slurm", s.feeder.Run)
+	}
+	loop("housekeeping", s.housekeeping)
+	systemd := false
+	flags := &web.FlagConfig{WebListenAddresses: &s.cfg.Web.ListenAddresses, WebSystemdSocket: &systemd, WebConfigFile: &s.cfg.Web.ConfigFile}
+	wlog := slogFor(s.log, "web")
+	for _, l := range s.lns {
+		srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
+		g.Add(func() error {
+			if err := web.Serve(l, srv, flags, wlog); !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("web: %w", err)
+			}
+			return nil
+		}, func(error) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(ctx)
+		})
+	}
+	s.log.Info("wattrace-api started", zap.Strings("listen", s.cfg.Web.ListenAddresses),
+		zap.String("store", s.cfg.Store.Driver), zap.String("tsdb", s.cfg.TSDB.URL))
+	return g.Run()
+}
+
+// housekeeping applies retention daily and takes SQLite backups.
+func (s *server) housekeeping(ctx context.Context) error {
+	prune := time.NewTicker(24 * time.Hour)
+	defer prune.Stop()
+	var backup <-chan time.Time
+	if s.cfg.Store.BackupDir != "" {
+		t := time.NewTicker(s.cfg.Store.BackupInterval)
+		defer t.Stop()
+		backup = t.C
+	}
+	s.retention(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-prune.C:
+			s.retention(ctx)
+		case <-backup:
+			if path, err := s.backup(ctx, time.Now()); err != nil {
+				s.log.Warn("online backup failed", zap.Error(err))
+			} else {
+				s.log.Info("online backup written", zap.String("path", path))
+			}
+		}
+	}
+}
+
+func (s *server) retention(ctx context.Context) {
+	if s.cfg.Store.Retention <= 0 {
+		return
+	}
+	n, err := s.store.Prune(ctx, time.Now().Add(-s.cfg.Store.Retention))
+	if err != nil {
+		s.log.Warn("applying retention failed", zap.Error(err))
+	} else if n > 0 {
+		s.log.Info("retention deleted units", zap.Int64("units", n))
+	}
+}
+
+// backup writes units-<time>.db into the backup directory and deletes the
+// oldest beyond store.backup.keep.
+func (s *server) backup(ctx context.Context, now time.Time) (string, error) {
+	dir := s.cfg.Store.BackupDir
+	path := filepath.Join(dir, "units-"+now.UTC().Format("20060102T150405Z")+".db")
+	if err := s.store.Backup(ctx, path); err != nil {
+		return "", err
+	}
+	old, err := filepath.Glob(filepath.Join(dir, "units-*.db"))
+	if err != nil {
+		return path, err
+	}
+	sort.Strings(old) // the time stamp sorts by age
+	for len(old) > s.cfg.Store.BackupKeep {
+		if strings.HasPrefix(filepath.Base(old[0]), "units-") {
+			if err := os.Remove(old[0]); err != nil {
+				return path, err
+			}
+		}
+		old = old[1:]
+	}
+	return path, nil
+}

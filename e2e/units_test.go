@@ -1,0 +1,941 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/wattrace/wattrace/internal/testenv"
+	"github.com/wattrace/wattrace/pkg/units"
+	"github.com/wattrace/wattrace/pkg/units/acct"
+	"github.com/wattrace/wattrace/pkg/units/api"
+)
+
+var (
+	apiBuildOnce sync.Once
+	apiBin       string
+	apiBuildErr  error
+)
+
+// apiBinary builds ./cmd/wattrace-api once per test binary.
+func apiBinary(t *testing.T) string {
+	t.Helper()
+	apiBuildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "wattrace-e2e-api-")
+		if err != nil {
+			apiBuildErr = err
+			return
+		}
+		apiBin = filepath.Join(dir, "wattrace-api")
+		cmd := exec.Command(goCmd(), "build", "-o", apiBin, "./cmd/wattrace-api")
+		cmd.Dir = ".."
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			apiBuildErr = fmt.Errorf("go build ./cmd/wattrace-api: %v\n%s", err, out)
+		}
+	})
+	if apiBuildErr != nil {
+		t.Fatal(apiBuildErr)
+	}
+	return apiBin
+}
+
+func goCmd() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return "/usr/local/go/bin/go"
+}
+
+// apiServer is one running wattrace-api.
+type apiServer struct {
+	name string
+	// basic: credentials its web config requires (user, password), if any.
+	basic *[2]string
+	port  int
+	args  []string
+	log   string
+	cmd   *exec.Cmd
+	t     *testing.T
+}
+
+func (s *apiServer) url() string { return fmt.Sprintf("http://127.0.0.1:%d", s.port) }
+
+// start runs the server (again) with its arguments and waits for /health.
+func (s *apiServer) start() {
+	t := s.t
+	t.Helper()
+	logf, err := os.OpenFile(s.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(apiBinary(t), s.args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	logf.Close()
+	s.cmd = cmd
+	t.Logf("%s: wattrace-api pid %d %s", s.name, cmd.Process.Pid, strings.Join(s.args, " "))
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		req, _ := http.NewRequest(http.MethodGet, s.url()+"/health", nil)
+		if s.basic != nil {
+			req.SetBasicAuth(s.basic[0], s.basic[1])
+		}
+		if resp, err := httpClient.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	tailFile(t, s.log, 40)
+	t.Fatalf("%s: wattrace-api did not answer /health within 60 s", s.name)
+}
+
+// stop ends the server with SIGTERM (it must exit within 20 s).
+func (s *apiServer) stop() {
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- s.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			s.t.Errorf("%s: wattrace-api exited with %v", s.name, err)
+		}
+	case <-time.After(20 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-done
+		s.t.Errorf("%s: wattrace-api did not stop on SIGTERM within 20 s", s.name)
+	}
+	s.cmd = nil
+}
+
+// get asks path as user (header) from loopback; it returns the status and
+// the envelope's data.
+func (s *apiServer) get(path, user string) (int, json.RawMessage, string) {
+	req, _ := http.NewRequest(http.MethodGet, s.url()+path, nil)
+	if s.basic != nil {
+		req.SetBasicAuth(s.basic[0], s.basic[1])
+	}
+	if user != "" {
+		req.Header.Set(api.DefaultUserHeader, user)
+	}
+	return do(req)
+}
+
+func do(req *http.Request) (int, json.RawMessage, string) {
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return 0, nil, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var env struct {
+		Data  json.RawMessage
+		Error string
+	}
+	_ = json.Unmarshal(b, &env)
+	return resp.StatusCode, env.Data, env.Error
+}
+
+// unitView is a unit as the API answers it.
+type unitView struct {
+	units.Unit
+	Totals struct {
+		Joules, CPUSeconds float64
+	} `json:"totals"`
+}
+
+func (v *unitView) UnmarshalJSON(b []byte) error {
+	if err := json.Unmarshal(b, &v.Unit); err != nil {
+		return err
+	}
+	var t struct {
+		Totals struct {
+			Joules     float64 `json:"joules"`
+			CPUSeconds float64 `json:"cpu_seconds"`
+		} `json:"totals"`
+	}
+	if err := json.Unmarshal(b, &t); err != nil {
+		return err
+	}
+	v.Totals.Joules, v.Totals.CPUSeconds = t.Totals.Joules, t.Totals.CPUSeconds
+	return nil
+}
+
+// units lists the jobs since from as user.
+func (s *apiServer) units(user string, from time.Time) (map[string]unitView, error) {
+	code, data, msg := s.get("/api/v1/units?kind=job&from="+strconv.FormatInt(from.Unix(), 10), user)
+	if code != 200 {
+		return nil, fmt.Errorf("%s: units as %s: %d %s", s.name, user, code, msg)
+	}
+	var us []unitView
+	if err := json.Unmarshal(data, &us); err != nil {
+		return nil, err
+	}
+	out := map[string]unitView{}
+	for _, u := range us {
+		out[u.ID] = u
+	}
+	return out, nil
+}
+
+// e2eJob is a job the test submits.
+type e2eJob struct {
+	key, user, account, script string
+	id                         string
+}
+
+// sacctRow is what sacct says about a job (allocation line).
+type sacctRow struct {
+	user, account, state string
+	start, end           time.Time
+	totalCPU             float64
+}
+
+// sacct reads one job's line in UTC (not -X: its TotalCPU is the
+// steps' sum, which -X leaves out).
+func sacct(t *testing.T, id string) sacctRow {
+	t.Helper()
+	out, err := run(30*time.Second, []string{"TZ=UTC", "SLURM_TIME_FORMAT=%Y-%m-%dT%H:%M:%S"},
+		"sacct", "-n", "-P", "-j", id, "-o", "JobID,User,Account,State,Start,End,TotalCPU")
+	if err != nil {
+		t.Fatalf("sacct: %v", err)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Split(line, "|")
+		if len(f) != 7 || f[0] != id {
+			continue
+		}
+		r := sacctRow{user: f[1], account: f[2], state: strings.Fields(f[3] + " ")[0]}
+		r.start, _ = time.ParseInLocation("2006-01-02T15:04:05", f[4], time.UTC)
+		r.end, _ = time.ParseInLocation("2006-01-02T15:04:05", f[5], time.UTC)
+		r.totalCPU = slurmDuration(f[6])
+		return r
+	}
+	t.Fatalf("sacct has no line for job %s:\n%s", id, out)
+	return sacctRow{}
+}
+
+// slurmDuration parses sacct's [D-][HH:]MM:SS[.mmm].
+func slurmDuration(s string) float64 {
+	var days float64
+	if d, rest, ok := strings.Cut(s, "-"); ok {
+		n, _ := strconv.ParseFloat(d, 64)
+		days, s = n, rest
+	}
+	parts := strings.Split(s, ":")
+	var v float64
+	for _, p := range parts {
+		f, _ := strconv.ParseFloat(p, 64)
+		v = v*60 + f
+	}
+	return days*86400 + v
+}
+
+// promJoules is a job's energy as Prometheus stored the exporter's
+// counters: per series, the first sample from 0 plus every increase (a
+// drop is a reset), summed over the zones that count each joule once.
+func promJoules(t *testing.T, base, jobID string, at time.Time, window time.Duration) (float64, int) {
+	t.Helper()
+	q := url.Values{}
+	q.Set("query", fmt.Sprintf(`wattrace_job_energy_joules_total{job_id=%q}[%ds]`, jobID, int(window.Seconds())))
+	q.Set("time", strconv.FormatInt(at.Unix(), 10))
+	resp, err := httpClient.Get(base + "/api/v1/query?" + q.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Data struct {
+			Result []struct {
+				Metric map[string]string
+				Values [][2]any
+			}
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		t.Fatal(err)
+	}
+	byZone := map[string]float64{}
+	samples := 0
+	for _, s := range r.Data.Result {
+		var prev, sum float64
+		for i, v := range s.Values {
+			f, _ := strconv.ParseFloat(v[1].(string), 64)
+			if i == 0 || f < prev {
+				sum += f
+			} else {
+				sum += f - prev
+			}
+			prev = f
+			samples++
+		}
+		byZone[s.Metric["zone"]] += sum
+	}
+	var zones []string
+	for z := range byZone {
+		zones = append(zones, z)
+	}
+	var total float64
+	for _, z := range units.TotalZones(zones) {
+		total += byZone[z]
+	}
+	return total, samples
+}
+
+// otherAddress is a non-loopback IPv4 address of this machine, for a
+// request the API must not trust.
+func otherAddress(t *testing.T) net.IP {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+			return n.IP
+		}
+	}
+	t.Fatal("no non-loopback IPv4 address to send an untrusted request from")
+	return nil
+}
+
+// TestUnitsSlurm: a real single-node Slurm with accounting (MariaDB,
+// slurmdbd), the real exporter in BPF mode, a real Prometheus scraping it
+// and remote-writing to a real VictoriaMetrics, and three wattrace-api
+// servers reading them: A on SQLite and Prometheus (restarted mid-way), B
+// on PostgreSQL and Prometheus with Slurm's metadata from slurmrestd, C
+// on SQLite and VictoriaMetrics (which is stopped for more than a cycle);
+// A and C read sacct. Four jobs from alice (proj_a) and bob
+// (proj_b): a multi-step one, one spawning many short processes, a
+// cancelled one and one still running at check time. On every server:
+//   - each ended job's energy equals the increase of the exporter's
+//     counters as Prometheus stored them, within 1%;
+//   - CPU seconds are within 2% of sacct's TotalCPU (of the job cgroup's
+//     cpuacct.usage for the cancelled job, which sacct does not record);
+//     state, start, end, user and account equal sacct's; the running job
+//     is running;
+//
+// on A: alice gets 403 for bob's job, her list holds only her jobs, carol
+// (admin) sees all four, a forged user header from an untrusted address
+// is refused, and `wattrace acct` run as alice prints her jobs only and
+// its --json parses; on C: while the TSDB is down units go pending and no
+// unit's energy ever drops or is zeroed.
+func TestUnitsSlurm(t *testing.T) {
+	requireRoot(t)
+	if _, err := os.Stat("/sys/fs/cgroup/cpuacct/cpuacct.usage"); err != nil {
+		t.Fatalf("Slurm's cgroup/v1 plugin needs the v1 cpuacct controller: %v", err)
+	}
+	promBin := testenv.Tool(t, "prometheus", "prometheus")
+	t.Setenv("SLURM_E2E_ACCOUNTING", "1")
+	t.Cleanup(func() {
+		if t.Failed() {
+			tailFile(t, "/var/log/slurm/slurmctld.log", 20)
+			tailFile(t, "/var/log/slurm/slurmdbd.log", 20)
+		}
+		if _, err := script(t, 3*time.Minute, "slurm.sh", "clean"); err != nil {
+			t.Errorf("slurm.sh clean: %v", err)
+		}
+	})
+	if _, err := script(t, 12*time.Minute, "slurm.sh", "reset"); err != nil {
+		t.Fatalf("slurm.sh reset: %v", err)
+	}
+	if _, err := script(t, 2*time.Minute, "slurm.sh", "users"); err != nil {
+		t.Fatalf("slurm.sh users: %v", err)
+	}
+	begin := time.Now().Add(-time.Minute)
+
+	// Ended jobs' series go 15 s after the job, so the updater sees
+	// them end within the test.
+	exporterAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	e := startExporterAt(t, exporterAddr, "--accounting.mode=bpf", "--stats.retention=15s")
+	exp := watchExporter(t, e)
+	vm := testenv.StartVictoriaMetrics(t)
+	dir := t.TempDir()
+	prom := startPrometheus(t, promBin, dir, "units", fmt.Sprintf(`
+global: {scrape_interval: 2s}
+scrape_configs:
+  - job_name: wattrace
+    static_configs: [{targets: ["%s"]}]
+remote_write:
+  - url: %s/api/v1/write
+    queue_config: {batch_send_deadline: 1s, min_backoff: 100ms, max_backoff: 1s}
+`, exporterAddr, vm.URL))
+	dsn := testenv.Postgres(t)
+	dsnFile := filepath.Join(dir, "pg.dsn")
+	if err := os.WriteFile(dsnFile, []byte(dsn), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const aliceToken = "alice-e2e-token"
+	tokens := filepath.Join(dir, "tokens.yaml")
+	if err := os.WriteFile(tokens, []byte("alice: "+api.HashToken(aliceToken)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	common := func(tsdb string, delay time.Duration) []string {
+		return []string{"--cluster=e2e", "--tsdb.url=" + tsdb, "--updater.interval=2s", "--updater.delay=" + delay.String(),
+			"--updater.lookback=30m", "--slurm.source=sacct", "--slurm.interval=1m", "--slurm.lookback=1h",
+			"--api.trusted-proxies=127.0.0.1", "--api.admins=carol", "--api.tokens-file=" + tokens, "--log.level=debug"}
+	}
+	newServer := func(name string, basic *[2]string, args ...string) *apiServer {
+		s := &apiServer{name: name, basic: basic, port: freePort(t), log: filepath.Join(dir, name+".log"), t: t}
+		s.args = append([]string{fmt.Sprintf("--web.listen-address=0.0.0.0:%d", s.port)}, args...)
+		t.Cleanup(func() {
+			s.stop()
+			if t.Failed() {
+				tailFile(t, s.log, 40)
+			}
+		})
+		s.start()
+		return s
+	}
+	// B reads Slurm through slurmrestd (JWT of carol, a Slurm admin),
+	// A and C through sacct.
+	if _, err := script(t, time.Minute, "slurm.sh", "restd"); err != nil {
+		t.Fatalf("slurm.sh restd: %v", err)
+	}
+	jwt, err := run(30*time.Second, nil, "scontrol", "token", "username=carol", "lifespan=3600")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwtFile := filepath.Join(dir, "slurm.jwt")
+	if err := os.WriteFile(jwtFile, []byte(strings.TrimPrefix(jwt, "SLURM_JWT=")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := newServer("A", nil, append(common(prom, 4*time.Second), "--store.path="+filepath.Join(dir, "a.db"))...)
+	bArgs := append(common(prom, 4*time.Second), "--store.driver=postgres", "--store.dsn-file="+dsnFile,
+		"--slurm.source=restd", "--slurm.restd.url=http://127.0.0.1:6820", "--slurm.restd.user=carol", "--slurm.restd.token-file="+jwtFile)
+	b := newServer("B", nil, bArgs...)
+	// Remote write catches up after the outage: read further behind.
+	c := newServer("C", nil, append(common(vm.URL, 12*time.Second), "--store.path="+filepath.Join(dir, "c.db"))...)
+	// D requires basic auth (exporter-toolkit web config) and trusts no
+	// address: the setgid `wattrace acct` install talks to it.
+	acctPass := "acct-e2e-password"
+	hash, err := bcrypt.GenerateFromPassword([]byte(acctPass), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	webCfg := filepath.Join(dir, "web.yml")
+	if err := os.WriteFile(webCfg, []byte("basic_auth_users:\n  acct: "+string(hash)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dArgs := append(common(prom, 4*time.Second), "--store.path="+filepath.Join(dir, "d.db"), "--web.config.file="+webCfg)
+	for i, arg := range dArgs {
+		if strings.HasPrefix(arg, "--api.trusted-proxies=") {
+			dArgs = slices.Delete(dArgs, i, i+1)
+			break
+		}
+	}
+	d := newServer("D", &[2]string{"acct", acctPass}, dArgs...)
+	servers := []*apiServer{a, b, c}
+
+	// The jobs. Output nowhere: the users can't write the test's dirs.
+	burn := func(s int) string { return fmt.Sprintf(`timeout %d sh -c 'while :; do :; done'`, s) }
+	jobs := []*e2eJob{
+		{key: "multistep", user: "alice", account: "proj_a",
+			script: "#!/bin/sh\nsrun -n1 " + burn(4) + "\nsrun -n1 " + burn(3) + "\nsleep 1\n"},
+		{key: "short", user: "bob", account: "proj_b",
+			script: "#!/bin/sh\ni=0\nwhile [ $i -lt 1500 ]; do /bin/sh -c 'j=0; while [ $j -lt 200 ]; do j=$((j+1)); done'; i=$((i+1)); done\nsleep 1\n"},
+		{key: "cancelled", user: "alice", account: "proj_a", script: "#!/bin/sh\n" + burn(300) + "\n"},
+		{key: "running", user: "bob", account: "proj_b",
+			script: "#!/bin/sh\nwhile :; do timeout 0.2 sh -c 'while :; do :; done'; sleep 0.5; done\n"},
+	}
+	byKey := map[string]*e2eJob{}
+	for _, j := range jobs {
+		// sbatch reads the script from stdin: the users can't read the
+		// test's directory.
+		cmd := exec.Command("runuser", "-u", j.user, "--", "sbatch", "--parsable", "-A", j.account,
+			"-J", "e2e-"+j.key, "--chdir=/tmp", "-o", "/dev/null", "-e", "/dev/null", "-n", "1")
+		cmd.Stdin = strings.NewReader(j.script)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("sbatch %s as %s: %v %s", j.key, j.user, err, out)
+		}
+		id := strings.TrimSpace(string(out))
+		j.id = strings.Split(id, ";")[0]
+		byKey[j.key] = j
+		t.Logf("job %s: %s as %s in %s", j.id, j.key, j.user, j.account)
+	}
+	submitted := time.Now()
+
+	// The job cgroups' own CPU time, polled until Slurm removes them: the
+	// reference for the cancelled job, whose TotalCPU sacct does not
+	// record (Slurm 22.05 with jobacct_gather/cgroup gives a killed batch
+	// step 0.003 s where its cgroup counted 0.48 s).
+	samplers := map[string]*slurmJob{}
+	for _, j := range jobs {
+		u, err := user.Lookup(j.user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sj := &slurmJob{name: j.key, user: j.user, uid: u.Uid, id: j.id}
+		done := make(chan struct{})
+		go sj.sample(time.Now().Add(4*time.Minute), done)
+		samplers[j.key] = sj
+	}
+
+	// Watch C's figures throughout: never down, never back to zero.
+	watch := newWatcher(t, c, begin)
+	defer watch.stop()
+
+	time.Sleep(8 * time.Second)
+	if _, err := run(20*time.Second, nil, "scancel", byKey["cancelled"].id); err != nil {
+		t.Fatalf("scancel: %v", err)
+	}
+	// A restarts mid-way: what it counted stays, nothing twice.
+	time.Sleep(3 * time.Second)
+	a.stop()
+	time.Sleep(5 * time.Second)
+	a.start()
+	// The TSDB of C goes away for more than a cycle.
+	vm.Stop()
+	pendingSeen := waitPending(t, c, begin, 30*time.Second, byKey["running"].id)
+	vm.Start()
+	if !pendingSeen {
+		t.Errorf("C: the running job %s did not go pending while its TSDB was down", byKey["running"].id)
+	}
+
+	// Wait for the three ended jobs to end in Slurm and be final with
+	// Slurm's metadata on every server.
+	ended := []*e2eJob{byKey["multistep"], byKey["short"], byKey["cancelled"]}
+	deadline := time.Now().Add(5 * time.Minute)
+	for _, s := range servers {
+		for {
+			us, err := s.units("carol", begin)
+			ready := err == nil
+			for _, j := range ended {
+				u, ok := us[j.id]
+				if !ok || u.Status != units.StatusFinal || u.State == "RUNNING" || u.State == "ENDED" || u.State == "" || u.End.IsZero() {
+					ready = false
+				}
+			}
+			if ready {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: ended jobs not final with Slurm's metadata after %v: %v %+v", s.name, time.Since(submitted).Round(time.Second), err, us)
+			}
+			time.Sleep(2 * time.Second)
+		}
+	}
+	now := time.Now()
+	window := now.Sub(begin) + time.Minute
+	for _, s := range servers {
+		us, err := s.units("carol", begin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range ended {
+			u := us[j.id]
+			sa := sacct(t, j.id)
+			want, n := promJoules(t, prom, j.id, now, window)
+			if want <= 0 || !within(u.Totals.Joules, want, 0.01) {
+				t.Errorf("%s job %s (%s): energy %.3f J, Prometheus's counters say %.3f J (%.2f%% off, want ≤ 1%%)",
+					s.name, j.id, j.key, u.Totals.Joules, want, 100*testenv.RelDiff(u.Totals.Joules, want))
+			}
+			// The exporter's own final counters, scraped directly: a
+			// reference that does not go through any TSDB.
+			if direct := exp.joules(j.id); direct <= 0 || !within(u.Totals.Joules, direct, 0.01) {
+				t.Errorf("%s job %s (%s): energy %.3f J, the exporter's final counters %.3f J", s.name, j.id, j.key, u.Totals.Joules, direct)
+			} else if s == a {
+				t.Logf("job %s (%s): the exporter's final counters %.3f J (%.3f%% from the API's)", j.id, j.key, direct, 100*testenv.RelDiff(u.Totals.Joules, direct))
+			}
+			ref, what := sa.totalCPU, "sacct TotalCPU"
+			if j.key == "cancelled" {
+				sj := samplers[j.key]
+				sj.mu.Lock()
+				ref, what = float64(sj.usage)/1e9, fmt.Sprintf("the job cgroup's last cpuacct.usage (sacct says %.3f s)", sa.totalCPU)
+				sj.mu.Unlock()
+			}
+			t.Logf("%s job %s (%s): energy API %.3f J, Prometheus %.3f J (%d samples, %.3f%% off); CPU API %.3f s, %s %.3f s (%.2f%% off); state %s/%s",
+				s.name, j.id, j.key, u.Totals.Joules, want, n, 100*testenv.RelDiff(u.Totals.Joules, want),
+				u.Totals.CPUSeconds, what, ref, 100*testenv.RelDiff(u.Totals.CPUSeconds, ref), u.State, sa.state)
+			if ref <= 0 || !within(u.Totals.CPUSeconds, ref, 0.02) {
+				t.Errorf("%s job %s (%s): CPU %.3f s, %s %.3f s (%.2f%% off, want ≤ 2%%)",
+					s.name, j.id, j.key, u.Totals.CPUSeconds, what, ref, 100*testenv.RelDiff(u.Totals.CPUSeconds, ref))
+			}
+			if u.State != sa.state || u.Project != sa.account || u.User != sa.user ||
+				!u.Start.Equal(sa.start) || !u.End.Equal(sa.end) {
+				t.Errorf("%s job %s (%s): state %q project %q user %q %s–%s; sacct %q %q %q %s–%s", s.name, j.id, j.key,
+					u.State, u.Project, u.User, u.Start.Format(time.RFC3339), u.End.Format(time.RFC3339),
+					sa.state, sa.account, sa.user, sa.start.Format(time.RFC3339), sa.end.Format(time.RFC3339))
+			}
+		}
+		r := us[byKey["running"].id]
+		if r.Status != units.StatusRunning || !r.End.IsZero() || r.Totals.Joules <= 0 {
+			t.Errorf("%s: the running job %s: status %s end %v joules %v", s.name, byKey["running"].id, r.Status, r.End, r.Totals.Joules)
+		}
+	}
+	if byKey["cancelled"].id != "" {
+		if st := sacct(t, byKey["cancelled"].id).state; st != "CANCELLED" {
+			t.Errorf("the cancelled job is %s in sacct", st)
+		}
+	}
+
+	checkAccess(t, a, byKey, begin)
+	checkAcct(t, a, e, aliceToken, byKey)
+	checkAcctSetgid(t, d, acctPass, byKey)
+	watch.stop()
+	watch.check()
+}
+
+// checkAccess: 403 for another's job, own list only, admin sees all, a
+// forged header from an untrusted address refused.
+func checkAccess(t *testing.T, a *apiServer, jobs map[string]*e2eJob, begin time.Time) {
+	t.Helper()
+	bobs := jobs["short"].id
+	if code, _, msg := a.get("/api/v1/units/"+bobs, "alice"); code != 403 {
+		t.Errorf("alice asking for bob's job %s: %d %s, want 403", bobs, code, msg)
+	}
+	if code, _, _ := a.get("/api/v1/units/"+jobs["multistep"].id, "alice"); code != 200 {
+		t.Errorf("alice asking for her job: %d", code)
+	}
+	mine, err := a.units("alice", begin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for id, u := range mine {
+		got = append(got, id)
+		if u.User != "alice" {
+			t.Errorf("alice's list holds %s of %s", id, u.User)
+		}
+	}
+	sort.Strings(got)
+	want := []string{jobs["multistep"].id, jobs["cancelled"].id}
+	sort.Strings(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("alice's jobs %v, want %v", got, want)
+	}
+	all, err := a.units("carol", begin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		if _, ok := all[j.id]; !ok {
+			t.Errorf("admin carol does not see job %s (%s)", j.id, j.key)
+		}
+	}
+	// The same request, sent from this machine's other address: untrusted.
+	ip := otherAddress(t)
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}, Timeout: 5 * time.Second}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: dialer.DialContext}}
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, fmt.Sprintf("http://%s:%d/api/v1/units?kind=job", ip, a.port), nil)
+	req.Header.Set(api.DefaultUserHeader, "carol")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("request from %s: %v", ip, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 403 || !strings.Contains(string(body), "trusted") {
+		t.Errorf("forged X-Grafana-User from %s: %d %s, want 403", ip, resp.StatusCode, body)
+	}
+	t.Logf("forged header from %s: %d %s", ip, resp.StatusCode, strings.TrimSpace(string(body)))
+}
+
+// checkAcct runs `wattrace acct` as alice (runuser) with her token.
+func checkAcct(t *testing.T, a *apiServer, e *exporter, token string, jobs map[string]*e2eJob) {
+	t.Helper()
+	// A copy alice can execute (the build directory is root's).
+	dir, err := os.MkdirTemp("", "wattrace-e2e-acct-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "wattrace")
+	if out, err := exec.Command("install", "-m", "0755", exporterBinary(t), bin).CombinedOutput(); err != nil {
+		t.Fatalf("install: %v %s", err, out)
+	}
+	acct := func(args ...string) string {
+		cmd := exec.Command("runuser", append([]string{"-u", "alice", "--", bin, "acct", "--url", a.url(), "--starttime=now-1h"}, args...)...)
+		cmd.Env = append(os.Environ(), "WATTRACE_API_TOKEN="+token)
+		cmd.Dir = "/tmp"
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("wattrace acct %v as alice: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	table := acct()
+	t.Logf("wattrace acct as alice:\n%s", table)
+	for _, k := range []string{"multistep", "cancelled"} {
+		if !strings.Contains(table, "\n"+jobs[k].id+" ") {
+			t.Errorf("acct table lacks alice's job %s", jobs[k].id)
+		}
+	}
+	for _, k := range []string{"short", "running"} {
+		if strings.Contains(table, "\n"+jobs[k].id+" ") {
+			t.Errorf("acct table shows bob's job %s to alice", jobs[k].id)
+		}
+	}
+	var us []units.Unit
+	if err := json.Unmarshal([]byte(acct("--json")), &us); err != nil {
+		t.Fatalf("acct --json does not parse: %v", err)
+	}
+	if len(us) != 2 {
+		t.Errorf("acct --json: %d units, want alice's 2", len(us))
+	}
+	for _, u := range us {
+		if u.User != "alice" || u.Figures.CPUSeconds <= 0 {
+			t.Errorf("acct --json: unit %s of %s, CPU %v", u.ID, u.User, u.Figures.CPUSeconds)
+		}
+	}
+	cmd := exec.Command("runuser", "-u", "alice", "--", bin, "acct", "--url", a.url(), "--user=bob")
+	cmd.Env = append(os.Environ(), "WATTRACE_API_TOKEN="+token)
+	cmd.Dir = "/tmp"
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "403") {
+		t.Errorf("acct --user=bob as alice: %v %s, want the server's 403", err, out)
+	}
+}
+
+// waitPending polls s until unit id is pending (its TSDB down), with the
+// energy it had (not zero).
+func waitPending(t *testing.T, s *apiServer, begin time.Time, limit time.Duration, id string) bool {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		if us, err := s.units("carol", begin); err == nil {
+			if u, ok := us[id]; ok && u.Status == units.StatusPending {
+				t.Logf("%s: job %s pending while the TSDB is down (%.3f J kept)", s.name, u.ID, u.Totals.Joules)
+				if u.Totals.Joules <= 0 {
+					t.Errorf("%s: pending job %s has no energy", s.name, id)
+				}
+				return true
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return false
+}
+
+// watcher polls a server's units and remembers the most each one had.
+type watcher struct {
+	t      *testing.T
+	s      *apiServer
+	begin  time.Time
+	mu     sync.Mutex
+	max    map[string]float64
+	bad    []string
+	polls  int
+	done   chan struct{}
+	exited chan struct{}
+	once   sync.Once
+}
+
+func newWatcher(t *testing.T, s *apiServer, begin time.Time) *watcher {
+	w := &watcher{t: t, s: s, begin: begin, max: map[string]float64{}, done: make(chan struct{}), exited: make(chan struct{})}
+	go func() {
+		defer close(w.exited)
+		for {
+			select {
+			case <-w.done:
+				return
+			case <-time.After(700 * time.Millisecond):
+			}
+			us, err := s.units("carol", begin)
+			if err != nil {
+				continue
+			}
+			w.mu.Lock()
+			w.polls++
+			for id, u := range us {
+				if m := w.max[id]; u.Totals.Joules < m*(1-1e-9) {
+					w.bad = append(w.bad, fmt.Sprintf("job %s: %.3f J after %.3f J (status %s)", id, u.Totals.Joules, m, u.Status))
+				}
+				w.max[id] = math.Max(w.max[id], u.Totals.Joules)
+			}
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
+
+func (w *watcher) stop() {
+	w.once.Do(func() { close(w.done); <-w.exited })
+}
+
+func (w *watcher) check() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.t.Logf("%s: %d polls of the units while the TSDB went away and back", w.s.name, w.polls)
+	for _, b := range w.bad {
+		w.t.Errorf("%s: a unit's energy went down: %s", w.s.name, b)
+	}
+}
+
+// checkAcctSetgid installs `wattrace acct` as CEEMS installs cacct: the
+// client file with D's basic-auth credentials readable only by a group,
+// the binary setgid to it. alice cannot read the file, cannot ask D as
+// anyone (no credentials: 401), and the setgid acct shows her jobs only
+// and refuses --config and --url.
+func checkAcctSetgid(t *testing.T, d *apiServer, password string, jobs map[string]*e2eJob) {
+	t.Helper()
+	const group = "wattrace-e2e-acct"
+	if _, err := os.Stat(acctConfig); err == nil {
+		t.Fatalf("%s exists: not overwriting a real install", acctConfig)
+	}
+	if out, err := exec.Command("groupadd", "--system", group).CombinedOutput(); err != nil {
+		t.Fatalf("groupadd: %v %s", err, out)
+	}
+	defer exec.Command("groupdel", group).Run()
+	made := !exists(filepath.Dir(acctConfig))
+	if err := os.MkdirAll(filepath.Dir(acctConfig), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		os.Remove(acctConfig)
+		if made {
+			os.Remove(filepath.Dir(acctConfig))
+		}
+	}()
+	cfg := fmt.Sprintf("url: %s\nusername: acct\npassword: %s\n", d.url(), password)
+	if err := os.WriteFile(acctConfig, []byte(cfg), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("chgrp", group, acctConfig).CombinedOutput(); err != nil {
+		t.Fatalf("chgrp: %v %s", err, out)
+	}
+	dir, err := os.MkdirTemp("", "wattrace-e2e-setgid-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "wattrace")
+	if out, err := exec.Command("install", "-o", "root", "-g", group, "-m", "2755", exporterBinary(t), bin).CombinedOutput(); err != nil {
+		t.Fatalf("install setgid: %v %s", err, out)
+	}
+	asAlice := func(name string, args ...string) (string, error) {
+		cmd := exec.Command("runuser", append([]string{"-u", "alice", "--", name}, args...)...)
+		cmd.Dir = "/tmp"
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := asAlice("cat", acctConfig); err == nil || strings.Contains(out, password) {
+		t.Errorf("alice can read %s: %q", acctConfig, out)
+	}
+	// Without the file's credentials, D refuses alice's claim outright.
+	req, _ := http.NewRequest(http.MethodGet, d.url()+"/api/v1/units?kind=job", nil)
+	req.Header.Set(api.DefaultUserHeader, "carol")
+	if code, _, _ := do(req); code != http.StatusUnauthorized {
+		t.Errorf("header without credentials to D: %d, want 401", code)
+	}
+	out, err := asAlice(bin, "acct", "--starttime=now-1h", "--format=jobid,user,project,state,energy")
+	if err != nil {
+		t.Fatalf("setgid wattrace acct as alice: %v\n%s", err, out)
+	}
+	t.Logf("setgid wattrace acct as alice:\n%s", out)
+	for _, k := range []string{"multistep", "cancelled"} {
+		if !strings.Contains(out, "\n"+jobs[k].id+" ") {
+			t.Errorf("setgid acct lacks alice's job %s", jobs[k].id)
+		}
+	}
+	for _, k := range []string{"short", "running"} {
+		if strings.Contains(out, "\n"+jobs[k].id+" ") {
+			t.Errorf("setgid acct shows bob's job %s to alice", jobs[k].id)
+		}
+	}
+	for _, args := range [][]string{{"--config", acctConfig}, {"--url", "http://127.0.0.1:1"}} {
+		if out, err := asAlice(bin, append([]string{"acct"}, args...)...); err == nil || !strings.Contains(out, "not allowed in a setgid install") {
+			t.Errorf("setgid acct %v: %v %s", args, err, out)
+		}
+	}
+}
+
+// acctConfig is where a setgid `wattrace acct` reads its credentials.
+const acctConfig = acct.DefaultConfigFile
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// exporterWatch scrapes the exporter every second and keeps each job's
+// latest energy over the zones that count each joule once: after a job
+// ends its counters stay at their final values for the retention.
+type exporterWatch struct {
+	mu   sync.Mutex
+	last map[string]float64
+}
+
+func watchExporter(t *testing.T, e *exporter) *exporterWatch {
+	w := &exporterWatch{last: map[string]float64{}}
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	t.Cleanup(func() { close(done); <-exited })
+	go func() {
+		defer close(exited)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Second):
+			}
+			fams, err := e.scrape()
+			if err != nil {
+				continue
+			}
+			byJob := map[string]map[string]float64{}
+			for _, m := range match(fams, "wattrace_job_energy_joules_total", nil) {
+				id := label(m, "job_id")
+				if byJob[id] == nil {
+					byJob[id] = map[string]float64{}
+				}
+				byJob[id][label(m, "zone")] += value(m)
+			}
+			w.mu.Lock()
+			for id, zones := range byJob {
+				var names []string
+				for z := range zones {
+					names = append(names, z)
+				}
+				var total float64
+				for _, z := range units.TotalZones(names) {
+					total += zones[z]
+				}
+				w.last[id] = total
+			}
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
+
+func (w *exporterWatch) joules(id string) float64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last[id]
+}

@@ -1,0 +1,72 @@
+package config
+
+import (
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/wattrace/wattrace/pkg/power/hostshare"
+	"github.com/wattrace/wattrace/pkg/workload"
+)
+
+// The VM keys (docs/vm.md): on a libvirt host, guests.share.* publishes
+// each domain's energy to its guest; in a guest, power.host-share.* finds
+// that share and falls back to the estimator when it goes stale.
+const (
+	KeyGuestsSharePath      = "guests.share.path"
+	KeyGuestsShareInterval  = "guests.share.interval"
+	KeyPowerHostSharePath   = "power.host-share.path"
+	KeyPowerHostShareStale  = "power.host-share.staleness"
+	defaultGuestsShareEvery = 5 * time.Second
+)
+
+// Guests configures the host side: where each domain's share is written
+// (empty: nowhere) and how often.
+type Guests struct {
+	SharePath     string
+	ShareInterval time.Duration
+}
+
+// HostShare configures the guest side: the share's mount point (empty:
+// never look) and how old its last update may be before the estimator
+// stands in.
+type HostShare struct {
+	Path      string
+	Staleness time.Duration
+}
+
+func vmFlags(fs *pflag.FlagSet) {
+	fs.String(KeyGuestsSharePath, "", "On a libvirt host: write each VM's energy (dynamic plus the idle share power.idle-policy gives it) under this directory, one subdirectory per domain uuid, to be shared read-only with that guest (docs/vm.md), e.g. /var/lib/wattrace/guests. Empty: off.")
+	fs.Duration(KeyGuestsShareInterval, defaultGuestsShareEvery, "How often the guests' shares are written; each write asks the stats loop for figures no older than this.")
+	fs.String(KeyPowerHostSharePath, hostshare.DefaultMount, "In a guest: where the host's share is mounted. With power.source=auto a share found there is the node's meter (source host:<host name>, method measured). Empty: never look.")
+	fs.Duration(KeyPowerHostShareStale, hostshare.DefaultStaleness, "In a guest: how long the host's share may go without an update before the host source is reported down and the estimator stands in (method estimated).")
+}
+
+func decodeVM(d *decoder) (Guests, HostShare) {
+	return Guests{SharePath: d.string(KeyGuestsSharePath), ShareInterval: d.duration(KeyGuestsShareInterval)},
+		HostShare{Path: d.string(KeyPowerHostSharePath), Staleness: d.duration(KeyPowerHostShareStale)}
+}
+
+func (c *Config) validateVM() []error {
+	var errs []error
+	if p := c.Guests.SharePath; p != "" && !filepath.IsAbs(p) {
+		errs = append(errs, fmt.Errorf("invalid value %q for %s: want an absolute path", p, KeyGuestsSharePath))
+	}
+	if c.Guests.SharePath != "" && !c.Collector.LevelOn[workload.KindVM] {
+		// The shares are the VMs' workload figures, which exist only
+		// while the vm level is on.
+		errs = append(errs, fmt.Errorf("invalid value %q for %s: %s is off, so no VM's energy is attributed", c.Guests.SharePath, KeyGuestsSharePath, KeyCollector(string(workload.KindVM))))
+	}
+	if c.Guests.ShareInterval <= 0 {
+		errs = append(errs, fmt.Errorf("invalid value %q for %s: must be > 0", c.Guests.ShareInterval, KeyGuestsShareInterval))
+	}
+	if p := c.Power.HostShare.Path; p != "" && !filepath.IsAbs(p) {
+		errs = append(errs, fmt.Errorf("invalid value %q for %s: want an absolute path", p, KeyPowerHostSharePath))
+	}
+	if c.Power.HostShare.Staleness <= 0 {
+		errs = append(errs, fmt.Errorf("invalid value %q for %s: must be > 0", c.Power.HostShare.Staleness, KeyPowerHostShareStale))
+	}
+	return errs
+}

@@ -1,0 +1,304 @@
+// Package guestshare publishes, on a libvirt host, each VM's energy to that
+// guest alone: one directory per domain under the configured root, in the
+// format of pkg/power/hostshare, shared read-only with the guest over
+// virtio-9p or virtiofs (docs/vm.md). It reads published snapshots only.
+//
+// What a guest gets: per zone, the VM's dynamic energy plus the idle energy
+// the host's power.idle-policy attributed to it (none under "none"). That
+// is what the VM cost the host by the host's own rules, so the VMs' shares
+// and the host's unattributed energy add up to the host's zones.
+//
+// The counters never go back: a new writer (an exporter restart) continues
+// from what the files hold, and a domain whose host-side figures restart
+// (it left the snapshot after retention and came back, or a domain
+// restarted under the same uuid) continues too. Only a directory whose
+// files cannot be read is started again from zero, under a new epoch with
+// its reset count raised (hostshare.Meta), so a guest knows.
+package guestshare
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/wattrace/wattrace/pkg/power/hostshare"
+	"github.com/wattrace/wattrace/pkg/reading"
+	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/workload"
+)
+
+// Snapshots is what the writer needs of the stats loop: a snapshot no older
+// than maxAge, the loop stepping first if its latest is older. (A loop on
+// a fixed timer returns its latest; one that steps on demand steps.)
+type Snapshots interface {
+	Fresh(maxAge time.Duration) *snapshot.Snapshot
+}
+
+// Config configures the writer.
+type Config struct {
+	// Dir is the root (guests.share.path); each domain gets Dir/<uuid>,
+	// or Dir/<name> when libvirt gave no uuid.
+	Dir string
+	// Interval is how often the shares are written (guests.share.interval).
+	Interval time.Duration
+	// IdlePolicy is the host's power.idle-policy, recorded in the metadata.
+	IdlePolicy string
+	// Host and BootID name the host (os.Hostname and the kernel's boot id
+	// when empty).
+	Host, BootID string
+	Log          *zap.Logger
+}
+
+// Writer writes the shares. Write and Run are called from one goroutine.
+type Writer struct {
+	cfg  Config
+	doms map[string]*domain
+	last time.Time
+	warn map[string]bool
+	uuid int // label indexes of the vm level
+	name int
+}
+
+type domain struct {
+	dir   string
+	meta  hostshare.Meta
+	zones map[string]*counter
+}
+
+type counter struct {
+	totalJ float64 // what the file holds
+	prevJ  float64 // the host's figure of the latest snapshot, this run
+}
+
+// safeKey is what a directory name may be: a uuid or a libvirt name
+// without path separators or leading dots.
+var safeKey = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$`)
+
+// New checks cfg and returns a writer; the root is created if missing.
+func New(cfg Config) (*Writer, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("guests.share.path: empty")
+	}
+	if cfg.Interval <= 0 {
+		return nil, fmt.Errorf("invalid value %q for guests.share.interval: must be > 0", cfg.Interval)
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("guests.share.path %s: %w", cfg.Dir, err)
+	}
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	if cfg.Host == "" {
+		cfg.Host, _ = os.Hostname()
+	}
+	if cfg.BootID == "" {
+		if b, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err == nil {
+			cfg.BootID = strings.TrimSpace(string(b))
+		}
+	}
+	w := &Writer{cfg: cfg, doms: map[string]*domain{}, warn: map[string]bool{}, uuid: -1, name: -1}
+	for i, n := range workload.LabelNames(workload.KindVM) {
+		switch n {
+		case "vm_uuid":
+			w.uuid = i
+		case "vm":
+			w.name = i
+		}
+	}
+	return w, nil
+}
+
+// Run writes every Interval until ctx ends, then once more from the latest
+// snapshot, so a stopped exporter leaves its final figures.
+func (w *Writer) Run(ctx context.Context, src Snapshots) error {
+	t := time.NewTicker(w.cfg.Interval)
+	defer t.Stop()
+	var logged, warnedOld time.Time
+	write := func() {
+		s := src.Fresh(w.cfg.Interval)
+		if s != nil && time.Since(s.Time) > 2*w.cfg.Interval && time.Since(warnedOld) >= time.Minute {
+			// The loop gave an older snapshot than asked: the guests'
+			// shares lag, and go stale in the guests if it lasts.
+			warnedOld = time.Now()
+			w.cfg.Log.Warn("the stats loop's snapshot is older than guests.share.interval allows",
+				zap.Duration("age", time.Since(s.Time)), zap.Duration("interval", w.cfg.Interval))
+		}
+		if err := w.Write(s); err != nil && time.Since(logged) >= time.Minute {
+			logged = time.Now()
+			w.cfg.Log.Warn("writing guest shares", zap.String("dir", w.cfg.Dir), zap.Error(err))
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			write()
+			return nil
+		case <-t.C:
+			write()
+		}
+	}
+}
+
+// Write publishes the VMs of one snapshot; a snapshot already written is
+// skipped. It returns the errors of the domains it could not write; the
+// others are written regardless.
+func (w *Writer) Write(s *snapshot.Snapshot) error {
+	if s == nil || !s.Time.After(w.last) {
+		return nil
+	}
+	w.last = s.Time
+	var errs []error
+	for i := range s.Workloads {
+		wl := &s.Workloads[i]
+		if wl.Level != string(workload.KindVM) {
+			continue
+		}
+		var uuid, name string
+		if w.uuid >= 0 && w.uuid < len(wl.Labels) {
+			uuid = wl.Labels[w.uuid]
+		}
+		if w.name >= 0 && w.name < len(wl.Labels) {
+			name = wl.Labels[w.name]
+		}
+		key := strings.ToLower(uuid)
+		if key == "" {
+			key = name
+		}
+		if !safeKey.MatchString(key) {
+			if !w.warn[key] {
+				w.warn[key] = true
+				w.cfg.Log.Warn("VM not shared: its uuid or name is not a safe directory name", zap.String("uuid", uuid), zap.String("name", name))
+			}
+			continue
+		}
+		if err := w.domain(key, uuid, name, s, wl); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (w *Writer) domain(key, uuid, name string, s *snapshot.Snapshot, wl *snapshot.Workload) error {
+	d := w.doms[key]
+	if d == nil {
+		var err error
+		if d, err = w.load(key); err != nil {
+			return err
+		}
+		w.doms[key] = d
+	}
+	d.meta.Domain = hostshare.Domain{Name: name, UUID: uuid}
+	for _, e := range wl.Energy {
+		cur := e.DynamicJ + e.IdleJ
+		if err := reading.CheckGauge(cur, 0); err != nil || math.IsInf(cur, 0) {
+			continue // a snapshot's figures are validated; never publish one that is not
+		}
+		c := d.zones[e.Zone]
+		if c == nil {
+			c = &counter{}
+			d.zones[e.Zone] = c
+		}
+		if cur >= c.prevJ {
+			c.totalJ += cur - c.prevJ
+		} else {
+			// The host's figure restarted (the domain left the snapshot
+			// and came back): what it holds now is all new.
+			c.totalJ += cur
+		}
+		c.prevJ = cur
+	}
+	zones := make([]hostshare.Zone, 0, len(d.zones))
+	for _, zn := range slices.Sorted(maps.Keys(d.zones)) {
+		z := hostshare.Zone{Name: zn, IdlePolicy: w.cfg.IdlePolicy, Method: "measured"}
+		for _, nz := range s.Zones {
+			if nz.Name == zn {
+				z.Source = nz.Source
+				if nz.Estimated {
+					z.Method = "estimated"
+				}
+				break
+			}
+		}
+		zones = append(zones, z)
+	}
+	if len(zones) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(d.dir, 0o755); err != nil {
+		return fmt.Errorf("guest share %s: %w", d.dir, err)
+	}
+	d.meta.Zones = zones
+	d.meta.Updated = s.Time
+	d.meta.Seq++
+	d.meta.IntervalSeconds = w.cfg.Interval.Seconds()
+	d.meta.Host, d.meta.BootID = w.cfg.Host, w.cfg.BootID
+	joules := make(map[string]float64, len(d.zones))
+	for z, c := range d.zones {
+		joules[z] = c.totalJ
+	}
+	return hostshare.Write(d.dir, &d.meta, joules)
+}
+
+// load opens a domain's directory: its counters continue from what the
+// files hold, or start from zero under a new epoch when they can't.
+func (w *Writer) load(key string) (*domain, error) {
+	d := &domain{dir: filepath.Join(w.cfg.Dir, key), zones: map[string]*counter{},
+		meta: hostshare.Meta{Version: hostshare.Version}}
+	meta, err := hostshare.ReadMeta(d.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		left, _ := filepath.Glob(filepath.Join(d.dir, "*_energy_uj"))
+		if len(left) == 0 {
+			d.meta.Epoch = newEpoch()
+			return d, nil
+		}
+		err = errors.New("counter files without metadata")
+	}
+	if err == nil {
+		for _, z := range meta.Zones {
+			b, rerr := os.ReadFile(filepath.Join(d.dir, hostshare.ZoneFile(z.Name)))
+			if rerr != nil {
+				err = rerr
+				break
+			}
+			uj, perr := hostshare.ParseCounter(b)
+			if perr != nil {
+				err = perr
+				break
+			}
+			d.zones[z.Name] = &counter{totalJ: float64(uj) / 1e6}
+		}
+		if err == nil {
+			d.meta = *meta
+			w.cfg.Log.Info("guest share continues", zap.String("dir", d.dir), zap.String("epoch", meta.Epoch), zap.Uint64("seq", meta.Seq))
+			return d, nil
+		}
+	}
+	// Unreadable: start again from zero, visibly.
+	var resets uint64 = 1
+	if meta != nil {
+		resets = meta.Resets + 1
+	}
+	d.zones = map[string]*counter{}
+	d.meta.Epoch, d.meta.Resets, d.meta.ResetAt = newEpoch(), resets, time.Now().UTC()
+	w.cfg.Log.Warn("guest share unreadable: its counters restart from zero under a new epoch",
+		zap.String("dir", d.dir), zap.Uint64("resets", resets), zap.Error(err))
+	return d, nil
+}
+
+func newEpoch() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,265 @@
+package hostshare
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/reading"
+	"github.com/wattrace/wattrace/pkg/snapshot"
+)
+
+// DefaultStaleness is how long a guest waits for a new update of its share
+// before it calls the host's figures stale (power.host-share.staleness).
+const DefaultStaleness = 15 * time.Second
+
+// rateSlack widens the rate check: the guest reads on its own clock, so
+// one read can carry a host update or two more than its interval.
+const rateSlack = 10 * time.Second
+
+// Options configure a Meter.
+type Options struct {
+	// Dir is the share's mount point in the guest.
+	Dir string
+	// Staleness: a share not updated for longer is stale (DefaultStaleness
+	// when 0).
+	Staleness time.Duration
+	// MaxWatts bounds each zone's rate: a VM draws at most what a node
+	// can; power.DefaultMaxWatts' platform figure when 0.
+	MaxWatts float64
+	Log      *zap.Logger
+	// Now is the clock (tests); time.Now when nil.
+	Now func() time.Time
+}
+
+// Meter reads the host's share in a guest: a power.Meter whose zones are
+// the VM's energy as the host attributed it, measured by the host (method
+// "measured" unless the host itself estimated), source "host:<host name>".
+// Every value is validated (pkg/reading): a file that is not a number, a
+// counter that went down within one epoch or grew faster than MaxWatts is
+// rejected, counted in Health and never credited.
+type Meter struct {
+	opt     Options
+	name    string
+	rejects *reading.Rejects
+
+	mu      sync.Mutex
+	epoch   string
+	seq     uint64
+	updated time.Time
+	changed time.Time // guest time of the last new update
+	zones   map[string]*zone
+	order   []string
+	methods map[string]bool // zone -> estimated by the host
+
+	reads, errs uint64
+	up          bool
+	lastErr     error
+	loggedErr   time.Time
+}
+
+type zone struct {
+	ctr    reading.Counter
+	totalJ float64
+}
+
+var (
+	_ power.Meter          = (*Meter)(nil)
+	_ power.HealthReporter = (*Meter)(nil)
+)
+
+// Present reports whether dir holds a share: its metadata file exists, or
+// dir is a mount point (the share is mounted, and the host has not written
+// this domain's figures yet: the estimator stands in until it does).
+func Present(dir string) bool {
+	if _, err := os.Stat(filepath.Join(dir, MetaFile)); err == nil {
+		return true
+	}
+	var d, p syscall.Stat_t
+	if syscall.Stat(dir, &d) != nil || syscall.Stat(filepath.Dir(filepath.Clean(dir)), &p) != nil {
+		return false
+	}
+	return d.Mode&syscall.S_IFMT == syscall.S_IFDIR && d.Dev != p.Dev
+}
+
+// Open returns the meter of the share at o.Dir. The share's metadata
+// names the host; a share whose metadata cannot be read yet is still
+// opened (source "host") and reports itself down until it can.
+func Open(o Options) (*Meter, error) {
+	if o.Dir == "" {
+		return nil, errors.New("hostshare: no directory")
+	}
+	if o.Staleness <= 0 {
+		o.Staleness = DefaultStaleness
+	}
+	if !(o.MaxWatts > 0) || math.IsInf(o.MaxWatts, 0) {
+		o.MaxWatts = power.DefaultMaxWatts().For(power.ZonePlatform)
+	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	name := "host"
+	if meta, err := ReadMeta(o.Dir); err == nil && meta.Host != "" {
+		name = "host:" + meta.Host
+	} else if err != nil {
+		o.Log.Warn("host share metadata unreadable at start; the source is named \"host\"", zap.String("dir", o.Dir), zap.Error(err))
+	}
+	m := &Meter{opt: o, name: name, rejects: reading.NewRejects(name, o.Log),
+		zones: map[string]*zone{}, methods: map[string]bool{}, changed: o.Now()}
+	return m, nil
+}
+
+// Name implements power.Meter: "host:<host name>".
+func (m *Meter) Name() string { return m.name }
+
+// Estimated implements power.Meter: the host measured unless it says it
+// estimated every zone.
+func (m *Meter) Estimated() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.methods) == 0 {
+		return false
+	}
+	for _, est := range m.methods {
+		if !est {
+			return false
+		}
+	}
+	return true
+}
+
+// Update identifies the latest update read: its epoch and sequence.
+func (m *Meter) Update() (epoch string, seq uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.epoch, m.seq
+}
+
+// Stale reports whether the share has had no new update for longer than
+// the staleness.
+func (m *Meter) Stale() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.staleLocked(m.opt.Now())
+}
+
+func (m *Meter) staleLocked(now time.Time) bool {
+	return now.Sub(m.changed) > m.opt.Staleness
+}
+
+// Read implements power.Meter: each zone's validated energy since the
+// first Read. It fails when the metadata or every zone file cannot be
+// read; a zone file that cannot be read or is rejected keeps its total and
+// fails nothing else.
+func (m *Meter) Read() ([]ZoneSample, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.opt.Now()
+	err := m.readLocked(now)
+	m.reads++
+	if err != nil {
+		m.errs++
+		m.up, m.lastErr = false, err
+		if now.Sub(m.loggedErr) >= time.Minute {
+			m.loggedErr = now
+			m.opt.Log.Warn("host share read failed", zap.String("source", m.name), zap.String("dir", m.opt.Dir), zap.Error(err))
+		}
+		return nil, err
+	}
+	m.up, m.lastErr = true, nil
+	out := make([]ZoneSample, 0, len(m.order))
+	for _, z := range m.order {
+		out = append(out, ZoneSample{Zone: z, Socket: -1, Joules: m.zones[z].totalJ, Source: m.name})
+	}
+	return out, nil
+}
+
+// ZoneSample is power.ZoneSample.
+type ZoneSample = power.ZoneSample
+
+func (m *Meter) readLocked(now time.Time) error {
+	b, err := os.ReadFile(filepath.Join(m.opt.Dir, MetaFile))
+	if err != nil {
+		return fmt.Errorf("host share: %w", err)
+	}
+	meta, err := ParseMeta(b)
+	if err != nil {
+		m.rejects.Add(reading.Reject(reading.Unreadable, math.NaN(), "%s: %v", MetaFile, err), filepath.Join(m.opt.Dir, MetaFile))
+		return fmt.Errorf("host share: %w", err)
+	}
+	if meta.Epoch != m.epoch {
+		if m.epoch != "" {
+			m.opt.Log.Info("host share counters restarted (new epoch): taking a fresh baseline",
+				zap.String("source", m.name), zap.String("epoch", meta.Epoch), zap.Uint64("resets", meta.Resets))
+		}
+		for _, z := range m.zones {
+			z.ctr.Reset()
+		}
+		m.epoch, m.seq, m.updated, m.changed = meta.Epoch, meta.Seq, meta.Updated, now
+	} else if meta.Seq != m.seq || !meta.Updated.Equal(m.updated) {
+		m.seq, m.updated, m.changed = meta.Seq, meta.Updated, now
+	}
+	var errs []error
+	for _, zm := range meta.Zones {
+		z := m.zones[zm.Name]
+		if z == nil {
+			// Within one epoch the host's counter never goes down: a
+			// lower value is a glitch, never a new baseline.
+			z = &zone{ctr: reading.Counter{MaxRate: m.opt.MaxWatts * 1e6, Slack: rateSlack, NeverResets: true}}
+			m.zones[zm.Name] = z
+			m.order = append(m.order, zm.Name)
+		}
+		m.methods[zm.Name] = zm.Method == "estimated"
+		path := filepath.Join(m.opt.Dir, ZoneFile(zm.Name))
+		b, err := os.ReadFile(path)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("host share: %w", err))
+			continue
+		}
+		uj, err := ParseCounter(b)
+		if err != nil {
+			m.rejects.Add(reading.Reject(reading.Unreadable, math.NaN(), "%s: %v", path, err), path)
+			errs = append(errs, fmt.Errorf("host share %s: %w", path, err))
+			continue
+		}
+		d, err := z.ctr.Observe(float64(uj), now)
+		if err != nil {
+			m.rejects.Add(err, path)
+			continue
+		}
+		z.totalJ += d / 1e6
+	}
+	if len(errs) == len(meta.Zones) {
+		return errors.Join(errs...)
+	}
+	if len(errs) > 0 && now.Sub(m.loggedErr) >= time.Minute {
+		// The other zones count on; the failed ones keep their totals.
+		m.loggedErr = now
+		m.opt.Log.Warn("host share zone unreadable", zap.String("source", m.name), zap.Error(errors.Join(errs...)))
+	}
+	return nil
+}
+
+// Health implements power.HealthReporter: down while reads fail or the
+// share is stale; the age is that of the last new update.
+func (m *Meter) Health() []snapshot.SourceHealth {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.opt.Now()
+	return []snapshot.SourceHealth{{Source: m.name, Up: m.up && !m.staleLocked(now), Age: now.Sub(m.changed),
+		Reads: m.reads, Errors: m.errs, Rejected: m.rejects.Counts()}}
+}
+
+// Rejected returns the rejected readings by reason (tests, logs).
+func (m *Meter) Rejected() map[string]uint64 { return m.rejects.Counts() }

@@ -1,0 +1,120 @@
+package stats
+
+import (
+	"math"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/power/hostshare"
+	"github.com/wattrace/wattrace/pkg/snapshot"
+)
+
+// stubEstimator models a fixed 5 W.
+type stubEstimator struct{ j float64 }
+
+func (e *stubEstimator) Name() string    { return "estimator" }
+func (e *stubEstimator) Estimated() bool { return true }
+func (e *stubEstimator) Advance(_ float64, dt time.Duration) {
+	e.j += 5 * dt.Seconds()
+}
+func (e *stubEstimator) Read() ([]power.ZoneSample, error) {
+	return []power.ZoneSample{{Zone: power.ZonePackage, Socket: -1, Joules: e.j}}, nil
+}
+
+// A guest whose meter is its host's share: the guest's cgroups, idle and
+// unattributed add up to exactly what the host gave, the zone is measured
+// by "host:hv1"; once the share is stale the zone says estimator and
+// estimated, and its counter goes on from where it was.
+func TestHostShareInGuest(t *testing.T) {
+	now := time.Unix(5000, 0)
+	clock := func() time.Time { return now }
+	dir := t.TempDir()
+	meta := &hostshare.Meta{Version: hostshare.Version, Host: "hv1", Epoch: "e1", IntervalSeconds: 1,
+		Zones: []hostshare.Zone{{Name: "package", Method: "measured", Source: "rapl", IdlePolicy: "even"}}}
+	hostJ := 1000.0
+	write := func() {
+		meta.Seq++
+		meta.Updated = now
+		if err := hostshare.Write(dir, meta, map[string]float64{"package": hostJ}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write()
+	host, err := hostshare.Open(hostshare.Options{Dir: dir, Staleness: 3 * time.Second, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := hostshare.NewFallback(host, &stubEstimator{}, nil)
+	src := &fakeSource{}
+	src.add(1, 100, 0, 0)
+	src.add(2, 200, 0, 0)
+	l := mustLoop(t, Config{IdleWatts: map[string]float64{"package": 2}, IdlePolicy: "even", CPUs: 2}, src, m, names{1: "/a", 2: "/b"})
+	l.Step(now)
+	given := 0.0
+	for i := 0; i < 10; i++ {
+		now = now.Add(time.Second)
+		if i%3 != 2 { // some intervals idle: unattributed
+			src.add(1, 100, 0, 3e8)
+			src.add(2, 200, 0, 1e8)
+		}
+		hostJ += 10 + float64(i)
+		given += 10 + float64(i)
+		write()
+		l.Step(now)
+	}
+	s := l.Snapshot()
+	z := zoneOf(s, "package", -1)
+	if z.Source != "host:hv1" || z.Estimated {
+		t.Errorf("zone source %q estimated %v, want host:hv1, measured", z.Source, z.Estimated)
+	}
+	if z.EnergyJ != given {
+		t.Errorf("guest node energy %v J, host gave %v J", z.EnergyJ, given)
+	}
+	var sum float64
+	for _, c := range []string{"/a", "/b"} {
+		e := cgroupByPath(s, c).Energy.Get("package")
+		sum += e.DynamicJ + e.IdleJ
+	}
+	if math.Abs(sum+z.UnattributedJ+(z.IdleJ-idleCredited(s))-given) > 1e-9 {
+		t.Errorf("cgroups %v + unattributed %v + idle not credited %v != %v given", sum, z.UnattributedJ, z.IdleJ-idleCredited(s), given)
+	}
+	// The share is removed: host down, then estimated.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	before := z.EnergyJ
+	for i := 0; i < 5; i++ {
+		now = now.Add(time.Second)
+		l.Step(now)
+	}
+	s = l.Snapshot()
+	z = zoneOf(s, "package", -1)
+	if z.Source != "estimator" || !z.Estimated {
+		t.Errorf("after the share went stale: source %q estimated %v, want estimator, estimated", z.Source, z.Estimated)
+	}
+	// Stale after 3 s, so the estimate covers the 5 s since the last
+	// update: 25 J.
+	if got := z.EnergyJ - before; math.Abs(got-25) > 1e-9 {
+		t.Errorf("estimated %v J over the outage, want 25", got)
+	}
+	var hostUp *snapshot.SourceHealth
+	for i := range s.Meters {
+		if s.Meters[i].Source == "host:hv1" {
+			hostUp = &s.Meters[i]
+		}
+	}
+	if hostUp == nil || hostUp.Up {
+		t.Errorf("host health %+v, want present and down", hostUp)
+	}
+}
+
+// idleCredited is the idle energy the cgroups at the root level got.
+func idleCredited(s *snapshot.Snapshot) float64 {
+	var j float64
+	for _, c := range []string{"/a", "/b"} {
+		j += cgroupByPath(s, c).Energy.Get("package").IdleJ
+	}
+	return j
+}

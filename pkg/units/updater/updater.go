@@ -1,0 +1,611 @@
+// Package updater discovers units from the exporters' workload series in a
+// Prometheus-compatible TSDB (Prometheus, VictoriaMetrics, Thanos, Mimir)
+// and counts their figures into the store.
+//
+// Each cycle reads the raw samples of the last window, (cursor, end], with
+// one range-vector instant query per family for every unit and level at
+// once (families below: five queries a cycle, whatever the number of
+// units). From the samples it adds each series' exact increase: the
+// difference to the series' previous sample, or the new value when the
+// counter went down (a reset: the exporter restarted, so the counter
+// counts again from 0). Increases are summed over the unit's series, so
+// over its nodes. Nothing is extrapolated (as PromQL's increase() does)
+// and no gauge is integrated.
+//
+// A series' first sample counts from 0: the workload counters start at 0
+// when the exporter first sees the workload, so the first value is what
+// the workload used until then. This also makes an updater that starts
+// late (or after its store was lost) count a running unit's whole life,
+// as far back as the counter goes.
+//
+// The last sample of each series is kept in the store, in the same
+// transaction as the figures and the cursor, so a restart neither loses
+// nor counts anything twice. A unit seen in a window is running; an open
+// unit with no sample in a successful window has ended and its figures are
+// final (the exporter keeps an ended workload's counters for its
+// retention, so the last increase is counted before the series stop). If
+// a final unit's series come back (an exporter that was unreachable), it
+// is reopened and counting goes on from the kept samples. When the TSDB
+// can't be read, nothing is written but the running units' status, which
+// becomes pending; the next successful cycle reads the whole gap (in steps
+// of MaxWindow) and completes them.
+package updater
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+	"go.uber.org/zap"
+
+	"github.com/wattrace/wattrace/pkg/reading"
+	"github.com/wattrace/wattrace/pkg/units"
+	"github.com/wattrace/wattrace/pkg/units/store"
+)
+
+// Querier is the part of the Prometheus HTTP API client the updater uses.
+type Querier interface {
+	Query(ctx context.Context, query string, ts time.Time, opts ...v1.Option) (model.Value, v1.Warnings, v1.Infos, error)
+}
+
+var _ Querier = v1.API(nil)
+
+// Store is what the updater needs of the units store.
+type Store interface {
+	Cursor(ctx context.Context, name string) (time.Time, bool, error)
+	Open(ctx context.Context) ([]store.Tracked, error)
+	Lookup(ctx context.Context, keys []units.Key) ([]store.Tracked, error)
+	ApplyCycle(ctx context.Context, cursor string, at time.Time, obs []store.Observation) error
+	MarkPending(ctx context.Context) (int64, error)
+	PruneSeries(ctx context.Context, cutoff time.Time) (int64, error)
+}
+
+var _ Store = (*store.Store)(nil)
+
+// CursorName is the store cursor the updater keeps.
+const CursorName = "tsdb"
+
+// Config tunes the updater.
+type Config struct {
+	// Cluster names the units' cluster, unless ClusterLabel is set and
+	// present on a series.
+	Cluster      string
+	ClusterLabel string
+	// Kinds are the workload levels read (all when empty).
+	Kinds []units.Kind
+	// Selector is extra label matchers for every query, without braces
+	// (`job="wattrace"`), e.g. to pick one exporter job.
+	Selector string
+	// Interval is the time between cycles.
+	Interval time.Duration
+	// Delay keeps the cycle's end this far behind now, so samples still
+	// in flight (scrape interval, remote write, VictoriaMetrics's
+	// -search.latencyOffset) have landed before a window is read: a
+	// window is read once, so a sample stored after it is read is lost.
+	Delay time.Duration
+	// MaxWindow is the longest window one cycle reads; a longer gap (the
+	// TSDB or the server was down) is caught up in several cycles.
+	MaxWindow time.Duration
+	// Lookback is the first cycle's window when the store has no cursor.
+	Lookback time.Duration
+	// SeriesRetention is how long the series state of final units is
+	// kept, so a unit whose series return within it is not counted twice.
+	SeriesRetention time.Duration
+	// Now is the clock (tests); time.Now when nil.
+	Now func() time.Time
+}
+
+// Defaults for Config's durations.
+const (
+	DefaultInterval        = time.Minute
+	DefaultDelay           = time.Minute
+	DefaultMaxWindow       = time.Hour
+	DefaultLookback        = 6 * time.Hour
+	DefaultSeriesRetention = 24 * time.Hour
+)
+
+// family is one counter family of every workload level.
+type family struct {
+	name string // wattrace_<level>_<name>
+	add  func(f *units.Figures, m model.Metric, d float64)
+}
+
+// families are the counters the updater reads. Energy and emissions are
+// kept per zone (zones overlap, units.Figures.Joules picks the ones to
+// sum); IO is summed over devices, network over protocols.
+var families = []family{
+	{"energy_joules_total", func(f *units.Figures, m model.Metric, d float64) {
+		zone, method := string(m["zone"]), string(m["method"])
+		for i := range f.Energy {
+			if f.Energy[i].Zone == zone && f.Energy[i].Method == method {
+				f.Energy[i].Joules += d
+				return
+			}
+		}
+		f.Energy = append(f.Energy, units.ZoneEnergy{Zone: zone, Method: method, Joules: d})
+	}},
+	{"emissions_grams_total", func(f *units.Figures, m model.Metric, d float64) {
+		zone, provider := string(m["zone"]), string(m["provider"])
+		for i := range f.Emissions {
+			if f.Emissions[i].Zone == zone && f.Emissions[i].Provider == provider {
+				f.Emissions[i].Grams += d
+				return
+			}
+		}
+		f.Emissions = append(f.Emissions, units.Emission{Zone: zone, Provider: provider, Grams: d})
+	}},
+	{"cpu_seconds_total", func(f *units.Figures, _ model.Metric, d float64) { f.CPUSeconds += d }},
+	{"io_bytes_total", func(f *units.Figures, m model.Metric, d float64) {
+		switch m["op"] {
+		case "read":
+			f.IOReadBytes += d
+		case "write":
+			f.IOWriteBytes += d
+		}
+	}},
+	{"network_payload_bytes_total", func(f *units.Figures, m model.Metric, d float64) {
+		switch m["direction"] {
+		case "sent":
+			f.NetSentBytes += d
+		case "received":
+			f.NetReceivedBytes += d
+		}
+	}},
+}
+
+// level says how a workload level's series name their unit.
+type level struct {
+	kind    units.Kind
+	id      model.LabelName // the unit's id
+	name    model.LabelName // its display name ("" = none)
+	user    model.LabelName
+	project model.LabelName
+	node    model.LabelName // where it ran, before instance
+}
+
+// levels follow pkg/workload's label names (docs/metrics.md).
+var levels = []level{
+	{kind: units.KindContainer, id: "container_id", name: "container", project: "namespace"},
+	{kind: units.KindPod, id: "pod_uid", name: "pod", project: "namespace"},
+	{kind: units.KindVM, id: "vm_uuid", name: "vm"},
+	{kind: units.KindJob, id: "job_id", user: "user", node: "slurm_node"},
+	{kind: units.KindSystemdUnit, id: "unit", name: "unit"},
+}
+
+// Updater runs update cycles.
+type Updater struct {
+	q       Querier
+	s       Store
+	c       Config
+	log     *zap.Logger
+	rejects *reading.Rejects
+	levels  map[string]level // by the level's name in the family
+
+	mu    sync.Mutex
+	last  Result
+	stats Stats
+}
+
+// Stats are the updater's counters since it started, for its own metrics.
+type Stats struct {
+	Cycles, Failures, Queries, Samples, Rejected int64
+	// LastSuccess is the end of the latest window recorded.
+	LastSuccess time.Time
+	// LastDuration is how long the latest cycle took.
+	LastDuration time.Duration
+}
+
+// Stats returns the counters so far.
+func (u *Updater) Stats() Stats {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.stats
+}
+
+// New builds an updater; c's zero durations take the defaults.
+func New(q Querier, s Store, c Config, log *zap.Logger) (*Updater, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if c.Cluster == "" {
+		return nil, errors.New("updater: a cluster name is required")
+	}
+	for _, d := range []*time.Duration{&c.Interval, &c.Delay, &c.MaxWindow, &c.Lookback, &c.SeriesRetention} {
+		if *d < 0 {
+			return nil, fmt.Errorf("updater: negative duration %v", *d)
+		}
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.Interval, DefaultInterval)
+	def(&c.MaxWindow, DefaultMaxWindow)
+	def(&c.Lookback, DefaultLookback)
+	def(&c.SeriesRetention, DefaultSeriesRetention)
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	u := &Updater{q: q, s: s, c: c, log: log, rejects: reading.NewRejects("tsdb", log), levels: map[string]level{}}
+	kinds := map[units.Kind]bool{}
+	for _, k := range c.Kinds {
+		if !k.Valid() {
+			return nil, fmt.Errorf("updater: unknown kind %q", k)
+		}
+		kinds[k] = true
+	}
+	for _, l := range levels {
+		if len(kinds) == 0 || kinds[l.kind] {
+			u.levels[string(l.kind)] = l
+		}
+	}
+	return u, nil
+}
+
+// Result says what a cycle did.
+type Result struct {
+	// Start and End bound the window read: (Start, End].
+	Start, End time.Time
+	Queries    int
+	Series     int
+	Samples    int
+	// Rejected samples failed validation (not finite, negative).
+	Rejected int
+	// Running, Ended and New count units seen this cycle, units that
+	// became final, and units the store did not know.
+	Running, Ended, New int
+	Duration            time.Duration
+	// CaughtUp is false when the window stopped at MaxWindow before now.
+	CaughtUp bool
+	Err      error
+}
+
+// Last returns the latest cycle's result.
+func (u *Updater) Last() Result {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.last
+}
+
+// Rejects is the tally of samples refused by validation.
+func (u *Updater) Rejects() map[string]uint64 { return u.rejects.Counts() }
+
+// Run runs cycles every Interval (at once when catching up) until ctx ends.
+func (u *Updater) Run(ctx context.Context) error {
+	lastPrune := time.Time{}
+	for {
+		r := u.Cycle(ctx)
+		if r.Err != nil && ctx.Err() == nil {
+			u.log.Warn("units update cycle failed; running units are pending until the TSDB answers", zap.Error(r.Err))
+		} else if r.Err == nil {
+			u.log.Debug("units update cycle", zap.Time("end", r.End), zap.Int("queries", r.Queries),
+				zap.Int("series", r.Series), zap.Int("running", r.Running), zap.Int("ended", r.Ended),
+				zap.Duration("took", r.Duration))
+		}
+		if now := u.c.Now(); now.Sub(lastPrune) > time.Hour {
+			lastPrune = now
+			if n, err := u.s.PruneSeries(ctx, now.Add(-u.c.SeriesRetention)); err != nil {
+				u.log.Warn("pruning series state", zap.Error(err))
+			} else if n > 0 {
+				u.log.Debug("pruned series state", zap.Int64("units", n))
+			}
+		}
+		wait := u.c.Interval
+		if r.Err == nil && !r.CaughtUp {
+			wait = 0
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+// Cycle reads one window and records it.
+func (u *Updater) Cycle(ctx context.Context) (r Result) {
+	began := time.Now()
+	defer func() {
+		r.Duration = time.Since(began)
+		u.mu.Lock()
+		u.last = r
+		u.stats.Cycles++
+		u.stats.Queries += int64(r.Queries)
+		u.stats.Samples += int64(r.Samples)
+		u.stats.Rejected += int64(r.Rejected)
+		u.stats.LastDuration = r.Duration
+		if r.Err != nil {
+			u.stats.Failures++
+		} else {
+			u.stats.LastSuccess = r.End
+		}
+		u.mu.Unlock()
+	}()
+	end := u.c.Now().Add(-u.c.Delay).Truncate(time.Millisecond)
+	start, ok, err := u.s.Cursor(ctx, CursorName)
+	if err != nil {
+		r.Err = err
+		return r
+	}
+	if !ok {
+		start = end.Add(-u.c.Lookback)
+	}
+	r.CaughtUp = true
+	if end.Sub(start) > u.c.MaxWindow {
+		end = start.Add(u.c.MaxWindow)
+		r.CaughtUp = false
+	}
+	r.Start, r.End = start, end
+	if !end.After(start) {
+		return r
+	}
+	streams, err := u.query(ctx, end, end.Sub(start), &r)
+	if err != nil {
+		r.Err = err
+		if _, perr := u.s.MarkPending(ctx); perr != nil {
+			r.Err = errors.Join(err, perr)
+		}
+		return r
+	}
+	obs, err := u.observe(ctx, streams, start, &r)
+	if err != nil {
+		r.Err = err
+		return r
+	}
+	if err := u.s.ApplyCycle(ctx, CursorName, end, obs); err != nil {
+		r.Err = err
+	}
+	return r
+}
+
+// stream is one series' samples with the family it belongs to.
+type stream struct {
+	fam    *family
+	lvl    level
+	series *model.SampleStream
+}
+
+// query sends one range query per family, in parallel.
+func (u *Updater) query(ctx context.Context, end time.Time, window time.Duration, r *Result) ([]stream, error) {
+	names := make([]string, 0, len(u.levels))
+	for n := range u.levels {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	sel := ""
+	if u.c.Selector != "" {
+		sel = "," + u.c.Selector
+	}
+	type answer struct {
+		streams []stream
+		err     error
+	}
+	answers := make([]answer, len(families))
+	var wg sync.WaitGroup
+	for i := range families {
+		fam := &families[i]
+		q := fmt.Sprintf(`{__name__=~"wattrace_(%s)_%s"%s}[%dms]`, strings.Join(names, "|"), fam.name, sel, window.Milliseconds())
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v, warnings, _, err := u.q.Query(ctx, q, end)
+			if err != nil {
+				answers[i].err = fmt.Errorf("query %s: %w", q, err)
+				return
+			}
+			for _, w := range warnings {
+				u.log.Warn("TSDB warning", zap.String("query", q), zap.String("warning", w))
+			}
+			m, ok := v.(model.Matrix)
+			if !ok {
+				answers[i].err = fmt.Errorf("query %s: a %s, not a range vector", q, v.Type())
+				return
+			}
+			prefix, suffix := "wattrace_", "_"+fam.name
+			for _, ss := range m {
+				name := string(ss.Metric[model.MetricNameLabel])
+				lvl, ok := u.levels[strings.TrimSuffix(strings.TrimPrefix(name, prefix), suffix)]
+				if !ok || ss.Metric[lvl.id] == "" {
+					continue
+				}
+				answers[i].streams = append(answers[i].streams, stream{fam: fam, lvl: lvl, series: ss})
+			}
+		}()
+	}
+	wg.Wait()
+	r.Queries = len(families)
+	var out []stream
+	var errs []error
+	for _, a := range answers {
+		out = append(out, a.streams...)
+		if a.err != nil {
+			errs = append(errs, a.err)
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// acc is one unit's observation being built.
+type acc struct {
+	obs   store.Observation
+	nodes map[string]bool
+	// fresh: a sample newer than those counted before was seen, so the
+	// unit's series are still exported.
+	fresh bool
+}
+
+// observe turns the window's samples into observations: increases for
+// the units seen, final for the open units not seen.
+func (u *Updater) observe(ctx context.Context, streams []stream, start time.Time, r *Result) ([]store.Observation, error) {
+	open, err := u.s.Open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	known := make(map[units.Key]store.Tracked, len(open))
+	for _, t := range open {
+		known[t.Key] = t
+	}
+	// Units seen now that are not open: new, or final ones come back.
+	var missing []units.Key
+	seen := map[units.Key]*acc{}
+	keys := make([]units.Key, len(streams))
+	for i, st := range streams {
+		k := u.key(st)
+		keys[i] = k
+		if _, ok := seen[k]; ok {
+			continue
+		}
+		seen[k] = &acc{nodes: map[string]bool{}}
+		if _, ok := known[k]; !ok {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		found, err := u.s.Lookup(ctx, missing)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range found {
+			known[t.Key] = t
+		}
+		r.New = len(missing) - len(found)
+	}
+	startMs := start.UnixMilli()
+	for i, st := range streams {
+		k := keys[i]
+		a := seen[k]
+		if a.obs.Series == nil {
+			a.obs.Key = k
+			a.obs.Status = units.StatusRunning
+			a.obs.Series = map[string]store.SeriesState{}
+			for id, s := range known[k].Series {
+				a.obs.Series[id] = s
+			}
+		}
+		m := st.series.Metric
+		if a.obs.Name == "" && st.lvl.name != "" {
+			a.obs.Name = string(m[st.lvl.name])
+		}
+		if a.obs.User == "" && st.lvl.user != "" {
+			a.obs.User = string(m[st.lvl.user])
+		}
+		if a.obs.Project == "" && st.lvl.project != "" {
+			a.obs.Project = string(m[st.lvl.project])
+		}
+		id := m.Fingerprint().String()
+		prev, had := a.obs.Series[id]
+		counted := false
+		r.Series++
+		for _, sp := range st.series.Values {
+			r.Samples++
+			ts := int64(sp.Timestamp)
+			// A sample at or before the window's start or the kept one
+			// was counted already (overlapping reads after a crash).
+			if ts <= startMs || (had && ts <= prev.T) {
+				continue
+			}
+			v := float64(sp.Value)
+			if err := reading.CheckGauge(v, 0); err != nil {
+				u.rejects.Add(err, string(m[model.MetricNameLabel])+" "+m.String())
+				r.Rejected++
+				continue
+			}
+			d := v // first sample, or a reset: the counter counts from 0
+			if had && v >= prev.V {
+				d = v - prev.V
+			}
+			if d > 0 {
+				st.fam.add(&a.obs.Delta, m, d)
+			}
+			first := !had
+			prev, had, counted = store.SeriesState{V: v, T: ts}, true, true
+			a.fresh = true
+			// First and Last follow the samples that show activity (a
+			// series' first, or a counter that grew): an ended
+			// workload's counters stay exported, unchanged, for the
+			// exporter's retention, which must not stretch its end.
+			if !first && d <= 0 {
+				continue
+			}
+			t := sp.Timestamp.Time().UTC()
+			if a.obs.First.IsZero() || t.Before(a.obs.First) {
+				a.obs.First = t
+			}
+			if t.After(a.obs.Last) {
+				a.obs.Last = t
+			}
+		}
+		if counted {
+			a.obs.Series[id] = prev
+			if n := u.node(st); n != "" {
+				a.nodes[n] = true
+			}
+		}
+	}
+	out := make([]store.Observation, 0, len(seen)+len(open))
+	for _, a := range seen {
+		if !a.fresh {
+			continue // only samples counted before: nothing new
+		}
+		for n := range a.nodes {
+			a.obs.Nodes = append(a.obs.Nodes, n)
+		}
+		sort.Strings(a.obs.Nodes)
+		out = append(out, a.obs)
+		r.Running++
+	}
+	for _, t := range open {
+		if a := seen[t.Key]; a != nil && a.fresh {
+			continue
+		}
+		// Open, and no new sample in a window the TSDB answered: its
+		// series have stopped, every sample is counted.
+		out = append(out, store.Observation{Key: t.Key, Status: units.StatusFinal})
+		r.Ended++
+	}
+	// A fixed order: the store's writes (and their locks) in key order.
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].Key, out[j].Key
+		if a.Cluster != b.Cluster {
+			return a.Cluster < b.Cluster
+		}
+		if a.Kind != b.Kind {
+			return a.Kind < b.Kind
+		}
+		return a.ID < b.ID
+	})
+	return out, nil
+}
+
+func (u *Updater) key(st stream) units.Key {
+	m := st.series.Metric
+	cluster := u.c.Cluster
+	if u.c.ClusterLabel != "" {
+		if c := m[model.LabelName(u.c.ClusterLabel)]; c != "" {
+			cluster = string(c)
+		}
+	}
+	return units.Key{Cluster: cluster, Kind: st.lvl.kind, ID: string(m[st.lvl.id])}
+}
+
+// node is where the series was exported: the level's own node label
+// (Slurm's node name) or the scrape target's host.
+func (u *Updater) node(st stream) string {
+	m := st.series.Metric
+	if st.lvl.node != "" && m[st.lvl.node] != "" {
+		return string(m[st.lvl.node])
+	}
+	inst := string(m["instance"])
+	if h, _, err := net.SplitHostPort(inst); err == nil {
+		return h
+	}
+	return inst
+}
