@@ -286,6 +286,7 @@ var needsHardware = map[string]string{
 	"wattrace_cgroup_perf_hardware_events_total": "hardware perf events need a PMU",
 	"wattrace_cgroup_perf_cache_events_total":    "cache perf events need a PMU",
 	"wattrace_source_rejected_readings_total":    "only sources that reject a reading have series",
+	"wattrace_source_degraded":                   "only a degraded source has a series (tested in pkg/collector and the GPU tests)",
 	// The estimator's families exist only where a zone is modelled; this
 	// scrape measures the platform with Redfish (TestScrapeEstimator
 	// scrapes them from the estimator).

@@ -213,7 +213,7 @@ func TestOpenMeterEstimatorOverrides(t *testing.T) {
 	cfg.Path.Sysfs = t.TempDir()  // no powercap, no cpu list
 	cfg.Power.Estimator = config.Estimator{MinWattsPerCPU: 1, MaxWattsPerCPU: 4}
 	cfg.Power.IPMI = "off"
-	m, err := openMeter(context.Background(), cfg, zap.NewNop())
+	m, err := openMeter(context.Background(), cfg, nil, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func TestOpenMeterEstimatorOverrides(t *testing.T) {
 		t.Errorf("auto without RAPL gave %s (estimated %v), want the estimator", m.Name(), m.Estimated())
 	}
 	cfg.Power.Source = "rapl"
-	if _, err := openMeter(context.Background(), cfg, zap.NewNop()); err == nil || !strings.Contains(err.Error(), "power.source=rapl") {
+	if _, err := openMeter(context.Background(), cfg, nil, zap.NewNop()); err == nil || !strings.Contains(err.Error(), "power.source=rapl") {
 		t.Errorf("forced RAPL without RAPL: %v, want an error naming power.source=rapl", err)
 	}
 }
@@ -232,7 +232,7 @@ func TestOpenMeterDiscovers(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Path.Sysfs = "../../pkg/power/testdata/pm-counters"
 	cfg.Power.IPMI = "off"
-	m, err := openMeter(context.Background(), cfg, zap.NewNop())
+	m, err := openMeter(context.Background(), cfg, nil, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -179,3 +179,63 @@ func with(m map[string]string, k, v string) map[string]string {
 	}
 	return out
 }
+
+// Acceptance (issue 20, item 4): a Cray node's pm_counters with accel0
+// and accel1 plus one DRM card the GPU stage reads. The card is accel0:
+// its energy reaches the node and the workloads once, as the stage's
+// zone gpu/0 (source sysfs), and pm_counters keeps only accel1, a GPU
+// the stage cannot read, as gpu/1; no zone identity is shared.
+func TestPMCountersAccelAndDRMCardCountedOnce(t *testing.T) {
+	testenv.RequireRoot(t)
+	fx := newAMDFixture(t, 200)
+	if out, err := exec.Command("cp", "-r", "../../pkg/power/testdata/pm-counters/cray", fx.sys).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	cfg := testConfig(t)
+	cfg.Accounting.Mode = "procfs"
+	cfg.Path.Sysfs = fx.sys
+	cfg.Power.Source = "auto"
+	cfg.Power.IPMI = "off"
+	cfg.Stats.Interval = time.Second
+	cfg.Web.ListenAddresses = []string{"localhost:19858"}
+	cfg.Web.AlloyTargets = false
+	cfg.GPU.NVML = "off"
+	cfg.GPU.SysfsRoot, cfg.GPU.ProcfsRoot = fx.sys, fx.proc
+	c := newComponents(zap.NewNop())
+	defer c.close()
+	if err := build(cfg, c); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.run(ctx) }()
+	defer func() { cancel(); <-done }()
+	var fams map[string]*dto.MetricFamily
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		f, _ := scrape(t, "http://localhost:19858")
+		if n, _ := sum(f, "wattrace_stats_intervals_total", nil); n >= 2 {
+			fams = f
+			break
+		}
+	}
+	if fams == nil {
+		t.Fatal("no second interval in 20 s")
+	}
+	gpuZones := map[string]string{}
+	for _, m := range fams["wattrace_node_energy_joules_total"].GetMetric() {
+		l := map[string]string{}
+		for _, p := range m.GetLabel() {
+			l[p.GetName()] = p.GetValue()
+		}
+		if l["zone"] != "gpu" {
+			continue
+		}
+		if src, dup := gpuZones[l["socket"]]; dup && src != l["source"] {
+			t.Errorf("zone gpu/%s from %s and %s", l["socket"], src, l["source"])
+		}
+		gpuZones[l["socket"]] = l["source"]
+	}
+	if fmt.Sprint(gpuZones) != "map[0:sysfs 1:pm_counters]" {
+		t.Errorf("gpu zones by socket %v, want 0 from sysfs (the card) and 1 from pm_counters (accel1)", gpuZones)
+	}
+}

@@ -28,7 +28,7 @@ func TestSourceHealthExported(t *testing.T) {
 	cfg.Path.Sysfs = testenv.CopyFixture(t, "../../pkg/power/testdata/rapl-1socket")
 	cfg.Power.IPMI = "off"
 	cfg.Accounting.Mode = "procfs"
-	meter, err := openMeter(context.Background(), cfg, zap.NewNop())
+	meter, err := openMeter(context.Background(), cfg, nil, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/config"
+	"github.com/wattrace/wattrace/pkg/gpu/sysfs"
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/power/discover"
 	"github.com/wattrace/wattrace/pkg/power/redfish"
@@ -13,7 +14,10 @@ import (
 
 // meterConfig maps the exporter's power.* settings to the meter table's
 // configuration; discover.Open validates it and names the keys.
-func meterConfig(cfg *config.Config) discover.Config {
+//
+// gpus are the PCI addresses of the devices the GPU stage reads, in its
+// zones' order: other meters leave their GPU zones of those devices out.
+func meterConfig(cfg *config.Config, gpus []string) discover.Config {
 	o := discover.Config{
 		Source:         cfg.Power.Source,
 		SysfsRoot:      cfg.Path.Sysfs,
@@ -25,9 +29,10 @@ func meterConfig(cfg *config.Config) discover.Config {
 		MinWattsPerCPU: cfg.Power.Estimator.MinWattsPerCPU,
 		MaxWattsPerCPU: cfg.Power.Estimator.MaxWattsPerCPU,
 		MaxWatts:       power.MaxWatts(cfg.Power.MaxWatts),
-		// The GPU source reads amdgpu/i915/xe per device when gpu.sysfs
-		// is on; hwmon must not count them again as a node zone.
-		GPUsElsewhere:      cfg.GPU.Sysfs != "off",
+		// hwmon and pm_counters must not count a device the GPU stage
+		// reads per device again as a node zone.
+		GPUDevices:         gpus,
+		APUs:               sysfs.APUs(cfg.Path.Sysfs),
 		HostShare:          cfg.Power.HostShare.Path,
 		HostShareStaleness: cfg.Power.HostShare.Staleness,
 	}
@@ -42,6 +47,6 @@ func meterConfig(cfg *config.Config) discover.Config {
 // openMeter opens the node's meter through the meter table: every
 // configured meter that fails is logged at warn and retried, and its
 // health reaches wattrace_power_meter_*.
-func openMeter(ctx context.Context, cfg *config.Config, log *zap.Logger) (power.Meter, error) {
-	return discover.Open(ctx, meterConfig(cfg), log.Named("power"))
+func openMeter(ctx context.Context, cfg *config.Config, gpus []string, log *zap.Logger) (power.Meter, error) {
+	return discover.Open(ctx, meterConfig(cfg, gpus), log.Named("power"))
 }

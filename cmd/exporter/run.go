@@ -75,7 +75,13 @@ func build(cfg *config.Config, c *components) error {
 	// Closing the BPF source detaches its programs.
 	c.closeLater("accounting source", acc.src)
 
-	meter, err := openMeter(c.ctx, cfg, log)
+	// The GPUs first: the meters leave out the GPU zones of the devices
+	// the GPU stage reads itself.
+	gpus, gpuDevs, err := openGPUs(cfg, c)
+	if err != nil {
+		return err
+	}
+	meter, err := openMeter(c.ctx, cfg, gpuDevs, log)
 	if err != nil {
 		return err
 	}
@@ -87,6 +93,9 @@ func build(cfg *config.Config, c *components) error {
 	opts, programs, err := loopParts(cfg, hier, acc, c)
 	if err != nil {
 		return err
+	}
+	if gpus != nil {
+		opts.stats = append(opts.stats, gpus)
 	}
 	emis, err := emissionsPart(cfg, c)
 	if err != nil {
@@ -190,11 +199,6 @@ func loopParts(cfg *config.Config, hier cgroup.Hierarchy, acc accounting, c *com
 			p.stats = append(p.stats, stats.WithCgroupNames(names))
 			programs = append(programs, names)
 		}
-	}
-	if gpus, err := openGPUs(cfg, c); err != nil {
-		return p, nil, err
-	} else if gpus != nil {
-		p.stats = append(p.stats, gpus)
 	}
 	if cfg.Collector.Enabled[collector.NameProbes] {
 		if !acc.bpfMode() {

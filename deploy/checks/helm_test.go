@@ -435,6 +435,56 @@ func TestManifestsCurrent(t *testing.T) {
 	}
 }
 
+// The gpu switch (docs/gpu.md): the pod runs under the NVIDIA runtime
+// class with NVIDIA_VISIBLE_DEVICES and NVIDIA_DRIVER_CAPABILITIES=utility
+// (so the runtime mounts NVML and the device nodes), gains SYS_PTRACE for
+// other users' fdinfo and environ, and reads Slurm's GPUs when asked;
+// rendered objects decode strictly. The defaults have none of it.
+func TestHelmGPUSwitch(t *testing.T) {
+	set := []string{"--set", "gpu.enabled=true", "--set", "gpu.slurm=true"}
+	out := runHelm(t, append([]string{"lint", "--strict", chart}, set...)...)
+	if !strings.Contains(out, "1 chart(s) linted, 0 chart(s) failed") || strings.Contains(out, "[WARNING]") {
+		t.Errorf("helm lint with the gpu switch:\n%s", out)
+	}
+	for _, on := range []bool{true, false} {
+		var objs []object
+		if on {
+			objs = render(t, set)
+		} else {
+			objs = render(t, nil)
+		}
+		pod := find[*appsv1.DaemonSet](t, objs).Spec.Template.Spec
+		c := pod.Containers[0]
+		env := map[string]string{}
+		for _, e := range c.Env {
+			env[e.Name] = e.Value
+		}
+		caps := fmt.Sprint(c.SecurityContext.Capabilities.Add)
+		args := strings.Join(c.Args, " ")
+		if !on {
+			if pod.RuntimeClassName != nil || env["NVIDIA_VISIBLE_DEVICES"] != "" || strings.Contains(caps, "SYS_PTRACE") || strings.Contains(args, "--gpu.slurm") {
+				t.Errorf("defaults: runtime class %v, env %v, capabilities %s, args %q", pod.RuntimeClassName, env, caps, args)
+			}
+			continue
+		}
+		if pod.RuntimeClassName == nil || *pod.RuntimeClassName != "nvidia" {
+			t.Errorf("runtimeClassName %v, want nvidia", pod.RuntimeClassName)
+		}
+		if env["NVIDIA_VISIBLE_DEVICES"] != "all" || env["NVIDIA_DRIVER_CAPABILITIES"] != "utility" {
+			t.Errorf("env %v, want NVIDIA_VISIBLE_DEVICES=all NVIDIA_DRIVER_CAPABILITIES=utility", env)
+		}
+		if caps != "[BPF PERFMON DAC_READ_SEARCH SYS_PTRACE]" || fmt.Sprint(c.SecurityContext.Capabilities.Drop) != "[ALL]" {
+			t.Errorf("capabilities %+v, want drop ALL, add BPF PERFMON DAC_READ_SEARCH SYS_PTRACE", c.SecurityContext.Capabilities)
+		}
+		if sc := c.SecurityContext; sc.Privileged == nil || *sc.Privileged || *sc.AllowPrivilegeEscalation {
+			t.Errorf("security context %+v: the gpu switch must not make the pod privileged", sc)
+		}
+		if !strings.Contains(args, "--gpu.slurm") {
+			t.Errorf("args %q lack --gpu.slurm", args)
+		}
+	}
+}
+
 // checkUnitsAPI: one replica that lets go of the SQLite file before the
 // next starts, unprivileged with a read-only root, the store on the
 // volume, the config from the ConfigMap, /health probes, the Service on

@@ -36,11 +36,11 @@ func TestSystemdAPIUnitVerifies(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := buildAPI(t)
-	if out := verifyUnit(t, analyze, bin, "wattrace-api", "wattrace-api.service", string(unit)); out != "" {
+	if out := verifyUnit(t, analyze, bin, "wattrace-api", "wattrace-api.service", string(unit), ""); out != "" {
 		t.Errorf("systemd-analyze verify %s:\n%s", apiUnitFile, out)
 	}
 	bad := strings.Replace(string(unit), "StateDirectory=wattrace-api", "StateDirectory=/var/lib/wattrace-api", 1)
-	if out := verifyUnit(t, analyze, bin, "wattrace-api", "wattrace-api.service", bad); !strings.Contains(out, "StateDirectory") {
+	if out := verifyUnit(t, analyze, bin, "wattrace-api", "wattrace-api.service", bad, ""); !strings.Contains(out, "StateDirectory") {
 		t.Errorf("verify passed a unit with an absolute StateDirectory: %q", out)
 	}
 	s := settingsOf(t, apiUnitFile)

@@ -53,12 +53,20 @@ func settingsOf(t *testing.T, path string) map[string]string {
 // targets the unit depends on); it returns what verify printed.
 func verify(t *testing.T, analyze, bin, unit string) string {
 	t.Helper()
-	return verifyUnit(t, analyze, bin, "wattrace", "wattrace.service", unit)
+	return verifyUnit(t, analyze, bin, "wattrace", "wattrace.service", unit, "")
+}
+
+// verifyWith is verify with dropIn installed as the unit's drop-in
+// wattrace.service.d/gpu.conf.
+func verifyWith(t *testing.T, analyze, bin, unit, dropIn string) string {
+	t.Helper()
+	return verifyUnit(t, analyze, bin, "wattrace", "wattrace.service", unit, dropIn)
 }
 
 // verifyUnit is verify for any unit: bin is installed as
-// /usr/local/bin/binName and the unit as /etc/systemd/system/unitName.
-func verifyUnit(t *testing.T, analyze, bin, binName, unitName, unit string) string {
+// /usr/local/bin/binName, the unit as /etc/systemd/system/unitName and,
+// when dropIn is not empty, the drop-in as unitName.d/gpu.conf.
+func verifyUnit(t *testing.T, analyze, bin, binName, unitName, unit, dropIn string) string {
 	t.Helper()
 	root := t.TempDir()
 	for _, d := range []string{"usr/local/bin", "etc/systemd/system", "usr/lib/systemd"} {
@@ -74,6 +82,15 @@ func verifyUnit(t *testing.T, analyze, bin, binName, unitName, unit string) stri
 	}
 	if err := os.WriteFile(filepath.Join(root, "etc/systemd/system", unitName), []byte(unit), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	if dropIn != "" {
+		dir := filepath.Join(root, "etc/systemd/system", unitName+".d")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "gpu.conf"), []byte(dropIn), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	out, err := exec.Command(analyze, "verify", "--root="+root, "/etc/systemd/system/"+unitName).CombinedOutput()
 	if err != nil {
@@ -112,6 +129,48 @@ func TestSystemdUnitVerifies(t *testing.T) {
 	}
 	if !strings.HasPrefix(s["ExecStart"], "/usr/local/bin/wattrace") {
 		t.Errorf("ExecStart=%q", s["ExecStart"])
+	}
+}
+
+const gpuDropIn = "../systemd/wattrace.service.d/gpu.conf"
+
+// The GPU drop-in verifies with the unit, and a drop-in with a typo does
+// not; it turns PrivateDevices off for a closed device policy that opens
+// the NVIDIA nodes only, and adds CAP_SYS_PTRACE and nothing else.
+func TestSystemdGPUDropInVerifies(t *testing.T) {
+	testenv.RequireRoot(t)
+	analyze := testenv.Tool(t, "systemd-analyze", "systemd")
+	unit, err := os.ReadFile(unitFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drop, err := os.ReadFile(gpuDropIn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := buildWattrace(t)
+	if out := verifyWith(t, analyze, bin, string(unit), string(drop)); out != "" {
+		t.Errorf("systemd-analyze verify with %s:\n%s", gpuDropIn, out)
+	}
+	bad := strings.Replace(string(drop), "DevicePolicy=closed", "DevicePolicy=shut", 1)
+	if out := verifyWith(t, analyze, bin, string(unit), bad); !strings.Contains(out, "DevicePolicy") && !strings.Contains(out, "device policy") {
+		t.Errorf("verify passed a drop-in with DevicePolicy=shut: %q", out)
+	}
+	var allow []string
+	set := map[string]string{}
+	for _, line := range strings.Split(string(drop), "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
+		if !ok || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if k == "DeviceAllow" {
+			allow = append(allow, v)
+		}
+		set[k] = v
+	}
+	if set["PrivateDevices"] != "no" || set["DevicePolicy"] != "closed" || set["AmbientCapabilities"] != "CAP_SYS_PTRACE" ||
+		set["CapabilityBoundingSet"] != "CAP_SYS_PTRACE" || strings.Join(allow, ",") != "char-nvidia-frontend rw,char-nvidia-caps r" {
+		t.Errorf("drop-in settings %v, device allow %v", set, allow)
 	}
 }
 

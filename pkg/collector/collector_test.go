@@ -80,7 +80,8 @@ func testSnapshot() *snapshot.Snapshot {
 			{Name: "task_clock", Kind: snapshot.PerfKindSoftware, Unit: "ns"}, {Name: "l1d_read_miss", Kind: snapshot.PerfKindCache}},
 		Softirqs: []snapshot.SoftirqVector{{Name: "NET_RX", Count: 12, Ns: 3000}},
 		Meters: []snapshot.SourceHealth{{Source: "redfish", Age: 1500 * time.Millisecond, Up: true, Reads: 10, Errors: 1,
-			Rejected: map[string]uint64{"not_finite": 2, "backwards": 1}}},
+			Rejected: map[string]uint64{"not_finite": 2, "backwards": 1}},
+			{Source: "nvml", Reads: 2, Errors: 2, Reason: "nvml_gpu_lost"}},
 		MapDrops: []snapshot.MapDrops{{Map: "exited_procs"}, {Map: "exited_cgroups"}, {Map: "proc_stats", Drops: 3}, {Map: "cgroup_stats"}},
 		Workloads: []snapshot.Workload{
 			// Every resource field available, as on a hybrid host with PSI.

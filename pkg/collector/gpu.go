@@ -35,7 +35,7 @@ func newGPUCollector(top int) *gpuCollector {
 		top:          top,
 		energy:       newDesc("gpu", "energy_joules_total", "Energy the GPU used since the exporter started, split into idle (the GPU's idle model) and dynamic (mode). method: counter (the device's energy counter) or power_integrated (its power reading times the interval; NVIDIA Ampere and newer and amdgpu average power over about 1 s).", append(dev, "mode")...),
 		power:        newDesc("gpu", "power_watts", "Mean power of the GPU over the last accounting interval.", dev...),
-		util:         newDesc("gpu", "utilization_ratio", "Fraction of the last interval the GPU was busy (0..1).", "gpu", "uuid", "model"),
+		util:         newDesc("gpu", "utilization_ratio", "The GPU's busy fraction (0..1) as its source reports it: NVML's share of the driver's last sample period (1/6 s to 1 s) in which a kernel ran, amdgpu's gpu_busy_percent, or for i915/xe the busiest engine class's share of the interval. NaN when the source cannot measure it (a MIG board, amdgpu without gpu_busy_percent, DRM clients unreadable).", "gpu", "uuid", "model"),
 		unattributed: newDesc("gpu", "unattributed_joules_total", "Dynamic GPU energy of intervals in which no known process used the GPU, so it could not be split among processes.", dev...),
 		procEnergy:   newDesc("gpu", "process_energy_joules_total", "Dynamic GPU energy attributed to the process on that GPU, by its share of the GPU's use (basis: sm_util, memory or engine_time). Only the top collector.process.top processes per GPU.", "pid", "comm", "gpu", "uuid", "basis", "namespace", "pod", "container", "job_id", "vm"),
 		allocation:   newDesc("gpu", "allocation_info", "1 for each GPU, or MIG instance (instance, <gpu>.<gi>), allocated to a Slurm job, pod container or VM (kind), to join other GPU exporters' series (dcgm-exporter's UUID) with workloads. passthrough is true for a GPU passed through to a VM.", "gpu", "uuid", "instance", "kind", "job_id", "namespace", "pod", "container", "vm", "passthrough"),
@@ -62,7 +62,10 @@ func (c *gpuCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapsh
 			ch <- metric(c.procEnergy, prometheus.CounterValue, p.DynamicJ, strconv.FormatUint(uint64(p.PID), 10), p.Comm,
 				idx, g.UUID, g.Basis, p.Namespace, p.Pod, p.Container, p.JobID, p.VM)
 		}
-		if h := g.Holder; h != nil {
+		for i := range g.Holders {
+			c.alloc(ch, idx, g.UUID, &g.Holders[i])
+		}
+		if h := g.Holder; h != nil && len(g.Holders) == 0 {
 			c.alloc(ch, idx, g.UUID, h)
 		}
 		for i := range g.InstanceHolders {

@@ -13,22 +13,29 @@ func TestMeterHealthAndMapDrops(t *testing.T) {
 	gatherCompare(t, e, `
 # HELP wattrace_power_meter_age_seconds Age of the meter's last good reading; it grows while the meter fails or is late, and its energy is then that of the last good reading.
 # TYPE wattrace_power_meter_age_seconds gauge
+wattrace_power_meter_age_seconds{source="nvml"} 0
 wattrace_power_meter_age_seconds{source="redfish"} 1.5
 # HELP wattrace_power_meter_read_errors_total Reads of the meter that failed or timed out.
 # TYPE wattrace_power_meter_read_errors_total counter
+wattrace_power_meter_read_errors_total{source="nvml"} 2
 wattrace_power_meter_read_errors_total{source="redfish"} 1
 # HELP wattrace_power_meter_reads_total Reads of the meter.
 # TYPE wattrace_power_meter_reads_total counter
+wattrace_power_meter_reads_total{source="nvml"} 2
 wattrace_power_meter_reads_total{source="redfish"} 10
 # HELP wattrace_power_meter_up 1 if the meter's latest read succeeded.
 # TYPE wattrace_power_meter_up gauge
+wattrace_power_meter_up{source="nvml"} 0
 wattrace_power_meter_up{source="redfish"} 1
 # HELP wattrace_source_rejected_readings_total Readings a source gave that validation refused (not finite, out of range, a counter going backwards), by reason; they were never credited. Any increase means a meter or file is misbehaving.
 # TYPE wattrace_source_rejected_readings_total counter
 wattrace_source_rejected_readings_total{reason="backwards",source="redfish"} 1
 wattrace_source_rejected_readings_total{reason="not_finite",source="redfish"} 2
+# HELP wattrace_source_degraded 1 while the source is down or degraded, with why as a fixed token (nvml_driver_library_mismatch, nvml_gpu_lost, fdinfo_no_permission, kfd_unattributed, …); absent while it is fine.
+# TYPE wattrace_source_degraded gauge
+wattrace_source_degraded{reason="nvml_gpu_lost",source="nvml"} 1
 `, "wattrace_power_meter_age_seconds", "wattrace_power_meter_read_errors_total", "wattrace_power_meter_reads_total",
-		"wattrace_power_meter_up", "wattrace_source_rejected_readings_total")
+		"wattrace_power_meter_up", "wattrace_source_rejected_readings_total", "wattrace_source_degraded")
 
 	if n := testutil.CollectAndCount(e, "wattrace_bpf_map_drops_total"); n != 4 {
 		t.Errorf("%d map-drop series, want 4 (one per map)", n)

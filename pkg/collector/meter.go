@@ -21,7 +21,7 @@ func init() {
 // report it (meters read in the background: a BMC, hwmon), as the
 // snapshot's Meters carry it.
 type meterCollector struct {
-	age, up, reads, failed, rejected *prometheus.Desc
+	age, up, reads, failed, rejected, degraded *prometheus.Desc
 }
 
 func newMeterCollector() *meterCollector {
@@ -33,11 +33,14 @@ func newMeterCollector() *meterCollector {
 		rejected: newDesc("source", "rejected_readings_total",
 			"Readings a source gave that validation refused (not finite, out of range, a counter going backwards), by reason; they were never credited. Any increase means a meter or file is misbehaving.",
 			"source", "reason"),
+		degraded: newDesc("source", "degraded",
+			"1 while the source is down or degraded, with why as a fixed token (nvml_driver_library_mismatch, nvml_gpu_lost, fdinfo_no_permission, kfd_unattributed, …); absent while it is fine.",
+			"source", "reason"),
 	}
 }
 
 func (c *meterCollector) describe(ch chan<- *prometheus.Desc) {
-	describeAll(ch, c.age, c.up, c.reads, c.failed, c.rejected)
+	describeAll(ch, c.age, c.up, c.reads, c.failed, c.rejected, c.degraded)
 }
 
 func (c *meterCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) error {
@@ -54,6 +57,9 @@ func (c *meterCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snap
 		ch <- metric(c.reads, prometheus.CounterValue, float64(m.Reads), m.Source)
 		ch <- metric(c.failed, prometheus.CounterValue, float64(m.Errors), m.Source)
 		c.emitRejected(ch, m)
+		if m.Reason != "" {
+			ch <- metric(c.degraded, prometheus.GaugeValue, 1, m.Source, m.Reason)
+		}
 	}
 	// Carbon-intensity providers' health is in the emissions families;
 	// their rejected readings join every other source's here.

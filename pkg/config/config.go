@@ -417,7 +417,7 @@ func NewFlagSet(name string) *pflag.FlagSet {
 	fs.Float64(KeyPowerEstimatorMaxPer, 0, "Estimator: watts per CPU at full load. 0 = from the built-in CPU model table.")
 	fs.String(KeyPowerUsageMetric, "", "What each zone's dynamic energy is split by, e.g. package=instructions,dram=cache_misses: cpu_time (default), or a perf counter from collector.probes.counters (cycles, instructions, cache_misses, cpu_clock); zones whose counter is unavailable use cpu_time.")
 	fs.String(KeyPowerIPMI, "auto", "Read node power over IPMI DCMI (/dev/ipmi0, else ipmi-dcmi, ipmitool or ipmiutil): auto or off.")
-	fs.Duration(KeyPowerMeterInterval, time.Second, "How often slow meters (BMCs, hwmon) are read in the background.")
+	fs.Duration(KeyPowerMeterInterval, time.Second, "How often slow meters (BMCs, hwmon) and amdgpu GPUs' power are read in the background.")
 	fs.Duration(KeyPowerMeterTimeout, 5*time.Second, "Longest wait for one slow-meter read; a late meter keeps its last value, visibly stale.")
 	powerMeterFlags(fs)
 	gpuFlags(fs)

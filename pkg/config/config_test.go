@@ -56,7 +56,7 @@ func TestDefaults(t *testing.T) {
 		// On by default with the constant provider: pkg/carbon's defaults.
 		Emissions: Emissions{Enabled: true, Carbon: carbon.DefaultConfig()},
 		GPU: node.Config{NVML: "auto", Sysfs: "auto", IdleWatts: map[string]float64{}, IdlePolicy: "none",
-			SysfsRoot: "/sys", ProcfsRoot: "/proc"},
+			SampleEvery: time.Second, SysfsRoot: "/sys", ProcfsRoot: "/proc"},
 		Guests: Guests{ShareInterval: 5 * time.Second},
 	}
 	if !reflect.DeepEqual(c, want) {

@@ -48,6 +48,7 @@ func decodeGPU(d *decoder) node.Config {
 		SlurmGPUOrderMap:     d.string(KeyGPUSlurmOrderMap),
 		PodResourcesSocket:   d.string(KeyGPUPodResourcesSocket),
 		LibvirtRunDir:        d.string(KeyGPULibvirtRunDir),
+		SampleEvery:          d.duration(KeyPowerMeterInterval),
 		SysfsRoot:            d.string(KeyPathSysfs),
 		ProcfsRoot:           d.string(KeyPathProcfs),
 	}

@@ -54,6 +54,10 @@ const (
 	Memory Basis = "memory"
 	// EngineTime: busy nanoseconds of the DRM client's engines (fdinfo).
 	EngineTime Basis = "engine_time"
+	// EngineTimeKFD: on an amdgpu card with ROCm (KFD), DRM clients'
+	// busy nanoseconds plus each KFD process's occupied share of the
+	// compute units (cu_occupancy / CUs) × the interval, in nanoseconds.
+	EngineTimeKFD Basis = "engine_time_kfd"
 	// None: no per-process data this interval.
 	None Basis = ""
 )
@@ -124,6 +128,12 @@ type Reading struct {
 	// Utilization is the device's busy fraction, 0..1 (NVML GPU
 	// utilization; the busiest engine's share of the interval for DRM).
 	Utilization float64
+	// UtilizationKnown is false when the source could not measure the
+	// device's utilization this interval (NVML has none for a MIG board;
+	// an amdgpu card without gpu_busy_percent, whose ROCm work DRM fdinfo
+	// does not see). Utilization is then 0 and means nothing: an interval
+	// of unknown utilization never teaches the idle model.
+	UtilizationKnown bool
 	// Usage is pid → weight on the device for the interval; Basis says
 	// what the weights are. Under MIG it is empty and Instances hold it.
 	Usage     map[int]float64

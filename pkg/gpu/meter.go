@@ -42,21 +42,25 @@ func NewMeter(health string, maxW float64, rejects *reading.Rejects) *Meter {
 // returns the validated increase since the previous reading. ok is false
 // for the first reading (a baseline) and for a rejected one (a reset after a
 // driver reload, a glitch, a jump): the counter then resumes from the next
-// plausible reading and never goes backwards.
+// plausible reading and never goes backwards. The increase after a
+// rejected reading covers the time since the reading it was measured from,
+// and Interval says so: a glitch neither loses the energy nor doubles the
+// next interval's power.
 func (m *Meter) Counter(joules float64, now time.Time) (energyJ float64, ok bool) {
 	m.reads++
 	d, err := m.ctr.Observe(joules, now)
-	first := !m.seen
-	m.step(now)
 	if err != nil {
 		m.rejects.Add(err, m.name)
 		m.errs++
 		return 0, false
 	}
+	first := !m.seen
+	m.last, m.seen = now, true
 	m.up, m.good = true, now
 	if first {
 		return 0, false
 	}
+	m.lastInterval = now.Sub(m.ctr.Since())
 	if m.lastInterval > 0 {
 		m.lastPowerWatts = d / m.lastInterval.Seconds()
 	}
@@ -65,16 +69,17 @@ func (m *Meter) Counter(joules float64, now time.Time) (energyJ float64, ok bool
 
 // Power takes a power reading in watts (instantaneous or the device's own
 // short average) and returns it integrated over the time since the previous
-// reading. The first reading only starts the clock.
+// accepted reading. The first reading only starts the clock; a rejected
+// one leaves it where it was, so the next accepted reading covers the gap.
 func (m *Meter) Power(watts float64, now time.Time) (energyJ float64, ok bool) {
 	m.reads++
-	first := !m.seen
-	m.step(now)
 	if err := reading.CheckGauge(watts, m.maxW); err != nil {
 		m.rejects.Add(err, m.name)
 		m.errs++
 		return 0, false
 	}
+	first := !m.seen
+	m.step(now)
 	m.up, m.good = true, now
 	m.lastPowerWatts = watts
 	if first || m.lastInterval <= 0 {
@@ -93,14 +98,23 @@ func (m *Meter) Fail(err error, now time.Time) {
 	}
 }
 
-// step advances the clock. The interval is the time since the previous
-// attempt that returned a value, so a rejected interval's time is dropped
-// with its energy and the idle model is not charged for it twice.
+// step advances the clock to an accepted reading. The interval is the time
+// since the previous accepted reading: a rejected or failed read does not
+// move the baseline, so the next accepted reading's energy and interval
+// cover the same span.
 func (m *Meter) step(now time.Time) {
 	if m.seen {
 		m.lastInterval = now.Sub(m.last)
 	}
 	m.last, m.seen = now, true
+}
+
+// Restart forgets the baseline (the source re-initialised: the device's
+// counter restarted with its driver), keeping the health counts. The next
+// reading is a baseline again.
+func (m *Meter) Restart() {
+	m.ctr.Reset()
+	m.seen, m.lastInterval, m.lastPowerWatts = false, 0, 0
 }
 
 // Interval is the time covered by the last value returned.

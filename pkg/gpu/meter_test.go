@@ -51,3 +51,45 @@ func TestNormPCI(t *testing.T) {
 		}
 	}
 }
+
+// A glitch (one implausible reading) followed by good readings: the
+// reading after it carries the energy since the last accepted one over
+// the time since then, so its power is the device's 300 W, never twice
+// that, and no energy is lost. A rejected power reading leaves the clock
+// where it was in the same way.
+func TestMeterGlitchDoesNotDoubleInterval(t *testing.T) {
+	rej := reading.NewRejects("test", nil)
+	m := NewMeter("test/0", 1000, rej)
+	t0 := time.Unix(0, 0)
+	j := 1000.0
+	var total float64
+	for k := 0; k <= 6; k++ {
+		v := j + 300*float64(k)
+		if k == 3 {
+			v = 1e9 // a glitch
+		}
+		d, ok := m.Counter(v, t0.Add(time.Duration(k)*time.Second))
+		if k == 3 {
+			if ok {
+				t.Fatal("glitch credited")
+			}
+			continue
+		}
+		if k == 4 && (d != 600 || m.Interval() != 2*time.Second) {
+			t.Fatalf("after the glitch: %v J over %v", d, m.Interval())
+		}
+		if k > 0 && m.PowerW() != 300 {
+			t.Fatalf("interval %d: power %v W, want 300", k, m.PowerW())
+		}
+		total += d
+	}
+	if total != 1800 {
+		t.Errorf("total %v J, want 1800", total)
+	}
+	p := NewMeter("test/1", 1000, rej)
+	p.Power(300, t0)
+	p.Power(1e6, t0.Add(time.Second))
+	if d, ok := p.Power(300, t0.Add(2*time.Second)); !ok || d != 600 || p.Interval() != 2*time.Second {
+		t.Errorf("power after a rejected reading: %v J over %v", d, p.Interval())
+	}
+}

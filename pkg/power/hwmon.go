@@ -57,6 +57,14 @@ var (
 // when chips of one zone mix energy and power sensors (they could not be
 // summed).
 func NewHwmon(sysfsRoot string, zones HwmonZones) (*Hwmon, error) {
+	return NewHwmonExcept(sysfsRoot, zones, nil, 0)
+}
+
+// NewHwmonExcept is NewHwmon leaving out the GPU chips of the devices in
+// except (PCI addresses, "0000:03:00.0": the devices the GPU stage reads
+// itself) and numbering the GPU chips it keeps from firstGPU, after the
+// GPU stage's own zones, so no two sources share a zone identity.
+func NewHwmonExcept(sysfsRoot string, zones HwmonZones, except map[string]bool, firstGPU int) (*Hwmon, error) {
 	if zones == nil {
 		zones = DefaultHwmonZones()
 	}
@@ -110,13 +118,16 @@ func NewHwmon(sysfsRoot string, zones HwmonZones) (*Hwmon, error) {
 		} else {
 			c.devPath = dir
 		}
+		if zone == ZoneGPU && except[strings.ToLower(filepath.Base(c.devPath))] {
+			continue
+		}
 		h.chips = append(h.chips, c)
 	}
 	if len(h.chips) == 0 {
 		return nil, fmt.Errorf("%s: no power or energy sensor on a known chip (%s)", base, strings.Join(zones.names(), ", "))
 	}
 	sort.Slice(h.chips, func(i, j int) bool { return h.chips[i].devPath < h.chips[j].devPath })
-	next := map[string]int{}
+	next := map[string]int{ZoneGPU: firstGPU}
 	kind := map[string]bool{}
 	for i := range h.chips {
 		c := &h.chips[i]

@@ -118,6 +118,24 @@ func pmRank(zone string) int {
 // Name implements Meter.
 func (p *PMCounters) Name() string { return "pm_counters" }
 
+// LeaveOutAccels drops the accelN_energy zones with N < n: the GPU stage
+// reads n GPUs itself, per device, and accelN is the Nth GPU (HPE numbers
+// a node's accelerators in PCI bus order, as NVML does). The zones it
+// keeps are GPUs the stage cannot read, numbered N >= n, after the
+// stage's own zones. Call it before the first Read. It returns how many
+// zones are left.
+func (p *PMCounters) LeaveOutAccels(n int) int {
+	var files []pmFile
+	var ctrs []reading.Counter
+	for i, f := range p.files {
+		if f.zone != ZoneGPU || f.socket >= n {
+			files, ctrs = append(files, f), append(ctrs, p.ctrs[i])
+		}
+	}
+	p.files, p.ctrs, p.totalJ = files, ctrs, make([]float64, len(files))
+	return len(files)
+}
+
 // Estimated implements Meter.
 func (p *PMCounters) Estimated() bool { return false }
 

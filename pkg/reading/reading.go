@@ -110,7 +110,16 @@ type Counter struct {
 	prev, cand   float64
 	prevT, candT time.Time
 	seen, hasCan bool
+	// baseT is when the reading the last increase was measured from was
+	// taken: the previous accepted one, or the candidate after a reset.
+	baseT time.Time
 }
+
+// Since is the time of the reading the last returned increase was measured
+// from: the previous accepted reading, or after a reset the rejected one
+// it continued from. A caller that converts the increase to power divides
+// by the time since then, not by the time since its previous attempt.
+func (c *Counter) Since() time.Time { return c.baseT }
 
 // Observe validates v read at t. It returns the increase since the last
 // accepted reading; the first reading only sets the baseline and returns 0.
@@ -130,11 +139,13 @@ func (c *Counter) Observe(v float64, t time.Time) (float64, error) {
 		return 0, nil
 	}
 	if d, ok := c.increase(c.prev, c.prevT, v, t, true); ok {
+		c.baseT = c.prevT
 		c.accept(v, t)
 		return d, nil
 	}
 	if c.hasCan && !c.NeverResets {
 		if d, ok := c.increase(c.cand, c.candT, v, t, false); ok {
+			c.baseT = c.candT
 			c.accept(v, t)
 			return d, nil
 		}

@@ -2,11 +2,15 @@ package snapshot
 
 import "time"
 
-// ZoneGPU is the zone name of a GPU device; its Socket is the device index.
+// ZoneGPU is the zone name of a GPU device. The GPU stage's devices are
+// sockets 0, 1, … in the order of its sources' devices (NVML's, then the
+// DRM cards'); a meter's GPU zones of devices the stage cannot read come
+// after them, so a zone identity is never shared.
 const ZoneGPU = "gpu"
 
 // GPU is one GPU device's cumulative figures. The device is also a zone
-// (ZoneGPU, Socket = Index) in Snapshot.Zones; this record carries what a
+// (ZoneGPU, Socket = its place among the stage's devices) in
+// Snapshot.Zones; this record carries what a
 // zone has no room for: its identity, how its energy was read, who holds
 // it and the energy of each process that used it. Joule fields are
 // cumulative since the exporter started and never decrease.
@@ -32,16 +36,24 @@ type GPU struct {
 	// passed through to a VM. It is a view of the same joules, not extra.
 	HolderJ float64
 	// PowerW is the mean power over the latest interval; Utilization the
-	// device's busy fraction (0..1) in it.
+	// device's busy fraction (0..1) as its source last reported it, NaN
+	// when the source cannot measure it (a MIG board, an amdgpu card
+	// without gpu_busy_percent).
 	PowerW, Utilization float64
 	// IdleClamps counts intervals where the idle model exceeded the
 	// measured energy and idle was clamped to it.
 	IdleClamps uint64
-	// Holder is who holds the device now (nil when nobody does).
+	// Holder is who holds the device now (nil when nobody does): the first
+	// of Holders.
 	Holder *GPUHolder
+	// Holders are every holder of the whole device, sorted by their
+	// labels: several when it is shared (time-slicing replicas, MPS,
+	// Slurm shards, vGPU mdevs), who then share its idle evenly.
+	Holders []GPUHolder
 	// InstanceHolders are the holders of the board's MIG instances
-	// (Instance set), for the allocation series; the board's energy is
-	// apportioned to instances' processes, never to their holders.
+	// (Instance set), for the allocation series. The board's dynamic
+	// energy goes to instances' processes; under the holder policy its
+	// idle is divided among instances by SMs and paid to their holders.
 	InstanceHolders []GPUHolder
 	// Processes are the processes that used the device, alive or within
 	// retention.

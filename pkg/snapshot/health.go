@@ -19,6 +19,10 @@ type SourceHealth struct {
 	// Rejected counts readings refused by validation, by reason (the
 	// values of pkg/reading's Reason).
 	Rejected map[string]uint64
+	// Reason says, in a fixed token, why the source is down or degraded
+	// ("nvml_driver_library_mismatch", "fdinfo_no_permission", …); ""
+	// while it is fine.
+	Reason string
 }
 
 // Intensity is one carbon-intensity provider's latest factor for one

@@ -77,7 +77,7 @@ func (e *emissions) zones(zs *zones) {
 func (e *emissions) gpus(g *gpuStage) {
 	for _, k := range g.order {
 		d := g.devs[k]
-		id := snapshot.ZoneID{Name: snapshot.ZoneGPU, Socket: d.rec.Index}
+		id := snapshot.ZoneID{Name: snapshot.ZoneGPU, Socket: d.zone}
 		d.grams = e.price(id, pricedJ{d.rec.DynamicJ, d.rec.IdleJ, d.rec.UnattributedJ}, d.grams)
 	}
 }

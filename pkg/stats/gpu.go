@@ -3,6 +3,8 @@ package stats
 import (
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/gpu/node"
 	"github.com/wattrace/wattrace/pkg/model"
 	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/usage"
 	"github.com/wattrace/wattrace/pkg/workload"
 )
 
@@ -58,11 +61,26 @@ func (c GPUConfig) validate() error {
 
 // gpuDev is one device's state across intervals.
 type gpuDev struct {
-	rec   snapshot.GPU
-	idle  model.IdleModel
-	procs map[uint32]*gpuProc
+	rec  snapshot.GPU
+	idle model.IdleModel
+	// procs are keyed by PID and start time: a reused PID is a new
+	// process and starts a new record.
+	procs map[usage.ProcKey]*gpuProc
 	// grams is the device zone's emissions, priced by the emissions stage.
 	grams []snapshot.NodeGrams
+	// read: the device had a reading this interval.
+	read bool
+	// zone is the device zone's socket: the stage's own numbering, in
+	// the order devices are first read (the sources' order, as
+	// node.GPUs.Devices lists them), so it never collides with another
+	// source's device index; the meters number their GPU zones after it.
+	zone int
+}
+
+// liveProc is a process the ledger saw alive this interval.
+type liveProc struct {
+	k usage.ProcKey
+	w *consumer
 }
 
 type gpuProc struct {
@@ -91,15 +109,17 @@ type gpuStage struct {
 	order  []string
 	health []snapshot.SourceHealth
 	res    gpuResult
-	byPID  map[uint32]*consumer
+	byPID  map[uint32]liveProc
 	owed   []holderCredit
 	// credited are the split stage's hooks (split.credited), told of
 	// every share of GPU energy given to a consumer, as for any zone.
 	credited *[]func(w *consumer, zone string, dynamicJ, idleJ float64)
+	// emissions prices what holders are paid (nil without emissions).
+	emissions *emissions
 }
 
 func newGPUStage(src GPUSource, cfg GPUConfig) *gpuStage {
-	return &gpuStage{src: src, cfg: cfg, devs: map[string]*gpuDev{}, byPID: map[uint32]*consumer{}}
+	return &gpuStage{src: src, cfg: cfg, devs: map[string]*gpuDev{}, byPID: map[uint32]liveProc{}}
 }
 
 func (g *gpuStage) idleModel(d gpu.Device) model.IdleModel {
@@ -125,9 +145,9 @@ func (g *gpuStage) absorb(led *ledger, ids WorkloadResolver, now time.Time, dt t
 	g.health = append(g.health[:0], iv.Health...)
 	g.owed = g.owed[:0]
 	clear(g.byPID)
-	for _, w := range led.procs {
+	for k, w := range led.procs {
 		if w.seen && w.w.Alive {
-			g.byPID[w.w.PID] = w
+			g.byPID[w.w.PID] = liveProc{k, w}
 		}
 	}
 	for _, d := range g.devs {
@@ -135,23 +155,39 @@ func (g *gpuStage) absorb(led *ledger, ids WorkloadResolver, now time.Time, dt t
 			p.seen = false
 		}
 	}
+	for _, d := range g.devs {
+		d.read = false
+	}
 	for i := range iv.Devices {
 		nd := &iv.Devices[i]
 		r := nd.Reading
 		dev := g.device(r.Device)
+		dev.read = true
+		if !r.OK {
+			// A device that failed or was rejected shows no power rather
+			// than its last good figure.
+			dev.rec.PowerW = math.NaN()
+		}
 		dev.rec.Utilization = r.Utilization
+		if !r.UtilizationKnown {
+			dev.rec.Utilization = math.NaN()
+		}
 		if r.OK {
 			dev.rec.Method = string(r.Method)
 		}
-		dev.rec.Holder = nil
-		if nd.HasHolder {
-			h := holderRecord(nd.Holder, "")
-			h.Whole = nd.Whole
+		dev.rec.Holder, dev.rec.Holders = nil, dev.rec.Holders[:0]
+		for _, h := range nd.Holders {
+			hr := holderRecord(h, "")
+			hr.Whole = nd.Whole
+			dev.rec.Holders = append(dev.rec.Holders, hr)
+		}
+		if len(dev.rec.Holders) > 0 {
+			h := dev.rec.Holders[0]
 			dev.rec.Holder = &h
 		}
 		dev.rec.InstanceHolders = dev.rec.InstanceHolders[:0]
 		for _, in := range r.Instances {
-			if h, ok := nd.InstanceHolders[in.Name]; ok {
+			for _, h := range nd.InstanceHolders[in.Name] {
 				dev.rec.InstanceHolders = append(dev.rec.InstanceHolders, holderRecord(h, in.Name))
 			}
 		}
@@ -163,11 +199,16 @@ func (g *gpuStage) absorb(led *ledger, ids WorkloadResolver, now time.Time, dt t
 		if !r.OK {
 			continue
 		}
-		dev.rec.Basis = string(g.res.Basis)
+		if g.res.Basis != gpu.None {
+			// Keep the last basis through intervals without one, so the
+			// per-process series' basis label does not churn.
+			dev.rec.Basis = string(g.res.Basis)
+		}
 		unattributed := g.res.UnattributedJ
 		for pid, j := range g.res.Processes {
-			w := g.byPID[uint32(pid)]
-			if w == nil {
+			lp, ok := g.byPID[uint32(pid)]
+			w := lp.w
+			if !ok {
 				// A process the accounting does not know (another PID
 				// namespace, gone between the reads): its share stays at
 				// device level, never guessed onto someone else.
@@ -178,10 +219,10 @@ func (g *gpuStage) absorb(led *ledger, ids WorkloadResolver, now time.Time, dt t
 			if cs := led.cgroupOf(w.w.CgroupID); cs != nil {
 				g.credit(cs.w, j)
 			}
-			p := dev.procs[uint32(pid)]
+			p := dev.procs[lp.k]
 			if p == nil {
 				p = &gpuProc{rec: snapshot.GPUProcess{PID: uint32(pid)}}
-				dev.procs[uint32(pid)] = p
+				dev.procs[lp.k] = p
 			}
 			p.rec.DynamicJ += j
 			if p.rec.Cgroup != w.w.Cgroup && ids != nil {
@@ -190,6 +231,7 @@ func (g *gpuStage) absorb(led *ledger, ids WorkloadResolver, now time.Time, dt t
 			}
 			p.rec.Comm, p.rec.Cgroup, p.rec.Alive, p.rec.LastSeen, p.seen = w.w.Comm, w.w.Cgroup, true, now, true
 		}
+		g.payOwed(nd, r, opt)
 		dev.rec.EnergyJ += g.res.EnergyJ
 		dev.rec.IdleJ += g.res.IdleJ
 		dev.rec.DynamicJ += g.res.DynamicJ
@@ -199,18 +241,58 @@ func (g *gpuStage) absorb(led *ledger, ids WorkloadResolver, now time.Time, dt t
 		if g.res.Clamped {
 			dev.rec.IdleClamps++
 		}
-		if g.res.HolderJ > 0 {
-			if opt.Whole {
-				g.owed = append(g.owed, holderCredit{h: nd.Holder, dyn: g.res.DynamicJ, id: g.res.IdleJ})
-			} else {
-				g.owed = append(g.owed, holderCredit{h: nd.Holder, id: g.res.HolderJ})
+	}
+	for _, d := range g.devs {
+		if !d.read {
+			// Its source is down: no power, no utilization, until it is
+			// read again.
+			d.rec.PowerW, d.rec.Utilization = math.NaN(), math.NaN()
+		}
+		for k, p := range d.procs {
+			if !p.seen {
+				lp, ok := g.byPID[k.PID]
+				p.rec.Alive = p.rec.Alive && ok && lp.k == k
 			}
 		}
 	}
-	for _, d := range g.devs {
-		for _, p := range d.procs {
-			if !p.seen {
-				p.rec.Alive = p.rec.Alive && g.byPID[p.rec.PID] != nil
+}
+
+// payOwed records what the device's holders are owed for this interval,
+// paid after the roll-up (payHolders). Several holders of one device
+// (time-slicing replicas, MPS, Slurm shards, vGPU mdevs) share evenly, in
+// the holders' sorted order, so who carries the idle never depends on
+// listing order. On a MIG board without a holder of the whole board, the
+// idle energy under the holder policy is divided among the instances by
+// their SMs, and each held instance's part is paid to its holders; the
+// parts of unheld instances stay at device level. g.res.HolderJ is set
+// to what is owed.
+func (g *gpuStage) payOwed(nd *node.Device, r gpu.Reading, opt gpuOptions) {
+	switch n := float64(len(nd.Holders)); {
+	case g.res.HolderJ > 0 && opt.Whole:
+		for _, h := range nd.Holders {
+			g.owed = append(g.owed, holderCredit{h: h, dyn: g.res.DynamicJ / n, id: g.res.IdleJ / n})
+		}
+	case g.res.HolderJ > 0:
+		for _, h := range nd.Holders {
+			g.owed = append(g.owed, holderCredit{h: h, id: g.res.HolderJ / n})
+		}
+	case !nd.HasHolder && g.cfg.IdlePolicy == "holder" && len(r.Instances) > 0 && g.res.IdleJ > 0:
+		var sms float64
+		for _, in := range r.Instances {
+			sms += float64(in.SMs)
+		}
+		if sms <= 0 {
+			return
+		}
+		for _, in := range r.Instances {
+			hs := nd.InstanceHolders[in.Name]
+			if len(hs) == 0 {
+				continue
+			}
+			part := g.res.IdleJ * float64(in.SMs) / sms
+			g.res.HolderJ += part
+			for _, h := range hs {
+				g.owed = append(g.owed, holderCredit{h: h, id: part / float64(len(hs))})
 			}
 		}
 	}
@@ -229,7 +311,7 @@ func (g *gpuStage) credit(w *consumer, j float64) {
 func (g *gpuStage) device(d gpu.Device) *gpuDev {
 	dev := g.devs[d.Key()]
 	if dev == nil {
-		dev = &gpuDev{idle: g.idleModel(d), procs: map[uint32]*gpuProc{}}
+		dev = &gpuDev{idle: g.idleModel(d), procs: map[usage.ProcKey]*gpuProc{}, zone: len(g.devs)}
 		dev.rec = snapshot.GPU{Index: d.Index, UUID: d.Key(), Model: d.Model, PCIBusID: d.PCIBusID,
 			Vendor: string(d.Vendor), Source: d.Source}
 		g.devs[d.Key()] = dev
@@ -253,7 +335,13 @@ func (g *gpuStage) payHolders(r *rollup) {
 		if level == "" {
 			continue
 		}
-		r.credit(level, match, snapshot.ZoneGPU, c.dyn, c.id)
+		u := r.credit(level, match, snapshot.ZoneGPU, c.dyn, c.id)
+		if u != nil && g.emissions != nil && g.emissions.ok {
+			// The same joules, priced at the interval's factor as the
+			// device's zone was: grams = joules × factor at every level.
+			f := g.emissions.f
+			u.Grams = u.Grams.Add(f.Provider, snapshot.ZoneGPU, f.Grams(c.dyn), f.Grams(c.id))
+		}
 	}
 }
 
@@ -284,7 +372,7 @@ func (g *gpuStage) publish(s *snapshot.Snapshot, now time.Time, retention time.D
 	for _, k := range g.order {
 		d := g.devs[k]
 		rec := d.rec
-		s.Zones = append(s.Zones, snapshot.Zone{ZoneID: snapshot.ZoneID{Name: snapshot.ZoneGPU, Socket: rec.Index},
+		s.Zones = append(s.Zones, snapshot.Zone{ZoneID: snapshot.ZoneID{Name: snapshot.ZoneGPU, Socket: d.zone},
 			Source: rec.Source, EnergyJ: rec.EnergyJ, IdleJ: rec.IdleJ, DynamicJ: rec.DynamicJ,
 			UnattributedJ: rec.UnattributedJ, PowerW: rec.PowerW, IdleClamps: rec.IdleClamps,
 			Grams: append([]snapshot.NodeGrams(nil), d.grams...)})
@@ -292,12 +380,23 @@ func (g *gpuStage) publish(s *snapshot.Snapshot, now time.Time, retention time.D
 			h := *rec.Holder
 			rec.Holder = &h
 		}
+		rec.Holders = append([]snapshot.GPUHolder(nil), rec.Holders...)
 		rec.InstanceHolders = append([]snapshot.GPUHolder(nil), rec.InstanceHolders...)
 		rec.Processes = nil
 		for _, p := range retained(d.procs, now, retention, nil) {
 			rec.Processes = append(rec.Processes, p.rec)
 		}
-		sort.Slice(rec.Processes, func(i, j int) bool { return rec.Processes[i].PID < rec.Processes[j].PID })
+		// A PID reused while its previous process is retained: only the
+		// newer record is published (its series restarts, as a counter
+		// of a new process does), never the two under one pid label.
+		sort.Slice(rec.Processes, func(i, j int) bool {
+			a, b := rec.Processes[i], rec.Processes[j]
+			if a.PID != b.PID {
+				return a.PID < b.PID
+			}
+			return a.LastSeen.After(b.LastSeen)
+		})
+		rec.Processes = slices.CompactFunc(rec.Processes, func(a, b snapshot.GPUProcess) bool { return a.PID == b.PID })
 		s.GPUs = append(s.GPUs, rec)
 	}
 	s.Meters = append(s.Meters, g.health...)

@@ -280,3 +280,58 @@ func TestMIGSplitGPM(t *testing.T) {
 		}
 	}
 }
+
+// A MIG board has no device utilization in NVML: its intervals are of
+// unknown utilization, not idle, so the learned idle model (default
+// threshold 0) learns nothing from them, however busy they are.
+func TestMIGUnknownUtilizationTeachesNoIdle(t *testing.T) {
+	srv, bs, _, _, _, _ := migBoards(t)
+	srv.Devices[0].(*server.Device).GetUtilizationRatesFunc = func() (gonvml.Utilization, gonvml.Return) {
+		return gonvml.Utilization{}, gonvml.ERROR_NOT_SUPPORTED
+	}
+	src, _ := nvml.New(srv, nvml.Options{}, nil)
+	learn := model.NewLearnedIdle(0)
+	var res gpuResult
+	for k := 0; k < 4; k++ {
+		bs[0].EnergyMJ += 400_000
+		rs, _ := src.Read(context.Background(), gpuT0.Add(time.Duration(k)*time.Second))
+		if k == 0 {
+			continue
+		}
+		if rs[0].UtilizationKnown {
+			t.Fatalf("MIG utilization reported known: %+v", rs[0])
+		}
+		splitGPU(rs[0], learn, gpuOptions{}, &res)
+		if res.IdleJ != 0 || !gpuNear(res.DynamicJ, 400) {
+			t.Fatalf("interval %d: idle %v dynamic %v", k, res.IdleJ, res.DynamicJ)
+		}
+	}
+	if learn.Learned() {
+		t.Errorf("idle learned from busy MIG intervals: %v W", learn.Watts())
+	}
+}
+
+// The basis of a MIG board stays "memory" in intervals where no instance
+// is active, so the per-process series' basis label does not churn.
+func TestMIGBasisStable(t *testing.T) {
+	srv, bs, _, _, _, _ := migBoards(t)
+	src, _ := nvml.New(srv, nvml.Options{}, nil)
+	var res gpuResult
+	for k := 0; k < 3; k++ {
+		if k == 2 {
+			bs[0].Mem = nil // no process on any instance
+		}
+		bs[0].EnergyMJ += 400_000
+		rs, _ := src.Read(context.Background(), gpuT0.Add(time.Duration(k)*time.Second))
+		if k == 0 {
+			continue
+		}
+		splitGPU(rs[0], &model.ConfiguredIdle{Watts: 60}, gpuOptions{}, &res)
+		if res.Basis != gpu.Memory {
+			t.Fatalf("interval %d: basis %q", k, res.Basis)
+		}
+	}
+	if !gpuNear(res.UnattributedJ, 340) {
+		t.Errorf("quiet interval: unattributed %v", res.UnattributedJ)
+	}
+}

@@ -4,20 +4,25 @@ package stats
 
 import (
 	"context"
-	"github.com/wattrace/wattrace/pkg/carbon"
+	"errors"
+	"math"
+	"strings"
 	"testing"
 	"time"
 
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 
+	"github.com/wattrace/wattrace/pkg/carbon"
 	"github.com/wattrace/wattrace/pkg/gpu"
 	"github.com/wattrace/wattrace/pkg/gpu/alloc"
 	"github.com/wattrace/wattrace/pkg/gpu/node"
 	"github.com/wattrace/wattrace/pkg/gpu/nvml"
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/usage"
 	"github.com/wattrace/wattrace/pkg/workload"
 )
 
@@ -405,5 +410,269 @@ func TestGPUStageEmissions(t *testing.T) {
 		if !gpuNear(procs+zg.IdleG+zg.UnattributedG, want) {
 			t.Fatalf("GPU %d: processes %v g + idle %v g + unattributed %v g != %v g", i, procs, zg.IdleG, zg.UnattributedG, want)
 		}
+	}
+}
+
+// A PID reused by a new process (another start time) starts a new GPU
+// process record: the new process does not inherit the old one's joules
+// or keep its comm, and only one record is published for the pid.
+func TestGPUStagePIDReuse(t *testing.T) {
+	srv, bs := twoMockGPUs(t)
+	bs[0].SM = map[uint32]uint32{100: 50}
+	bs[1].SM = nil
+	src, err := nvml.New(srv, nvml.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := node.New(node.Config{}, []gpu.Source{src}, nil, nil)
+	fs := &fakeSource{}
+	fs.r.Processes = []usage.Process{{Key: usage.ProcKey{PID: 100, StartTime: 1}, Comm: "old", Cgroup: 1, Alive: true}}
+	fs.r.Cgroups = []usage.Cgroup{{ID: 1}, {ID: 2}}
+	m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
+	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, fs, m, names{1: "/a", 2: "/b"}, nil,
+		WithGPUs(g, GPUConfig{IdleWatts: map[string]float64{"0": 100, "1": 100}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := 0; k <= 6; k++ {
+		if k == 4 { // the old process exited; its pid is reused
+			fs.r.Processes = []usage.Process{{Key: usage.ProcKey{PID: 100, StartTime: 2}, Comm: "new", Cgroup: 2, Alive: true}}
+		}
+		if k > 0 {
+			bs[0].EnergyMJ += 300_000 // 200 J dynamic a second
+			bs[1].EnergyMJ += 100_000
+		}
+		bs[0].TSUS = uint64(k+1) * 1_000_000
+		l.Step(gpuT0.Add(time.Duration(k) * time.Second))
+	}
+	ps := l.Snapshot().GPUs[0].Processes
+	if len(ps) != 1 || ps[0].PID != 100 || ps[0].Comm != "new" || ps[0].Cgroup != "/b" || !gpuNear(ps[0].DynamicJ, 3*200) {
+		t.Fatalf("processes after PID reuse: %+v", ps)
+	}
+}
+
+// Acceptance (issue 20, item 2): a mock NVML that lacks the GPM symbols
+// and fails init or device count with each error other than "no driver"
+// leaves the exporter up: the stats loop runs, CPU energy flows to the
+// process, and the GPU source's health is down with the reason. Once
+// NVML answers again the source comes back on its own and GPU energy
+// flows; when every device then fails at once (a driver reload) it goes
+// down and re-initialises, and the device stops showing its last power.
+func TestGPUStageNVMLErrorsDegradeOnlyTheGPUs(t *testing.T) {
+	for _, v := range []struct {
+		call   string
+		ret    gonvml.Return
+		reason string
+	}{
+		{"init", gonvml.ERROR_LIB_RM_VERSION_MISMATCH, "nvml_driver_library_mismatch"},
+		{"init", gonvml.ERROR_UNKNOWN, "nvml_unknown_error"},
+		{"init", gonvml.ERROR_GPU_IS_LOST, "nvml_gpu_lost"},
+		{"count", gonvml.ERROR_GPU_IS_LOST, "nvml_gpu_lost"},
+		{"count", gonvml.ERROR_LIB_RM_VERSION_MISMATCH, "nvml_driver_library_mismatch"},
+		{"count", gonvml.ERROR_UNKNOWN, "nvml_unknown_error"},
+	} {
+		t.Run(v.call+"/"+v.reason, func(t *testing.T) {
+			srv, bs := twoMockGPUs(t)
+			srv.LookupSymbolFunc = func(s string) error {
+				if strings.HasPrefix(s, "nvmlGpm") {
+					return errors.New("undefined symbol")
+				}
+				return nil
+			}
+			broken := true
+			srv.InitFunc = func() gonvml.Return {
+				if broken && v.call == "init" {
+					return v.ret
+				}
+				return gonvml.SUCCESS
+			}
+			srv.DeviceGetCountFunc = func() (int, gonvml.Return) {
+				if broken && v.call == "count" {
+					return 0, v.ret
+				}
+				return len(srv.Devices), gonvml.SUCCESS
+			}
+			src, err := nvml.New(srv, nvml.Options{}, nil)
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			g := node.New(node.Config{}, []gpu.Source{src}, nil, nil)
+			fs := &fakeSource{}
+			fs.add(1, 100, 0, 0)
+			m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
+			l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, fs, m, names{1: "/a"}, nil,
+				WithGPUs(g, GPUConfig{IdleWatts: map[string]float64{"0": 100, "1": 100}}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			step := func(k int) *snapshot.Snapshot {
+				m.samples[0].Joules += 50
+				fs.add(1, 100, 0, 1e8)
+				for _, b := range bs {
+					b.EnergyMJ += 300_000
+					b.TSUS = uint64(k+1) * 1_000_000
+				}
+				l.Step(gpuT0.Add(time.Duration(k) * time.Second))
+				return l.Snapshot()
+			}
+			var s *snapshot.Snapshot
+			for k := 0; k < 4; k++ {
+				s = step(k)
+			}
+			var cpu float64
+			for _, p := range s.Processes {
+				cpu += p.Energy.Get("package").DynamicJ + p.Energy.Get("package").IdleJ
+			}
+			if cpu <= 0 || len(s.GPUs) != 0 {
+				t.Fatalf("while NVML is down: process package energy %v, GPUs %d", cpu, len(s.GPUs))
+			}
+			if h := meterHealth(s, "nvml"); h == nil || h.Up || h.Reason != v.reason {
+				t.Fatalf("health %+v, want down with %s", h, v.reason)
+			}
+			broken = false
+			for k := 4; k < 20; k++ { // retries at 5 s, then 10 s
+				s = step(k)
+			}
+			if len(s.GPUs) != 2 || !gpuNear(s.GPUs[0].PowerW, 300) || s.GPUs[0].EnergyJ <= 0 {
+				t.Fatalf("after recovery: %+v", s.GPUs)
+			}
+			for _, d := range srv.Devices {
+				d.(*server.Device).GetTotalEnergyConsumptionFunc = func() (uint64, gonvml.Return) {
+					return 0, gonvml.ERROR_UNINITIALIZED
+				}
+			}
+			s = step(20)
+			if !math.IsNaN(s.GPUs[0].PowerW) {
+				t.Fatalf("a failed device still shows %v W", s.GPUs[0].PowerW)
+			}
+			if h := meterHealth(s, "nvml/"+s.GPUs[0].UUID); h == nil || h.Up || h.Reason != "nvml_driver_not_loaded" {
+				t.Fatalf("health after every device failed: %+v", h)
+			}
+		})
+	}
+}
+
+func meterHealth(s *snapshot.Snapshot, source string) *snapshot.SourceHealth {
+	for i := range s.Meters {
+		if s.Meters[i].Source == source {
+			return &s.Meters[i]
+		}
+	}
+	return nil
+}
+
+// rotatingAllocs lists the same allocations in a different order at
+// every call, as globbing or the kubelet may.
+type rotatingAllocs struct {
+	as []alloc.Allocation
+	n  int
+}
+
+func (*rotatingAllocs) Name() string { return "rotating" }
+func (r *rotatingAllocs) Allocations(context.Context) ([]alloc.Allocation, error) {
+	r.n++
+	k := r.n % len(r.as)
+	return append(append([]alloc.Allocation(nil), r.as[k:]...), r.as[:k]...), nil
+}
+
+// Acceptance (issue 20, item 8): four holders share GPU 1 (Slurm shards
+// or time-slicing replicas), listed in a different order each interval.
+// Under the holder policy its 40 W idle is split evenly and always the
+// same way: 10 J a second each. Each holder's credit carries its grams,
+// so the job's GPU grams are its GPU joules × the factor. A MIG board
+// pays its idle to the holders of its instances by their SMs.
+func TestGPUStageSharedHoldersAndGrams(t *testing.T) {
+	srv, bs := twoMockGPUs(t)
+	bs[1].SM, bs[1].Mem = nil, nil
+	src, err := nvml.New(srv, nvml.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs := src.Devices()
+	ra := &rotatingAllocs{}
+	paths := names{}
+	fs := &fakeSource{}
+	for i, job := range []string{"53", "51", "54", "52"} {
+		ra.as = append(ra.as, alloc.Allocation{Device: alloc.Ref{UUID: devs[1].UUID}, Holder: alloc.Holder{Kind: alloc.SlurmJob, JobID: job}})
+		paths[uint64(i+1)] = "/slurm_n1/uid_0/job_" + job + "/step_0/task_0"
+		fs.add(uint64(i+1), uint32(500+i), 0, 0)
+	}
+	g := node.New(node.Config{}, []gpu.Source{src}, []alloc.Source{ra}, nil)
+	m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
+	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
+	const factor = 400.0
+	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, fs, m, paths, nil,
+		WithWorkloads(ids, workload.Levels()),
+		WithGPUs(g, GPUConfig{IdleWatts: map[string]float64{"0": 50, "1": 40}, IdlePolicy: "holder"}),
+		WithEmissions(fixedIntensity{factor}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := 0; k <= 10; k++ {
+		for _, b := range bs {
+			b.EnergyMJ += 100_000
+			b.TSUS = uint64(k+1) * 1_000_000
+		}
+		for i := range 4 {
+			fs.add(uint64(i+1), uint32(500+i), 0, 1e7)
+		}
+		l.Step(gpuT0.Add(time.Duration(k) * time.Second))
+		s := l.Snapshot()
+		for _, job := range []string{"51", "52", "53", "54"} {
+			u, ok := unitBy(s, workload.KindJob, job)
+			e := u.Energy.Get(snapshot.ZoneGPU)
+			if !ok || !gpuNear(e.IdleJ, 10*float64(k)) || e.DynamicJ != 0 {
+				t.Fatalf("interval %d job %s: %+v (found %v)", k, job, e, ok)
+			}
+			gr := u.Grams.Get("test", snapshot.ZoneGPU)
+			if k > 0 && (!gpuNear(gr.IdleG, carbon.Grams(e.IdleJ, factor)) || gr.DynamicG != 0) {
+				t.Fatalf("interval %d job %s: %v J but %+v g", k, job, e.IdleJ, gr)
+			}
+		}
+		if d := s.GPUs[1]; len(d.Holders) != 4 || d.Holders[0].JobID != "51" || d.Holders[3].JobID != "54" || !gpuNear(d.HolderJ, 40*float64(k)) {
+			t.Fatalf("interval %d holders %+v, holder joules %v", k, d.Holders, d.HolderJ)
+		}
+	}
+}
+
+// Under the holder policy a MIG board's idle is divided among its
+// instances by SMs, and a held instance's part is paid to its holder.
+func TestGPUStageMIGInstanceHoldersPaid(t *testing.T) {
+	srv, bs, _, b, _, _ := migBoards(t)
+	src, err := nvml.New(srv, nvml.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sms, smB float64
+	rs, _ := src.Read(context.Background(), gpuT0.Add(-time.Second))
+	for _, in := range rs[0].Instances {
+		sms += float64(in.SMs)
+		if in.ID == int(b) {
+			smB = float64(in.SMs)
+		}
+	}
+	inst := "0." + gpuItoa(b)
+	allocs := staticAllocs{{Device: alloc.Ref{Index: inst}, Holder: alloc.Holder{Kind: alloc.SlurmJob, JobID: "77"}}}
+	g := node.New(node.Config{}, []gpu.Source{src}, []alloc.Source{allocs}, nil)
+	fs := &fakeSource{}
+	fs.add(1, 12, 0, 0)
+	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
+	m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
+	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, fs, m,
+		names{1: "/slurm_n1/uid_0/job_77/step_0/task_0"}, nil, WithWorkloads(ids, workload.Levels()),
+		WithGPUs(g, GPUConfig{IdleWatts: map[string]float64{"0": 60}, IdlePolicy: "holder"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := 0; k <= 10; k++ {
+		bs[0].EnergyMJ += 400_000
+		fs.add(1, 12, 0, 1e7)
+		l.Step(gpuT0.Add(time.Duration(k) * time.Second))
+	}
+	s := l.Snapshot()
+	u, ok := unitBy(s, workload.KindJob, "77")
+	want := 600 * smB / sms
+	if e := u.Energy.Get(snapshot.ZoneGPU); !ok || !gpuNear(e.IdleJ, want) || !gpuNear(s.GPUs[0].HolderJ, want) {
+		t.Fatalf("job 77 idle %v, device holder joules %v, want %v", e.IdleJ, s.GPUs[0].HolderJ, want)
 	}
 }

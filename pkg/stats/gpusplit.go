@@ -1,6 +1,8 @@
 package stats
 
 import (
+	"math"
+
 	"github.com/wattrace/wattrace/pkg/gpu"
 	"github.com/wattrace/wattrace/pkg/model"
 )
@@ -63,7 +65,13 @@ func splitGPU(r gpu.Reading, idle model.IdleModel, opt gpuOptions, out *gpuResul
 	}
 	var idleJ float64
 	if idle != nil {
-		idleJ = idle.IdleJ(r.Interval, r.EnergyJ, r.Utilization)
+		// NaN fails every comparison of the learned model: an interval
+		// whose utilization is unknown (MIG, ROCm) is not taken for idle.
+		u := math.NaN()
+		if r.UtilizationKnown {
+			u = r.Utilization
+		}
+		idleJ = idle.IdleJ(r.Interval, r.EnergyJ, u)
 	}
 	if len(r.Instances) == 0 {
 		res := model.Split(model.Interval[int]{EnergyJ: r.EnergyJ, IdleJ: idleJ, Usage: r.Usage}, out.Processes, nil)
@@ -76,12 +84,15 @@ func splitGPU(r gpu.Reading, idle model.IdleModel, opt gpuOptions, out *gpuResul
 		res := model.Split(model.Interval[string]{EnergyJ: r.EnergyJ, IdleJ: idleJ, Usage: w}, out.Instances, nil)
 		out.fill(res)
 		for _, in := range r.Instances {
+			// The instances' basis is the board's whether or not any
+			// is active this interval: a label that flipped to "" in
+			// quiet intervals would churn series.
+			if out.Basis == gpu.None {
+				out.Basis = in.Basis
+			}
 			if e := out.Instances[in.Name]; e > 0 {
 				sub := model.Split(model.Interval[int]{EnergyJ: e, Usage: in.Usage}, out.Processes, nil)
 				out.UnattributedJ += sub.UnattributedJ
-				if out.Basis == gpu.None {
-					out.Basis = in.Basis
-				}
 			}
 		}
 	}

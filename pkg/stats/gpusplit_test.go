@@ -64,8 +64,8 @@ func TestSplitConserves(t *testing.T) {
 func TestSplitIdleAndHolder(t *testing.T) {
 	learn := model.NewLearnedIdle(0)
 	var res gpuResult
-	splitGPU(gpu.Reading{OK: true, EnergyJ: 60, Interval: time.Second, Utilization: 0}, learn, gpuOptions{}, &res)
-	splitGPU(gpu.Reading{OK: true, EnergyJ: 300, Interval: time.Second, Utilization: 0.9, Usage: map[int]float64{1: 1}}, learn, gpuOptions{}, &res)
+	splitGPU(gpu.Reading{OK: true, EnergyJ: 60, Interval: time.Second, Utilization: 0, UtilizationKnown: true}, learn, gpuOptions{}, &res)
+	splitGPU(gpu.Reading{OK: true, EnergyJ: 300, Interval: time.Second, Utilization: 0.9, UtilizationKnown: true, Usage: map[int]float64{1: 1}}, learn, gpuOptions{}, &res)
 	if !gpuNear(res.IdleJ, 60) || !gpuNear(res.Processes[1], 240) {
 		t.Fatalf("learned idle: %+v", res)
 	}

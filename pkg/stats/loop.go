@@ -136,6 +136,7 @@ func New(cfg Config, src usage.Source, meter power.Meter, res CgroupPaths, log *
 			return nil, err
 		}
 		l.gpu.credited = &l.split.credited
+		l.gpu.emissions = l.emissions
 	}
 	sources := []any{src, probeSrc}
 	if l.resources != nil {

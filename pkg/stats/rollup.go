@@ -149,9 +149,10 @@ func (r *rollup) add(led *ledger, now time.Time) {
 
 // credit adds energy to the workload at level whose labels include match
 // (the GPU stage pays an allocation holder's idle, or a passed-through
-// GPU's whole energy, to its job, pod or VM). It reports whether one was
-// found; energy no workload takes stays where the caller keeps it.
-func (r *rollup) credit(level workload.Kind, match map[string]string, zone string, dynamicJ, idleJ float64) bool {
+// GPU's whole energy, to its job, pod or VM). It returns that workload,
+// for the caller to add the grams of the same joules, or nil: energy no
+// workload takes stays where the caller keeps it.
+func (r *rollup) credit(level workload.Kind, match map[string]string, zone string, dynamicJ, idleJ float64) *snapshot.Workload {
 	names := workload.LabelNames(level)
 	for _, u := range r.byKey {
 		if u.u.Level != string(level) || !u.seen {
@@ -166,10 +167,10 @@ func (r *rollup) credit(level workload.Kind, match map[string]string, zone strin
 		}
 		if ok {
 			u.u.Energy = u.u.Energy.Add(zone, dynamicJ, idleJ)
-			return true
+			return &u.u
 		}
 	}
-	return false
+	return nil
 }
 
 // rootOf climbs from a workload's cgroup to the highest ancestor that still

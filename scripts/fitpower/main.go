@@ -37,19 +37,22 @@ func main() {
 	flag.IntVar(&curves.DefaultOptions.MinGroup, "min-group", curves.DefaultOptions.MinGroup, "results an architecture group needs for its own coefficient")
 	flag.Float64Var(&curves.DefaultOptions.Shrink, "shrink", curves.DefaultOptions.Shrink, "pseudo-count shrinking per-CPU offsets (0: none)")
 	flag.Float64Var(&curves.DefaultOptions.ConfigShrink, "config-shrink", curves.DefaultOptions.ConfigShrink, "pseudo-count shrinking per-configuration offsets (0: none)")
+	flag.Float64Var(&curves.DefaultOptions.FamilyShrink, "family-shrink", curves.DefaultOptions.FamilyShrink, "pseudo-count shrinking the arch tier's per-family offsets (0: none)")
+	flag.BoolVar(&curves.DefaultOptions.CPUWeight, "cpu-weight", curves.DefaultOptions.CPUWeight, "weigh the arch and generic tiers' results by 1/(results of the same CPU)")
 	flag.BoolVar(&curves.DefaultOptions.Huber, "huber", curves.DefaultOptions.Huber, "robust (Huber) regression")
 	extra := flag.String("extra", "", "comma-separated extra features (experiments)")
+	cv := flag.Bool("cv", false, "only cross-validate the whole procedure on the fitted split (5 folds) and print it; the held-out split is not scored")
 	flag.Parse()
 	if *extra != "" {
 		curves.DefaultOptions.Extra = strings.Split(*extra, ",")
 	}
-	if err := run(*data, *out, os.Stdout); err != nil {
+	if err := run(*data, *out, *cv, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "fitpower:", err)
 		os.Exit(1)
 	}
 }
 
-func run(data, out string, w io.Writer) error {
+func run(data, out string, cv bool, w io.Writer) error {
 	f, err := os.Open(data)
 	if err != nil {
 		return err
@@ -68,6 +71,9 @@ func run(data, out string, w io.Writer) error {
 		}
 	}
 	fmt.Fprintf(w, "%s: %d results (%d skipped: first %v); fitted on %d, held out %d\n", data, len(all), skipped, why, len(train), len(test))
+	if cv {
+		return crossValidate(w, train)
+	}
 	model, err := curves.Default()
 	if out != "" {
 		fit, err := curves.Train(train, curves.DefaultOptions)
@@ -168,4 +174,32 @@ func cvSummary(res []float64) string {
 		return "no residuals"
 	}
 	return fmt.Sprintf("median %.1f%%, p90 %.1f%% (%d cases)", 100*abs[len(abs)/2], 100*abs[len(abs)*9/10], len(abs))
+}
+
+// crossValidate prints the 5-fold cross-validation of the whole procedure
+// on the fitted split: the figures every modelling choice is made on.
+func crossValidate(w io.Writer, train []curves.Result) error {
+	rep, err := curves.CrossValidate(train, curves.DefaultOptions, 5)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "options %+v\n", curves.DefaultOptions)
+	fmt.Fprintln(w, "| cross-validated (fitted split, 5 folds) | cases | median abs error | p90 abs error | median bias | in band |")
+	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: |")
+	row := func(name string, a curves.Accuracy) {
+		fmt.Fprintf(w, "| %s | %d | %.1f%% | %.1f%% | %+.1f%% | %.1f%% |\n", name, a.Cases, 100*a.MedianAbs, 100*a.P90Abs, 100*a.Bias, 100*a.InBand)
+	}
+	row("all", rep.All)
+	for l, a := range rep.ByLevel {
+		fmt.Fprintf(w, "level %3.0f%%: median %.1f%%, p90 %.1f%%\n", curves.Levels[l], 100*a.MedianAbs, 100*a.P90Abs)
+	}
+	for _, s := range rep.Worst {
+		fmt.Fprintln(w, "worst:", s)
+	}
+	for _, t := range []string{curves.TierCPU, curves.TierArch, curves.TierGeneric} {
+		if a, ok := rep.ByTier[t]; ok {
+			row(t+" tier", a)
+		}
+	}
+	return nil
 }

@@ -8,6 +8,7 @@ package alloc
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -67,14 +68,42 @@ type Key struct {
 	Instance string
 }
 
-// Resolve matches allocations to devices. Allocations that match no device
-// are dropped (a device of another source, a stale job). When two holders
-// claim the same device the first in allocs wins, so the caller orders the
-// sources by precedence (libvirt, then Kubernetes, then Slurm). migUUID
-// maps MIG-… UUIDs (as the NVIDIA device plugin names MIG devices) to
-// instance names "<index>.<gi>"; it may be nil.
+// Resolve matches allocations to devices, keeping one holder per device:
+// the first of ResolveAll's.
 func Resolve(devs []gpu.Device, allocs []Allocation, migUUID map[string]string) map[Key]Allocation {
-	out := make(map[Key]Allocation, len(allocs))
+	all := ResolveAll(devs, allocs, migUUID)
+	out := make(map[Key]Allocation, len(all))
+	for k, as := range all {
+		out[k] = as[0]
+	}
+	return out
+}
+
+// rank orders holder kinds by precedence: a passed-through device is the
+// VM's whatever else claims it, then pods, then Slurm jobs.
+func rank(k Kind) int {
+	switch k {
+	case VM:
+		return 0
+	case Pod:
+		return 1
+	case SlurmJob:
+		return 2
+	}
+	return 3
+}
+
+// ResolveAll matches allocations to devices. Allocations that match no
+// device are dropped (a device of another source, a stale job). A device
+// (or MIG instance) claimed by holders of several kinds keeps those of
+// the kind with precedence (VMs, then pods, then Slurm jobs); a device
+// shared by several holders of that kind (time-slicing replicas, MPS,
+// Slurm shards, vGPU mdevs) keeps them all, each once, sorted by their
+// labels, so a split among them never depends on glob or kubelet order.
+// migUUID maps MIG-… UUIDs (as the NVIDIA device plugin names MIG
+// devices) to instance names "<index>.<gi>"; it may be nil.
+func ResolveAll(devs []gpu.Device, allocs []Allocation, migUUID map[string]string) map[Key][]Allocation {
+	out := make(map[Key][]Allocation, len(allocs))
 	for _, a := range allocs {
 		if name, ok := migUUID[a.Device.UUID]; ok && a.Device.UUID != "" {
 			a.Device = Ref{Index: name}
@@ -84,13 +113,39 @@ func Resolve(devs []gpu.Device, allocs []Allocation, migUUID map[string]string) 
 			if !ok {
 				continue
 			}
-			if _, taken := out[k]; !taken {
-				out[k] = a
+			have := out[k]
+			switch {
+			case len(have) == 0 || rank(a.Holder.Kind) < rank(have[0].Holder.Kind):
+				out[k] = append(have[:0], a)
+			case rank(a.Holder.Kind) == rank(have[0].Holder.Kind):
+				dup := false
+				for i := range have {
+					if have[i].Holder == a.Holder {
+						have[i].Whole = have[i].Whole || a.Whole
+						dup = true
+					}
+				}
+				if !dup {
+					out[k] = append(have, a)
+				}
 			}
 			break
 		}
 	}
+	for _, as := range out {
+		slices.SortFunc(as, func(a, b Allocation) int { return cmpHolder(a.Holder, b.Holder) })
+	}
 	return out
+}
+
+func cmpHolder(a, b Holder) int {
+	for _, p := range [][2]string{{a.JobID, b.JobID}, {a.Namespace, b.Namespace}, {a.Pod, b.Pod},
+		{a.Container, b.Container}, {a.VMUUID, b.VMUUID}, {a.VMName, b.VMName}} {
+		if c := strings.Compare(p[0], p[1]); c != 0 {
+			return c
+		}
+	}
+	return 0
 }
 
 func match(d gpu.Device, r Ref) (Key, bool) {

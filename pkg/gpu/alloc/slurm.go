@@ -3,7 +3,9 @@ package alloc
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -53,7 +55,15 @@ type Slurm struct {
 	// cache: pid → allocations, because a process's initial environment
 	// never changes; pids that vanish are dropped at each scan.
 	cache map[int][]Allocation
+	// denied counts, in the latest scan, processes whose environ could
+	// not be read for lack of permission.
+	denied int
 }
+
+// Denied is how many processes' environment the latest scan could not
+// read for lack of permission (another user's, without CAP_SYS_PTRACE):
+// their jobs' GPUs are missing from it.
+func (s *Slurm) Denied() int { return s.denied }
 
 func (s *Slurm) Name() string { return "slurm" }
 
@@ -72,6 +82,7 @@ func (s *Slurm) Allocations(context.Context) ([]Allocation, error) {
 		s.cache = map[int][]Allocation{}
 	}
 	live := make(map[int]bool, len(ents))
+	s.denied = 0
 	type jd struct{ job, dev string }
 	seen := map[jd]bool{}
 	var out []Allocation
@@ -84,6 +95,10 @@ func (s *Slurm) Allocations(context.Context) ([]Allocation, error) {
 		as, ok := s.cache[pid]
 		if !ok {
 			b, err := os.ReadFile(filepath.Join(root, e.Name(), "environ"))
+			if errors.Is(err, fs.ErrPermission) {
+				s.denied++
+				continue
+			}
 			if err != nil {
 				continue // gone, or a kernel thread; try again next time
 			}

@@ -14,7 +14,9 @@ package fdinfo
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -62,9 +64,20 @@ type Scanner struct {
 	known       map[int]*procFDs
 	buf         []byte
 	path        []byte
+	// denied counts, in the latest scan, processes whose fds could not be
+	// read for lack of permission (another user's, without CAP_SYS_PTRACE).
+	denied int
 }
 
+// Denied is how many processes' fds the latest scan could not read for
+// lack of permission: their DRM clients are missing from it. The kernel
+// guards /proc/PID/fd and fdinfo with a ptrace access check, so reading
+// other users' needs CAP_SYS_PTRACE, whatever the file modes say.
+func (s *Scanner) Denied() int { return s.denied }
+
 type procFDs struct {
+	// denied: its fd directory could not be read for lack of permission.
+	denied   bool
 	fds      []string
 	scanned  int
 	present  bool
@@ -84,6 +97,7 @@ func NewScanner(procRoot string) *Scanner {
 // vanish or cannot be read are skipped: they are not an error of the scan.
 func (s *Scanner) Scan(pids []int) (map[ClientKey]*Client, error) {
 	s.tick++
+	s.denied = 0
 	if pids == nil {
 		ents, err := os.ReadDir(s.procRoot)
 		if err != nil {
@@ -108,10 +122,18 @@ func (s *Scanner) Scan(pids []int) (map[ClientKey]*Client, error) {
 		p.present = true
 		name := strconv.Itoa(pid)
 		if p.mustScan || s.tick-p.scanned >= s.RescanEvery {
-			p.fds, p.scanned, p.mustScan = s.drmFDs(name, p.fds[:0]), s.tick, false
+			p.fds, p.denied = s.drmFDs(name, p.fds[:0])
+			p.scanned, p.mustScan = s.tick, false
+		}
+		if p.denied {
+			s.denied++
 		}
 		for _, fd := range p.fds {
 			b, err := s.read(name, fd)
+			if errors.Is(err, fs.ErrPermission) {
+				s.denied++
+				break
+			}
 			if err != nil {
 				p.mustScan = true // closed since: look again next time
 				continue
@@ -137,12 +159,13 @@ func (s *Scanner) Scan(pids []int) (map[ClientKey]*Client, error) {
 	return out, nil
 }
 
-// drmFDs lists the fds of process name that link to /dev/dri/*.
-func (s *Scanner) drmFDs(name string, into []string) []string {
+// drmFDs lists the fds of process name that link to /dev/dri/*; denied
+// says its fd directory could not be read for lack of permission.
+func (s *Scanner) drmFDs(name string, into []string) ([]string, bool) {
 	fdDir := filepath.Join(s.procRoot, name, "fd")
 	fds, err := os.ReadDir(fdDir)
 	if err != nil {
-		return into
+		return into, errors.Is(err, fs.ErrPermission)
 	}
 	for _, fd := range fds {
 		target, err := os.Readlink(filepath.Join(fdDir, fd.Name()))
@@ -150,7 +173,7 @@ func (s *Scanner) drmFDs(name string, into []string) []string {
 			into = append(into, fd.Name())
 		}
 	}
-	return into
+	return into, false
 }
 
 // read returns /proc/<name>/fdinfo/<fd> in the scanner's buffer with

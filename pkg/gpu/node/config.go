@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/wattrace/wattrace/pkg/gpu/alloc"
 )
@@ -39,6 +40,10 @@ type Config struct {
 	// LibvirtRunDir is gpu.libvirt-run-dir (/run/libvirt/qemu); "" turns
 	// the libvirt allocation source off.
 	LibvirtRunDir string
+
+	// SampleEvery is power.meter-interval: how often a card that gives
+	// only power (amdgpu) is sampled for the trapezoid rule.
+	SampleEvery time.Duration
 
 	// SysfsRoot and ProcfsRoot come from --path.sysfs and --path.procfs.
 	SysfsRoot, ProcfsRoot string

@@ -23,14 +23,18 @@ import (
 // Device is one device's interval.
 type Device struct {
 	Reading gpu.Reading
-	// Holder is who holds the device (HasHolder), from the allocations.
+	// Holders are who hold the device, sorted (several when it is shared:
+	// time-slicing replicas, MPS, Slurm shards, vGPU mdevs); Holder is
+	// the first and HasHolder says there is one.
+	Holders   []alloc.Holder
 	Holder    alloc.Holder
 	HasHolder bool
 	// Whole: the holder owns the device outright (PCI passthrough), so
 	// all its energy is the holder's.
 	Whole bool
-	// InstanceHolders holds MIG instances' holders by instance name.
-	InstanceHolders map[string]alloc.Holder
+	// InstanceHolders holds MIG instances' holders by instance name,
+	// sorted as Holders.
+	InstanceHolders map[string][]alloc.Holder
 }
 
 // Interval is all GPUs' data for one interval.
@@ -48,7 +52,13 @@ type GPUs struct {
 	out     Interval
 	aHealth map[string]*snapshot.SourceHealth
 	closers []func() error
+	// warned: allocation sources whose missing permission was logged.
+	warned map[string]bool
 }
+
+// denier is an allocation source that reads other users' processes and
+// says how many it could not read for lack of permission.
+type denier interface{ Denied() int }
 
 // Open validates cfg and opens what it asks for. With no GPU found it
 // returns a GPUs with no devices (Interval returns nothing), never an
@@ -69,7 +79,8 @@ func Open(cfg Config, log *zap.Logger) (*GPUs, error) {
 	} else if s != nil {
 		srcs = append(srcs, s)
 	}
-	s, err := sysfs.Open(sysfs.Options{Mode: cfg.Sysfs, SysfsRoot: cfg.SysfsRoot, ProcfsRoot: cfg.ProcfsRoot, MaxWatts: cfg.MaxWatts}, quiet)
+	s, err := sysfs.Open(sysfs.Options{Mode: cfg.Sysfs, SysfsRoot: cfg.SysfsRoot, ProcfsRoot: cfg.ProcfsRoot, MaxWatts: cfg.MaxWatts,
+		SampleEvery: cfg.SampleEvery}, quiet)
 	if err != nil {
 		return nil, fmt.Errorf("gpu.sysfs: %w", err)
 	}
@@ -113,12 +124,17 @@ func New(cfg Config, srcs []gpu.Source, allocs []alloc.Source, log *zap.Logger) 
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &GPUs{cfg: cfg, log: log, sources: srcs, allocs: allocs, aHealth: map[string]*snapshot.SourceHealth{}}
+	return &GPUs{cfg: cfg, log: log, sources: srcs, allocs: allocs, aHealth: map[string]*snapshot.SourceHealth{}, warned: map[string]bool{}}
 }
 
 // Config returns the configuration GPUs was opened with (the stats stage
 // takes its idle models and policy from it).
 func (g *GPUs) Config() Config { return g.cfg }
+
+// Empty reports that no GPU source is open: the node has no GPU (or
+// they are off). A source that is open but down (an NVML error it
+// retries) has no devices yet and still counts.
+func (g *GPUs) Empty() bool { return len(g.sources) == 0 }
 
 // Devices lists every device of every source.
 func (g *GPUs) Devices() []gpu.Device {
@@ -156,6 +172,17 @@ func (g *GPUs) Interval(ctx context.Context, now time.Time) *Interval {
 			h.Errors++
 			g.log.Debug("GPU allocations", zap.String("source", a.Name()), zap.Error(err))
 		}
+		h.Reason = ""
+		if d, ok := a.(denier); ok && d.Denied() > 0 {
+			// Jobs of other users are missing: health says so, and one
+			// line in the log, rather than an empty allocation list.
+			h.Reason = "environ_no_permission"
+			if !g.warned[a.Name()] {
+				g.warned[a.Name()] = true
+				g.log.Warn("cannot read other users' /proc/PID/environ for lack of permission: their GPU allocations are missing; grant CAP_SYS_PTRACE (docs/gpu.md)",
+					zap.String("source", a.Name()), zap.Int("processes", d.Denied()))
+			}
+		}
 		allocs = append(allocs, as...)
 		g.out.Health = append(g.out.Health, *h)
 	}
@@ -169,7 +196,7 @@ func (g *GPUs) Interval(ctx context.Context, now time.Time) *Interval {
 			}
 		}
 	}
-	held := alloc.Resolve(devs, allocs, mig)
+	held := alloc.ResolveAll(devs, allocs, mig)
 	for len(g.out.Devices) < len(readings) {
 		g.out.Devices = append(g.out.Devices, Device{})
 	}
@@ -177,18 +204,24 @@ func (g *GPUs) Interval(ctx context.Context, now time.Time) *Interval {
 	for i, r := range readings {
 		d := &g.out.Devices[i]
 		d.Reading = r
-		a, ok := held[alloc.Key{Device: r.Device.Key()}]
-		d.Holder, d.HasHolder = a.Holder, ok
+		as := held[alloc.Key{Device: r.Device.Key()}]
+		d.Holders, d.Holder, d.HasHolder, d.Whole = d.Holders[:0], alloc.Holder{}, len(as) > 0, false
+		for _, a := range as {
+			d.Holders = append(d.Holders, a.Holder)
+			d.Whole = d.Whole || a.Whole
+		}
+		if d.HasHolder {
+			d.Holder = as[0].Holder
+		}
 		clear(d.InstanceHolders)
 		for _, in := range r.Instances {
-			if ia, ok := held[alloc.Key{Device: r.Device.Key(), Instance: in.Name}]; ok {
+			for _, ia := range held[alloc.Key{Device: r.Device.Key(), Instance: in.Name}] {
 				if d.InstanceHolders == nil {
-					d.InstanceHolders = map[string]alloc.Holder{}
+					d.InstanceHolders = map[string][]alloc.Holder{}
 				}
-				d.InstanceHolders[in.Name] = ia.Holder
+				d.InstanceHolders[in.Name] = append(d.InstanceHolders[in.Name], ia.Holder)
 			}
 		}
-		d.Whole = ok && a.Whole
 	}
 	return &g.out
 }

@@ -18,6 +18,53 @@ import (
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
+// Optional NVML functions: each group is looked up in the loaded library
+// before any of its functions is called. go-nvml binds symbols lazily
+// (RTLD_LAZY), so calling a function the installed driver lacks does not
+// return an error: the dynamic linker kills the process with "undefined
+// symbol". The oldest driver supported is R450 (CUDA 11.0, the first with
+// A100 and MIG); every function newer than the baseline wattrace calls
+// unconditionally (init, device count and handles, UUID, name, PCI info,
+// power, utilization, running processes: all older than R450) is in one
+// of these groups, so an older driver runs with the feature off and a
+// newer one with it on.
+var (
+	// symEnergy: GetTotalEnergyConsumption (Volta drivers, R384 on).
+	symEnergy = []string{"nvmlDeviceGetTotalEnergyConsumption"}
+	// symProcUtil: per-process SM utilization samples.
+	symProcUtil = []string{"nvmlDeviceGetProcessUtilization"}
+	// symMIG: MIG mode and instances (R450).
+	symMIG = []string{"nvmlDeviceGetMigMode", "nvmlDeviceGetGpuInstanceProfileInfo", "nvmlDeviceGetGpuInstances",
+		"nvmlGpuInstanceGetInfo", "nvmlDeviceGetMaxMigDeviceCount", "nvmlDeviceGetMigDeviceHandleByIndex",
+		"nvmlDeviceGetGpuInstanceId"}
+	// symGPM: GPU performance monitoring (R520, Hopper and newer boards).
+	symGPM = []string{"nvmlGpmQueryDeviceSupport", "nvmlGpmSampleAlloc", "nvmlGpmSampleFree",
+		"nvmlGpmMigSampleGet", "nvmlGpmMetricsGet"}
+)
+
+// features says which optional groups the loaded library has.
+type features struct {
+	energy, procUtil, mig, gpm bool
+	// missing names the functions not found, for the start-up line.
+	missing []string
+}
+
+func lookupFeatures(lib gonvml.Interface) features {
+	var f features
+	has := func(syms []string) bool {
+		ok := true
+		for _, s := range syms {
+			if err := lib.Extensions().LookupSymbol(s); err != nil {
+				f.missing = append(f.missing, s)
+				ok = false
+			}
+		}
+		return ok
+	}
+	f.energy, f.procUtil, f.mig, f.gpm = has(symEnergy), has(symProcUtil), has(symMIG), has(symGPM)
+	return f
+}
+
 // notAvailable is NVML's NVML_VALUE_NOT_AVAILABLE for a process's memory
 // (unprivileged callers, some MIG setups).
 const notAvailable = ^uint64(0)
@@ -27,9 +74,22 @@ type Source struct {
 	lib     gonvml.Interface
 	log     *zap.Logger
 	rejects *reading.Rejects
+	opts    Options
 	devs    []*device
 	list    []gpu.Device
 	now     time.Time
+	feat    features
+	// meters are every device's ever seen, by key in order of discovery:
+	// they outlive a re-initialisation, so health keeps its counts.
+	meters map[string]*gpu.Meter
+	order  []string
+	// down is why the source is down (nil while up); reason its health
+	// token; the next attempt is at retryAt, backoff after the last one.
+	down     error
+	reason   string
+	retryAt  time.Time
+	backoff  time.Duration
+	attempts uint64
 }
 
 type device struct {
@@ -55,8 +115,11 @@ type gpmPair struct {
 }
 
 // Open initialises NVML and lists its devices. Without the driver (the
-// library cannot be loaded) or with Mode "off" it returns a nil Source and
-// no error, having said so once at info.
+// library cannot be loaded, no driver, no permission) or with Mode "off"
+// it returns a nil Source and no error, having said so once at info. Any
+// other NVML error (a driver/library version mismatch after an upgrade
+// without a reboot, a GPU lost from the bus) degrades this source alone:
+// it reports itself down with the reason and retries (New).
 func Open(opts Options, log *zap.Logger) (gpu.Source, error) {
 	if log == nil {
 		log = zap.NewNop()
@@ -72,36 +135,104 @@ func Open(opts Options, log *zap.Logger) (gpu.Source, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.down == nil && len(s.devs) == 0 {
+		log.Info("NVIDIA GPU source off: NVML lists no device")
+		s.Close()
+		return nil, nil
+	}
 	return s, nil
 }
 
 var errNoDriver = errors.New("no NVIDIA driver")
 
-// New opens the source on lib (the real library or go-nvml's mock).
+// Retry schedule of a degraded source: the first retry at its next read,
+// then after 5 s, doubling to 5 min.
+const (
+	retryFirst = 5 * time.Second
+	retryMax   = 5 * time.Minute
+)
+
+// nvmlError is an NVML call's failure, with the reason token health
+// reports for it.
+type nvmlError struct {
+	call string
+	ret  gonvml.Return
+}
+
+func (e *nvmlError) Error() string { return "nvml " + e.call + ": " + e.ret.Error() }
+
+// reason is a fixed token for health (bounded: the label of
+// wattrace_source_degraded).
+func (e *nvmlError) reason() string {
+	switch e.ret {
+	case gonvml.ERROR_LIB_RM_VERSION_MISMATCH:
+		return "nvml_driver_library_mismatch"
+	case gonvml.ERROR_GPU_IS_LOST:
+		return "nvml_gpu_lost"
+	case gonvml.ERROR_UNINITIALIZED, gonvml.ERROR_DRIVER_NOT_LOADED, gonvml.ERROR_LIBRARY_NOT_FOUND:
+		return "nvml_driver_not_loaded"
+	case gonvml.ERROR_NO_PERMISSION:
+		return "nvml_no_permission"
+	case gonvml.ERROR_UNKNOWN:
+		return "nvml_unknown_error"
+	}
+	return "nvml_error"
+}
+
+// New opens the source on lib (the real library or go-nvml's mock). It
+// fails only when there is no driver to talk to (errNoDriver). Any other
+// NVML error at init or device count gives a source that is down: its
+// health says why (Up false, Reason), it has no readings, and each Read
+// past the retry time initialises NVML again, so the GPUs come back
+// without a restart once the node is fixed. The exporter's CPU and node
+// energy never depend on it.
 func New(lib gonvml.Interface, opts Options, log *zap.Logger) (*Source, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
+	s := &Source{lib: lib, log: log, opts: opts, rejects: reading.NewRejects("nvml", log), meters: map[string]*gpu.Meter{}}
+	switch err := s.start(); {
+	case errors.Is(err, errNoDriver):
+		return nil, err
+	case err != nil:
+		s.degrade(err, time.Time{})
+		log.Warn("NVIDIA GPU source down, retrying in the background; CPU and node energy are unaffected", zap.Error(err))
+	default:
+		log.Info("NVIDIA GPU source on", zap.Int("devices", len(s.devs)))
+	}
+	return s, nil
+}
+
+// start initialises NVML and lists its devices. A device seen before
+// (by UUID) keeps its meter, restarted: its counter restarted with the
+// driver.
+func (s *Source) start() error {
+	lib := s.lib
 	switch ret := lib.Init(); ret {
 	case gonvml.SUCCESS:
 	case gonvml.ERROR_LIBRARY_NOT_FOUND, gonvml.ERROR_DRIVER_NOT_LOADED, gonvml.ERROR_NO_PERMISSION:
-		return nil, fmt.Errorf("%w: nvml init: %s", errNoDriver, ret.Error())
+		return fmt.Errorf("%w: %w", errNoDriver, &nvmlError{"init", ret})
 	default:
-		return nil, fmt.Errorf("nvml init: %s", ret.Error())
+		return &nvmlError{"init", ret}
 	}
 	n, ret := lib.DeviceGetCount()
 	if ret != gonvml.SUCCESS {
 		lib.Shutdown()
-		return nil, fmt.Errorf("nvml device count: %s", ret.Error())
+		return &nvmlError{"device count", ret}
 	}
-	s := &Source{lib: lib, log: log, rejects: reading.NewRejects("nvml", log)}
+	s.feat = lookupFeatures(lib)
+	if len(s.feat.missing) > 0 {
+		s.log.Info("NVML functions this driver lacks are not called; their features are off",
+			zap.Strings("missing", s.feat.missing))
+	}
+	s.devs, s.list = s.devs[:0], s.list[:0]
 	for i := 0; i < n; i++ {
 		h, ret := lib.DeviceGetHandleByIndex(i)
 		if ret != gonvml.SUCCESS {
-			log.Warn("NVML device skipped", zap.Int("index", i), zap.String("error", ret.Error()))
+			s.log.Warn("NVML device skipped", zap.Int("index", i), zap.String("error", ret.Error()))
 			continue
 		}
-		d := &device{h: h, util: true, usage: map[int]float64{}, pids: map[int][]gonvml.ProcessUtilizationSample{}}
+		d := &device{h: h, util: s.feat.procUtil, usage: map[int]float64{}, pids: map[int][]gonvml.ProcessUtilizationSample{}}
 		d.dev = gpu.Device{Index: i, Vendor: gpu.NVIDIA, Source: "nvml"}
 		d.dev.UUID, _ = h.GetUUID()
 		d.dev.Model, _ = h.GetName()
@@ -109,18 +240,51 @@ func New(lib gonvml.Interface, opts Options, log *zap.Logger) (*Source, error) {
 			d.dev.PCIBusID = pciAddr(p)
 		}
 		// Volta and newer have the energy counter; older boards only power.
-		_, ret = h.GetTotalEnergyConsumption()
-		d.counter = ret == gonvml.SUCCESS
-		d.meter = gpu.NewMeter("nvml/"+d.dev.Key(), opts.MaxWatts, s.rejects)
-		if sup, ret := h.GpmQueryDeviceSupport(); ret == gonvml.SUCCESS && sup.IsSupportedDevice != 0 {
-			d.gpm, d.samples = true, map[int]*gpmPair{}
+		if s.feat.energy {
+			_, ret = h.GetTotalEnergyConsumption()
+			d.counter = ret == gonvml.SUCCESS
+		}
+		if m := s.meters[d.dev.Key()]; m != nil {
+			m.Restart()
+			d.meter = m
+		} else {
+			d.meter = gpu.NewMeter("nvml/"+d.dev.Key(), s.opts.MaxWatts, s.rejects)
+			s.meters[d.dev.Key()] = d.meter
+			s.order = append(s.order, d.dev.Key())
+		}
+		if s.feat.gpm {
+			if sup, ret := h.GpmQueryDeviceSupport(); ret == gonvml.SUCCESS && sup.IsSupportedDevice != 0 {
+				d.gpm, d.samples = true, map[int]*gpmPair{}
+			}
 		}
 		s.devs = append(s.devs, d)
 		s.list = append(s.list, d.dev)
 	}
-	log.Info("NVIDIA GPU source on", zap.Int("devices", len(s.devs)))
-	return s, nil
+	return nil
 }
+
+// degrade marks the source down for err and schedules the next attempt.
+func (s *Source) degrade(err error, now time.Time) {
+	s.down = err
+	s.reason = "nvml_error"
+	var ne *nvmlError
+	if errors.As(err, &ne) {
+		s.reason = ne.reason()
+	}
+	switch {
+	case now.IsZero():
+		s.backoff = 0
+	case s.backoff == 0:
+		s.backoff = retryFirst
+	default:
+		s.backoff = min(2*s.backoff, retryMax)
+	}
+	s.retryAt = now.Add(s.backoff)
+	s.devs, s.list = s.devs[:0], s.list[:0]
+}
+
+// Down reports why the source is down, nil while it is up.
+func (s *Source) Down() error { return s.down }
 
 func pciAddr(p gonvml.PciInfo) string {
 	b := make([]byte, 0, len(p.BusId))
@@ -144,33 +308,74 @@ func (s *Source) Devices() []gpu.Device     { return slices.Clone(s.list) }
 func (s *Source) Close() error              { s.lib.Shutdown(); return nil }
 func (s *Source) Rejects() *reading.Rejects { return s.rejects }
 
-// Health reports one entry per device.
+// Health reports one entry per device ever seen; while the source is
+// down every one is down with the reason, and before any device was seen
+// one entry "nvml" says so.
 func (s *Source) Health() []snapshot.SourceHealth {
-	out := make([]snapshot.SourceHealth, 0, len(s.devs))
+	out := make([]snapshot.SourceHealth, 0, len(s.order))
 	rej := s.rejects.Counts()
-	for _, d := range s.devs {
-		h := d.meter.Health(s.now)
+	for _, k := range s.order {
+		h := s.meters[k].Health(s.now)
 		h.Rejected = rej
+		if s.down != nil {
+			h.Up, h.Reason = false, s.reason
+		}
 		out = append(out, h)
+	}
+	if len(out) == 0 && s.down != nil {
+		out = append(out, snapshot.SourceHealth{Source: "nvml", Reads: s.attempts, Errors: s.attempts, Reason: s.reason, Rejected: rej})
 	}
 	return out
 }
 
 // Read returns every device's reading for the interval ending at now.
 // The per-process maps in the readings are reused by the next Read.
+// While the source is down it returns no readings and, at the retry
+// time, initialises NVML again. When every device fails at once (the
+// driver was unloaded or reloaded under us), the source goes down and
+// re-initialises at the next read.
 func (s *Source) Read(_ context.Context, now time.Time) ([]gpu.Reading, error) {
 	s.now = now
+	if s.down != nil {
+		if now.Before(s.retryAt) {
+			return nil, s.down
+		}
+		s.attempts++
+		if err := s.start(); err != nil {
+			s.degrade(err, now)
+			return nil, err
+		}
+		s.down, s.backoff = nil, 0
+		s.log.Info("NVIDIA GPU source up again", zap.Int("devices", len(s.devs)))
+	}
 	out := make([]gpu.Reading, 0, len(s.devs))
+	var failed int
+	var last gonvml.Return
 	for _, d := range s.devs {
-		out = append(out, s.read(d, now))
+		r, ret := s.read(d, now)
+		if ret != gonvml.SUCCESS && ret != gonvml.ERROR_NOT_SUPPORTED {
+			failed, last = failed+1, ret
+		}
+		out = append(out, r)
+	}
+	if failed > 0 && failed == len(s.devs) {
+		err := &nvmlError{"energy", last}
+		s.lib.Shutdown()
+		s.degrade(err, time.Time{})
+		s.retryAt = now // re-initialise at the next read
+		s.log.Warn("every NVIDIA GPU failed; re-initialising NVML", zap.Error(err))
+		return out, err
 	}
 	return out, nil
 }
 
-func (s *Source) read(d *device, now time.Time) gpu.Reading {
+// read reads one device; ret is its energy or power call's result.
+func (s *Source) read(d *device, now time.Time) (gpu.Reading, gonvml.Return) {
+	var eret gonvml.Return
 	r := gpu.Reading{Device: d.dev, Method: gpu.Counter}
 	if d.counter {
 		mj, ret := d.h.GetTotalEnergyConsumption()
+		eret = ret
 		if ret != gonvml.SUCCESS {
 			d.meter.Fail(fmt.Errorf("energy: %s", ret.Error()), now)
 		} else {
@@ -179,6 +384,7 @@ func (s *Source) read(d *device, now time.Time) gpu.Reading {
 	} else {
 		r.Method = gpu.PowerIntegrated
 		mw, ret := d.h.GetPowerUsage()
+		eret = ret
 		if ret != gonvml.SUCCESS {
 			d.meter.Fail(fmt.Errorf("power: %s", ret.Error()), now)
 		} else {
@@ -188,21 +394,21 @@ func (s *Source) read(d *device, now time.Time) gpu.Reading {
 	r.Interval, r.PowerW = d.meter.Interval(), d.meter.PowerW()
 	if u, ret := d.h.GetUtilizationRates(); ret == gonvml.SUCCESS {
 		if err := reading.CheckGauge(float64(u.Gpu), 100); err == nil {
-			r.Utilization = float64(u.Gpu) / 100
+			r.Utilization, r.UtilizationKnown = float64(u.Gpu)/100, true
 		} else {
 			s.rejects.Add(err, d.dev.Key()+" utilization")
 		}
 	}
-	if cur, _, ret := d.h.GetMigMode(); ret == gonvml.SUCCESS && cur == gonvml.DEVICE_MIG_ENABLE {
+	if s.migEnabled(d) {
 		r.Instances = s.instances(d)
-		return r
+		return r, eret
 	}
 	clear(d.usage)
 	r.Usage = d.usage
 	if d.util {
 		if s.processUtil(d, r.Interval) {
 			r.Basis = gpu.SMUtil
-			return r
+			return r, eret
 		}
 		d.util = false
 		s.log.Info("per-process GPU utilization unsupported, splitting by memory held",
@@ -211,10 +417,10 @@ func (s *Source) read(d *device, now time.Time) gpu.Reading {
 	r.Basis = gpu.Memory
 	procs, ret := d.h.GetComputeRunningProcesses()
 	if ret != gonvml.SUCCESS {
-		return r
+		return r, eret
 	}
 	memoryWeights(procs, func(p gonvml.ProcessInfo, w float64) { d.usage[int(p.Pid)] += w })
-	return r
+	return r, eret
 }
 
 // processUtil fills d.usage with each pid's SM utilization × time from the
@@ -285,6 +491,16 @@ func (s *Source) processUtil(d *device, interval time.Duration) bool {
 	}
 	d.seen = newest
 	return true
+}
+
+// migEnabled reports whether the board runs in MIG mode; false where the
+// driver has no MIG functions.
+func (s *Source) migEnabled(d *device) bool {
+	if !s.feat.mig {
+		return false
+	}
+	cur, _, ret := d.h.GetMigMode()
+	return ret == gonvml.SUCCESS && cur == gonvml.DEVICE_MIG_ENABLE
 }
 
 func cmpU64(a, b uint64) int {

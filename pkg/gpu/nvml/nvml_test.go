@@ -4,14 +4,17 @@ package nvml
 
 import (
 	"context"
+	"errors"
 	"math"
 	"testing"
 	"time"
 
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/wattrace/wattrace/pkg/gpu"
 	"github.com/wattrace/wattrace/pkg/gpu/nvml/nvmltest"
 )
 
@@ -78,3 +81,44 @@ func TestOpenWithoutDriver(t *testing.T) {
 // MIG on a Hopper board with GPM: instances are weighted by SMs × their
 // measured SM activity over the interval, not by SMs alone; the first
 // interval (one GPM sample only) falls back to the SM share.
+
+// A driver older than GPM (R520) and MIG (R450) lacks their symbols:
+// go-nvml binds lazily, so calling one would kill the process. The
+// source looks each up first and never calls a missing one; the board
+// still reads its energy and splits by SM utilization.
+func TestMissingSymbolsAreNeverCalled(t *testing.T) {
+	srv, bs := twoGPUs(t)
+	missing := map[string]bool{}
+	for _, s := range append(append([]string(nil), symGPM...), symMIG...) {
+		missing[s] = true
+	}
+	var looked []string
+	srv.LookupSymbolFunc = func(s string) error {
+		looked = append(looked, s)
+		if missing[s] {
+			return errors.New("undefined symbol: " + s)
+		}
+		return nil
+	}
+	for _, d := range srv.Devices {
+		d := d.(*server.Device)
+		d.GpmQueryDeviceSupportFunc = func() (gonvml.GpmSupport, gonvml.Return) {
+			panic("undefined symbol: nvmlGpmQueryDeviceSupport")
+		}
+		d.GetMigModeFunc = func() (int, int, gonvml.Return) { panic("undefined symbol: nvmlDeviceGetMigMode") }
+	}
+	src, err := New(srv, Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(looked) < len(missing) {
+		t.Fatalf("looked up %v", looked)
+	}
+	src.Read(context.Background(), t0)
+	bs[0].EnergyMJ += 250_000
+	bs[0].TSUS = 2_000_000
+	rs, _ := src.Read(context.Background(), t0.Add(time.Second))
+	if !rs[0].OK || !near(rs[0].EnergyJ, 250) || rs[0].Basis != gpu.SMUtil {
+		t.Fatalf("reading %+v", rs[0])
+	}
+}

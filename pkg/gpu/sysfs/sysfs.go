@@ -23,6 +23,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -41,6 +42,10 @@ type Options struct {
 	SysfsRoot, ProcfsRoot string
 	// MaxWatts is the per-card power ceiling (gpu.DefaultMaxWatts if 0).
 	MaxWatts float64
+	// SampleEvery is how often a card that gives only power (amdgpu) is
+	// sampled in the background, for the trapezoid rule
+	// (power.meter-interval); 0 samples only at each Read.
+	SampleEvery time.Duration
 }
 
 var cardRE = regexp.MustCompile(`^card[0-9]+$`)
@@ -53,6 +58,29 @@ type card struct {
 	// file is the hwmon file read; counter says µJ cumulative (else µW).
 	file    string
 	counter bool
+	// usage merges DRM and KFD usage (reused).
+	usage map[int]float64
+	// For power cards: the energy integrated so far with the trapezoid
+	// rule over the samples (joules), and the last accepted sample.
+	joules float64
+	prevW  float64
+	prevT  time.Time
+	// sampleErr is why the latest sample failed or was rejected.
+	sampleErr error
+	// pending are samples not integrated yet.
+	pending []powerSample
+	// busy is amdgpu's gpu_busy_percent, the whole card's utilization
+	// (graphics, DRM and ROCm/KFD work alike); "" when absent.
+	busy string
+}
+
+// maxPending bounds a card's samples awaiting a read (an hour at 1 s).
+const maxPending = 3600
+
+// powerSample is one power reading of a card and when it was taken.
+type powerSample struct {
+	t time.Time
+	w float64
 }
 
 // Source reads the DRM cards found at Open.
@@ -65,6 +93,25 @@ type Source struct {
 	tracker *fdinfo.Tracker
 	now     time.Time
 	scanErr error
+	log     *zap.Logger
+	// reason is the health reason while DRM clients are unreadable
+	// ("fdinfo_no_permission"), or while KFD processes' compute cannot be
+	// attributed ("kfd_unattributed"); warned and kfdWarned: the one log
+	// line of each was written.
+	reason            string
+	warned, kfdWarned bool
+	// kfd is the KFD topology's GPUs by PCI address; kfdUse is each
+	// card's KFD usage of the interval (pid → ns), reused.
+	sysRoot string
+	kfd     map[string]kfdNode
+	kfdUse  map[string]map[int]float64
+	lastT   time.Time
+	// mu guards the power cards' integration, which the sampler
+	// goroutine (stop ends it) shares with Read.
+	mu      sync.Mutex
+	maxW    float64
+	stop    chan struct{}
+	stopped chan struct{}
 }
 
 // Open finds amdgpu, i915 and xe cards with an energy or power hwmon file.
@@ -92,12 +139,16 @@ func Open(opts Options, log *zap.Logger) (*Source, error) {
 		return nil, fmt.Errorf("gpu sysfs: %w", err)
 	}
 	rej := reading.NewRejects("gpu-sysfs", log)
-	s := &Source{scanner: fdinfo.NewScanner(opts.ProcfsRoot), debugfs: filepath.Join(opts.SysfsRoot, "kernel", "debug"), rejects: rej, tracker: fdinfo.NewTracker(rej)}
+	kfd := kfdTopology(opts.SysfsRoot)
+	s := &Source{log: log, sysRoot: opts.SysfsRoot, kfd: kfd, kfdUse: map[string]map[int]float64{}, scanner: fdinfo.NewScanner(opts.ProcfsRoot), debugfs: filepath.Join(opts.SysfsRoot, "kernel", "debug"), rejects: rej, tracker: fdinfo.NewTracker(rej)}
 	for _, e := range ents {
 		if !cardRE.MatchString(e.Name()) {
 			continue
 		}
 		c, why := probe(filepath.Join(drm, e.Name()), e.Name())
+		if c != nil && kfd[c.dev.PCIBusID].APU {
+			c, why = nil, "an APU: its power sensor reports the whole socket, CPU included, which the CPU's package zone counts"
+		}
 		if c == nil {
 			if why != "" {
 				log.Info("DRM card skipped", zap.String("card", e.Name()), zap.String("why", why))
@@ -115,8 +166,86 @@ func Open(opts Options, log *zap.Logger) (*Source, error) {
 		log.Info("DRM GPU source off: no amdgpu, i915 or xe card with an energy or power sensor")
 		return nil, nil
 	}
+	s.maxW = opts.MaxWatts
+	if s.maxW <= 0 {
+		s.maxW = gpu.DefaultMaxWatts
+	}
+	if opts.SampleEvery > 0 && slices.ContainsFunc(s.cards, func(c *card) bool { return !c.counter }) {
+		s.stop, s.stopped = make(chan struct{}), make(chan struct{})
+		go s.sampler(opts.SampleEvery)
+	}
 	log.Info("DRM GPU source on", zap.Int("devices", len(s.cards)))
 	return s, nil
+}
+
+// sampler samples the power cards every interval until Close.
+func (s *Source) sampler(every time.Duration) {
+	defer close(s.stopped)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case now := <-t.C:
+			s.sample(now)
+		}
+	}
+}
+
+// sample reads every power card once at now and keeps the reading for
+// the next Read to integrate: an amdgpu card's energy is then measured at
+// the meter interval, not one sample per stats interval multiplied out. A
+// failed or rejected sample is skipped (the next one spans the gap).
+func (s *Source) sample(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.cards {
+		if c.counter {
+			continue
+		}
+		v, err := readUint(c.file)
+		c.sampleErr = err
+		if err != nil {
+			continue
+		}
+		w := float64(v) / 1e6
+		if err := reading.CheckGauge(w, s.maxW); err != nil {
+			s.rejects.Add(err, c.dev.PCIBusID+" power")
+			c.sampleErr = err
+			continue
+		}
+		if len(c.pending) >= maxPending {
+			// No read for a long while: keep the newest samples.
+			c.pending = append(c.pending[:0], c.pending[len(c.pending)/2:]...)
+		}
+		c.pending = append(c.pending, powerSample{now, w})
+	}
+}
+
+// integrate folds c's pending samples taken up to now into its energy
+// with the trapezoid rule, as the hwmon meter does, in time order; samples
+// taken after now (the sampler's clock ran ahead of the loop's) wait for
+// the next read, and one not newer than the last folded is dropped, so no
+// span is integrated twice. Called with s.mu held.
+func (c *card) integrate(now time.Time) {
+	slices.SortFunc(c.pending, func(a, b powerSample) int { return a.t.Compare(b.t) })
+	k := 0
+	for _, p := range c.pending {
+		if p.t.After(now) {
+			c.pending[k] = p
+			k++
+			continue
+		}
+		if !c.prevT.IsZero() {
+			if !p.t.After(c.prevT) {
+				continue
+			}
+			c.joules += (c.prevW + p.w) / 2 * p.t.Sub(c.prevT).Seconds()
+		}
+		c.prevW, c.prevT = p.w, p.t
+	}
+	c.pending = c.pending[:k]
 }
 
 // probe returns the card at dir, or nil and why not ("" for cards of
@@ -143,6 +272,11 @@ func probe(dir, name string) (*card, string) {
 		Source:   "sysfs",
 		Model:    filepath.Base(drv) + " " + strings.TrimSpace(readStr(filepath.Join(devDir, "device"))),
 	}}
+	if vendor == gpu.AMD {
+		if p := filepath.Join(devDir, "gpu_busy_percent"); exists(p) {
+			c.busy = p
+		}
+	}
 	hw, _ := filepath.Glob(filepath.Join(devDir, "hwmon", "hwmon*"))
 	slices.Sort(hw)
 	for _, h := range hw {
@@ -164,14 +298,26 @@ func probe(dir, name string) (*card, string) {
 	return nil, "no energy or power sensor in hwmon"
 }
 
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
 func readStr(p string) string {
 	b, _ := os.ReadFile(p)
 	return string(b)
 }
 
-func (s *Source) Name() string              { return "sysfs" }
-func (s *Source) Devices() []gpu.Device     { return slices.Clone(s.list) }
-func (s *Source) Close() error              { return nil }
+func (s *Source) Name() string          { return "sysfs" }
+func (s *Source) Devices() []gpu.Device { return slices.Clone(s.list) }
+func (s *Source) Close() error {
+	if s.stop != nil {
+		close(s.stop)
+		<-s.stopped
+		s.stop = nil
+	}
+	return nil
+}
 func (s *Source) Rejects() *reading.Rejects { return s.rejects }
 
 // Health reports one entry per card.
@@ -181,6 +327,7 @@ func (s *Source) Health() []snapshot.SourceHealth {
 	for _, c := range s.cards {
 		h := c.meter.Health(s.now)
 		h.Rejected = rej
+		h.Reason = s.reason
 		out = append(out, h)
 	}
 	return out
@@ -196,25 +343,112 @@ func (s *Source) Read(_ context.Context, now time.Time) ([]gpu.Reading, error) {
 	}
 	clients, err := s.scanner.Scan(pids)
 	s.scanErr = err
+	s.reason = ""
+	if n := s.scanner.Denied(); n > 0 {
+		// Other users' DRM clients are missing: attribution is partial,
+		// and health says so rather than showing their share as idle.
+		s.reason = "fdinfo_no_permission"
+		if !s.warned {
+			s.warned = true
+			s.log.Warn("cannot read other users' DRM clients (/proc/PID/fd, fdinfo) for lack of permission: per-process GPU energy is incomplete; grant CAP_SYS_PTRACE (docs/gpu.md)",
+				zap.Int("processes", n))
+		}
+	}
 	usage := s.tracker.Update(clients, now)
+	for _, m := range s.kfdUse {
+		clear(m)
+	}
+	var dt time.Duration
+	if !s.lastT.IsZero() {
+		dt = now.Sub(s.lastT)
+	}
+	s.lastT = now
+	if len(s.kfd) > 0 {
+		if n := kfdUsage(s.sysRoot, s.kfd, dt, s.kfdUse); n > 0 && s.reason == "" {
+			// ROCm work the kernel does not report per process: its
+			// energy stays unattributed, and health says why.
+			s.reason = "kfd_unattributed"
+			if !s.kfdWarned {
+				s.kfdWarned = true
+				s.log.Warn("KFD (ROCm) processes use a GPU without a cu_occupancy this kernel reports: their compute energy is unattributed",
+					zap.Int("processes", n))
+			}
+		}
+	}
 	out := make([]gpu.Reading, 0, len(s.cards))
 	for _, c := range s.cards {
 		r := gpu.Reading{Device: c.dev, Method: gpu.PowerIntegrated, Basis: gpu.EngineTime}
 		if c.counter {
 			r.Method = gpu.Counter
 		}
-		v, err := readUint(c.file)
-		switch {
-		case err != nil:
-			c.meter.Fail(err, now)
-		case c.counter:
-			r.EnergyJ, r.OK = c.meter.Counter(float64(v)/1e6, now)
-		default:
-			r.EnergyJ, r.OK = c.meter.Power(float64(v)/1e6, now)
+		if c.counter {
+			v, err := readUint(c.file)
+			if err != nil {
+				c.meter.Fail(err, now)
+			} else {
+				r.EnergyJ, r.OK = c.meter.Counter(float64(v)/1e6, now)
+			}
+		} else {
+			// The power integrated since the previous read, the
+			// interval's end sampled now, through the meter's counter
+			// validation as any energy counter.
+			s.sample(now)
+			s.mu.Lock()
+			c.integrate(now)
+			j, at, serr := c.joules, c.prevT, c.sampleErr
+			s.mu.Unlock()
+			switch {
+			case serr != nil:
+				// The interval's end is unknown: nothing is credited
+				// now, and the next read's energy spans the gap. %v,
+				// not %w: the sample counted its rejection already.
+				c.meter.Fail(fmt.Errorf("power sample: %v", serr), now)
+			case at.IsZero():
+				c.meter.Fail(errors.New("no power sample yet"), now)
+			case !at.Equal(now):
+				// This read's own sample was not taken (raced): the end
+				// of the interval is unknown, the next read spans it.
+				c.meter.Fail(errors.New("no power sample at the read"), now)
+			default:
+				r.EnergyJ, r.OK = c.meter.Counter(j, now)
+			}
 		}
 		r.Interval, r.PowerW = c.meter.Interval(), c.meter.PowerW()
 		if u := usage[c.dev.PCIBusID]; u != nil {
 			r.Usage, r.Utilization = u.ByPID, u.Utilization
+		}
+		if n, ok := s.kfd[c.dev.PCIBusID]; ok && n.GPUID != 0 {
+			// ROCm submits through /dev/kfd, which DRM fdinfo does not
+			// see: its processes' compute share joins the DRM clients'.
+			r.Basis = gpu.EngineTimeKFD
+			if k := s.kfdUse[c.dev.PCIBusID]; len(k) > 0 {
+				if c.usage == nil {
+					c.usage = map[int]float64{}
+				}
+				clear(c.usage)
+				for pid, w := range r.Usage {
+					c.usage[pid] += w
+				}
+				for pid, w := range k {
+					c.usage[pid] += w
+				}
+				r.Usage = c.usage
+			}
+		}
+		// i915 and xe work is all DRM clients', so the busiest engine's
+		// share is the card's utilization when every process could be
+		// read; amdgpu's ROCm work is not in fdinfo, so only its own
+		// gpu_busy_percent says how busy the card is.
+		r.UtilizationKnown = c.dev.Vendor == gpu.Intel && err == nil && s.reason == ""
+		if c.busy != "" {
+			r.Utilization, r.UtilizationKnown = 0, false
+			if v, berr := readUint(c.busy); berr == nil {
+				if cerr := reading.CheckGauge(float64(v), 100); cerr == nil {
+					r.Utilization, r.UtilizationKnown = float64(v)/100, true
+				} else {
+					s.rejects.Add(cerr, c.dev.PCIBusID+" gpu_busy_percent")
+				}
+			}
 		}
 		out = append(out, r)
 	}

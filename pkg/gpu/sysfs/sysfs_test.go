@@ -3,6 +3,7 @@ package sysfs
 import (
 	"context"
 	"fmt"
+	"math"
 	"path/filepath"
 	"testing"
 	"time"
@@ -128,5 +129,112 @@ func BenchmarkRead8Cards100Procs(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// amdgpu's ROCm work is not in DRM fdinfo: without gpu_busy_percent the
+// card's utilization is unknown (so it teaches no idle model); with it,
+// the card's own figure is used. An i915 card's utilization is its DRM
+// clients' busiest engine, known when the scan succeeded.
+func TestUtilizationKnownOnlyWhereMeasured(t *testing.T) {
+	tr := newTree(t)
+	tr.Card(0, "0000:03:00.0", "amdgpu", map[string]string{"power1_input": "100000000"})
+	tr.Card(1, "0000:04:00.0", "amdgpu", map[string]string{"power1_input": "100000000"})
+	tr.Write(filepath.Join(tr.Devices, "0000:04:00.0", "gpu_busy_percent"), "37\n")
+	tr.Card(2, "0000:05:00.0", "i915", map[string]string{"energy1_input": "100000000"})
+	tr.Mkdir(tr.Proc)
+	src, _ := Open(Options{SysfsRoot: tr.Sys, ProcfsRoot: tr.Proc}, nil)
+	src.Read(context.Background(), t0)
+	rs, _ := src.Read(context.Background(), t0.Add(time.Second))
+	if rs[0].UtilizationKnown || !rs[1].UtilizationKnown || rs[1].Utilization != 0.37 || !rs[2].UtilizationKnown {
+		t.Fatalf("amdgpu %v/%v, amdgpu with gpu_busy_percent %v/%v, i915 %v",
+			rs[0].Utilization, rs[0].UtilizationKnown, rs[1].Utilization, rs[1].UtilizationKnown, rs[2].UtilizationKnown)
+	}
+}
+
+// Acceptance (issue 20, item 5): an AMD APU (its KFD node has CPU cores
+// and SIMDs) reports socket power, CPU included: it is not a GPU device,
+// and APUs names it for the meters to leave out; a discrete card beside
+// it is read as usual.
+func TestAPUIsNotAGPU(t *testing.T) {
+	tr := newTree(t)
+	tr.Card(0, "0000:c1:00.0", "amdgpu", map[string]string{"power1_input": "25000000"})
+	tr.KFDNode(1, "0000:c1:00.0", 1234, 16, 48)
+	tr.Card(1, "0000:03:00.0", "amdgpu", map[string]string{"power1_average": "100000000"})
+	tr.KFDNode(2, "0000:03:00.0", 5678, 0, 304)
+	src, err := Open(Options{SysfsRoot: tr.Sys, ProcfsRoot: tr.Proc}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds := src.Devices(); len(ds) != 1 || ds[0].PCIBusID != "0000:03:00.0" {
+		t.Fatalf("devices %+v, want the discrete card only", ds)
+	}
+	if a := APUs(tr.Sys); fmt.Sprint(a) != "[0000:c1:00.0]" {
+		t.Fatalf("APUs %v", a)
+	}
+}
+
+// Acceptance (issue 20, item 6): ROCm work goes through /dev/kfd, which
+// DRM fdinfo does not see. Two KFD processes on an MI-class card (120
+// CUs) occupying 30 and 10 CUs split its use 3:1, as the occupied share
+// × the interval in nanoseconds; the basis says engine_time_kfd. A third
+// process on the GPU without a cu_occupancy (an older kernel) cannot be
+// attributed: health says kfd_unattributed.
+func TestKFDProcessesSplitByTheirUsage(t *testing.T) {
+	tr := newTree(t)
+	tr.Card(0, "0000:c1:00.0", "amdgpu", map[string]string{"power1_input": "500000000"})
+	tr.KFDNode(1, "0000:c1:00.0", 5678, 0, 480)
+	tr.KFDProc(10, 5678, 30)
+	tr.KFDProc(11, 5678, 10)
+	src, err := Open(Options{SysfsRoot: tr.Sys, ProcfsRoot: tr.Proc}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.Read(context.Background(), t0)
+	rs, _ := src.Read(context.Background(), t0.Add(2*time.Second))
+	u := rs[0].Usage
+	if rs[0].Basis != "engine_time_kfd" || u[10] != 0.25*2e9 || u[11] != 2e9/12 || len(u) != 2 {
+		t.Fatalf("basis %q usage %v, want 30/120 and 10/120 of 2 s", rs[0].Basis, u)
+	}
+	if h := src.Health(); h[0].Reason != "" {
+		t.Fatalf("health reason %q with every KFD process attributable", h[0].Reason)
+	}
+	tr.KFDProc(12, 5678, -1)
+	src.Read(context.Background(), t0.Add(3*time.Second))
+	if h := src.Health(); h[0].Reason != "kfd_unattributed" {
+		t.Fatalf("health %+v, want kfd_unattributed", h[0])
+	}
+}
+
+// Acceptance (issue 20, item 10): amdgpu gives only power. It is sampled
+// at the meter interval and integrated with the trapezoid rule, so a step
+// from 100 W to 300 W late in the interval costs what it drew, not 300 W
+// × the whole interval as one sample at the read would make it.
+func TestAMDGPUPowerTrapezoid(t *testing.T) {
+	tr := newTree(t)
+	hw := tr.Card(0, "0000:03:00.0", "amdgpu", map[string]string{"power1_average": "100000000"})
+	src, err := Open(Options{SysfsRoot: tr.Sys, ProcfsRoot: tr.Proc}, nil) // samples driven by the test
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.Read(context.Background(), t0)
+	src.sample(t0.Add(500 * time.Millisecond))
+	tr.Write(filepath.Join(hw, "power1_average"), "300000000")
+	src.sample(t0.Add(600 * time.Millisecond))
+	src.sample(t0.Add(900 * time.Millisecond))
+	src.sample(t0.Add(800 * time.Millisecond)) // out of order: folded in time order, once
+	rs, _ := src.Read(context.Background(), t0.Add(time.Second))
+	// 100 W for 0.5 s, the step over 0.1 s, 300 W for 0.4 s.
+	if want := 50.0 + 20 + 120; !rs[0].OK || math.Abs(rs[0].EnergyJ-want) > 1e-9 || rs[0].Method != "power_integrated" || math.Abs(rs[0].PowerW-want) > 1e-9 {
+		t.Fatalf("%+v, want %v J", rs[0], want)
+	}
+	// The background sampler runs at the meter interval and stops on Close.
+	bg, _ := Open(Options{SysfsRoot: tr.Sys, ProcfsRoot: tr.Proc, SampleEvery: time.Millisecond}, nil)
+	time.Sleep(20 * time.Millisecond)
+	bg.mu.Lock()
+	sampled := len(bg.cards[0].pending) > 0
+	bg.mu.Unlock()
+	if err := bg.Close(); err != nil || !sampled {
+		t.Fatalf("background sampler: sampled %v, close %v", sampled, err)
 	}
 }

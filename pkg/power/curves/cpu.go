@@ -168,3 +168,22 @@ func Vendor(key string) string {
 	}
 	return ""
 }
+
+var (
+	familyIntel = regexp.MustCompile(`([a-z]\d-\d\d|(?:platinum|gold|silver|bronze) \d\d|\b[xlew]\d\d|opteron \d\d)\d\d`)
+	familyAMD   = regexp.MustCompile(`(epyc \d)\d\d`)
+)
+
+// Family is a normalised key's model number without the digits that rank
+// it within its line ("xeon e5-2680 v3" → "xeon e5-26xx v3", "xeon gold
+// 6248" → "xeon gold 62xx", "epyc 7742" → "epyc 7xx2", "opteron 6376" → "opteron 63xx"); "" when the key
+// has no model number it can read. CPUs of a family share a platform,
+// and so much of their power beyond what threads and memory explain.
+func Family(key string) string {
+	for _, re := range []*regexp.Regexp{familyIntel, familyAMD} {
+		if loc := re.FindStringSubmatchIndex(key); loc != nil {
+			return key[:loc[3]] + "xx" + key[loc[1]:]
+		}
+	}
+	return ""
+}

@@ -58,12 +58,23 @@ type Options struct {
 	// squares with Huber's weights (tuning 1.345 robust standard
 	// deviations), so a few odd servers do not pull the curves.
 	Huber bool
+	// FamilyShrink is the pseudo-count of the arch tier's per-family
+	// offsets (Family: the model number without its rank digits, e5-26xx
+	// v3), for CPUs the table lacks; 0 turns them off.
+	FamilyShrink float64
+	// CPUWeight weighs the arch and generic tiers' results by 1/(results
+	// of the same CPU), so that the CPUs many vendors measured do not
+	// outweigh the rest: those tiers stand in for CPUs the table lacks.
+	CPUWeight bool
 	// Extra features for every tier (experiments).
 	Extra []string
+
+	weights []float64 // per result, set by trainTier; nil: all 1
 }
 
 // DefaultOptions are the options fit.json was made with.
-var DefaultOptions = Options{Quantiles: [2]float64{0.05, 0.95}, Folds: 5, Lambda: 0.1, MinGroup: 2, Shrink: 0.5, ConfigShrink: 1, Huber: true}
+var DefaultOptions = Options{Quantiles: [2]float64{0.05, 0.95}, Folds: 5, Lambda: 0.1, MinGroup: 2, Shrink: 0.5, ConfigShrink: 1, Huber: true,
+	Extra: []string{"sku", "entry"}, CPUWeight: true, FamilyShrink: 2}
 
 // Validate rejects results that cannot be fitted.
 func (r Result) Validate() error {
@@ -133,6 +144,7 @@ func Train(results []Result, opt Options) (Fit, error) {
 	for g, v := range perThread {
 		f.TDPPerThread[g] = median(v)
 	}
+
 	for g, n := range groupCount {
 		if n >= opt.MinGroup {
 			f.Groups = append(f.Groups, g)
@@ -181,7 +193,10 @@ func Train(results []Result, opt Options) (Fit, error) {
 			}
 		}
 		o := opt
-		if s.name != TierCPU {
+		switch s.name {
+		case TierArch:
+			o.Shrink, o.ConfigShrink = opt.FamilyShrink, 0
+		case TierGeneric:
 			o.Shrink = 0
 		}
 		t, err := trainTier(s.name, s.feats, rs, is, o, f.Memory)
@@ -198,6 +213,16 @@ func Train(results []Result, opt Options) (Fit, error) {
 // results the coefficients did not see.
 func trainTier(name string, feats []string, rs []Result, ins []inputs, opt Options, memory [2]float64) (Tier, error) {
 	t := Tier{Name: name, Features: feats}
+	if opt.CPUWeight && name != TierCPU {
+		n := map[string]float64{}
+		for _, in := range ins {
+			n[in.key]++
+		}
+		opt.weights = make([]float64, len(ins))
+		for i, in := range ins {
+			opt.weights[i] = 1 / n[in.key]
+		}
+	}
 	fold := func(id string) int {
 		h := fnv.New32a()
 		_, _ = h.Write([]byte("fold/" + id))
@@ -210,7 +235,7 @@ func trainTier(name string, feats []string, rs []Result, ins []inputs, opt Optio
 		}
 		t.Coef[l] = beta
 		if opt.Shrink > 0 {
-			cpu, cfg := offsets(beta, feats, rs, ins, l, opt, func(int) bool { return true })
+			cpu, cfg := offsets(name, beta, feats, rs, ins, l, opt, func(int) bool { return true })
 			for key, off := range cpu {
 				if t.Offsets == nil {
 					t.Offsets = map[string]*[NumLevels]float64{}
@@ -244,16 +269,16 @@ func trainTier(name string, feats []string, rs []Result, ins []inputs, opt Optio
 			}
 			var cpu, cfg map[string]float64
 			if opt.Shrink > 0 {
-				cpu, cfg = offsets(b, feats, rs, ins, l, opt, in)
+				cpu, cfg = offsets(name, b, feats, rs, ins, l, opt, in)
 			}
 			for i := range rs {
 				if !in(i) {
-					res = append(res, math.Log(rs[i].Watts[l])-dot(b, feats, ins[i])-cpu[ins[i].key]-cfg[configKey(ins[i])])
+					res = append(res, math.Log(rs[i].Watts[l])-dot(b, feats, ins[i])-cpu[offsetKey(name, ins[i])]-cfg[configKey(ins[i])])
 					// The same result as a node that does not say its
 					// memory: imputed, and no configuration offset.
 					nm := ins[i]
 					nm.memG = math.Exp(memory[0] + memory[1]*math.Log(nm.threads))
-					resNoMem = append(resNoMem, math.Log(rs[i].Watts[l])-dot(b, feats, nm)-cpu[nm.key])
+					resNoMem = append(resNoMem, math.Log(rs[i].Watts[l])-dot(b, feats, nm)-cpu[offsetKey(name, nm)])
 				}
 			}
 		}
@@ -273,7 +298,7 @@ func trainTier(name string, feats []string, rs []Result, ins []inputs, opt Optio
 // sockets, threads, memory) mean residual after its CPU's offset, shrunk
 // by ConfigShrink (none when it is 0): results of the same server
 // configuration, submitted by several vendors, share much of their error.
-func offsets(beta []float64, feats []string, rs []Result, ins []inputs, l int, opt Options, use func(int) bool) (cpu, cfg map[string]float64) {
+func offsets(tier string, beta []float64, feats []string, rs []Result, ins []inputs, l int, opt Options, use func(int) bool) (cpu, cfg map[string]float64) {
 	mean := func(key func(i int) string, resid func(i int) float64, shrink float64) map[string]float64 {
 		sum, n := map[string]float64{}, map[string]float64{}
 		for i := range rs {
@@ -289,12 +314,22 @@ func offsets(beta []float64, feats []string, rs []Result, ins []inputs, l int, o
 		return out
 	}
 	base := func(i int) float64 { return math.Log(rs[i].Watts[l]) - dot(beta, feats, ins[i]) }
-	cpu = mean(func(i int) string { return ins[i].key }, base, opt.Shrink)
+	cpu = mean(func(i int) string { return offsetKey(tier, ins[i]) }, base, opt.Shrink)
+	delete(cpu, "")
 	if opt.ConfigShrink <= 0 {
 		return cpu, nil
 	}
-	cfg = mean(func(i int) string { return configKey(ins[i]) }, func(i int) float64 { return base(i) - cpu[ins[i].key] }, opt.ConfigShrink)
+	cfg = mean(func(i int) string { return configKey(ins[i]) }, func(i int) float64 { return base(i) - cpu[offsetKey(tier, ins[i])] }, opt.ConfigShrink)
 	return cpu, cfg
+}
+
+// offsetKey is what a tier's offsets are keyed by: the CPU in the cpu
+// tier, its family in the arch tier ("" none).
+func offsetKey(tier string, in inputs) string {
+	if tier == TierArch {
+		return Family(in.key)
+	}
+	return in.key
 }
 
 func configKey(in inputs) string {
@@ -312,7 +347,7 @@ func dot(beta []float64, feats []string, in inputs) float64 {
 // ridge solves (XᵀX + λD)β = Xᵀy for log watts at level l over the results
 // use keeps; D penalises every coefficient but the intercept.
 func ridge(feats []string, rs []Result, ins []inputs, l int, opt Options, use func(int) bool) ([]float64, error) {
-	beta, err := weightedRidge(feats, rs, ins, l, opt.Lambda, use, nil)
+	beta, err := weightedRidge(feats, rs, ins, l, opt.Lambda, use, opt.weights)
 	if err != nil || !opt.Huber {
 		return beta, err
 	}
@@ -331,6 +366,9 @@ func ridge(feats []string, rs []Result, ins []inputs, l int, opt Options, use fu
 		for i := range rs {
 			r := math.Abs(math.Log(rs[i].Watts[l]) - dot(beta, feats, ins[i]))
 			w[i] = math.Min(1, 1.345*scale/math.Max(r, 1e-12))
+			if opt.weights != nil {
+				w[i] *= opt.weights[i]
+			}
 		}
 		next, err := weightedRidge(feats, rs, ins, l, opt.Lambda, use, w)
 		if err != nil {

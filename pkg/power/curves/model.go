@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -325,6 +326,15 @@ func feature(name string, in inputs) float64 {
 			return 1
 		}
 		return 0
+	case name == "entry":
+		if entry.MatchString(in.key) {
+			return 1
+		}
+		return 0
+	case name == "sku":
+		return skuRank(in.key)
+	case name == "log_threads_sq":
+		return math.Log(in.threads) * math.Log(in.threads)
 	case strings.HasPrefix(name, "arch:"):
 		if in.group == name[len("arch:"):] {
 			return 1
@@ -345,7 +355,30 @@ var (
 	lowPower = regexp.MustCompile(`\bl\d{4}\b|-\d{4}l\b|\d(he|ee)\b`)
 	// desktop matches client CPUs (Core, Pentium, Celeron, Ryzen).
 	desktop = regexp.MustCompile(`core i\d|^i\d-|pentium|celeron|ryzen`)
+	// entry matches single-socket entry server parts: Xeon E3, E-2xxx and
+	// the 3000 series.
+	entry = regexp.MustCompile(`\be3-|^xeon e-2|^xeon [xlew]?3\d{3}\b`)
+	// skuNumber finds the digits of a model number that rank it within
+	// its family: the last two of an Intel number (e5-2680 → 80, gold 6248
+	// → 48, x5670 → 70) and of an Opteron (6376 → 76), or the middle two
+	// of an EPYC (7742 → 74).
+	skuIntel = regexp.MustCompile(`(?:\b[a-z]\d-\d|(?:platinum|gold|silver|bronze) \d|\b[xlew]\d|opteron \d)\d(\d\d)`)
+	skuAMD   = regexp.MustCompile(`epyc \d(\d\d)\d`)
 )
+
+// skuRank is a model number's rank within its family, from -0.5 (lowest)
+// to 0.5 (highest); 0 where the string has no number it can read.
+func skuRank(key string) float64 {
+	for _, re := range []*regexp.Regexp{skuIntel, skuAMD} {
+		if m := re.FindStringSubmatch(key); m != nil {
+			v, err := strconv.Atoi(m[1])
+			if err == nil {
+				return float64(v)/100 - 0.5
+			}
+		}
+	}
+	return 0
+}
 
 // predict evaluates a tier: the log-linear prediction per level, made
 // non-decreasing in load, and its band.
@@ -357,7 +390,7 @@ func (m *Model) predict(t *Tier, in inputs) [NumLevels]Estimate {
 		for i, f := range t.Features {
 			y += t.Coef[l][i] * feature(f, in)
 		}
-		if off := t.Offsets[in.key]; off != nil {
+		if off := t.Offsets[offsetKey(t.Name, in)]; off != nil {
 			y += off[l]
 		}
 		if c := t.config(in); c != nil {

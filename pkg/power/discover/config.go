@@ -43,10 +43,17 @@ type Config struct {
 	// package, core, uncore and dram, per device for gpu, per node for psys
 	// and platform); zones not set use power.DefaultMaxWatts.
 	MaxWatts power.MaxWatts
-	// GPUsElsewhere: gpu.sysfs is on, so the GPU source reads the amdgpu,
-	// i915 and xe cards per device; hwmon leaves those chips out so no GPU
-	// is counted twice.
-	GPUsElsewhere bool
+	// GPUDevices are the PCI addresses of the devices the GPU stage reads
+	// itself (gpu.nvml, gpu.sysfs), in the order of its zones (socket 0,
+	// 1, …). Another meter's GPU zone of such a device (a hwmon amdgpu,
+	// i915 or xe chip; a Cray pm_counters accelN zone, N < len) is left
+	// out, so no GPU feeds workloads twice; the GPU zones of devices the
+	// stage cannot read stay, numbered after the stage's.
+	GPUDevices []string
+	// APUs are the PCI addresses of AMD APUs, whose amdgpu power sensor
+	// reports the whole socket, CPU included: never a GPU zone, since the
+	// package zone counts that energy already.
+	APUs []string
 	// HostShare is power.host-share.path: in a guest, where its host's
 	// share is mounted (empty: never look); HostShareStaleness is
 	// power.host-share.staleness.

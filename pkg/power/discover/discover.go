@@ -450,6 +450,9 @@ func openPMCounters(_ context.Context, e *Env) (power.Meter, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
+	if pm.LeaveOutAccels(len(e.Cfg.GPUDevices)) == 0 {
+		return nil, "its only counters are GPUs the GPU stage reads per device", nil
+	}
 	if _, err := pm.Read(); err != nil {
 		return nil, "", fmt.Errorf("present but unreadable: %w", err)
 	}
@@ -561,11 +564,15 @@ func openCapmc(ctx context.Context, e *Env) (power.Meter, string, error) {
 func openHwmon(ctx context.Context, e *Env) (power.Meter, string, error) {
 	zones := power.DefaultHwmonZones()
 	for chip, z := range zones {
-		if (z == power.ZonePlatform && !e.Need[RolePlatform]) || (z == power.ZoneGPU && (!e.Need[RoleGPU] || e.Cfg.GPUsElsewhere)) {
+		if (z == power.ZonePlatform && !e.Need[RolePlatform]) || (z == power.ZoneGPU && !e.Need[RoleGPU]) {
 			delete(zones, chip)
 		}
 	}
-	h, err := power.NewHwmon(e.Cfg.SysfsRoot, zones)
+	except := map[string]bool{}
+	for _, d := range append(append([]string(nil), e.Cfg.GPUDevices...), e.Cfg.APUs...) {
+		except[strings.ToLower(d)] = true
+	}
+	h, err := power.NewHwmonExcept(e.Cfg.SysfsRoot, zones, except, len(e.Cfg.GPUDevices))
 	if err != nil {
 		return nil, "", err
 	}

@@ -3,6 +3,7 @@ package discover
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -116,19 +117,97 @@ func TestDiscoverNothing(t *testing.T) {
 	}
 }
 
-// With the GPU source reading amdgpu/i915/xe per device (gpu.sysfs on),
-// hwmon keeps the platform meter and drops its two GPU chips, so no GPU
-// is counted twice.
-func TestDiscoverHwmonGPUsElsewhere(t *testing.T) {
+// With the GPU stage reading one amdgpu card per device (0000:03:00.0),
+// hwmon keeps the platform meter, drops that card's chip, and keeps the
+// chip of a card the stage cannot read (0000:04:00.0, no DRM entry) as
+// gpu socket 1, after the stage's zone; nothing counted twice, nothing
+// lost.
+func TestDiscoverHwmonLeavesOutTheGPUStagesDevices(t *testing.T) {
 	root := t.TempDir()
 	copyTree(t, "../testdata/hwmon", root)
+	// hwmon2 and hwmon3 are the fixture's GPU chips; give them devices.
+	for i, addr := range map[string]string{"hwmon2": "0000:03:00.0", "hwmon3": "0000:04:00.0"} {
+		dev := filepath.Join(root, "devices", "pci0000:00", addr)
+		if err := os.MkdirAll(dev, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(dev, filepath.Join(root, "class", "hwmon", i, "device")); err != nil {
+			t.Fatal(err)
+		}
+	}
 	m, log, err := discoverWith(t, Config{Source: "auto", SysfsRoot: root, IPMI: "off", LookPath: noTools,
-		Interval: 20 * time.Millisecond, Timeout: 20 * time.Millisecond, GPUsElsewhere: true})
+		Interval: 20 * time.Millisecond, Timeout: 20 * time.Millisecond, GPUDevices: []string{"0000:03:00.0"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.(*power.Combined).Close()
-	if got := strings.Join(zones(t, m), " "); got != "hwmon:platform" {
+	s, err := m.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, z := range s {
+		got = append(got, fmt.Sprintf("%s:%s/%d", z.Source, z.Zone, z.Socket))
+	}
+	if strings.Join(got, " ") != "hwmon:platform/-1 hwmon:gpu/1" {
 		t.Fatalf("zones %q\nlog:\n%s", got, strings.Join(log, "\n"))
+	}
+}
+
+// pm_counters' accelN is the Nth GPU: with the GPU stage reading one
+// device, accel0 is left out and accel1 stays as gpu socket 1.
+func TestDiscoverPMCountersLeavesOutTheGPUStagesDevices(t *testing.T) {
+	root := t.TempDir()
+	copyTree(t, "../testdata/pm-counters", root)
+	m, _, err := discoverWith(t, Config{Source: "auto", SysfsRoot: root, IPMI: "off", LookPath: noTools,
+		Interval: 20 * time.Millisecond, Timeout: 20 * time.Millisecond, GPUDevices: []string{"0000:3b:00.0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := m.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gpus []int
+	for _, z := range s {
+		if z.Zone == power.ZoneGPU {
+			gpus = append(gpus, z.Socket)
+		}
+	}
+	if fmt.Sprint(gpus) != "[1]" {
+		t.Fatalf("pm_counters gpu sockets %v, want [1]", gpus)
+	}
+}
+
+// An APU's amdgpu chip reports socket power, CPU included: hwmon never
+// makes it a GPU zone, whether or not the GPU stage runs.
+func TestDiscoverHwmonLeavesOutAPUs(t *testing.T) {
+	root := t.TempDir()
+	copyTree(t, "../testdata/hwmon", root)
+	for i, addr := range map[string]string{"hwmon2": "0000:03:00.0", "hwmon3": "0000:c1:00.0"} {
+		dev := filepath.Join(root, "devices", "pci0000:00", addr)
+		if err := os.MkdirAll(dev, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(dev, filepath.Join(root, "class", "hwmon", i, "device")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, _, err := discoverWith(t, Config{Source: "auto", SysfsRoot: root, IPMI: "off", LookPath: noTools,
+		Interval: 20 * time.Millisecond, Timeout: 20 * time.Millisecond, APUs: []string{"0000:c1:00.0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.(*power.Combined).Close()
+	s, err := m.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, z := range s {
+		got = append(got, fmt.Sprintf("%s/%d", z.Zone, z.Socket))
+	}
+	if strings.Join(got, " ") != "platform/-1 gpu/0" {
+		t.Fatalf("zones %v, want the platform and the discrete card only", got)
 	}
 }

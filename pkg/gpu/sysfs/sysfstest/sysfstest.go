@@ -86,3 +86,28 @@ func Busy(driver, pdev string, id int, class string, ns uint64) string {
 	return fmt.Sprintf("pos:\t0\nflags:\t02100002\nmnt_id:\t25\ndrm-driver:\t%s\ndrm-pdev:\t%s\ndrm-client-id:\t%d\n"+
 		"drm-engine-%s:\t%d ns\ndrm-engine-capacity-%s:\t1\ndrm-memory-vram:\t1024 KiB\n", driver, pdev, id, class, ns, class)
 }
+
+// KFDNode adds node n of the KFD topology for the GPU at PCI address
+// addr ("0000:c1:00.0") with gpu_id id; cpuCores > 0 makes it an APU's
+// node (CPU and GPU in one).
+func (tr *Tree) KFDNode(n int, addr string, id uint64, cpuCores, simds int) {
+	var dom, bus, dev, fn uint64
+	if _, err := fmt.Sscanf(addr, "%x:%x:%x.%x", &dom, &bus, &dev, &fn); err != nil {
+		tr.t.Fatal(err)
+	}
+	dir := filepath.Join(tr.Sys, "class", "kfd", "kfd", "topology", "nodes", fmt.Sprint(n))
+	tr.Write(filepath.Join(dir, "gpu_id"), fmt.Sprintf("%d\n", id))
+	tr.Write(filepath.Join(dir, "properties"), fmt.Sprintf("cpu_cores_count %d\nsimd_count %d\nsimd_per_cu 4\nlocation_id %d\ndomain %d\n",
+		cpuCores, simds, bus<<8|dev<<3|fn, dom))
+}
+
+// KFDProc sets process pid's KFD entries for the GPU with gpu_id id: its
+// VRAM and, when cu >= 0, its stats_<id>/cu_occupancy (absent otherwise,
+// as on kernels without it).
+func (tr *Tree) KFDProc(pid int, id uint64, cu int) {
+	dir := filepath.Join(tr.Sys, "class", "kfd", "kfd", "proc", fmt.Sprint(pid))
+	tr.Write(filepath.Join(dir, fmt.Sprintf("vram_%d", id)), "1048576\n")
+	if cu >= 0 {
+		tr.Write(filepath.Join(dir, fmt.Sprintf("stats_%d", id), "cu_occupancy"), fmt.Sprintf("%d\n", cu))
+	}
+}
