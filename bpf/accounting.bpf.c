@@ -2,24 +2,36 @@
 //
 // CPU accounting from the kernel's own per-task runtime.
 //
-// Nothing here runs on a context switch. The kernel already keeps every live
-// task's exact runtime (se.sum_exec_runtime, the figure cpuacct and cpu.stat
-// are charged from), so user space reads it for all tasks at collection time
-// through a task iterator. What the iterator can't see is the runtime a task
-// accumulated after its last read; the exit hook adds that to cumulative
-// per-process and per-cgroup maps when the task exits, and the free hook
-// adds what the task ran after that (the rest of do_exit) when it is freed.
+// The kernel already keeps every live task's exact runtime
+// (se.sum_exec_runtime, the figure cpuacct and cpu.stat are charged from),
+// so user space reads it for all tasks at collection time through a task
+// iterator. What the iterator can't see is the runtime a task accumulated
+// after its last read; the exit hook adds that to cumulative per-process
+// and per-cgroup maps when the task exits, and the dead and free hooks add
+// what the task ran after that (the rest of do_exit, and whatever the
+// scheduler had not yet folded in at the exit hook) at its last context
+// switch and when it is freed.
 //
-// Each of the three paths claims the runtime it reports: per-task storage
-// holds how much of the task's runtime has been claimed, advanced only by
-// compare-and-swap, and a path reports only the part it claimed. So no
-// interleaving of the iterator with the hooks counts a nanosecond twice,
-// and none is lost as long as one path sees the task after it last ran.
-// Both hooks are needed: the free hook runs from an RCU callback, in
-// softirq on whatever task was interrupted, and the kernel skips tracing
-// programs there when that task is inside a BPF map syscall (seen on
-// 6.18: ~1% of frees under a busy agent, with no recursion miss counted);
-// the exit hook runs in the exiting task itself.
+// Each path claims the runtime it reports: per-task storage holds how much
+// of the task's runtime has been claimed, advanced only by compare-and-swap,
+// and a path reports only the part it claimed. So no interleaving of the
+// iterator with the hooks counts a nanosecond twice, and none is lost as
+// long as one path sees the task after it last ran.
+// The claim also says where the runtime goes: a task that moves to another
+// cgroup of the key hierarchy (a launcher's `echo $$ > cgroup.procs`) has
+// what it ran before the move settled to the cgroup it ran in, by the move
+// hook, so the iterator and the exit hooks, which credit the cgroup the
+// task is in when they run, only see what it ran after.
+//
+// Three hooks see an ending task because none suffices alone: the free
+// hook runs from an RCU callback, in softirq on whatever task was
+// interrupted, and the kernel skips tracing programs there when that task
+// is inside a BPF map syscall (seen on 6.18: ~1% of frees under a busy
+// agent, with no recursion miss counted); the exit hook runs in the exiting
+// task itself, but sum_exec_runtime is folded in only at ticks and
+// switches, so for a process that lives a millisecond it may hold little
+// of its runtime yet; the dead hook sees the final figure, in the
+// scheduler, at the cost of one comparison per context switch.
 
 #include "common.h"
 
@@ -27,12 +39,17 @@ char LICENSE[] SEC("license") = "GPL";
 
 // include/linux/sched.h; macros are not in BTF.
 #define EXIT_DEAD 0x00000010
+#define TASK_DEAD 0x00000080
 
 // How much of a task's runtime and switches has been claimed (reported by
 // one of the paths). Freed with the task.
 struct reported {
 	__u64 runtime;
 	__u64 switches;
+	// The key-hierarchy cgroup the task has been in since its fork or its
+	// last move (0: not known yet); the move hook credits it what the task
+	// ran before the move.
+	__u64 home;
 };
 
 struct {
@@ -166,31 +183,53 @@ static __always_inline __u64 claim(__u64 *claimed, __u64 now)
 	return 0;
 }
 
-// credit claims what task t ran since it was last reported and adds it to
-// the exit maps. At exit the storage is created if the iterator never saw
-// t, so that the free hook claims only the tail; if it can't be, exit
-// leaves everything to the free hook, which finds no storage and then takes
-// all of t's runtime as unreported.
-static __always_inline void credit(struct task_struct *t, bool at_exit)
+// report claims what task t ran since it was last reported, as far as r
+// records, and adds it to the exit maps: to cgroup cg, and to t's process,
+// which lives in cgroup where.
+static __always_inline void report(struct task_struct *t, struct reported *r,
+				   __u64 cg, __u64 where)
 {
-	__u64 runtime = t->se.sum_exec_runtime;
-	__u64 switches = t->nvcsw + t->nivcsw;
+	__u64 runtime = claim(&r->runtime, t->se.sum_exec_runtime);
+	__u64 switches = claim(&r->switches, t->nvcsw + t->nivcsw);
+	struct proc_key pk = {};
+
+	if (runtime == 0 && switches == 0)
+		return;
+	pk.tgid = t->tgid;
+	pk.start = t->group_leader->start_time;
+	add_cgroup(cg, runtime, switches);
+	add_proc(&pk, t, where, runtime, switches);
+}
+
+// Where credit is called from: the paths that see a task end.
+enum credit_path { AT_EXIT, AT_DEAD, AT_FREE };
+
+// credit claims what task t ran since it was last reported and adds it to
+// the exit maps, in the cgroup t is in. At exit the storage is created if
+// the iterator never saw t, so that the later paths claim only the tail;
+// if it can't be, exit and dead leave everything to the free hook, which
+// finds no storage and then takes all of t's runtime as unreported (only
+// one path may do that, or the runtime would be counted twice).
+static __always_inline void credit(struct task_struct *t, enum credit_path at)
+{
 	struct reported *r;
 	struct proc_key pk = {};
-	__u64 cg;
+	__u64 runtime, switches, cg;
 
 	if (t->pid == 0)
 		return;
-	r = bpf_task_storage_get(&reported, t, 0, at_exit ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+	r = bpf_task_storage_get(&reported, t, 0, at == AT_EXIT ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+	cg = task_cgroup(t);
 	if (r) {
-		runtime = claim(&r->runtime, runtime);
-		switches = claim(&r->switches, switches);
-	} else if (at_exit) {
+		report(t, r, cg, cg);
 		return;
 	}
+	if (at != AT_FREE)
+		return;
+	runtime = t->se.sum_exec_runtime;
+	switches = t->nvcsw + t->nivcsw;
 	if (runtime == 0 && switches == 0)
 		return;
-	cg = task_cgroup(t);
 	pk.tgid = t->tgid;
 	pk.start = t->group_leader->start_time;
 	add_cgroup(cg, runtime, switches);
@@ -232,6 +271,9 @@ int dump_task(struct bpf_iter__task *ctx)
 	if (r) {
 		rec.runtime = claim(&r->runtime, runtime);
 		rec.switches = claim(&r->switches, switches);
+		// A task older than the programs has no home until now.
+		if (!r->home)
+			__sync_val_compare_and_swap(&r->home, 0, rec.cgroup);
 	}
 	if (bpf_seq_write(seq, &rec, sizeof(rec)) == 0 || (rec.runtime == 0 && rec.switches == 0))
 		return 0;
@@ -252,7 +294,7 @@ SEC("tp_btf/sched_process_exit")
 int BPF_PROG(task_exit, struct task_struct *t)
 {
 	if (t)
-		credit(t, true);
+		credit(t, AT_EXIT);
 	return 0;
 }
 
@@ -263,6 +305,78 @@ SEC("tp_btf/sched_process_free")
 int BPF_PROG(task_free, struct task_struct *t)
 {
 	if (t)
-		credit(t, false);
+		credit(t, AT_FREE);
+	return 0;
+}
+
+// At fork, in the parent, after the child was placed in its cgroup (the
+// parent's, or the one clone3 named): the child's home, for the move hook.
+// Creating the storage here is not extra work: the exit hook would create
+// it for any task the iterator never saw.
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(task_fork, struct task_struct *parent, struct task_struct *child)
+{
+	struct reported *r;
+
+	if (!child)
+		return 0;
+	r = bpf_task_storage_get(&reported, child, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (r)
+		r->home = task_cgroup(child);
+	return 0;
+}
+
+// After task t was moved to cgroup dst (cgroup_attach_task fires once the
+// move is committed: t's css_set is already dst's). What t ran until now
+// is settled to its home, the cgroup it ran in, and dst becomes its home.
+//
+// "Until now" is sum_exec_runtime, which the scheduler folds in at ticks,
+// context switches and dequeues. When the cpu controller takes part in the
+// move (v1 cpu,cpuacct, or v2 with cpu enabled), sched_move_task dequeued
+// t at the move and so folded its runtime to that moment, as it charged
+// cpuacct and cpu.stat; otherwise up to one tick of runtime before the move
+// is still unfolded and goes to dst, as it does in the kernel's own cgroup
+// accounting. When a whole process moves (cgroup.procs), the tracepoint
+// names only its leader: the other threads' runtime before the move goes to
+// dst.
+SEC("tp_btf/cgroup_attach_task")
+int BPF_PROG(task_move, struct cgroup *dst, const char *path, struct task_struct *t,
+	     bool threadgroup)
+{
+	struct reported *r;
+	__u64 to, from;
+
+	if (!t || !dst || t->pid == 0 || !in_key_hierarchy(dst))
+		return 0;
+	to = BPF_CORE_READ(dst, kn, id);
+	r = bpf_task_storage_get(&reported, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!r)
+		return 0;
+	from = __sync_lock_test_and_set(&r->home, to);
+	// Without a home (storage just created, for a task older than the
+	// programs that the iterator has not seen), the runtime so far goes
+	// to dst: it is claimed where the task is when it is next reported.
+	if (from == 0 || from == to)
+		return 0;
+	report(t, r, from, to);
+	return 0;
+}
+
+// At a dead task's last context switch (prev_state TASK_DEAD, from
+// do_task_dead): the scheduler has just folded the task's last runtime in,
+// so this sees its final sum_exec_runtime. It does what the free hook does,
+// but in the scheduler, not in an RCU callback, so it is not skipped when
+// the free hook is; a short-lived process (a launcher's /bin/true runs a
+// millisecond, most of it never folded in before its exit hook) would
+// otherwise lose most of its runtime with a skipped free. It runs on every
+// context switch and returns at the first comparison for all but dead
+// tasks.
+SEC("tp_btf/sched_switch")
+int BPF_PROG(task_dead, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	if (prev_state != TASK_DEAD || !prev)
+		return 0;
+	credit(prev, AT_DEAD);
 	return 0;
 }

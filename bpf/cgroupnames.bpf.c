@@ -38,15 +38,6 @@ struct {
 	__type(value, struct cgroup_name);
 } scratch SEC(".maps");
 
-static __always_inline bool in_key_hierarchy(struct cgroup *cgrp)
-{
-	if (hierarchy == HIER_V1)
-		return BPF_CORE_READ(cgrp, subsys[v1_subsys & 15]) != NULL;
-	// The default (v2) hierarchy is the one with id 0, as /proc/PID/cgroup
-	// prints it ("0::/...").
-	return BPF_CORE_READ(cgrp, root, hierarchy_id) == 0;
-}
-
 SEC("tp_btf/cgroup_mkdir")
 int BPF_PROG(cgroup_mkdir, struct cgroup *cgrp, const char *path)
 {

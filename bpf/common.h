@@ -38,6 +38,17 @@ static __always_inline __u64 task_cgroup(struct task_struct *t)
 	return BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
 }
 
+// in_key_hierarchy tells whether cgrp belongs to the hierarchy that keys
+// workloads: a v1 cgroup of that controller's hierarchy, or a v2 cgroup.
+static __always_inline bool in_key_hierarchy(struct cgroup *cgrp)
+{
+	if (hierarchy == HIER_V1)
+		return BPF_CORE_READ(cgrp, subsys[v1_subsys & 15]) != NULL;
+	// The default (v2) hierarchy is the one with id 0, as /proc/PID/cgroup
+	// prints it ("0::/...").
+	return BPF_CORE_READ(cgrp, root, hierarchy_id) == 0;
+}
+
 static __always_inline __s32 task_cpu(struct task_struct *t)
 {
 	if (bpf_core_field_exists(t->thread_info.cpu))

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"os"
 	"sort"
+	"strings"
 	"testing"
+
+	"github.com/cilium/ebpf"
 
 	"go.uber.org/zap/zaptest"
 
@@ -13,11 +17,16 @@ import (
 	"github.com/wattrace/wattrace/pkg/stats"
 )
 
-// Every BPF program the exporter holds, the accounting's, the cgroup
-// names' and every probe's (the context-switch counters included), has its cost in
-// wattrace_bpf_program_runs_total: the wiring run uses, with real BPF.
+// Every BPF program the exporter holds, the accounting's (its task
+// iterator included), the cgroup names' and every probe's (the
+// context-switch counters and the probes' iterator included), has its cost
+// in wattrace_bpf_program_runs_total: the wiring run uses, with real BPF.
+// The programs it must cover are the ones the kernel says this process
+// holds (fdinfo prog_id of its program and link descriptors), not a list
+// kept beside the code, so a program added without its cost fails here.
 func TestEveryProgramHasItsCost(t *testing.T) {
 	testenv.RequireRoot(t)
+	before := heldPrograms(t, os.Getpid())
 	cfg, err := config.Load([]string{"--collector.bpf-stats", "--collector.probes.counters=cpu_clock",
 		"--accounting.mode=bpf", "--web.alloy-targets=false", "--collector.container=false", "--collector.pod=false",
 		"--collector.vm=false", "--collector.job=false", "--collector.unit=false"})
@@ -94,7 +103,33 @@ func TestEveryProgramHasItsCost(t *testing.T) {
 			t.Errorf("program %d: %s, want %s", i, got[i], want[i])
 		}
 	}
-	for _, name := range []string{"task_exit", "task_free", "cgroup_mkdir", "counters_switch", "softirq_in", "net_send"} {
+	// The kernel keeps the first 15 bytes of a program's name.
+	var held []string
+	for id := range heldPrograms(t, os.Getpid()) {
+		if before[id] {
+			continue
+		}
+		p, err := ebpf.NewProgramFromID(id)
+		if err != nil {
+			t.Fatalf("program %d: %v", id, err)
+		}
+		info, err := p.Info()
+		p.Close()
+		if err != nil {
+			t.Fatalf("program %d: %v", id, err)
+		}
+		held = append(held, info.Name)
+	}
+	sort.Strings(held)
+	var exported []string
+	for _, name := range got {
+		exported = append(exported, name[:min(len(name), 15)])
+	}
+	sort.Strings(exported)
+	if strings.Join(held, " ") != strings.Join(exported, " ") {
+		t.Errorf("the process holds %d programs %v, the cost family has %d %v", len(held), held, len(exported), exported)
+	}
+	for _, name := range []string{"dump_task", "fold_tasks", "task_exit", "task_free", "task_fork", "task_move", "cgroup_mkdir", "counters_switch", "softirq_in", "net_send"} {
 		if i := sort.SearchStrings(got, name); i == len(got) || got[i] != name {
 			t.Errorf("%s missing from the program-cost family", name)
 		}

@@ -38,6 +38,7 @@ type accountingReported struct {
 	_        structs.HostLayout
 	Runtime  uint64
 	Switches uint64
+	Home     uint64
 }
 
 type accountingTaskRec struct {
@@ -63,8 +64,11 @@ const (
 	accountingMapExitedProcs   = "exited_procs"
 	accountingMapReported      = "reported"
 	accountingProgDumpTask     = "dump_task"
+	accountingProgTaskDead     = "task_dead"
 	accountingProgTaskExit     = "task_exit"
+	accountingProgTaskFork     = "task_fork"
 	accountingProgTaskFree     = "task_free"
+	accountingProgTaskMove     = "task_move"
 	accountingVarHierarchy     = "hierarchy"
 	accountingVarUnusedTaskRec = "unused_task_rec"
 	accountingVarV1Subsys      = "v1_subsys"
@@ -113,8 +117,11 @@ type accountingSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type accountingProgramSpecs struct {
 	DumpTask *ebpf.ProgramSpec `ebpf:"dump_task"`
+	TaskDead *ebpf.ProgramSpec `ebpf:"task_dead"`
 	TaskExit *ebpf.ProgramSpec `ebpf:"task_exit"`
+	TaskFork *ebpf.ProgramSpec `ebpf:"task_fork"`
 	TaskFree *ebpf.ProgramSpec `ebpf:"task_free"`
+	TaskMove *ebpf.ProgramSpec `ebpf:"task_move"`
 }
 
 // accountingMapSpecs contains maps before they are loaded into the kernel.
@@ -185,15 +192,21 @@ type accountingVariables struct {
 // It can be passed to loadAccountingObjects or ebpf.CollectionSpec.LoadAndAssign.
 type accountingPrograms struct {
 	DumpTask *ebpf.Program `ebpf:"dump_task"`
+	TaskDead *ebpf.Program `ebpf:"task_dead"`
 	TaskExit *ebpf.Program `ebpf:"task_exit"`
+	TaskFork *ebpf.Program `ebpf:"task_fork"`
 	TaskFree *ebpf.Program `ebpf:"task_free"`
+	TaskMove *ebpf.Program `ebpf:"task_move"`
 }
 
 func (p *accountingPrograms) Close() error {
 	return _AccountingClose(
 		p.DumpTask,
+		p.TaskDead,
 		p.TaskExit,
+		p.TaskFork,
 		p.TaskFree,
+		p.TaskMove,
 	)
 }
 

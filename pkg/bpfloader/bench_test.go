@@ -2,6 +2,7 @@ package bpfloader
 
 import (
 	"os/exec"
+	"strconv"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -52,9 +53,11 @@ func stress(b *testing.B, args ...string) {
 }
 
 // BenchmarkSchedSwitchCost runs a context-switch load with a do-nothing
-// tp_btf/sched_switch program (the floor) attached beside ours. Ours attach
-// nothing at sched_switch, so what they cost per context switch is zero;
-// the floor's ns per run is what any program there would cost at least.
+// tp_btf/sched_switch program (the floor) attached beside ours. Of ours,
+// the dead hook runs at every context switch (and returns at its first
+// comparison unless the task is dead); the exit, free and fork hooks run
+// per task, and their cost spread over the switches of the same run is
+// what they add per context switch.
 func BenchmarkSchedSwitchCost(b *testing.B) {
 	statsOn(b, true)
 	a, _, _ := loadForTest(b)
@@ -69,45 +72,94 @@ func BenchmarkSchedSwitchCost(b *testing.B) {
 	}
 	defer l.Close()
 
-	var floorRuns, exitRuns, freeRuns uint64
-	var floorNs, exitNs, freeNs float64
+	progs := []*ebpf.Program{a.objs.TaskDead, a.objs.TaskExit, a.objs.TaskFree, a.objs.TaskFork}
+	var floorRuns uint64
+	var floorNs, deadNs, oursNs float64
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		exitRuns, exitNs = statDelta(b, a.objs.TaskExit, func() {
-			freeRuns, freeNs = statDelta(b, a.objs.TaskFree, func() {
-				floorRuns, floorNs = statDelta(b, floor.FloorSwitch, func() {
-					stress(b, "--switch", "2", "--timeout", "3s", "--quiet")
-				})
-			})
+		s0 := progStats(b, progs)
+		floorRuns, floorNs = statDelta(b, floor.FloorSwitch, func() {
+			stress(b, "--switch", "2", "--timeout", "3s", "--quiet")
 		})
+		s1 := progStats(b, progs)
+		oursNs = 0
+		for j := range progs {
+			oursNs += float64(s1[j].Runtime - s0[j].Runtime)
+		}
+		if runs := s1[0].RunCount - s0[0].RunCount; runs > 0 {
+			deadNs = float64(s1[0].Runtime-s0[0].Runtime) / float64(runs)
+		}
 	}
-	// Of ours only the exit and free hooks run in the kernel on their own,
-	// once per exiting task each; their cost spread over the switches of
-	// the same run is what they add per context switch.
 	b.ReportMetric(floorNs, "floor-ns/switch")
-	b.ReportMetric((float64(exitRuns)*exitNs+float64(freeRuns)*freeNs)/float64(max(floorRuns, 1)), "ours-ns/switch")
+	b.ReportMetric(deadNs, "dead-ns/switch")
+	b.ReportMetric(oursNs/float64(max(floorRuns, 1)), "ours-ns/switch")
 	b.ReportMetric(float64(floorRuns)/3, "switches/s")
 }
 
-// BenchmarkTaskFree measures the exit and free hooks per exiting task under
-// a fork load.
+func progStats(b *testing.B, progs []*ebpf.Program) []ebpf.ProgramStats {
+	b.Helper()
+	out := make([]ebpf.ProgramStats, len(progs))
+	for i, p := range progs {
+		st, err := p.Stats()
+		if err != nil {
+			b.Fatal(err)
+		}
+		out[i] = *st
+	}
+	return out
+}
+
+// BenchmarkTaskFree measures the hooks that see a task end, per exiting
+// task, and the fork hook per new task, under a fork load. The dead hook's
+// figure is what it cost in all (its runs at every other context switch
+// included) divided by the exits.
 func BenchmarkTaskFree(b *testing.B) {
 	statsOn(b, true)
 	a, _, _ := loadForTest(b)
-	var exitRuns, freeRuns uint64
-	var exitNs, freeNs float64
+	progs := []*ebpf.Program{a.objs.TaskExit, a.objs.TaskFree, a.objs.TaskFork, a.objs.TaskDead}
+	var d [4]struct {
+		runs uint64
+		ns   float64
+	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		exitRuns, exitNs = statDelta(b, a.objs.TaskExit, func() {
-			freeRuns, freeNs = statDelta(b, a.objs.TaskFree, func() {
-				stress(b, "--fork", "2", "--timeout", "3s", "--quiet")
-			})
-		})
+		s0 := progStats(b, progs)
+		stress(b, "--fork", "2", "--timeout", "3s", "--quiet")
+		s1 := progStats(b, progs)
+		for j := range progs {
+			d[j].runs = s1[j].RunCount - s0[j].RunCount
+			d[j].ns = float64(s1[j].Runtime - s0[j].Runtime)
+		}
 	}
-	b.ReportMetric(exitNs, "exit-ns/exit")
-	b.ReportMetric(freeNs, "free-ns/exit")
-	b.ReportMetric(float64(exitRuns)/3, "exits/s")
-	b.ReportMetric(float64(freeRuns)/3, "frees/s")
+	exits := float64(max(d[0].runs, 1))
+	b.ReportMetric(d[0].ns/exits, "exit-ns/exit")
+	b.ReportMetric(d[1].ns/float64(max(d[1].runs, 1)), "free-ns/exit")
+	b.ReportMetric(d[2].ns/float64(max(d[2].runs, 1)), "fork-ns/fork")
+	b.ReportMetric(d[3].ns/exits, "dead-ns/exit")
+	b.ReportMetric(float64(d[0].runs)/3, "exits/s")
+	b.ReportMetric(float64(d[1].runs)/3, "frees/s")
+}
+
+// BenchmarkTaskMove measures the move hook per cgroup move: a shell moves
+// itself between two cgroups of the key hierarchy b.N times.
+func BenchmarkTaskMove(b *testing.B) {
+	statsOn(b, false)
+	a, h, _ := loadForTest(b)
+	x, y := testenv.Cgroup(b, h.Mount, "move-x"), testenv.Cgroup(b, h.Mount, "move-y")
+	var runs uint64
+	var ns float64
+	b.ResetTimer()
+	runs, ns = statDelta(b, a.objs.TaskMove, func() {
+		script := `i=0; while [ $i -lt ` + strconv.Itoa(b.N) + ` ]; do echo $$ > "$0/cgroup.procs"; echo $$ > "$1/cgroup.procs"; i=$((i+1)); done`
+		if out, err := exec.Command("/bin/sh", "-c", script, x, y).CombinedOutput(); err != nil {
+			b.Fatalf("mover: %v: %s", err, out)
+		}
+	})
+	b.StopTimer()
+	if runs < uint64(2*b.N) {
+		b.Fatalf("move hook ran %d times for %d moves", runs, 2*b.N)
+	}
+	b.ReportMetric(ns, "move-ns/move")
 }
 
 // BenchmarkRead measures one collection: the task iterator over every task

@@ -79,6 +79,9 @@ func Load(o Options) (*Accounting, error) {
 	}{
 		{"tp_btf/sched_process_exit", a.objs.TaskExit},
 		{"tp_btf/sched_process_free", a.objs.TaskFree},
+		{"tp_btf/sched_process_fork", a.objs.TaskFork},
+		{"tp_btf/cgroup_attach_task", a.objs.TaskMove},
+		{"tp_btf/sched_switch", a.objs.TaskDead},
 	} {
 		l, err := link.AttachTracing(link.TracingOptions{Program: h.prog})
 		if err != nil {
@@ -194,7 +197,7 @@ func explainLoadError(err error, log *zap.Logger) error {
 type Accounting struct {
 	objs  accountingObjects
 	iter  *link.Iter
-	hooks []link.Link // exit and free
+	hooks []link.Link // exit, free, fork, move and dead, in that order
 	log   *zap.Logger
 	state *state
 	// Buffers reused across reads so a read allocates little.
@@ -246,10 +249,18 @@ func (a *Accounting) readTasks() ([]byte, error) {
 	}
 }
 
-// ProgramStats returns the cost of each program that runs in the kernel
-// on its own (the iterator runs on our reads and is left out).
+// ProgramStats returns the cost of each accounting program: the hooks,
+// which run in the kernel on their own, and the task iterator, which runs
+// on our reads and whose cost grows with the number of tasks.
 func (a *Accounting) ProgramStats() ([]snapshot.ProgramStat, error) {
-	return programStats(map[string]*ebpf.Program{"task_exit": a.objs.TaskExit, "task_free": a.objs.TaskFree})
+	return programStats(map[string]*ebpf.Program{
+		"dump_task": a.objs.DumpTask,
+		"task_exit": a.objs.TaskExit,
+		"task_free": a.objs.TaskFree,
+		"task_fork": a.objs.TaskFork,
+		"task_move": a.objs.TaskMove,
+		"task_dead": a.objs.TaskDead,
+	})
 }
 
 func programStats(progs map[string]*ebpf.Program) ([]snapshot.ProgramStat, error) {

@@ -99,7 +99,14 @@ func TestProbeCounterCPUClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { testenv.Kill(busy) })
-	time.Sleep(2 * time.Second)
+	// Until it has run 2 s (20 s at most): a loaded machine gave it 0.88 s
+	// of a fixed 2 s of wall time, and at 1.1 s the counter's offset of a
+	// few tens of ms came to 2.7%.
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if ns, err := testenv.SchedRuntime(busy.Process.Pid); err == nil && ns >= uint64(2*time.Second) {
+			break
+		}
+	}
 	// Stopped, it is switched out: its last slice is credited, and the
 	// two figures below describe the same instant.
 	if err := busy.Process.Signal(unix.SIGSTOP); err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,11 +16,16 @@ import (
 	"github.com/wattrace/wattrace/pkg/stats"
 )
 
-// Issue 10 case 6: 200 cgroups, each created, used by a ~30 ms busy
-// process and removed well within one interval, are exported under their
-// paths (named from cgroup_mkdir once cgroupfs no longer has them), with
-// at least 99% of their CPU time as the kernel counted it, and none as
-// "id:N".
+// Issue 10 case 6, tightened by issue 19: 200 cgroups, each created, used
+// by a busy process for 20 ms of wall time and removed well within one
+// interval, are exported under their paths (named from cgroup_mkdir once
+// cgroupfs no longer has them), with at least 99.5% of their CPU time as
+// the kernel counted it, no more than 100.5% of it (a process's runtime
+// before it moved itself in belongs to the cgroup it ran in: the move hook
+// settles it there), and none as "id:N". Issue 19 asks this to hold with
+// `stress-ng --cpu 2` beside it, so what the test asks of its own timing
+// (lifetimes, CPU used) allows for a busy process getting a third of a
+// core.
 func TestShortLivedCgroupsKeepTheirPaths(t *testing.T) {
 	h, src := loadBPF(t)
 	names, err := bpfloader.LoadCgroupNames(bpfloader.Options{Hierarchy: h})
@@ -56,7 +62,7 @@ func TestShortLivedCgroupsKeepTheirPaths(t *testing.T) {
 	want := map[string]float64{} // path → the kernel's CPU seconds
 	ids := map[uint64]bool{}
 	idOf := map[string]uint64{}
-	var longest time.Duration
+	var lives []time.Duration
 	for i := 0; i < n; i++ {
 		dir := filepath.Join(parent, fmt.Sprintf("c%03d", i))
 		born := time.Now()
@@ -68,7 +74,7 @@ func TestShortLivedCgroupsKeepTheirPaths(t *testing.T) {
 		idOf["/"+strings.TrimPrefix(dir, h.Mount+"/")] = id
 		cmd := testenv.StartIn(t, dir, testenv.Busy...)
 		testenv.WaitIn(t, dir, cmd.Process.Pid)
-		time.Sleep(30 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 		testenv.Kill(cmd)
 		rel := "/" + strings.TrimPrefix(dir, h.Mount+"/")
 		ns, err := res.Usage(rel)
@@ -77,9 +83,7 @@ func TestShortLivedCgroupsKeepTheirPaths(t *testing.T) {
 		}
 		want[rel] = float64(ns) / 1e9
 		testenv.Remove(t, dir)
-		if d := time.Since(born); d > longest {
-			longest = d
-		}
+		lives = append(lives, time.Since(born))
 	}
 	time.Sleep(3 * time.Second) // exits are recorded when the task is freed, after an RCU grace period
 	close(stop)
@@ -116,23 +120,31 @@ func TestShortLivedCgroupsKeepTheirPaths(t *testing.T) {
 		}
 	}
 	pct := 100 * exported / kernel
-	t.Logf("%d cgroups, each alive at most %v: kernel %.3f s CPU; under their paths %.3f s (%.2f%% of it, capped per path; %.3f s uncapped) in %d series; %d as ids; missing %v",
-		n, longest.Round(time.Millisecond), kernel, exported, pct, raw, len(got), len(asID), missing)
+	slices.Sort(lives)
+	median, longest := lives[len(lives)/2], lives[len(lives)-1]
+	t.Logf("%d cgroups, alive %v at the median, %v at p95, %v at most: kernel %.3f s CPU; under their paths %.3f s (%.2f%% of it, capped per path; %.3f s uncapped) in %d series; %d as ids; missing %v",
+		n, median.Round(time.Millisecond), lives[len(lives)*95/100].Round(time.Millisecond), longest.Round(time.Millisecond), kernel, exported, pct, raw, len(got), len(asID), missing)
 	for _, h := range s.Meters {
 		t.Logf("source %s: reads %d, errors %d, rejected %v", h.Source, h.Reads, h.Errors, h.Rejected)
 	}
 	t.Logf("map drops %+v", s.MapDrops)
-	if longest >= time.Second {
-		t.Errorf("a cgroup lived %v, want < 1s", longest)
+	// Most cgroups must live and die between two reads (1 s apart), so that
+	// their names come from cgroup_mkdir; a stall of this test process on
+	// the shared machine may stretch one.
+	if median >= 100*time.Millisecond || longest >= 5*time.Second {
+		t.Errorf("cgroups lived %v at the median and %v at most, want < 100 ms and < 5 s", median, longest)
 	}
-	if kernel < n*0.01 {
+	if kernel < n*0.003 {
 		t.Fatalf("the busy processes used only %.3f s of CPU", kernel)
 	}
-	// Issue 10 asks for 99%. The accounting loses at most the tail of a
+	// Issue 19 asks for 99.5%. The accounting loses at most the tail of a
 	// task whose free hook the kernel skipped (see bpf/accounting.bpf.c),
-	// so under load this is 100.00% here.
-	if pct < 99 {
-		t.Errorf("%.2f%% of the cgroups' CPU time exported under their paths, want >= 99%%", pct)
+	// so under load this is 99.99–100.00% here.
+	if pct < 99.5 {
+		t.Errorf("%.2f%% of the cgroups' CPU time exported under their paths, want >= 99.5%%", pct)
+	}
+	if raw > 1.005*kernel {
+		t.Errorf("%.3f s credited to the cgroups against the kernel's %.3f s (%.2f%%): runtime from before a move went to the wrong cgroup", raw, kernel, 100*raw/kernel)
 	}
 	if len(asID) > 0 {
 		t.Errorf("%d of them exported as ids: %v", len(asID), asID[:min(5, len(asID))])
