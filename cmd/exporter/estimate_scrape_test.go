@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -25,7 +26,8 @@ func TestScrapeEstimator(t *testing.T) {
 	cfg.Power.Source = "estimator"
 	cfg.Power.IPMI = "off"
 	cfg.Stats.Interval = time.Second
-	cfg.Web.ListenAddresses = []string{"localhost:19858"}
+	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	cfg.Web.ListenAddresses = []string{addr}
 	cfg.Web.AlloyTargets = false
 	cfg.GPU.NVML, cfg.GPU.Sysfs = "off", "off"
 	c := newComponents(zap.NewNop())
@@ -41,7 +43,7 @@ func TestScrapeEstimator(t *testing.T) {
 	var fams map[string]*dto.MetricFamily
 	var body []byte
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		f, raw := scrape(t, "http://localhost:19858")
+		f, raw := scrape(t, "http://"+addr)
 		if n, _ := sum(f, "wattrace_stats_intervals_total", nil); n >= 3 {
 			fams, body = f, raw
 			break

@@ -99,7 +99,8 @@ func TestScrapeWithGPUFixture(t *testing.T) {
 	cfg.Power.Source = "estimator"
 	cfg.Power.IPMI = "off"
 	cfg.Stats.Interval = time.Second
-	cfg.Web.ListenAddresses = []string{"localhost:19857"}
+	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	cfg.Web.ListenAddresses = []string{addr}
 	cfg.Web.AlloyTargets = false
 	cfg.GPU.NVML = "off"
 	cfg.GPU.SysfsRoot, cfg.GPU.ProcfsRoot = fx.sys, fx.proc
@@ -116,7 +117,7 @@ func TestScrapeWithGPUFixture(t *testing.T) {
 
 	// The clients' busy time grows 3:1 (75% and 25% of the wall time).
 	start := time.Now()
-	url := "http://localhost:19857"
+	url := "http://" + addr
 	var fams map[string]*dto.MetricFamily
 	var body []byte
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
@@ -197,7 +198,8 @@ func TestPMCountersAccelAndDRMCardCountedOnce(t *testing.T) {
 	cfg.Power.Source = "auto"
 	cfg.Power.IPMI = "off"
 	cfg.Stats.Interval = time.Second
-	cfg.Web.ListenAddresses = []string{"localhost:19858"}
+	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	cfg.Web.ListenAddresses = []string{addr}
 	cfg.Web.AlloyTargets = false
 	cfg.GPU.NVML = "off"
 	cfg.GPU.SysfsRoot, cfg.GPU.ProcfsRoot = fx.sys, fx.proc
@@ -212,7 +214,7 @@ func TestPMCountersAccelAndDRMCardCountedOnce(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	var fams map[string]*dto.MetricFamily
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		f, _ := scrape(t, "http://localhost:19858")
+		f, _ := scrape(t, "http://"+addr)
 		if n, _ := sum(f, "wattrace_stats_intervals_total", nil); n >= 2 {
 			fams = f
 			break
