@@ -2,11 +2,9 @@ package testenv
 
 import (
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -63,34 +61,11 @@ func (p *Prometheus) Start() {
 	if p.cmd != nil {
 		return
 	}
-	log, err := os.OpenFile(filepath.Join(p.dir, "log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(p.bin, "--config.file="+filepath.Join(p.dir, "prometheus.yml"),
-		"--storage.tsdb.path="+filepath.Join(p.dir, "data"), "--storage.tsdb.retention.time=100y",
-		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", p.port), "--log.level=warn")
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		log.Close()
-		t.Fatalf("start prometheus: %v", err)
-	}
-	log.Close()
-	p.cmd = cmd
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		resp, err := http.Get(p.URL + "/-/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	out, _ := os.ReadFile(filepath.Join(p.dir, "log"))
-	t.Fatalf("prometheus not ready within 60 s:\n%s", lastLines(string(out), 20))
+	p.cmd = startServer(t, "prometheus", p.dir, p.bin, []string{
+		"--config.file=" + filepath.Join(p.dir, "prometheus.yml"),
+		"--storage.tsdb.path=" + filepath.Join(p.dir, "data"), "--storage.tsdb.retention.time=100y",
+		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", p.port), "--log.level=warn",
+	}, p.URL+"/-/ready", 60*time.Second)
 }
 
 // Stop stops the server (its data stays for Start).
@@ -98,14 +73,6 @@ func (p *Prometheus) Stop() {
 	if p.cmd == nil {
 		return
 	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { p.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		p.cmd.Process.Kill()
-		<-done
-	}
+	stopServer(p.cmd, 30*time.Second)
 	p.cmd = nil
 }

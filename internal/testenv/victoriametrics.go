@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -52,38 +51,14 @@ func (vm *VictoriaMetrics) Start() {
 	if vm.cmd != nil {
 		return
 	}
-	log, err := os.OpenFile(filepath.Join(vm.dir, "log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(vm.bin,
-		"-storageDataPath="+filepath.Join(vm.dir, "data"),
+	vm.cmd = startServer(t, "victoria-metrics", vm.dir, vm.bin, []string{
+		"-storageDataPath=" + filepath.Join(vm.dir, "data"),
 		fmt.Sprintf("-httpListenAddr=127.0.0.1:%d", vm.port),
 		"-retentionPeriod=100y",
 		"-search.latencyOffset=0s",
 		"-search.disableCache",
-		"-loggerLevel=ERROR")
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		log.Close()
-		t.Fatalf("start victoria-metrics: %v", err)
-	}
-	log.Close()
-	vm.cmd = cmd
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		resp, err := http.Get(vm.URL + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	out, _ := os.ReadFile(filepath.Join(vm.dir, "log"))
-	t.Fatalf("victoria-metrics did not answer /health within 30 s:\n%s", out)
+		"-loggerLevel=ERROR",
+	}, vm.URL+"/health", 30*time.Second)
 }
 
 // Stop stops the server (its data stays for Start).
@@ -91,15 +66,7 @@ func (vm *VictoriaMetrics) Stop() {
 	if vm.cmd == nil {
 		return
 	}
-	vm.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { vm.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		vm.cmd.Process.Kill()
-		<-done
-	}
+	stopServer(vm.cmd, 20*time.Second)
 	vm.cmd = nil
 }
 
