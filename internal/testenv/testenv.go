@@ -166,6 +166,30 @@ func Kill(cmd *exec.Cmd) {
 // Busy is a shell command line that burns CPU until killed.
 var Busy = []string{"/bin/sh", "-c", "while :; do :; done"}
 
+// StolenNs is the time the hypervisor has stolen from this machine's CPUs,
+// all of them together (/proc/stat's steal column, in USER_HZ ticks of
+// 10 ms). Perf clocks (cpu_clock, task_clock) run on through stolen time and
+// the scheduler's runtime does not, so a test comparing the two allows for
+// what was stolen in its window: on a VM whose host is busy that was 12-20%
+// of a second, and nothing of ours.
+func StolenNs(t testing.TB) float64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		t.Fatalf("/proc/stat: unexpected first line %q", line)
+	}
+	ticks, err := strconv.ParseFloat(f[8], 64)
+	if err != nil {
+		t.Fatalf("/proc/stat steal: %v", err)
+	}
+	return ticks * 1e7
+}
+
 // SchedRuntime sums the kernel's runtime (first field of schedstat, ns) of
 // every thread of pid.
 func SchedRuntime(pid int) (uint64, error) {

@@ -120,30 +120,6 @@ func sched(t *testing.T, pid int) float64 {
 	return float64(ns)
 }
 
-// stolenNs is the time the hypervisor has stolen from this machine's CPUs,
-// all of them together (/proc/stat's steal column, in USER_HZ ticks of 10 ms).
-// The perf clocks run on through stolen time and the scheduler's runtime
-// (schedstat) does not, so a comparison of the two allows for what was
-// stolen in its window: on a VM whose host is busy that was 12-20% of a
-// second, and nothing of ours.
-func stolenNs(t *testing.T) float64 {
-	t.Helper()
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line)
-	if len(f) < 9 || f[0] != "cpu" {
-		t.Fatalf("/proc/stat: unexpected first line %q", line)
-	}
-	ticks, err := strconv.ParseFloat(f[8], 64)
-	if err != nil {
-		t.Fatalf("/proc/stat steal: %v", err)
-	}
-	return ticks * 1e7
-}
-
 // clockAgrees fails t when a perf clock's count got differs from the
 // schedstat runtime want by more than 5% plus the time stolen meanwhile.
 func clockAgrees(t *testing.T, what string, got, want, stolen float64) {
@@ -210,7 +186,7 @@ func TestOptInProfilesOnlyOptedIn(t *testing.T) {
 	if exited := p.Scan(procs); len(exited) != 0 {
 		t.Fatalf("first scan reported %d exited processes", len(exited))
 	}
-	r0, s0 := sched(t, pin), stolenNs(t)
+	r0, s0 := sched(t, pin), testenv.StolenNs(t)
 	if st := p.Stats(); st.Profiled != 1 || !st.InheritThread {
 		t.Fatalf("stats %+v, want 1 process profiled with inherit_thread (kernel %s)", st, kernelRelease())
 	}
@@ -218,7 +194,7 @@ func TestOptInProfilesOnlyOptedIn(t *testing.T) {
 	r1 := sched(t, pin)
 	counts := p.Read()
 	r2 := sched(t, pin)
-	stolen := stolenNs(t) - s0
+	stolen := testenv.StolenNs(t) - s0
 
 	if len(counts) != 1 {
 		t.Fatalf("Read returned %d processes, want 1: %+v", len(counts), counts)
@@ -324,7 +300,7 @@ func TestThreadsAreCounted(t *testing.T) {
 				time.Sleep(200 * time.Millisecond)
 			}
 			p.Scan(procs)
-			r0, s0 := sched(t, pid), stolenNs(t)
+			r0, s0 := sched(t, pid), testenv.StolenNs(t)
 			if tc.inheritThread {
 				fmt.Fprintln(stdin) // the spinning threads start now
 			}
@@ -333,7 +309,7 @@ func TestThreadsAreCounted(t *testing.T) {
 			r1 := sched(t, pid)
 			counts := p.Read()
 			r2 := sched(t, pid)
-			stolen := stolenNs(t) - s0
+			stolen := testenv.StolenNs(t) - s0
 			if len(counts) != 1 {
 				t.Fatalf("Read returned %d processes, want 1", len(counts))
 			}

@@ -216,6 +216,7 @@ func TestCPUClockDrivesAttribution(t *testing.T) {
 	relB, _ := filepath.Rel(h.Mount, dirB)
 	now := time.Now()
 	l.Step(now)
+	stolen0 := testenv.StolenNs(t)
 	uA0, _ := res.Usage("/" + relA)
 	uB0, _ := res.Usage("/" + relB)
 	var pids []int
@@ -236,16 +237,21 @@ func TestCPUClockDrivesAttribution(t *testing.T) {
 	}
 	uA1, _ := res.Usage("/" + relA)
 	uB1, _ := res.Usage("/" + relB)
+	// cpu_clock runs on through time the hypervisor steals and the kernel's
+	// runtime does not (once 2.5% more for A on a busy host), so each bound
+	// allows for what was stolen meanwhile.
+	stolen := testenv.StolenNs(t) - stolen0
 	s := l.Snapshot()
 	eA := find(s.Cgroups, idA).Energy.Get("package").DynamicJ
 	eB := find(s.Cgroups, idB).Energy.Get("package").DynamicJ
 	kernel := float64(uA1-uA0) / float64(uB1-uB0)
 	t.Logf("energy A %.2f J, B %.2f J: ratio %.4f; kernel CPU ratio %.4f; cpu_clock A %d ns",
 		eA, eB, eA/eB, kernel, find(s.Cgroups, idA).Probes.Counters[0])
-	if d := testenv.RelDiff(eA/eB, kernel); d > 0.02 {
-		t.Errorf("cpu_clock-driven energy ratio %.4f vs kernel CPU ratio %.4f: %.2f%% off", eA/eB, kernel, 100*d)
+	if d := testenv.RelDiff(eA/eB, kernel); d > 0.02+stolen/float64(uB1-uB0) {
+		t.Errorf("cpu_clock-driven energy ratio %.4f vs kernel CPU ratio %.4f: %.2f%% off (%.0f ns stolen meanwhile)", eA/eB, kernel, 100*d, stolen)
 	}
-	if c := float64(find(s.Cgroups, idA).Probes.Counters[0]); testenv.RelDiff(c, float64(uA1-uA0)) > 0.02 {
-		t.Errorf("cpu_clock for A %.0f ns vs kernel %d ns", c, uA1-uA0)
+	c, k := float64(find(s.Cgroups, idA).Probes.Counters[0]), float64(uA1-uA0)
+	if testenv.RelDiff(c, k) > 0.02 && (c < k || c-k > 0.02*k+stolen) {
+		t.Errorf("cpu_clock for A %.0f ns vs kernel %.0f ns (%.0f ns stolen meanwhile)", c, k, stolen)
 	}
 }
