@@ -250,15 +250,6 @@ func (s *webServer) route(mux http.Handler, h *handlers) {
 	}
 }
 
-func newWebServer(cfg *config.Config, mux http.Handler, h *handlers, log *slog.Logger) (*webServer, error) {
-	s, err := listenWeb(cfg, log)
-	if err != nil {
-		return nil, err
-	}
-	s.route(mux, h)
-	return s, nil
-}
-
 // Close closes the listeners (already closed after a shutdown): start-up
 // that fails after binding lets the ports go.
 func (s *webServer) Close() error {

@@ -434,7 +434,7 @@ func openRAPL(_ context.Context, e *Env) (power.Meter, string, error) {
 }
 
 func openPerfRAPL(_ context.Context, e *Env) (power.Meter, string, error) {
-	p, err := power.NewPerfRAPLWith(e.Cfg.SysfsRoot, e.opts())
+	p, err := power.NewPerfRAPL(e.Cfg.SysfsRoot, e.opts())
 	if err != nil {
 		return nil, "", err
 	}
@@ -446,7 +446,7 @@ func openPerfRAPL(_ context.Context, e *Env) (power.Meter, string, error) {
 }
 
 func openPMCounters(_ context.Context, e *Env) (power.Meter, string, error) {
-	pm, err := power.NewPMCountersWith(e.Cfg.SysfsRoot, e.opts())
+	pm, err := power.NewPMCounters(e.Cfg.SysfsRoot, e.opts())
 	if err != nil {
 		return nil, "", err
 	}
