@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 	"go.uber.org/zap"
 
+	"github.com/wattrace/wattrace/internal/cli"
 	"github.com/wattrace/wattrace/pkg/bpfloader"
 	"github.com/wattrace/wattrace/pkg/cgroup"
 	"github.com/wattrace/wattrace/pkg/cgroupstats"
@@ -56,7 +57,7 @@ func build(cfg *config.Config, c *components) error {
 		}
 	}
 	// Bound before anything heavy loads: a taken port fails at once.
-	webSrv, err := listenWeb(cfg, newSlogLogger(log, "web"))
+	webSrv, err := listenWeb(cfg, cli.SlogLogger(log, "web"))
 	if err != nil {
 		return err
 	}

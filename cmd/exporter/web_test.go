@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/wattrace/wattrace/internal/cli"
 	"github.com/wattrace/wattrace/internal/testenv"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
@@ -43,7 +44,7 @@ func TestHealthWithoutCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	// As build does: bind first, route once the handlers exist.
-	srv, err := listenWeb(cfg, newSlogLogger(zap.NewNop(), "web"))
+	srv, err := listenWeb(cfg, cli.SlogLogger(zap.NewNop(), "web"))
 	if err != nil {
 		t.Fatal(err)
 	}

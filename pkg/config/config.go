@@ -21,10 +21,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/cast"
 	"github.com/spf13/pflag"
-	"github.com/spf13/viper"
 
+	"github.com/wattrace/wattrace/internal/cli"
 	"github.com/wattrace/wattrace/pkg/collector"
 	"github.com/wattrace/wattrace/pkg/gpu/node"
 	"github.com/wattrace/wattrace/pkg/power"
@@ -36,7 +35,7 @@ const EnvPrefix = "WATTRACE"
 
 // Keys. They double as flag names and YAML keys.
 const (
-	KeyConfigFile = "config.file"
+	KeyConfigFile = cli.KeyConfigFile
 
 	KeyWebListenAddress = "web.listen-address"
 	KeyWebConfigFile    = "web.config.file"
@@ -105,11 +104,11 @@ const (
 // Allowed values of the enumerated settings, in the order they are listed
 // in error messages and help text.
 var (
-	LogLevels = []string{"debug", "info", "warn", "error"}
+	LogLevels = cli.LogLevels
 	// ResourceGroups are the cgroup resource groups collector.resources
 	// may name.
 	ResourceGroups    = []string{"cpu", "memory", "io", "pressure", "tasks"}
-	LogFormats        = []string{"logfmt", "json"}
+	LogFormats        = cli.LogFormats
 	AccountingModes   = []string{"auto", "bpf", "procfs"}
 	CgroupHierarchies = []string{"auto", "v2", "cpuacct", "cpu"}
 	PowerSources      = []string{"auto", "rapl", "estimator"}
@@ -272,15 +271,14 @@ const (
 	maxWattsPerZone = 1e6
 )
 
-// zoneMapKey splits a flattened per-zone map key such as
-// power.max-watts.package.
-func zoneMapKey(key string) (string, string, bool) {
-	for _, mk := range []string{KeyPowerIdleWatts, KeyPowerMaxWatts, KeyGPUIdleWatts} {
-		if zone, ok := strings.CutPrefix(key, mk+"."); ok && zone != "" {
-			return mk, zone, true
-		}
-	}
-	return "", "", false
+// loader reads the exporter's settings (internal/cli); the per-zone maps
+// may be nested in the file.
+var loader = cli.Loader{
+	Prefix:      EnvPrefix,
+	NotSettings: map[string]bool{"version": true},
+	Maps: func(key string) bool {
+		return key == KeyPowerIdleWatts || key == KeyPowerMaxWatts || key == KeyGPUIdleWatts
+	},
 }
 
 func powerMeterFlags(fs *pflag.FlagSet) {
@@ -363,7 +361,7 @@ func enabledCollectors(d *decoder) map[string]bool {
 	out := map[string]bool{}
 	for _, r := range collector.Registered() {
 		if r.Flag {
-			out[r.Name] = d.bool(KeyCollector(r.Name))
+			out[r.Name] = d.Bool(KeyCollector(r.Name))
 		}
 	}
 	return out
@@ -384,17 +382,13 @@ func (c Collector) Levels() []workload.Kind {
 func enabledLevels(d *decoder) map[workload.Kind]bool {
 	out := map[workload.Kind]bool{}
 	for _, l := range workload.Levels() {
-		out[l] = d.bool(KeyCollector(string(l)))
+		out[l] = d.Bool(KeyCollector(string(l)))
 	}
 	return out
 }
 
 // EnvVar returns the environment variable that sets key.
-func EnvVar(key string) string {
-	return EnvPrefix + "_" + strings.ToUpper(envReplacer.Replace(key))
-}
-
-var envReplacer = strings.NewReplacer(".", "_", "-", "_")
+func EnvVar(key string) string { return loader.EnvVar(key) }
 
 // NewFlagSet returns the exporter's flags with their defaults. Load parses
 // it; it is exported so that main can print usage and tests can check that
@@ -483,57 +477,17 @@ func NewFlagSet(name string) *pflag.FlagSet {
 	return fs
 }
 
-// notSettings are flags that only make sense on the command line.
-var notSettings = map[string]bool{"version": true}
-
 // Load parses args (without the program name) and merges them with the
 // environment, the configuration file and the defaults, then validates the
 // result. On --help it returns an error wrapping pflag.ErrHelp after the
 // flag set has printed usage.
 func Load(args []string) (*Config, error) {
 	fs := NewFlagSet("wattrace")
-	if err := fs.Parse(args); err != nil {
+	d, cfgFile, err := loader.Load(fs, args)
+	if err != nil {
 		return nil, err
 	}
-	if len(fs.Args()) > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
-	}
-
-	// "::" as key delimiter keeps flag names, which contain dots, as flat
-	// keys. With viper's default "." delimiter collector.process (a bool) and
-	// collector.process.top (an int) would collide as value and map.
-	v := viper.NewWithOptions(viper.KeyDelimiter("::"))
-	v.SetEnvPrefix(EnvPrefix)
-	v.SetEnvKeyReplacer(envReplacer)
-	v.AutomaticEnv()
-
-	keys := map[string]bool{}
-	var bindErr error
-	fs.VisitAll(func(f *pflag.Flag) {
-		if notSettings[f.Name] {
-			return
-		}
-		keys[f.Name] = true
-		if err := v.BindPFlag(f.Name, f); err != nil && bindErr == nil {
-			bindErr = fmt.Errorf("binding flag %s: %w", f.Name, err)
-		}
-	})
-	if bindErr != nil {
-		return nil, bindErr
-	}
-
-	cfgFile := v.GetString(KeyConfigFile)
-	if cfgFile != "" {
-		settings, err := readFile(cfgFile, keys)
-		if err != nil {
-			return nil, err
-		}
-		if err := v.MergeConfigMap(settings); err != nil {
-			return nil, fmt.Errorf("merging %s: %w", cfgFile, err)
-		}
-	}
-
-	cfg, err := decode(v)
+	cfg, err := decode(d)
 	if err != nil {
 		return nil, err
 	}
@@ -545,260 +499,97 @@ func Load(args []string) (*Config, error) {
 	return cfg, nil
 }
 
-// readFile reads the YAML file into a flat map keyed by setting key. Both
-// flat keys ("stats.interval: 5s") and nested maps ("stats: {interval: 5s}")
-// are accepted. Unknown keys are an error so that typos don't silently fall
-// back to defaults.
-func readFile(path string, known map[string]bool) (map[string]any, error) {
-	fv := viper.NewWithOptions(viper.KeyDelimiter("::"))
-	fv.SetConfigFile(path)
-	fv.SetConfigType("yaml")
-	if err := fv.ReadInConfig(); err != nil {
-		return nil, fmt.Errorf("reading config file %s: %w", path, err)
-	}
-	out := map[string]any{}
-	var rest []string
-	for _, k := range fv.AllKeys() {
-		key := strings.ReplaceAll(k, "::", ".")
-		if known[key] && key != KeyConfigFile {
-			if _, dup := out[key]; dup {
-				// "a.b: 1" beside "a: {b: 2}": which one was meant?
-				return nil, fmt.Errorf("config file %s: key %s is set twice (flat and nested)", path, key)
-			}
-			out[key] = fv.Get(k)
-			continue
-		}
-		// A map under power.idle-watts (or power.max-watts) flattens into
-		// power.idle-watts::package etc.; fold those back into one map.
-		if mk, zone, ok := zoneMapKey(key); ok {
-			m, isMap := out[mk].(map[string]any)
-			if !isMap && out[mk] != nil {
-				return nil, fmt.Errorf("config file %s: key %s is set twice (flat and nested)", path, mk)
-			}
-			if m == nil {
-				m = map[string]any{}
-				out[mk] = m
-			}
-			if _, dup := m[zone]; dup {
-				return nil, fmt.Errorf("config file %s: key %s.%s is set twice (flat and nested)", path, mk, zone)
-			}
-			m[zone] = fv.Get(k)
-			continue
-		}
-		rest = append(rest, key)
-	}
-	if len(rest) > 0 {
-		sort.Strings(rest)
-		return nil, fmt.Errorf("config file %s: unknown keys %s", path, strings.Join(rest, ", "))
-	}
-	return out, nil
-}
-
-// decode converts viper's untyped values, reporting the key of any value
-// that doesn't parse (viper's plain getters would silently return zero).
-func decode(v *viper.Viper) (*Config, error) {
-	d := decoder{v: v}
+// decode reads the loaded values into the configuration; every value
+// that doesn't parse is reported with its key.
+func decode(d *decoder) (*Config, error) {
 	c := &Config{
 		Web: Web{
-			ListenAddresses: d.strings(KeyWebListenAddress),
-			ConfigFile:      d.string(KeyWebConfigFile),
-			TelemetryPath:   d.string(KeyWebTelemetryPath),
-			AlloyTargets:    d.bool(KeyWebAlloyTargets),
+			ListenAddresses: d.Strings(KeyWebListenAddress),
+			ConfigFile:      d.String(KeyWebConfigFile),
+			TelemetryPath:   d.String(KeyWebTelemetryPath),
+			AlloyTargets:    d.Bool(KeyWebAlloyTargets),
 		},
 		Path: Path{
-			Procfs:   d.string(KeyPathProcfs),
-			Sysfs:    d.string(KeyPathSysfs),
-			Cgroupfs: d.string(KeyPathCgroupfs),
-			Etc:      d.string(KeyPathEtc),
+			Procfs:   d.String(KeyPathProcfs),
+			Sysfs:    d.String(KeyPathSysfs),
+			Cgroupfs: d.String(KeyPathCgroupfs),
+			Etc:      d.String(KeyPathEtc),
 		},
-		Log:        Log{Level: d.string(KeyLogLevel), Format: d.string(KeyLogFormat)},
-		Accounting: Accounting{Mode: d.string(KeyAccountingMode)},
-		Cgroup:     Cgroup{Hierarchy: d.string(KeyCgroupHierarchy)},
+		Log:        Log{Level: d.String(KeyLogLevel), Format: d.String(KeyLogFormat)},
+		Accounting: Accounting{Mode: d.String(KeyAccountingMode)},
+		Cgroup:     Cgroup{Hierarchy: d.String(KeyCgroupHierarchy)},
 		Stats: Stats{
-			Interval:  d.duration(KeyStatsInterval),
-			Retention: d.duration(KeyStatsRetention),
-			OnDemand:  d.bool(KeyStatsOnDemand),
-			MaxGap:    d.duration(KeyStatsMaxGap),
+			Interval:  d.Duration(KeyStatsInterval),
+			Retention: d.Duration(KeyStatsRetention),
+			OnDemand:  d.Bool(KeyStatsOnDemand),
+			MaxGap:    d.Duration(KeyStatsMaxGap),
 		},
 		Power: Power{
-			Source:      d.string(KeyPowerSource),
-			IdleWatts:   d.idleWatts(KeyPowerIdleWatts),
-			IdlePolicy:  d.string(KeyPowerIdlePolicy),
-			UsageMetric: d.zoneMetrics(KeyPowerUsageMetric),
+			Source:      d.String(KeyPowerSource),
+			IdleWatts:   d.Map(KeyPowerIdleWatts),
+			IdlePolicy:  d.String(KeyPowerIdlePolicy),
+			UsageMetric: zoneMetrics(d, KeyPowerUsageMetric),
 			Estimator: Estimator{
-				MinWattsPerCPU: d.float(KeyPowerEstimatorMinPer),
-				MaxWattsPerCPU: d.float(KeyPowerEstimatorMaxPer),
+				MinWattsPerCPU: d.Float(KeyPowerEstimatorMinPer),
+				MaxWattsPerCPU: d.Float(KeyPowerEstimatorMaxPer),
 			},
-			IPMI:          d.string(KeyPowerIPMI),
-			MeterInterval: d.duration(KeyPowerMeterInterval),
-			MeterTimeout:  d.duration(KeyPowerMeterTimeout),
-			Capmc:         d.string(KeyPowerCapmc),
-			MaxWatts:      d.idleWatts(KeyPowerMaxWatts),
+			IPMI:          d.String(KeyPowerIPMI),
+			MeterInterval: d.Duration(KeyPowerMeterInterval),
+			MeterTimeout:  d.Duration(KeyPowerMeterTimeout),
+			Capmc:         d.String(KeyPowerCapmc),
+			MaxWatts:      d.Map(KeyPowerMaxWatts),
 			Redfish: Redfish{
-				URL: d.string(KeyRedfishURL), Chassis: d.string(KeyRedfishChassis),
-				Username: d.string(KeyRedfishUsername), UsernameFile: d.string(KeyRedfishUsernameFile),
-				PasswordFile: d.string(KeyRedfishPasswordFile), PasswordEnv: d.string(KeyRedfishPasswordEnv),
-				Auth: d.string(KeyRedfishAuth), InsecureSkipVerify: d.bool(KeyRedfishInsecure),
-				CAFile: d.string(KeyRedfishCAFile), Timeout: d.duration(KeyRedfishTimeout),
-				ExternalURL: d.string(KeyRedfishExternalURL), ExternalHeader: d.string(KeyRedfishExternalHdr),
+				URL: d.String(KeyRedfishURL), Chassis: d.String(KeyRedfishChassis),
+				Username: d.String(KeyRedfishUsername), UsernameFile: d.String(KeyRedfishUsernameFile),
+				PasswordFile: d.String(KeyRedfishPasswordFile), PasswordEnv: d.String(KeyRedfishPasswordEnv),
+				Auth: d.String(KeyRedfishAuth), InsecureSkipVerify: d.Bool(KeyRedfishInsecure),
+				CAFile: d.String(KeyRedfishCAFile), Timeout: d.Duration(KeyRedfishTimeout),
+				ExternalURL: d.String(KeyRedfishExternalURL), ExternalHeader: d.String(KeyRedfishExternalHdr),
 			},
 		},
 		Collector: Collector{
-			Enabled:                enabledCollectors(&d),
-			ProcessTop:             d.int(KeyCollectorProcessTop),
-			LevelOn:                enabledLevels(&d),
-			ProbesDisable:          d.strings(KeyProbesDisable),
-			ProbesCounters:         d.strings(KeyProbesCounters),
-			ProbesPerCgroup:        d.bool(KeyProbesPerCgroup),
-			CgroupWorkloads:        d.bool(KeyCgroupWorkloads),
-			ProbesSoftirqWorkloads: d.bool(KeyProbesSoftirqWl),
-			Resources:              d.strings(KeyCollectorResources),
-			PerfEnvVars:            d.strings(KeyPerfEnvVar),
-			PerfHardware:           d.strings(KeyPerfHardware),
-			PerfSoftware:           d.strings(KeyPerfSoftware),
-			PerfCache:              d.strings(KeyPerfCache),
-			PerfMaxProcesses:       d.int(KeyPerfMaxProcesses),
+			Enabled:                enabledCollectors(d),
+			ProcessTop:             d.Int(KeyCollectorProcessTop),
+			LevelOn:                enabledLevels(d),
+			ProbesDisable:          d.Strings(KeyProbesDisable),
+			ProbesCounters:         d.Strings(KeyProbesCounters),
+			ProbesPerCgroup:        d.Bool(KeyProbesPerCgroup),
+			CgroupWorkloads:        d.Bool(KeyCgroupWorkloads),
+			ProbesSoftirqWorkloads: d.Bool(KeyProbesSoftirqWl),
+			Resources:              d.Strings(KeyCollectorResources),
+			PerfEnvVars:            d.Strings(KeyPerfEnvVar),
+			PerfHardware:           d.Strings(KeyPerfHardware),
+			PerfSoftware:           d.Strings(KeyPerfSoftware),
+			PerfCache:              d.Strings(KeyPerfCache),
+			PerfMaxProcesses:       d.Int(KeyPerfMaxProcesses),
 		},
 		Workload: Workload{
-			LibvirtDirs: d.strings(KeyWorkloadLibvirtDirs),
+			LibvirtDirs: d.Strings(KeyWorkloadLibvirtDirs),
 			Kube: Kube{
-				URL:                d.string(KeyWorkloadKubeURL),
-				TokenFile:          d.string(KeyWorkloadKubeToken),
-				CAFile:             d.string(KeyWorkloadKubeCA),
-				InsecureSkipVerify: d.bool(KeyWorkloadKubeInsecure),
-				Refresh:            d.duration(KeyWorkloadKubeRefresh),
+				URL:                d.String(KeyWorkloadKubeURL),
+				TokenFile:          d.String(KeyWorkloadKubeToken),
+				CAFile:             d.String(KeyWorkloadKubeCA),
+				InsecureSkipVerify: d.Bool(KeyWorkloadKubeInsecure),
+				Refresh:            d.Duration(KeyWorkloadKubeRefresh),
 			},
 		},
-		GPU: decodeGPU(&d),
+		GPU: decodeGPU(d),
 	}
-	c.Emissions = decodeEmissions(&d)
-	c.Guests, c.Power.HostShare = decodeVM(&d)
-	if len(d.errs) > 0 {
-		return nil, errors.Join(d.errs...)
+	c.Emissions = decodeEmissions(d)
+	c.Guests, c.Power.HostShare = decodeVM(d)
+	if err := d.Err(); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
 
-type decoder struct {
-	v    *viper.Viper
-	errs []error
-}
-
-func (d *decoder) fail(key string, val any, why string) {
-	d.errs = append(d.errs, fmt.Errorf("invalid value %q for %s: %s", fmt.Sprint(val), key, why))
-}
-
-func (d *decoder) string(key string) string {
-	return strings.TrimSpace(d.v.GetString(key))
-}
-
-func (d *decoder) strings(key string) []string {
-	var out []string
-	for _, s := range cast.ToStringSlice(d.v.Get(key)) {
-		// Environment variables arrive as one string; accept commas too.
-		for _, p := range strings.Split(s, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				out = append(out, p)
-			}
-		}
-	}
-	return out
-}
-
-func (d *decoder) duration(key string) time.Duration {
-	val := d.v.Get(key)
-	// A bare number would be read as nanoseconds, which is never what a
-	// person writing "5" meant; insist on a unit.
-	if s, ok := val.(string); ok {
-		t, err := time.ParseDuration(strings.TrimSpace(s))
-		if err != nil {
-			d.fail(key, val, "want a duration such as 5s or 1m")
-		}
-		return t
-	}
-	if t, ok := val.(time.Duration); ok {
-		return t
-	}
-	d.fail(key, val, "want a duration such as 5s or 1m")
-	return 0
-}
-
-func (d *decoder) float(key string) float64 {
-	val := d.v.Get(key)
-	f, err := cast.ToFloat64E(val)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-		d.fail(key, val, "want a finite number")
-	}
-	return f
-}
-
-func (d *decoder) int(key string) int {
-	val := d.v.Get(key)
-	if s, ok := val.(string); ok {
-		// cast accepts "0x10" and "1e3" loosely; be strict.
-		i, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil {
-			d.fail(key, val, "want an integer")
-		}
-		return i
-	}
-	i, err := cast.ToIntE(val)
-	if err != nil {
-		d.fail(key, val, "want an integer")
-	}
-	return i
-}
-
-func (d *decoder) bool(key string) bool {
-	val := d.v.Get(key)
-	b, err := cast.ToBoolE(val)
-	if err != nil {
-		d.fail(key, val, "want true or false")
-	}
-	return b
-}
-
-// idleWatts accepts "package=10,dram=2" (flag, environment, YAML string) or
-// a YAML map {package: 10, dram: 2}.
-func (d *decoder) idleWatts(key string) map[string]float64 {
-	out := map[string]float64{}
-	switch val := d.v.Get(key).(type) {
-	case nil:
-	case string:
-		for _, item := range strings.Split(val, ",") {
-			item = strings.TrimSpace(item)
-			if item == "" {
-				continue
-			}
-			zone, w, ok := strings.Cut(item, "=")
-			zone = strings.TrimSpace(zone)
-			f, err := strconv.ParseFloat(strings.TrimSpace(w), 64)
-			if !ok || zone == "" || err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-				d.fail(key, val, "want zone=watts pairs such as package=10,dram=2")
-				return nil
-			}
-			out[zone] = f
-		}
-	case map[string]any:
-		for zone, w := range val {
-			f, err := cast.ToFloat64E(w)
-			if err != nil || zone == "" || math.IsNaN(f) || math.IsInf(f, 0) {
-				d.fail(key, fmt.Sprintf("%s: %v", zone, w), "want a number of watts per zone")
-				return nil
-			}
-			out[zone] = f
-		}
-	default:
-		d.fail(key, val, "want zone=watts pairs such as package=10,dram=2")
-		return nil
-	}
-	return out
-}
+// decoder is the shared strict decoder (internal/cli).
+type decoder = cli.Decoder
 
 // zoneMetrics parses zone=metric pairs such as package=cycles.
-func (d *decoder) zoneMetrics(key string) map[string]string {
+func zoneMetrics(d *decoder, key string) map[string]string {
 	out := map[string]string{}
-	val := d.v.GetString(key)
+	val := d.String(key)
 	for _, item := range strings.Split(val, ",") {
 		if item = strings.TrimSpace(item); item == "" {
 			continue
@@ -806,7 +597,7 @@ func (d *decoder) zoneMetrics(key string) map[string]string {
 		zone, metric, ok := strings.Cut(item, "=")
 		zone, metric = strings.TrimSpace(zone), strings.TrimSpace(metric)
 		if !ok || zone == "" || !slices.Contains(UsageMetrics, metric) {
-			d.fail(key, val, "want zone=metric pairs such as package=instructions, metric one of "+strings.Join(UsageMetrics, ", "))
+			d.Fail(key, val, "want zone=metric pairs such as package=instructions, metric one of "+strings.Join(UsageMetrics, ", "))
 			return nil
 		}
 		out[zone] = metric

@@ -2,7 +2,6 @@ package config
 
 import (
 	"errors"
-	"github.com/wattrace/wattrace/pkg/gpu/node"
 	"math"
 	"os"
 	"path/filepath"
@@ -10,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wattrace/wattrace/pkg/gpu/node"
 
 	"github.com/spf13/pflag"
 

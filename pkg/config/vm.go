@@ -45,8 +45,8 @@ func vmFlags(fs *pflag.FlagSet) {
 }
 
 func decodeVM(d *decoder) (Guests, HostShare) {
-	return Guests{SharePath: d.string(KeyGuestsSharePath), ShareInterval: d.duration(KeyGuestsShareInterval)},
-		HostShare{Path: d.string(KeyPowerHostSharePath), Staleness: d.duration(KeyPowerHostShareStale)}
+	return Guests{SharePath: d.String(KeyGuestsSharePath), ShareInterval: d.Duration(KeyGuestsShareInterval)},
+		HostShare{Path: d.String(KeyPowerHostSharePath), Staleness: d.Duration(KeyPowerHostShareStale)}
 }
 
 func (c *Config) validateVM() []error {
