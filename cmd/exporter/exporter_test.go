@@ -76,7 +76,7 @@ func TestHealthEndpoints(t *testing.T) {
 // mode, the meter of each zone and the kernel probes (from the snapshot).
 func TestLandingPage(t *testing.T) {
 	cfg := testConfig(t)
-	cfg.Collector.Enabled[collector.NameProcess], cfg.Collector.ProcessTop = true, 20
+	cfg.Collector.Enabled[collector.NameProcess], cfg.Collector.Settings.Process().Top = true, 20
 	cfg.Collector.LevelOn[workload.KindPod] = false
 	src := &fakeSource{}
 	mux, err := newMux(cfg, prometheus.NewRegistry(), newHandlers(src), zap.NewNop())
@@ -119,9 +119,9 @@ func TestOpenMeterEstimatorOverrides(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Path.Procfs = t.TempDir() // no cpuinfo: average coefficients
 	cfg.Path.Sysfs = t.TempDir()  // no powercap, no cpu list
-	cfg.Power.Estimator = config.Estimator{MinWattsPerCPU: 1, MaxWattsPerCPU: 4}
+	cfg.Power.MinWattsPerCPU, cfg.Power.MaxWattsPerCPU = 1, 4
 	cfg.Power.IPMI = "off"
-	m, err := openMeter(context.Background(), cfg, nil, zap.NewNop())
+	m, err := openMeter(context.Background(), cfg, 0, nil, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestOpenMeterEstimatorOverrides(t *testing.T) {
 		t.Errorf("auto without RAPL gave %s (estimated %v), want the estimator", m.Name(), m.Estimated())
 	}
 	cfg.Power.Source = "rapl"
-	if _, err := openMeter(context.Background(), cfg, nil, zap.NewNop()); err == nil || !strings.Contains(err.Error(), "power.source=rapl") {
+	if _, err := openMeter(context.Background(), cfg, 0, nil, zap.NewNop()); err == nil || !strings.Contains(err.Error(), "power.source=rapl") {
 		t.Errorf("forced RAPL without RAPL: %v, want an error naming power.source=rapl", err)
 	}
 }
@@ -140,7 +140,7 @@ func TestOpenMeterDiscovers(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Path.Sysfs = "../../pkg/power/testdata/pm-counters"
 	cfg.Power.IPMI = "off"
-	m, err := openMeter(context.Background(), cfg, nil, zap.NewNop())
+	m, err := openMeter(context.Background(), cfg, 0, nil, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

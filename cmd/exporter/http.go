@@ -153,8 +153,8 @@ func (l *landing) status() pageStatus {
 			continue
 		}
 		name := r.Name
-		if name == collector.NameProcess && c.ProcessTop > 0 {
-			name = fmt.Sprintf("process (top %d)", c.ProcessTop)
+		if top := c.Settings.Process().Top; name == collector.NameProcess && top > 0 {
+			name = fmt.Sprintf("process (top %d)", top)
 		}
 		st.Collectors = append(st.Collectors, name)
 	}

@@ -41,7 +41,7 @@ func TestEveryProgramHasItsCost(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := cgroup.NewResolver(hier)
-	acc, err := openAccounting(cfg, hier, res, log)
+	acc, err := openAccounting(cfg, hier, res, 0, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func TestEveryProgramHasItsCost(t *testing.T) {
 	if !acc.bpfMode() {
 		t.Fatal("accounting.mode=bpf did not run BPF accounting")
 	}
-	p, programs, err := loopParts(cfg, hier, acc, c)
+	p, programs, err := loopParts(cfg, hier, acc, 0, c)
 	if err != nil {
 		t.Fatal(err)
 	}

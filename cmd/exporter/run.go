@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"runtime"
 	"runtime/debug"
 	"time"
 
@@ -69,7 +68,10 @@ func build(cfg *config.Config, c *components) error {
 	log.Info("cgroup hierarchy", zap.String("hierarchy", string(hier.Kind)), zap.String("mount", hier.Mount))
 	res := cgroup.NewResolver(hier)
 
-	acc, err := openAccounting(cfg, hier, res, log)
+	// Read once: the ledger's plausibility check, procfs, cgroupfs and
+	// the estimator all scale by it.
+	cpus := power.CPUCount(cfg.Path.Sysfs, log)
+	acc, err := openAccounting(cfg, hier, res, cpus, log)
 	if err != nil {
 		return err
 	}
@@ -82,7 +84,7 @@ func build(cfg *config.Config, c *components) error {
 	if err != nil {
 		return err
 	}
-	meter, err := openMeter(c.ctx, cfg, gpuDevs, log)
+	meter, err := openMeter(c.ctx, cfg, cpus, gpuDevs, log)
 	if err != nil {
 		return err
 	}
@@ -91,7 +93,7 @@ func build(cfg *config.Config, c *components) error {
 		c.closeLater("meter", cl)
 	}
 
-	opts, programs, err := loopParts(cfg, hier, acc, c)
+	opts, programs, err := loopParts(cfg, hier, acc, cpus, c)
 	if err != nil {
 		return err
 	}
@@ -116,7 +118,7 @@ func build(cfg *config.Config, c *components) error {
 		IdlePolicy:  cfg.Power.IdlePolicy,
 		IdleWatts:   cfg.Power.IdleWatts,
 		Sockets:     sockets,
-		CPUs:        onlineCPUs(cfg.Path.Sysfs, log),
+		CPUs:        cpus,
 		Hierarchy:   string(hier.Kind),
 		UsageMetric: cfg.Power.UsageMetric,
 		OnDemand:    cfg.Stats.OnDemand,
@@ -152,7 +154,7 @@ type parts struct {
 // loopParts opens the loop's optional parts: workload resolution and
 // cgroup resources, the perf profiler and, in BPF mode, the kernel probes.
 // It returns the BPF programs' statistics sources, every loader's.
-func loopParts(cfg *config.Config, hier cgroup.Hierarchy, acc accounting, c *components) (parts, []collector.ProgramStatsSource, error) {
+func loopParts(cfg *config.Config, hier cgroup.Hierarchy, acc accounting, cpus int, c *components) (parts, []collector.ProgramStatsSource, error) {
 	var p parts
 	var programs []collector.ProgramStatsSource
 	log := c.log
@@ -179,7 +181,7 @@ func loopParts(cfg *config.Config, hier cgroup.Hierarchy, acc accounting, c *com
 			log.Warn("cgroup resource counters unavailable", zap.Error(err))
 		default:
 			r := cgroupstats.NewReaderWith(layout, cgroupstats.Options{
-				SysfsRoot: cfg.Path.Sysfs, CPUs: onlineCPUs(cfg.Path.Sysfs, log), Log: log.Named("cgroupfs")})
+				SysfsRoot: cfg.Path.Sysfs, CPUs: cpus, Log: log.Named("cgroupfs")})
 			r.Only(groups)
 			p.stats = append(p.stats, stats.WithResources(r))
 		}
@@ -246,17 +248,14 @@ func registry(cfg *config.Config, loop *stats.Loop, meter power.Meter, acc accou
 	}
 	hr, reportsHealth := meter.(power.HealthReporter)
 	exp, err := collector.New(loop, collector.Options{
-		Enabled:                enabled,
-		ProcessTop:             cfg.Collector.ProcessTop,
-		ProbesPerCgroup:        cfg.Collector.ProbesPerCgroup,
-		CgroupWorkloads:        cfg.Collector.CgroupWorkloads,
-		ProbesSoftirqWorkloads: cfg.Collector.ProbesSoftirqWorkloads,
-		Programs:               programs,
-		Levels:                 cfg.Collector.Levels(),
-		MeterHealth:            reportsHealth && len(hr.Health()) > 0 || loop.HasGPUs(),
-		IdleAttributed:         cfg.Power.IdlePolicy != "none",
-		Emissions:              cfg.Emissions.Enabled,
-		Log:                    c.log.Named("collector"),
+		Enabled:        enabled,
+		Settings:       cfg.Collector.Settings,
+		Programs:       programs,
+		Levels:         cfg.Collector.Levels(),
+		MeterHealth:    reportsHealth && len(hr.Health()) > 0 || loop.HasGPUs(),
+		IdleAttributed: cfg.Power.IdlePolicy != "none",
+		Emissions:      cfg.Emissions.Enabled,
+		Log:            c.log.Named("collector"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("building collectors: %w", err)
@@ -311,22 +310,11 @@ func endedProcesses(cfg *config.Config) int {
 	switch {
 	case !cfg.Collector.Enabled[collector.NameProcess]:
 		return -1
-	case cfg.Collector.ProcessTop > 0:
-		return cfg.Collector.ProcessTop
+	case cfg.Collector.Settings.Process().Top > 0:
+		return cfg.Collector.Settings.Process().Top
 	default:
 		return 0
 	}
-}
-
-// onlineCPUs is the number of online CPUs, or the CPUs this process may run
-// on where sysfs doesn't say.
-func onlineCPUs(sysfs string, log *zap.Logger) int {
-	cpus, err := power.OnlineCPUs(sysfs)
-	if err != nil || cpus <= 0 {
-		cpus = runtime.NumCPU()
-		log.Warn("online CPUs unavailable; using the CPUs this process may run on", zap.Int("cpus", cpus), zap.Error(err))
-	}
-	return cpus
 }
 
 // startupGCPercent is the garbage collector's target while the exporter

@@ -108,7 +108,9 @@ var Layers = map[string]Layer{
 // layer: the collectors read the snapshot and name workloads, nothing
 // else; the snapshot depends on nothing.
 var Only = map[string][]string{
-	"pkg/collector": {"pkg/snapshot", "pkg/workload"},
+	// internal/setting carries no data: each collector declares its own
+	// settings with it.
+	"pkg/collector": {"pkg/snapshot", "pkg/workload", "internal/setting"},
 	"pkg/snapshot":  {},
 	// The units side reads what the exporters published to the TSDB; it
 	// must not reach into the exporter's sources, loop or snapshot.

@@ -88,6 +88,18 @@ func (s *Set) FillUnset() {
 	}
 }
 
+// FillDefaults gives every setting its default: the values a program
+// that loads no configuration (a test, a library caller) starts from.
+func (s *Set) FillDefaults() {
+	for _, st := range s.list {
+		if st.Kind == Map && st.Default == nil {
+			st.assign(map[string]float64{})
+			continue
+		}
+		st.assign(st.Default)
+	}
+}
+
 // Invalid is the one shape of a configuration error: the value, the key,
 // why.
 func Invalid(key string, v any, why string) error {

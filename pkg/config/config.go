@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"net"
 	"slices"
 	"sort"
@@ -24,9 +23,11 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/wattrace/wattrace/internal/cli"
+	"github.com/wattrace/wattrace/internal/setting"
 	"github.com/wattrace/wattrace/pkg/collector"
 	"github.com/wattrace/wattrace/pkg/gpu/node"
 	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/power/discover"
 	"github.com/wattrace/wattrace/pkg/workload"
 )
 
@@ -57,41 +58,23 @@ const (
 	KeyStatsOnDemand  = "stats.on-demand"
 	KeyStatsMaxGap    = "stats.max-gap"
 
-	KeyPowerSource          = "power.source"
-	KeyPowerIdleWatts       = "power.idle-watts"
-	KeyPowerIdlePolicy      = "power.idle-policy"
-	KeyPowerEstimatorMinPer = "power.estimator.min-watts-per-cpu"
-	KeyPowerEstimatorMaxPer = "power.estimator.max-watts-per-cpu"
-	KeyPowerUsageMetric     = "power.usage-metric"
-	KeyPowerIPMI            = "power.ipmi"
-	KeyPowerMeterInterval   = "power.meter-interval"
-	KeyPowerMeterTimeout    = "power.meter-timeout"
-	KeyRedfishURL           = "power.redfish.url"
-	KeyRedfishChassis       = "power.redfish.chassis"
-	KeyRedfishUsername      = "power.redfish.username"
-	KeyRedfishUsernameFile  = "power.redfish.username-file"
-	KeyRedfishPasswordFile  = "power.redfish.password-file"
-	KeyRedfishPasswordEnv   = "power.redfish.password-env"
-	KeyRedfishAuth          = "power.redfish.auth"
-	KeyRedfishInsecure      = "power.redfish.insecure-skip-verify"
-	KeyRedfishCAFile        = "power.redfish.ca-file"
-	KeyRedfishTimeout       = "power.redfish.timeout"
-	KeyRedfishExternalURL   = "power.redfish.external-url"
-	KeyRedfishExternalHdr   = "power.redfish.external-header"
+	KeyPowerIdleWatts   = "power.idle-watts"
+	KeyPowerIdlePolicy  = "power.idle-policy"
+	KeyPowerUsageMetric = "power.usage-metric"
+	// The meters' keys are declared by pkg/power/discover beside the
+	// meters; these name the ones this package reads too.
+	KeyPowerMeterInterval = discover.KeyMeterInterval
+	KeyPowerMaxWatts      = discover.KeyMaxWatts
 
-	KeyCollectorProcessTop = "collector.process.top"
-	KeyPerfEnvVar          = "collector.perf.env-var"
-	KeyPerfHardware        = "collector.perf.hardware-events"
-	KeyPerfSoftware        = "collector.perf.software-events"
-	KeyPerfCache           = "collector.perf.cache-events"
-	KeyPerfMaxProcesses    = "collector.perf.max-processes"
-	KeyWebAlloyTargets     = "web.alloy-targets"
-	KeyProbesDisable       = "collector.probes.disable"
-	KeyProbesCounters      = "collector.probes.counters"
-	KeyProbesPerCgroup     = "collector.probes.per-cgroup"
-	KeyCgroupWorkloads     = "collector.cgroup.workloads"
-	KeyProbesSoftirqWl     = "collector.probes.softirq-per-workload"
-	KeyCollectorResources  = "collector.resources"
+	KeyPerfEnvVar         = "collector.perf.env-var"
+	KeyPerfHardware       = "collector.perf.hardware-events"
+	KeyPerfSoftware       = "collector.perf.software-events"
+	KeyPerfCache          = "collector.perf.cache-events"
+	KeyPerfMaxProcesses   = "collector.perf.max-processes"
+	KeyWebAlloyTargets    = "web.alloy-targets"
+	KeyProbesDisable      = "collector.probes.disable"
+	KeyProbesCounters     = "collector.probes.counters"
+	KeyCollectorResources = "collector.resources"
 
 	KeyWorkloadLibvirtDirs  = "workload.libvirt.dirs"
 	KeyWorkloadKubeURL      = "workload.kube.url"
@@ -111,10 +94,7 @@ var (
 	LogFormats        = cli.LogFormats
 	AccountingModes   = []string{"auto", "bpf", "procfs"}
 	CgroupHierarchies = []string{"auto", "v2", "cpuacct", "cpu"}
-	PowerSources      = []string{"auto", "rapl", "estimator"}
-	IPMIModes         = []string{"auto", "off"}
 	UsageMetrics      = []string{"cpu_time", "cycles", "instructions", "cache_misses", "cpu_clock"}
-	RedfishAuths      = []string{"session", "basic"}
 	IdlePolicies      = []string{"none", "even", "cpu"}
 )
 
@@ -212,64 +192,18 @@ type Stats struct {
 
 // Power configures the energy source and the idle model.
 type Power struct {
-	Source     string             // auto | rapl | estimator
+	// Config is the meters' settings (power.source, power.ipmi,
+	// power.max-watts, power.estimator.*, power.host-share.*, each
+	// meter's own): declared, decoded and checked as pkg/power/discover
+	// declares them, in the shape discover.Open reads.
+	discover.Config
 	IdleWatts  map[string]float64 // zone name -> watts
 	IdlePolicy string             // none | even | cpu
 	// UsageMetric is the metric each zone's dynamic energy is split by:
 	// cpu_time (default) or a perf counter (cycles, instructions,
 	// cache_misses, cpu_clock).
 	UsageMetric map[string]string
-	Estimator   Estimator
-	IPMI        string // auto | off
-	// MeterInterval and MeterTimeout drive slow meters (BMCs), which are
-	// read in the background so no scrape waits on them.
-	MeterInterval time.Duration
-	MeterTimeout  time.Duration
-	Redfish       Redfish
-	Capmc         string             // power.capmc: off | auto
-	MaxWatts      map[string]float64 // power.max-watts: zone -> ceiling in watts
-	HostShare     HostShare          // power.host-share.* (pkg/config/vm.go)
 }
-
-// Redfish configures a BMC to read node power from; off when URL is empty.
-type Redfish struct {
-	URL, Chassis                string
-	Username, UsernameFile      string
-	PasswordFile, PasswordEnv   string
-	Auth                        string // session | basic
-	InsecureSkipVerify          bool
-	CAFile                      string
-	Timeout                     time.Duration
-	ExternalURL, ExternalHeader string
-}
-
-// Estimator overrides the built-in coefficient table; 0 means "use the table".
-type Estimator struct {
-	MinWattsPerCPU float64
-	MaxWattsPerCPU float64
-}
-
-// Power meter choice and reading validation: power.capmc and
-// power.max-watts, and the checks that refuse non-finite or absurd power
-// figures (the meters themselves live in pkg/power, which does not import
-// this package).
-const (
-	KeyPowerCapmc    = "power.capmc"
-	KeyPowerMaxWatts = "power.max-watts"
-)
-
-var (
-	// CapmcModes are power.capmc's values: off, or auto (use capmc when it
-	// is on PATH).
-	CapmcModes = []string{"off", "auto"}
-)
-
-// Bounds on configured power figures: anything beyond is a typo, and a
-// value such as 1e308 would overflow energy to Inf.
-const (
-	maxWattsPerCPU  = 1000
-	maxWattsPerZone = 1e6
-)
 
 // loader reads the exporter's settings (internal/cli); the per-zone maps
 // may be nested in the file.
@@ -281,49 +215,28 @@ var loader = cli.Loader{
 	},
 }
 
-func powerMeterFlags(fs *pflag.FlagSet) {
-	fs.String(KeyPowerCapmc, "off", "Read node power with HPE Cray capmc get_system_power when it is on PATH: off or auto. It reports a whole partition's power, the node's only on a single-node partition.")
-	fs.String(KeyPowerMaxWatts, "", "Ceilings on plausible power per zone, e.g. package=400,platform=3000: watts per socket for package, core, uncore, dram; per device for gpu; per node for psys, platform. A reading implying more is rejected and counted. Unset zones: package, core, uncore 1000, dram 500, gpu 2000, psys 2000, platform 20000.")
+// collectorSettings declares the collectors' own settings bound to st.
+func collectorSettings(st collector.Settings) *setting.Set {
+	s := &setting.Set{}
+	st.Declare(s)
+	return s
 }
 
-// validateMeters checks power.capmc, power.max-watts and that the
-// estimator's figures are finite and sane (NaN passes a ">= 0" check).
-func (p Power) validateMeters() []error {
-	var errs []error
-	if !slices.Contains(CapmcModes, p.Capmc) {
-		errs = append(errs, fmt.Errorf("invalid value %q for %s: allowed %s", p.Capmc, KeyPowerCapmc, strings.Join(CapmcModes, ", ")))
-	}
-	zones := make([]string, 0, len(p.MaxWatts))
-	for z := range p.MaxWatts {
-		zones = append(zones, z)
-	}
-	sort.Strings(zones)
-	for _, z := range zones {
-		v := p.MaxWatts[z]
-		switch {
-		case !slices.Contains(power.Zones(), z):
-			errs = append(errs, fmt.Errorf("invalid value %q for %s: unknown zone %q, allowed %s", fmt.Sprint(v), KeyPowerMaxWatts, z, strings.Join(power.Zones(), ", ")))
-		case math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 || v > maxWattsPerZone:
-			errs = append(errs, fmt.Errorf("invalid value %q for %s.%s: want a finite number of watts in (0, %g]", fmt.Sprint(v), KeyPowerMaxWatts, z, float64(maxWattsPerZone)))
-		}
-	}
-	for _, kv := range []struct {
-		key string
-		v   float64
-	}{{KeyPowerEstimatorMinPer, p.Estimator.MinWattsPerCPU}, {KeyPowerEstimatorMaxPer, p.Estimator.MaxWattsPerCPU}} {
-		if math.IsNaN(kv.v) || math.IsInf(kv.v, 0) || kv.v > maxWattsPerCPU {
-			errs = append(errs, fmt.Errorf("invalid value %q for %s: want a finite number of watts in [0, %d] (0 = from the CPU model table)", fmt.Sprint(kv.v), kv.key, maxWattsPerCPU))
-		}
-	}
-	return errs
+// meterSettings declares the meters' settings bound to p.
+func meterSettings(p *discover.Config) *setting.Set {
+	s := &setting.Set{}
+	p.Declare(s)
+	return s
 }
 
 // Collector enables collectors.
 type Collector struct {
 	// Enabled says, per collector with a flag (collector.Registered), whether
 	// collector.<name> turns it on.
-	Enabled    map[string]bool
-	ProcessTop int // 0 = all processes
+	Enabled map[string]bool
+	// Settings are the collectors' own settings (collector.process.top,
+	// collector.probes.per-cgroup, …), declared by their registrations.
+	Settings collector.Settings
 	// LevelOn says, per workload level (workload.Levels), whether
 	// collector.<level> exports it.
 	LevelOn map[workload.Kind]bool
@@ -331,15 +244,6 @@ type Collector struct {
 	// counters read at context switches (collector.probes on, BPF mode).
 	ProbesDisable  []string
 	ProbesCounters []string
-	// ProbesPerCgroup exports the probes' families per cgroup too, not only
-	// per node and workload.
-	ProbesPerCgroup bool
-	// CgroupWorkloads exports the cgroup families also for cgroups that
-	// belong to an exported workload (by default: at its level only).
-	CgroupWorkloads bool
-	// ProbesSoftirqWorkloads exports the softirq_interrupted families per
-	// workload and cgroup, not only per node.
-	ProbesSoftirqWorkloads bool
 	// Resources are the cgroup resource groups read and exported per
 	// workload (ResourceGroups); none reads no cgroup file.
 	Resources []string
@@ -421,45 +325,24 @@ func NewFlagSet(name string) *pflag.FlagSet {
 	fs.Duration(KeyStatsMaxGap, time.Minute, "With stats.on-demand, the longest the loop goes without a step when nobody asks; bounds how many ended processes the BPF exit maps must hold between reads. At least stats.interval.")
 	fs.Duration(KeyStatsRetention, 5*time.Minute, "How long terminated cgroups and processes stay exported, so the last scrape sees their final totals.")
 
-	fs.String(KeyPowerSource, "auto", "Energy source: auto (every meter found: RAPL, pm_counters, Redfish, IPMI, hwmon; the estimator when none measures), rapl (RAPL only), or estimator.")
 	fs.String(KeyPowerIdleWatts, "", "Fixed idle power per zone, e.g. package=10,dram=2. Zones not listed learn idle power from the minimum seen at low utilization.")
 	fs.String(KeyPowerIdlePolicy, "none", "How idle energy is attributed to workloads: none (kept at node level), even (split evenly among active workloads), cpu (by CPU time).")
-	fs.Float64(KeyPowerEstimatorMinPer, 0, "Estimator: watts per CPU at idle. 0 = from the built-in CPU model table.")
-	fs.Float64(KeyPowerEstimatorMaxPer, 0, "Estimator: watts per CPU at full load. 0 = from the built-in CPU model table.")
 	fs.String(KeyPowerUsageMetric, "", "What each zone's dynamic energy is split by, e.g. package=instructions,dram=cache_misses: cpu_time (default), or a perf counter from collector.probes.counters (cycles, instructions, cache_misses, cpu_clock); zones whose counter is unavailable use cpu_time.")
-	fs.String(KeyPowerIPMI, "auto", "Read node power over IPMI DCMI (/dev/ipmi0, else ipmi-dcmi, ipmitool or ipmiutil): auto or off.")
-	fs.Duration(KeyPowerMeterInterval, time.Second, "How often slow meters (BMCs, hwmon) and amdgpu GPUs' power are read in the background.")
-	fs.Duration(KeyPowerMeterTimeout, 5*time.Second, "Longest wait for one slow-meter read; a late meter keeps its last value, visibly stale.")
-	powerMeterFlags(fs)
+	cli.AddFlags(fs, meterSettings(&discover.Config{}))
 	gpuFlags(fs)
-	fs.String(KeyRedfishURL, "", "Redfish BMC base URL, e.g. https://{hostname}-bmc.example.com ({hostname}: this node's short name). Empty: no Redfish.")
-	fs.String(KeyRedfishChassis, "", "Redfish chassis Id. Empty: the first chassis with power data.")
-	fs.String(KeyRedfishUsername, "", "Redfish user name.")
-	fs.String(KeyRedfishUsernameFile, "", "File holding the Redfish user name.")
-	fs.String(KeyRedfishPasswordFile, "", "File holding the Redfish password (never logged).")
-	fs.String(KeyRedfishPasswordEnv, "", "Environment variable holding the Redfish password (never logged).")
-	fs.String(KeyRedfishAuth, "session", "Redfish authentication: session (token, re-login on expiry; basic where sessions are off) or basic.")
-	fs.Bool(KeyRedfishInsecure, false, "Skip verifying the BMC's certificate.")
-	fs.String(KeyRedfishCAFile, "", "CA bundle for the BMC's certificate.")
-	fs.Duration(KeyRedfishTimeout, 5*time.Second, "Timeout of one Redfish request.")
-	fs.String(KeyRedfishExternalURL, "", "Send Redfish requests to this proxy (cmd/redfish_proxy) with the BMC address in a header.")
-	fs.String(KeyRedfishExternalHdr, "X-Redfish-Url", "Header carrying the BMC address to the proxy.")
 
 	for _, r := range collector.Registered() {
 		if r.Flag {
 			fs.Bool(KeyCollector(r.Name), r.DefaultOn, r.Help)
 		}
 	}
-	fs.Int(KeyCollectorProcessTop, 20, "Export only the N processes with the most energy. 0 = all.")
+	cli.AddFlags(fs, collectorSettings(collector.Settings{}))
 	for _, l := range workload.Levels() {
 		fs.Bool(KeyCollector(string(l)), true, workload.LevelHelp(l))
 	}
 
 	fs.StringSlice(KeyProbesDisable, nil, "Probes not to load: pagecache_read, pagecache_add, pagecache_dirty, softirq, block, net, counters.")
 	fs.StringSlice(KeyCollectorResources, []string{"memory"}, "Cgroup resource groups read and exported per workload, each file at most once per scrape: cpu, memory, io, pressure, tasks (empty: none). Series per workload: cpu 2, memory up to 7, io 4 per device, pressure up to 6, tasks 1.")
-	fs.Bool(KeyCgroupWorkloads, false, "Export the cgroup families (energy, CPU, context switches, grams) also for cgroups that belong to a container, pod, VM, job or unit at an exported level; by default such a cgroup is exported once, at its workload's level.")
-	fs.Bool(KeyProbesSoftirqWl, false, "Export softirq_interrupted (softirqs counted against whichever task they interrupted, not work done for it) per workload level and per cgroup too, not only per node; the node's softirqs by vector are always exported.")
-	fs.Bool(KeyProbesPerCgroup, false, "Export the probes' families per cgroup as well as per node and workload level: 16 series per cgroup whose tasks used every probed resource (families all zero are left out).")
 	fs.StringSlice(KeyProbesCounters, nil, "Perf counters read at every context switch: cycles, instructions, cache_misses, or cpu_clock (software stand-in). Off by default: reading one costs about 450 ns per context switch on every process (docs/performance.md); none opened means the counters program is not attached.")
 	fs.StringSlice(KeyPerfEnvVar, []string{"WATTRACE_PROFILE"}, "Environment variables that opt a process in to profiling (any non-empty value). Repeatable.")
 	fs.StringSlice(KeyPerfHardware, []string{"cpu_cycles", "instructions", "cache_references", "cache_misses", "branch_instructions", "branch_misses"}, "Hardware events for opted-in processes (unavailable ones are logged once and skipped).")
@@ -525,43 +408,22 @@ func decode(d *decoder) (*Config, error) {
 			MaxGap:    d.Duration(KeyStatsMaxGap),
 		},
 		Power: Power{
-			Source:      d.String(KeyPowerSource),
 			IdleWatts:   d.Map(KeyPowerIdleWatts),
 			IdlePolicy:  d.String(KeyPowerIdlePolicy),
 			UsageMetric: zoneMetrics(d, KeyPowerUsageMetric),
-			Estimator: Estimator{
-				MinWattsPerCPU: d.Float(KeyPowerEstimatorMinPer),
-				MaxWattsPerCPU: d.Float(KeyPowerEstimatorMaxPer),
-			},
-			IPMI:          d.String(KeyPowerIPMI),
-			MeterInterval: d.Duration(KeyPowerMeterInterval),
-			MeterTimeout:  d.Duration(KeyPowerMeterTimeout),
-			Capmc:         d.String(KeyPowerCapmc),
-			MaxWatts:      d.Map(KeyPowerMaxWatts),
-			Redfish: Redfish{
-				URL: d.String(KeyRedfishURL), Chassis: d.String(KeyRedfishChassis),
-				Username: d.String(KeyRedfishUsername), UsernameFile: d.String(KeyRedfishUsernameFile),
-				PasswordFile: d.String(KeyRedfishPasswordFile), PasswordEnv: d.String(KeyRedfishPasswordEnv),
-				Auth: d.String(KeyRedfishAuth), InsecureSkipVerify: d.Bool(KeyRedfishInsecure),
-				CAFile: d.String(KeyRedfishCAFile), Timeout: d.Duration(KeyRedfishTimeout),
-				ExternalURL: d.String(KeyRedfishExternalURL), ExternalHeader: d.String(KeyRedfishExternalHdr),
-			},
 		},
 		Collector: Collector{
-			Enabled:                enabledCollectors(d),
-			ProcessTop:             d.Int(KeyCollectorProcessTop),
-			LevelOn:                enabledLevels(d),
-			ProbesDisable:          d.Strings(KeyProbesDisable),
-			ProbesCounters:         d.Strings(KeyProbesCounters),
-			ProbesPerCgroup:        d.Bool(KeyProbesPerCgroup),
-			CgroupWorkloads:        d.Bool(KeyCgroupWorkloads),
-			ProbesSoftirqWorkloads: d.Bool(KeyProbesSoftirqWl),
-			Resources:              d.Strings(KeyCollectorResources),
-			PerfEnvVars:            d.Strings(KeyPerfEnvVar),
-			PerfHardware:           d.Strings(KeyPerfHardware),
-			PerfSoftware:           d.Strings(KeyPerfSoftware),
-			PerfCache:              d.Strings(KeyPerfCache),
-			PerfMaxProcesses:       d.Int(KeyPerfMaxProcesses),
+			Enabled:          enabledCollectors(d),
+			Settings:         collector.Settings{},
+			LevelOn:          enabledLevels(d),
+			ProbesDisable:    d.Strings(KeyProbesDisable),
+			ProbesCounters:   d.Strings(KeyProbesCounters),
+			Resources:        d.Strings(KeyCollectorResources),
+			PerfEnvVars:      d.Strings(KeyPerfEnvVar),
+			PerfHardware:     d.Strings(KeyPerfHardware),
+			PerfSoftware:     d.Strings(KeyPerfSoftware),
+			PerfCache:        d.Strings(KeyPerfCache),
+			PerfMaxProcesses: d.Int(KeyPerfMaxProcesses),
 		},
 		Workload: Workload{
 			LibvirtDirs: d.Strings(KeyWorkloadLibvirtDirs),
@@ -575,8 +437,10 @@ func decode(d *decoder) (*Config, error) {
 		},
 		GPU: decodeGPU(d),
 	}
+	d.Decode(meterSettings(&c.Power.Config))
+	d.Decode(collectorSettings(c.Collector.Settings))
 	c.Emissions = decodeEmissions(d)
-	c.Guests, c.Power.HostShare = decodeVM(d)
+	c.Guests = decodeVM(d)
 	if err := d.Err(); err != nil {
 		return nil, err
 	}
@@ -650,13 +514,7 @@ func (c *Config) Validate() error {
 	enum(KeyLogFormat, c.Log.Format, LogFormats)
 	enum(KeyAccountingMode, c.Accounting.Mode, AccountingModes)
 	enum(KeyCgroupHierarchy, c.Cgroup.Hierarchy, CgroupHierarchies)
-	enum(KeyPowerSource, c.Power.Source, PowerSources)
 	positive(KeyWorkloadKubeRefresh, c.Workload.Kube.Refresh)
-	enum(KeyPowerIPMI, c.Power.IPMI, IPMIModes)
-	enum(KeyRedfishAuth, c.Power.Redfish.Auth, RedfishAuths)
-	positive(KeyPowerMeterInterval, c.Power.MeterInterval)
-	positive(KeyPowerMeterTimeout, c.Power.MeterTimeout)
-	positive(KeyRedfishTimeout, c.Power.Redfish.Timeout)
 	enum(KeyPowerIdlePolicy, c.Power.IdlePolicy, IdlePolicies)
 	for _, g := range c.Collector.Resources {
 		enum(KeyCollectorResources, g, ResourceGroups)
@@ -703,17 +561,14 @@ func (c *Config) Validate() error {
 	for _, z := range zones {
 		nonNegative(KeyPowerIdleWatts+"."+z, c.Power.IdleWatts[z])
 	}
-	nonNegative(KeyPowerEstimatorMinPer, c.Power.Estimator.MinWattsPerCPU)
-	nonNegative(KeyPowerEstimatorMaxPer, c.Power.Estimator.MaxWattsPerCPU)
-	if lo, hi := c.Power.Estimator.MinWattsPerCPU, c.Power.Estimator.MaxWattsPerCPU; lo > 0 && hi > 0 && hi < lo {
-		errs = append(errs, fmt.Errorf("invalid value %q for %s: must be >= %s (%g)", strconv.FormatFloat(hi, 'g', -1, 64), KeyPowerEstimatorMaxPer, KeyPowerEstimatorMinPer, lo))
+	if err := c.Power.Check(); err != nil {
+		errs = append(errs, err)
 	}
-	errs = append(errs, c.Power.validateMeters()...)
 	if err := c.GPU.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if c.Collector.ProcessTop < 0 {
-		errs = append(errs, fmt.Errorf("invalid value %q for %s: must be >= 0 (0 = all)", strconv.Itoa(c.Collector.ProcessTop), KeyCollectorProcessTop))
+	if err := c.Collector.Settings.Check(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := c.Emissions.validate(); err != nil {
 		errs = append(errs, err)
