@@ -283,27 +283,37 @@ func (d *Decoder) Map(key string) map[string]float64 {
 	return out
 }
 
+// kinds says, per setting.Kind, how its flag is added and its value
+// decoded.
+var kinds = map[setting.Kind]struct {
+	flag   func(fs *pflag.FlagSet, st *setting.Setting)
+	decode func(d *Decoder, key string) any
+}{
+	setting.Bool: {func(fs *pflag.FlagSet, st *setting.Setting) { fs.Bool(st.Key, st.Default.(bool), st.Help) },
+		func(d *Decoder, key string) any { return d.Bool(key) }},
+	setting.Int: {func(fs *pflag.FlagSet, st *setting.Setting) { fs.Int(st.Key, st.Default.(int), st.Help) },
+		func(d *Decoder, key string) any { return d.Int(key) }},
+	setting.Float: {func(fs *pflag.FlagSet, st *setting.Setting) { fs.Float64(st.Key, st.Default.(float64), st.Help) },
+		func(d *Decoder, key string) any { return d.Float(key) }},
+	setting.String: {func(fs *pflag.FlagSet, st *setting.Setting) { fs.String(st.Key, st.Default.(string), st.Help) },
+		func(d *Decoder, key string) any { return d.String(key) }},
+	setting.Strings: {func(fs *pflag.FlagSet, st *setting.Setting) {
+		def, _ := st.Default.([]string)
+		fs.StringSlice(st.Key, def, st.Help)
+	}, func(d *Decoder, key string) any { return d.Strings(key) }},
+	setting.Duration: {func(fs *pflag.FlagSet, st *setting.Setting) { fs.Duration(st.Key, st.Default.(time.Duration), st.Help) },
+		func(d *Decoder, key string) any { return d.Duration(key) }},
+	// A map is name=value pairs on the command line and in the
+	// environment, a map or that string in the file.
+	setting.Map: {func(fs *pflag.FlagSet, st *setting.Setting) { fs.String(st.Key, "", st.Help) },
+		func(d *Decoder, key string) any { return d.Map(key) }},
+}
+
 // AddFlags adds a flag for each declared setting, with its default and
 // help.
 func AddFlags(fs *pflag.FlagSet, s *setting.Set) {
 	for _, st := range s.All() {
-		switch st.Kind {
-		case setting.Bool:
-			fs.Bool(st.Key, st.Default.(bool), st.Help)
-		case setting.Int:
-			fs.Int(st.Key, st.Default.(int), st.Help)
-		case setting.Float:
-			fs.Float64(st.Key, st.Default.(float64), st.Help)
-		case setting.String:
-			fs.String(st.Key, st.Default.(string), st.Help)
-		case setting.Strings:
-			def, _ := st.Default.([]string)
-			fs.StringSlice(st.Key, def, st.Help)
-		case setting.Duration:
-			fs.Duration(st.Key, st.Default.(time.Duration), st.Help)
-		case setting.Map:
-			fs.String(st.Key, "", st.Help)
-		}
+		kinds[st.Kind].flag(fs, st)
 	}
 }
 
@@ -311,21 +321,6 @@ func AddFlags(fs *pflag.FlagSet, s *setting.Set) {
 // bound. Checks run later, once, over the whole configuration (Set.Check).
 func (d *Decoder) Decode(s *setting.Set) {
 	for _, st := range s.All() {
-		switch st.Kind {
-		case setting.Bool:
-			st.Assign(d.Bool(st.Key))
-		case setting.Int:
-			st.Assign(d.Int(st.Key))
-		case setting.Float:
-			st.Assign(d.Float(st.Key))
-		case setting.String:
-			st.Assign(d.String(st.Key))
-		case setting.Strings:
-			st.Assign(d.Strings(st.Key))
-		case setting.Duration:
-			st.Assign(d.Duration(st.Key))
-		case setting.Map:
-			st.Assign(d.Map(st.Key))
-		}
+		st.Assign(kinds[st.Kind].decode(d, st.Key))
 	}
 }
