@@ -255,12 +255,7 @@ func openCgroupNames(_ *config.Config, st *state, c *components) error {
 // openProbesPart loads the kernel probes; they need BPF mode, and the
 // probes collector runs only when they do.
 func openProbesPart(cfg *config.Config, st *state, c *components) error {
-	if !st.collectorOn[collector.NameProbes] {
-		return nil
-	}
-	if !st.acc.bpfMode() {
-		c.log.Warn("collector.probes needs BPF accounting; disabled", zap.String("accounting_mode", st.acc.src.Mode()))
-		st.collectorOn[collector.NameProbes] = false
+	if !st.bpfCollector(collector.NameProbes, c.log) {
 		return nil
 	}
 	pr, err := openProbes(cfg, st.hier, c.log)
@@ -273,15 +268,24 @@ func openProbesPart(cfg *config.Config, st *state, c *components) error {
 	return nil
 }
 
+// bpfCollector reports whether collector name, which needs BPF mode, is
+// on and can run; without BPF it is turned off, with a warning.
+func (st *state) bpfCollector(name string, log *zap.Logger) bool {
+	if !st.collectorOn[name] {
+		return false
+	}
+	if !st.acc.bpfMode() {
+		log.Warn("collector."+name+" needs BPF accounting; disabled", zap.String("accounting_mode", st.acc.src.Mode()))
+		st.collectorOn[name] = false
+		return false
+	}
+	return true
+}
+
 // openBPFStats turns on the kernel's program statistics for the bpf-stats
 // collector, which needs BPF mode.
 func openBPFStats(_ *config.Config, st *state, c *components) error {
-	if !st.collectorOn[collector.NameBPFStats] {
-		return nil
-	}
-	if !st.acc.bpfMode() {
-		c.log.Warn("collector.bpf-stats needs BPF accounting; disabled", zap.String("accounting_mode", st.acc.src.Mode()))
-		st.collectorOn[collector.NameBPFStats] = false
+	if !st.bpfCollector(collector.NameBPFStats, c.log) {
 		return nil
 	}
 	closer, err := bpfloader.EnableStats()
