@@ -336,13 +336,16 @@ func openGuestShares(cfg *config.Config, st *state, c *components) error {
 // openCollectors builds the collectors and registers them with the Go and
 // process collectors.
 func openCollectors(cfg *config.Config, st *state, c *components) error {
-	hr, reportsHealth := st.meter.(power.HealthReporter)
+	// Whether the meter reports health is its type's ability, not what its
+	// Health says at start-up: every meter's health has an entry per
+	// source from the first read on.
+	_, reportsHealth := st.meter.(power.HealthReporter)
 	exp, err := collector.New(st.loop, collector.Options{
 		Enabled:        st.collectorOn,
 		Settings:       cfg.Collector.Settings,
 		Programs:       st.programs,
 		Levels:         cfg.Collector.Levels(),
-		MeterHealth:    reportsHealth && len(hr.Health()) > 0 || st.loop.HasGPUs(),
+		MeterHealth:    reportsHealth || st.loop.HasGPUs(),
 		IdleAttributed: cfg.Power.IdlePolicy != "none",
 		Emissions:      cfg.Emissions.Enabled,
 		Log:            c.log.Named("collector"),
