@@ -61,10 +61,9 @@ const (
 	KeyPowerIdleWatts   = "power.idle-watts"
 	KeyPowerIdlePolicy  = "power.idle-policy"
 	KeyPowerUsageMetric = "power.usage-metric"
-	// The meters' keys are declared by pkg/power/discover beside the
-	// meters; these name the ones this package reads too.
-	KeyPowerMeterInterval = discover.KeyMeterInterval
-	KeyPowerMaxWatts      = discover.KeyMaxWatts
+	// The meters' power.* keys are declared by pkg/power/discover beside
+	// the meters, the collectors' collector.<name>.* by their
+	// registrations.
 
 	KeyPerfEnvVar         = "collector.perf.env-var"
 	KeyPerfHardware       = "collector.perf.hardware-events"
@@ -211,7 +210,17 @@ var loader = cli.Loader{
 	Prefix:      EnvPrefix,
 	NotSettings: map[string]bool{"version": true},
 	Maps: func(key string) bool {
-		return key == KeyPowerIdleWatts || key == KeyPowerMaxWatts || key == KeyGPUIdleWatts
+		if key == KeyPowerIdleWatts || key == KeyGPUIdleWatts {
+			return true
+		}
+		// A declared map (power.max-watts, or a meter's or collector's own)
+		// nests without this package naming it.
+		for _, s := range []*setting.Set{meterSettings(&discover.Config{}), collectorSettings(collector.Settings{})} {
+			if st := s.Lookup(key); st != nil && st.Kind == setting.Map {
+				return true
+			}
+		}
+		return false
 	},
 }
 
@@ -438,6 +447,9 @@ func decode(d *decoder) (*Config, error) {
 		GPU: decodeGPU(d),
 	}
 	d.Decode(meterSettings(&c.Power.Config))
+	// amdgpu power is sampled as often as the slow meters are read
+	// (power.meter-interval).
+	c.GPU.SampleEvery = c.Power.Interval
 	d.Decode(collectorSettings(c.Collector.Settings))
 	c.Emissions = decodeEmissions(d)
 	c.Guests = decodeVM(d)

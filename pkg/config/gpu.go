@@ -48,7 +48,6 @@ func decodeGPU(d *decoder) node.Config {
 		SlurmGPUOrderMap:     d.String(KeyGPUSlurmOrderMap),
 		PodResourcesSocket:   d.String(KeyGPUPodResourcesSocket),
 		LibvirtRunDir:        d.String(KeyGPULibvirtRunDir),
-		SampleEvery:          d.Duration(KeyPowerMeterInterval),
 		SysfsRoot:            d.String(KeyPathSysfs),
 		ProcfsRoot:           d.String(KeyPathProcfs),
 	}
