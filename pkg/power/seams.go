@@ -6,24 +6,11 @@ import "io"
 // compile time: the stats loop finds an ability by type assertion, so a
 // method renamed or lost would otherwise drop the ability silently.
 var (
-	_ Meter = (*RAPL)(nil)
 	_ Meter = (*PerfRAPL)(nil)
 	_ Meter = (*PMCounters)(nil)
 	_ Meter = (*Cached)(nil)
 	_ Meter = (*Retrying)(nil)
-	_ Meter = (*Estimator)(nil)
 	_ Meter = (*Combined)(nil)
-
-	_ HealthReporter = (*RAPL)(nil)
-	_ HealthReporter = (*PerfRAPL)(nil)
-	_ HealthReporter = (*PMCounters)(nil)
-	_ HealthReporter = (*Cached)(nil)
-	_ HealthReporter = (*Retrying)(nil)
-	_ HealthReporter = (*Estimator)(nil)
-	_ HealthReporter = (*Combined)(nil)
-
-	_ ReadWithin = (*RAPL)(nil)
-	_ ReadWithin = (*Combined)(nil)
 
 	_ IdleModeler      = (*Estimator)(nil)
 	_ IdleModeler      = (*Combined)(nil)
