@@ -14,10 +14,11 @@ import (
 // table, and a collector with a setting is one file. It builds the module
 // with an overlay (go build -overlay) that adds exactly that to
 // pkg/power/discover and pkg/collector (testdata/extend), and runs a test
-// (testdata/extend/extension_test.go.txt) that loads the new settings from
-// a flag, the environment and the file, sees a bad value stop start-up
-// naming the key, opens the meter through the table and scrapes the
-// collector's family.
+// in cmd/exporter (testdata/extend/extension_test.go.txt) that loads the
+// new settings from a flag, the environment and the file, sees a bad value
+// stop start-up naming the key, opens the exporter's parts as build does,
+// and finds the meter's energy and the collector's family in the
+// registry.
 func TestExtendWithOneFile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the module again")
@@ -60,15 +61,15 @@ func TestExtendWithOneFile(t *testing.T) {
 	}
 	overlay := map[string]map[string]string{"Replace": {
 		table: write("discover.go", []byte(withRow)),
-		filepath.Join(root, "pkg/power/discover/fixed.go"):          write("fixed_meter.go", read("meter.go.txt")),
-		filepath.Join(root, "pkg/collector/fixed.go"):               write("fixed_collector.go", read("collector.go.txt")),
-		filepath.Join(root, "pkg/config/extension_overlay_test.go"): write("extension_test.go", read("extension_test.go.txt")),
+		filepath.Join(root, "pkg/power/discover/fixed.go"):            write("fixed_meter.go", read("meter.go.txt")),
+		filepath.Join(root, "pkg/collector/fixed.go"):                 write("fixed_collector.go", read("collector.go.txt")),
+		filepath.Join(root, "cmd/exporter/extension_overlay_test.go"): write("extension_test.go", read("extension_test.go.txt")),
 	}}
 	b, err := json.Marshal(overlay)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(goBin, "test", "-count=1", "-overlay="+write("overlay.json", b), "-run=^TestExtension$", "-v", "./pkg/config")
+	cmd := exec.Command(goBin, "test", "-count=1", "-overlay="+write("overlay.json", b), "-run=^TestExtension$", "-v", "./cmd/exporter")
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "EXTENSION OK") || !strings.Contains(string(out), "--- PASS: TestExtension") {
