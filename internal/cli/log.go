@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -11,30 +11,34 @@ import (
 	"go.uber.org/zap/buffer"
 	"go.uber.org/zap/exp/zapslog"
 	"go.uber.org/zap/zapcore"
-
-	"github.com/wattrace/wattrace/pkg/config"
 )
 
-// newLogger builds the zap logger, writing to w either logfmt, in the shape
+// Log levels and formats, the allowed values of log.level and log.format.
+var (
+	LogLevels  = []string{"debug", "info", "warn", "error"}
+	LogFormats = []string{"logfmt", "json"}
+)
+
+// NewLogger builds the zap logger, writing to w either logfmt, in the shape
 // node_exporter's users parse (ts=… level=info caller=file.go:12 msg=…
 // key=value), or JSON with the same keys.
-func newLogger(c config.Log, w io.Writer) (*zap.Logger, error) {
+func NewLogger(level, format string, w io.Writer) (*zap.Logger, error) {
 	var lvl zapcore.Level
-	if err := lvl.UnmarshalText([]byte(c.Level)); err != nil {
-		return nil, fmt.Errorf("log.level %q: %w", c.Level, err)
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log.level %q: %w", level, err)
 	}
 	ec := zap.NewProductionEncoderConfig()
 	ec.TimeKey = "ts"
 	ec.EncodeTime = encodeTime
 	var enc zapcore.Encoder
-	switch c.Format {
+	switch format {
 	case "json":
 		enc = zapcore.NewJSONEncoder(ec)
 	case "logfmt":
 		ec.EncodeDuration = zapcore.StringDurationEncoder // interval=1.5s, as Go prints it
 		enc = namedEncoder{zaplogfmt.NewEncoder(ec)}
 	default:
-		return nil, fmt.Errorf("log.format %q: allowed %v", c.Format, config.LogFormats)
+		return nil, fmt.Errorf("log.format %q: allowed %v", format, LogFormats)
 	}
 	return zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), lvl), zap.AddCaller()), nil
 }
@@ -57,9 +61,9 @@ func (e namedEncoder) EncodeEntry(ent zapcore.Entry, fields []zapcore.Field) (*b
 	return e.Encoder.EncodeEntry(ent, fields)
 }
 
-// newSlogLogger sends exporter-toolkit's slog records to zap (zap's own
+// SlogLogger sends exporter-toolkit's slog records to zap (zap's own
 // bridge), so the web server logs in the same format and at the same level
 // as the rest.
-func newSlogLogger(l *zap.Logger, name string) *slog.Logger {
+func SlogLogger(l *zap.Logger, name string) *slog.Logger {
 	return slog.New(zapslog.NewHandler(l.Core(), zapslog.WithName(name), zapslog.WithCaller(true)))
 }
