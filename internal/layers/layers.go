@@ -54,6 +54,7 @@ var sameLayerOK = map[Layer]bool{Sources: true}
 // package must be placed here, or the check fails.
 var Layers = map[string]Layer{
 	"internal/decimal": Base,
+	"internal/procpid": Base,
 
 	"pkg/snapshot":     Vocabulary,
 	"pkg/reading":      Vocabulary,

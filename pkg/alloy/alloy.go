@@ -29,6 +29,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/wattrace/wattrace/internal/procpid"
 	"github.com/wattrace/wattrace/pkg/profiling"
 	"github.com/wattrace/wattrace/pkg/workload"
 )
@@ -131,7 +132,7 @@ func (h *Handler) Groups() []Group {
 	for _, t := range h.src.Targets() {
 		ok, err := h.filter.MatchPID(h.procfs, int(t.PID))
 		if err != nil {
-			if !profiling.Gone(err) {
+			if !procpid.Vanished(err) {
 				h.log.Debug("cannot read environment", zap.Uint32("pid", t.PID), zap.Error(err))
 			}
 			continue
