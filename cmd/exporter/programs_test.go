@@ -36,7 +36,11 @@ func TestEveryProgramHasItsCost(t *testing.T) {
 	log := zaptest.NewLogger(t)
 	c := newComponents(log)
 	defer c.close()
-	hier, err := cgroup.Detect(cfg.Path.Procfs, cfg.Path.Cgroupfs, cfg.Cgroup.Hierarchy)
+	mounts, err := cgroup.ReadMounts(cfg.Path.Procfs, cfg.Path.Cgroupfs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hier, err := mounts.Hierarchy(cfg.Cgroup.Hierarchy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +53,7 @@ func TestEveryProgramHasItsCost(t *testing.T) {
 	if !acc.bpfMode() {
 		t.Fatal("accounting.mode=bpf did not run BPF accounting")
 	}
-	p, programs, err := loopParts(cfg, hier, acc, c)
+	p, programs, err := loopParts(cfg, mounts, hier, acc, c)
 	if err != nil {
 		t.Fatal(err)
 	}

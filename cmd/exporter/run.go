@@ -61,7 +61,13 @@ func build(cfg *config.Config, c *components) error {
 		return err
 	}
 	c.closeLater("listeners", webSrv)
-	hier, err := cgroup.Detect(cfg.Path.Procfs, cfg.Path.Cgroupfs, cfg.Cgroup.Hierarchy)
+	// Read once: the key hierarchy and the resource counters' layout
+	// both come from these mounts.
+	mounts, err := cgroup.ReadMounts(cfg.Path.Procfs, cfg.Path.Cgroupfs)
+	var hier cgroup.Hierarchy
+	if err == nil {
+		hier, err = mounts.Hierarchy(cfg.Cgroup.Hierarchy)
+	}
 	if err != nil {
 		return fmt.Errorf("detecting cgroup hierarchy (cgroup.hierarchy=%s): %w", cfg.Cgroup.Hierarchy, err)
 	}
@@ -90,7 +96,7 @@ func build(cfg *config.Config, c *components) error {
 		c.closeLater("meter", cl)
 	}
 
-	opts, programs, err := loopParts(cfg, hier, acc, c)
+	opts, programs, err := loopParts(cfg, mounts, hier, acc, c)
 	if err != nil {
 		return err
 	}
@@ -151,7 +157,7 @@ type parts struct {
 // loopParts opens the loop's optional parts: workload resolution and
 // cgroup resources, the perf profiler and, in BPF mode, the kernel probes.
 // It returns the BPF programs' statistics sources, every loader's.
-func loopParts(cfg *config.Config, hier cgroup.Hierarchy, acc accounting, c *components) (parts, []collector.ProgramStatsSource, error) {
+func loopParts(cfg *config.Config, mounts cgroup.Mounts, hier cgroup.Hierarchy, acc accounting, c *components) (parts, []collector.ProgramStatsSource, error) {
 	var p parts
 	var programs []collector.ProgramStatsSource
 	log := c.log
@@ -169,7 +175,7 @@ func loopParts(cfg *config.Config, hier cgroup.Hierarchy, acc accounting, c *com
 		for _, g := range cfg.Collector.Resources {
 			groups |= cgroupstats.GroupNames[g]
 		}
-		layout, err := cgroupstats.DetectLayout(cfg.Path.Procfs, cfg.Path.Cgroupfs)
+		layout, err := cgroupstats.LayoutOf(mounts)
 		switch {
 		case groups == 0:
 		case err != nil:
