@@ -58,6 +58,7 @@ var parts = []part{
 // state is what the parts opened so far.
 type state struct {
 	web     *webServer
+	mounts  cgroup.Mounts // read once: the hierarchy and the resource counters' layout come from them
 	hier    cgroup.Hierarchy
 	res     *cgroup.Resolver
 	cpus    int         // online CPUs, read once
@@ -112,12 +113,16 @@ func openListeners(cfg *config.Config, st *state, c *components) error {
 }
 
 func openHierarchy(cfg *config.Config, st *state, c *components) error {
-	hier, err := cgroup.Detect(cfg.Path.Procfs, cfg.Path.Cgroupfs, cfg.Cgroup.Hierarchy)
+	mounts, err := cgroup.ReadMounts(cfg.Path.Procfs, cfg.Path.Cgroupfs)
+	var hier cgroup.Hierarchy
+	if err == nil {
+		hier, err = mounts.Hierarchy(cfg.Cgroup.Hierarchy)
+	}
 	if err != nil {
 		return fmt.Errorf("detecting cgroup hierarchy (cgroup.hierarchy=%s): %w", cfg.Cgroup.Hierarchy, err)
 	}
 	c.log.Info("cgroup hierarchy", zap.String("hierarchy", string(hier.Kind)), zap.String("mount", hier.Mount))
-	st.hier, st.res = hier, cgroup.NewResolver(hier)
+	st.mounts, st.hier, st.res = mounts, hier, cgroup.NewResolver(hier)
 	return nil
 }
 
@@ -206,7 +211,7 @@ func openWorkloadsPart(cfg *config.Config, st *state, c *components) error {
 	if groups == 0 {
 		return nil
 	}
-	layout, err := cgroupstats.DetectLayout(cfg.Path.Procfs, cfg.Path.Cgroupfs)
+	layout, err := cgroupstats.LayoutOf(st.mounts)
 	if err != nil {
 		// Energy and CPU per workload still work; only the cgroupfs
 		// resource counters are missing.

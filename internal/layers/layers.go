@@ -56,6 +56,7 @@ var Layers = map[string]Layer{
 	"internal/decimal": Base,
 	// Declared settings: what a meter or collector declares beside itself.
 	"internal/setting": Base,
+	"internal/procpid": Base,
 
 	"pkg/snapshot":     Vocabulary,
 	"pkg/reading":      Vocabulary,
