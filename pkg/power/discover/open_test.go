@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/wattrace/wattrace/internal/testenv"
@@ -216,7 +217,7 @@ func TestCapmcRow(t *testing.T) {
 		t.Fatalf("capmc off by default: %v %v", m, err)
 	}
 	cfg = withRow(cfg, "capmc", &CapmcSettings{Mode: "auto"})
-	m, err := Open(context.Background(), cfg, nil)
+	m, err := Open(context.Background(), cfg, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
