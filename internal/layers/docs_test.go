@@ -74,6 +74,49 @@ func TestArchitectureMapsEveryPackage(t *testing.T) {
 	}
 }
 
+// docPath is a repository path written in backticks in the docs: a
+// package, a directory or a file (a glob such as probes_bpfel.*), or a
+// package-qualified name (internal/layers.Layers) or pattern (pkg/units/...).
+var docPath = regexp.MustCompile("`((?:pkg|cmd|internal|bpf|docs|deploy|scripts|e2e)/[^` ]+)`")
+
+// Every path docs/architecture.md names in backticks exists, so that its
+// checklists name the files a change really touches: a file renamed or a
+// package moved without its docs fails here.
+func TestArchitecturePathsExist(t *testing.T) {
+	data, err := os.ReadFile("../../docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, m := range docPath.FindAllStringSubmatch(string(data), -1) {
+		p := m[1]
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		if !docPathExists(p) {
+			t.Errorf("docs/architecture.md names %s, which does not exist", p)
+		}
+	}
+	if len(seen) < 20 {
+		t.Errorf("found %d paths in docs/architecture.md; the pattern misses them", len(seen))
+	}
+}
+
+// docPathExists resolves a docs path against the repository root.
+func docPathExists(p string) bool {
+	p = strings.TrimSuffix(p, "/...")
+	if matches, err := filepath.Glob(filepath.Join("../..", p)); err == nil && len(matches) > 0 {
+		return true
+	}
+	// pkg/name.Identifier: the package must exist (the identifier is
+	// left to the compiler and the reader).
+	if i := strings.LastIndexByte(p, '.'); i > strings.LastIndexByte(p, '/') {
+		return holdsGo(filepath.Join("../..", p[:i]))
+	}
+	return false
+}
+
 // holdsGo reports whether dir exists and holds .go files.
 func holdsGo(dir string) bool {
 	matches, err := filepath.Glob(filepath.Join(dir, "*.go"))
@@ -99,5 +142,13 @@ func TestArchitectureMapReader(t *testing.T) {
 	}
 	if holdsGo("../../pkg/no-such-package") || !holdsGo("../../pkg/model") {
 		t.Error("holdsGo does not tell a package directory from a missing one")
+	}
+	for p, want := range map[string]bool{
+		"pkg/stats/split.go": true, "pkg/bpfloader/probes_bpfel.*": true, "pkg/units/...": true,
+		"internal/layers.Layers": true, "pkg/stats/gone.go": false, "pkg/gone.Name": false,
+	} {
+		if docPathExists(p) != want {
+			t.Errorf("docPathExists(%q) = %v, want %v", p, !want, want)
+		}
 	}
 }
