@@ -62,12 +62,12 @@ type consumers interface {
 	// cgroups are the cgroups' consumers, processes the processes'.
 	cgroups() iter.Seq[*consumer]
 	processes() iter.Seq2[usage.ProcKey, *consumer]
-	// goneCgroups returns the cgroup ids dropped since the last call (the
-	// first call starts the tracking); the caller may keep the slice until
-	// its next call.
-	goneCgroups() []uint64
-	// merges returns the consumers merged away since the last call (the
-	// first call starts the tracking), in the order they merged.
+	// droppedCgroups are the cgroup ids the ledger forgot when it last
+	// published (valid until it publishes again: a stage after it in the
+	// list sees each once in its own publish).
+	droppedCgroups() []uint64
+	// merges are the consumers merged away in this step's absorb, in the
+	// order they merged (valid until the ledger's next begin).
 	merges() []merge
 }
 
@@ -90,13 +90,11 @@ type ledger struct {
 	cgIDs     map[uint64]*cgSeries // by the source's cgroup id
 	byPath    map[string]*consumer // cgroups, by path
 	procs     map[usage.ProcKey]*consumer
-	// goneIDs are the cgroup ids dropped since goneCgroups last took them,
-	// kept once someone asks (trackGone; the probes forget their entries);
-	// merged likewise (trackMerges; the roll-up).
-	goneIDs, goneTaken []uint64
-	trackGone          bool
-	merged, mergedOut  []merge
-	trackMerges        bool
+	// dropped are the cgroup ids forgotten at the last publish (the probes
+	// forget their entries), merged the merges of this step (the roll-up
+	// moves what was passed on).
+	dropped []uint64
+	merged  []merge
 	// check, when set, validates the CPU counters (sources that don't).
 	check *cpuCheck
 	// endedKept is how many ended processes stay published (the most
@@ -144,6 +142,7 @@ func (l *ledger) begin(iv *interval) {
 		l.check.read(iv.readErr)
 	}
 	l.use.clear()
+	l.merged = l.merged[:0]
 }
 
 func (l *ledger) absorb(iv *interval) {
@@ -305,9 +304,7 @@ func (l *ledger) attach(cs *cgSeries, id uint64, path string, ok bool, now time.
 	}
 	if old := cs.w; old != nil && old != target {
 		target.f.add(&old.f)
-		if l.trackMerges {
-			l.merged = append(l.merged, merge{old: old, into: target})
-		}
+		l.merged = append(l.merged, merge{old: old, into: target})
 		delete(l.byPath, old.w.Cgroup)
 		old.gone, old.into = true, target
 	}
@@ -392,22 +389,15 @@ func (l *ledger) processes() iter.Seq2[usage.ProcKey, *consumer] {
 	}
 }
 
-func (l *ledger) goneCgroups() []uint64 {
-	l.trackGone = true
-	l.goneIDs, l.goneTaken = l.goneTaken[:0], l.goneIDs
-	return l.goneTaken
-}
+func (l *ledger) droppedCgroups() []uint64 { return l.dropped }
 
-func (l *ledger) merges() []merge {
-	l.trackMerges = true
-	l.merged, l.mergedOut = l.mergedOut[:0], l.merged
-	return l.mergedOut
-}
+func (l *ledger) merges() []merge { return l.merged }
 
 // publish copies the consumers into the snapshot and forgets those past
 // retention.
 func (l *ledger) publish(iv *interval, s *snapshot.Snapshot) {
 	now := iv.now
+	l.dropped = l.dropped[:0]
 	s.Cgroups = retain(l.byPath, now, l.retention, s.Cgroups, func(w *consumer) { w.gone = true })
 	for id, cs := range l.cgIDs {
 		for cs.w != nil && cs.w.gone && cs.w.into != nil {
@@ -415,9 +405,7 @@ func (l *ledger) publish(iv *interval, s *snapshot.Snapshot) {
 		}
 		if cs.w != nil && cs.w.gone {
 			delete(l.cgIDs, id)
-			if l.trackGone {
-				l.goneIDs = append(l.goneIDs, id)
-			}
+			l.dropped = append(l.dropped, id)
 		}
 	}
 	l.forgetEnded()

@@ -63,12 +63,6 @@ func makeProbes(d *deps) (stage, error) {
 
 func (p *probes) absorb(iv *interval) {
 	led, use, log := p.led, p.use, p.log
-	// Cgroups the ledger dropped: a later reading of the same id counts
-	// afresh (its entries are forgotten below).
-	for _, id := range led.goneCgroups() {
-		delete(p.cgPrev, id)
-		p.gone = append(p.gone, id)
-	}
 	dead := deadProcs(iv.reading)
 	read := p.src.Read
 	if c, ok := p.src.(cgroupsOnlyReader); ok && !p.perProcess {
@@ -122,7 +116,14 @@ func (p *probes) absorb(iv *interval) {
 	p.gone = p.gone[:0]
 }
 
+// publish, after the ledger's (which forgets cgroups), also forgets the
+// dropped cgroups' last readings, so that a later reading of the same id
+// counts afresh; the next absorb forgets their entries in the maps.
 func (p *probes) publish(_ *interval, s *snapshot.Snapshot) {
+	for _, id := range p.led.droppedCgroups() {
+		delete(p.cgPrev, id)
+		p.gone = append(p.gone, id)
+	}
 	s.Probes = p.src.Active()
 	s.Counters = p.src.Counters()
 	s.Softirqs = append([]snapshot.SoftirqVector(nil), p.softirqs...)
