@@ -14,6 +14,12 @@ import (
 // them: the one place where the stages are listed. A constructor returns
 // nil when its stage is off (an option not given). Adding a stage is its
 // file (the type, its phases, its constructor) and its line here.
+//
+// The order matters where two stages share a phase: the ledger first (the
+// others find consumers through it); the roll-up before the GPUs (holders
+// are paid to the workloads of this interval); zones and health before the
+// GPUs (whose publish appends their zones and health to theirs); emissions
+// last (it prices every zone published before it).
 func stageList() []func(d *deps) (stage, error) {
 	return []func(d *deps) (stage, error){
 		makeLedger,    // consumers, their deltas (ledger.go, retention.go)
