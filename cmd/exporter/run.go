@@ -24,6 +24,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/config"
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/profiling"
+	"github.com/wattrace/wattrace/pkg/sourcehealth"
 	"github.com/wattrace/wattrace/pkg/stats"
 	"github.com/wattrace/wattrace/pkg/workload"
 )
@@ -243,7 +244,7 @@ func registry(cfg *config.Config, loop *stats.Loop, meter power.Meter, acc accou
 			c.closeLater("BPF statistics", closer)
 		}
 	}
-	hr, reportsHealth := meter.(power.HealthReporter)
+	hr, reportsHealth := meter.(sourcehealth.Reporter)
 	exp, err := collector.New(loop, collector.Options{
 		Enabled:                enabled,
 		ProcessTop:             cfg.Collector.ProcessTop,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/sourcehealth"
 )
 
 // Reading is one zone's figure as a slow meter (a BMC, a hwmon power
@@ -67,7 +68,7 @@ type Cached struct {
 	timeout  time.Duration
 	now      func() time.Time
 	maxWatts MaxWatts
-	tall     *tally // logs failed reads and counts rejected readings
+	tall     *sourcehealth.Tally // logs failed reads and counts rejected readings
 
 	mu       sync.Mutex
 	zones    map[zoneKey]*cachedZone
@@ -121,7 +122,7 @@ func newCached(r PowerReader, interval, timeout time.Duration, o MeterOptions, r
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Cached{
 		r: r, interval: interval, timeout: timeout, now: now, maxWatts: o.MaxWatts,
-		tall:  newTally(r.Name(), o.Log, now),
+		tall:  sourcehealth.New(r.Name(), sourcehealth.Options{Log: o.Log, Now: now}),
 		zones: make(map[zoneKey]*cachedZone), started: now(),
 		cancel: cancel, done: make(chan struct{}),
 	}
@@ -168,7 +169,7 @@ func (c *Cached) fold(readings []Reading, err error, at time.Time) {
 	if err != nil {
 		c.failures++
 		c.lastErr = fmt.Errorf("%s: %w", c.r.Name(), err)
-		c.tall.result(c.lastErr, at)
+		c.tall.ReadAt(c.lastErr, at)
 		return
 	}
 	var rejected []error
@@ -180,7 +181,7 @@ func (c *Cached) fold(readings []Reading, err error, at time.Time) {
 		}
 		fresh, err := z.add(rd, at, c.maxWatts.ceiling(rd.Zone, rd.Socket))
 		if err != nil {
-			c.tall.rejects.Add(err, fmt.Sprintf("%s/%d", rd.Zone, rd.Socket))
+			c.tall.Reject(err, fmt.Sprintf("%s/%d", rd.Zone, rd.Socket))
 			rejected = append(rejected, err)
 		}
 		if z.primed && c.zones[k] == nil {
@@ -196,11 +197,11 @@ func (c *Cached) fold(readings []Reading, err error, at time.Time) {
 		// Nothing usable came back: the meter answers but is not up.
 		c.failures++
 		c.lastErr = fmt.Errorf("%s: every reading rejected: %w", c.r.Name(), errors.Join(rejected...))
-		c.tall.result(c.lastErr, at)
+		c.tall.ReadAt(c.lastErr, at)
 		return
 	}
 	c.lastErr = nil
-	c.tall.result(nil, at)
+	c.tall.ReadAt(nil, at)
 }
 
 // add validates one reading and folds it into the zone. It reports whether
@@ -310,7 +311,7 @@ func (c *Cached) Reads() (total, failed uint64) {
 // readings rejected by validation. (Cached's Health method, reporting this
 // one source, is built on it.)
 func (c *Cached) SourceHealth() snapshot.SourceHealth {
-	h := c.tall.health()
+	h := c.tall.Health()
 	h.Age = c.Age()
 	return h
 }
@@ -349,7 +350,7 @@ func (c *Cached) Close() error {
 	return nil
 }
 
-// Health implements HealthReporter: the meter read in the background is
+// Health implements sourcehealth.Reporter: the meter read in the background is
 // one source, up while its latest device read succeeded.
 func (c *Cached) Health() []snapshot.SourceHealth {
 	return []snapshot.SourceHealth{c.SourceHealth()}

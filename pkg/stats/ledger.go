@@ -201,8 +201,8 @@ func (l *ledger) history(v uint64, kind string, id uint64) uint64 {
 	if l.check == nil {
 		return v
 	}
-	if err := reading.CheckGauge(float64(v), l.check.maxRate*maxHistory.Seconds()); err != nil {
-		l.check.rejects.Add(err, fmt.Sprintf("%s %d CPU ns", kind, id))
+	if err := reading.CheckGauge(float64(v), l.check.MaxRate*maxHistory.Seconds()); err != nil {
+		l.check.Rejects.Add(err, fmt.Sprintf("%s %d CPU ns", kind, id))
 		return 0
 	}
 	return v

@@ -21,8 +21,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/model"
-	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/sourcehealth"
 	"github.com/wattrace/wattrace/pkg/usage"
 )
 
@@ -64,7 +64,7 @@ type Config struct {
 type Loop struct {
 	cfg   Config
 	src   usage.Source
-	meter power.Meter
+	meter snapshot.Meter
 	log   *zap.Logger
 	snap  atomic.Pointer[snapshot.Snapshot]
 
@@ -105,7 +105,7 @@ type Option func(*Loop)
 
 // New builds a loop. It fails on a configuration it can't honour, naming
 // the key.
-func New(cfg Config, src usage.Source, meter power.Meter, res CgroupPaths, log *zap.Logger, opts ...Option) (*Loop, error) {
+func New(cfg Config, src usage.Source, meter snapshot.Meter, res CgroupPaths, log *zap.Logger, opts ...Option) (*Loop, error) {
 	if cfg.Interval <= 0 {
 		return nil, fmt.Errorf("stats.interval must be positive, got %v", cfg.Interval)
 	}
@@ -179,7 +179,7 @@ func New(cfg Config, src usage.Source, meter power.Meter, res CgroupPaths, log *
 	if l.resources != nil {
 		sources = append(sources, l.resources) // cgroupstats reports its health
 	}
-	if _, ok := src.(power.HealthReporter); !ok {
+	if _, ok := src.(sourcehealth.Reporter); !ok {
 		// A source that validates its counters reports its own health
 		// (procfs); the BPF maps' counters are validated here.
 		l.ledger.check = newCPUCheck(src.Mode(), cfg.CPUs, log)
@@ -304,7 +304,7 @@ func (l *Loop) Step(now time.Time) {
 	if !baseline {
 		util = cpuSec / (dt.Seconds() * float64(l.cfg.CPUs))
 	}
-	if a, ok := l.meter.(power.Advancer); ok {
+	if a, ok := l.meter.(snapshot.Advancer); ok {
 		a.Advance(util, dt)
 	}
 	l.zones.read(dt, func(z *zoneState, dE float64) { l.split.zone(z, dE, dt, util) })

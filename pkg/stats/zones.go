@@ -6,7 +6,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/model"
-	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
@@ -22,20 +21,20 @@ type zoneState struct {
 // combined is a meter made of members (*power.Combined), each with its
 // own source name and method.
 type combined interface {
-	Meters() []power.Meter
+	Meters() []snapshot.Meter
 }
 
 // zones is the stage that reads the meter: each zone's energy of the
 // interval, handed to the split, and the derived zone "other".
 type zones struct {
-	meter power.Meter
+	meter snapshot.Meter
 	idle  *idleModels
 	log   *zap.Logger
 	byID  map[snapshot.ZoneID]*zoneState
 	order []snapshot.ZoneID
 }
 
-func newZones(meter power.Meter, idle *idleModels, log *zap.Logger) *zones {
+func newZones(meter snapshot.Meter, idle *idleModels, log *zap.Logger) *zones {
 	return &zones{meter: meter, idle: idle, log: log, byID: map[snapshot.ZoneID]*zoneState{}}
 }
 
@@ -62,9 +61,9 @@ func (zs *zones) read(dt time.Duration, split func(z *zoneState, dE float64)) {
 			dE = 0
 		}
 		switch s.Zone {
-		case power.ZonePlatform:
+		case snapshot.ZonePlatform:
 			platform, havePlatform = platform+dE, true
-		case power.ZonePackage, power.ZoneDRAM, power.ZoneGPU:
+		case snapshot.ZonePackage, snapshot.ZoneDRAM, snapshot.ZoneGPU:
 			components += dE
 		}
 		split(z, dE)
@@ -121,7 +120,7 @@ func (zs *zones) other(platform, components float64, dt time.Duration) {
 	z := zs.byID[id]
 	if z == nil {
 		z = &zoneState{Zone: snapshot.Zone{ZoneID: id, Source: snapshot.SourceDerived,
-			Estimated: zs.byID[snapshot.ZoneID{Name: power.ZonePlatform, Socket: -1}].Estimated}}
+			Estimated: zs.byID[snapshot.ZoneID{Name: snapshot.ZonePlatform, Socket: -1}].Estimated}}
 		zs.byID[id] = z
 		zs.order = append(zs.order, id)
 	}
