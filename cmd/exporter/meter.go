@@ -46,7 +46,7 @@ func meterConfig(cfg *config.Config, gpus []string) discover.Config {
 
 // openMeter opens the node's meter through the meter table: every
 // configured meter that fails is logged at warn and retried, and its
-// health reaches wattrace_power_meter_*.
+// health reaches wattrace_source_*.
 func openMeter(ctx context.Context, cfg *config.Config, gpus []string, log *zap.Logger) (power.Meter, error) {
 	return discover.Open(ctx, meterConfig(cfg, gpus), log.Named("power"))
 }
