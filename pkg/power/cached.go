@@ -70,14 +70,12 @@ type Cached struct {
 	maxWatts MaxWatts
 	tall     *sourcehealth.Tally // logs failed reads and counts rejected readings
 
-	mu       sync.Mutex
-	zones    map[zoneKey]*cachedZone
-	order    []zoneKey
-	fresh    time.Time // host time of the last reading that brought a new sample
-	started  time.Time
-	lastErr  error
-	reads    uint64
-	failures uint64
+	mu      sync.Mutex
+	zones   map[zoneKey]*cachedZone
+	order   []zoneKey
+	fresh   time.Time // host time of the last reading that brought a new sample
+	started time.Time
+	lastErr error
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -162,12 +160,10 @@ func (c *Cached) poll(ctx context.Context) {
 func (c *Cached) fold(readings []Reading, err error, at time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.reads++
 	if err == nil && len(readings) == 0 {
 		err = errors.New("meter returned no readings")
 	}
 	if err != nil {
-		c.failures++
 		c.lastErr = fmt.Errorf("%s: %w", c.r.Name(), err)
 		c.tall.ReadAt(c.lastErr, at)
 		return
@@ -195,7 +191,6 @@ func (c *Cached) fold(readings []Reading, err error, at time.Time) {
 	}
 	if len(rejected) == len(readings) {
 		// Nothing usable came back: the meter answers but is not up.
-		c.failures++
 		c.lastErr = fmt.Errorf("%s: every reading rejected: %w", c.r.Name(), errors.Join(rejected...))
 		c.tall.ReadAt(c.lastErr, at)
 		return
@@ -304,7 +299,8 @@ func (c *Cached) LastError() error {
 func (c *Cached) Reads() (total, failed uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.reads, c.failures
+	h := c.tall.Health()
+	return h.Reads, h.Errors
 }
 
 // SourceHealth is the device's health: reads, failures, staleness and the
@@ -323,7 +319,7 @@ func (c *Cached) WaitFirst(ctx context.Context) error {
 	defer t.Stop()
 	for {
 		c.mu.Lock()
-		ok, err, n := len(c.order) > 0, c.lastErr, c.reads
+		ok, err, n := len(c.order) > 0, c.lastErr, c.tall.Health().Reads
 		c.mu.Unlock()
 		switch {
 		case ok:
