@@ -258,8 +258,8 @@ func TestGuestHostShare(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			if fams != nil {
-				dump(t, fams, nil, "wattrace_node_energy_joules_total", "wattrace_power_meter_up", "wattrace_power_meter_reads_total",
-					"wattrace_power_meter_read_errors_total", "wattrace_source_rejected_readings_total", "wattrace_stats_intervals_total")
+				dump(t, fams, nil, "wattrace_node_energy_joules_total", "wattrace_source_up", "wattrace_source_reads_total",
+					"wattrace_source_read_errors_total", "wattrace_source_rejected_readings_total", "wattrace_stats_intervals_total")
 			}
 			if b, err := os.ReadFile(filepath.Join(share, hostshare.MetaFile)); err == nil {
 				t.Logf("share meta: %s", b)
@@ -268,7 +268,7 @@ func TestGuestHostShare(t *testing.T) {
 		}
 	}
 	t.Logf("guest serving measured figures after %v", time.Since(begin).Round(time.Millisecond))
-	dump(t, fams, nil, "wattrace_node_energy_joules_total", "wattrace_power_meter_up")
+	dump(t, fams, nil, "wattrace_node_energy_joules_total", "wattrace_source_up")
 
 	// The share is the host's figure for the VM.
 	hv, fv := hostMatchesShare(t, h, share)
@@ -325,7 +325,7 @@ func TestGuestHostShare(t *testing.T) {
 		if err != nil {
 			continue
 		}
-		if up, ok := sum(fams, "wattrace_power_meter_up", map[string]string{"source": hostSource}); ok && up == 0 && down == 0 {
+		if up, ok := sum(fams, "wattrace_source_up", map[string]string{"source": hostSource}); ok && up == 0 && down == 0 {
 			down = time.Since(removed)
 		}
 		est, n := sumWhere(fams, "wattrace_node_energy_joules_total", labelsEq(map[string]string{"source": "estimator", "method": "estimated"}))
@@ -335,12 +335,12 @@ func TestGuestHostShare(t *testing.T) {
 			estJ0 = est
 		case est > estJ0:
 			estimating = time.Since(removed)
-			dump(t, fams, nil, "wattrace_node_energy_joules_total", "wattrace_power_meter_up", "wattrace_power_meter_read_errors_total")
+			dump(t, fams, nil, "wattrace_node_energy_joules_total", "wattrace_source_up", "wattrace_source_read_errors_total")
 		}
 	}
 	t.Logf("share removed: host source down after %v, estimating after %v (staleness %v)", down.Round(time.Millisecond), estimating.Round(time.Millisecond), guestStaleness)
 	if down == 0 {
-		t.Errorf("wattrace_power_meter_up{source=%q} never went to 0 after the share was removed", hostSource)
+		t.Errorf("wattrace_source_up{source=%q} never went to 0 after the share was removed", hostSource)
 	}
 	if estimating == 0 || estimating < down {
 		t.Errorf("no growing method=\"estimated\" source=\"estimator\" node energy after the host was reported down")

@@ -109,8 +109,8 @@ func TestExpositionGolden(t *testing.T) {
 	near("job grams", get("wattrace_job_emissions_grams_total", job), 90*gPerJ)
 	near("nginx grams", get("wattrace_unit_emissions_grams_total", nginx), 30*gPerJ)
 	near("job memory", get("wattrace_job_memory_usage_bytes", job), 536870912)
-	near("procfs up", get("wattrace_power_meter_up", map[string]string{"source": "procfs"}), 1)
-	near("rapl up", get("wattrace_power_meter_up", map[string]string{"source": "rapl"}), 1)
+	near("procfs up", get("wattrace_source_up", map[string]string{"source": "procfs"}), 1)
+	near("rapl up", get("wattrace_source_up", map[string]string{"source": "rapl"}), 1)
 }
 
 // goldenInterval is the fixture exporter's stats.interval.
@@ -242,7 +242,7 @@ var masked = map[string]string{
 	// took between its two scrapes.
 	"wattrace_node_power_watts": "interval length",
 	// Seconds since each source's last read, at scrape time.
-	"wattrace_power_meter_age_seconds": "time since the read",
+	"wattrace_source_age_seconds": "time since the read",
 	// The wall-clock time of the last step.
 	"wattrace_stats_last_update_timestamp_seconds": "wall clock",
 	// How long each collector took to render the scrape.

@@ -179,8 +179,8 @@ func TestScrapeWithGPUFixture(t *testing.T) {
 		t.Errorf("node gpu zone %v (%v), want %v", v, ok, idle+dyn)
 	}
 	// The GPU source's health joins the meters'.
-	if v, ok := sum(fams, "wattrace_power_meter_up", map[string]string{"source": "gpu-sysfs/0000:03:00.0"}); !ok || v != 1 {
-		t.Errorf("no GPU source health in wattrace_power_meter_up (%v, %v)", v, ok)
+	if v, ok := sum(fams, "wattrace_source_up", map[string]string{"source": "gpu-sysfs/0000:03:00.0"}); !ok || v != 1 {
+		t.Errorf("no GPU source health in wattrace_source_up (%v, %v)", v, ok)
 	}
 	if strings.Contains(string(body), "wattrace_gpu_allocation_info{") {
 		t.Error("allocation series without an allocation source")

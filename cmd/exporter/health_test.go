@@ -80,12 +80,12 @@ wattrace_source_rejected_readings_total{reason="backwards",source="rapl"} 1
 		t.Error(err)
 	}
 	up := `
-# HELP wattrace_power_meter_up 1 if the meter's latest read succeeded.
-# TYPE wattrace_power_meter_up gauge
-wattrace_power_meter_up{source="procfs"} 1
-wattrace_power_meter_up{source="rapl"} 1
+# HELP wattrace_source_up 1 if the source's latest read succeeded.
+# TYPE wattrace_source_up gauge
+wattrace_source_up{source="procfs"} 1
+wattrace_source_up{source="rapl"} 1
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(up), "wattrace_power_meter_up"); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(up), "wattrace_source_up"); err != nil {
 		t.Error(err)
 	}
 }

@@ -17,7 +17,7 @@ import (
 // stage reads (gpus, in its zones' order), whose GPU zones other meters
 // leave out so that no device is counted twice. Every configured meter
 // that fails is logged at warn and retried, and its health reaches
-// wattrace_power_meter_*.
+// wattrace_source_*.
 func openMeter(ctx context.Context, cfg *config.Config, cpus int, gpus []string, log *zap.Logger) (power.Meter, error) {
 	m := cfg.Power.Config
 	m.SysfsRoot, m.ProcfsRoot = cfg.Path.Sysfs, cfg.Path.Procfs

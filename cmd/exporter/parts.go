@@ -20,6 +20,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/config"
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/profiling"
+	"github.com/wattrace/wattrace/pkg/sourcehealth"
 	"github.com/wattrace/wattrace/pkg/stats"
 	"github.com/wattrace/wattrace/pkg/workload"
 )
@@ -344,7 +345,7 @@ func openCollectors(cfg *config.Config, st *state, c *components) error {
 	// Whether the meter reports health is its type's ability, not what its
 	// Health says at start-up: every meter's health has an entry per
 	// source from the first read on.
-	_, reportsHealth := st.meter.(power.HealthReporter)
+	_, reportsHealth := st.meter.(sourcehealth.Reporter)
 	exp, err := collector.New(st.loop, collector.Options{
 		Enabled:        st.collectorOn,
 		Settings:       cfg.Collector.Settings,

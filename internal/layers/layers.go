@@ -46,7 +46,9 @@ var layerNames = [...]string{"base", "vocabulary", "sources", "model", "stats", 
 
 func (l Layer) String() string { return layerNames[l] }
 
-// sameLayerOK lists the layers whose packages may import each other.
+// sameLayerOK lists the layers whose packages may import each other; in
+// other layers a package imports one of its own layer only where Only
+// names it.
 var sameLayerOK = map[Layer]bool{Sources: true}
 
 // Layers places every package of the module, by its path relative to the
@@ -58,9 +60,11 @@ var Layers = map[string]Layer{
 	"internal/setting": Base,
 	"internal/procpid": Base,
 
-	"pkg/snapshot":     Vocabulary,
-	"pkg/reading":      Vocabulary,
-	"pkg/usage":        Vocabulary,
+	"pkg/snapshot": Vocabulary,
+	"pkg/reading":  Vocabulary,
+	"pkg/usage":    Vocabulary,
+	// A source's health tally and the interface that reports it.
+	"pkg/sourcehealth": Vocabulary,
 	"internal/cpulist": Vocabulary,
 	// Loading and decoding the declared settings, the logger and main's
 	// shape, shared by both programs.
@@ -113,6 +117,9 @@ var Only = map[string][]string{
 	// settings with it.
 	"pkg/collector": {"pkg/snapshot", "pkg/workload", "internal/setting"},
 	"pkg/snapshot":  {},
+	// Vocabulary packages build on the snapshot only where listed here.
+	"pkg/usage":        {"pkg/snapshot"},
+	"pkg/sourcehealth": {"pkg/snapshot", "pkg/reading"},
 	// The units side reads what the exporters published to the TSDB; it
 	// must not reach into the exporter's sources, loop or snapshot.
 	"pkg/units":         {},
@@ -124,6 +131,17 @@ var Only = map[string][]string{
 	"pkg/units/api":       {"pkg/units"},
 	"pkg/units/acct":      {"pkg/units"},
 	"pkg/units/unitstest": {"pkg/units", "pkg/units/store"},
+}
+
+// NoSources lists packages that must import no package of the sources
+// layer, although it ranks below them: the stats loop hears from the
+// sources only through the vocabulary (the snapshot's types, usage,
+// reading, sourcehealth), so it and its tests' fakes need no source, and
+// the BPF loader's cilium/ebpf stays out of it. The values are the
+// exceptions: pkg/workload names workloads (its kinds, identities and
+// label tables), for the stats loop as for the collectors.
+var NoSources = map[string][]string{
+	"pkg/stats": {"pkg/workload"},
 }
 
 // LayerOf returns a package's layer.
@@ -157,6 +175,7 @@ func Check(graph map[string][]string) []string {
 			continue
 		}
 		only, limited := Only[p]
+		allowed, noSources := NoSources[p]
 		for _, imp := range graph[p] {
 			li, ok := LayerOf(imp)
 			switch {
@@ -164,8 +183,10 @@ func Check(graph map[string][]string) []string {
 				out = append(out, fmt.Sprintf("%s imports %s, which is in no layer", p, imp))
 			case limited && !contains(only, imp):
 				out = append(out, fmt.Sprintf("%s imports %s: it may import only %v from the module", p, imp, only))
-			case li > lp, li == lp && !sameLayerOK[lp]:
+			case li > lp, li == lp && !sameLayerOK[lp] && !(limited && contains(only, imp)):
 				out = append(out, fmt.Sprintf("%s (%s) imports %s (%s): imports point from sources towards the collectors, never back", p, lp, imp, li))
+			case noSources && li == Sources && !contains(allowed, imp):
+				out = append(out, fmt.Sprintf("%s imports %s, a source: sources reach it only through the vocabulary (pkg/snapshot)", p, imp))
 			}
 		}
 	}

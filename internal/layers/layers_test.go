@@ -42,14 +42,17 @@ func TestModuleImportsPointOneWay(t *testing.T) {
 
 // The check catches each kind of wrong import: a collector reaching into a
 // source, the snapshot depending on the module, a source importing the
-// stats loop, stats importing the collectors, and an unplaced package.
+// stats loop, stats importing the collectors or a source (other than
+// pkg/workload), a vocabulary package importing another that Only does not
+// list, and an unplaced package.
 func TestCheckFindsUpwardImports(t *testing.T) {
 	g := map[string][]string{
 		"pkg/snapshot":     {"pkg/usage"},
-		"pkg/usage":        nil,
 		"pkg/bpfloader":    {"pkg/stats", "pkg/cgroup", "pkg/snapshot"},
 		"pkg/cgroup":       {"pkg/model"},
-		"pkg/stats":        {"pkg/collector", "pkg/bpfloader", "pkg/model"},
+		"pkg/stats":        {"pkg/collector", "pkg/bpfloader", "pkg/model", "pkg/snapshot", "pkg/workload", "pkg/power/ipmi"},
+		"pkg/usage":        {"pkg/snapshot"},
+		"pkg/reading":      {"pkg/usage"},
 		"pkg/model":        nil,
 		"pkg/collector":    {"pkg/bpfloader", "pkg/snapshot", "pkg/workload"},
 		"pkg/workload":     nil,
@@ -68,8 +71,11 @@ func TestCheckFindsUpwardImports(t *testing.T) {
 		"pkg/collector imports pkg/bpfloader: it may import only",
 		"pkg/newthing is in no layer",
 		"pkg/power/capmc (sources) imports pkg/config (config)",
+		"pkg/reading (vocabulary) imports pkg/usage (vocabulary)",
 		"pkg/snapshot imports pkg/usage: it may import only []",
 		"pkg/stats (stats) imports pkg/collector (outputs)",
+		"pkg/stats imports pkg/bpfloader, a source",
+		"pkg/stats imports pkg/power/ipmi, a source",
 	}
 	if len(got) != len(want) {
 		t.Fatalf("%d violations, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))

@@ -20,30 +20,16 @@ func countersFrom(s *probesStats) snapshot.ProbeStats {
 	return c
 }
 
-// ProbeProcess is one process's counters, keyed as the CPU accounting keys
-// it (tgid + group leader start time in ns).
-type ProbeProcess struct {
-	Key usage.ProcKey
-	snapshot.ProbeStats
-}
-
-// ProbeCgroup is one cgroup's counters (tasks directly in it), keyed by
-// the cgroup id of the same hierarchy as the CPU accounting.
-type ProbeCgroup struct {
-	ID uint64
-	snapshot.ProbeStats
-}
+// ProbeProcess, ProbeCgroup and ProbeReading are the snapshot's: the
+// stats loop reads them without importing this package.
+type (
+	ProbeProcess = snapshot.ProbeProcess
+	ProbeCgroup  = snapshot.ProbeCgroup
+	ProbeReading = snapshot.ProbeReading
+)
 
 // SoftirqNames are the vectors in the kernel's order (softirq_to_name).
 var SoftirqNames = [...]string{"HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU"}
-
-// ProbeReading is one read of the probe maps. Counters are cumulative
-// since load; Softirqs is empty when the softirq probe is off.
-type ProbeReading struct {
-	Processes []ProbeProcess
-	Cgroups   []ProbeCgroup
-	Softirqs  []snapshot.SoftirqVector
-}
 
 // Read returns every process's and cgroup's cumulative counters and the
 // node's softirqs by vector.

@@ -9,26 +9,14 @@ import (
 )
 
 // JoulesPerKWh converts energy: 1 kWh = 3.6 MJ.
-const JoulesPerKWh = 3.6e6
+const JoulesPerKWh = snapshot.JoulesPerKWh
 
 // Grams is the mass of CO2e for joules of electricity at gPerKWh.
 func Grams(joules, gPerKWh float64) float64 { return joules / JoulesPerKWh * gPerKWh }
 
-// Factor is the factor in force for one interval: the one every joule
-// credited in that interval is multiplied by.
-type Factor struct {
-	// Provider and Zone say where it came from; Provider is the value of
-	// the emissions counters' `provider` label.
-	Provider, Zone string
-	GramsPerKWh    float64
-	Age            time.Duration
-	// Fallback is set when the driving provider was passed over because
-	// it had no value or was older than the staleness.
-	Fallback bool
-}
-
-// Grams is the mass of CO2e for joules at this factor.
-func (f Factor) Grams(joules float64) float64 { return Grams(joules, f.GramsPerKWh) }
+// Factor is the factor in force for one interval, the snapshot's
+// CarbonFactor: the stats loop reads it without importing this package.
+type Factor = snapshot.CarbonFactor
 
 // Chain picks the factor in force: the driving provider's while it is no
 // older than the staleness, else the first fallback, in the configured

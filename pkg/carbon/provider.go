@@ -10,6 +10,7 @@ import (
 
 	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/sourcehealth"
 )
 
 // MaxGramsPerKWh is the ceiling above which a factor is absurd. The dirtiest
@@ -64,17 +65,13 @@ type Provider struct {
 	refresh time.Duration
 	timeout time.Duration
 	now     func() time.Time
-	log     *zap.Logger
-	rejects *reading.Rejects
+	tall    *sourcehealth.Tally
 	fixed   bool
 
 	mu      sync.Mutex
 	last    Sample
 	goodAt  time.Time // host time of the last good fetch
 	hasGood bool
-	up      bool
-	reads   uint64
-	errs    uint64
 }
 
 // NewProvider wraps f.
@@ -94,7 +91,7 @@ func NewProvider(f Fetcher, o ProviderOptions) *Provider {
 	_, isFixed := f.(fixed)
 	src := "carbon/" + f.Name()
 	return &Provider{f: f, refresh: o.Refresh, timeout: o.Timeout, now: o.Now,
-		log: o.Log.With(zap.String("source", src)), rejects: reading.NewRejects(src, o.Log), fixed: isFixed}
+		tall: sourcehealth.New(src, sourcehealth.Options{Log: o.Log}), fixed: isFixed}
 }
 
 // Name is the provider's name.
@@ -116,18 +113,14 @@ func (p *Provider) Poll(ctx context.Context) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.reads++
+	// A failed fetch is logged at most once a minute (the tally's), so
+	// an unreachable API does not flood the log; a rejected value is
+	// counted and logged by reason.
+	p.tall.Reject(err, p.f.Zone())
+	p.tall.Read(err)
 	if err != nil {
-		p.errs++
-		p.up = false
-		if !p.rejects.Add(err, p.f.Zone()) {
-			// Network errors are logged at debug: Up and the error count
-			// show them, and an unreachable API must not flood the log.
-			p.log.Debug("carbon intensity fetch failed", zap.Error(err))
-		}
 		return err
 	}
-	p.up = true
 	if p.hasGood && !s.At.IsZero() && s.At.Before(p.last.At) {
 		// An older value than the one held (a lagging replica): keep
 		// the newer one; the source is reachable, so it stays up.
@@ -170,7 +163,7 @@ func (p *Provider) Current() (v Value, ok bool) {
 }
 
 func (p *Provider) valueLocked() Value {
-	v := Value{Provider: p.f.Name(), Zone: p.f.Zone(), GramsPerKWh: p.last.GramsPerKWh, Up: p.up}
+	v := Value{Provider: p.f.Name(), Zone: p.f.Zone(), GramsPerKWh: p.last.GramsPerKWh, Up: p.tall.Up()}
 	if p.hasGood && !p.fixed {
 		ref := p.goodAt
 		if !p.last.At.IsZero() {
@@ -194,8 +187,7 @@ func (p *Provider) Intensity() (snapshot.Intensity, bool) {
 func (p *Provider) Health() snapshot.SourceHealth {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	h := snapshot.SourceHealth{Source: "carbon/" + p.f.Name(), Up: p.up, Reads: p.reads,
-		Errors: p.errs, Rejected: p.rejects.Counts()}
+	h := p.tall.Health()
 	if p.hasGood {
 		h.Age = p.valueLocked().Age
 	}

@@ -6,13 +6,13 @@ import (
 	"io/fs"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/sourcehealth"
 )
 
 // Source is the name the reader's health and rejections carry.
@@ -55,11 +55,11 @@ type Options struct {
 // step back are a cgroup re-created under the same path, and are taken
 // (reading.Counter).
 type checker struct {
-	cpus    float64
-	now     func() time.Time
-	rejects *reading.Rejects
-	reads   atomic.Uint64
-	errs    atomic.Uint64
+	cpus float64
+	now  func() time.Time
+	// tall counts each cgroup read as a read, one with a file that could
+	// not be read or parsed as an error, and the rejected readings.
+	tall *sourcehealth.Tally
 
 	mu   sync.Mutex
 	byID map[string]*cgroupCounters
@@ -87,21 +87,19 @@ func newChecker(o Options) *checker {
 	if now == nil {
 		now = time.Now
 	}
-	return &checker{cpus: float64(cpus), now: now, rejects: reading.NewRejects(Source, o.Log), byID: map[string]*cgroupCounters{}}
+	return &checker{cpus: float64(cpus), now: now, tall: sourcehealth.New(Source, sourcehealth.Options{Log: o.Log}), byID: map[string]*cgroupCounters{}}
 }
 
 // check validates s, read for rel with err, in place.
 func (k *checker) check(rel string, s *snapshot.Resources, err error) {
-	k.reads.Add(1)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if errors.Is(err, fs.ErrNotExist) {
+		k.tall.Count(nil)
 		delete(k.byID, rel) // gone: a cgroup created there later starts afresh
 		return
 	}
-	if err != nil {
-		k.errs.Add(1) // a file that could not be read or parsed
-	}
+	k.tall.Count(err) // err: a file that could not be read or parsed
 	cc := k.byID[rel]
 	if cc == nil {
 		cc = &cgroupCounters{}
@@ -171,7 +169,7 @@ func (k *checker) check(rel string, s *snapshot.Resources, err error) {
 			continue
 		}
 		if err := reading.CheckGauge(float64(g.v), g.max); err != nil {
-			k.rejects.Add(err, rel+": "+g.what)
+			k.tall.Reject(err, rel+": "+g.what)
 			s.Available &^= g.field
 		}
 	}
@@ -183,7 +181,7 @@ func (k *checker) check(rel string, s *snapshot.Resources, err error) {
 // good reading allocates nothing.
 func (k *checker) counter(c *counter, v float64, t time.Time, rel, what, more string) float64 {
 	if _, err := c.c.Observe(v, t); err != nil {
-		k.rejects.Add(err, fmt.Sprintf("%s: %s%s", rel, what, more))
+		k.tall.Reject(err, fmt.Sprintf("%s: %s%s", rel, what, more))
 		return c.last
 	}
 	c.last = v
@@ -194,6 +192,9 @@ func (k *checker) counter(c *counter, v float64, t time.Time, rel, what, more st
 // could not be read or parsed, and the rejected readings. It is safe to
 // call while another goroutine reads.
 func (r *Reader) Health() []snapshot.SourceHealth {
-	k := r.check
-	return []snapshot.SourceHealth{{Source: Source, Up: true, Reads: k.reads.Load(), Errors: k.errs.Load(), Rejected: k.rejects.Counts()}}
+	h := r.check.tall.Health()
+	// A cgroup that fails to read fails alone; the reader as a whole is
+	// always up.
+	h.Up = true
+	return []snapshot.SourceHealth{h}
 }

@@ -1,11 +1,11 @@
 package gpu
 
 import (
-	"errors"
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/sourcehealth"
 )
 
 // DefaultMaxWatts is the ceiling on one device's power unless configured:
@@ -16,14 +16,15 @@ const DefaultMaxWatts = 2000.0
 // Meter validates one device's energy, whatever the method, and keeps its
 // health. Sources own one per device; it is not safe for concurrent use.
 type Meter struct {
-	name    string
-	maxW    float64
-	rejects *reading.Rejects
-	ctr     reading.Counter
+	maxW float64
+	// tall counts the reads and rejections (in the source's shared
+	// Rejects); the meter ages the last good reading itself, by the
+	// source's clock.
+	tall *sourcehealth.Tally
+	ctr  reading.Counter
 
 	last, good     time.Time
-	seen, up       bool
-	reads, errs    uint64
+	seen           bool
 	lastInterval   time.Duration
 	lastPowerWatts float64
 }
@@ -35,7 +36,7 @@ func NewMeter(health string, maxW float64, rejects *reading.Rejects) *Meter {
 	if maxW <= 0 {
 		maxW = DefaultMaxWatts
 	}
-	return &Meter{name: health, maxW: maxW, rejects: rejects, ctr: reading.Counter{MaxRate: maxW}}
+	return &Meter{maxW: maxW, tall: sourcehealth.New(health, sourcehealth.Options{Rejects: rejects}), ctr: reading.Counter{MaxRate: maxW}}
 }
 
 // Counter takes a cumulative energy reading in joules read at now and
@@ -47,16 +48,15 @@ func NewMeter(health string, maxW float64, rejects *reading.Rejects) *Meter {
 // and Interval says so: a glitch neither loses the energy nor doubles the
 // next interval's power.
 func (m *Meter) Counter(joules float64, now time.Time) (energyJ float64, ok bool) {
-	m.reads++
 	d, err := m.ctr.Observe(joules, now)
 	if err != nil {
-		m.rejects.Add(err, m.name)
-		m.errs++
+		m.reject(err)
 		return 0, false
 	}
+	m.tall.ReadAt(nil, now)
 	first := !m.seen
 	m.last, m.seen = now, true
-	m.up, m.good = true, now
+	m.good = now
 	if first {
 		return 0, false
 	}
@@ -72,15 +72,14 @@ func (m *Meter) Counter(joules float64, now time.Time) (energyJ float64, ok bool
 // accepted reading. The first reading only starts the clock; a rejected
 // one leaves it where it was, so the next accepted reading covers the gap.
 func (m *Meter) Power(watts float64, now time.Time) (energyJ float64, ok bool) {
-	m.reads++
 	if err := reading.CheckGauge(watts, m.maxW); err != nil {
-		m.rejects.Add(err, m.name)
-		m.errs++
+		m.reject(err)
 		return 0, false
 	}
+	m.tall.ReadAt(nil, now)
 	first := !m.seen
 	m.step(now)
-	m.up, m.good = true, now
+	m.good = now
 	m.lastPowerWatts = watts
 	if first || m.lastInterval <= 0 {
 		return 0, false
@@ -90,12 +89,15 @@ func (m *Meter) Power(watts float64, now time.Time) (energyJ float64, ok bool) {
 
 // Fail records a read that produced no value (the file or call failed).
 func (m *Meter) Fail(err error, now time.Time) {
-	m.reads++
-	m.errs++
-	m.up = false
-	if errors.As(err, new(*reading.Rejection)) {
-		m.rejects.Add(err, m.name)
-	}
+	m.tall.Reject(err, m.tall.Source())
+	m.tall.ReadAt(err, now)
+}
+
+// reject counts a rejected reading: a failed read that leaves the device
+// as up or down as it was.
+func (m *Meter) reject(err error) {
+	m.tall.Reject(err, m.tall.Source())
+	m.tall.Count(err)
 }
 
 // step advances the clock to an accepted reading. The interval is the time
@@ -125,7 +127,7 @@ func (m *Meter) PowerW() float64 { return m.lastPowerWatts }
 
 // Health reports the device's state at now.
 func (m *Meter) Health(now time.Time) snapshot.SourceHealth {
-	h := snapshot.SourceHealth{Source: m.name, Up: m.up, Reads: m.reads, Errors: m.errs}
+	h := m.tall.Health()
 	if !m.good.IsZero() {
 		h.Age = now.Sub(m.good)
 	}

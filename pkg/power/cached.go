@@ -9,6 +9,7 @@ import (
 
 	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/sourcehealth"
 )
 
 // Reading is one zone's figure as a slow meter (a BMC, a hwmon power
@@ -67,16 +68,14 @@ type Cached struct {
 	timeout  time.Duration
 	now      func() time.Time
 	maxWatts MaxWatts
-	tall     *tally // logs failed reads and counts rejected readings
+	tall     *sourcehealth.Tally // logs failed reads and counts rejected readings
 
-	mu       sync.Mutex
-	zones    map[zoneKey]*cachedZone
-	order    []zoneKey
-	fresh    time.Time // host time of the last reading that brought a new sample
-	started  time.Time
-	lastErr  error
-	reads    uint64
-	failures uint64
+	mu      sync.Mutex
+	zones   map[zoneKey]*cachedZone
+	order   []zoneKey
+	fresh   time.Time // host time of the last reading that brought a new sample
+	started time.Time
+	lastErr error
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -121,7 +120,7 @@ func newCached(r PowerReader, interval, timeout time.Duration, o MeterOptions, r
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Cached{
 		r: r, interval: interval, timeout: timeout, now: now, maxWatts: o.MaxWatts,
-		tall:  newTally(r.Name(), o.Log, now),
+		tall:  sourcehealth.New(r.Name(), sourcehealth.Options{Log: o.Log, Now: now}),
 		zones: make(map[zoneKey]*cachedZone), started: now(),
 		cancel: cancel, done: make(chan struct{}),
 	}
@@ -161,14 +160,12 @@ func (c *Cached) poll(ctx context.Context) {
 func (c *Cached) fold(readings []Reading, err error, at time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.reads++
 	if err == nil && len(readings) == 0 {
 		err = errors.New("meter returned no readings")
 	}
 	if err != nil {
-		c.failures++
 		c.lastErr = fmt.Errorf("%s: %w", c.r.Name(), err)
-		c.tall.result(c.lastErr, at)
+		c.tall.ReadAt(c.lastErr, at)
 		return
 	}
 	var rejected []error
@@ -180,7 +177,7 @@ func (c *Cached) fold(readings []Reading, err error, at time.Time) {
 		}
 		fresh, err := z.add(rd, at, c.maxWatts.ceiling(rd.Zone, rd.Socket))
 		if err != nil {
-			c.tall.rejects.Add(err, fmt.Sprintf("%s/%d", rd.Zone, rd.Socket))
+			c.tall.Reject(err, fmt.Sprintf("%s/%d", rd.Zone, rd.Socket))
 			rejected = append(rejected, err)
 		}
 		if z.primed && c.zones[k] == nil {
@@ -194,13 +191,12 @@ func (c *Cached) fold(readings []Reading, err error, at time.Time) {
 	}
 	if len(rejected) == len(readings) {
 		// Nothing usable came back: the meter answers but is not up.
-		c.failures++
 		c.lastErr = fmt.Errorf("%s: every reading rejected: %w", c.r.Name(), errors.Join(rejected...))
-		c.tall.result(c.lastErr, at)
+		c.tall.ReadAt(c.lastErr, at)
 		return
 	}
 	c.lastErr = nil
-	c.tall.result(nil, at)
+	c.tall.ReadAt(nil, at)
 }
 
 // add validates one reading and folds it into the zone. It reports whether
@@ -303,14 +299,15 @@ func (c *Cached) LastError() error {
 func (c *Cached) Reads() (total, failed uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.reads, c.failures
+	h := c.tall.Health()
+	return h.Reads, h.Errors
 }
 
 // SourceHealth is the device's health: reads, failures, staleness and the
 // readings rejected by validation. (Cached's Health method, reporting this
 // one source, is built on it.)
 func (c *Cached) SourceHealth() snapshot.SourceHealth {
-	h := c.tall.health()
+	h := c.tall.Health()
 	h.Age = c.Age()
 	return h
 }
@@ -322,7 +319,7 @@ func (c *Cached) WaitFirst(ctx context.Context) error {
 	defer t.Stop()
 	for {
 		c.mu.Lock()
-		ok, err, n := len(c.order) > 0, c.lastErr, c.reads
+		ok, err, n := len(c.order) > 0, c.lastErr, c.tall.Health().Reads
 		c.mu.Unlock()
 		switch {
 		case ok:
@@ -349,7 +346,7 @@ func (c *Cached) Close() error {
 	return nil
 }
 
-// Health implements HealthReporter: the meter read in the background is
+// Health implements sourcehealth.Reporter: the meter read in the background is
 // one source, up while its latest device read succeeded.
 func (c *Cached) Health() []snapshot.SourceHealth {
 	return []snapshot.SourceHealth{c.SourceHealth()}

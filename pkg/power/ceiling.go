@@ -100,6 +100,14 @@ type MeterOptions struct {
 	Now func() time.Time
 }
 
+// logger is o.Log, or a logger that drops everything.
+func (o MeterOptions) logger() *zap.Logger {
+	if o.Log == nil {
+		return zap.NewNop()
+	}
+	return o.Log
+}
+
 func (o MeterOptions) now() func() time.Time {
 	if o.Now == nil {
 		return time.Now

@@ -162,7 +162,7 @@ func (e *Estimator) Estimates() []snapshot.Estimate {
 	return out
 }
 
-// Health implements HealthReporter: a model is always up and never rejects
+// Health implements sourcehealth.Reporter: a model is always up and never rejects
 // a reading (utilization is clamped to [0, 1] in Advance).
 func (e *Estimator) Health() []snapshot.SourceHealth {
 	return []snapshot.SourceHealth{{Source: e.Name(), Up: true, Rejected: map[string]uint64{}}}

@@ -171,8 +171,8 @@ func TestCombineFirstMeterWinsAndTagsSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []ZoneSample{
-		{ZonePackage, 0, 10, "rapl"}, {ZonePackage, 1, 11, "rapl"}, {ZoneDRAM, 0, 2, "rapl"},
-		{ZonePlatform, -1, 50, "pm_counters"}, {ZoneGPU, 0, 9, "pm_counters"},
+		{Zone: ZonePackage, Socket: 0, Joules: 10, Source: "rapl"}, {Zone: ZonePackage, Socket: 1, Joules: 11, Source: "rapl"}, {Zone: ZoneDRAM, Socket: 0, Joules: 2, Source: "rapl"},
+		{Zone: ZonePlatform, Socket: -1, Joules: 50, Source: "pm_counters"}, {Zone: ZoneGPU, Socket: 0, Joules: 9, Source: "pm_counters"},
 	}
 	if len(s) != len(want) {
 		t.Fatalf("got %+v", s)

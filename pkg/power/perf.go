@@ -14,6 +14,7 @@ import (
 	"github.com/wattrace/wattrace/internal/cpulist"
 	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/sourcehealth"
 )
 
 // PerfEvent is one RAPL event of the kernel's "power" perf PMU
@@ -162,7 +163,7 @@ type PerfOpener func(ev PerfEvent, cpu int) (PerfCounter, error)
 // needs CAP_PERFMON (or CAP_SYS_ADMIN) or kernel.perf_event_paranoid <= 0.
 type PerfRAPL struct {
 	now  func() time.Time
-	tall *tally
+	tall *sourcehealth.Tally
 
 	mu       sync.Mutex
 	counters []*perfRAPLCounter
@@ -196,7 +197,7 @@ func newPerfRAPL(sysfsRoot string, open PerfOpener, o MeterOptions) (*PerfRAPL, 
 	if err != nil {
 		return nil, err
 	}
-	p := &PerfRAPL{now: o.now(), tall: newTally("rapl-perf", o.Log, o.now())}
+	p := &PerfRAPL{now: o.now(), tall: sourcehealth.New("rapl-perf", sourcehealth.Options{Log: o.Log, Now: o.now()})}
 	for _, ev := range events {
 		for i, cpu := range cpus {
 			zone := perfZones[ev.Name]
@@ -269,13 +270,13 @@ func (p *PerfRAPL) Read() ([]ZoneSample, error) {
 		c.prev, c.primed = v, true
 		d, err := c.ctr.Observe(c.seq, now)
 		if err != nil {
-			p.tall.rejects.Add(err, fmt.Sprintf("%s socket %d", c.zone, c.socket))
+			p.tall.Reject(err, fmt.Sprintf("%s socket %d", c.zone, c.socket))
 			continue
 		}
 		c.joules += d
 	}
 	err := errors.Join(errs...)
-	p.tall.result(err, now)
+	p.tall.ReadAt(err, now)
 	if len(errs) == len(p.counters) && len(errs) > 0 {
 		return nil, err
 	}
@@ -286,8 +287,8 @@ func (p *PerfRAPL) Read() ([]ZoneSample, error) {
 	return out, nil
 }
 
-// Health implements HealthReporter.
-func (p *PerfRAPL) Health() []snapshot.SourceHealth { return []snapshot.SourceHealth{p.tall.health()} }
+// Health implements sourcehealth.Reporter.
+func (p *PerfRAPL) Health() []snapshot.SourceHealth { return []snapshot.SourceHealth{p.tall.Health()} }
 
 // Close closes the perf events.
 func (p *PerfRAPL) Close() error {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/sourcehealth"
 )
 
 // PMCounters reads HPE Cray EX / XC node power management counters
@@ -33,7 +34,7 @@ type PMCounters struct {
 	files    []pmFile
 
 	now  func() time.Time
-	tall *tally
+	tall *sourcehealth.Tally
 
 	mu      sync.Mutex
 	startup string
@@ -61,7 +62,7 @@ func newPMCounters(sysfsRoot string, readFile func(string) ([]byte, error), o Me
 	if err != nil {
 		return nil, fmt.Errorf("read %s (not an HPE Cray node?): %w", dir, err)
 	}
-	p := &PMCounters{dir: dir, readFile: readFile, now: o.now(), tall: newTally("pm_counters", o.Log, o.now())}
+	p := &PMCounters{dir: dir, readFile: readFile, now: o.now(), tall: sourcehealth.New("pm_counters", sourcehealth.Options{Log: o.Log, Now: o.now()})}
 	for _, e := range entries {
 		n := e.Name()
 		switch {
@@ -141,7 +142,7 @@ func (p *PMCounters) Read() ([]ZoneSample, error) {
 	defer p.mu.Unlock()
 	now := p.now()
 	cur, startup, err := p.consistentScan()
-	p.tall.result(err, now)
+	p.tall.ReadAt(err, now)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +157,7 @@ func (p *PMCounters) Read() ([]ZoneSample, error) {
 	for i, f := range p.files {
 		d, err := p.ctrs[i].Observe(float64(cur[i]), now)
 		if err != nil {
-			p.tall.rejects.Add(err, filepath.Join(p.dir, f.name))
+			p.tall.Reject(err, filepath.Join(p.dir, f.name))
 		}
 		p.totalJ[i] += d
 		out[i] = ZoneSample{Zone: f.zone, Socket: f.socket, Joules: p.totalJ[i]}
@@ -178,9 +179,9 @@ func (p *PMCounters) consistentScan() ([]uint64, string, error) {
 	return nil, "", fmt.Errorf("%s: freshness kept changing during 5 reads", p.dir)
 }
 
-// Health implements HealthReporter.
+// Health implements sourcehealth.Reporter.
 func (p *PMCounters) Health() []snapshot.SourceHealth {
-	return []snapshot.SourceHealth{p.tall.health()}
+	return []snapshot.SourceHealth{p.tall.Health()}
 }
 
 // scan reads every counter between two reads of freshness.

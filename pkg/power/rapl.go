@@ -19,6 +19,7 @@ import (
 	"github.com/wattrace/wattrace/internal/decimal"
 	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/sourcehealth"
 )
 
 // RAPL reads the kernel's powercap interface to Intel/AMD RAPL energy
@@ -38,7 +39,7 @@ type RAPL struct {
 	readFile func(string) ([]byte, error)
 
 	now  func() time.Time
-	tall *tally
+	tall *sourcehealth.Tally
 
 	mu       sync.Mutex
 	counters []*raplCounter // sorted by socket, then zone
@@ -110,12 +111,12 @@ func newRAPL(sysfsRoot string, readFile func(string) ([]byte, error), o MeterOpt
 			return nil, err
 		}
 		if len(counters) > 0 {
-			r := &RAPL{readFile: readFile, counters: counters, dropped: dropped, now: o.now(), tall: newTally("rapl", o.Log, o.now())}
+			r := &RAPL{readFile: readFile, counters: counters, dropped: dropped, now: o.now(), tall: sourcehealth.New("rapl", sourcehealth.Options{Log: o.Log, Now: o.now()})}
 			for _, c := range counters {
 				c.ctr = reading.Counter{Max: float64(c.maxUJ), MaxRate: o.MaxWatts.For(c.zone) * 1e6}
 			}
 			for _, d := range dropped {
-				r.tall.log.Warn("RAPL zone left out", zap.String("source", "rapl"), zap.String("reason", d))
+				o.logger().Warn("RAPL zone left out", zap.String("source", "rapl"), zap.String("reason", d))
 			}
 			return r, nil
 		}
@@ -300,13 +301,13 @@ func (r *RAPL) Read() ([]ZoneSample, error) {
 		}
 		d, err := c.ctr.Observe(float64(v), now)
 		if err != nil {
-			r.tall.rejects.Add(err, c.energyPath)
+			r.tall.Reject(err, c.energyPath)
 			continue
 		}
 		c.totalUJ += d
 	}
 	err := errors.Join(errs...)
-	r.tall.result(err, now)
+	r.tall.ReadAt(err, now)
 	if len(errs) == len(r.counters) {
 		return nil, err
 	}
@@ -324,8 +325,8 @@ func (r *RAPL) Read() ([]ZoneSample, error) {
 	return samples, nil
 }
 
-// Health implements HealthReporter.
-func (r *RAPL) Health() []snapshot.SourceHealth { return []snapshot.SourceHealth{r.tall.health()} }
+// Health implements sourcehealth.Reporter.
+func (r *RAPL) Health() []snapshot.SourceHealth { return []snapshot.SourceHealth{r.tall.Health()} }
 
 // Dropped lists the zones left out at discovery, with the reason.
 func (r *RAPL) Dropped() []string { return append([]string(nil), r.dropped...) }
@@ -345,7 +346,7 @@ func (r *RAPL) readEnergy(c *raplCounter) (uint64, error) {
 	v, err := parseUint(b)
 	if err != nil {
 		// Garbage in the file is a rejected reading, not only an error.
-		r.tall.rejects.Add(reading.Reject(reading.Unreadable, math.NaN(), "%s: %v", c.energyPath, err), c.energyPath)
+		r.tall.Reject(reading.Reject(reading.Unreadable, math.NaN(), "%s: %v", c.energyPath, err), c.energyPath)
 		return 0, fmt.Errorf("parse %s: %w", c.energyPath, err)
 	}
 	return v, nil

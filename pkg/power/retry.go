@@ -128,7 +128,7 @@ func (r *Retrying) Read() ([]ZoneSample, error) {
 	return m.Read()
 }
 
-// Health implements HealthReporter: down with its failed attempts until
+// Health implements sourcehealth.Reporter: down with its failed attempts until
 // adopted, then the adopted meter's own health.
 func (r *Retrying) Health() []snapshot.SourceHealth {
 	r.mu.Lock()

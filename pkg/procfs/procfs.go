@@ -23,6 +23,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/cgroup"
 	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/sourcehealth"
 	"github.com/wattrace/wattrace/pkg/usage"
 )
 
@@ -69,18 +70,17 @@ type Source struct {
 	// deltas of the processes seen in it, which misses processes that
 	// lived and died between two reads.
 	exact bool
-	// maxRate is the fastest a CPU counter can grow, in ns per second, and
-	// boot the boot time (zero when unknown), which bounds a counter seen
-	// for the first time. Readings beyond either are rejected.
-	maxRate float64
-	boot    time.Time
-	now     func() time.Time
-	rejects *reading.Rejects
+	// cpu checks every CPU counter (the stats loop's check of the BPF
+	// maps is the same), and boot, the boot time (zero when unknown),
+	// bounds a counter seen for the first time.
+	cpu  reading.CPUTime
+	boot time.Time
+	now  func() time.Time
+	// tall is the source's health: it is read synchronously each
+	// interval, so its Age stays 0.
+	tall *sourcehealth.Tally
 
 	mu      sync.Mutex
-	reads   uint64
-	errs    uint64
-	lastErr error
 	gen     uint64
 	procs   map[usage.ProcKey]*procState
 	cgroups map[uint64]*cgState
@@ -151,17 +151,21 @@ func New(o Options) (*Source, error) {
 	if st, err := pfs.Stat(); err == nil && st.BootTime > 0 {
 		boot = time.Unix(int64(st.BootTime), 0)
 	}
+	tall := sourcehealth.New("procfs", sourcehealth.Options{Log: log})
+	// CPU time counters of a cgroup or a process never restart: the
+	// kernel gives a re-created one a new id or start time.
+	cpu := reading.CPUTime{MaxRate: float64(cpus) * 1e9 * rateSlack, Rejects: tall.Rejects()}
 	return &Source{
 		fs:      pfs,
+		cpu:     cpu,
 		root:    root,
 		kind:    res.Hierarchy().Kind,
 		res:     res,
 		log:     log,
 		exact:   uerr == nil,
-		maxRate: float64(cpus) * 1e9 * rateSlack,
 		boot:    boot,
 		now:     time.Now,
-		rejects: reading.NewRejects("procfs", log),
+		tall:    tall,
 		procs:   map[usage.ProcKey]*procState{},
 		cgroups: map[uint64]*cgState{},
 	}, nil
@@ -171,10 +175,7 @@ func New(o Options) (*Source, error) {
 // readings (a cgroup or process counter that went back, jumped faster than
 // the CPUs can run, or could not be parsed).
 func (s *Source) Health() []snapshot.SourceHealth {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return []snapshot.SourceHealth{{Source: s.rejects.Source(), Up: s.lastErr == nil && s.reads > 0,
-		Reads: s.reads, Errors: s.errs, Rejected: s.rejects.Counts()}}
+	return []snapshot.SourceHealth{s.tall.Health()}
 }
 
 // check validates one reading of a CPU counter (ns) taken at t: plausible
@@ -182,23 +183,11 @@ func (s *Source) Health() []snapshot.SourceHealth {
 // more than every CPU running since boot. A rejected reading is counted
 // and logged, and must not be credited.
 func (s *Source) check(c *reading.Counter, v uint64, t time.Time, what string) bool {
-	var err error
 	if c.MaxRate == 0 {
-		// CPU time counters of a cgroup or a process never restart: the
-		// kernel gives a re-created one a new id or start time.
-		c.MaxRate, c.NeverResets, c.Slack = s.maxRate, true, reading.CPUTimeSlack
-		if !s.boot.IsZero() {
-			err = reading.CheckGauge(float64(v), s.maxRate*t.Sub(s.boot).Seconds())
-		}
+		*c = s.cpu.Counter(s.boot)
 	}
-	if err == nil {
-		_, err = c.Observe(float64(v), t)
-	}
-	if err != nil {
-		s.rejects.Add(err, what)
-		return false
-	}
-	return true
+	_, ok := s.cpu.Observe(c, v, t, time.Time{}, func() string { return what })
+	return ok
 }
 
 // Mode implements usage.Source.
@@ -228,12 +217,8 @@ func (s *Source) Read() (usage.Reading, error) {
 	if s.closed {
 		return usage.Reading{}, errors.New("procfs source: read after close")
 	}
-	s.reads++
 	r, err := s.read(s.now())
-	if err != nil {
-		s.errs++
-	}
-	s.lastErr = err
+	s.tall.Read(err)
 	return r, err
 }
 
@@ -252,7 +237,7 @@ func (s *Source) read(now time.Time) (usage.Reading, error) {
 			nu.usage, err = s.res.Usage(n.Path)
 			nu.ok = err == nil
 			if err != nil && !errors.Is(err, fs.ErrNotExist) {
-				s.rejects.Add(reading.Reject(reading.Unreadable, 0, "%v", err), n.Path)
+				s.tall.Reject(reading.Reject(reading.Unreadable, 0, "%v", err), n.Path)
 			}
 		}
 		present[n.ID] = nu

@@ -35,6 +35,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wattrace/wattrace/internal/procpid"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/usage"
 )
 
@@ -69,18 +70,9 @@ type Config struct {
 	Log    *zap.Logger
 }
 
-// ProcessCounts is one profiled process's event counts, cumulative since
-// its counters were opened and scaled for multiplexing.
-type ProcessCounts struct {
-	Key    usage.ProcKey
-	Comm   string
-	Cgroup uint64
-	// Counts by Event.Name; clock events are in ns.
-	Counts map[string]float64
-	// Alive is false for the final counts of a process that exited, which
-	// Scan returns exactly once.
-	Alive bool
-}
+// ProcessCounts is the snapshot's: the stats loop reads it without
+// importing this package.
+type ProcessCounts = snapshot.ProcessCounts
 
 // Stats describes the profiler's state, for the exporter's own metrics.
 type Stats struct {

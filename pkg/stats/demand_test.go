@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wattrace/wattrace/pkg/carbon"
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/workload"
@@ -169,7 +168,7 @@ func TestFreshStepsOnDemand(t *testing.T) {
 		src := &fakeSource{}
 		src.add(1, 1, 0, 1e6)
 		l := mustLoop(t, Config{Interval: interval, OnDemand: onDemand, MaxGap: time.Hour},
-			src, &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Joules: 1}}}, anyName{})
+			src, &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Joules: 1}}}, anyName{})
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { _ = l.Run(ctx); close(done) }()
@@ -262,10 +261,10 @@ type switchingIntensity struct {
 }
 
 func (s *switchingIntensity) set(g float64) { s.mu.Lock(); s.g = g; s.mu.Unlock() }
-func (s *switchingIntensity) Factor() (carbon.Factor, bool) {
+func (s *switchingIntensity) Factor() (snapshot.CarbonFactor, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return carbon.Factor{Provider: "test", Zone: "XX", GramsPerKWh: s.g}, true
+	return snapshot.CarbonFactor{Provider: "test", Zone: "XX", GramsPerKWh: s.g}, true
 }
 func (*switchingIntensity) Intensities() []snapshot.Intensity { return nil }
 func (*switchingIntensity) Health() []snapshot.SourceHealth   { return nil }
@@ -277,7 +276,7 @@ func TestFactorChangeSteps(t *testing.T) {
 	const interval = 30 * time.Millisecond
 	src := &fakeSource{}
 	src.add(1, 1, 0, 1e6)
-	meter := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Joules: 0}}}
+	meter := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Joules: 0}}}
 	var mu sync.Mutex
 	grid := &switchingIntensity{g: 100}
 	l, err := New(Config{Interval: interval, IdlePolicy: "none", OnDemand: true, MaxGap: time.Hour},
@@ -332,7 +331,7 @@ type lockedMeter struct {
 
 func (l *lockedMeter) Name() string    { return l.m.Name() }
 func (l *lockedMeter) Estimated() bool { return false }
-func (l *lockedMeter) Read() ([]power.ZoneSample, error) {
+func (l *lockedMeter) Read() ([]snapshot.ZoneSample, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.m.Read()
@@ -347,7 +346,7 @@ func TestStepBeforeExpectedAsk(t *testing.T) {
 	src := &fakeSource{}
 	src.add(1, 1, 0, 1e6)
 	l := mustLoop(t, Config{Interval: interval, OnDemand: true, MaxGap: time.Hour},
-		src, &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Joules: 1}}}, anyName{})
+		src, &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Joules: 1}}}, anyName{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = l.Run(ctx); close(done) }()

@@ -3,7 +3,6 @@ package stats
 import (
 	"go.uber.org/zap"
 
-	"github.com/wattrace/wattrace/pkg/carbon"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
@@ -11,7 +10,7 @@ import (
 // energy at; *carbon.Chain implements it. Factor must only read a cache:
 // it runs in every interval.
 type IntensitySource interface {
-	Factor() (carbon.Factor, bool)
+	Factor() (snapshot.CarbonFactor, bool)
 	Intensities() []snapshot.Intensity
 	Health() []snapshot.SourceHealth
 }
@@ -37,7 +36,7 @@ type emissions struct {
 	phases
 	src    IntensitySource
 	log    *zap.Logger
-	f      carbon.Factor
+	f      snapshot.CarbonFactor
 	ok     bool
 	warned bool
 	// priced is per zone the cumulative energy already priced: the node's

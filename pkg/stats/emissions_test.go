@@ -223,7 +223,7 @@ func TestEmissionsExactWithChangingFactor(t *testing.T) {
 // priced: 60 J at 300 g/kWh = 0.005 g, 40 J to /a, 20 J to /b.
 func TestEmissionsWaitForFirstFactor(t *testing.T) {
 	src := &fakeSource{}
-	m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
+	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
 	grid := &gridFetcher{}
 	p := carbon.NewProvider(grid, carbon.ProviderOptions{})
 	l, err := New(Config{Interval: time.Second, IdlePolicy: "none", IdleWatts: map[string]float64{"package": 0}},

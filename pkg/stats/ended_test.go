@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
@@ -18,7 +17,7 @@ func TestEndedProcessesKept(t *testing.T) {
 		ended, want int
 	}{{5, 6}, {0, 50}, {-1, 1}} {
 		src := &fakeSource{}
-		meter := &fakeMeter{samples: []power.ZoneSample{{Zone: "package"}}}
+		meter := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package"}}}
 		l := mustLoop(t, Config{Retention: time.Hour, EndedProcesses: c.ended}, src, meter, anyName{})
 		now := time.Unix(1_700_000_000, 0)
 		for pid := uint32(1); pid <= 50; pid++ {

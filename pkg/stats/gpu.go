@@ -10,9 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wattrace/wattrace/pkg/gpu"
-	"github.com/wattrace/wattrace/pkg/gpu/alloc"
-	"github.com/wattrace/wattrace/pkg/gpu/node"
 	"github.com/wattrace/wattrace/pkg/model"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/usage"
@@ -23,7 +20,7 @@ import (
 // every device and resolves its holder; the result may be reused by the
 // next call.
 type GPUSource interface {
-	Interval(ctx context.Context, now time.Time) *node.Interval
+	Interval(ctx context.Context, now time.Time) *snapshot.GPUInterval
 }
 
 // GPUConfig is what the GPU stage needs of the gpu.* configuration.
@@ -91,7 +88,7 @@ func (p *gpuProc) liveness() (bool, bool, time.Time) { return p.rec.Alive, p.see
 // holderCredit is energy owed to an allocation holder's workload, paid
 // after the roll-up has found the workloads of this interval.
 type holderCredit struct {
-	h       alloc.Holder
+	h       snapshot.Holder
 	dyn, id float64
 }
 
@@ -143,7 +140,7 @@ func newGPUStage(src GPUSource, cfg GPUConfig, led consumers, cr *credits) *gpuS
 // the GPUs are read every stats.interval.
 func (g *gpuStage) maxGap() time.Duration { return g.interval }
 
-func (g *gpuStage) idleModel(d gpu.Device) model.IdleModel {
+func (g *gpuStage) idleModel(d snapshot.GPUDevice) model.IdleModel {
 	// Keys compare case-insensitively: a YAML map's keys arrive
 	// lower-cased, NVML's UUIDs start "GPU-".
 	for _, k := range []string{d.UUID, d.PCIBusID, strconv.Itoa(d.Index)} {
@@ -222,7 +219,7 @@ func (g *gpuStage) read(now time.Time, dt time.Duration) {
 		if !r.OK {
 			continue
 		}
-		if g.res.Basis != gpu.None {
+		if g.res.Basis != snapshot.BasisNone {
 			// Keep the last basis through intervals without one, so the
 			// per-process series' basis label does not churn.
 			dev.rec.Basis = string(g.res.Basis)
@@ -289,7 +286,7 @@ func (g *gpuStage) read(now time.Time, dt time.Duration) {
 // their SMs, and each held instance's part is paid to its holders; the
 // parts of unheld instances stay at device level. g.res.HolderJ is set
 // to what is owed.
-func (g *gpuStage) payOwed(nd *node.Device, r gpu.Reading, opt gpuOptions) {
+func (g *gpuStage) payOwed(nd *snapshot.HeldGPUReading, r snapshot.GPUReading, opt gpuOptions) {
 	switch n := float64(len(nd.Holders)); {
 	case g.res.HolderJ > 0 && opt.Whole:
 		for _, h := range nd.Holders {
@@ -321,7 +318,7 @@ func (g *gpuStage) payOwed(nd *node.Device, r gpu.Reading, opt gpuOptions) {
 	}
 }
 
-func (g *gpuStage) device(d gpu.Device) *gpuDev {
+func (g *gpuStage) device(d snapshot.GPUDevice) *gpuDev {
 	dev := g.devs[d.Key()]
 	if dev == nil {
 		dev = &gpuDev{idle: g.idleModel(d), procs: map[usage.ProcKey]*gpuProc{}, zone: len(g.devs)}
@@ -354,13 +351,13 @@ func (g *gpuStage) settle(*interval) {
 	}
 }
 
-func holderRecord(h alloc.Holder, instance string) snapshot.GPUHolder {
+func holderRecord(h snapshot.Holder, instance string) snapshot.GPUHolder {
 	return snapshot.GPUHolder{Kind: string(h.Kind), JobID: h.JobID, Namespace: h.Namespace, Pod: h.Pod,
 		Container: h.Container, VM: h.VMName, VMUUID: h.VMUUID, Instance: instance}
 }
 
 // holderMatch names the workload level and label values a holder is.
-func holderMatch(h alloc.Holder) (workload.Kind, map[string]string) {
+func holderMatch(h snapshot.Holder) (workload.Kind, map[string]string) {
 	return workload.HolderMatch(holderRecord(h, ""))
 }
 

@@ -20,7 +20,6 @@ import (
 	"github.com/wattrace/wattrace/pkg/gpu/alloc"
 	"github.com/wattrace/wattrace/pkg/gpu/node"
 	"github.com/wattrace/wattrace/pkg/gpu/nvml"
-	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/usage"
 	"github.com/wattrace/wattrace/pkg/workload"
@@ -49,7 +48,7 @@ func TestGPUStageMockNVML(t *testing.T) {
 		t.Fatal(err)
 	}
 	devs := src.Devices()
-	allocs := staticAllocs{{Device: alloc.Ref{UUID: devs[1].UUID}, Holder: alloc.Holder{Kind: alloc.SlurmJob, JobID: "43"}}}
+	allocs := staticAllocs{{Device: alloc.Ref{UUID: devs[1].UUID}, Holder: snapshot.Holder{Kind: snapshot.HolderSlurmJob, JobID: "43"}}}
 	g := node.New(node.Config{}, []gpu.Source{src}, []alloc.Source{allocs}, nil)
 	paths := names{
 		1: podPath + "aaaa000000000000000000000000000000000000000000000000000000000000.scope",
@@ -61,7 +60,7 @@ func TestGPUStageMockNVML(t *testing.T) {
 	for pid, cg := range map[uint32]uint64{100: 1, 101: 2, 102: 3, 103: 3, 200: 4} {
 		fs.add(cg, pid, 0, 0)
 	}
-	m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
+	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
 	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
 	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, fs, m, paths, nil,
 		WithWorkloads(ids, workload.Levels()),
@@ -192,7 +191,7 @@ func TestGPUStageCounterReset(t *testing.T) {
 
 func mustLoopWith(t *testing.T, fs *fakeSource, opts ...Option) *Loop {
 	t.Helper()
-	m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
+	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
 	l, err := New(Config{Interval: time.Second, IdlePolicy: "none"}, fs, m, anyName{}, nil, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -222,11 +221,11 @@ func TestGPUStagePassthrough(t *testing.T) {
 		t.Fatal(err)
 	}
 	devs := src.Devices()
-	allocs := staticAllocs{{Device: alloc.Ref{UUID: devs[1].UUID}, Holder: alloc.Holder{Kind: alloc.VM, VMName: "vm1"}, Whole: true}}
+	allocs := staticAllocs{{Device: alloc.Ref{UUID: devs[1].UUID}, Holder: snapshot.Holder{Kind: snapshot.HolderVM, VMName: "vm1"}, Whole: true}}
 	g := node.New(node.Config{}, []gpu.Source{src}, []alloc.Source{allocs}, nil)
 	fs := &fakeSource{}
 	fs.add(1, 500, 0, 0)
-	m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
+	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
 	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
 	l, err := New(Config{Interval: time.Second, IdlePolicy: "none"}, fs, m, names{1: "/machine/qemu-1-vm1.libvirt-qemu/vcpu0"}, nil,
 		WithWorkloads(ids, workload.Levels()), WithGPUs(g, GPUConfig{IdleWatts: map[string]float64{"1": 40}}))
@@ -313,7 +312,7 @@ func TestGPUStageMIG(t *testing.T) {
 		t.Fatal(err)
 	}
 	inst := "0." + gpuItoa(b)
-	allocs := staticAllocs{{Device: alloc.Ref{Index: inst}, Holder: alloc.Holder{Kind: alloc.SlurmJob, JobID: "77"}}}
+	allocs := staticAllocs{{Device: alloc.Ref{Index: inst}, Holder: snapshot.Holder{Kind: snapshot.HolderSlurmJob, JobID: "77"}}}
 	g := node.New(node.Config{}, []gpu.Source{src}, []alloc.Source{allocs}, nil)
 	fs := &fakeSource{}
 	for _, pid := range []uint32{10, 11, 12} {
@@ -349,8 +348,8 @@ func TestGPUStageMIG(t *testing.T) {
 // fixedIntensity is a carbon-intensity source with one factor.
 type fixedIntensity struct{ g float64 }
 
-func (f fixedIntensity) Factor() (carbon.Factor, bool) {
-	return carbon.Factor{Provider: "test", Zone: "XX", GramsPerKWh: f.g}, true
+func (f fixedIntensity) Factor() (snapshot.CarbonFactor, bool) {
+	return snapshot.CarbonFactor{Provider: "test", Zone: "XX", GramsPerKWh: f.g}, true
 }
 func (fixedIntensity) Intensities() []snapshot.Intensity { return nil }
 func (fixedIntensity) Health() []snapshot.SourceHealth   { return nil }
@@ -369,7 +368,7 @@ func TestGPUStageEmissions(t *testing.T) {
 	for pid, cg := range map[uint32]uint64{100: 1, 101: 2, 102: 3, 103: 3, 200: 4} {
 		fs.add(cg, pid, 0, 0)
 	}
-	m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
+	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
 	const factor = 400.0
 	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, fs, m, names{1: "/a", 2: "/b", 3: "/c", 4: "/d"}, nil,
 		WithGPUs(g, GPUConfig{IdleWatts: map[string]float64{"0": 50, "1": 40}}), WithEmissions(fixedIntensity{factor}))
@@ -427,7 +426,7 @@ func TestGPUStagePIDReuse(t *testing.T) {
 	fs := &fakeSource{}
 	fs.r.Processes = []usage.Process{{Key: usage.ProcKey{PID: 100, StartTime: 1}, Comm: "old", Cgroup: 1, Alive: true}}
 	fs.r.Cgroups = []usage.Cgroup{{ID: 1}, {ID: 2}}
-	m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
+	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
 	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, fs, m, names{1: "/a", 2: "/b"}, nil,
 		WithGPUs(g, GPUConfig{IdleWatts: map[string]float64{"0": 100, "1": 100}}))
 	if err != nil {
@@ -498,7 +497,7 @@ func TestGPUStageNVMLErrorsDegradeOnlyTheGPUs(t *testing.T) {
 			g := node.New(node.Config{}, []gpu.Source{src}, nil, nil)
 			fs := &fakeSource{}
 			fs.add(1, 100, 0, 0)
-			m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
+			m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
 			l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, fs, m, names{1: "/a"}, nil,
 				WithGPUs(g, GPUConfig{IdleWatts: map[string]float64{"0": 100, "1": 100}}))
 			if err != nil {
@@ -592,12 +591,12 @@ func TestGPUStageSharedHoldersAndGrams(t *testing.T) {
 	paths := names{}
 	fs := &fakeSource{}
 	for i, job := range []string{"53", "51", "54", "52"} {
-		ra.as = append(ra.as, alloc.Allocation{Device: alloc.Ref{UUID: devs[1].UUID}, Holder: alloc.Holder{Kind: alloc.SlurmJob, JobID: job}})
+		ra.as = append(ra.as, alloc.Allocation{Device: alloc.Ref{UUID: devs[1].UUID}, Holder: snapshot.Holder{Kind: snapshot.HolderSlurmJob, JobID: job}})
 		paths[uint64(i+1)] = "/slurm_n1/uid_0/job_" + job + "/step_0/task_0"
 		fs.add(uint64(i+1), uint32(500+i), 0, 0)
 	}
 	g := node.New(node.Config{}, []gpu.Source{src}, []alloc.Source{ra}, nil)
-	m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
+	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
 	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
 	const factor = 400.0
 	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, fs, m, paths, nil,
@@ -651,12 +650,12 @@ func TestGPUStageMIGInstanceHoldersPaid(t *testing.T) {
 		}
 	}
 	inst := "0." + gpuItoa(b)
-	allocs := staticAllocs{{Device: alloc.Ref{Index: inst}, Holder: alloc.Holder{Kind: alloc.SlurmJob, JobID: "77"}}}
+	allocs := staticAllocs{{Device: alloc.Ref{Index: inst}, Holder: snapshot.Holder{Kind: snapshot.HolderSlurmJob, JobID: "77"}}}
 	g := node.New(node.Config{}, []gpu.Source{src}, []alloc.Source{allocs}, nil)
 	fs := &fakeSource{}
 	fs.add(1, 12, 0, 0)
 	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
-	m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
+	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
 	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, fs, m,
 		names{1: "/slurm_n1/uid_0/job_77/step_0/task_0"}, nil, WithWorkloads(ids, workload.Levels()),
 		WithGPUs(g, GPUConfig{IdleWatts: map[string]float64{"0": 60}, IdlePolicy: "holder"}))

@@ -3,8 +3,8 @@ package stats
 import (
 	"go.uber.org/zap"
 
-	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/sourcehealth"
 )
 
 // DropReporter is implemented by the BPF sources (the accounting loader and
@@ -18,19 +18,19 @@ type DropReporter interface {
 // that reports it (procfs, cgroupfs, the BPF maps' counters), and the BPF
 // maps' drops, and the estimator's current estimates with their bands.
 type health struct {
-	meter   power.Meter
-	reports []power.HealthReporter
+	meter   snapshot.Meter
+	reports []sourcehealth.Reporter
 	drops   []DropReporter
 	log     *zap.Logger
 }
 
-func newHealth(meter power.Meter, log *zap.Logger, sources ...any) *health {
+func newHealth(meter snapshot.Meter, log *zap.Logger, sources ...any) *health {
 	h := &health{meter: meter, log: log}
 	for _, s := range sources {
 		if d, ok := s.(DropReporter); ok {
 			h.drops = append(h.drops, d)
 		}
-		if r, ok := s.(power.HealthReporter); ok && s != any(meter) {
+		if r, ok := s.(sourcehealth.Reporter); ok && s != any(meter) {
 			h.reports = append(h.reports, r)
 		}
 	}
@@ -38,10 +38,10 @@ func newHealth(meter power.Meter, log *zap.Logger, sources ...any) *health {
 }
 
 func (h *health) publish(s *snapshot.Snapshot) {
-	if r, ok := h.meter.(power.HealthReporter); ok {
+	if r, ok := h.meter.(sourcehealth.Reporter); ok {
 		s.Meters = r.Health()
 	}
-	if r, ok := h.meter.(power.EstimateReporter); ok {
+	if r, ok := h.meter.(snapshot.EstimateReporter); ok {
 		s.Estimates = r.Estimates()
 	}
 	for _, r := range h.reports {

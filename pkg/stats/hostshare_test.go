@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/power/hostshare"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
@@ -19,8 +18,8 @@ func (e *stubEstimator) Estimated() bool { return true }
 func (e *stubEstimator) Advance(_ float64, dt time.Duration) {
 	e.j += 5 * dt.Seconds()
 }
-func (e *stubEstimator) Read() ([]power.ZoneSample, error) {
-	return []power.ZoneSample{{Zone: power.ZonePackage, Socket: -1, Joules: e.j}}, nil
+func (e *stubEstimator) Read() ([]snapshot.ZoneSample, error) {
+	return []snapshot.ZoneSample{{Zone: snapshot.ZonePackage, Socket: -1, Joules: e.j}}, nil
 }
 
 // A guest whose meter is its host's share: the guest's cgroups, idle and

@@ -10,7 +10,6 @@ import (
 	"github.com/wattrace/wattrace/internal/testenv"
 	"github.com/wattrace/wattrace/pkg/bpfloader"
 	"github.com/wattrace/wattrace/pkg/cgroup"
-	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/procfs"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/stats"
@@ -22,8 +21,8 @@ type steadyMeter struct{ j float64 }
 
 func (m *steadyMeter) Name() string    { return "rapl" }
 func (m *steadyMeter) Estimated() bool { return false }
-func (m *steadyMeter) Read() ([]power.ZoneSample, error) {
-	return []power.ZoneSample{{Zone: "package", Socket: 0, Joules: m.j}}, nil
+func (m *steadyMeter) Read() ([]snapshot.ZoneSample, error) {
+	return []snapshot.ZoneSample{{Zone: "package", Socket: 0, Joules: m.j}}, nil
 }
 
 func find(ws []snapshot.Consumer, id uint64) snapshot.Consumer {

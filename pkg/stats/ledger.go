@@ -6,9 +6,9 @@ import (
 	"sort"
 	"time"
 
-	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/sourcehealth"
 	"github.com/wattrace/wattrace/pkg/usage"
 )
 
@@ -111,7 +111,7 @@ func makeLedger(d *deps) (stage, error) {
 	case d.cfg.EndedProcesses < 0:
 		l.endedKept = 0
 	}
-	if _, ok := d.src.(power.HealthReporter); !ok {
+	if _, ok := d.src.(sourcehealth.Reporter); !ok {
 		// A source that validates its counters reports its own health
 		// (procfs); the BPF maps' counters are validated here.
 		l.check = newCPUCheck(d.src.Mode(), d.cfg.CPUs, d.log)
@@ -268,8 +268,8 @@ func (l *ledger) history(v uint64, kind string, id uint64) uint64 {
 	if l.check == nil {
 		return v
 	}
-	if err := reading.CheckGauge(float64(v), l.check.maxRate*maxHistory.Seconds()); err != nil {
-		l.check.rejects.Add(err, fmt.Sprintf("%s %d CPU ns", kind, id))
+	if err := reading.CheckGauge(float64(v), l.check.MaxRate*maxHistory.Seconds()); err != nil {
+		l.check.Rejects.Add(err, fmt.Sprintf("%s %d CPU ns", kind, id))
 		return 0
 	}
 	return v

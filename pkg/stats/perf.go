@@ -1,7 +1,6 @@
 package stats
 
 import (
-	"github.com/wattrace/wattrace/pkg/profiling"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/usage"
 )
@@ -11,9 +10,9 @@ import (
 type Profiler interface {
 	// Scan follows the complete process list and returns the final counts
 	// of the processes that ended, once each.
-	Scan(procs []usage.Process) []profiling.ProcessCounts
+	Scan(procs []usage.Process) []snapshot.ProcessCounts
 	// Read returns the live processes' cumulative counts.
-	Read() []profiling.ProcessCounts
+	Read() []snapshot.ProcessCounts
 	Events() []snapshot.PerfEvent
 }
 

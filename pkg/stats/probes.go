@@ -3,7 +3,6 @@ package stats
 import (
 	"go.uber.org/zap"
 
-	"github.com/wattrace/wattrace/pkg/bpfloader"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/usage"
 )
@@ -11,7 +10,7 @@ import (
 // ProbeSource is the optional kernel probes (page cache, softirq, block
 // IO, network, perf counters); *bpfloader.Probes implements it.
 type ProbeSource interface {
-	Read() (bpfloader.ProbeReading, error)
+	Read() (snapshot.ProbeReading, error)
 	Forget(procs []usage.ProcKey, cgroups []uint64) error
 	Active() []string
 	Counters() []string
@@ -20,7 +19,7 @@ type ProbeSource interface {
 // cgroupsOnlyReader is implemented by probe sources that can skip the
 // per-process counters (*bpfloader.Probes).
 type cgroupsOnlyReader interface {
-	ReadCgroups() (bpfloader.ProbeReading, error)
+	ReadCgroups() (snapshot.ProbeReading, error)
 }
 
 // WithProbes adds the kernel probes' counters to cgroups and processes.

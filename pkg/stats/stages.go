@@ -4,7 +4,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/model"
-	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/usage"
 	"github.com/wattrace/wattrace/pkg/workload"
@@ -53,7 +52,7 @@ type deps struct {
 	cfg    Config
 	policy model.IdlePolicy
 	src    usage.Source
-	meter  power.Meter
+	meter  snapshot.Meter
 	res    CgroupPaths
 	log    *zap.Logger
 	opts   parts

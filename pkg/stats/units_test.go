@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/workload"
 )
@@ -30,7 +29,7 @@ func TestUnitsRollUp(t *testing.T) {
 		4: "/system.slice/nginx.service",
 	}
 	src := &fakeSource{}
-	m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
+	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
 	res := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
 	l, err := New(Config{Interval: time.Second, Retention: 10 * time.Second, IdlePolicy: "none", CPUs: 8,
 		IdleWatts: map[string]float64{"package": 0}}, src, m, paths, nil, WithWorkloads(res, workload.Levels()))
@@ -100,7 +99,7 @@ func (f *fakeResources) ReadInto(rel string, s *snapshot.Resources) error {
 func TestUnitResources(t *testing.T) {
 	paths := names{1: "/slurm_n1/uid_0/job_42/step_0/task_0"}
 	src := &fakeSource{}
-	m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
+	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
 	res := &fakeResources{m: map[string]snapshot.Resources{"/slurm_n1/uid_0/job_42": {MemoryCurrent: 1 << 20, Available: snapshot.FieldMemoryCurrent}}}
 	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
 	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, src, m, paths, nil,
@@ -148,7 +147,7 @@ func unitResources(s *snapshot.Snapshot, level workload.Kind, id string) (snapsh
 func TestUnitGetsPlaceholderInterval(t *testing.T) {
 	paths := names{1: "/slurm_n1/uid_0/job_7/step_batch"}
 	src := &fakeSource{}
-	m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}}}
+	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
 	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
 	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none", IdleWatts: map[string]float64{"package": 0}},
 		src, m, paths, nil, WithWorkloads(ids, []workload.Kind{workload.KindJob}))

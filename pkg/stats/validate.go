@@ -1,14 +1,13 @@
 package stats
 
 import (
-	"errors"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/sourcehealth"
 )
 
 // maxHistory bounds the CPU time a consumer can have used before the
@@ -19,19 +18,13 @@ const maxHistory = 10 * 365 * 24 * time.Hour
 
 // cpuCheck validates the accounting source's cumulative CPU counters (per
 // cgroup and per process) before the ledger credits them, for sources that
-// do not validate their own (the BPF maps; procfs checks its files itself
-// and reports its own health). A counter may grow at most CPUs × Δt; one
-// that goes back, or jumps further, is rejected, counted under the
-// source's name and never credited. A glitch loses nothing: the next good
-// reading continues from the last good one. Two rejected readings that are
-// consistent with each other are taken as a reset and only the interval
-// spanning it is lost (reading.Counter). The BPF source's own reset is
-// expected: it forgets a cgroup idle for a few reads and, when the cgroup
-// runs again, counts it afresh from zero, so a value below the last one
-// that is itself no more than CPUs × Δt is that new count, and is credited.
+// do not validate their own (the BPF maps; procfs checks its files itself,
+// with the same reading.CPUTime, and reports its own health). It times the
+// check by the loop's reads. The BPF source's own reset is expected (it
+// forgets a cgroup idle for a few reads and counts it afresh from zero when
+// it runs again), so the check is made with Restarts.
 type cpuCheck struct {
-	maxRate float64 // ns per second: every CPU busy
-	rejects *reading.Rejects
+	reading.CPUTime
 
 	// The check's own clock, which the counters are timed by: at is the
 	// current read's time, prev the previous one's. stamp and wall are the
@@ -39,13 +32,14 @@ type cpuCheck struct {
 	at, prev    time.Time
 	stamp, wall time.Time
 
-	mu          sync.Mutex
-	reads, errs uint64
-	up          bool
+	// tall is the source's health, with the rejections; the loop reads
+	// the source synchronously, so its Age stays 0.
+	tall *sourcehealth.Tally
 }
 
 func newCPUCheck(source string, cpus int, log *zap.Logger) *cpuCheck {
-	return &cpuCheck{maxRate: float64(cpus) * 1e9, rejects: reading.NewRejects(source, log)}
+	tall := sourcehealth.New(source, sourcehealth.Options{Log: log})
+	return &cpuCheck{CPUTime: reading.CPUTime{MaxRate: float64(cpus) * 1e9, Restarts: true, Rejects: tall.Rejects()}, tall: tall}
 }
 
 // advance moves the check's clock to a read the loop stamped now and that
@@ -70,46 +64,25 @@ func (k *cpuCheck) advance(now, readAt time.Time, baseline bool) {
 // baseline read did not exist at the previous read, so its counter starts
 // from 0 then and its first value is held to the same ceiling.
 func (k *cpuCheck) counter(baseline bool) *reading.Counter {
-	c := &reading.Counter{MaxRate: k.maxRate, Slack: reading.CPUTimeSlack}
+	var zero time.Time
 	if !baseline {
-		_, _ = c.Observe(0, k.prev)
+		zero = k.prev
 	}
-	return c
+	c := k.Counter(zero)
+	return &c
 }
 
 // delta validates v, read at the check's current time, and returns its
 // accepted increase (0 for the baseline and for a rejected reading).
 func (k *cpuCheck) delta(c *reading.Counter, v uint64, what func() string) uint64 {
-	d, err := c.Observe(float64(v), k.at)
-	var rej *reading.Rejection
-	if errors.As(err, &rej) && rej.Reason == reading.Backwards {
-		fresh := k.counter(false)
-		if d, err := fresh.Observe(float64(v), k.at); err == nil {
-			*c = *fresh
-			return uint64(d)
-		}
-	}
-	if err != nil {
-		k.rejects.Add(err, what())
-		return 0
-	}
-	return uint64(d)
+	d, _ := k.Observe(c, v, k.at, k.prev, what)
+	return d
 }
 
 // read counts one read of the source; err is its failure.
-func (k *cpuCheck) read(err error) {
-	k.mu.Lock()
-	k.reads++
-	k.up = err == nil
-	if err != nil {
-		k.errs++
-	}
-	k.mu.Unlock()
-}
+func (k *cpuCheck) read(err error) { k.tall.Read(err) }
 
-// Health reports the rejections, as the source's health.
+// Health reports the reads and rejections, as the source's health.
 func (k *cpuCheck) Health() []snapshot.SourceHealth {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return []snapshot.SourceHealth{{Source: k.rejects.Source(), Up: k.up, Reads: k.reads, Errors: k.errs, Rejected: k.rejects.Counts()}}
+	return []snapshot.SourceHealth{k.tall.Health()}
 }

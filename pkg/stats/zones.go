@@ -6,7 +6,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/model"
-	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
@@ -22,7 +21,7 @@ type zoneState struct {
 // combined is a meter made of members (*power.Combined), each with its
 // own source name and method.
 type combined interface {
-	Meters() []power.Meter
+	Meters() []snapshot.Meter
 }
 
 // zones is the stage that reads the meter: each zone's energy of the
@@ -30,7 +29,7 @@ type combined interface {
 // zone "other".
 type zones struct {
 	phases
-	meter power.Meter
+	meter snapshot.Meter
 	idle  *idleModels
 	div   *split
 	cpus  int
@@ -48,7 +47,7 @@ func makeZones(d *deps) (stage, error) {
 	return newZones(d.meter, &idleModels{watts: d.cfg.IdleWatts, meter: d.meter}, div, d.cfg.CPUs, d.log), nil
 }
 
-func newZones(meter power.Meter, idle *idleModels, div *split, cpus int, log *zap.Logger) *zones {
+func newZones(meter snapshot.Meter, idle *idleModels, div *split, cpus int, log *zap.Logger) *zones {
 	return &zones{meter: meter, idle: idle, div: div, cpus: cpus, log: log, byID: map[snapshot.ZoneID]*zoneState{}}
 }
 
@@ -59,7 +58,7 @@ func (zs *zones) split(iv *interval) {
 	if !iv.baseline {
 		util = iv.cpuSeconds / (iv.dt.Seconds() * float64(zs.cpus))
 	}
-	if a, ok := zs.meter.(power.Advancer); ok {
+	if a, ok := zs.meter.(snapshot.Advancer); ok {
 		a.Advance(util, iv.dt)
 	}
 	zs.read(iv.dt, func(z *zoneState, dE float64) { zs.div.zone(z, dE, iv.dt, util) })
@@ -88,9 +87,9 @@ func (zs *zones) read(dt time.Duration, split func(z *zoneState, dE float64)) {
 			dE = 0
 		}
 		switch s.Zone {
-		case power.ZonePlatform:
+		case snapshot.ZonePlatform:
 			platform, havePlatform = platform+dE, true
-		case power.ZonePackage, power.ZoneDRAM, power.ZoneGPU:
+		case snapshot.ZonePackage, snapshot.ZoneDRAM, snapshot.ZoneGPU:
 			components += dE
 		}
 		split(z, dE)
@@ -147,7 +146,7 @@ func (zs *zones) other(platform, components float64, dt time.Duration) {
 	z := zs.byID[id]
 	if z == nil {
 		z = &zoneState{Zone: snapshot.Zone{ZoneID: id, Source: snapshot.SourceDerived,
-			Estimated: zs.byID[snapshot.ZoneID{Name: power.ZonePlatform, Socket: -1}].Estimated}}
+			Estimated: zs.byID[snapshot.ZoneID{Name: snapshot.ZonePlatform, Socket: -1}].Estimated}}
 		zs.byID[id] = z
 		zs.order = append(zs.order, id)
 	}

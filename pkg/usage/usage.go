@@ -4,14 +4,11 @@
 // importing each other.
 package usage
 
-// ProcKey names a process across PID reuse: the PID alone is recycled, the
-// PID together with the group leader's start time is not. StartTime is in
-// whatever unit the source reads (ns for BPF, clock ticks for procfs); it is
-// only compared within one source.
-type ProcKey struct {
-	PID       uint32
-	StartTime uint64
-}
+import "github.com/wattrace/wattrace/pkg/snapshot"
+
+// ProcKey names a process across PID reuse (see snapshot.ProcKey, whose
+// probe and profiler counters carry it too).
+type ProcKey = snapshot.ProcKey
 
 // Process is one process's cumulative counters. CPUNs counts every thread
 // the process ever had, exited threads included.

@@ -13,27 +13,21 @@ import (
 	"strings"
 
 	"github.com/wattrace/wattrace/pkg/gpu"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
-// Kind is the holder's kind, the `kind` label of the allocation series.
-type Kind string
+// Kind and Holder are the snapshot's: the stats loop reads holders
+// without importing this package.
+type (
+	Kind   = snapshot.HolderKind
+	Holder = snapshot.Holder
+)
 
 const (
-	SlurmJob Kind = "slurm"
-	Pod      Kind = "pod"
-	VM       Kind = "vm"
+	SlurmJob = snapshot.HolderSlurmJob
+	Pod      = snapshot.HolderPod
+	VM       = snapshot.HolderVM
 )
-
-// Holder is who holds a device.
-type Holder struct {
-	Kind Kind
-	// JobID for Slurm.
-	JobID string
-	// Namespace, Pod and Container for Kubernetes.
-	Namespace, Pod, Container string
-	// VMName and VMUUID for libvirt.
-	VMName, VMUUID string
-}
 
 // Ref is how an allocation names a device: whichever of these the holder's
 // system gives (a Slurm index through the order map, a device-plugin id,

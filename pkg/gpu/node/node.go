@@ -20,28 +20,12 @@ import (
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
-// Device is one device's interval.
-type Device struct {
-	Reading gpu.Reading
-	// Holders are who hold the device, sorted (several when it is shared:
-	// time-slicing replicas, MPS, Slurm shards, vGPU mdevs); Holder is
-	// the first and HasHolder says there is one.
-	Holders   []alloc.Holder
-	Holder    alloc.Holder
-	HasHolder bool
-	// Whole: the holder owns the device outright (PCI passthrough), so
-	// all its energy is the holder's.
-	Whole bool
-	// InstanceHolders holds MIG instances' holders by instance name,
-	// sorted as Holders.
-	InstanceHolders map[string][]alloc.Holder
-}
-
-// Interval is all GPUs' data for one interval.
-type Interval struct {
-	Devices []Device
-	Health  []snapshot.SourceHealth
-}
+// Device and Interval are the snapshot's: the stats loop reads them
+// without importing this package.
+type (
+	Device   = snapshot.HeldGPUReading
+	Interval = snapshot.GPUInterval
+)
 
 // GPUs is the node's GPUs. Owned by the stats loop's goroutine.
 type GPUs struct {

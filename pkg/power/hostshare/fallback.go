@@ -10,6 +10,7 @@ import (
 
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/sourcehealth"
 )
 
 // Fallback is the guest's node meter when a share is present: the host's
@@ -40,7 +41,7 @@ type Fallback struct {
 
 var (
 	_ power.Meter            = (*Fallback)(nil)
-	_ power.HealthReporter   = (*Fallback)(nil)
+	_ sourcehealth.Reporter  = (*Fallback)(nil)
 	_ power.Advancer         = (*Fallback)(nil)
 	_ power.EstimateReporter = (*Fallback)(nil)
 )
@@ -157,11 +158,11 @@ func (f *Fallback) credit(zone string, j float64, source string) {
 	f.source[zone] = source
 }
 
-// Health implements power.HealthReporter: the host share's (down while it
+// Health implements sourcehealth.Reporter: the host share's (down while it
 // fails or is stale) and the estimator's.
 func (f *Fallback) Health() []snapshot.SourceHealth {
 	out := f.host.Health()
-	if h, ok := f.est.(power.HealthReporter); ok {
+	if h, ok := f.est.(sourcehealth.Reporter); ok {
 		out = append(out, h.Health()...)
 	}
 	return out

@@ -15,6 +15,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/sourcehealth"
 )
 
 // DefaultStaleness is how long a guest waits for a new update of its share
@@ -47,23 +48,19 @@ type Options struct {
 // counter that went down within one epoch or grew faster than MaxWatts is
 // rejected, counted in Health and never credited.
 type Meter struct {
-	opt     Options
-	name    string
-	rejects *reading.Rejects
+	opt  Options
+	name string
+	tall *sourcehealth.Tally
 
-	mu      sync.Mutex
-	epoch   string
-	seq     uint64
-	updated time.Time
-	changed time.Time // guest time of the last new update
-	zones   map[string]*zone
-	order   []string
-	methods map[string]bool // zone -> estimated by the host
-
-	reads, errs uint64
-	up          bool
-	lastErr     error
-	loggedErr   time.Time
+	mu        sync.Mutex
+	epoch     string
+	seq       uint64
+	updated   time.Time
+	changed   time.Time // guest time of the last new update
+	zones     map[string]*zone
+	order     []string
+	methods   map[string]bool // zone -> estimated by the host
+	loggedErr time.Time       // the last "zone unreadable" warning
 }
 
 type zone struct {
@@ -72,8 +69,8 @@ type zone struct {
 }
 
 var (
-	_ power.Meter          = (*Meter)(nil)
-	_ power.HealthReporter = (*Meter)(nil)
+	_ power.Meter           = (*Meter)(nil)
+	_ sourcehealth.Reporter = (*Meter)(nil)
 )
 
 // Present reports whether dir holds a share: its metadata file exists, or
@@ -115,7 +112,7 @@ func Open(o Options) (*Meter, error) {
 	} else if err != nil {
 		o.Log.Warn("host share metadata unreadable at start; the source is named \"host\"", zap.String("dir", o.Dir), zap.Error(err))
 	}
-	m := &Meter{opt: o, name: name, rejects: reading.NewRejects(name, o.Log),
+	m := &Meter{opt: o, name: name, tall: sourcehealth.New(name, sourcehealth.Options{Log: o.Log}),
 		zones: map[string]*zone{}, methods: map[string]bool{}, changed: o.Now()}
 	return m, nil
 }
@@ -167,17 +164,10 @@ func (m *Meter) Read() ([]ZoneSample, error) {
 	defer m.mu.Unlock()
 	now := m.opt.Now()
 	err := m.readLocked(now)
-	m.reads++
+	m.tall.ReadAt(err, now)
 	if err != nil {
-		m.errs++
-		m.up, m.lastErr = false, err
-		if now.Sub(m.loggedErr) >= time.Minute {
-			m.loggedErr = now
-			m.opt.Log.Warn("host share read failed", zap.String("source", m.name), zap.String("dir", m.opt.Dir), zap.Error(err))
-		}
 		return nil, err
 	}
-	m.up, m.lastErr = true, nil
 	out := make([]ZoneSample, 0, len(m.order))
 	for _, z := range m.order {
 		out = append(out, ZoneSample{Zone: z, Socket: -1, Joules: m.zones[z].totalJ, Source: m.name})
@@ -195,7 +185,7 @@ func (m *Meter) readLocked(now time.Time) error {
 	}
 	meta, err := ParseMeta(b)
 	if err != nil {
-		m.rejects.Add(reading.Reject(reading.Unreadable, math.NaN(), "%s: %v", MetaFile, err), filepath.Join(m.opt.Dir, MetaFile))
+		m.tall.Reject(reading.Reject(reading.Unreadable, math.NaN(), "%s: %v", MetaFile, err), filepath.Join(m.opt.Dir, MetaFile))
 		return fmt.Errorf("host share: %w", err)
 	}
 	if meta.Epoch != m.epoch {
@@ -229,13 +219,13 @@ func (m *Meter) readLocked(now time.Time) error {
 		}
 		uj, err := ParseCounter(b)
 		if err != nil {
-			m.rejects.Add(reading.Reject(reading.Unreadable, math.NaN(), "%s: %v", path, err), path)
+			m.tall.Reject(reading.Reject(reading.Unreadable, math.NaN(), "%s: %v", path, err), path)
 			errs = append(errs, fmt.Errorf("host share %s: %w", path, err))
 			continue
 		}
 		d, err := z.ctr.Observe(float64(uj), now)
 		if err != nil {
-			m.rejects.Add(err, path)
+			m.tall.Reject(err, path)
 			continue
 		}
 		z.totalJ += d / 1e6
@@ -251,15 +241,17 @@ func (m *Meter) readLocked(now time.Time) error {
 	return nil
 }
 
-// Health implements power.HealthReporter: down while reads fail or the
+// Health implements sourcehealth.Reporter: down while reads fail or the
 // share is stale; the age is that of the last new update.
 func (m *Meter) Health() []snapshot.SourceHealth {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.opt.Now()
-	return []snapshot.SourceHealth{{Source: m.name, Up: m.up && !m.staleLocked(now), Age: now.Sub(m.changed),
-		Reads: m.reads, Errors: m.errs, Rejected: m.rejects.Counts()}}
+	h := m.tall.Health()
+	h.Up = h.Up && !m.staleLocked(now)
+	h.Age = now.Sub(m.changed)
+	return []snapshot.SourceHealth{h}
 }
 
 // Rejected returns the rejected readings by reason (tests, logs).
-func (m *Meter) Rejected() map[string]uint64 { return m.rejects.Counts() }
+func (m *Meter) Rejected() map[string]uint64 { return m.tall.Rejects().Counts() }

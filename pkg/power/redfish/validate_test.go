@@ -81,12 +81,12 @@ func TestReadErrorsLoggedAtWarn(t *testing.T) {
 	if h := c.SourceHealth(); h.Errors != 5 || h.Up {
 		t.Fatalf("health %+v", h)
 	}
-	if n := logs.FilterMessage("power meter read failed").Len(); n != 1 {
+	if n := logs.FilterMessage("source read failed").Len(); n != 1 {
 		t.Fatalf("%d warn lines in 5 s, want 1 (rate-limited)", n)
 	}
 	now = now.Add(2 * time.Minute)
 	c.Poll(context.Background())
-	if n := logs.FilterMessage("power meter read failed").Len(); n != 2 {
+	if n := logs.FilterMessage("source read failed").Len(); n != 2 {
 		t.Fatalf("%d warn lines after a minute, want 2", n)
 	}
 }

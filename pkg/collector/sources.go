@@ -8,28 +8,30 @@ import (
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
-// NameMeters is the collector of the meters' health.
-const NameMeters = "meters"
+// NameSources is the collector of the sources' health.
+const NameSources = "sources"
 
 func init() {
-	register(Registration{Name: NameMeters,
+	register(Registration{Name: NameSources,
 		on:  func(o Options) bool { return o.MeterHealth || o.Emissions },
-		new: func(Options) subCollector { return newMeterCollector() }})
+		new: func(Options) subCollector { return newSourceCollector() }})
 }
 
-// meterCollector exports the health of the sources behind the meter that
-// report it (meters read in the background: a BMC, hwmon), as the
-// snapshot's Meters carry it.
-type meterCollector struct {
+// sourceCollector exports the health of every source that reports it, as
+// the snapshot's Meters carry it: the meters (a BMC, hwmon, RAPL), the
+// accounting's counters (procfs, bpf), the cgroup reader (cgroupfs) and the
+// GPUs; and every source's rejected readings, the carbon providers'
+// included.
+type sourceCollector struct {
 	age, up, reads, failed, rejected, degraded *prometheus.Desc
 }
 
-func newMeterCollector() *meterCollector {
-	return &meterCollector{
-		age:    newDesc("power_meter", "age_seconds", "Age of the meter's last good reading; it grows while the meter fails or is late, and its energy is then that of the last good reading.", "source"),
-		up:     newDesc("power_meter", "up", "1 if the meter's latest read succeeded.", "source"),
-		reads:  newDesc("power_meter", "reads_total", "Reads of the meter.", "source"),
-		failed: newDesc("power_meter", "read_errors_total", "Reads of the meter that failed or timed out.", "source"),
+func newSourceCollector() *sourceCollector {
+	return &sourceCollector{
+		age:    newDesc("source", "age_seconds", "Age of the source's last good reading; it grows while the source fails or is late, and its figures are then those of the last good reading. 0 for a source read synchronously each interval.", "source"),
+		up:     newDesc("source", "up", "1 if the source's latest read succeeded.", "source"),
+		reads:  newDesc("source", "reads_total", "Reads of the source (for cgroupfs, of each cgroup).", "source"),
+		failed: newDesc("source", "read_errors_total", "Reads of the source that failed or timed out.", "source"),
 		rejected: newDesc("source", "rejected_readings_total",
 			"Readings a source gave that validation refused (not finite, out of range, a counter going backwards), by reason; they were never credited. Any increase means a meter or file is misbehaving.",
 			"source", "reason"),
@@ -39,11 +41,11 @@ func newMeterCollector() *meterCollector {
 	}
 }
 
-func (c *meterCollector) describe(ch chan<- *prometheus.Desc) {
+func (c *sourceCollector) describe(ch chan<- *prometheus.Desc) {
 	describeAll(ch, c.age, c.up, c.reads, c.failed, c.rejected, c.degraded)
 }
 
-func (c *meterCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) error {
+func (c *sourceCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) error {
 	if snap == nil {
 		return errNoSnapshot
 	}
@@ -69,7 +71,7 @@ func (c *meterCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snap
 	return nil
 }
 
-func (c *meterCollector) emitRejected(ch chan<- prometheus.Metric, m snapshot.SourceHealth) {
+func (c *sourceCollector) emitRejected(ch chan<- prometheus.Metric, m snapshot.SourceHealth) {
 	reasons := make([]string, 0, len(m.Rejected))
 	for r := range m.Rejected {
 		reasons = append(reasons, r)
