@@ -28,7 +28,7 @@ import (
 	"github.com/wattrace/wattrace/internal/testenv"
 	"github.com/wattrace/wattrace/pkg/cgroup"
 	"github.com/wattrace/wattrace/pkg/snapshot"
-	"github.com/wattrace/wattrace/pkg/workload"
+	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
 
 // buildExporter builds the real binary once per test.
@@ -603,7 +603,7 @@ func mayBeAllZero(name string) bool {
 	for _, f := range snapshot.ProbeFamilies {
 		suffixes = append(suffixes, f.Name)
 	}
-	for _, l := range workload.Levels() {
+	for _, l := range ident.Levels() {
 		for _, s := range suffixes {
 			if name == "wattrace_"+string(l)+"_"+s {
 				return true

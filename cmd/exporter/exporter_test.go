@@ -14,7 +14,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/collector"
 	"github.com/wattrace/wattrace/pkg/config"
 	"github.com/wattrace/wattrace/pkg/snapshot"
-	"github.com/wattrace/wattrace/pkg/workload"
+	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
 
 type fakeSource struct{ snap *snapshot.Snapshot }
@@ -77,7 +77,7 @@ func TestHealthEndpoints(t *testing.T) {
 func TestLandingPage(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Collector.Enabled[collector.NameProcess], cfg.Collector.Settings.Process().Top = true, 20
-	cfg.Collector.LevelOn[workload.KindPod] = false
+	cfg.Collector.LevelOn[ident.KindPod] = false
 	src := &fakeSource{}
 	mux, err := newMux(cfg, prometheus.NewRegistry(), newHandlers(src), zap.NewNop())
 	if err != nil {

@@ -73,6 +73,10 @@ var Layers = map[string]Layer{
 	"internal/layers":  Vocabulary,
 	// The units store's vocabulary (Unit, Filter, Reader): no imports.
 	"pkg/units": Vocabulary,
+	// The workload vocabulary (Kind, Identity, the kinds table): what the
+	// stats loop, the collectors and Alloy name workloads with; finding
+	// them (pkg/workload) is a source.
+	"pkg/workload/ident": Vocabulary,
 
 	"pkg/bpfloader":    Sources,
 	"pkg/cgroup":       Sources,
@@ -115,11 +119,12 @@ var Layers = map[string]Layer{
 var Only = map[string][]string{
 	// internal/setting carries no data: each collector declares its own
 	// settings with it.
-	"pkg/collector": {"pkg/snapshot", "pkg/workload", "internal/setting"},
+	"pkg/collector": {"pkg/snapshot", "pkg/workload/ident", "internal/setting"},
 	"pkg/snapshot":  {},
 	// Vocabulary packages build on the snapshot only where listed here.
-	"pkg/usage":        {"pkg/snapshot"},
-	"pkg/sourcehealth": {"pkg/snapshot", "pkg/reading"},
+	"pkg/usage":          {"pkg/snapshot"},
+	"pkg/sourcehealth":   {"pkg/snapshot", "pkg/reading"},
+	"pkg/workload/ident": {"pkg/snapshot"},
 	// The units side reads what the exporters published to the TSDB; it
 	// must not reach into the exporter's sources, loop or snapshot.
 	"pkg/units":         {},

@@ -54,7 +54,7 @@ func TestCheckFindsUpwardImports(t *testing.T) {
 		"pkg/usage":        {"pkg/snapshot"},
 		"pkg/reading":      {"pkg/usage"},
 		"pkg/model":        nil,
-		"pkg/collector":    {"pkg/bpfloader", "pkg/snapshot", "pkg/workload"},
+		"pkg/collector":    {"pkg/bpfloader", "pkg/snapshot", "pkg/workload/ident"},
 		"pkg/workload":     nil,
 		"pkg/power/capmc":  {"pkg/config"},
 		"pkg/config":       {"pkg/collector"},

@@ -31,7 +31,7 @@ import (
 
 	"github.com/wattrace/wattrace/internal/procpid"
 	"github.com/wattrace/wattrace/pkg/profiling"
-	"github.com/wattrace/wattrace/pkg/workload"
+	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
 
 // Labels the handler sets itself; a Target's Labels cannot override them.
@@ -220,24 +220,24 @@ func valid(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
 // job; pod, namespace, container for Kubernetes; ...) with the names
 // wattrace's workload series use, and a service name after the workload.
 // id may be nil for a process whose cgroup was not resolved.
-func NewTarget(pid uint32, comm, cgroup string, id *workload.Identity) Target {
+func NewTarget(pid uint32, comm, cgroup string, id *ident.Identity) Target {
 	t := Target{PID: pid, Comm: comm, Cgroup: cgroup, Service: comm}
 	if id == nil {
 		return t
 	}
 	t.Labels = make(map[string]string)
-	for _, level := range workload.Levels() {
+	for _, level := range ident.Levels() {
 		values, ok := id.LabelValues(level)
 		if !ok {
 			continue
 		}
-		for i, name := range workload.LabelNames(level) {
+		for i, name := range ident.LabelNames(level) {
 			if values[i] != "" {
 				t.Labels[name] = values[i]
 			}
 		}
 	}
-	if s := workload.ServiceName(*id); s != "" {
+	if s := ident.ServiceName(*id); s != "" {
 		t.Service = s
 	}
 	return t

@@ -14,7 +14,7 @@ import (
 
 	"github.com/wattrace/wattrace/internal/testenv"
 	"github.com/wattrace/wattrace/pkg/profiling"
-	"github.com/wattrace/wattrace/pkg/workload"
+	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
 
 func cleanEnv() []string {
@@ -92,7 +92,7 @@ func TestServesOnlyOptedInProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	job := &workload.Identity{Kind: workload.KindJob, Manager: workload.ManagerSlurm, ID: "4242", JobID: "4242", Step: "0", UID: "1000", User: "alice"}
+	job := &ident.Identity{Kind: ident.KindJob, Manager: ident.ManagerSlurm, ID: "4242", JobID: "4242", Step: "0", UID: "1000", User: "alice"}
 	src := SourceFunc(func() []Target {
 		return []Target{
 			NewTarget(uint32(out), "sh", "/system.slice/other.scope", nil),
@@ -217,31 +217,31 @@ func TestHandlerDetails(t *testing.T) {
 
 func TestServiceName(t *testing.T) {
 	for _, tc := range []struct {
-		id   workload.Identity
+		id   ident.Identity
 		want string
 	}{
-		{workload.Identity{Kind: workload.KindContainer, PodUID: "u1", Pod: "web-1", Namespace: "shop", Container: "nginx"}, "shop/nginx"},
-		{workload.Identity{Kind: workload.KindContainer, PodUID: "u1", Pod: "web-1", Namespace: "shop", Container: workload.SandboxContainer}, "shop/web-1"},
-		{workload.Identity{Kind: workload.KindPod, PodUID: "u2"}, "u2"},
-		{workload.Identity{Kind: workload.KindContainer, ID: "0123456789abcdef0123"}, "0123456789ab"},
-		{workload.Identity{Kind: workload.KindContainer, ID: "0123456789abcdef", Name: "db"}, "db"},
-		{workload.Identity{Kind: workload.KindJob, JobID: "77", Step: "batch"}, "slurm/77"},
-		{workload.Identity{Kind: workload.KindVM, ID: "uuid", VMName: "instance-00000001", Name: "web"}, "vm/web"},
-		{workload.Identity{Kind: workload.KindVM, ID: "uuid", VMName: "dom1"}, "vm/dom1"},
-		{workload.Identity{Kind: workload.KindSystemdUnit, ID: `foo\x2dbar.service`, Name: "foo-bar.service"}, "foo-bar.service"},
-		{workload.Identity{Kind: workload.KindCgroup}, ""},
+		{ident.Identity{Kind: ident.KindContainer, PodUID: "u1", Pod: "web-1", Namespace: "shop", Container: "nginx"}, "shop/nginx"},
+		{ident.Identity{Kind: ident.KindContainer, PodUID: "u1", Pod: "web-1", Namespace: "shop", Container: ident.SandboxContainer}, "shop/web-1"},
+		{ident.Identity{Kind: ident.KindPod, PodUID: "u2"}, "u2"},
+		{ident.Identity{Kind: ident.KindContainer, ID: "0123456789abcdef0123"}, "0123456789ab"},
+		{ident.Identity{Kind: ident.KindContainer, ID: "0123456789abcdef", Name: "db"}, "db"},
+		{ident.Identity{Kind: ident.KindJob, JobID: "77", Step: "batch"}, "slurm/77"},
+		{ident.Identity{Kind: ident.KindVM, ID: "uuid", VMName: "instance-00000001", Name: "web"}, "vm/web"},
+		{ident.Identity{Kind: ident.KindVM, ID: "uuid", VMName: "dom1"}, "vm/dom1"},
+		{ident.Identity{Kind: ident.KindSystemdUnit, ID: `foo\x2dbar.service`, Name: "foo-bar.service"}, "foo-bar.service"},
+		{ident.Identity{Kind: ident.KindCgroup}, ""},
 	} {
-		if got := workload.ServiceName(tc.id); got != tc.want {
+		if got := ident.ServiceName(tc.id); got != tc.want {
 			t.Errorf("ServiceName(%+v) = %q, want %q", tc.id, got, tc.want)
 		}
 	}
 	// NewTarget keeps the comm for a cgroup that is no workload and takes
 	// every level's labels for one that is.
-	if tg := NewTarget(1, "bash", "/user.slice", &workload.Identity{Kind: workload.KindCgroup}); tg.Service != "bash" || len(tg.Labels) != 0 {
+	if tg := NewTarget(1, "bash", "/user.slice", &ident.Identity{Kind: ident.KindCgroup}); tg.Service != "bash" || len(tg.Labels) != 0 {
 		t.Errorf("plain cgroup target %+v", tg)
 	}
-	tg := NewTarget(2, "nginx", "/kubepods/pod-u1/c1", &workload.Identity{
-		Kind: workload.KindContainer, Manager: workload.ManagerContainerd, ID: "c1", PodUID: "u1", Pod: "web-1", Namespace: "shop", Container: "nginx", QoS: "burstable"})
+	tg := NewTarget(2, "nginx", "/kubepods/pod-u1/c1", &ident.Identity{
+		Kind: ident.KindContainer, Manager: ident.ManagerContainerd, ID: "c1", PodUID: "u1", Pod: "web-1", Namespace: "shop", Container: "nginx", QoS: "burstable"})
 	want := map[string]string{"container_id": "c1", "container": "nginx", "pod": "web-1", "namespace": "shop", "manager": "containerd", "pod_uid": "u1", "qos": "burstable"}
 	if len(tg.Labels) != len(want) || tg.Service != "shop/nginx" {
 		t.Errorf("pod container target %+v, want labels %v", tg, want)

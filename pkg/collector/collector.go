@@ -14,7 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/snapshot"
-	"github.com/wattrace/wattrace/pkg/workload"
+	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
 
 const namespace = "wattrace"
@@ -49,7 +49,7 @@ type Options struct {
 	MeterHealth bool
 	// Levels are the workload levels to export (container, pod, vm, job,
 	// unit); none disables the workloads collector.
-	Levels []workload.Kind
+	Levels []ident.Kind
 	// IdleAttributed is true when an idle policy other than "none" hands
 	// idle energy to workloads. Only then are workload series with
 	// mode="idle" exported: under "none" they would all be 0.

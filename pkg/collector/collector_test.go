@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/common/version"
 
 	"github.com/wattrace/wattrace/pkg/snapshot"
-	"github.com/wattrace/wattrace/pkg/workload"
+	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
 
 type fixedSource struct{ snap *snapshot.Snapshot }
@@ -85,17 +85,17 @@ func testSnapshot() *snapshot.Snapshot {
 		MapDrops: []snapshot.MapDrops{{Map: "exited_procs"}, {Map: "exited_cgroups"}, {Map: "proc_stats", Drops: 3}, {Map: "cgroup_stats"}},
 		Workloads: []snapshot.Workload{
 			// Every resource field available, as on a hybrid host with PSI.
-			{Level: string(workload.KindJob), Manager: "slurm", Labels: []string{"42", "alice", "1000", "n1"}, Resources: testResources(), CPUSeconds: 8, ContextSwitches: 4, Alive: true, Cgroups: 2,
+			{Level: string(ident.KindJob), Manager: "slurm", Labels: []string{"42", "alice", "1000", "n1"}, Resources: testResources(), CPUSeconds: 8, ContextSwitches: 4, Alive: true, Cgroups: 2,
 				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 12.5, IdleJ: 1}}}},
-			{Level: string(workload.KindJob), Manager: "slurm", Labels: []string{"43", "bob", "1001", "n1"}, Resources: testResources(), CPUSeconds: 2, Alive: false,
+			{Level: string(ident.KindJob), Manager: "slurm", Labels: []string{"43", "bob", "1001", "n1"}, Resources: testResources(), CPUSeconds: 2, Alive: false,
 				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 3}}}},
-			{Level: string(workload.KindVM), Manager: "libvirt", Labels: []string{"c7a5fdbd-cdaf-9455-926a-d65c16db1809", "web1", ""}, Resources: testResources(), CPUSeconds: 5, Alive: true,
+			{Level: string(ident.KindVM), Manager: "libvirt", Labels: []string{"c7a5fdbd-cdaf-9455-926a-d65c16db1809", "web1", ""}, Resources: testResources(), CPUSeconds: 5, Alive: true,
 				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 2}}}},
-			{Level: string(workload.KindContainer), Manager: "containerd", Labels: []string{"abc", "app", "web-0", "default", "containerd"}, Resources: testResources(), CPUSeconds: 1, Alive: true,
+			{Level: string(ident.KindContainer), Manager: "containerd", Labels: []string{"abc", "app", "web-0", "default", "containerd"}, Resources: testResources(), CPUSeconds: 1, Alive: true,
 				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 2}}}},
-			{Level: string(workload.KindPod), Manager: "kubernetes", Labels: []string{"0b4c2c6e-1f2a-4b3c-9d8e-7f6a5b4c3d2e", "web-0", "default", "burstable"}, Resources: testResources(), CPUSeconds: 1, Alive: true,
+			{Level: string(ident.KindPod), Manager: "kubernetes", Labels: []string{"0b4c2c6e-1f2a-4b3c-9d8e-7f6a5b4c3d2e", "web-0", "default", "burstable"}, Resources: testResources(), CPUSeconds: 1, Alive: true,
 				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 2}}}},
-			{Level: string(workload.KindSystemdUnit), Manager: "systemd", Labels: []string{"a.service", "systemd"}, Resources: testResources(), CPUSeconds: 4, Alive: true,
+			{Level: string(ident.KindSystemdUnit), Manager: "systemd", Labels: []string{"a.service", "systemd"}, Resources: testResources(), CPUSeconds: 4, Alive: true,
 				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 2}}}},
 		},
 	}
@@ -418,7 +418,7 @@ func BenchmarkProcessCollector(b *testing.B) {
 }
 
 func TestJobSeries(t *testing.T) {
-	e := newExporter(t, testSnapshot(), Options{Levels: []workload.Kind{workload.KindJob}, IdleAttributed: true})
+	e := newExporter(t, testSnapshot(), Options{Levels: []ident.Kind{ident.KindJob}, IdleAttributed: true})
 	want := `# HELP wattrace_job_cpu_seconds_total CPU time of the job's tasks, exited ones included.
 # TYPE wattrace_job_cpu_seconds_total counter
 wattrace_job_cpu_seconds_total{job_id="42",slurm_node="n1",uid="1000",user="alice"} 8
@@ -442,7 +442,7 @@ wattrace_units_running{level="job",manager="slurm"} 1
 func TestJobResourceSeries(t *testing.T) {
 	snap := testSnapshot()
 	snap.Workloads[1].Resources = nil // job 43: nothing read, so nothing exported
-	e := newExporter(t, snap, Options{Levels: []workload.Kind{workload.KindJob}})
+	e := newExporter(t, snap, Options{Levels: []ident.Kind{ident.KindJob}})
 	want := `# HELP wattrace_job_memory_limit_bytes Memory limit of the job's cgroup; absent when unlimited.
 # TYPE wattrace_job_memory_limit_bytes gauge
 wattrace_job_memory_limit_bytes{job_id="42",slurm_node="n1",uid="1000",user="alice"} 2.147483648e+09
@@ -475,7 +475,7 @@ func TestProbeSeries(t *testing.T) {
 	snap.Workloads[0].Probes = &snapshot.ProbeStats{PageCacheAccessed: 3}
 	snap.Workloads[1].Probes = &snapshot.ProbeStats{}
 	snap.Workloads[5].Probes = &snapshot.ProbeStats{BlockWriteBytes: 1024, BlockReadBytes: 512}
-	e := newExporter(t, snap, Options{Enabled: on(NameProbes), Levels: workload.Levels()})
+	e := newExporter(t, snap, Options{Enabled: on(NameProbes), Levels: ident.Levels()})
 	want := `# HELP wattrace_cgroup_perf_events_total Perf counter events credited to the cgroup's tasks at context switches, scaled for multiplexing.
 # TYPE wattrace_cgroup_perf_events_total counter
 wattrace_cgroup_perf_events_total{cgroup="/",counter="cpu_clock"} 7
@@ -548,7 +548,7 @@ func on(names ...string) map[string]bool {
 func TestResourceFamilyAllZeroLeftOut(t *testing.T) {
 	snap := testSnapshot()
 	snap.Workloads[1].Resources = &snapshot.Resources{MemoryCurrent: 0, MemoryOOMKills: 0, Available: snapshot.FieldMemoryCurrent | snapshot.FieldMemoryOOMKills}
-	e := newExporter(t, snap, Options{Levels: []workload.Kind{workload.KindJob}})
+	e := newExporter(t, snap, Options{Levels: []ident.Kind{ident.KindJob}})
 	for name, want := range map[string]int{"wattrace_job_memory_swap_bytes": 0, "wattrace_job_memory_usage_bytes": 2, "wattrace_job_memory_oom_kills_total": 2} {
 		if n := testutil.CollectAndCount(e, name); n != want {
 			t.Errorf("%s: %d series, want %d", name, n, want)
@@ -589,7 +589,7 @@ func TestCgroupInWorkloadExportedOnce(t *testing.T) {
 		}
 		return out
 	}
-	o := Options{Enabled: on(NameCgroup), Emissions: true, Levels: []workload.Kind{workload.KindJob}}
+	o := Options{Enabled: on(NameCgroup), Emissions: true, Levels: []ident.Kind{ident.KindJob}}
 	if got := count(o); len(got) != 1 || got["cgroups"] != 2 {
 		t.Errorf("by default: %v, want no series of the job's cgroup and the 2 other cgroups", got)
 	}
@@ -610,7 +610,7 @@ func TestUnlimitedMemoryLimitLeftOut(t *testing.T) {
 		snap.Workloads[i].Resources.MemoryLimit = snapshot.Unlimited
 	}
 	snap.Workloads[1].Resources.MemoryLimit = 1 << 20 // job 43 has one
-	e := newExporter(t, snap, Options{Levels: []workload.Kind{workload.KindJob}})
+	e := newExporter(t, snap, Options{Levels: []ident.Kind{ident.KindJob}})
 	want := `# HELP wattrace_job_memory_limit_bytes Memory limit of the job's cgroup; absent when unlimited.
 # TYPE wattrace_job_memory_limit_bytes gauge
 wattrace_job_memory_limit_bytes{job_id="43",slurm_node="n1",uid="1001",user="bob"} 1.048576e+06
@@ -643,7 +643,7 @@ func TestSoftirqPerWorkloadOnRequest(t *testing.T) {
 		}
 		return
 	}
-	o := Options{Enabled: on(NameProbes), Levels: []workload.Kind{workload.KindJob}}
+	o := Options{Enabled: on(NameProbes), Levels: []ident.Kind{ident.KindJob}}
 	if node, job := count(o); node != 1 || job != 0 {
 		t.Errorf("by default: node %d, job %d series, want 1 and 0", node, job)
 	}

@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wattrace/wattrace/pkg/snapshot"
-	"github.com/wattrace/wattrace/pkg/workload"
+	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
 
 // NameEmissions is the collector of grams of CO2e and the carbon-intensity
@@ -28,7 +28,7 @@ func init() {
 // "zone" is the energy zone).
 type emissionsCollector struct {
 	node, nodeUnattributed, cgroup, process *prometheus.Desc
-	levels                                  map[workload.Kind]*prometheus.Desc
+	levels                                  map[ident.Kind]*prometheus.Desc
 	factor, age, up, reads, failed          *prometheus.Desc
 	top                                     int
 	idle, cgroupWorkloads                   bool
@@ -39,7 +39,7 @@ const gramsHelp = "Grams of CO2-equivalent of the energy attributed to the %s, e
 func newEmissionsCollector(o Options) *emissionsCollector {
 	help := func(what string) string { return fmt.Sprintf(gramsHelp, what) }
 	c := &emissionsCollector{top: settingsOf[ProcessSettings](o, NameProcess).Top, idle: o.IdleAttributed,
-		cgroupWorkloads: settingsOf[cgroupSettings](o, NameCgroup).Workloads, levels: map[workload.Kind]*prometheus.Desc{}}
+		cgroupWorkloads: settingsOf[cgroupSettings](o, NameCgroup).Workloads, levels: map[ident.Kind]*prometheus.Desc{}}
 	if o.Enabled[NameNode] {
 		c.node = newDesc("node", "emissions_grams_total", "Grams of CO2-equivalent of the node's energy per zone, each accounting interval's joules priced at the carbon intensity in force in that interval; mode as for wattrace_node_energy_joules_total, provider is whose factor priced them. Zones overlap: do not sum across zones.", "zone", "socket", "mode", "provider")
 		c.nodeUnattributed = newDesc("node", "unattributed_emissions_grams_total", "Grams of CO2-equivalent of wattrace_node_unattributed_joules_total: part of mode=\"dynamic\" of wattrace_node_emissions_grams_total.", "zone", "socket", "provider")
@@ -51,7 +51,7 @@ func newEmissionsCollector(o Options) *emissionsCollector {
 		c.process = newDesc("process", "emissions_grams_total", help("process; the same top N processes as its energy are exported"), "pid", "comm", "cgroup", "zone", "mode", "provider")
 	}
 	for _, l := range o.Levels {
-		labels := append(append([]string(nil), workload.LabelNames(l)...), "zone", "mode", "provider")
+		labels := append(append([]string(nil), ident.LabelNames(l)...), "zone", "mode", "provider")
 		c.levels[l] = newDesc(string(l), "emissions_grams_total", help(string(l)+", summed over its cgroups"), labels...)
 	}
 	gz := []string{"provider", "grid_zone"}
@@ -106,7 +106,7 @@ func (c *emissionsCollector) update(ch chan<- prometheus.Metric, snap *snapshot.
 	}
 	for i := range snap.Workloads {
 		u := &snap.Workloads[i]
-		if d, ok := c.levels[workload.Kind(u.Level)]; ok {
+		if d, ok := c.levels[ident.Kind(u.Level)]; ok {
 			emitGrams(ch, d, u.Grams, c.idle, u.Labels...)
 		}
 	}

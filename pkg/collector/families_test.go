@@ -15,7 +15,7 @@ import (
 
 	"github.com/wattrace/wattrace/internal/testenv"
 	"github.com/wattrace/wattrace/pkg/snapshot"
-	"github.com/wattrace/wattrace/pkg/workload"
+	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
 
 // family is one metric family's name, type and label names.
@@ -62,7 +62,7 @@ func fullRegistry(t *testing.T) *prometheus.Registry {
 	}
 	e := newExporter(t, withEmissions(snap), Options{Enabled: on(NameNode, NameCgroup, NameProcess, NameProbes, NamePerf, NameBPFStats, NameGPU),
 		Settings:       Settings{NameProcess: &ProcessSettings{Top: 20}, NameProbes: &probesSettings{PerCgroup: true, SoftirqWorkloads: true}},
-		IdleAttributed: true, Levels: workload.Levels(), MeterHealth: true, Emissions: true,
+		IdleAttributed: true, Levels: ident.Levels(), MeterHealth: true, Emissions: true,
 		Programs: []ProgramStatsSource{fakePrograms{stats: []snapshot.ProgramStat{{Name: "handle_switch", RunTime: time.Millisecond, RunCount: 3}}}}})
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(e)
@@ -149,8 +149,8 @@ func docTable(t *testing.T, path string) map[string]family {
 		names := map[string][]string{name: labels}
 		if strings.Contains(name, "<level>") {
 			names = map[string][]string{}
-			for _, l := range workload.Levels() {
-				ls := append([]string(nil), workload.LabelNames(l)...)
+			for _, l := range ident.Levels() {
+				ls := append([]string(nil), ident.LabelNames(l)...)
 				for _, x := range labels {
 					if !strings.Contains(x, "the level's labels") {
 						ls = append(ls, x)

@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wattrace/wattrace/pkg/snapshot"
-	"github.com/wattrace/wattrace/pkg/workload"
+	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
 
 // NameWorkloads is the collector of the workload levels (container, pod,
@@ -31,7 +31,7 @@ type levelDescs struct {
 // the sum over the cgroups the workload owns, with the level's labels (see
 // pkg/workload for the scheme), and how many of each are running.
 type workloadsCollector struct {
-	levels  map[workload.Kind]levelDescs
+	levels  map[ident.Kind]levelDescs
 	running *prometheus.Desc
 	idle    bool
 }
@@ -41,14 +41,14 @@ type workloadsCollector struct {
 // softirq_interrupted ones only with softirq: a softirq is counted against
 // whichever task it interrupted, not work done for it, so per workload it
 // is two series of noise per job or pod unless asked for.
-func newWorkloadsCollector(levels []workload.Kind, idleAttributed, probes, softirq bool) *workloadsCollector {
+func newWorkloadsCollector(levels []ident.Kind, idleAttributed, probes, softirq bool) *workloadsCollector {
 	c := &workloadsCollector{
-		levels:  map[workload.Kind]levelDescs{},
+		levels:  map[ident.Kind]levelDescs{},
 		idle:    idleAttributed,
 		running: newDesc("units", "running", "Workloads at each level with at least one live cgroup, per manager.", "level", "manager"),
 	}
 	for _, l := range levels {
-		labels := workload.LabelNames(l)
+		labels := ident.LabelNames(l)
 		sub := string(l)
 		c.levels[l] = levelDescs{
 			energy: newDesc(sub, "energy_joules_total", "Energy attributed to the "+sub+", summed over its cgroups; mode as for wattrace_cgroup_energy_joules_total.",
@@ -90,7 +90,7 @@ func (c *workloadsCollector) update(ch chan<- prometheus.Metric, snap *snapshot.
 	running := map[lm]int{}
 	for i := range snap.Workloads {
 		u := &snap.Workloads[i]
-		d, ok := c.levels[workload.Kind(u.Level)]
+		d, ok := c.levels[ident.Kind(u.Level)]
 		if !ok {
 			continue
 		}
@@ -126,11 +126,11 @@ func (c *workloadsCollector) update(ch chan<- prometheus.Metric, snap *snapshot.
 // emitProbes exports each level's probe families over its workloads.
 func (c *workloadsCollector) emitProbes(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) {
 	on := activeProbes(snap)
-	byLevel := map[workload.Kind][]*snapshot.Workload{}
+	byLevel := map[ident.Kind][]*snapshot.Workload{}
 	for i := range snap.Workloads {
 		u := &snap.Workloads[i]
-		if d, ok := c.levels[workload.Kind(u.Level)]; ok && d.probes != nil && u.Probes != nil {
-			byLevel[workload.Kind(u.Level)] = append(byLevel[workload.Kind(u.Level)], u)
+		if d, ok := c.levels[ident.Kind(u.Level)]; ok && d.probes != nil && u.Probes != nil {
+			byLevel[ident.Kind(u.Level)] = append(byLevel[ident.Kind(u.Level)], u)
 		}
 	}
 	for l, us := range byLevel {

@@ -20,6 +20,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/stats"
 	"github.com/wattrace/wattrace/pkg/usage"
 	"github.com/wattrace/wattrace/pkg/workload"
+	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -107,7 +108,7 @@ func TestWorkloadLevelsGolden(t *testing.T) {
 	})
 	m := &stepMeter{}
 	loop, err := stats.New(stats.Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none",
-		IdleWatts: map[string]float64{"package": 10}}, src, m, res, nil, stats.WithWorkloads(ids, workload.Levels()))
+		IdleWatts: map[string]float64{"package": 10}}, src, m, res, nil, stats.WithWorkloads(ids, ident.Levels()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,14 +119,14 @@ func TestWorkloadLevelsGolden(t *testing.T) {
 	m.j = 10 + 21 // 10 J idle, 21 J dynamic over Σ 21 s … split by CPU
 	loop.Step(time.Unix(1, 0))
 
-	e, err := New(loop, Options{Levels: workload.Levels()})
+	e, err := New(loop, Options{Levels: ident.Levels()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(e)
 	var names []string
-	for _, l := range workload.Levels() {
+	for _, l := range ident.Levels() {
 		names = append(names, "wattrace_"+string(l)+"_cpu_seconds_total", "wattrace_"+string(l)+"_energy_joules_total")
 	}
 	names = append(names, "wattrace_units_running")

@@ -28,7 +28,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/gpu/node"
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/power/discover"
-	"github.com/wattrace/wattrace/pkg/workload"
+	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
 
 // EnvPrefix is prepended (with an underscore) to every environment variable.
@@ -246,9 +246,9 @@ type Collector struct {
 	// Settings are the collectors' own settings (collector.process.top,
 	// collector.probes.per-cgroup, …), declared by their registrations.
 	Settings collector.Settings
-	// LevelOn says, per workload level (workload.Levels), whether
+	// LevelOn says, per workload level (ident.Levels), whether
 	// collector.<level> exports it.
-	LevelOn map[workload.Kind]bool
+	LevelOn map[ident.Kind]bool
 	// ProbesDisable names probes to leave out, ProbesCounters the perf
 	// counters read at context switches (collector.probes on, BPF mode).
 	ProbesDisable  []string
@@ -281,9 +281,9 @@ func enabledCollectors(d *decoder) map[string]bool {
 }
 
 // Levels returns the workload levels whose collectors are on.
-func (c Collector) Levels() []workload.Kind {
-	var out []workload.Kind
-	for _, l := range workload.Levels() {
+func (c Collector) Levels() []ident.Kind {
+	var out []ident.Kind
+	for _, l := range ident.Levels() {
 		if c.LevelOn[l] {
 			out = append(out, l)
 		}
@@ -292,9 +292,9 @@ func (c Collector) Levels() []workload.Kind {
 }
 
 // enabledLevels reads the collector.<level> key of every workload level.
-func enabledLevels(d *decoder) map[workload.Kind]bool {
-	out := map[workload.Kind]bool{}
-	for _, l := range workload.Levels() {
+func enabledLevels(d *decoder) map[ident.Kind]bool {
+	out := map[ident.Kind]bool{}
+	for _, l := range ident.Levels() {
 		out[l] = d.Bool(KeyCollector(string(l)))
 	}
 	return out
@@ -346,8 +346,8 @@ func NewFlagSet(name string) *pflag.FlagSet {
 		}
 	}
 	cli.AddFlags(fs, collectorSettings(collector.Settings{}))
-	for _, l := range workload.Levels() {
-		fs.Bool(KeyCollector(string(l)), true, workload.LevelHelp(l))
+	for _, l := range ident.Levels() {
+		fs.Bool(KeyCollector(string(l)), true, ident.LevelHelp(l))
 	}
 
 	fs.StringSlice(KeyProbesDisable, nil, "Probes not to load: pagecache_read, pagecache_add, pagecache_dirty, softirq, block, net, counters.")

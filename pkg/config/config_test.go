@@ -18,7 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/wattrace/wattrace/pkg/carbon"
-	"github.com/wattrace/wattrace/pkg/workload"
+	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
 
 func writeFile(t *testing.T, body string) string {
@@ -44,7 +44,7 @@ func TestDefaults(t *testing.T) {
 		Stats:      Stats{Interval: 5 * time.Second, Retention: 5 * time.Minute, OnDemand: true, MaxGap: time.Minute},
 		Power:      Power{IdleWatts: map[string]float64{}, UsageMetric: map[string]string{}, IdlePolicy: "none"},
 		Collector: Collector{Enabled: map[string]bool{"node": true, "cgroup": true, "process": true, "bpf-stats": false, "probes": true, "perf": false, "gpu": true},
-			LevelOn:          map[workload.Kind]bool{"container": true, "pod": true, "vm": true, "job": true, "unit": true},
+			LevelOn:          map[ident.Kind]bool{"container": true, "pod": true, "vm": true, "job": true, "unit": true},
 			Resources:        []string{"memory"},
 			PerfEnvVars:      []string{"WATTRACE_PROFILE"},
 			PerfHardware:     []string{"cpu_cycles", "instructions", "cache_references", "cache_misses", "branch_instructions", "branch_misses"},

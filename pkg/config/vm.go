@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/wattrace/wattrace/pkg/power/discover"
-	"github.com/wattrace/wattrace/pkg/workload"
+	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
 
 // The VM keys (docs/vm.md): on a libvirt host, guests.share.* publishes
@@ -43,10 +43,10 @@ func (c *Config) validateVM() []error {
 	if p := c.Guests.SharePath; p != "" && !filepath.IsAbs(p) {
 		errs = append(errs, fmt.Errorf("invalid value %q for %s: want an absolute path", p, KeyGuestsSharePath))
 	}
-	if c.Guests.SharePath != "" && !c.Collector.LevelOn[workload.KindVM] {
+	if c.Guests.SharePath != "" && !c.Collector.LevelOn[ident.KindVM] {
 		// The shares are the VMs' workload figures, which exist only
 		// while the vm level is on.
-		errs = append(errs, fmt.Errorf("invalid value %q for %s: %s is off, so no VM's energy is attributed", c.Guests.SharePath, KeyGuestsSharePath, KeyCollector(string(workload.KindVM))))
+		errs = append(errs, fmt.Errorf("invalid value %q for %s: %s is off, so no VM's energy is attributed", c.Guests.SharePath, KeyGuestsSharePath, KeyCollector(string(ident.KindVM))))
 	}
 	if c.Guests.ShareInterval <= 0 {
 		errs = append(errs, fmt.Errorf("invalid value %q for %s: must be > 0", c.Guests.ShareInterval, KeyGuestsShareInterval))

@@ -36,7 +36,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/power/hostshare"
 	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
-	"github.com/wattrace/wattrace/pkg/workload"
+	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
 
 // Snapshots is what the writer needs of the stats loop: a snapshot no older
@@ -109,7 +109,7 @@ func New(cfg Config) (*Writer, error) {
 		}
 	}
 	w := &Writer{cfg: cfg, doms: map[string]*domain{}, warn: map[string]bool{}, uuid: -1, name: -1}
-	for i, n := range workload.LabelNames(workload.KindVM) {
+	for i, n := range ident.LabelNames(ident.KindVM) {
 		switch n {
 		case "vm_uuid":
 			w.uuid = i
@@ -162,7 +162,7 @@ func (w *Writer) Write(s *snapshot.Snapshot) error {
 	var errs []error
 	for i := range s.Workloads {
 		wl := &s.Workloads[i]
-		if wl.Level != string(workload.KindVM) {
+		if wl.Level != string(ident.KindVM) {
 			continue
 		}
 		var uuid, name string

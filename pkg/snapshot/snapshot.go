@@ -104,7 +104,7 @@ type Workload struct {
 	// kubernetes, slurm, libvirt, systemd.
 	Manager string
 	// Labels are the level's label values, aligned with
-	// pkg/workload's LabelNames(Level).
+	// pkg/workload/ident's LabelNames(Level).
 	Labels          []string
 	CPUSeconds      float64
 	ContextSwitches uint64

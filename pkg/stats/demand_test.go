@@ -11,6 +11,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/workload"
+	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
 
 // Fewer steps lose nothing: two loops read the same cumulative counters
@@ -44,7 +45,7 @@ func TestFewerStepsSameTotals(t *testing.T) {
 		res := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
 		l, err := New(Config{Interval: time.Second, Retention: time.Hour, IdlePolicy: "none", CPUs: 4},
 			src, est, paths, nil,
-			WithWorkloads(res, []workload.Kind{workload.KindJob, workload.KindSystemdUnit}),
+			WithWorkloads(res, []ident.Kind{ident.KindJob, ident.KindSystemdUnit}),
 			WithEmissions(fixedIntensity{g: 300}))
 		if err != nil {
 			t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/workload"
+	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
 
 // gridFetcher is a network provider whose factor the test sets: a real
@@ -90,7 +91,7 @@ func TestEmissionsExactWithChangingFactor(t *testing.T) {
 	res := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
 	l, err := New(Config{Interval: time.Second, Retention: time.Hour, IdlePolicy: "none", CPUs: 2,
 		IdleWatts: map[string]float64{"package": 12, "dram": 3}}, src, meter, paths, nil,
-		WithWorkloads(res, []workload.Kind{workload.KindJob, workload.KindSystemdUnit}), WithEmissions(chain))
+		WithWorkloads(res, []ident.Kind{ident.KindJob, ident.KindSystemdUnit}), WithEmissions(chain))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,12 +172,12 @@ func TestEmissionsExactWithChangingFactor(t *testing.T) {
 				t.Errorf("process %d %s: %.12g g, want %.12g", p.PID, provider, got, w)
 			}
 		}
-		job, ok := unitBy(s, workload.KindJob, "42")
+		job, ok := unitBy(s, ident.KindJob, "42")
 		wJob := want[key{paths[1], provider}] + want[key{paths[2], provider}]
 		if !ok || relErr(gramsOf(job.Grams, provider), wJob) > 1e-9 {
 			t.Errorf("job 42 %s: %.12g g, want %.12g", provider, gramsOf(job.Grams, provider), wJob)
 		}
-		unit, ok := unitBy(s, workload.KindSystemdUnit, "nginx.service")
+		unit, ok := unitBy(s, ident.KindSystemdUnit, "nginx.service")
 		if w := want[key{paths[3], provider}]; !ok || relErr(gramsOf(unit.Grams, provider), w) > 1e-9 {
 			t.Errorf("unit nginx %s: %.12g g, want %.12g", provider, gramsOf(unit.Grams, provider), w)
 		}
@@ -196,7 +197,7 @@ func TestEmissionsExactWithChangingFactor(t *testing.T) {
 	// A later factor never re-prices the past: a new grid value with no
 	// energy in the interval adds nothing.
 	before, _, _ := nodeGrams(s, "grid")
-	job, _ := unitBy(s, workload.KindJob, "42")
+	job, _ := unitBy(s, ident.KindJob, "42")
 	jobBefore := gramsOf(job.Grams, "grid")
 	now = now.Add(time.Second)
 	grid.mu.Lock()
@@ -208,7 +209,7 @@ func TestEmissionsExactWithChangingFactor(t *testing.T) {
 	l.Step(now)
 	s = l.Snapshot()
 	after, _, _ := nodeGrams(s, "grid")
-	job, _ = unitBy(s, workload.KindJob, "42")
+	job, _ = unitBy(s, ident.KindJob, "42")
 	if after != before || gramsOf(job.Grams, "grid") != jobBefore {
 		t.Errorf("a new factor with no new energy changed grams: node %v → %v, job %v → %v", before, after, jobBefore, gramsOf(job.Grams, "grid"))
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/model"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/usage"
-	"github.com/wattrace/wattrace/pkg/workload"
+	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
 
 // GPUSource is the node's GPUs; *node.GPUs implements it. Interval reads
@@ -357,8 +357,8 @@ func holderRecord(h snapshot.Holder, instance string) snapshot.GPUHolder {
 }
 
 // holderMatch names the workload level and label values a holder is.
-func holderMatch(h snapshot.Holder) (workload.Kind, map[string]string) {
-	return workload.HolderMatch(holderRecord(h, ""))
+func holderMatch(h snapshot.Holder) (ident.Kind, map[string]string) {
+	return ident.HolderMatch(holderRecord(h, ""))
 }
 
 // publish adds each device as a zone (gpu, Socket = index) and its record,

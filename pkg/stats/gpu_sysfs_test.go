@@ -14,6 +14,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/model"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/workload"
+	"github.com/wattrace/wattrace/pkg/workload/ident"
 
 	"github.com/wattrace/wattrace/pkg/gpu/sysfs/sysfstest"
 )
@@ -175,7 +176,7 @@ func TestGPUStageSysfsLoop(t *testing.T) {
 	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
 	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
 	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, fs, m, paths, nil,
-		WithWorkloads(ids, workload.Levels()),
+		WithWorkloads(ids, ident.Levels()),
 		WithGPUs(g, GPUConfig{IdleWatts: map[string]float64{"0000:03:00.0": 30, "1": 10}}))
 	if err != nil {
 		t.Fatal(err)
@@ -223,9 +224,9 @@ func TestGPUStageSysfsLoop(t *testing.T) {
 	if !sysNear(pj[101]/pj[103], 6) || !sysNear(pj[102]/pj[103], 3) || !sysNear(pj[201], 100*140) {
 		t.Errorf("per process %v", pj)
 	}
-	pod, _ := unitBy(s, workload.KindPod, "0b4c2c6e-1f2a-4b3c-9d8e-7f6a5b4c3d2e")
-	j42, _ := unitBy(s, workload.KindJob, "42")
-	j43, _ := unitBy(s, workload.KindJob, "43")
+	pod, _ := unitBy(s, ident.KindPod, "0b4c2c6e-1f2a-4b3c-9d8e-7f6a5b4c3d2e")
+	j42, _ := unitBy(s, ident.KindJob, "42")
+	j43, _ := unitBy(s, ident.KindJob, "43")
 	if !sysNear(pod.Energy.Get("gpu").DynamicJ, pj[101]+pj[102]) || !sysNear(j42.Energy.Get("gpu").DynamicJ, pj[103]) ||
 		!sysNear(j43.Energy.Get("gpu").DynamicJ, pj[201]) {
 		t.Errorf("pod %v job 42 %v job 43 %v", pod.Energy, j42.Energy, j43.Energy)

@@ -23,6 +23,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/usage"
 	"github.com/wattrace/wattrace/pkg/workload"
+	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
 
 // staticAllocs is an allocation source that always answers the same.
@@ -63,7 +64,7 @@ func TestGPUStageMockNVML(t *testing.T) {
 	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
 	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
 	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, fs, m, paths, nil,
-		WithWorkloads(ids, workload.Levels()),
+		WithWorkloads(ids, ident.Levels()),
 		WithGPUs(g, GPUConfig{IdleWatts: map[string]float64{devs[0].UUID: 50, "1": 40}, IdlePolicy: "holder"}))
 	if err != nil {
 		t.Fatal(err)
@@ -138,12 +139,12 @@ func TestGPUStageMockNVML(t *testing.T) {
 			t.Errorf("process %+v", p)
 		}
 	}
-	pod, ok := unitBy(s, workload.KindPod, "0b4c2c6e-1f2a-4b3c-9d8e-7f6a5b4c3d2e")
+	pod, ok := unitBy(s, ident.KindPod, "0b4c2c6e-1f2a-4b3c-9d8e-7f6a5b4c3d2e")
 	if !ok || !gpuNear(pod.Energy.Get(snapshot.ZoneGPU).DynamicJ, pj[100]+pj[101]) {
 		t.Errorf("pod %+v", pod)
 	}
-	j42, _ := unitBy(s, workload.KindJob, "42")
-	j43, _ := unitBy(s, workload.KindJob, "43")
+	j42, _ := unitBy(s, ident.KindJob, "42")
+	j43, _ := unitBy(s, ident.KindJob, "43")
 	if !gpuNear(j42.Energy.Get(snapshot.ZoneGPU).DynamicJ, pj[102]) ||
 		!gpuNear(j43.Energy.Get(snapshot.ZoneGPU).DynamicJ, pj[200]) || !gpuNear(j43.Energy.Get(snapshot.ZoneGPU).IdleJ, 4000) {
 		t.Errorf("jobs 42 %+v, 43 %+v", j42.Energy, j43.Energy)
@@ -228,7 +229,7 @@ func TestGPUStagePassthrough(t *testing.T) {
 	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
 	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
 	l, err := New(Config{Interval: time.Second, IdlePolicy: "none"}, fs, m, names{1: "/machine/qemu-1-vm1.libvirt-qemu/vcpu0"}, nil,
-		WithWorkloads(ids, workload.Levels()), WithGPUs(g, GPUConfig{IdleWatts: map[string]float64{"1": 40}}))
+		WithWorkloads(ids, ident.Levels()), WithGPUs(g, GPUConfig{IdleWatts: map[string]float64{"1": 40}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +243,7 @@ func TestGPUStagePassthrough(t *testing.T) {
 	var vm snapshot.Workload
 	ok := false
 	for _, u := range s.Workloads {
-		if u.Level == string(workload.KindVM) {
+		if u.Level == string(ident.KindVM) {
 			vm, ok = u, true
 		}
 	}
@@ -600,7 +601,7 @@ func TestGPUStageSharedHoldersAndGrams(t *testing.T) {
 	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
 	const factor = 400.0
 	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, fs, m, paths, nil,
-		WithWorkloads(ids, workload.Levels()),
+		WithWorkloads(ids, ident.Levels()),
 		WithGPUs(g, GPUConfig{IdleWatts: map[string]float64{"0": 50, "1": 40}, IdlePolicy: "holder"}),
 		WithEmissions(fixedIntensity{factor}))
 	if err != nil {
@@ -617,7 +618,7 @@ func TestGPUStageSharedHoldersAndGrams(t *testing.T) {
 		l.Step(gpuT0.Add(time.Duration(k) * time.Second))
 		s := l.Snapshot()
 		for _, job := range []string{"51", "52", "53", "54"} {
-			u, ok := unitBy(s, workload.KindJob, job)
+			u, ok := unitBy(s, ident.KindJob, job)
 			e := u.Energy.Get(snapshot.ZoneGPU)
 			if !ok || !gpuNear(e.IdleJ, 10*float64(k)) || e.DynamicJ != 0 {
 				t.Fatalf("interval %d job %s: %+v (found %v)", k, job, e, ok)
@@ -657,7 +658,7 @@ func TestGPUStageMIGInstanceHoldersPaid(t *testing.T) {
 	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
 	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
 	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, fs, m,
-		names{1: "/slurm_n1/uid_0/job_77/step_0/task_0"}, nil, WithWorkloads(ids, workload.Levels()),
+		names{1: "/slurm_n1/uid_0/job_77/step_0/task_0"}, nil, WithWorkloads(ids, ident.Levels()),
 		WithGPUs(g, GPUConfig{IdleWatts: map[string]float64{"0": 60}, IdlePolicy: "holder"}))
 	if err != nil {
 		t.Fatal(err)
@@ -668,7 +669,7 @@ func TestGPUStageMIGInstanceHoldersPaid(t *testing.T) {
 		l.Step(gpuT0.Add(time.Duration(k) * time.Second))
 	}
 	s := l.Snapshot()
-	u, ok := unitBy(s, workload.KindJob, "77")
+	u, ok := unitBy(s, ident.KindJob, "77")
 	want := 600 * smB / sms
 	if e := u.Energy.Get(snapshot.ZoneGPU); !ok || !gpuNear(e.IdleJ, want) || !gpuNear(s.GPUs[0].HolderJ, want) {
 		t.Fatalf("job 77 idle %v, device holder joules %v, want %v", e.IdleJ, s.GPUs[0].HolderJ, want)

@@ -7,6 +7,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/usage"
 	"github.com/wattrace/wattrace/pkg/workload"
+	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
 
 type fakeProbes struct {
@@ -119,7 +120,7 @@ func TestProbesRollUp(t *testing.T) {
 	paths := names{1: "/slurm_n1/uid_0/job_42/step_0", 2: "/slurm_n1/uid_0/job_42/step_1"}
 	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
 	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, src, m, paths, nil,
-		WithProbes(p), WithWorkloads(ids, []workload.Kind{workload.KindJob}))
+		WithProbes(p), WithWorkloads(ids, []ident.Kind{ident.KindJob}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +134,7 @@ func TestProbesRollUp(t *testing.T) {
 	p.r.Cgroups[0].TCPSentBytes = 350
 	p.r.Cgroups[1].TCPSentBytes = 30
 	l.Step(time.Unix(1, 0))
-	job, ok := unitBy(l.Snapshot(), workload.KindJob, "42")
+	job, ok := unitBy(l.Snapshot(), ident.KindJob, "42")
 	if !ok || job.Probes == nil || job.Probes.TCPSentBytes != 380 || job.Probes.SoftirqCount != 1 {
 		t.Errorf("job probes %+v, want 380 bytes sent and 1 softirq", job.Probes)
 	}

@@ -11,14 +11,14 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/snapshot"
-	"github.com/wattrace/wattrace/pkg/workload"
+	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
 
 // WorkloadResolver names the workload that owns a cgroup path;
 // *workload.Resolver implements it. Resolve must be cheap on a cached path:
 // it runs for every cgroup each interval.
 type WorkloadResolver interface {
-	Resolve(path string) workload.Identity
+	Resolve(path string) ident.Identity
 	Sweep() int
 }
 
@@ -30,7 +30,7 @@ type ResourceReader interface {
 
 // WithWorkloads rolls cgroups up into the workloads that own them at the
 // given levels (containers, pods, VMs, jobs, systemd units).
-func WithWorkloads(ids WorkloadResolver, levels []workload.Kind) Option {
+func WithWorkloads(ids WorkloadResolver, levels []ident.Kind) Option {
 	return func(o *parts) { o.ids, o.levels = ids, levels }
 }
 
@@ -63,7 +63,7 @@ func (u *workloadState) liveness() (bool, bool, time.Time) { return u.u.Alive, u
 type rollup struct {
 	phases
 	ids       WorkloadResolver
-	levels    []workload.Kind
+	levels    []ident.Kind
 	led       consumers
 	credits   *credits
 	retention time.Duration
@@ -83,7 +83,7 @@ type rollup struct {
 type workloadCredit interface {
 	// credit adds energy to the workload at level whose labels include
 	// match; false when no workload of this interval matches.
-	credit(level workload.Kind, match map[string]string, zone string, dynamicJ, idleJ float64) bool
+	credit(level ident.Kind, match map[string]string, zone string, dynamicJ, idleJ float64) bool
 }
 
 func makeRollup(d *deps) (stage, error) {
@@ -159,7 +159,7 @@ func (r *rollup) add(now time.Time) {
 			// Names filled in by enrichment replace the blanks they
 			// had while the workload was first seen.
 			u.u.Labels = vals
-			u.u.Manager = workload.ManagerAt(level, id)
+			u.u.Manager = ident.ManagerAt(level, id)
 			u.f.add(&r.growth)
 			u.seen = true
 			if w.w.Alive {
@@ -180,8 +180,8 @@ func (r *rollup) add(now time.Time) {
 // GPU's whole energy, to its job, pod or VM), through credits, so the
 // same joules are priced. It returns false when no workload takes it:
 // that energy stays where the caller keeps it.
-func (r *rollup) credit(level workload.Kind, match map[string]string, zone string, dynamicJ, idleJ float64) bool {
-	names := workload.LabelNames(level)
+func (r *rollup) credit(level ident.Kind, match map[string]string, zone string, dynamicJ, idleJ float64) bool {
+	names := ident.LabelNames(level)
 	for _, u := range r.byKey {
 		if u.u.Level != string(level) || !u.seen {
 			continue
@@ -203,7 +203,7 @@ func (r *rollup) credit(level workload.Kind, match map[string]string, zone strin
 
 // rootOf climbs from a workload's cgroup to the highest ancestor that still
 // belongs to the same workload at that level.
-func (r *rollup) rootOf(p string, level workload.Kind, key string) string {
+func (r *rollup) rootOf(p string, level ident.Kind, key string) string {
 	for p != "/" && p != "" {
 		parent := path.Dir(p)
 		vals, ok := r.ids.Resolve(parent).LabelValues(level)
@@ -270,7 +270,7 @@ func (c *resourceCache) fill(ts []resourceTarget) snapshot.ResourceFill {
 // workloadKey identifies a workload by its level and id (the first label:
 // container id, pod uid, VM uuid, job id, unit name), so names learnt later
 // don't split its counters; without an id, by all its labels.
-func workloadKey(level workload.Kind, vals []string) string {
+func workloadKey(level ident.Kind, vals []string) string {
 	if len(vals) > 0 && vals[0] != "" {
 		return string(level) + "\x00" + vals[0]
 	}

@@ -6,7 +6,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/model"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/usage"
-	"github.com/wattrace/wattrace/pkg/workload"
+	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
 
 // stageList is the loop's stages, in the order Step runs each phase over
@@ -38,7 +38,7 @@ type parts struct {
 	probes    ProbeSource
 	profiler  Profiler
 	ids       WorkloadResolver
-	levels    []workload.Kind
+	levels    []ident.Kind
 	resources ResourceReader
 	gpus      GPUSource
 	gpuCfg    *GPUConfig

@@ -7,9 +7,10 @@ import (
 
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/workload"
+	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
 
-func unitBy(s *snapshot.Snapshot, level workload.Kind, id string) (snapshot.Workload, bool) {
+func unitBy(s *snapshot.Snapshot, level ident.Kind, id string) (snapshot.Workload, bool) {
 	for _, u := range s.Workloads {
 		if u.Level == string(level) && u.Labels[0] == id {
 			return u, true
@@ -32,7 +33,7 @@ func TestUnitsRollUp(t *testing.T) {
 	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
 	res := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
 	l, err := New(Config{Interval: time.Second, Retention: 10 * time.Second, IdlePolicy: "none", CPUs: 8,
-		IdleWatts: map[string]float64{"package": 0}}, src, m, paths, nil, WithWorkloads(res, workload.Levels()))
+		IdleWatts: map[string]float64{"package": 0}}, src, m, paths, nil, WithWorkloads(res, ident.Levels()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,21 +49,21 @@ func TestUnitsRollUp(t *testing.T) {
 	m.samples[0].Joules = 80
 	l.Step(t0.Add(time.Second))
 	s := l.Snapshot()
-	job, ok := unitBy(s, workload.KindJob, "42")
+	job, ok := unitBy(s, ident.KindJob, "42")
 	if !ok || job.CPUSeconds != 4 || job.Energy.Get("package").DynamicJ != 40 || job.Cgroups != 2 || !job.Alive {
 		t.Fatalf("job 42: %+v (found %v)", job, ok)
 	}
 	if job.Labels[2] != "0" || job.Labels[3] != "n1" {
 		t.Errorf("job labels %v, want uid 0 on slurm node n1", job.Labels)
 	}
-	pod, ok := unitBy(s, workload.KindPod, "0b4c2c6e-1f2a-4b3c-9d8e-7f6a5b4c3d2e")
+	pod, ok := unitBy(s, ident.KindPod, "0b4c2c6e-1f2a-4b3c-9d8e-7f6a5b4c3d2e")
 	if !ok || pod.CPUSeconds != 2 || pod.Energy.Get("package").DynamicJ != 20 {
 		t.Errorf("pod: %+v (found %v)", pod, ok)
 	}
-	if c, ok := unitBy(s, workload.KindContainer, "aaaa000000000000000000000000000000000000000000000000000000000000"); !ok || c.CPUSeconds != 2 {
+	if c, ok := unitBy(s, ident.KindContainer, "aaaa000000000000000000000000000000000000000000000000000000000000"); !ok || c.CPUSeconds != 2 {
 		t.Errorf("container: %+v (found %v)", c, ok)
 	}
-	if u, ok := unitBy(s, workload.KindSystemdUnit, "nginx.service"); !ok || u.CPUSeconds != 2 || u.Labels[1] != "systemd" {
+	if u, ok := unitBy(s, ident.KindSystemdUnit, "nginx.service"); !ok || u.CPUSeconds != 2 || u.Labels[1] != "systemd" {
 		t.Errorf("unit: %+v (found %v)", u, ok)
 	}
 
@@ -73,7 +74,7 @@ func TestUnitsRollUp(t *testing.T) {
 	src.add(1, 1, 0, 1e9)
 	m.samples[0].Joules = 90
 	l.Step(t0.Add(20 * time.Second))
-	job, _ = unitBy(l.Snapshot(), workload.KindJob, "42")
+	job, _ = unitBy(l.Snapshot(), ident.KindJob, "42")
 	if job.CPUSeconds != 5 || job.Energy.Get("package").DynamicJ != 50 || job.Cgroups != 1 {
 		t.Errorf("job after its batch step left: %+v", job)
 	}
@@ -103,7 +104,7 @@ func TestUnitResources(t *testing.T) {
 	res := &fakeResources{m: map[string]snapshot.Resources{"/slurm_n1/uid_0/job_42": {MemoryCurrent: 1 << 20, Available: snapshot.FieldMemoryCurrent}}}
 	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
 	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, src, m, paths, nil,
-		WithWorkloads(ids, []workload.Kind{workload.KindJob}), WithResources(res))
+		WithWorkloads(ids, []ident.Kind{ident.KindJob}), WithResources(res))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,13 +113,13 @@ func TestUnitResources(t *testing.T) {
 	if reads := res.reads; reads != 0 {
 		t.Fatalf("the loop read cgroup resources %d times with nobody asking", reads)
 	}
-	job, r, ok := unitResources(l.Snapshot(), workload.KindJob, "42")
+	job, r, ok := unitResources(l.Snapshot(), ident.KindJob, "42")
 	if !ok || r == nil || r.MemoryCurrent != 1<<20 {
 		t.Fatalf("job resources: %+v %+v", job, r)
 	}
 	// Concurrent and repeated scrapes of one snapshot share one reading.
 	for range 3 {
-		unitResources(l.Snapshot(), workload.KindJob, "42")
+		unitResources(l.Snapshot(), ident.KindJob, "42")
 	}
 	if res.reads != 1 {
 		t.Errorf("%d reads for one snapshot, want 1", res.reads)
@@ -126,14 +127,14 @@ func TestUnitResources(t *testing.T) {
 	delete(res.m, "/slurm_n1/uid_0/job_42")
 	delete(paths, 1)
 	l.Step(time.Unix(1, 0))
-	job, r, _ = unitResources(l.Snapshot(), workload.KindJob, "42")
+	job, r, _ = unitResources(l.Snapshot(), ident.KindJob, "42")
 	if job.Alive || r == nil || r.MemoryCurrent != 1<<20 {
 		t.Errorf("ended job lost its last reading: %+v %+v", job, r)
 	}
 }
 
 // unitResources finds a workload and its resources as a collector reads them.
-func unitResources(s *snapshot.Snapshot, level workload.Kind, id string) (snapshot.Workload, *snapshot.Resources, bool) {
+func unitResources(s *snapshot.Snapshot, level ident.Kind, id string) (snapshot.Workload, *snapshot.Resources, bool) {
 	for i, u := range s.Workloads {
 		if u.Level == string(level) && u.Labels[0] == id {
 			return u, s.WorkloadResources(i), true
@@ -150,7 +151,7 @@ func TestUnitGetsPlaceholderInterval(t *testing.T) {
 	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
 	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
 	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none", IdleWatts: map[string]float64{"package": 0}},
-		src, m, paths, nil, WithWorkloads(ids, []workload.Kind{workload.KindJob}))
+		src, m, paths, nil, WithWorkloads(ids, []ident.Kind{ident.KindJob}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +165,7 @@ func TestUnitGetsPlaceholderInterval(t *testing.T) {
 	src.add(2, 2, 0, 1e9)
 	m.samples[0].Joules = 50
 	l.Step(time.Unix(2, 0))
-	job, ok := unitBy(l.Snapshot(), workload.KindJob, "7")
+	job, ok := unitBy(l.Snapshot(), ident.KindJob, "7")
 	if !ok || job.CPUSeconds != 5 || job.Energy.Get("package").DynamicJ != 50 {
 		t.Errorf("job 7: %+v, want all 5 CPU-seconds and 50 J", job)
 	}

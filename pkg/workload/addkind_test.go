@@ -53,14 +53,17 @@ func TestAddKind(t *testing.T) {
 			i += len(anchor)
 		}
 		out := filepath.Join(tmp, file)
+		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(out, []byte(s[:i]+text+s[i:]), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		abs, _ := filepath.Abs(file)
 		overlay[abs] = out
 	}
-	patch("identity.go", "KindSystemdUnit Kind = \"unit\"\n", snippet("kind.go.txt"), true)
-	patch("kinds.go", "\n}\n\n// kindTable answers", snippet("row.go.txt"), false)
+	patch(filepath.Join("ident", "identity.go"), "KindSystemdUnit Kind = \"unit\"\n", snippet("kind.go.txt"), true)
+	patch(filepath.Join("ident", "kinds.go"), "\n}\n\n// kindTable answers", snippet("row.go.txt"), false)
 	patch("parse.go", "\t\t// systemd units, weakest.", snippet("parse.go.txt"), false)
 	testFile := filepath.Join(tmp, "toykind_test.go")
 	if err := os.WriteFile(testFile, []byte(snippet("toykind_test.go.txt")), 0o644); err != nil {

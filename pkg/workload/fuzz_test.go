@@ -3,6 +3,8 @@ package workload
 import (
 	"strings"
 	"testing"
+
+	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
 
 // FuzzParse checks that Parse never panics, always reports a known Kind, and
@@ -24,7 +26,7 @@ func FuzzParse(f *testing.F) {
 	} {
 		f.Add(s)
 	}
-	kinds := map[Kind]bool{KindContainer: true, KindPod: true, KindVM: true, KindJob: true, KindSystemdUnit: true, KindCgroup: true}
+	kinds := map[ident.Kind]bool{ident.KindContainer: true, ident.KindPod: true, ident.KindVM: true, ident.KindJob: true, ident.KindSystemdUnit: true, ident.KindCgroup: true}
 	f.Fuzz(func(t *testing.T, path string) {
 		id := Parse(path)
 		if !kinds[id.Kind] {
@@ -41,7 +43,7 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("Parse(%q).%s = %q, not in the path", path, name, v)
 			}
 		}
-		if id.Kind != KindVM && id.Kind != KindPod && !strings.Contains(path, id.ID) {
+		if id.Kind != ident.KindVM && id.Kind != ident.KindPod && !strings.Contains(path, id.ID) {
 			t.Fatalf("Parse(%q).ID = %q, not in the path", path, id.ID)
 		}
 		if id.PodUID != "" && !strings.Contains(path, id.PodUID) && !strings.Contains(path, strings.ReplaceAll(id.PodUID, "-", "_")) {
@@ -50,10 +52,10 @@ func FuzzParse(f *testing.F) {
 		if id.QoS != "" && id.QoS != "guaranteed" && !strings.Contains(path, id.QoS) {
 			t.Fatalf("Parse(%q).QoS = %q, not in the path", path, id.QoS)
 		}
-		if (id.Kind == KindJob) != (id.JobID != "") {
+		if (id.Kind == ident.KindJob) != (id.JobID != "") {
 			t.Fatalf("Parse(%q): Kind %q with JobID %q", path, id.Kind, id.JobID)
 		}
-		if (id.Kind == KindPod) && id.ID != id.PodUID {
+		if (id.Kind == ident.KindPod) && id.ID != id.PodUID {
 			t.Fatalf("Parse(%q): pod ID %q != PodUID %q", path, id.ID, id.PodUID)
 		}
 	})

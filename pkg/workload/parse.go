@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
 
 // Config holds what a Parser can be told beyond the built-in layouts.
@@ -42,7 +44,7 @@ var defaultParser = func() *Parser {
 // hierarchy root, as in stats.Workload.Cgroup) names, using the built-in
 // layouts. It never touches the file system; names that only enrichment
 // knows are left empty.
-func Parse(path string) Identity { return defaultParser.Parse(path) }
+func Parse(path string) ident.Identity { return defaultParser.Parse(path) }
 
 // Built-in layouts, each matched against one whole path component. Only
 // read after package initialisation.
@@ -73,11 +75,11 @@ var (
 )
 
 var runtimeManager = map[string]string{
-	"docker":         ManagerDocker,
-	"cri-containerd": ManagerContainerd,
-	"nerdctl":        ManagerContainerd,
-	"crio":           ManagerCRIO,
-	"libpod":         ManagerPodman,
+	"docker":         ident.ManagerDocker,
+	"cri-containerd": ident.ManagerContainerd,
+	"nerdctl":        ident.ManagerContainerd,
+	"crio":           ident.ManagerCRIO,
+	"libpod":         ident.ManagerPodman,
 }
 
 // comp classifies the previous path component, the context most layouts
@@ -100,7 +102,7 @@ const (
 )
 
 // Parse is the method form of the package-level Parse, using p's patterns.
-func (p *Parser) Parse(path string) Identity {
+func (p *Parser) Parse(path string) ident.Identity {
 	id, _ := p.parse(path)
 	return id
 }
@@ -115,8 +117,8 @@ func (p *Parser) Parse(path string) Identity {
 // because a unit inside one (a container's init.scope, say) is part of it.
 // Components below the innermost workload that refine it (Slurm step and
 // task, libvirt's "libvirt" level) set fields; any other becomes Part.
-func (p *Parser) parse(path string) (Identity, string) {
-	id := Identity{Kind: KindCgroup}
+func (p *Parser) parse(path string) (ident.Identity, string) {
+	id := ident.Identity{Kind: ident.KindCgroup}
 	strong := false // the innermost workload is more than a unit
 	kube, slurm := false, false
 	prev := cOther
@@ -136,7 +138,7 @@ func (p *Parser) parse(path string) (Identity, string) {
 			continue
 		}
 		// start makes c the innermost workload.
-		start := func(k Kind, manager, wid string) {
+		start := func(k ident.Kind, manager, wid string) {
 			id.Kind, id.Manager, id.ID, id.Name, id.Part = k, manager, wid, "", ""
 			part = part[:0]
 			base = path[:end]
@@ -147,7 +149,7 @@ func (p *Parser) parse(path string) (Identity, string) {
 		case slurm && prev == cSlurmRoot && p.slurm.uid.into(c, &id.UID):
 			cur = cSlurmUID
 		case slurm && (prev == cSlurmRoot || prev == cSlurmUID || prev == cStepd) && p.slurm.job.into(c, &id.JobID):
-			start(KindJob, ManagerSlurm, id.JobID)
+			start(ident.KindJob, ident.ManagerSlurm, id.JobID)
 			strong, cur = true, cJob
 		case prev == cJob && p.slurm.step.into(c, &id.Step):
 			cur = cStep
@@ -158,12 +160,12 @@ func (p *Parser) parse(path string) (Identity, string) {
 		case (prev == cStep || prev == cStepUser) && p.slurm.task.into(c, &id.Task):
 		case !slurm && !strong && p.slurm.root.into(c, &id.SlurmNode):
 			slurm, cur = true, cSlurmRoot
-			if id.Kind == KindCgroup {
-				id.Manager = ManagerSlurm
+			if id.Kind == ident.KindCgroup {
+				id.Manager = ident.ManagerSlurm
 			}
 		case !slurm && !strong && p.slurm.stepd.into(c, &id.SlurmNode):
 			slurm, cur = true, cStepd
-			start(KindSystemdUnit, ManagerSystemd, c)
+			start(ident.KindSystemdUnit, ident.ManagerSystemd, c)
 			id.Name = unescapeUnit(c)
 
 		// libvirt's own level below the VM scope on cgroup v2.
@@ -174,7 +176,7 @@ func (p *Parser) parse(path string) (Identity, string) {
 		case c == "kubepods":
 			kube, cur = true, cKubepods
 			if !strong {
-				id.Kind, id.Manager = KindCgroup, ManagerKubernetes
+				id.Kind, id.Manager = ident.KindCgroup, ident.ManagerKubernetes
 			}
 		case prev == cKubepods && (c == "burstable" || c == "besteffort"):
 			id.QoS, cur = c, cQoS
@@ -194,29 +196,29 @@ func (p *Parser) parse(path string) (Identity, string) {
 		case !strong && reQoSSlice.MatchString(c):
 			m := reQoSSlice.FindStringSubmatch(c)
 			kube = true
-			id.Kind, id.Manager, id.ID, id.Name, id.QoS = KindCgroup, ManagerKubernetes, "", "", m[1]
+			id.Kind, id.Manager, id.ID, id.Name, id.QoS = ident.KindCgroup, ident.ManagerKubernetes, "", "", m[1]
 		case prev == cPod && reHex64.MatchString(c):
 			// cgroupfs driver: the runtime is not in the path.
-			start(KindContainer, ManagerKubernetes, c)
+			start(ident.KindContainer, ident.ManagerKubernetes, c)
 			strong = true
 
 		// Container runtimes.
 		case c == "docker":
 			cur = cDockerDir
-			if id.Kind != KindCgroup {
+			if id.Kind != ident.KindCgroup {
 				part = append(part, c)
 			}
 		case prev == cDockerDir && reHex64.MatchString(c):
-			start(KindContainer, ManagerDocker, c)
+			start(ident.KindContainer, ident.ManagerDocker, c)
 			strong = true
 		case reConmon.MatchString(c):
 			m := reConmon.FindStringSubmatch(c)
-			start(KindSystemdUnit, runtimeManager[m[1]], c)
+			start(ident.KindSystemdUnit, runtimeManager[m[1]], c)
 			id.Name, id.Part = c, "conmon"
 			strong = true
 		case reContainer.MatchString(c):
 			m := reContainer.FindStringSubmatch(c)
-			start(KindContainer, runtimeManager[m[1]], m[2])
+			start(ident.KindContainer, runtimeManager[m[1]], m[2])
 			strong = true
 
 		// libvirt.
@@ -238,7 +240,7 @@ func (p *Parser) parse(path string) (Identity, string) {
 
 		// systemd units, weakest.
 		case !strong && reUnit.MatchString(c):
-			start(KindSystemdUnit, ManagerSystemd, c)
+			start(ident.KindSystemdUnit, ident.ManagerSystemd, c)
 			id.Name = unescapeUnit(c)
 			if m := reUserSlice.FindStringSubmatch(c); m != nil {
 				id.UID = m[1]
@@ -247,7 +249,7 @@ func (p *Parser) parse(path string) (Identity, string) {
 			}
 
 		default:
-			if id.Kind != KindCgroup {
+			if id.Kind != ident.KindCgroup {
 				part = append(part, c)
 			}
 		}
@@ -265,12 +267,12 @@ func (p *Parser) parse(path string) (Identity, string) {
 	return id, base
 }
 
-func (p *Parser) startPod(id *Identity, start func(Kind, string, string)) {
-	start(KindPod, ManagerKubernetes, id.PodUID)
+func (p *Parser) startPod(id *ident.Identity, start func(ident.Kind, string, string)) {
+	start(ident.KindPod, ident.ManagerKubernetes, id.PodUID)
 }
 
-func startVM(id *Identity, start func(Kind, string, string), domID, name string) {
-	start(KindVM, ManagerLibvirt, name)
+func startVM(id *ident.Identity, start func(ident.Kind, string, string), domID, name string) {
+	start(ident.KindVM, ident.ManagerLibvirt, name)
 	id.VMName, id.DomainID, id.VMUUID = name, domID, ""
 	id.Instance = ""
 	if reInstance.MatchString(name) {

@@ -3,6 +3,8 @@ package workload
 import (
 	"strings"
 	"testing"
+
+	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
 
 // Real-looking ids (64 hex for containers, a pod uid in both spellings).
@@ -18,7 +20,7 @@ const (
 type parseCase struct {
 	name string
 	path string
-	want Identity
+	want ident.Identity
 }
 
 func runParse(t *testing.T, cases []parseCase) {
@@ -35,102 +37,102 @@ func runParse(t *testing.T, cases []parseCase) {
 func TestParseContainers(t *testing.T) {
 	runParse(t, []parseCase{
 		{"docker systemd", "/system.slice/docker-" + cid + ".scope",
-			Identity{Kind: KindContainer, Manager: ManagerDocker, ID: cid}},
+			ident.Identity{Kind: ident.KindContainer, Manager: ident.ManagerDocker, ID: cid}},
 		{"docker cgroupfs", "/docker/" + cid,
-			Identity{Kind: KindContainer, Manager: ManagerDocker, ID: cid}},
+			ident.Identity{Kind: ident.KindContainer, Manager: ident.ManagerDocker, ID: cid}},
 		{"docker in docker", "/docker/" + cid + "/docker/" + cid2,
-			Identity{Kind: KindContainer, Manager: ManagerDocker, ID: cid2}},
-		{"docker dir alone", "/docker", Identity{Kind: KindCgroup}},
+			ident.Identity{Kind: ident.KindContainer, Manager: ident.ManagerDocker, ID: cid2}},
+		{"docker dir alone", "/docker", ident.Identity{Kind: ident.KindCgroup}},
 		{"containerd outside kubernetes", "/system.slice/cri-containerd-" + cid + ".scope",
-			Identity{Kind: KindContainer, Manager: ManagerContainerd, ID: cid}},
+			ident.Identity{Kind: ident.KindContainer, Manager: ident.ManagerContainerd, ID: cid}},
 		{"nerdctl", "/system.slice/nerdctl-" + cid + ".scope",
-			Identity{Kind: KindContainer, Manager: ManagerContainerd, ID: cid}},
+			ident.Identity{Kind: ident.KindContainer, Manager: ident.ManagerContainerd, ID: cid}},
 		{"crio", "/system.slice/crio-" + cid + ".scope",
-			Identity{Kind: KindContainer, Manager: ManagerCRIO, ID: cid}},
+			ident.Identity{Kind: ident.KindContainer, Manager: ident.ManagerCRIO, ID: cid}},
 		{"crio conmon is the monitor", "/system.slice/crio-conmon-" + cid + ".scope",
-			Identity{Kind: KindSystemdUnit, Manager: ManagerCRIO, ID: "crio-conmon-" + cid + ".scope", Name: "crio-conmon-" + cid + ".scope", Part: "conmon"}},
+			ident.Identity{Kind: ident.KindSystemdUnit, Manager: ident.ManagerCRIO, ID: "crio-conmon-" + cid + ".scope", Name: "crio-conmon-" + cid + ".scope", Part: "conmon"}},
 		{"podman rootful", "/machine.slice/libpod-" + cid + ".scope",
-			Identity{Kind: KindContainer, Manager: ManagerPodman, ID: cid}},
+			ident.Identity{Kind: ident.KindContainer, Manager: ident.ManagerPodman, ID: cid}},
 		{"podman conmon", "/machine.slice/libpod-conmon-" + cid + ".scope",
-			Identity{Kind: KindSystemdUnit, Manager: ManagerPodman, ID: "libpod-conmon-" + cid + ".scope", Name: "libpod-conmon-" + cid + ".scope", Part: "conmon"}},
+			ident.Identity{Kind: ident.KindSystemdUnit, Manager: ident.ManagerPodman, ID: "libpod-conmon-" + cid + ".scope", Name: "libpod-conmon-" + cid + ".scope", Part: "conmon"}},
 		{"podman rootless", "/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-" + cid + ".scope",
-			Identity{Kind: KindContainer, Manager: ManagerPodman, ID: cid, UID: "1000"}},
+			ident.Identity{Kind: ident.KindContainer, Manager: ident.ManagerPodman, ID: cid, UID: "1000"}},
 		{"podman split cgroups", "/machine.slice/libpod-" + cid + ".scope/container",
-			Identity{Kind: KindContainer, Manager: ManagerPodman, ID: cid, Part: "container"}},
+			ident.Identity{Kind: ident.KindContainer, Manager: ident.ManagerPodman, ID: cid, Part: "container"}},
 		{"podman cgroupfs", "/libpod_parent/libpod-" + cid,
-			Identity{Kind: KindContainer, Manager: ManagerPodman, ID: cid}},
+			ident.Identity{Kind: ident.KindContainer, Manager: ident.ManagerPodman, ID: cid}},
 		{"systemd inside a container", "/system.slice/docker-" + cid + ".scope/init.scope",
-			Identity{Kind: KindContainer, Manager: ManagerDocker, ID: cid, Part: "init.scope"}},
+			ident.Identity{Kind: ident.KindContainer, Manager: ident.ManagerDocker, ID: cid, Part: "init.scope"}},
 		{"short id is no container", "/system.slice/docker-3f1c9a2b7d4e.scope",
-			Identity{Kind: KindSystemdUnit, Manager: ManagerSystemd, ID: "docker-3f1c9a2b7d4e.scope", Name: "docker-3f1c9a2b7d4e.scope"}},
+			ident.Identity{Kind: ident.KindSystemdUnit, Manager: ident.ManagerSystemd, ID: "docker-3f1c9a2b7d4e.scope", Name: "docker-3f1c9a2b7d4e.scope"}},
 	})
 }
 
 func TestParseKubernetes(t *testing.T) {
 	runParse(t, []parseCase{
 		{"systemd burstable container", "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uidU + ".slice/cri-containerd-" + cid + ".scope",
-			Identity{Kind: KindContainer, Manager: ManagerContainerd, ID: cid, PodUID: uid, QoS: "burstable"}},
+			ident.Identity{Kind: ident.KindContainer, Manager: ident.ManagerContainerd, ID: cid, PodUID: uid, QoS: "burstable"}},
 		{"systemd besteffort crio", "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + uidU + ".slice/crio-" + cid + ".scope",
-			Identity{Kind: KindContainer, Manager: ManagerCRIO, ID: cid, PodUID: uid, QoS: "besteffort"}},
+			ident.Identity{Kind: ident.KindContainer, Manager: ident.ManagerCRIO, ID: cid, PodUID: uid, QoS: "besteffort"}},
 		{"systemd crio conmon in pod", "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + uidU + ".slice/crio-conmon-" + cid + ".scope",
-			Identity{Kind: KindSystemdUnit, Manager: ManagerCRIO, ID: "crio-conmon-" + cid + ".scope", Name: "crio-conmon-" + cid + ".scope", Part: "conmon", PodUID: uid, QoS: "besteffort"}},
+			ident.Identity{Kind: ident.KindSystemdUnit, Manager: ident.ManagerCRIO, ID: "crio-conmon-" + cid + ".scope", Name: "crio-conmon-" + cid + ".scope", Part: "conmon", PodUID: uid, QoS: "besteffort"}},
 		{"systemd guaranteed", "/kubepods.slice/kubepods-pod" + uidU + ".slice/cri-containerd-" + cid + ".scope",
-			Identity{Kind: KindContainer, Manager: ManagerContainerd, ID: cid, PodUID: uid, QoS: "guaranteed"}},
+			ident.Identity{Kind: ident.KindContainer, Manager: ident.ManagerContainerd, ID: cid, PodUID: uid, QoS: "guaranteed"}},
 		{"systemd pod slice", "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uidU + ".slice",
-			Identity{Kind: KindPod, Manager: ManagerKubernetes, ID: uid, PodUID: uid, QoS: "burstable"}},
+			ident.Identity{Kind: ident.KindPod, Manager: ident.ManagerKubernetes, ID: uid, PodUID: uid, QoS: "burstable"}},
 		{"systemd static pod", "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + staticUID + ".slice/cri-containerd-" + cid + ".scope",
-			Identity{Kind: KindContainer, Manager: ManagerContainerd, ID: cid, PodUID: staticUID, QoS: "burstable"}},
+			ident.Identity{Kind: ident.KindContainer, Manager: ident.ManagerContainerd, ID: cid, PodUID: staticUID, QoS: "burstable"}},
 		{"systemd qos slice", "/kubepods.slice/kubepods-burstable.slice",
-			Identity{Kind: KindCgroup, Manager: ManagerKubernetes, QoS: "burstable"}},
-		{"systemd kubepods", "/kubepods.slice", Identity{Kind: KindCgroup, Manager: ManagerKubernetes}},
+			ident.Identity{Kind: ident.KindCgroup, Manager: ident.ManagerKubernetes, QoS: "burstable"}},
+		{"systemd kubepods", "/kubepods.slice", ident.Identity{Kind: ident.KindCgroup, Manager: ident.ManagerKubernetes}},
 		{"kind node: pod in a docker container", "/system.slice/docker-" + cid2 + ".scope/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-besteffort.slice/kubelet-kubepods-besteffort-pod" + uidU + ".slice/cri-containerd-" + cid + ".scope",
-			Identity{Kind: KindContainer, Manager: ManagerContainerd, ID: cid, PodUID: uid, QoS: "besteffort"}},
+			ident.Identity{Kind: ident.KindContainer, Manager: ident.ManagerContainerd, ID: cid, PodUID: uid, QoS: "besteffort"}},
 		{"cgroupfs burstable", "/kubepods/burstable/pod" + uid + "/" + cid,
-			Identity{Kind: KindContainer, Manager: ManagerKubernetes, ID: cid, PodUID: uid, QoS: "burstable"}},
+			ident.Identity{Kind: ident.KindContainer, Manager: ident.ManagerKubernetes, ID: cid, PodUID: uid, QoS: "burstable"}},
 		{"cgroupfs guaranteed", "/kubepods/pod" + uid + "/" + cid,
-			Identity{Kind: KindContainer, Manager: ManagerKubernetes, ID: cid, PodUID: uid, QoS: "guaranteed"}},
+			ident.Identity{Kind: ident.KindContainer, Manager: ident.ManagerKubernetes, ID: cid, PodUID: uid, QoS: "guaranteed"}},
 		{"cgroupfs pod", "/kubepods/besteffort/pod" + uid,
-			Identity{Kind: KindPod, Manager: ManagerKubernetes, ID: uid, PodUID: uid, QoS: "besteffort"}},
+			ident.Identity{Kind: ident.KindPod, Manager: ident.ManagerKubernetes, ID: uid, PodUID: uid, QoS: "besteffort"}},
 		{"cgroupfs crio", "/kubepods/burstable/pod" + uid + "/crio-" + cid,
-			Identity{Kind: KindContainer, Manager: ManagerCRIO, ID: cid, PodUID: uid, QoS: "burstable"}},
-		{"cgroupfs qos", "/kubepods/besteffort", Identity{Kind: KindCgroup, Manager: ManagerKubernetes, QoS: "besteffort"}},
-		{"pod dir outside kubepods", "/pod" + uid, Identity{Kind: KindCgroup}},
+			ident.Identity{Kind: ident.KindContainer, Manager: ident.ManagerCRIO, ID: cid, PodUID: uid, QoS: "burstable"}},
+		{"cgroupfs qos", "/kubepods/besteffort", ident.Identity{Kind: ident.KindCgroup, Manager: ident.ManagerKubernetes, QoS: "besteffort"}},
+		{"pod dir outside kubepods", "/pod" + uid, ident.Identity{Kind: ident.KindCgroup}},
 	})
 }
 
 func TestParseSlurm(t *testing.T) {
 	runParse(t, []parseCase{
 		{"v1 task", "/slurm/uid_1000/job_4711/step_0/task_1",
-			Identity{Kind: KindJob, Manager: ManagerSlurm, ID: "4711", UID: "1000", JobID: "4711", Step: "0", Task: "1"}},
+			ident.Identity{Kind: ident.KindJob, Manager: ident.ManagerSlurm, ID: "4711", UID: "1000", JobID: "4711", Step: "0", Task: "1"}},
 		{"v1 batch step", "/slurm/uid_1000/job_4711/step_batch",
-			Identity{Kind: KindJob, Manager: ManagerSlurm, ID: "4711", UID: "1000", JobID: "4711", Step: "batch"}},
+			ident.Identity{Kind: ident.KindJob, Manager: ident.ManagerSlurm, ID: "4711", UID: "1000", JobID: "4711", Step: "batch"}},
 		{"v1 extern", "/slurm/uid_1000/job_4711/step_extern/task_0",
-			Identity{Kind: KindJob, Manager: ManagerSlurm, ID: "4711", UID: "1000", JobID: "4711", Step: "extern", Task: "0"}},
+			ident.Identity{Kind: ident.KindJob, Manager: ident.ManagerSlurm, ID: "4711", UID: "1000", JobID: "4711", Step: "extern", Task: "0"}},
 		{"v1 interactive", "/slurm/uid_2001/job_12/step_interactive",
-			Identity{Kind: KindJob, Manager: ManagerSlurm, ID: "12", UID: "2001", JobID: "12", Step: "interactive"}},
+			ident.Identity{Kind: ident.KindJob, Manager: ident.ManagerSlurm, ID: "12", UID: "2001", JobID: "12", Step: "interactive"}},
 		{"v1 job", "/slurm/uid_1000/job_4711",
-			Identity{Kind: KindJob, Manager: ManagerSlurm, ID: "4711", UID: "1000", JobID: "4711"}},
-		{"v1 uid", "/slurm/uid_1000", Identity{Kind: KindCgroup, Manager: ManagerSlurm, UID: "1000"}},
-		{"v1 root", "/slurm", Identity{Kind: KindCgroup, Manager: ManagerSlurm}},
+			ident.Identity{Kind: ident.KindJob, Manager: ident.ManagerSlurm, ID: "4711", UID: "1000", JobID: "4711"}},
+		{"v1 uid", "/slurm/uid_1000", ident.Identity{Kind: ident.KindCgroup, Manager: ident.ManagerSlurm, UID: "1000"}},
+		{"v1 root", "/slurm", ident.Identity{Kind: ident.KindCgroup, Manager: ident.ManagerSlurm}},
 		{"v1 multiple slurmd", "/slurm_node07/uid_1000/job_99/step_3/task_0",
-			Identity{Kind: KindJob, Manager: ManagerSlurm, ID: "99", UID: "1000", JobID: "99", Step: "3", Task: "0", SlurmNode: "node07"}},
+			ident.Identity{Kind: ident.KindJob, Manager: ident.ManagerSlurm, ID: "99", UID: "1000", JobID: "99", Step: "3", Task: "0", SlurmNode: "node07"}},
 		{"v2 task", "/system.slice/slurmstepd.scope/job_4711/step_0/user/task_0",
-			Identity{Kind: KindJob, Manager: ManagerSlurm, ID: "4711", JobID: "4711", Step: "0", Task: "0"}},
+			ident.Identity{Kind: ident.KindJob, Manager: ident.ManagerSlurm, ID: "4711", JobID: "4711", Step: "0", Task: "0"}},
 		{"v2 task special", "/system.slice/slurmstepd.scope/job_4711/step_batch/user/task_special",
-			Identity{Kind: KindJob, Manager: ManagerSlurm, ID: "4711", JobID: "4711", Step: "batch", Task: "special"}},
+			ident.Identity{Kind: ident.KindJob, Manager: ident.ManagerSlurm, ID: "4711", JobID: "4711", Step: "batch", Task: "special"}},
 		{"v2 stepd", "/system.slice/slurmstepd.scope/job_4711/step_0/slurm",
-			Identity{Kind: KindJob, Manager: ManagerSlurm, ID: "4711", Part: "stepd", JobID: "4711", Step: "0"}},
+			ident.Identity{Kind: ident.KindJob, Manager: ident.ManagerSlurm, ID: "4711", Part: "stepd", JobID: "4711", Step: "0"}},
 		{"v2 user level", "/system.slice/slurmstepd.scope/job_4711/step_extern/user",
-			Identity{Kind: KindJob, Manager: ManagerSlurm, ID: "4711", JobID: "4711", Step: "extern"}},
+			ident.Identity{Kind: ident.KindJob, Manager: ident.ManagerSlurm, ID: "4711", JobID: "4711", Step: "extern"}},
 		{"v2 user's own cgroups below a task", "/system.slice/slurmstepd.scope/job_4711/step_0/user/task_0/mine",
-			Identity{Kind: KindJob, Manager: ManagerSlurm, ID: "4711", Part: "mine", JobID: "4711", Step: "0", Task: "0"}},
+			ident.Identity{Kind: ident.KindJob, Manager: ident.ManagerSlurm, ID: "4711", Part: "mine", JobID: "4711", Step: "0", Task: "0"}},
 		{"v2 multiple slurmd", "/system.slice/node07_slurmstepd.scope/job_99/step_1/user/task_2",
-			Identity{Kind: KindJob, Manager: ManagerSlurm, ID: "99", JobID: "99", Step: "1", Task: "2", SlurmNode: "node07"}},
+			ident.Identity{Kind: ident.KindJob, Manager: ident.ManagerSlurm, ID: "99", JobID: "99", Step: "1", Task: "2", SlurmNode: "node07"}},
 		{"v2 stepd scope system", "/system.slice/slurmstepd.scope/system",
-			Identity{Kind: KindSystemdUnit, Manager: ManagerSystemd, ID: "slurmstepd.scope", Name: "slurmstepd.scope", Part: "system"}},
+			ident.Identity{Kind: ident.KindSystemdUnit, Manager: ident.ManagerSystemd, ID: "slurmstepd.scope", Name: "slurmstepd.scope", Part: "system"}},
 		{"slurmd service", "/system.slice/slurmd.service",
-			Identity{Kind: KindSystemdUnit, Manager: ManagerSystemd, ID: "slurmd.service", Name: "slurmd.service"}},
-		{"job outside slurm", "/job_4711", Identity{Kind: KindCgroup}},
+			ident.Identity{Kind: ident.KindSystemdUnit, Manager: ident.ManagerSystemd, ID: "slurmd.service", Name: "slurmd.service"}},
+		{"job outside slurm", "/job_4711", ident.Identity{Kind: ident.KindCgroup}},
 	})
 }
 
@@ -141,7 +143,7 @@ func TestParseSlurmCustomPattern(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Identity{Kind: KindJob, Manager: ManagerSlurm, ID: "7", JobID: "7", Step: "0", Task: "0"}
+	want := ident.Identity{Kind: ident.KindJob, Manager: ident.ManagerSlurm, ID: "7", JobID: "7", Step: "0", Task: "0"}
 	if got := p.Parse("/system.slice/slurmstepd.scope/jobid7/step_0/user/task_0"); got != want {
 		t.Errorf("custom pattern: got %+v, want %+v", got, want)
 	}
@@ -175,57 +177,57 @@ func TestNewParserRejectsBadPatterns(t *testing.T) {
 func TestParseLibvirt(t *testing.T) {
 	runParse(t, []parseCase{
 		{"v2 scope", `/machine.slice/machine-qemu\x2d1\x2dweb01.scope`,
-			Identity{Kind: KindVM, Manager: ManagerLibvirt, ID: "web01", VMName: "web01", DomainID: "1"}},
+			ident.Identity{Kind: ident.KindVM, Manager: ident.ManagerLibvirt, ID: "web01", VMName: "web01", DomainID: "1"}},
 		{"v2 vcpu", `/machine.slice/machine-qemu\x2d1\x2dweb01.scope/libvirt/vcpu3`,
-			Identity{Kind: KindVM, Manager: ManagerLibvirt, ID: "web01", Part: "vcpu3", VMName: "web01", DomainID: "1"}},
+			ident.Identity{Kind: ident.KindVM, Manager: ident.ManagerLibvirt, ID: "web01", Part: "vcpu3", VMName: "web01", DomainID: "1"}},
 		{"v2 emulator", `/machine.slice/machine-qemu\x2d1\x2dweb01.scope/libvirt/emulator`,
-			Identity{Kind: KindVM, Manager: ManagerLibvirt, ID: "web01", Part: "emulator", VMName: "web01", DomainID: "1"}},
+			ident.Identity{Kind: ident.KindVM, Manager: ident.ManagerLibvirt, ID: "web01", Part: "emulator", VMName: "web01", DomainID: "1"}},
 		{"v1 systemd vcpu", `/machine.slice/machine-qemu\x2d1\x2dweb01.scope/vcpu0`,
-			Identity{Kind: KindVM, Manager: ManagerLibvirt, ID: "web01", Part: "vcpu0", VMName: "web01", DomainID: "1"}},
+			ident.Identity{Kind: ident.KindVM, Manager: ident.ManagerLibvirt, ID: "web01", Part: "vcpu0", VMName: "web01", DomainID: "1"}},
 		{"escaped dashes in the name", `/machine.slice/machine-qemu\x2d12\x2dmy\x2dvm\x2d2.scope`,
-			Identity{Kind: KindVM, Manager: ManagerLibvirt, ID: "my-vm-2", VMName: "my-vm-2", DomainID: "12"}},
+			ident.Identity{Kind: ident.KindVM, Manager: ident.ManagerLibvirt, ID: "my-vm-2", VMName: "my-vm-2", DomainID: "12"}},
 		{"openstack", `/machine.slice/machine-qemu\x2d3\x2dinstance\x2d0000002a.scope/libvirt/emulator`,
-			Identity{Kind: KindVM, Manager: ManagerLibvirt, ID: "instance-0000002a", Part: "emulator", VMName: "instance-0000002a", DomainID: "3", Instance: "instance-0000002a"}},
+			ident.Identity{Kind: ident.KindVM, Manager: ident.ManagerLibvirt, ID: "instance-0000002a", Part: "emulator", VMName: "instance-0000002a", DomainID: "3", Instance: "instance-0000002a"}},
 		{"old libvirt without id", `/machine.slice/machine-qemu\x2dweb01.scope`,
-			Identity{Kind: KindVM, Manager: ManagerLibvirt, ID: "web01", VMName: "web01"}},
+			ident.Identity{Kind: ident.KindVM, Manager: ident.ManagerLibvirt, ID: "web01", VMName: "web01"}},
 		{"cgroupfs", "/machine/qemu-2-db01.libvirt-qemu/emulator",
-			Identity{Kind: KindVM, Manager: ManagerLibvirt, ID: "db01", Part: "emulator", VMName: "db01", DomainID: "2"}},
+			ident.Identity{Kind: ident.KindVM, Manager: ident.ManagerLibvirt, ID: "db01", Part: "emulator", VMName: "db01", DomainID: "2"}},
 		{"cgroupfs vcpu", "/machine/qemu-2-db01.libvirt-qemu/vcpu1",
-			Identity{Kind: KindVM, Manager: ManagerLibvirt, ID: "db01", Part: "vcpu1", VMName: "db01", DomainID: "2"}},
+			ident.Identity{Kind: ident.KindVM, Manager: ident.ManagerLibvirt, ID: "db01", Part: "vcpu1", VMName: "db01", DomainID: "2"}},
 		{"cgroupfs old", "/machine/db01.libvirt-qemu",
-			Identity{Kind: KindVM, Manager: ManagerLibvirt, ID: "db01", VMName: "db01"}},
+			ident.Identity{Kind: ident.KindVM, Manager: ident.ManagerLibvirt, ID: "db01", VMName: "db01"}},
 		{"nspawn machine is a unit", `/machine.slice/machine-fedora\x2d40.scope`,
-			Identity{Kind: KindSystemdUnit, Manager: ManagerSystemd, ID: `machine-fedora\x2d40.scope`, Name: "machine-fedora-40.scope"}},
+			ident.Identity{Kind: ident.KindSystemdUnit, Manager: ident.ManagerSystemd, ID: `machine-fedora\x2d40.scope`, Name: "machine-fedora-40.scope"}},
 	})
 }
 
 func TestParseUnits(t *testing.T) {
 	runParse(t, []parseCase{
 		{"service", "/system.slice/sshd.service",
-			Identity{Kind: KindSystemdUnit, Manager: ManagerSystemd, ID: "sshd.service", Name: "sshd.service"}},
-		{"slice", "/system.slice", Identity{Kind: KindSystemdUnit, Manager: ManagerSystemd, ID: "system.slice", Name: "system.slice"}},
-		{"init", "/init.scope", Identity{Kind: KindSystemdUnit, Manager: ManagerSystemd, ID: "init.scope", Name: "init.scope"}},
+			ident.Identity{Kind: ident.KindSystemdUnit, Manager: ident.ManagerSystemd, ID: "sshd.service", Name: "sshd.service"}},
+		{"slice", "/system.slice", ident.Identity{Kind: ident.KindSystemdUnit, Manager: ident.ManagerSystemd, ID: "system.slice", Name: "system.slice"}},
+		{"init", "/init.scope", ident.Identity{Kind: ident.KindSystemdUnit, Manager: ident.ManagerSystemd, ID: "init.scope", Name: "init.scope"}},
 		{"user manager", "/user.slice/user-1000.slice/user@1000.service",
-			Identity{Kind: KindSystemdUnit, Manager: ManagerSystemd, ID: "user@1000.service", Name: "user@1000.service", UID: "1000"}},
+			ident.Identity{Kind: ident.KindSystemdUnit, Manager: ident.ManagerSystemd, ID: "user@1000.service", Name: "user@1000.service", UID: "1000"}},
 		{"user slice", "/user.slice/user-1000.slice",
-			Identity{Kind: KindSystemdUnit, Manager: ManagerSystemd, ID: "user-1000.slice", Name: "user-1000.slice", UID: "1000"}},
+			ident.Identity{Kind: ident.KindSystemdUnit, Manager: ident.ManagerSystemd, ID: "user-1000.slice", Name: "user-1000.slice", UID: "1000"}},
 		{"session", "/user.slice/user-1000.slice/session-3.scope",
-			Identity{Kind: KindSystemdUnit, Manager: ManagerSystemd, ID: "session-3.scope", Name: "session-3.scope", UID: "1000"}},
+			ident.Identity{Kind: ident.KindSystemdUnit, Manager: ident.ManagerSystemd, ID: "session-3.scope", Name: "session-3.scope", UID: "1000"}},
 		{"user app", "/user.slice/user-1000.slice/user@1000.service/app.slice/app-org.gnome.Terminal.slice/vte-spawn-1b2c.scope",
-			Identity{Kind: KindSystemdUnit, Manager: ManagerSystemd, ID: "vte-spawn-1b2c.scope", Name: "vte-spawn-1b2c.scope", UID: "1000"}},
+			ident.Identity{Kind: ident.KindSystemdUnit, Manager: ident.ManagerSystemd, ID: "vte-spawn-1b2c.scope", Name: "vte-spawn-1b2c.scope", UID: "1000"}},
 		{"escaped", `/system.slice/system-systemd\x2dfsck.slice/systemd-fsck@dev-disk-by\x2duuid-1234.service`,
-			Identity{Kind: KindSystemdUnit, Manager: ManagerSystemd, ID: `systemd-fsck@dev-disk-by\x2duuid-1234.service`, Name: "systemd-fsck@dev-disk-by-uuid-1234.service"}},
+			ident.Identity{Kind: ident.KindSystemdUnit, Manager: ident.ManagerSystemd, ID: `systemd-fsck@dev-disk-by\x2duuid-1234.service`, Name: "systemd-fsck@dev-disk-by-uuid-1234.service"}},
 		{"delegated subtree", "/system.slice/foo.service/worker",
-			Identity{Kind: KindSystemdUnit, Manager: ManagerSystemd, ID: "foo.service", Name: "foo.service", Part: "worker"}},
+			ident.Identity{Kind: ident.KindSystemdUnit, Manager: ident.ManagerSystemd, ID: "foo.service", Name: "foo.service", Part: "worker"}},
 	})
 }
 
 func TestParsePlain(t *testing.T) {
 	runParse(t, []parseCase{
-		{"root", "/", Identity{Kind: KindCgroup}},
-		{"empty", "", Identity{Kind: KindCgroup}},
-		{"plain", "/foo/bar", Identity{Kind: KindCgroup}},
-		{"double slashes", "//foo//", Identity{Kind: KindCgroup}},
+		{"root", "/", ident.Identity{Kind: ident.KindCgroup}},
+		{"empty", "", ident.Identity{Kind: ident.KindCgroup}},
+		{"plain", "/foo/bar", ident.Identity{Kind: ident.KindCgroup}},
+		{"double slashes", "//foo//", ident.Identity{Kind: ident.KindCgroup}},
 	})
 }
 
@@ -233,7 +235,7 @@ func TestOwner(t *testing.T) {
 	c := Parse("/kubepods.slice/kubepods-pod" + uidU + ".slice/cri-containerd-" + cid + ".scope")
 	c.Pod, c.Namespace, c.Container, c.Name = "web-0", "shop", "nginx", "nginx"
 	o, ok := c.Owner()
-	want := Identity{Kind: KindPod, Manager: ManagerKubernetes, ID: uid, Name: "web-0", PodUID: uid, Pod: "web-0", Namespace: "shop", QoS: "guaranteed"}
+	want := ident.Identity{Kind: ident.KindPod, Manager: ident.ManagerKubernetes, ID: uid, Name: "web-0", PodUID: uid, Pod: "web-0", Namespace: "shop", QoS: "guaranteed"}
 	if !ok || o != want {
 		t.Errorf("container owner = %+v, %v; want %+v", o, ok, want)
 	}
@@ -243,7 +245,7 @@ func TestOwner(t *testing.T) {
 	task := Parse("/slurm/uid_1000/job_4711/step_0/task_1")
 	task.User = "alice"
 	o, ok = task.Owner()
-	wantJob := Identity{Kind: KindJob, Manager: ManagerSlurm, ID: "4711", UID: "1000", User: "alice", JobID: "4711"}
+	wantJob := ident.Identity{Kind: ident.KindJob, Manager: ident.ManagerSlurm, ID: "4711", UID: "1000", User: "alice", JobID: "4711"}
 	if !ok || o != wantJob {
 		t.Errorf("task owner = %+v, %v; want %+v", o, ok, wantJob)
 	}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wattrace/wattrace/pkg/workload/ident"
 	"github.com/wattrace/wattrace/pkg/workload/kube"
 	"github.com/wattrace/wattrace/pkg/workload/libvirt"
 )
@@ -72,7 +73,7 @@ type Resolver struct {
 
 // entry is immutable once stored, except seen.
 type entry struct {
-	id       Identity
+	id       ident.Identity
 	base     string // the workload's own cgroup, from parse
 	complete bool
 	retryAt  time.Time
@@ -114,7 +115,7 @@ func NewResolver(o Options) *Resolver {
 // Resolve returns the identity of the cgroup at path (relative to the
 // hierarchy root). It never blocks on the network; file reads happen only
 // on the first call for a path and on retries of incomplete identities.
-func (r *Resolver) Resolve(path string) Identity {
+func (r *Resolver) Resolve(path string) ident.Identity {
 	r.mu.RLock()
 	e := r.cache[path]
 	r.mu.RUnlock()
@@ -157,7 +158,7 @@ func (r *Resolver) Sweep() int {
 		if e.seen.Load() != cur {
 			delete(r.cache, p)
 			n++
-		} else if e.id.Kind == KindJob {
+		} else if e.id.Kind == ident.KindJob {
 			jobs[e.base] = true
 		}
 	}
@@ -179,9 +180,9 @@ func (r *Resolver) LibvirtErr() error { return r.domains.Err() }
 
 // enrich adds what the sources know to a parsed identity and reports
 // whether every source that applies answered.
-func (r *Resolver) enrich(id Identity, cgPath, base string) (Identity, bool) {
+func (r *Resolver) enrich(id ident.Identity, cgPath, base string) (ident.Identity, bool) {
 	complete := true
-	if id.Kind == KindJob && id.UID == "" {
+	if id.Kind == ident.KindJob && id.UID == "" {
 		if uid, ok := r.jobUID(id, cgPath, base); ok {
 			id.UID = uid
 		} else {
@@ -198,13 +199,13 @@ func (r *Resolver) enrich(id Identity, cgPath, base string) (Identity, bool) {
 	if id.PodUID != "" && r.pods != nil && !r.enrichPod(&id, cgPath) {
 		complete = false
 	}
-	if id.Kind == KindVM && !r.enrichVM(&id, cgPath, base) {
+	if id.Kind == ident.KindVM && !r.enrichVM(&id, cgPath, base) {
 		complete = false
 	}
 	return id, complete
 }
 
-func (r *Resolver) enrichPod(id *Identity, cgPath string) bool {
+func (r *Resolver) enrichPod(id *ident.Identity, cgPath string) bool {
 	pod, ok := r.pods.Pod(id.PodUID)
 	if !ok {
 		return false
@@ -214,12 +215,12 @@ func (r *Resolver) enrichPod(id *Identity, cgPath string) bool {
 		id.QoS = pod.QoS
 	}
 	switch id.Kind {
-	case KindPod:
+	case ident.KindPod:
 		id.Name = pod.Name
-	case KindContainer:
+	case ident.KindContainer:
 		if c, ok := pod.Containers[id.ID]; ok {
 			id.Container, id.Name = c.Name, c.Name
-			if id.Manager == ManagerKubernetes && c.Runtime != "" {
+			if id.Manager == ident.ManagerKubernetes && c.Runtime != "" {
 				id.Manager = c.Runtime
 			}
 			return true
@@ -227,7 +228,7 @@ func (r *Resolver) enrichPod(id *Identity, cgPath string) bool {
 		// The kubelet does not report the sandbox's id; its process is
 		// the pause binary.
 		if r.isSandbox(cgPath) {
-			id.Container, id.Name = SandboxContainer, SandboxContainer
+			id.Container, id.Name = ident.SandboxContainer, ident.SandboxContainer
 			return true
 		}
 		return false
@@ -247,7 +248,7 @@ func (r *Resolver) isSandbox(cgPath string) bool {
 
 // enrichVM finds the domain in libvirt's XML, else in the QEMU command line
 // of a process in the VM's cgroups.
-func (r *Resolver) enrichVM(id *Identity, cgPath, base string) bool {
+func (r *Resolver) enrichVM(id *ident.Identity, cgPath, base string) bool {
 	domID := libvirt.ParseID(id.DomainID)
 	d, ok := r.domains.Find(domID, id.VMName)
 	if !ok {
@@ -300,7 +301,7 @@ func (r *Resolver) vmFromCmdline(domID int, pathName, cgPath, base string) (libv
 // v2) from the processes of its task cgroups, and remembers it per job so
 // every cgroup of the job gets the same labels. The slurmstepd cgroup runs
 // as root and is not asked.
-func (r *Resolver) jobUID(id Identity, cgPath, base string) (string, bool) {
+func (r *Resolver) jobUID(id ident.Identity, cgPath, base string) (string, bool) {
 	r.jobMu.Lock()
 	uid, ok := r.jobUIDs[base]
 	r.jobMu.Unlock()

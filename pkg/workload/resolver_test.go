@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wattrace/wattrace/pkg/workload/ident"
 	"github.com/wattrace/wattrace/pkg/workload/kube"
 )
 
@@ -51,7 +52,7 @@ func (h *host) resolver(pods PodLookup) *Resolver {
 	return NewResolver(Options{ProcRoot: h.proc, EtcRoot: h.etc, CgroupRoot: h.cg, LibvirtDirs: h.libvirtDir, Pods: pods})
 }
 
-func checkResolve(t *testing.T, r *Resolver, path string, want Identity) {
+func checkResolve(t *testing.T, r *Resolver, path string, want ident.Identity) {
 	t.Helper()
 	if got := r.Resolve(path); got != want {
 		t.Errorf("Resolve(%q)\n got %+v\nwant %+v", path, got, want)
@@ -68,16 +69,16 @@ func TestResolveSlurm(t *testing.T) {
 	r := h.resolver(nil)
 
 	checkResolve(t, r, "/slurm/uid_1000/job_4711/step_0/task_1",
-		Identity{Kind: KindJob, Manager: ManagerSlurm, ID: "4711", UID: "1000", User: "alice", JobID: "4711", Step: "0", Task: "1"})
+		ident.Identity{Kind: ident.KindJob, Manager: ident.ManagerSlurm, ID: "4711", UID: "1000", User: "alice", JobID: "4711", Step: "0", Task: "1"})
 	// cgroup v2: the owner comes from the task's processes, also for the
 	// stepd cgroup, whose process is root's.
 	checkResolve(t, r, job+"/step_0/slurm",
-		Identity{Kind: KindJob, Manager: ManagerSlurm, ID: "77", Part: "stepd", UID: "2001", User: "bob", JobID: "77", Step: "0"})
+		ident.Identity{Kind: ident.KindJob, Manager: ident.ManagerSlurm, ID: "77", Part: "stepd", UID: "2001", User: "bob", JobID: "77", Step: "0"})
 	checkResolve(t, r, job+"/step_0/user/task_0",
-		Identity{Kind: KindJob, Manager: ManagerSlurm, ID: "77", UID: "2001", User: "bob", JobID: "77", Step: "0", Task: "0"})
+		ident.Identity{Kind: ident.KindJob, Manager: ident.ManagerSlurm, ID: "77", UID: "2001", User: "bob", JobID: "77", Step: "0", Task: "0"})
 	// Unknown uid: no user name, and kept incomplete.
 	checkResolve(t, r, "/slurm/uid_4242/job_5/step_batch",
-		Identity{Kind: KindJob, Manager: ManagerSlurm, ID: "5", UID: "4242", JobID: "5", Step: "batch"})
+		ident.Identity{Kind: ident.KindJob, Manager: ident.ManagerSlurm, ID: "5", UID: "4242", JobID: "5", Step: "batch"})
 }
 
 func TestResolveLibvirtSystemd(t *testing.T) {
@@ -88,7 +89,7 @@ func TestResolveLibvirtSystemd(t *testing.T) {
 	h.process("5001", "cmdline", "/usr/bin/qemu-system-x86_64\x00-name\x00guest=ghost,debug-threads=on\x00-S\x00-uuid\x0077d8e9f0-a1b2-4c3d-8e4f-5a6b7c8d9e0f\x00")
 	r := h.resolver(nil)
 
-	nova := Identity{Kind: KindVM, Manager: ManagerLibvirt, ID: "2a7d9e4b-1c3f-4a5b-8d6e-7f8091a2b3c4", Name: "db-primary",
+	nova := ident.Identity{Kind: ident.KindVM, Manager: ident.ManagerLibvirt, ID: "2a7d9e4b-1c3f-4a5b-8d6e-7f8091a2b3c4", Name: "db-primary",
 		VMName: "instance-0000002a", VMUUID: "2a7d9e4b-1c3f-4a5b-8d6e-7f8091a2b3c4", DomainID: "3", Instance: "instance-0000002a"}
 	checkResolve(t, r, `/machine.slice/machine-qemu\x2d3\x2dinstance\x2d0000002a.scope`, nova)
 	nova.Part = "vcpu1"
@@ -96,19 +97,19 @@ func TestResolveLibvirtSystemd(t *testing.T) {
 
 	long := "analytics-cluster-worker-node-with-a-very-long-descriptive-name-08"
 	checkResolve(t, r, `/machine.slice/machine-qemu\x2d6\x2danalytics\x2dcluster\x2dworker\x2dnode\x2dwith\x2da\x2dvery\x2dlong\x2ddescriptiv.scope/libvirt/emulator`,
-		Identity{Kind: KindVM, Manager: ManagerLibvirt, ID: "e1e2f3a4-b5c6-4d7e-8f90-a1b2c3d4e5f7", Name: long, Part: "emulator",
+		ident.Identity{Kind: ident.KindVM, Manager: ident.ManagerLibvirt, ID: "e1e2f3a4-b5c6-4d7e-8f90-a1b2c3d4e5f7", Name: long, Part: "emulator",
 			VMName: long, VMUUID: "e1e2f3a4-b5c6-4d7e-8f90-a1b2c3d4e5f7", DomainID: "6"})
 	checkResolve(t, r, `/machine.slice/machine-qemu\x2d7\x2dmyvm.test.scope`,
-		Identity{Kind: KindVM, Manager: ManagerLibvirt, ID: "0f1e2d3c-4b5a-4968-8776-655443322110", Name: "my_vm.test",
+		ident.Identity{Kind: ident.KindVM, Manager: ident.ManagerLibvirt, ID: "0f1e2d3c-4b5a-4968-8776-655443322110", Name: "my_vm.test",
 			VMName: "my_vm.test", VMUUID: "0f1e2d3c-4b5a-4968-8776-655443322110", DomainID: "7"})
 	// No XML: the QEMU command line of the emulator's process, found from
 	// a threaded vcpu cgroup whose thread procfs here does not know.
 	checkResolve(t, r, ghost+"/libvirt/vcpu0",
-		Identity{Kind: KindVM, Manager: ManagerLibvirt, ID: "77d8e9f0-a1b2-4c3d-8e4f-5a6b7c8d9e0f", Name: "ghost", Part: "vcpu0",
+		ident.Identity{Kind: ident.KindVM, Manager: ident.ManagerLibvirt, ID: "77d8e9f0-a1b2-4c3d-8e4f-5a6b7c8d9e0f", Name: "ghost", Part: "vcpu0",
 			VMName: "ghost", VMUUID: "77d8e9f0-a1b2-4c3d-8e4f-5a6b7c8d9e0f", DomainID: "4"})
 	// Neither: path-derived ids only.
 	checkResolve(t, r, `/machine.slice/machine-qemu\x2d9\x2dnowhere.scope`,
-		Identity{Kind: KindVM, Manager: ManagerLibvirt, ID: "nowhere", VMName: "nowhere", DomainID: "9"})
+		ident.Identity{Kind: ident.KindVM, Manager: ident.ManagerLibvirt, ID: "nowhere", VMName: "nowhere", DomainID: "9"})
 	if err := r.LibvirtErr(); err == nil || !strings.Contains(err.Error(), "broken.xml") {
 		t.Errorf("LibvirtErr = %v", err)
 	}
@@ -118,10 +119,10 @@ func TestResolveLibvirtCgroupfs(t *testing.T) {
 	h := newHost(t, "cgroupfs")
 	r := h.resolver(nil)
 	checkResolve(t, r, "/machine/qemu-2-db01.libvirt-qemu/vcpu0",
-		Identity{Kind: KindVM, Manager: ManagerLibvirt, ID: "3b4c5d6e-7f80-4912-a3b4-c5d6e7f80912", Name: "db01", Part: "vcpu0",
+		ident.Identity{Kind: ident.KindVM, Manager: ident.ManagerLibvirt, ID: "3b4c5d6e-7f80-4912-a3b4-c5d6e7f80912", Name: "db01", Part: "vcpu0",
 			VMName: "db01", VMUUID: "3b4c5d6e-7f80-4912-a3b4-c5d6e7f80912", DomainID: "2"})
 	checkResolve(t, r, "/machine/db01.libvirt-qemu",
-		Identity{Kind: KindVM, Manager: ManagerLibvirt, ID: "3b4c5d6e-7f80-4912-a3b4-c5d6e7f80912", Name: "db01",
+		ident.Identity{Kind: ident.KindVM, Manager: ident.ManagerLibvirt, ID: "3b4c5d6e-7f80-4912-a3b4-c5d6e7f80912", Name: "db01",
 			VMName: "db01", VMUUID: "3b4c5d6e-7f80-4912-a3b4-c5d6e7f80912"})
 }
 
@@ -166,22 +167,22 @@ func TestResolveKubernetes(t *testing.T) {
 	r := h.resolver(kubeletClient(t, true))
 
 	checkResolve(t, r, pod+"/cri-containerd-"+cid+".scope",
-		Identity{Kind: KindContainer, Manager: ManagerContainerd, ID: cid, Name: "nginx", PodUID: uid, Pod: "web-0", Namespace: "shop", Container: "nginx", QoS: "burstable"})
+		ident.Identity{Kind: ident.KindContainer, Manager: ident.ManagerContainerd, ID: cid, Name: "nginx", PodUID: uid, Pod: "web-0", Namespace: "shop", Container: "nginx", QoS: "burstable"})
 	checkResolve(t, r, pod,
-		Identity{Kind: KindPod, Manager: ManagerKubernetes, ID: uid, Name: "web-0", PodUID: uid, Pod: "web-0", Namespace: "shop", QoS: "burstable"})
+		ident.Identity{Kind: ident.KindPod, Manager: ident.ManagerKubernetes, ID: uid, Name: "web-0", PodUID: uid, Pod: "web-0", Namespace: "shop", QoS: "burstable"})
 	checkResolve(t, r, pod+"/cri-containerd-"+sandbox+".scope",
-		Identity{Kind: KindContainer, Manager: ManagerContainerd, ID: sandbox, Name: SandboxContainer, PodUID: uid, Pod: "web-0", Namespace: "shop", Container: SandboxContainer, QoS: "burstable"})
+		ident.Identity{Kind: ident.KindContainer, Manager: ident.ManagerContainerd, ID: sandbox, Name: ident.SandboxContainer, PodUID: uid, Pod: "web-0", Namespace: "shop", Container: ident.SandboxContainer, QoS: "burstable"})
 	// cgroupfs driver: the runtime comes from the kubelet's container id.
 	checkResolve(t, r, "/kubepods/burstable/pod"+uid+"/"+cid2,
-		Identity{Kind: KindContainer, Manager: ManagerContainerd, ID: cid2, Name: "exporter", PodUID: uid, Pod: "web-0", Namespace: "shop", Container: "exporter", QoS: "burstable"})
+		ident.Identity{Kind: ident.KindContainer, Manager: ident.ManagerContainerd, ID: cid2, Name: "exporter", PodUID: uid, Pod: "web-0", Namespace: "shop", Container: "exporter", QoS: "burstable"})
 	// Static pod, CRI-O.
 	crio := "b0c1d2e3f405162738495a6b7c8d9e0f11223344556677889900aabbccddee02"
 	checkResolve(t, r, "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod"+staticUID+".slice/crio-"+crio+".scope",
-		Identity{Kind: KindContainer, Manager: ManagerCRIO, ID: crio, Name: "kube-apiserver", PodUID: staticUID, Pod: "kube-apiserver-worker-1", Namespace: "kube-system", Container: "kube-apiserver", QoS: "burstable"})
+		ident.Identity{Kind: ident.KindContainer, Manager: ident.ManagerCRIO, ID: crio, Name: "kube-apiserver", PodUID: staticUID, Pod: "kube-apiserver-worker-1", Namespace: "kube-system", Container: "kube-apiserver", QoS: "burstable"})
 	// A pod the kubelet does not list: path ids.
 	other := "0a0b0c0d-1e1f-4a2b-8c3d-4e5f6a7b8c9d"
 	checkResolve(t, r, "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod"+strings.ReplaceAll(other, "-", "_")+".slice",
-		Identity{Kind: KindPod, Manager: ManagerKubernetes, ID: other, PodUID: other, QoS: "besteffort"})
+		ident.Identity{Kind: ident.KindPod, Manager: ident.ManagerKubernetes, ID: other, PodUID: other, QoS: "besteffort"})
 }
 
 func TestResolveKubeletDown(t *testing.T) {
@@ -189,7 +190,7 @@ func TestResolveKubeletDown(t *testing.T) {
 	r := h.resolver(kubeletClient(t, false))
 	path := "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uidU + ".slice/cri-containerd-" + cid + ".scope"
 	t0 := time.Now()
-	checkResolve(t, r, path, Identity{Kind: KindContainer, Manager: ManagerContainerd, ID: cid, PodUID: uid, QoS: "burstable"})
+	checkResolve(t, r, path, ident.Identity{Kind: ident.KindContainer, Manager: ident.ManagerContainerd, ID: cid, PodUID: uid, QoS: "burstable"})
 	if d := time.Since(t0); d > 100*time.Millisecond {
 		t.Errorf("Resolve took %v with the kubelet down", d)
 	}
@@ -269,27 +270,27 @@ func TestLabelValues(t *testing.T) {
 	r := h.resolver(kubeletClient(t, true))
 	for _, tc := range []struct {
 		path  string
-		level Kind
+		level ident.Kind
 		want  []string // nil: not at this level
 	}{
-		{"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uidU + ".slice/cri-containerd-" + cid + ".scope", KindContainer,
-			[]string{cid, "nginx", "web-0", "shop", ManagerContainerd}},
-		{"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uidU + ".slice/cri-containerd-" + cid + ".scope", KindPod,
+		{"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uidU + ".slice/cri-containerd-" + cid + ".scope", ident.KindContainer,
+			[]string{cid, "nginx", "web-0", "shop", ident.ManagerContainerd}},
+		{"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uidU + ".slice/cri-containerd-" + cid + ".scope", ident.KindPod,
 			[]string{uid, "web-0", "shop", "burstable"}},
-		{"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uidU + ".slice/cri-containerd-" + cid + ".scope", KindJob, nil},
-		{"/system.slice/docker-" + cid + ".scope", KindContainer, []string{cid, "", "", "", ManagerDocker}},
-		{`/machine.slice/machine-qemu\x2d3\x2dinstance\x2d0000002a.scope/libvirt/vcpu0`, KindVM,
+		{"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uidU + ".slice/cri-containerd-" + cid + ".scope", ident.KindJob, nil},
+		{"/system.slice/docker-" + cid + ".scope", ident.KindContainer, []string{cid, "", "", "", ident.ManagerDocker}},
+		{`/machine.slice/machine-qemu\x2d3\x2dinstance\x2d0000002a.scope/libvirt/vcpu0`, ident.KindVM,
 			[]string{"2a7d9e4b-1c3f-4a5b-8d6e-7f8091a2b3c4", "db-primary", "instance-0000002a"}},
-		{"/slurm_n7/uid_1000/job_4711/step_0/task_1", KindJob, []string{"4711", "alice", "1000", "n7"}},
-		{`/system.slice/system-getty.slice/getty@tty1.service`, KindSystemdUnit, []string{"getty@tty1.service", ManagerSystemd}},
-		{"/foo", KindSystemdUnit, nil},
+		{"/slurm_n7/uid_1000/job_4711/step_0/task_1", ident.KindJob, []string{"4711", "alice", "1000", "n7"}},
+		{`/system.slice/system-getty.slice/getty@tty1.service`, ident.KindSystemdUnit, []string{"getty@tty1.service", ident.ManagerSystemd}},
+		{"/foo", ident.KindSystemdUnit, nil},
 	} {
 		got, ok := r.Resolve(tc.path).LabelValues(tc.level)
 		if ok != (tc.want != nil) || strings.Join(got, "|") != strings.Join(tc.want, "|") {
 			t.Errorf("LabelValues(%s) of %s = %q, %v; want %q", tc.level, tc.path, got, ok, tc.want)
 		}
-		if ok && len(got) != len(LabelNames(tc.level)) {
-			t.Errorf("%s: %d values for %d names", tc.level, len(got), len(LabelNames(tc.level)))
+		if ok && len(got) != len(ident.LabelNames(tc.level)) {
+			t.Errorf("%s: %d values for %d names", tc.level, len(got), len(ident.LabelNames(tc.level)))
 		}
 	}
 }

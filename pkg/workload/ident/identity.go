@@ -1,10 +1,10 @@
-package workload
+package ident
 
 // Kind is what a cgroup is, as far as its path and the enrichment sources
 // tell.
 type Kind string
 
-// The kinds Parse and the Resolver report.
+// The kinds workload.Parse and workload.Resolver report.
 const (
 	KindContainer   Kind = "container"
 	KindPod         Kind = "pod"
@@ -40,7 +40,7 @@ const SandboxContainer = "POD"
 // allocation per level, and one level of nesting is all the layouts have.
 //
 // Fields that come from enrichment (names, VM uuid, v2 Slurm uid) are empty
-// until the source answers; the Resolver keeps asking for a while.
+// until the source answers; workload.Resolver keeps asking for a while.
 type Identity struct {
 	// Kind of the innermost workload the cgroup belongs to.
 	Kind Kind
@@ -64,7 +64,7 @@ type Identity struct {
 
 	// UID and User own the workload where the path says so (Slurm v1
 	// uid_<n>, user-<n>.slice) or, for Slurm on cgroup v2, where the
-	// Resolver found it from the job's processes. User comes from passwd.
+	// workload.Resolver found it from the job's processes. User comes from passwd.
 	UID  string
 	User string
 

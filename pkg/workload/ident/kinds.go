@@ -1,4 +1,4 @@
-package workload
+package ident
 
 import (
 	"slices"
@@ -7,8 +7,9 @@ import (
 )
 
 // kindRow is everything the exporter knows of one aggregation level (a
-// Kind with series of its own) beyond how Parse recognises its cgroups:
-// adding a level is one row in kinds plus its case in Parser.parse. The
+// Kind with series of its own) beyond how workload.Parse recognises its
+// cgroups: adding a level is one row in kinds plus its case in
+// workload.Parser.parse (parse.go), and its Kind constant. The
 // flag (config), the families (collector), the roll-up and GPU holders
 // (stats) and the Alloy targets all read this table.
 type kindRow struct {
