@@ -141,12 +141,12 @@ var Only = map[string][]string{
 // NoSources lists packages that must import no package of the sources
 // layer, although it ranks below them: the stats loop hears from the
 // sources only through the vocabulary (the snapshot's types, usage,
-// reading, sourcehealth), so it and its tests' fakes need no source, and
-// the BPF loader's cilium/ebpf stays out of it. The values are the
-// exceptions: pkg/workload names workloads (its kinds, identities and
-// label tables), for the stats loop as for the collectors.
-var NoSources = map[string][]string{
-	"pkg/stats": {"pkg/workload"},
+// reading, sourcehealth, and pkg/workload/ident for workload names), so
+// it and its tests' fakes need no source, and the BPF loader's
+// cilium/ebpf stays out of it. There are no exceptions: what a source and
+// the loop both need to name belongs in a vocabulary package.
+var NoSources = map[string]bool{
+	"pkg/stats": true,
 }
 
 // LayerOf returns a package's layer.
@@ -180,7 +180,7 @@ func Check(graph map[string][]string) []string {
 			continue
 		}
 		only, limited := Only[p]
-		allowed, noSources := NoSources[p]
+		noSources := NoSources[p]
 		for _, imp := range graph[p] {
 			li, ok := LayerOf(imp)
 			switch {
@@ -190,7 +190,7 @@ func Check(graph map[string][]string) []string {
 				out = append(out, fmt.Sprintf("%s imports %s: it may import only %v from the module", p, imp, only))
 			case li > lp, li == lp && !sameLayerOK[lp] && !(limited && contains(only, imp)):
 				out = append(out, fmt.Sprintf("%s (%s) imports %s (%s): imports point from sources towards the collectors, never back", p, lp, imp, li))
-			case noSources && li == Sources && !contains(allowed, imp):
+			case noSources && li == Sources:
 				out = append(out, fmt.Sprintf("%s imports %s, a source: sources reach it only through the vocabulary (pkg/snapshot)", p, imp))
 			}
 		}
