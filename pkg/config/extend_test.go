@@ -1,12 +1,11 @@
 package config
 
 import (
-	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/wattrace/wattrace/internal/testenv"
 )
 
 // TestExtendWithOneFile holds docs/architecture.md's checklists to their
@@ -23,35 +22,6 @@ func TestExtendWithOneFile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the module again")
 	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command")
-	}
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	table := filepath.Join(root, "pkg/power/discover/discover.go")
-	src, err := os.ReadFile(table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The one row, placed before hwmon: a platform meter ranks above the
-	// ACPI power meter.
-	const anchor = "\tPlain(\"hwmon\","
-	if strings.Count(string(src), anchor) != 1 {
-		t.Fatalf("%s: the meter table has no single hwmon row to insert before", table)
-	}
-	withRow := strings.Replace(string(src), anchor, "\tRow(\"fixed\", []Role{RolePlatform}, declareFixed, openFixed),\n"+anchor, 1)
-
-	dir := t.TempDir()
-	write := func(name string, b []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
 	read := func(name string) []byte {
 		b, err := os.ReadFile(filepath.Join("testdata/extend", name))
 		if err != nil {
@@ -59,20 +29,12 @@ func TestExtendWithOneFile(t *testing.T) {
 		}
 		return b
 	}
-	overlay := map[string]map[string]string{"Replace": {
-		table: write("discover.go", []byte(withRow)),
-		filepath.Join(root, "pkg/power/discover/fixed.go"):            write("fixed_meter.go", read("meter.go.txt")),
-		filepath.Join(root, "pkg/collector/fixed.go"):                 write("fixed_collector.go", read("collector.go.txt")),
-		filepath.Join(root, "cmd/exporter/extension_overlay_test.go"): write("extension_test.go", read("extension_test.go.txt")),
-	}}
-	b, err := json.Marshal(overlay)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(goBin, "test", "-count=1", "-overlay="+write("overlay.json", b), "-run=^TestExtension$", "-v", "./cmd/exporter")
-	cmd.Dir = root
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "EXTENSION OK") || !strings.Contains(string(out), "--- PASS: TestExtension") {
-		t.Fatalf("the module with one meter file and row and one collector file: %v\n%s", err, out)
-	}
+	o := testenv.NewOverlay(t, filepath.Join("..", ".."))
+	// The one row, placed before hwmon: a platform meter ranks above the
+	// ACPI power meter.
+	o.Patch("pkg/power/discover/discover.go", "\tPlain(\"hwmon\",", "\tRow(\"fixed\", []Role{RolePlatform}, declareFixed, openFixed),\n", false)
+	o.Add("pkg/power/discover/fixed.go", read("meter.go.txt"))
+	o.Add("pkg/collector/fixed.go", read("collector.go.txt"))
+	o.Add("cmd/exporter/extension_overlay_test.go", read("extension_test.go.txt"))
+	o.Test("./cmd/exporter", "TestExtension", "EXTENSION OK")
 }

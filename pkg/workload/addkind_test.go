@@ -1,12 +1,11 @@
 package workload
 
 import (
-	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/wattrace/wattrace/internal/testenv"
 )
 
 // TestAddKind holds docs/architecture.md's add-a-kind checklist to its
@@ -20,14 +19,6 @@ func TestAddKind(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the exporter's packages again")
 	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command")
-	}
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
 	snippet := func(name string) string {
 		b, err := os.ReadFile(filepath.Join("testdata", "addkind", name))
 		if err != nil {
@@ -35,58 +26,10 @@ func TestAddKind(t *testing.T) {
 		}
 		return string(b)
 	}
-	tmp := t.TempDir()
-	overlay := map[string]string{}
-	// patch writes file with snippet inserted before anchor (after it
-	// when after is set) into the overlay.
-	patch := func(file, anchor, text string, after bool) {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := string(b)
-		i := strings.Index(s, anchor)
-		if i < 0 || strings.Count(s, anchor) != 1 {
-			t.Fatalf("%s: anchor %q not found once; update TestAddKind with the checklist", file, anchor)
-		}
-		if after {
-			i += len(anchor)
-		}
-		out := filepath.Join(tmp, file)
-		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(out, []byte(s[:i]+text+s[i:]), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		abs, _ := filepath.Abs(file)
-		overlay[abs] = out
-	}
-	patch(filepath.Join("ident", "identity.go"), "KindSystemdUnit Kind = \"unit\"\n", snippet("kind.go.txt"), true)
-	patch(filepath.Join("ident", "kinds.go"), "\n}\n\n// kindTable answers", snippet("row.go.txt"), false)
-	patch("parse.go", "\t\t// systemd units, weakest.", snippet("parse.go.txt"), false)
-	testFile := filepath.Join(tmp, "toykind_test.go")
-	if err := os.WriteFile(testFile, []byte(snippet("toykind_test.go.txt")), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	here, err := filepath.Abs(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	overlay[filepath.Join(here, "toykind_test.go")] = testFile
-	j, err := json.Marshal(map[string]any{"Replace": overlay})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ov := filepath.Join(tmp, "overlay.json")
-	if err := os.WriteFile(ov, j, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(goBin, "test", "-count=1", "-v", "-vet=off", "-overlay="+ov, "-run=^TestToyKind$", "./pkg/workload/")
-	cmd.Dir = root
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: TestToyKind") {
-		t.Fatalf("the toy kind's test failed: %v\n%s", err, out)
-	}
-	t.Logf("%s", out)
+	o := testenv.NewOverlay(t, filepath.Join("..", ".."))
+	o.Patch("pkg/workload/ident/identity.go", "KindSystemdUnit Kind = \"unit\"\n", snippet("kind.go.txt"), true)
+	o.Patch("pkg/workload/ident/kinds.go", "\n}\n\n// kindTable answers", snippet("row.go.txt"), false)
+	o.Patch("pkg/workload/parse.go", "\t\t// systemd units, weakest.", snippet("parse.go.txt"), false)
+	o.Add("pkg/workload/toykind_test.go", []byte(snippet("toykind_test.go.txt")))
+	t.Logf("%s", o.Test("./pkg/workload/", "TestToyKind"))
 }
