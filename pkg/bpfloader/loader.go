@@ -205,6 +205,9 @@ type Accounting struct {
 	tasks     []taskRec
 	procExits []procExitRec
 	cgExits   []cgExitRec
+	// The exit maps are read in batches (mapread.go).
+	procExitReader mapReader[accountingProcKey, accountingProcExit]
+	cgExitReader   mapReader[uint64, accountingCounters]
 }
 
 // Mode is the accounting mode BPF accounting reports.

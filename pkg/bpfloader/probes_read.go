@@ -64,24 +64,19 @@ func (p *Probes) read(procs bool) (ProbeReading, error) {
 	if err := p.fold(); err != nil {
 		return r, err
 	}
-	var pk probesProcKey
-	var s probesStats
 	if procs {
-		it := p.maps["proc_stats"].Iterate()
-		for it.Next(&pk, &s) {
-			r.Processes = append(r.Processes, ProbeProcess{Key: usage.ProcKey{PID: pk.Tgid, StartTime: pk.Start}, ProbeStats: countersFrom(&s)})
-		}
-		if err := it.Err(); err != nil {
-			return r, fmt.Errorf("iterate proc_stats: %w", err)
+		err := p.procReader.each(p.maps["proc_stats"], func(pk *probesProcKey, s *probesStats) {
+			r.Processes = append(r.Processes, ProbeProcess{Key: usage.ProcKey{PID: pk.Tgid, StartTime: pk.Start}, ProbeStats: countersFrom(s)})
+		})
+		if err != nil {
+			return r, fmt.Errorf("read proc_stats: %w", err)
 		}
 	}
-	var id uint64
-	it := p.maps["cgroup_stats"].Iterate()
-	for it.Next(&id, &s) {
-		r.Cgroups = append(r.Cgroups, ProbeCgroup{ID: id, ProbeStats: countersFrom(&s)})
-	}
-	if err := it.Err(); err != nil {
-		return r, fmt.Errorf("iterate cgroup_stats: %w", err)
+	err := p.cgReader.each(p.maps["cgroup_stats"], func(id *uint64, s *probesStats) {
+		r.Cgroups = append(r.Cgroups, ProbeCgroup{ID: *id, ProbeStats: countersFrom(s)})
+	})
+	if err != nil {
+		return r, fmt.Errorf("read cgroup_stats: %w", err)
 	}
 	if p.isActive(snapshot.ProbeSoftirq) {
 		var per []probesVecStat

@@ -78,29 +78,23 @@ func (a *Accounting) Read() (usage.Reading, error) {
 	a.tasks = tasks
 
 	a.procExits = a.procExits[:0]
-	var pk accountingProcKey
-	var pe accountingProcExit
-	it := a.objs.ExitedProcs.Iterate()
-	for it.Next(&pk, &pe) {
+	err = a.procExitReader.each(a.objs.ExitedProcs, func(pk *accountingProcKey, pe *accountingProcExit) {
 		a.procExits = append(a.procExits, procExitRec{
 			key:    usage.ProcKey{PID: pk.Tgid, StartTime: pk.Start},
 			c:      counters{runtime: pe.Runtime, switches: pe.Switches},
 			cgroup: pe.Cgroup,
 			comm:   commString(pe.Comm),
 		})
-	}
-	if err := it.Err(); err != nil {
-		return usage.Reading{}, fmt.Errorf("iterate exited_procs: %w", err)
+	})
+	if err != nil {
+		return usage.Reading{}, fmt.Errorf("read exited_procs: %w", err)
 	}
 	a.cgExits = a.cgExits[:0]
-	var id uint64
-	var c accountingCounters
-	it = a.objs.ExitedCgroups.Iterate()
-	for it.Next(&id, &c) {
-		a.cgExits = append(a.cgExits, cgExitRec{id: id, c: counters{runtime: c.Runtime, switches: c.Switches}})
-	}
-	if err := it.Err(); err != nil {
-		return usage.Reading{}, fmt.Errorf("iterate exited_cgroups: %w", err)
+	err = a.cgExitReader.each(a.objs.ExitedCgroups, func(id *uint64, c *accountingCounters) {
+		a.cgExits = append(a.cgExits, cgExitRec{id: *id, c: counters{runtime: c.Runtime, switches: c.Switches}})
+	})
+	if err != nil {
+		return usage.Reading{}, fmt.Errorf("read exited_cgroups: %w", err)
 	}
 
 	r, delProcs, delCgroups := a.state.update(a.tasks, a.procExits, a.cgExits)

@@ -1,0 +1,118 @@
+package bpfloader
+
+import (
+	"testing"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/wattrace/wattrace/internal/testenv"
+)
+
+// statsMap makes a hash map shaped like cgroup_stats (same key, value,
+// flags and size) holding n entries, entry i's first counter being i+1.
+func statsMap(t testing.TB, n int) *ebpf.Map {
+	t.Helper()
+	testenv.RequireRoot(t)
+	m, err := ebpf.NewMap(&ebpf.MapSpec{
+		Type: ebpf.Hash, KeySize: 8, ValueSize: uint32(len(probesStats{}.V) * 8),
+		MaxEntries: 16384, Flags: 1, // BPF_F_NO_PREALLOC, as the probes' maps
+	})
+	if err != nil {
+		t.Fatalf("create map: %v", err)
+	}
+	t.Cleanup(func() { m.Close() })
+	keys := make([]uint64, n)
+	vals := make([]probesStats, n)
+	for i := range keys {
+		keys[i] = uint64(i) * 7919 // spread over the buckets unevenly
+		vals[i].V[0] = uint64(i) + 1
+		vals[i].V[20] = uint64(i) * 3
+	}
+	if _, err := m.BatchUpdate(keys, vals, nil); err != nil {
+		t.Fatalf("fill map: %v", err)
+	}
+	return m
+}
+
+// Batched, entry by entry, and batched from a batch of one (every bucket
+// with two or more entries is refused with ENOSPC until the batch grows):
+// each read sees every entry once with its value.
+func TestMapReaderReadsEveryEntryOnce(t *testing.T) {
+	const n = 3000 // several batches
+	m := statsMap(t, n)
+	for _, tc := range []struct {
+		name string
+		r    mapReader[uint64, probesStats]
+	}{
+		{name: "batch"},
+		{name: "iterate", r: mapReader[uint64, probesStats]{iterate: true}},
+		{name: "batch of one", r: mapReader[uint64, probesStats]{keys: make([]uint64, 1), vals: make([]probesStats, 1)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for pass := 0; pass < 2; pass++ { // the buffers are reused
+				seen := map[uint64]int{}
+				err := tc.r.each(m, func(k *uint64, v *probesStats) {
+					seen[*k]++
+					i := *k / 7919
+					if v.V[0] != i+1 || v.V[20] != i*3 {
+						t.Errorf("key %d: counters %d, %d; want %d, %d", *k, v.V[0], v.V[20], i+1, i*3)
+					}
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(seen) != n {
+					t.Fatalf("pass %d: %d distinct keys, want %d", pass, len(seen), n)
+				}
+				for k, c := range seen {
+					if c != 1 {
+						t.Fatalf("key %d seen %d times", k, c)
+					}
+				}
+			}
+			if tc.name == "batch of one" && len(tc.r.keys) < 2 {
+				t.Errorf("the batch never grew past one entry")
+			}
+			if tc.name != "iterate" && tc.r.iterate {
+				t.Errorf("fell back to iteration on a kernel with batch lookups")
+			}
+		})
+	}
+}
+
+// An empty map reads as nothing, without error, either way.
+func TestMapReaderEmpty(t *testing.T) {
+	m := statsMap(t, 0)
+	for _, it := range []bool{false, true} {
+		r := mapReader[uint64, probesStats]{iterate: it}
+		n := 0
+		if err := r.each(m, func(*uint64, *probesStats) { n++ }); err != nil || n != 0 {
+			t.Errorf("iterate=%v: %d entries, err %v", it, n, err)
+		}
+	}
+}
+
+// BenchmarkMapRead reads a cgroup_stats-shaped map of 2,000 entries (a node
+// with a few thousand cgroups) in batches and entry by entry, as the
+// probes' and the exit maps' reads did before.
+func BenchmarkMapRead(b *testing.B) {
+	m := statsMap(b, 2000)
+	for _, mode := range []struct {
+		name    string
+		iterate bool
+	}{{"batch", false}, {"iterate", true}} {
+		b.Run(mode.name, func(b *testing.B) {
+			r := mapReader[uint64, probesStats]{iterate: mode.iterate}
+			var sum uint64
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				if err := r.each(m, func(_ *uint64, v *probesStats) { sum += v.V[0] }); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if sum != uint64(b.N)*2000*2001/2 {
+				b.Fatalf("sum %d", sum)
+			}
+		})
+	}
+}
