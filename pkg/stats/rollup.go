@@ -64,6 +64,15 @@ type reported struct {
 	probes   snapshot.ProbeStats
 }
 
+// reported returns what the roll-up has passed on from cgroup w, made on
+// first use.
+func (w *consumer) reported() *reported {
+	if w.rep == nil {
+		w.rep = &reported{}
+	}
+	return w.rep
+}
+
 // rollup is the stage that sums cgroups into the workloads that own them
 // (containers, pods, VMs, Slurm jobs, systemd units). Counters are kept in
 // the workload itself, so they never go backwards when one of its cgroups
@@ -89,27 +98,28 @@ func (r *rollup) add(led *ledger, now time.Time) {
 	}
 	for _, w := range led.byPath {
 		id := r.ids.Resolve(w.w.Cgroup)
-		dCPU := w.w.CPUSeconds - w.rep.cpu
-		dSw := w.w.ContextSwitches - w.rep.switches
+		rep := w.reported()
+		dCPU := w.w.CPUSeconds - rep.cpu
+		dSw := w.w.ContextSwitches - rep.switches
 		dE := r.dE[:0]
 		for _, e := range w.w.Energy {
-			p := w.rep.energy.Get(e.Zone)
+			p := rep.energy.Get(e.Zone)
 			dE = dE.Add(e.Zone, e.DynamicJ-p.DynamicJ, e.IdleJ-p.IdleJ)
 		}
 		dG := r.dG[:0]
 		for _, g := range w.w.Grams {
-			p := w.rep.grams.Get(g.Provider, g.Zone)
+			p := rep.grams.Get(g.Provider, g.Zone)
 			dG = dG.Add(g.Provider, g.Zone, g.DynamicG-p.DynamicG, g.IdleG-p.IdleG)
 		}
 		r.dE, r.dG = dE, dG
 		var dP *snapshot.ProbeStats
-		rp := w.rep.probes
+		rp := rep.probes
 		if w.w.Probes != nil {
-			d := w.w.Probes.Delta(w.rep.probes)
+			d := w.w.Probes.Delta(rep.probes)
 			dP, rp = &d, *w.w.Probes
 		}
-		w.rep = reported{cpu: w.w.CPUSeconds, switches: w.w.ContextSwitches, energy: append(w.rep.energy[:0], w.w.Energy...),
-			grams: append(w.rep.grams[:0], w.w.Grams...), probes: rp}
+		*rep = reported{cpu: w.w.CPUSeconds, switches: w.w.ContextSwitches, energy: append(rep.energy[:0], w.w.Energy...),
+			grams: append(rep.grams[:0], w.w.Grams...), probes: rp}
 		w.w.InWorkload = false
 		for _, level := range r.levels {
 			vals, ok := id.LabelValues(level)
