@@ -71,6 +71,13 @@ func build(cfg *config.Config, c *components) error {
 	log.Info("cgroup hierarchy", zap.String("hierarchy", string(hier.Kind)), zap.String("mount", hier.Mount))
 	res := cgroup.NewResolver(hier)
 
+	// Before the BPF objects load (start-up's peak of heap: the kernel's
+	// BTF, decoded): the init code run so far is not needed again, and the
+	// peak RSS (VmHWM) is then that heap plus what loading touches, not
+	// plus the whole binary.
+	if n, err := releaseBinaryPages(); err != nil {
+		log.Debug("start-up code left resident", zap.Int("released_bytes", n), zap.Error(err))
+	}
 	acc, err := openAccounting(cfg, hier, res, log)
 	if err != nil {
 		return err
