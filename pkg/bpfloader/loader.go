@@ -228,10 +228,11 @@ func (a *Accounting) closeHooks() error {
 	return errors.Join(errs...)
 }
 
-// taskChunk is the buffer the task iterator is read through: a read
-// returns at most the kernel's seq_file buffer (8 pages), so a larger one
-// would sit unused.
-const taskChunk = 32 << 10
+// taskChunk is the buffer the task iterator is read through. A read
+// returns at most the kernel's seq_file buffer (8 pages, 32 KiB); a buffer
+// of twice that takes the kernel's whole, so a record is split between two
+// reads only when the iterator's output is not whole records.
+const taskChunk = 64 << 10
 
 // readTasks runs the task iterator once and hands each record to fn as it
 // is read. A read may end inside a record (the kernel copies as much of
