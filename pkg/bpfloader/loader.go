@@ -207,6 +207,7 @@ type Accounting struct {
 	// The exit maps are read in batches (mapread.go).
 	procExitReader mapReader[accountingProcKey, accountingProcExit]
 	cgExitReader   mapReader[uint64, accountingCounters]
+	delKeys        []accountingProcKey
 }
 
 // Mode is the accounting mode BPF accounting reports.

@@ -80,3 +80,30 @@ func (r *mapReader[K, V]) batched(m *ebpf.Map, fn func(*K, *V)) error {
 		}
 	}
 }
+
+// deleteAll deletes keys from m: in batches (BPF_MAP_DELETE_BATCH) where
+// the kernel has them, one syscall per key otherwise. A key already gone is
+// no error. On a node that forks all the time, the final reads of ended
+// processes made one delete syscall each per read.
+func deleteAll[K any](m *ebpf.Map, keys []K) error {
+	for len(keys) > 0 {
+		n, err := m.BatchDelete(keys, nil)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, ebpf.ErrKeyNotExist) && n < len(keys):
+			// The batch stops at the first key it can't delete: keys[n].
+			keys = keys[n+1:]
+		case errors.Is(err, ebpf.ErrNotSupported):
+			for i := range keys {
+				if err := m.Delete(&keys[i]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+					return fmt.Errorf("delete from %s: %w", m, err)
+				}
+			}
+			return nil
+		default:
+			return fmt.Errorf("batch delete from %s: %w", m, err)
+		}
+	}
+	return nil
+}

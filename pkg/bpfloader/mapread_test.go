@@ -116,3 +116,37 @@ func BenchmarkMapRead(b *testing.B) {
 		})
 	}
 }
+
+// deleteAll deletes the keys it is given, skipping those already gone
+// (which stop a kernel batch), and no others.
+func TestDeleteAll(t *testing.T) {
+	m := statsMap(t, 1000) // keys i*7919, i < 1000
+	var del []uint64
+	for i := uint64(0); i < 1000; i += 3 {
+		del = append(del, i*7919)
+		if i%30 == 0 {
+			del = append(del, i*7919+1) // never in the map
+		}
+	}
+	del = append(del, 1) // gone, last
+	if err := deleteAll(m, del); err != nil {
+		t.Fatal(err)
+	}
+	var r mapReader[uint64, probesStats]
+	left := 0
+	err := r.each(m, func(k *uint64, _ *probesStats) {
+		left++
+		if (*k/7919)%3 == 0 {
+			t.Errorf("key %d left in the map", *k)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 1000 - 334; left != want {
+		t.Errorf("%d entries left, want %d", left, want)
+	}
+	if err := deleteAll[uint64](m, nil); err != nil {
+		t.Errorf("deleting nothing: %v", err)
+	}
+}

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"unsafe"
 
-	"github.com/cilium/ebpf"
-
 	"github.com/wattrace/wattrace/pkg/usage"
 )
 
@@ -98,16 +96,15 @@ func (a *Accounting) Read() (usage.Reading, error) {
 	}
 
 	r, delProcs, delCgroups := a.state.finish(a.procExits, a.cgExits)
+	a.delKeys = a.delKeys[:0]
 	for _, k := range delProcs {
-		key := accountingProcKey{Tgid: k.PID, Start: k.StartTime}
-		if err := a.objs.ExitedProcs.Delete(&key); err != nil && err != ebpf.ErrKeyNotExist {
-			return r, fmt.Errorf("delete exited_procs entry of pid %d: %w", k.PID, err)
-		}
+		a.delKeys = append(a.delKeys, accountingProcKey{Tgid: k.PID, Start: k.StartTime})
 	}
-	for _, id := range delCgroups {
-		if err := a.objs.ExitedCgroups.Delete(&id); err != nil && err != ebpf.ErrKeyNotExist {
-			return r, fmt.Errorf("delete exited_cgroups entry %d: %w", id, err)
-		}
+	if err := deleteAll(a.objs.ExitedProcs, a.delKeys); err != nil {
+		return r, fmt.Errorf("delete exited_procs entries of ended processes: %w", err)
+	}
+	if err := deleteAll(a.objs.ExitedCgroups, delCgroups); err != nil {
+		return r, fmt.Errorf("delete exited_cgroups entries: %w", err)
 	}
 	return r, nil
 }
