@@ -6,6 +6,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/wattrace/wattrace/internal/testenv"
+	"github.com/wattrace/wattrace/pkg/usage"
 )
 
 // statsMap makes a hash map shaped like cgroup_stats (same key, value,
@@ -148,5 +149,44 @@ func TestDeleteAll(t *testing.T) {
 	}
 	if err := deleteAll[uint64](m, nil); err != nil {
 		t.Errorf("deleting nothing: %v", err)
+	}
+}
+
+// Forget deletes the entries of the processes and cgroups it is given,
+// whether or not each has one, and leaves the others.
+func TestProbesForget(t *testing.T) {
+	p, _ := loadProbesForTest(t, ProbeOptions{})
+	pm, cm := p.maps["proc_stats"], p.maps["cgroup_stats"]
+	cg := func(i uint32) uint64 { return 1<<62 + uint64(i) }
+	var s probesStats
+	s.V[0] = 1
+	for i := uint32(1); i <= 6; i++ {
+		// pids far above pid_max, cgroup ids no kernel hands out: the
+		// probes never write these entries themselves.
+		if err := pm.Put(probesProcKey{Tgid: 1<<30 + i, Start: 7}, s); err != nil {
+			t.Fatal(err)
+		}
+		if err := cm.Put(cg(i), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	procs := []usage.ProcKey{{PID: 1<<30 + 1, StartTime: 7}, {PID: 1<<30 + 9, StartTime: 7}, {PID: 1<<30 + 3, StartTime: 7}, {PID: 1<<30 + 5, StartTime: 8}}
+	if err := p.Forget(procs, []uint64{cg(2), cg(99), cg(4)}); err != nil {
+		t.Fatal(err)
+	}
+	for i := uint32(1); i <= 6; i++ {
+		var v probesStats
+		gone := i == 1 || i == 3
+		err := pm.Lookup(probesProcKey{Tgid: 1<<30 + i, Start: 7}, &v)
+		if gone != (err != nil) {
+			t.Errorf("proc_stats entry of pid 2^30+%d: lookup error %v, want gone=%v", i, err, gone)
+		}
+		gone = i == 2 || i == 4
+		err = cm.Lookup(cg(i), &v)
+		if gone != (err != nil) {
+			t.Errorf("cgroup_stats entry 2^62+%d: lookup error %v, want gone=%v", i, err, gone)
+		}
+		pm.Delete(probesProcKey{Tgid: 1<<30 + i, Start: 7})
+		cm.Delete(cg(i))
 	}
 }

@@ -1,10 +1,7 @@
 package bpfloader
 
 import (
-	"errors"
 	"fmt"
-
-	"github.com/cilium/ebpf"
 
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/usage"
@@ -100,16 +97,15 @@ func (p *Probes) read(procs bool) (ProbeReading, error) {
 // time (Alive false) and the cgroups it stopped reporting: per-process
 // entries are keyed alike, so the two sources retire processes together.
 func (p *Probes) Forget(procs []usage.ProcKey, cgroups []uint64) error {
+	keys := make([]probesProcKey, 0, len(procs))
 	for _, k := range procs {
-		key := probesProcKey{Tgid: k.PID, Start: k.StartTime}
-		if err := p.maps["proc_stats"].Delete(&key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("delete proc_stats entry of pid %d: %w", k.PID, err)
-		}
+		keys = append(keys, probesProcKey{Tgid: k.PID, Start: k.StartTime})
 	}
-	for _, id := range cgroups {
-		if err := p.maps["cgroup_stats"].Delete(&id); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("delete cgroup_stats entry %d: %w", id, err)
-		}
+	if err := deleteAll(p.maps["proc_stats"], keys); err != nil {
+		return fmt.Errorf("delete proc_stats entries of ended processes: %w", err)
+	}
+	if err := deleteAll(p.maps["cgroup_stats"], cgroups); err != nil {
+		return fmt.Errorf("delete cgroup_stats entries: %w", err)
 	}
 	return nil
 }
