@@ -334,7 +334,9 @@ func TestRealScrapeLintAndFamilies(t *testing.T) {
 	defer bmc.Close()
 	t.Setenv("WATTRACE_TEST_BMC_PW", password)
 	bin := buildExporter(t)
-	url := startExporter(t, bin, "localhost:19841", "--web.listen-address=localhost:19841",
+	// A free port: a fixed one was once held by a second checkout's run.
+	addr := fmt.Sprintf("localhost:%d", testenv.FreePort(t))
+	url := startExporter(t, bin, addr, "--web.listen-address="+addr,
 		"--collector.process", "--collector.bpf-stats", "--power.idle-policy=cpu",
 		"--power.redfish.url="+bmc.URL, "--power.redfish.auth=basic", "--power.redfish.username=admin",
 		"--power.redfish.password-env=WATTRACE_TEST_BMC_PW", "--power.ipmi=off",

@@ -153,8 +153,8 @@ func (l *landing) status() pageStatus {
 			continue
 		}
 		name := r.Name
-		if name == collector.NameProcess && c.ProcessTop > 0 {
-			name = fmt.Sprintf("process (top %d)", c.ProcessTop)
+		if top := c.Settings.Process().Top; name == collector.NameProcess && top > 0 {
+			name = fmt.Sprintf("process (top %d)", top)
 		}
 		st.Collectors = append(st.Collectors, name)
 	}
@@ -248,15 +248,6 @@ func (s *webServer) route(mux http.Handler, h *handlers) {
 		s.servers = append(s.servers, srv)
 		s.lns[i] = &healthFirstListener{Listener: l, server: srv, health: h}
 	}
-}
-
-func newWebServer(cfg *config.Config, mux http.Handler, h *handlers, log *slog.Logger) (*webServer, error) {
-	s, err := listenWeb(cfg, log)
-	if err != nil {
-		return nil, err
-	}
-	s.route(mux, h)
-	return s, nil
 }
 
 // Close closes the listeners (already closed after a shutdown): start-up

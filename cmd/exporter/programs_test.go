@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -11,10 +12,8 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/wattrace/wattrace/internal/testenv"
-	"github.com/wattrace/wattrace/pkg/cgroup"
+	"github.com/wattrace/wattrace/pkg/collector"
 	"github.com/wattrace/wattrace/pkg/config"
-	"github.com/wattrace/wattrace/pkg/power"
-	"github.com/wattrace/wattrace/pkg/stats"
 )
 
 // Every BPF program the exporter holds, the accounting's (its task
@@ -36,37 +35,17 @@ func TestEveryProgramHasItsCost(t *testing.T) {
 	log := zaptest.NewLogger(t)
 	c := newComponents(log)
 	defer c.close()
-	hier, err := cgroup.Detect(cfg.Path.Procfs, cfg.Path.Cgroupfs, cfg.Cgroup.Hierarchy)
-	if err != nil {
+	// The wiring run uses, less the web server.
+	st := &state{}
+	if err := openParts(cfg, st, c, partsExcept("web listeners", "HTTP")); err != nil {
 		t.Fatal(err)
 	}
-	res := cgroup.NewResolver(hier)
-	acc, err := openAccounting(cfg, hier, res, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.closeLater("accounting", acc.src)
-	if !acc.bpfMode() {
+	if !st.acc.bpfMode() {
 		t.Fatal("accounting.mode=bpf did not run BPF accounting")
 	}
-	p, programs, err := loopParts(cfg, hier, acc, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !p.probes || len(programs) != 3 {
-		t.Fatalf("probes on = %v with %d program sources, want the probes and 3 sources (accounting, cgroup names, probes)", p.probes, len(programs))
-	}
-	meter, err := power.NewEstimator(power.LinearZone(power.ZonePackage, 1.48, 7))
-	if err != nil {
-		t.Fatal(err)
-	}
-	loop, err := stats.New(stats.Config{Interval: 1e9, IdlePolicy: "none"}, acc.src, meter, res, log, p.stats...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := registry(cfg, loop, meter, acc, p.probes, programs, c)
-	if err != nil {
-		t.Fatal(err)
+	programs, reg := st.programs, st.reg
+	if !st.collectorOn[collector.NameProbes] || len(programs) != 3 {
+		t.Fatalf("probes on = %v with %d program sources, want the probes and 3 sources (accounting, cgroup names, probes)", st.collectorOn[collector.NameProbes], len(programs))
 	}
 
 	var want []string
@@ -134,4 +113,15 @@ func TestEveryProgramHasItsCost(t *testing.T) {
 			t.Errorf("%s missing from the program-cost family", name)
 		}
 	}
+}
+
+// partsExcept is parts without the named ones.
+func partsExcept(names ...string) []part {
+	var out []part
+	for _, p := range parts {
+		if !slices.Contains(names, p.name) {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -83,13 +83,14 @@ func BenchmarkScale(b *testing.B) {
 			}
 			population(b, h.Mount, c.cgroups, c.per)
 			bin := buildExporter(b)
-			cmd := exec.Command(bin, "--web.listen-address=localhost:19842", "--collector.process", "--log.level=warn")
+			addr := fmt.Sprintf("localhost:%d", testenv.FreePort(b))
+			cmd := exec.Command(bin, "--web.listen-address="+addr, "--collector.process", "--log.level=warn")
 			cmd.Stderr = os.Stderr
 			if err := cmd.Start(); err != nil {
 				b.Fatal(err)
 			}
 			defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-			url := "http://localhost:19842"
+			url := "http://" + addr
 			time.Sleep(7 * time.Second) // baseline plus two intervals
 
 			// Scrape latency. The first finds the snapshot older than

@@ -34,10 +34,10 @@ func (a accounting) bpfMode() bool { return a.src.Mode() == bpfloader.Mode }
 // openAccounting picks the per-task CPU accounting source. In auto mode a
 // BPF failure is not fatal: procfs works everywhere, just less precisely,
 // and wattrace_accounting_mode tells which one runs.
-func openAccounting(cfg *config.Config, hier cgroup.Hierarchy, res *cgroup.Resolver, log *zap.Logger) (accounting, error) {
+func openAccounting(cfg *config.Config, hier cgroup.Hierarchy, res *cgroup.Resolver, cpus int, log *zap.Logger) (accounting, error) {
 	openProcfs := func() (usage.Source, error) {
 		s, err := procfs.New(procfs.Options{ProcfsRoot: cfg.Path.Procfs, Hierarchy: hier, Resolver: res,
-			Logger: log.Named("procfs"), CPUs: onlineCPUs(cfg.Path.Sysfs, log)})
+			Logger: log.Named("procfs"), CPUs: cpus})
 		if err != nil {
 			return nil, fmt.Errorf("procfs accounting: %w", err)
 		}

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/wattrace/wattrace/internal/cli"
 	"github.com/wattrace/wattrace/internal/testenv"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
@@ -42,10 +43,12 @@ func TestHealthWithoutCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := newWebServer(cfg, mux, h, newSlogLogger(zap.NewNop(), "web"))
+	// As build does: bind first, route once the handlers exist.
+	srv, err := listenWeb(cfg, cli.SlogLogger(zap.NewNop(), "web"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	srv.route(mux, h)
 	done := make(chan error, 1)
 	go func() { done <- srv.serve() }()
 	client := &http.Client{Timeout: 5 * time.Second}

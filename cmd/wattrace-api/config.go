@@ -6,14 +6,12 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
-	"github.com/spf13/cast"
 	"github.com/spf13/pflag"
-	"github.com/spf13/viper"
 
+	"github.com/wattrace/wattrace/internal/cli"
 	"github.com/wattrace/wattrace/pkg/units"
 	"github.com/wattrace/wattrace/pkg/units/store"
 )
@@ -24,9 +22,13 @@ import (
 // a host that runs both.
 const EnvPrefix = "WATTRACE_API"
 
+// loader reads the server's settings as the exporter's are read
+// (internal/cli), under its own prefix.
+var loader = cli.Loader{Prefix: EnvPrefix, NotSettings: map[string]bool{"version": true}}
+
 // Keys: flag names, YAML keys and (upper-cased) environment variables.
 const (
-	KeyConfigFile = "config.file"
+	KeyConfigFile = cli.KeyConfigFile
 
 	KeyWebListenAddress = "web.listen-address"
 	KeyWebConfigFile    = "web.config.file"
@@ -159,13 +161,10 @@ type API struct {
 
 // Allowed values.
 var (
-	LogLevels    = []string{"debug", "info", "warn", "error"}
-	LogFormats   = []string{"logfmt", "json"}
+	LogLevels    = cli.LogLevels
+	LogFormats   = cli.LogFormats
 	SlurmSources = []string{"auto", "restd", "sacct", "none"}
 )
-
-// notSettings are flags that only make sense on the command line.
-var notSettings = map[string]bool{"version": true}
 
 // NewFlagSet returns the server's flags with their defaults.
 func NewFlagSet(name string) *pflag.FlagSet {
@@ -217,53 +216,18 @@ func NewFlagSet(name string) *pflag.FlagSet {
 }
 
 // EnvVar returns the environment variable that sets key.
-func EnvVar(key string) string {
-	return EnvPrefix + "_" + strings.ToUpper(envReplacer.Replace(key))
-}
-
-var envReplacer = strings.NewReplacer(".", "_", "-", "_")
+func EnvVar(key string) string { return loader.EnvVar(key) }
 
 // Load parses args and merges them with the environment, the file and the
 // defaults (flags over environment over file over defaults), then
 // validates the result.
 func Load(args []string) (*Config, error) {
 	fs := NewFlagSet("wattrace-api")
-	if err := fs.Parse(args); err != nil {
+	d, cfgFile, err := loader.Load(fs, args)
+	if err != nil {
 		return nil, err
 	}
-	if len(fs.Args()) > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
-	}
-	// "::" keeps dotted keys flat.
-	v := viper.NewWithOptions(viper.KeyDelimiter("::"))
-	v.SetEnvPrefix(EnvPrefix)
-	v.SetEnvKeyReplacer(envReplacer)
-	v.AutomaticEnv()
-	keys := map[string]bool{}
-	var bindErr error
-	fs.VisitAll(func(f *pflag.Flag) {
-		if notSettings[f.Name] {
-			return
-		}
-		keys[f.Name] = true
-		if err := v.BindPFlag(f.Name, f); err != nil && bindErr == nil {
-			bindErr = fmt.Errorf("binding flag %s: %w", f.Name, err)
-		}
-	})
-	if bindErr != nil {
-		return nil, bindErr
-	}
-	cfgFile := v.GetString(KeyConfigFile)
-	if cfgFile != "" {
-		settings, err := readFile(cfgFile, keys)
-		if err != nil {
-			return nil, err
-		}
-		if err := v.MergeConfigMap(settings); err != nil {
-			return nil, fmt.Errorf("merging %s: %w", cfgFile, err)
-		}
-	}
-	c, err := decode(v)
+	c, err := decode(d)
 	if err != nil {
 		return nil, err
 	}
@@ -278,86 +242,10 @@ func Load(args []string) (*Config, error) {
 	return c, nil
 }
 
-// readFile reads the YAML file into a flat map keyed by setting key, flat
-// ("store.path: x") or nested ("store: {path: x}"); unknown keys are an
-// error so a typo never falls back to a default.
-func readFile(path string, known map[string]bool) (map[string]any, error) {
-	fv := viper.NewWithOptions(viper.KeyDelimiter("::"))
-	fv.SetConfigFile(path)
-	fv.SetConfigType("yaml")
-	if err := fv.ReadInConfig(); err != nil {
-		return nil, fmt.Errorf("reading config file %s: %w", path, err)
-	}
-	out := map[string]any{}
-	var rest []string
-	for _, k := range fv.AllKeys() {
-		key := strings.ReplaceAll(k, "::", ".")
-		if !known[key] || key == KeyConfigFile {
-			rest = append(rest, key)
-			continue
-		}
-		if _, dup := out[key]; dup {
-			return nil, fmt.Errorf("config file %s: key %s is set twice (flat and nested)", path, key)
-		}
-		out[key] = fv.Get(k)
-	}
-	if len(rest) > 0 {
-		sort.Strings(rest)
-		return nil, fmt.Errorf("config file %s: unknown keys %s", path, strings.Join(rest, ", "))
-	}
-	return out, nil
-}
-
-type decoder struct {
-	v    *viper.Viper
-	errs []error
-}
-
-func (d *decoder) fail(key string, val any, why string) {
-	d.errs = append(d.errs, fmt.Errorf("invalid value %q for %s: %s", fmt.Sprint(val), key, why))
-}
-
-func (d *decoder) string(key string) string { return strings.TrimSpace(d.v.GetString(key)) }
-
-func (d *decoder) strings(key string) []string {
-	var out []string
-	for _, s := range cast.ToStringSlice(d.v.Get(key)) {
-		for _, p := range strings.Split(s, ",") { // environment: one string
-			if p = strings.TrimSpace(p); p != "" {
-				out = append(out, p)
-			}
-		}
-	}
-	return out
-}
-
-func (d *decoder) duration(key string) time.Duration {
-	val := d.v.Get(key)
-	switch t := val.(type) {
-	case time.Duration:
-		return t
-	case string:
-		// A bare number would be nanoseconds: insist on a unit.
-		if dur, err := time.ParseDuration(strings.TrimSpace(t)); err == nil {
-			return dur
-		}
-	}
-	d.fail(key, val, "want a duration such as 5s or 1m")
-	return 0
-}
-
-func (d *decoder) int(key string) int {
-	val := d.v.Get(key)
-	i, err := cast.ToIntE(val)
-	if err != nil {
-		d.fail(key, val, "want an integer")
-	}
-	return i
-}
-
-func (d *decoder) networks(key string) []*net.IPNet {
+// networks reads CIDRs or single addresses.
+func networks(d *cli.Decoder, key string) []*net.IPNet {
 	var out []*net.IPNet
-	for _, s := range d.strings(key) {
+	for _, s := range d.Strings(key) {
 		if !strings.Contains(s, "/") {
 			if ip := net.ParseIP(s); ip != nil {
 				bits := 128
@@ -370,7 +258,7 @@ func (d *decoder) networks(key string) []*net.IPNet {
 		}
 		_, n, err := net.ParseCIDR(s)
 		if err != nil {
-			d.fail(key, s, "want a CIDR such as 10.0.0.0/8 or an address")
+			d.Fail(key, s, "want a CIDR such as 10.0.0.0/8 or an address")
 			continue
 		}
 		out = append(out, n)
@@ -378,40 +266,39 @@ func (d *decoder) networks(key string) []*net.IPNet {
 	return out
 }
 
-func decode(v *viper.Viper) (*Config, error) {
-	d := decoder{v: v}
+func decode(d *cli.Decoder) (*Config, error) {
 	c := &Config{
-		Web:     Web{ListenAddresses: d.strings(KeyWebListenAddress), ConfigFile: d.string(KeyWebConfigFile)},
-		Log:     Log{Level: d.string(KeyLogLevel), Format: d.string(KeyLogFormat)},
-		Cluster: d.string(KeyCluster),
+		Web:     Web{ListenAddresses: d.Strings(KeyWebListenAddress), ConfigFile: d.String(KeyWebConfigFile)},
+		Log:     Log{Level: d.String(KeyLogLevel), Format: d.String(KeyLogFormat)},
+		Cluster: d.String(KeyCluster),
 		Store: Store{
-			Driver: d.string(KeyStoreDriver), Path: d.string(KeyStorePath), DSNFile: d.string(KeyStoreDSNFile),
-			Retention: d.duration(KeyStoreRetention), BackupDir: d.string(KeyStoreBackupDir),
-			BackupInterval: d.duration(KeyStoreBackupInterval), BackupKeep: d.int(KeyStoreBackupKeep),
+			Driver: d.String(KeyStoreDriver), Path: d.String(KeyStorePath), DSNFile: d.String(KeyStoreDSNFile),
+			Retention: d.Duration(KeyStoreRetention), BackupDir: d.String(KeyStoreBackupDir),
+			BackupInterval: d.Duration(KeyStoreBackupInterval), BackupKeep: d.Int(KeyStoreBackupKeep),
 		},
-		TSDB: TSDB{URL: d.string(KeyTSDBURL), HTTPConfigFile: d.string(KeyTSDBHTTPConfig), Timeout: d.duration(KeyTSDBTimeout)},
+		TSDB: TSDB{URL: d.String(KeyTSDBURL), HTTPConfigFile: d.String(KeyTSDBHTTPConfig), Timeout: d.Duration(KeyTSDBTimeout)},
 		Updater: Updater{
-			Interval: d.duration(KeyUpdaterInterval), Delay: d.duration(KeyUpdaterDelay),
-			MaxWindow: d.duration(KeyUpdaterMaxWindow), Lookback: d.duration(KeyUpdaterLookback),
-			SeriesRetention: d.duration(KeyUpdaterSeriesKeep),
-			Selector:        d.string(KeyUpdaterSelector), ClusterLabel: d.string(KeyUpdaterClusterLabel),
+			Interval: d.Duration(KeyUpdaterInterval), Delay: d.Duration(KeyUpdaterDelay),
+			MaxWindow: d.Duration(KeyUpdaterMaxWindow), Lookback: d.Duration(KeyUpdaterLookback),
+			SeriesRetention: d.Duration(KeyUpdaterSeriesKeep),
+			Selector:        d.String(KeyUpdaterSelector), ClusterLabel: d.String(KeyUpdaterClusterLabel),
 		},
 		Slurm: Slurm{
-			Source: d.string(KeySlurmSource), Interval: d.duration(KeySlurmInterval), Lookback: d.duration(KeySlurmLookback),
-			SacctPath: d.string(KeySlurmSacct), RestdURL: d.string(KeySlurmRestdURL),
-			RestdUser: d.string(KeySlurmRestdUser), RestdTokenFile: d.string(KeySlurmRestdToken),
+			Source: d.String(KeySlurmSource), Interval: d.Duration(KeySlurmInterval), Lookback: d.Duration(KeySlurmLookback),
+			SacctPath: d.String(KeySlurmSacct), RestdURL: d.String(KeySlurmRestdURL),
+			RestdUser: d.String(KeySlurmRestdUser), RestdTokenFile: d.String(KeySlurmRestdToken),
 		},
 		API: API{
-			UserHeader: d.string(KeyAPIUserHeader), TrustedProxies: d.networks(KeyAPITrustedProxies),
-			Admins: d.strings(KeyAPIAdmins), MaxRange: d.duration(KeyAPIMaxRange),
-			TokensFile: d.string(KeyAPITokensFile),
+			UserHeader: d.String(KeyAPIUserHeader), TrustedProxies: networks(d, KeyAPITrustedProxies),
+			Admins: d.Strings(KeyAPIAdmins), MaxRange: d.Duration(KeyAPIMaxRange),
+			TokensFile: d.String(KeyAPITokensFile),
 		},
 	}
-	for _, k := range d.strings(KeyUpdaterKinds) {
+	for _, k := range d.Strings(KeyUpdaterKinds) {
 		c.Updater.Kinds = append(c.Updater.Kinds, units.Kind(k))
 	}
-	if len(d.errs) > 0 {
-		return nil, errors.Join(d.errs...)
+	if err := d.Err(); err != nil {
+		return nil, err
 	}
 	return c, nil
 }

@@ -13,7 +13,7 @@ import (
 // docs/units-server.md.
 func docRow(f *pflag.Flag) string {
 	env := "`" + EnvVar(f.Name) + "`"
-	if notSettings[f.Name] {
+	if loader.NotSettings[f.Name] {
 		env = "—"
 	}
 	def := f.DefValue

@@ -5,47 +5,22 @@
 // serves the units and their usage over HTTP for Grafana and `wattrace
 // acct`. It reads the TSDB, never a node's exporter or its loop.
 //
-// main parses configuration and handles signals; run wires the parts.
+// main parses configuration and handles signals (internal/cli, shared
+// with the exporter); run wires the parts.
 package main
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
-	"github.com/prometheus/common/version"
-	"github.com/spf13/pflag"
-	"go.uber.org/zap"
+	"github.com/wattrace/wattrace/internal/cli"
 )
 
 func main() {
-	cfg, err := Load(os.Args[1:])
-	if errors.Is(err, pflag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "wattrace-api:", err)
-		os.Exit(2)
-	}
-	if cfg.ShowVersion {
-		fmt.Println(version.Print("wattrace-api"))
-		return
-	}
-	log, err := newLogger(cfg.Log, os.Stderr)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "wattrace-api:", err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err = run(ctx, cfg, log)
-	stop()
-	if err != nil {
-		log.Error("wattrace-api stopped", zap.Error(err))
-		_ = log.Sync()
-		os.Exit(1)
-	}
-	_ = log.Sync()
+	os.Exit(cli.Main(cli.Program[*Config]{
+		Name:    "wattrace-api",
+		Load:    Load,
+		Version: func(c *Config) bool { return c.ShowVersion },
+		Log:     func(c *Config) (string, string) { return c.Log.Level, c.Log.Format },
+		Run:     run,
+	}, os.Args[1:], os.Stdout, os.Stderr))
 }

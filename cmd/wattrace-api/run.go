@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 	"go.uber.org/zap"
 
+	"github.com/wattrace/wattrace/internal/cli"
 	"github.com/wattrace/wattrace/pkg/units/slurm"
 	"github.com/wattrace/wattrace/pkg/units/store"
 	"github.com/wattrace/wattrace/pkg/units/updater"
@@ -154,7 +155,7 @@ func (s *server) routes() (http.Handler, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&selfCollector{u: s.updater})
 	apiHandler, err := newAPIHandler(apiDeps{Reader: s.store, Access: s.cfg.API, WebConfigFile: s.cfg.Web.ConfigFile,
-		Updater: s.updater, Log: slogFor(s.log, "api")})
+		Updater: s.updater, Log: cli.SlogLogger(s.log, "api")})
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +203,7 @@ func (s *server) run(ctx context.Context) error {
 	loop("housekeeping", s.housekeeping)
 	systemd := false
 	flags := &web.FlagConfig{WebListenAddresses: &s.cfg.Web.ListenAddresses, WebSystemdSocket: &systemd, WebConfigFile: &s.cfg.Web.ConfigFile}
-	wlog := slogFor(s.log, "web")
+	wlog := cli.SlogLogger(s.log, "web")
 	for _, l := range s.lns {
 		srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
 		g.Add(func() error {

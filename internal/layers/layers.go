@@ -54,11 +54,17 @@ var sameLayerOK = map[Layer]bool{Sources: true}
 // package must be placed here, or the check fails.
 var Layers = map[string]Layer{
 	"internal/decimal": Base,
+	// Declared settings: what a meter or collector declares beside itself.
+	"internal/setting": Base,
+	"internal/procpid": Base,
 
 	"pkg/snapshot":     Vocabulary,
 	"pkg/reading":      Vocabulary,
 	"pkg/usage":        Vocabulary,
 	"internal/cpulist": Vocabulary,
+	// Loading and decoding the declared settings, the logger and main's
+	// shape, shared by both programs.
+	"internal/cli":     Vocabulary,
 	"internal/testenv": Vocabulary,
 	"internal/layers":  Vocabulary,
 	// The units store's vocabulary (Unit, Filter, Reader): no imports.
@@ -103,7 +109,9 @@ var Layers = map[string]Layer{
 // layer: the collectors read the snapshot and name workloads, nothing
 // else; the snapshot depends on nothing.
 var Only = map[string][]string{
-	"pkg/collector": {"pkg/snapshot", "pkg/workload"},
+	// internal/setting carries no data: each collector declares its own
+	// settings with it.
+	"pkg/collector": {"pkg/snapshot", "pkg/workload", "internal/setting"},
 	"pkg/snapshot":  {},
 	// The units side reads what the exporters published to the TSDB; it
 	// must not reach into the exporter's sources, loop or snapshot.

@@ -29,6 +29,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/wattrace/wattrace/internal/procpid"
 	"github.com/wattrace/wattrace/pkg/profiling"
 	"github.com/wattrace/wattrace/pkg/workload"
 )
@@ -131,7 +132,7 @@ func (h *Handler) Groups() []Group {
 	for _, t := range h.src.Targets() {
 		ok, err := h.filter.MatchPID(h.procfs, int(t.PID))
 		if err != nil {
-			if !profiling.Gone(err) {
+			if !procpid.Vanished(err) {
 				h.log.Debug("cannot read environment", zap.Uint32("pid", t.PID), zap.Error(err))
 			}
 			continue
@@ -236,60 +237,8 @@ func NewTarget(pid uint32, comm, cgroup string, id *workload.Identity) Target {
 			}
 		}
 	}
-	if s := ServiceName(*id); s != "" {
+	if s := workload.ServiceName(*id); s != "" {
 		t.Service = s
 	}
 	return t
-}
-
-// ServiceName names a workload for Pyroscope's service_name: Pyroscope
-// groups profiles by it, so it is the unit a user looks for. Kubernetes
-// containers follow Pyroscope's own convention, namespace/container;
-// Slurm jobs are slurm/<job id>, since one job runs many executables; VMs
-// vm/<name>; systemd units their unit name. "" when id names no workload,
-// so the caller keeps the comm.
-func ServiceName(id workload.Identity) string {
-	switch {
-	case id.PodUID != "":
-		name := id.Container
-		if name == "" || name == workload.SandboxContainer {
-			name = id.Pod
-		}
-		if name == "" {
-			name = id.PodUID
-		}
-		if id.Namespace != "" {
-			return id.Namespace + "/" + name
-		}
-		return name
-	case id.Kind == workload.KindContainer:
-		if id.Name != "" {
-			return id.Name
-		}
-		return shortID(id.ID)
-	case id.JobID != "":
-		return "slurm/" + id.JobID
-	case id.Kind == workload.KindVM:
-		if id.Name != "" {
-			return "vm/" + id.Name
-		}
-		if id.VMName != "" {
-			return "vm/" + id.VMName
-		}
-		return "vm/" + id.ID
-	case id.Kind == workload.KindSystemdUnit:
-		if id.Name != "" {
-			return id.Name
-		}
-		return id.ID
-	}
-	return ""
-}
-
-// shortID is a container id as docker ps shows it.
-func shortID(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
 }

@@ -231,7 +231,7 @@ func TestServiceName(t *testing.T) {
 		{workload.Identity{Kind: workload.KindSystemdUnit, ID: `foo\x2dbar.service`, Name: "foo-bar.service"}, "foo-bar.service"},
 		{workload.Identity{Kind: workload.KindCgroup}, ""},
 	} {
-		if got := ServiceName(tc.id); got != tc.want {
+		if got := workload.ServiceName(tc.id); got != tc.want {
 			t.Errorf("ServiceName(%+v) = %q, want %q", tc.id, got, tc.want)
 		}
 	}

@@ -1,26 +1,12 @@
 package carbon
 
 import (
-	"strconv"
 	"testing"
 	"time"
 )
 
-// The stats loop calls Factor once per interval and Credit once per
-// workload, zone and level: both must stay far below a microsecond.
-func BenchmarkLedgerCredit(b *testing.B) {
-	led := NewLedger[string]()
-	keys := make([]string, 10_000)
-	for i := range keys {
-		keys[i] = "/kubepods/pod" + strconv.Itoa(i)
-	}
-	f := Factor{Provider: "rte", GramsPerKWh: 52}
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		_, _ = led.Credit(keys[i%len(keys)], 12.5, f)
-	}
-}
-
+// The stats loop takes the factor in force once per interval: it must stay
+// far below a microsecond.
 func BenchmarkChainFactor(b *testing.B) {
 	rte := NewProvider(&stepper{now: time.Now, start: time.Now(), every: time.Hour, steps: []float64{50}}, ProviderOptions{})
 	_ = rte.Poll(b.Context())

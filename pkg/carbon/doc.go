@@ -11,11 +11,11 @@
 //
 // A Chain orders the providers: the configured one drives the integration
 // and the fallbacks take over, in order, once it is older than the
-// configured staleness. A Ledger accumulates grams per key (workload, node)
-// interval by interval with the factor in force for that interval, so that
-// Σ workloads + idle = node holds for grams exactly as it does for joules.
+// configured staleness. The stats loop's emissions stage prices each
+// interval's joules with the factor in force for that interval
+// (Factor.Grams), so that Σ workloads + idle = node holds for grams
+// exactly as it does for joules.
 //
 // Package layout: one file per provider, chain.go for the choice of the
-// factor in force, ledger.go for the integration, config.go for the keys
-// under `emissions.`.
+// factor in force, config.go for the keys under `emissions.`.
 package carbon

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -34,6 +35,33 @@ func (c *clock) Advance(d time.Duration) {
 	c.mu.Lock()
 	c.t = c.t.Add(d)
 	c.mu.Unlock()
+}
+
+// stepper is a provider whose factor steps at known times: steps[i]
+// applies from start + i×every. It dates its samples, like RTE.
+type stepper struct {
+	now   func() time.Time
+	start time.Time
+	every time.Duration
+	steps []float64
+}
+
+func (s *stepper) Name() string { return "rte" }
+func (s *stepper) Zone() string { return "FR" }
+func (s *stepper) at(t time.Time) (float64, time.Time) {
+	i := int(t.Sub(s.start) / s.every)
+	return s.steps[i%len(s.steps)], s.start.Add(time.Duration(i) * s.every)
+}
+func (s *stepper) Fetch(context.Context) (Sample, error) {
+	g, at := s.at(s.now())
+	return Sample{GramsPerKWh: g, At: at}, nil
+}
+
+func relErr(got, want float64) float64 {
+	if want == 0 {
+		return math.Abs(got)
+	}
+	return math.Abs(got-want) / math.Abs(want)
 }
 
 // fakeAPI serves one canned answer at a time and records the requests.

@@ -10,9 +10,7 @@
 package cgroup
 
 import (
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 )
@@ -42,133 +40,64 @@ type Hierarchy struct {
 	Mount string
 }
 
-// mount is one cgroup or cgroup2 line of a mounts file.
-type mount struct {
-	point  string // as listed, a path in the mount namespace of the reader
-	fstype string // "cgroup" or "cgroup2"
-	opts   []string
-}
-
-func (m mount) hasOpt(o string) bool {
-	for _, x := range m.opts {
-		if x == o {
-			return true
-		}
-	}
-	return false
-}
-
-// Detect picks the key hierarchy from <procfsRoot>/self/mounts (falling back
-// to <procfsRoot>/1/mounts, for a procfs whose "self" does not resolve):
-// cgroup2 mounted at the cgroupfs root itself means a pure-v2 host, so V2;
-// otherwise a v1 cpuacct mount gives CPUAcct, else a v1 cpu mount gives CPU,
-// else cgroup2 mounted anywhere gives V2.
-//
-// override is "auto" (or empty) to choose as above, or "v2", "cpuacct" or
-// "cpu" to force a kind; forcing one that is not mounted is an error.
-//
-// Mount points under /sys/fs/cgroup are rebased under cgroupfsRoot (empty
-// means /sys/fs/cgroup), so a container that has the host's cgroupfs at
-// /host/sys/fs/cgroup reads the host's mounts file and still gets usable
-// paths. A mount point already under cgroupfsRoot is kept as is. Detect does
-// not check that the directory exists; the Resolver's first use does.
+// Detect picks the key hierarchy from the mounts file, as ReadMounts and
+// Mounts.Hierarchy do; for callers that need nothing else of the mounts.
 func Detect(procfsRoot, cgroupfsRoot, override string) (Hierarchy, error) {
-	switch override {
-	case "", Auto, string(V2), string(CPUAcct), string(CPU):
-	default:
-		return Hierarchy{}, fmt.Errorf("unknown cgroup hierarchy %q: want one of %s, %s, %s, %s", override, Auto, V2, CPUAcct, CPU)
+	if err := checkOverride(override); err != nil {
+		return Hierarchy{}, err
 	}
-	if procfsRoot == "" {
-		procfsRoot = "/proc"
-	}
-	data, path, err := readMounts(procfsRoot)
+	ms, err := ReadMounts(procfsRoot, cgroupfsRoot)
 	if err != nil {
 		return Hierarchy{}, err
 	}
-	return detect(parseMounts(data), path, cgroupfsRoot, override)
+	return ms.Hierarchy(override)
 }
 
-func readMounts(procfsRoot string) ([]byte, string, error) {
-	path := filepath.Join(procfsRoot, "self", "mounts")
-	data, err := os.ReadFile(path)
-	if err == nil {
-		return data, path, nil
+func checkOverride(override string) error {
+	switch override {
+	case "", Auto, string(V2), string(CPUAcct), string(CPU):
+		return nil
 	}
-	fallback := filepath.Join(procfsRoot, "1", "mounts")
-	data, err2 := os.ReadFile(fallback)
-	if err2 != nil {
-		return nil, "", fmt.Errorf("read mounts: %w", errors.Join(
-			fmt.Errorf("read %s: %w", path, err), fmt.Errorf("read %s: %w", fallback, err2)))
-	}
-	return data, fallback, nil
+	return fmt.Errorf("unknown cgroup hierarchy %q: want one of %s, %s, %s, %s", override, Auto, V2, CPUAcct, CPU)
 }
 
-func detect(mounts []mount, mountsPath, cgroupfsRoot, override string) (Hierarchy, error) {
-	root := filepath.Clean(cgroupfsRoot)
-	if cgroupfsRoot == "" {
-		root = HostRoot
+// Hierarchy picks the hierarchy that keys workloads: cgroup2 mounted at
+// the cgroupfs root itself means a pure-v2 host, so V2; otherwise a v1
+// cpuacct mount gives CPUAcct, else a v1 cpu mount gives CPU, else cgroup2
+// mounted anywhere gives V2.
+//
+// override is "auto" (or empty) to choose as above, or "v2", "cpuacct" or
+// "cpu" to force a kind; forcing one that is not mounted is an error.
+func (ms Mounts) Hierarchy(override string) (Hierarchy, error) {
+	if err := checkOverride(override); err != nil {
+		return Hierarchy{}, err
 	}
-
-	// find returns the first mount matching ok, preferring one inside the
-	// cgroupfs tree: the same hierarchy can be mounted more than once (a
-	// container runtime's bind mounts), and only the one under the root we
-	// were told to use is known to be reachable.
-	find := func(ok func(mount) bool) (string, bool) {
-		var fallback string
-		found := false
-		for _, m := range mounts {
-			if !ok(m) {
-				continue
-			}
-			p := rebase(m.point, root)
-			if within(p, root) {
-				return p, true
-			}
-			if !found {
-				fallback, found = p, true
-			}
-		}
-		return fallback, found
-	}
-	v2AtRoot := func(m mount) bool { return m.fstype == "cgroup2" && rebase(m.point, root) == root }
-	v2 := func(m mount) bool { return m.fstype == "cgroup2" }
-	v1 := func(ctrl string) func(mount) bool {
-		return func(m mount) bool { return m.fstype == "cgroup" && m.hasOpt(ctrl) }
-	}
-
-	var order []struct {
+	v2AtRoot := func() (string, bool) { return ms.Find(func(m Mount) bool { return isV2(m) && m.Point == ms.root }) }
+	v1 := func(k Kind) func() (string, bool) { return func() (string, bool) { return ms.V1(string(k)) } }
+	type choice struct {
 		kind Kind
-		ok   func(mount) bool
+		find func() (string, bool)
 	}
-	add := func(k Kind, ok func(mount) bool) {
-		order = append(order, struct {
-			kind Kind
-			ok   func(mount) bool
-		}{k, ok})
-	}
+	var order []choice
 	switch Kind(override) {
 	case V2:
-		add(V2, v2AtRoot)
-		add(V2, v2)
+		order = []choice{{V2, v2AtRoot}, {V2, ms.V2}}
 	case CPUAcct:
-		add(CPUAcct, v1(string(CPUAcct)))
+		order = []choice{{CPUAcct, v1(CPUAcct)}}
 	case CPU:
-		add(CPU, v1(string(CPU)))
+		order = []choice{{CPU, v1(CPU)}}
 	default:
-		add(V2, v2AtRoot)
-		add(CPUAcct, v1(string(CPUAcct)))
-		add(CPU, v1(string(CPU)))
-		add(V2, v2)
+		order = []choice{{V2, v2AtRoot}, {CPUAcct, v1(CPUAcct)}, {CPU, v1(CPU)}, {V2, ms.V2}}
 	}
 	for _, o := range order {
-		if p, ok := find(o.ok); ok {
+		if p, ok := o.find(); ok {
 			return Hierarchy{Kind: o.kind, Mount: p}, nil
 		}
 	}
 	if override == "" || override == Auto {
-		return Hierarchy{}, fmt.Errorf("no cgroup2, cpuacct or cpu hierarchy mounted according to %s", mountsPath)
+		return Hierarchy{}, fmt.Errorf("no cgroup2, cpuacct or cpu hierarchy mounted according to %s", ms.source)
 	}
-	return Hierarchy{}, fmt.Errorf("cgroup hierarchy %q forced but not mounted according to %s", override, mountsPath)
+	return Hierarchy{}, fmt.Errorf("cgroup hierarchy %q forced but not mounted according to %s", override, ms.source)
 }
 
 // rebase maps a host mount point under /sys/fs/cgroup to the same place under
@@ -184,21 +113,6 @@ func rebase(point, root string) string {
 // within reports whether p is dir or below it.
 func within(p, dir string) bool {
 	return p == dir || strings.HasPrefix(p, dir+"/") || dir == "/"
-}
-
-// parseMounts returns the cgroup and cgroup2 mounts of a /proc/PID/mounts
-// file. Malformed lines are skipped: the file comes from the kernel, and a
-// line we cannot read is not one we could use.
-func parseMounts(data []byte) []mount {
-	var out []mount
-	for line := range strings.SplitSeq(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 4 || (f[2] != "cgroup" && f[2] != "cgroup2") {
-			continue
-		}
-		out = append(out, mount{point: unescapeMount(f[1]), fstype: f[2], opts: strings.Split(f[3], ",")})
-	}
-	return out
 }
 
 // unescapeMount undoes the kernel's octal escaping of space, tab, newline and

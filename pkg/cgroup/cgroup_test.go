@@ -3,6 +3,7 @@ package cgroup
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -34,6 +35,26 @@ func TestDetectFixtures(t *testing.T) {
 		{name: "container default root", procfs: "container", want: Hierarchy{CPUAcct, "/sys/fs/cgroup/cpuacct"}},
 		{name: "unknown override", procfs: "hybrid", override: "cpuacct2", wantErr: "want one of auto, v2, cpuacct, cpu"},
 		{name: "no mounts file", procfs: "missing", wantErr: "read mounts"},
+		{name: "hybrid comounted", procfs: "hybrid-comounted", want: Hierarchy{CPUAcct, "/sys/fs/cgroup/cpu,cpuacct"}},
+		{name: "hybrid comounted forced v2", procfs: "hybrid-comounted", override: "v2", want: Hierarchy{V2, "/sys/fs/cgroup/unified"}},
+		{name: "container host mounts", procfs: "container-host", root: "/host/sys/fs/cgroup", want: Hierarchy{CPUAcct, "/host/sys/fs/cgroup/cpuacct"}},
+		{name: "container host mounts forced v2", procfs: "container-host", root: "/host/sys/fs/cgroup", override: "v2", want: Hierarchy{V2, "/host/sys/fs/cgroup/unified"}},
+		{name: "no cgroups", procfs: "no-cgroups", wantErr: "no cgroup2, cpuacct or cpu hierarchy mounted according to testdata/mounts/no-cgroups/self/mounts"},
+	}
+	// One set of mounts fixtures serves this test and pkg/cgroupstats's
+	// layout test: each must have a case in both.
+	covered := map[string]bool{"missing": true}
+	for _, tt := range tests {
+		covered[tt.procfs] = true
+	}
+	dirs, err := os.ReadDir(filepath.Join("testdata", "mounts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		if d.IsDir() && !covered[d.Name()] {
+			t.Errorf("fixture testdata/mounts/%s has no case", d.Name())
+		}
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -164,11 +185,20 @@ func FuzzParseCPUStatUsage(f *testing.F) {
 }
 
 func TestMountsParsing(t *testing.T) {
-	ms := parseMounts([]byte("cgroup /a\\040b\\134c cgroup rw,cpu\nshort line\ncgroup2 /u cgroup2 rw\n"))
-	if len(ms) != 2 || ms[0].point != `/a b\c` || !ms[0].hasOpt("cpu") || ms[1].fstype != "cgroup2" {
-		t.Fatalf("parseMounts = %+v", ms)
+	ms := ParseMounts([]byte("cgroup /a\\040b\\134c cgroup rw,cpu\nshort line\ncgroup2 /u cgroup2 rw\n"), "/").All()
+	if len(ms) != 2 || ms[0].Point != `/a b\c` || !slices.Contains(ms[0].Options, "cpu") || ms[1].FSType != "cgroup2" || !ms[0].InRoot {
+		t.Fatalf("ParseMounts = %+v", ms)
 	}
 	if got := unescapeMount(`/x\04`); got != `/x\04` {
 		t.Errorf("truncated escape: %q", got)
+	}
+}
+
+// Without either mounts file the error names both.
+func TestReadMountsNoFile(t *testing.T) {
+	dir := t.TempDir()
+	_, err := ReadMounts(dir, "")
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "self", "mounts")) || !strings.Contains(err.Error(), filepath.Join(dir, "1", "mounts")) {
+		t.Errorf("no mounts file: err = %v, want both paths named", err)
 	}
 }

@@ -128,9 +128,11 @@ func FuzzParseSingle(f *testing.F) {
 	})
 }
 
+// FuzzParseMounts: no mounts data panics the parse, the hierarchy's choice
+// or the layout's.
 func FuzzParseMounts(f *testing.F) {
-	for _, p := range []string{"proc-hybrid/self/mounts", "proc-v2/self/mounts", "proc-container/1/mounts"} {
-		if b, err := os.ReadFile(filepath.Join("testdata", p)); err == nil {
+	for _, p := range []string{"hybrid-comounted/self/mounts", "v2/self/mounts", "container-host/1/mounts", "container/self/mounts"} {
+		if b, err := os.ReadFile(filepath.Join(mountsFixtures, p)); err == nil {
 			f.Add(b, "/host/sys/fs/cgroup")
 		}
 	}
@@ -139,7 +141,13 @@ func FuzzParseMounts(f *testing.F) {
 		if root == "" {
 			root = cgroup.HostRoot
 		}
-		_ = layoutFromMounts(cgroup.ParseMounts(data, root))
+		// One detection: the key hierarchy and the layout name the same
+		// mount for a v1 controller.
+		ms := cgroup.ParseMounts(data, root)
+		l, _ := LayoutOf(ms)
+		if h, err := ms.Hierarchy(cgroup.Auto); err == nil && h.Kind != cgroup.V2 && l.V1Roots[string(h.Kind)] != h.Mount {
+			t.Fatalf("hierarchy %+v, layout %+v", h, l)
+		}
 	})
 }
 

@@ -102,7 +102,7 @@ func checkCPU(t *testing.T, r *Reader, rel string, busy *exec.Cmd) {
 
 func TestHostV1(t *testing.T) {
 	testenv.RequireRoot(t)
-	l, err := DetectLayout("", "")
+	l, err := hostLayout()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +245,7 @@ func checkIO(t *testing.T, r *Reader, rel string, dirs []string) {
 
 func TestHostV2(t *testing.T) {
 	testenv.RequireRoot(t)
-	l, err := DetectLayout("", "")
+	l, err := hostLayout()
 	if err != nil {
 		t.Fatal(err)
 	}

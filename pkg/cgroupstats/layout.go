@@ -30,50 +30,23 @@ func isV1Controller(opt string) bool {
 	return false
 }
 
-// DetectLayout reads the cgroup mounts from <procfsRoot>/self/mounts
-// (falling back to <procfsRoot>/1/mounts, for a procfs whose "self" does
-// not resolve; empty procfsRoot means /proc) and returns where each
-// hierarchy is. Mount points under /sys/fs/cgroup are rebased under
-// cgroupfsRoot (empty means /sys/fs/cgroup) the way pkg/cgroup.Detect does,
-// so a container with the host's cgroupfs at /host/sys/fs/cgroup that reads
-// the host's mounts file gets usable paths. When a hierarchy is mounted more
-// than once, the mount inside the cgroupfs root wins, then the first listed.
-// It is an error when no cgroup hierarchy is mounted at all.
-func DetectLayout(procfsRoot, cgroupfsRoot string) (Layout, error) {
-	mounts, path, err := cgroup.Mounts(procfsRoot, cgroupfsRoot)
-	if err != nil {
-		return Layout{}, err
-	}
-	l := layoutFromMounts(mounts)
-	if l.V2Root == "" && len(l.V1Roots) == 0 {
-		return Layout{}, fmt.Errorf("no cgroup hierarchy mounted according to %s", path)
-	}
-	return l, nil
-}
-
-func layoutFromMounts(mounts []cgroup.Mount) Layout {
+// LayoutOf returns where each hierarchy is mounted, from the mounts read
+// once at start-up (cgroup.ReadMounts, which also rebases them under the
+// cgroupfs root). When a hierarchy is mounted more than once it picks as
+// Mounts.Find does: the mount inside the cgroupfs root, then the first
+// listed. It is an error when no cgroup hierarchy is mounted at all.
+func LayoutOf(ms cgroup.Mounts) (Layout, error) {
 	l := Layout{V1Roots: map[string]string{}}
-	// inside records, per key, whether the chosen mount is inside root, so
-	// a later mount inside root can replace an earlier one outside it.
-	inside := map[string]bool{}
-	choose := func(key string, p string, in bool, set func(string)) {
-		if _, seen := inside[key]; seen && (inside[key] || !in) {
-			return
-		}
-		inside[key] = in
-		set(p)
-	}
-	for _, m := range mounts {
-		switch m.FSType {
-		case "cgroup2":
-			choose("", m.Point, m.InRoot, func(p string) { l.V2Root = p })
-		case "cgroup":
-			for _, o := range m.Options {
-				if isV1Controller(o) {
-					choose(o, m.Point, m.InRoot, func(p string) { l.V1Roots[o] = p })
-				}
+	l.V2Root, _ = ms.V2()
+	for _, m := range ms.All() {
+		for _, o := range m.Options {
+			if _, done := l.V1Roots[o]; !done && m.FSType == "cgroup" && isV1Controller(o) {
+				l.V1Roots[o], _ = ms.V1(o)
 			}
 		}
 	}
-	return l
+	if l.V2Root == "" && len(l.V1Roots) == 0 {
+		return Layout{}, fmt.Errorf("no cgroup hierarchy mounted according to %s", ms.Source())
+	}
+	return l, nil
 }

@@ -353,7 +353,7 @@ func BenchmarkRead(b *testing.B) {
 // BenchmarkReadHost reads the root cgroup of this host's real cgroupfs,
 // whose files the kernel generates on each read (memory.stat dominates).
 func BenchmarkReadHost(b *testing.B) {
-	l, err := DetectLayout("", "")
+	l, err := hostLayout()
 	if err != nil {
 		b.Skip(err)
 	}

@@ -3,6 +3,7 @@ package collector
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/wattrace/wattrace/internal/setting"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
@@ -10,9 +11,22 @@ import (
 const NameCgroup = "cgroup"
 
 func init() {
-	register(Registration{Name: NameCgroup, Flag: true, DefaultOn: true,
+	register(withSettings(Registration{Name: NameCgroup, Flag: true, DefaultOn: true,
 		Help: "Enable the cgroup collector (energy, CPU time, context switches per cgroup).",
-		new:  func(o Options) subCollector { return newCgroupCollector(o.IdleAttributed, o.CgroupWorkloads) }})
+		new: func(o Options) subCollector {
+			return newCgroupCollector(o.IdleAttributed, settingsOf[cgroupSettings](o, NameCgroup).Workloads)
+		}}, func(s *setting.Set, o *cgroupSettings) {
+		s.Bool(&o.Workloads, "collector.cgroup.workloads", false, "Export the cgroup families (energy, CPU, context switches, grams) also for cgroups that belong to a container, pod, VM, job or unit at an exported level; by default such a cgroup is exported once, at its workload's level.")
+	}))
+}
+
+// cgroupSettings are the cgroup collector's own settings.
+type cgroupSettings struct {
+	// Workloads exports the cgroup families (energy, CPU, grams) also for
+	// cgroups that belong to a workload at an exported level; by default
+	// those are exported at the workload level only (the emissions
+	// collector follows it).
+	Workloads bool
 }
 
 // cgroupCollector exports energy and CPU usage per cgroup of the key

@@ -31,13 +31,16 @@ type ProgramStatsSource interface {
 	ProgramStats() ([]snapshot.ProgramStat, error)
 }
 
-// Options chooses and configures the collectors.
+// Options are what the exporter knows at start-up that decides which
+// collectors run and what they describe. A collector's own settings are
+// not here: each registration declares them (withSettings), and Settings
+// carries their decoded values.
 type Options struct {
 	// Enabled turns on the Flag collectors by name (Registered lists them).
 	Enabled map[string]bool
-	// ProcessTop limits the process collector to the N processes with the
-	// most energy; 0 exports all.
-	ProcessTop int
+	// Settings are the collectors' own settings (collector.<name>.*);
+	// a collector missing here runs with its defaults.
+	Settings Settings
 	// Programs are the BPF programs' statistics sources the bpf-stats
 	// collector reports: every loader wattrace holds.
 	Programs []ProgramStatsSource
@@ -47,18 +50,6 @@ type Options struct {
 	// Levels are the workload levels to export (container, pod, vm, job,
 	// unit); none disables the workloads collector.
 	Levels []workload.Kind
-	// ProbesPerCgroup exports the probe families per cgroup as well as per
-	// node and workload (collector.probes.per-cgroup).
-	ProbesPerCgroup bool
-	// CgroupWorkloads exports the cgroup families (energy, CPU, grams)
-	// also for cgroups that belong to a workload at an exported level;
-	// by default those are exported at the workload level only
-	// (collector.cgroup.workloads).
-	CgroupWorkloads bool
-	// ProbesSoftirqWorkloads exports the softirq_interrupted families per
-	// workload level and cgroup too, not only per node
-	// (collector.probes.softirq-per-workload).
-	ProbesSoftirqWorkloads bool
 	// IdleAttributed is true when an idle policy other than "none" hands
 	// idle energy to workloads. Only then are workload series with
 	// mode="idle" exported: under "none" they would all be 0.
@@ -96,8 +87,8 @@ func New(src SnapshotSource, o Options) (*Exporter, error) {
 	if src == nil {
 		return nil, errors.New("collector: nil snapshot source")
 	}
-	if o.ProcessTop < 0 {
-		return nil, fmt.Errorf("collector: process top %d must be >= 0", o.ProcessTop)
+	if err := o.Settings.Check(); err != nil {
+		return nil, fmt.Errorf("collector: %w", err)
 	}
 	if o.Enabled[NameBPFStats] && len(o.Programs) == 0 {
 		return nil, errors.New("collector: bpf-stats enabled without a program statistics source")

@@ -228,7 +228,7 @@ wattrace_cgroup_energy_joules_total{cgroup="/system.slice/a.service",method="mea
 }
 
 func TestProcessCollectorTopN(t *testing.T) {
-	e := newExporter(t, testSnapshot(), Options{Enabled: on(NameProcess), ProcessTop: 2, IdleAttributed: true})
+	e := newExporter(t, testSnapshot(), Options{Enabled: on(NameProcess), Settings: Settings{NameProcess: &ProcessSettings{Top: 2}}, IdleAttributed: true})
 	gatherCompare(t, e, `
 # HELP wattrace_process_energy_joules_total Energy attributed to the process (all its threads, exited ones included); mode as for wattrace_cgroup_energy_joules_total. Only the top N processes by energy are exported.
 # TYPE wattrace_process_energy_joules_total counter
@@ -248,7 +248,7 @@ wattrace_process_context_switches_total{cgroup="/user.slice",comm="bad`+"\uFFFD"
 }
 
 func TestProcessCollectorAll(t *testing.T) {
-	e := newExporter(t, testSnapshot(), Options{Enabled: on(NameProcess), ProcessTop: 0})
+	e := newExporter(t, testSnapshot(), Options{Enabled: on(NameProcess), Settings: Settings{NameProcess: &ProcessSettings{Top: 0}}})
 	if n := testutil.CollectAndCount(e, "wattrace_process_cpu_seconds_total"); n != 4 {
 		t.Errorf("top 0 exported %d processes, want all 4", n)
 	}
@@ -325,7 +325,7 @@ wattrace_stats_intervals_total 42
 // Before the first interval the exporter still answers: build info, zero
 // intervals, and success 0 for the collectors that need a snapshot.
 func TestNoSnapshotYet(t *testing.T) {
-	e := newExporter(t, nil, Options{Enabled: on(NameNode, NameCgroup, NameProcess, NameBPFStats), ProcessTop: 20, Programs: []ProgramStatsSource{fakePrograms{stats: []snapshot.ProgramStat{{Name: "sched_switch", RunTime: time.Second, RunCount: 10}}}}})
+	e := newExporter(t, nil, Options{Enabled: on(NameNode, NameCgroup, NameProcess, NameBPFStats), Settings: Settings{NameProcess: &ProcessSettings{Top: 20}}, Programs: []ProgramStatsSource{fakePrograms{stats: []snapshot.ProgramStat{{Name: "sched_switch", RunTime: time.Second, RunCount: 10}}}}})
 	gatherCompare(t, e, `
 # HELP wattrace_scrape_collector_success Whether a collector succeeded (1) or failed or had no data yet (0) in this scrape.
 # TYPE wattrace_scrape_collector_success gauge
@@ -387,7 +387,7 @@ func TestNewErrors(t *testing.T) {
 	if _, err := New(fixedSource{}, Options{Enabled: on(NameBPFStats)}); err == nil {
 		t.Error("bpf-stats without a program source accepted")
 	}
-	if _, err := New(fixedSource{}, Options{ProcessTop: -1}); err == nil {
+	if _, err := New(fixedSource{}, Options{Settings: Settings{NameProcess: &ProcessSettings{Top: -1}}}); err == nil {
 		t.Error("negative top accepted")
 	}
 }
@@ -398,7 +398,7 @@ func BenchmarkProcessCollector(b *testing.B) {
 	for i := 0; i < 10000; i++ {
 		snap.Processes = append(snap.Processes, proc(uint32(i+1), fmt.Sprintf("p%d", i%97), float64(i%1013)))
 	}
-	e, err := New(fixedSource{snap}, Options{Enabled: on(NameProcess), ProcessTop: 20})
+	e, err := New(fixedSource{snap}, Options{Enabled: on(NameProcess), Settings: Settings{NameProcess: &ProcessSettings{Top: 20}}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -505,7 +505,7 @@ wattrace_node_softirq_seconds_total{vector="NET_RX"} 3e-06
 	}
 
 	// With collector.probes.per-cgroup, the cgroups' series as well.
-	e = newExporter(t, snap, Options{Enabled: on(NameProbes), ProbesPerCgroup: true})
+	e = newExporter(t, snap, Options{Enabled: on(NameProbes), Settings: Settings{NameProbes: &probesSettings{PerCgroup: true}}})
 	want = `# HELP wattrace_cgroup_block_io_bytes_total Block IO bytes submitted by the cgroup's tasks (bios before merging; writeback of buffered writes is submitted by kernel flushers and not counted here).
 # TYPE wattrace_cgroup_block_io_bytes_total counter
 wattrace_cgroup_block_io_bytes_total{cgroup="/",op="read"} 0
@@ -593,7 +593,7 @@ func TestCgroupInWorkloadExportedOnce(t *testing.T) {
 	if got := count(o); len(got) != 1 || got["cgroups"] != 2 {
 		t.Errorf("by default: %v, want no series of the job's cgroup and the 2 other cgroups", got)
 	}
-	o.CgroupWorkloads = true
+	o.Settings = Settings{NameCgroup: &cgroupSettings{Workloads: true}}
 	got := count(o)
 	for _, f := range []string{"wattrace_cgroup_cpu_seconds_total", "wattrace_cgroup_context_switches_total", "wattrace_cgroup_energy_joules_total", "wattrace_cgroup_emissions_grams_total"} {
 		if got[f] != 1 {
@@ -647,7 +647,7 @@ func TestSoftirqPerWorkloadOnRequest(t *testing.T) {
 	if node, job := count(o); node != 1 || job != 0 {
 		t.Errorf("by default: node %d, job %d series, want 1 and 0", node, job)
 	}
-	o.ProbesSoftirqWorkloads = true
+	o.Settings = Settings{NameProbes: &probesSettings{SoftirqWorkloads: true}}
 	if node, job := count(o); node != 1 || job != 1 {
 		t.Errorf("on request: node %d, job %d series, want 1 and 1", node, job)
 	}

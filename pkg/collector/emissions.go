@@ -38,7 +38,8 @@ const gramsHelp = "Grams of CO2-equivalent of the energy attributed to the %s, e
 
 func newEmissionsCollector(o Options) *emissionsCollector {
 	help := func(what string) string { return fmt.Sprintf(gramsHelp, what) }
-	c := &emissionsCollector{top: o.ProcessTop, idle: o.IdleAttributed, cgroupWorkloads: o.CgroupWorkloads, levels: map[workload.Kind]*prometheus.Desc{}}
+	c := &emissionsCollector{top: settingsOf[ProcessSettings](o, NameProcess).Top, idle: o.IdleAttributed,
+		cgroupWorkloads: settingsOf[cgroupSettings](o, NameCgroup).Workloads, levels: map[workload.Kind]*prometheus.Desc{}}
 	if o.Enabled[NameNode] {
 		c.node = newDesc("node", "emissions_grams_total", "Grams of CO2-equivalent of the node's energy per zone, each accounting interval's joules priced at the carbon intensity in force in that interval; mode as for wattrace_node_energy_joules_total, provider is whose factor priced them. Zones overlap: do not sum across zones.", "zone", "socket", "mode", "provider")
 		c.nodeUnattributed = newDesc("node", "unattributed_emissions_grams_total", "Grams of CO2-equivalent of wattrace_node_unattributed_joules_total: part of mode=\"dynamic\" of wattrace_node_emissions_grams_total.", "zone", "socket", "provider")

@@ -35,7 +35,7 @@ func withEmissions(s *snapshot.Snapshot) *snapshot.Snapshot {
 // is exported only when attributed; factors per provider and grid zone.
 func TestEmissionsCollector(t *testing.T) {
 	e := newExporter(t, withEmissions(testSnapshot()), Options{Enabled: on(NameNode, NameCgroup, NameProcess),
-		ProcessTop: 2, Levels: []workload.Kind{workload.KindJob}, Emissions: true})
+		Settings: Settings{NameProcess: &ProcessSettings{Top: 2}}, Levels: []workload.Kind{workload.KindJob}, Emissions: true})
 	gatherCompare(t, e, `
 # HELP wattrace_node_emissions_grams_total Grams of CO2-equivalent of the node's energy per zone, each accounting interval's joules priced at the carbon intensity in force in that interval; mode as for wattrace_node_energy_joules_total, provider is whose factor priced them. Zones overlap: do not sum across zones.
 # TYPE wattrace_node_emissions_grams_total counter

@@ -61,7 +61,8 @@ func fullRegistry(t *testing.T) *prometheus.Registry {
 		snap.Workloads[i].Resources = &r
 	}
 	e := newExporter(t, withEmissions(snap), Options{Enabled: on(NameNode, NameCgroup, NameProcess, NameProbes, NamePerf, NameBPFStats, NameGPU),
-		ProcessTop: 20, IdleAttributed: true, Levels: workload.Levels(), MeterHealth: true, ProbesPerCgroup: true, ProbesSoftirqWorkloads: true, Emissions: true,
+		Settings:       Settings{NameProcess: &ProcessSettings{Top: 20}, NameProbes: &probesSettings{PerCgroup: true, SoftirqWorkloads: true}},
+		IdleAttributed: true, Levels: workload.Levels(), MeterHealth: true, Emissions: true,
 		Programs: []ProgramStatsSource{fakePrograms{stats: []snapshot.ProgramStat{{Name: "handle_switch", RunTime: time.Millisecond, RunCount: 3}}}}})
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(e)

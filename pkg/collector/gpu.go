@@ -15,7 +15,7 @@ const NameGPU = "gpu"
 func init() {
 	register(Registration{Name: NameGPU, Flag: true, DefaultOn: true,
 		Help: "Enable the GPU collector: energy, power and utilization per GPU, per-process GPU energy (top collector.process.top per GPU) and GPU allocations. No series on a node without GPUs.",
-		new:  func(o Options) subCollector { return newGPUCollector(o.ProcessTop) }})
+		new:  func(o Options) subCollector { return newGPUCollector(settingsOf[ProcessSettings](o, NameProcess).Top) }})
 }
 
 // gpuCollector exports each GPU device (snapshot.GPU): its energy by mode

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/wattrace/wattrace/internal/setting"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
@@ -12,9 +13,26 @@ import (
 const NameProbes = "probes"
 
 func init() {
-	register(Registration{Name: NameProbes, Flag: true, DefaultOn: true,
+	register(withSettings(Registration{Name: NameProbes, Flag: true, DefaultOn: true,
 		Help: "Enable the kernel probes (BPF mode): page cache, softirqs, block IO and network per node and workload (per cgroup with collector.probes.per-cgroup), and perf counters where the CPU has them.",
-		new:  func(o Options) subCollector { return newProbesCollector(o.ProbesPerCgroup, o.ProbesSoftirqWorkloads) }})
+		new: func(o Options) subCollector {
+			own := settingsOf[probesSettings](o, NameProbes)
+			return newProbesCollector(own.PerCgroup, own.SoftirqWorkloads)
+		}}, func(s *setting.Set, o *probesSettings) {
+		s.Bool(&o.SoftirqWorkloads, "collector.probes.softirq-per-workload", false, "Export softirq_interrupted (softirqs counted against whichever task they interrupted, not work done for it) per workload level and per cgroup too, not only per node; the node's softirqs by vector are always exported.")
+		s.Bool(&o.PerCgroup, "collector.probes.per-cgroup", false, "Export the probes' families per cgroup as well as per node and workload level: 16 series per cgroup whose tasks used every probed resource (families all zero are left out).")
+	}))
+}
+
+// probesSettings are the probes collector's own settings.
+type probesSettings struct {
+	// PerCgroup exports the probe families per cgroup as well as per node
+	// and workload.
+	PerCgroup bool
+	// SoftirqWorkloads exports the softirq_interrupted families per
+	// workload level and cgroup too, not only per node (the workloads
+	// collector follows it).
+	SoftirqWorkloads bool
 }
 
 // probesCollector exports what the optional kernel probes count (the

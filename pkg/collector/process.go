@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/wattrace/wattrace/internal/setting"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
@@ -14,9 +15,26 @@ import (
 const NameProcess = "process"
 
 func init() {
-	register(Registration{Name: NameProcess, Flag: true, DefaultOn: true,
+	register(withSettings(Registration{Name: NameProcess, Flag: true, DefaultOn: true,
 		Help: "Enable the process collector: per-process series for the top collector.process.top processes by energy.",
-		new:  func(o Options) subCollector { return newProcessCollector(o.ProcessTop, o.IdleAttributed) }})
+		new: func(o Options) subCollector {
+			return newProcessCollector(settingsOf[ProcessSettings](o, NameProcess).Top, o.IdleAttributed)
+		}}, func(s *setting.Set, o *ProcessSettings) {
+		s.Int(&o.Top, "collector.process.top", 20, "Export only the N processes with the most energy. 0 = all.", 0, "must be >= 0 (0 = all)")
+	}))
+}
+
+// ProcessSettings are the process collector's own settings.
+type ProcessSettings struct {
+	// Top is collector.process.top: how many processes, by energy, are
+	// exported (0: all). The GPU and emissions collectors, and the loop's
+	// ended processes, follow it.
+	Top int
+}
+
+// Process returns the process collector's settings.
+func (st Settings) Process() *ProcessSettings {
+	return settingsOf[ProcessSettings](Options{Settings: st}, NameProcess)
 }
 
 // processCollector exports per-process series for the top N processes by

@@ -1,10 +1,13 @@
 package collector
 
 import (
+	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/wattrace/wattrace/internal/setting"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
@@ -31,6 +34,72 @@ type Registration struct {
 	// Options.Enabled[Name].
 	on  func(o Options) bool
 	new func(o Options) subCollector
+	// declare declares the collector's own settings bound to own (a fresh
+	// value when own is nil) and returns it; nil when it has none
+	// (withSettings sets it).
+	declare func(s *setting.Set, own any) any
+}
+
+// withSettings gives r settings of its own, of type S, declared beside
+// the collector as node_exporter's collectors declare their flags: each
+// key is collector.<name>.<setting>; the configuration's flag, environment
+// variable and YAML key, its decoding and its check follow from declare.
+// The collector reads them with settingsOf.
+func withSettings[S any](r Registration, declare func(s *setting.Set, o *S)) Registration {
+	r.declare = func(s *setting.Set, v any) any {
+		o, ok := v.(*S)
+		if !ok || o == nil {
+			o = new(S)
+		}
+		before := len(s.All())
+		declare(s, o)
+		for _, st := range s.All()[before:] {
+			if !strings.HasPrefix(st.Key, "collector."+r.Name+".") {
+				panic(fmt.Sprintf("collector %s declares %s, outside collector.%s.*", r.Name, st.Key, r.Name))
+			}
+		}
+		return o
+	}
+	return r
+}
+
+// Settings are the collectors' own settings, by collector name, as their
+// registrations declare them (Declare) and the configuration decodes them.
+type Settings map[string]any
+
+// Declare declares every registered collector's own settings into s,
+// bound to st's values (fresh ones where st has none).
+func (st Settings) Declare(s *setting.Set) {
+	for _, r := range Registered() {
+		if r.declare != nil {
+			st[r.Name] = r.declare(s, st[r.Name])
+		}
+	}
+}
+
+// Check runs the declared checks on the values st holds; each error names
+// its key.
+func (st Settings) Check() error {
+	s := &setting.Set{}
+	for _, r := range Registered() {
+		if v, ok := st[r.Name]; ok && r.declare != nil {
+			r.declare(s, v)
+		}
+	}
+	return s.Check()
+}
+
+// settingsOf returns collector name's settings from o, or their defaults
+// where o holds none (Options built in code).
+func settingsOf[S any](o Options, name string) *S {
+	if v, ok := o.Settings[name].(*S); ok && v != nil {
+		return v
+	}
+	v := new(S)
+	s := &setting.Set{}
+	registrations[name].declare(s, v)
+	s.FillDefaults()
+	return v
 }
 
 // registrations is filled by the collector files' init functions and

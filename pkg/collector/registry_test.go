@@ -1,9 +1,12 @@
 package collector
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/wattrace/wattrace/internal/setting"
 )
 
 // The collectors table of docs/metrics.md lists every collector with a
@@ -57,4 +60,34 @@ func TestUnknownCollector(t *testing.T) {
 	if _, err := New(fixedSource{}, Options{Enabled: on("gpu-magic")}); err == nil || !strings.Contains(err.Error(), "gpu-magic") {
 		t.Errorf("New with an unknown collector: %v, want an error naming it", err)
 	}
+}
+
+// A collector's own settings: declared by its registration under
+// collector.<name>.*, checked with the key named, their defaults where
+// Options carry none.
+func TestCollectorSettings(t *testing.T) {
+	if top := settingsOf[ProcessSettings](Options{}, NameProcess).Top; top != 20 {
+		t.Errorf("process.top without settings = %d, want the declared default 20", top)
+	}
+	err := Settings{NameProcess: &ProcessSettings{Top: -1}}.Check()
+	if err == nil || !strings.Contains(err.Error(), `invalid value "-1" for collector.process.top`) {
+		t.Errorf("check: %v", err)
+	}
+	s := &setting.Set{}
+	st := Settings{}
+	st.Declare(s)
+	for _, key := range []string{"collector.process.top", "collector.probes.per-cgroup", "collector.probes.softirq-per-workload", "collector.cgroup.workloads"} {
+		if s.Lookup(key) == nil {
+			t.Errorf("%s not declared", key)
+		}
+	}
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "outside collector.bad.*") {
+			t.Errorf("a key outside collector.<name>.* was accepted: %v", r)
+		}
+	}()
+	var v int
+	withSettings(Registration{Name: "bad"}, func(s *setting.Set, _ *struct{}) {
+		s.Int(&v, "power.bad", 0, "", 0, "")
+	}).declare(&setting.Set{}, nil)
 }

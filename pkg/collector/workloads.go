@@ -17,7 +17,7 @@ func init() {
 	register(Registration{Name: NameWorkloads,
 		on: func(o Options) bool { return len(o.Levels) > 0 },
 		new: func(o Options) subCollector {
-			return newWorkloadsCollector(o.Levels, o.IdleAttributed, o.Enabled[NameProbes], o.ProbesSoftirqWorkloads)
+			return newWorkloadsCollector(o.Levels, o.IdleAttributed, o.Enabled[NameProbes], settingsOf[probesSettings](o, NameProbes).SoftirqWorkloads)
 		}})
 }
 

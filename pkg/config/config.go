@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"net"
 	"slices"
 	"sort"
@@ -21,13 +20,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/cast"
 	"github.com/spf13/pflag"
-	"github.com/spf13/viper"
 
+	"github.com/wattrace/wattrace/internal/cli"
+	"github.com/wattrace/wattrace/internal/setting"
 	"github.com/wattrace/wattrace/pkg/collector"
 	"github.com/wattrace/wattrace/pkg/gpu/node"
 	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/power/discover"
 	"github.com/wattrace/wattrace/pkg/workload"
 )
 
@@ -36,7 +36,7 @@ const EnvPrefix = "WATTRACE"
 
 // Keys. They double as flag names and YAML keys.
 const (
-	KeyConfigFile = "config.file"
+	KeyConfigFile = cli.KeyConfigFile
 
 	KeyWebListenAddress = "web.listen-address"
 	KeyWebConfigFile    = "web.config.file"
@@ -58,41 +58,22 @@ const (
 	KeyStatsOnDemand  = "stats.on-demand"
 	KeyStatsMaxGap    = "stats.max-gap"
 
-	KeyPowerSource          = "power.source"
-	KeyPowerIdleWatts       = "power.idle-watts"
-	KeyPowerIdlePolicy      = "power.idle-policy"
-	KeyPowerEstimatorMinPer = "power.estimator.min-watts-per-cpu"
-	KeyPowerEstimatorMaxPer = "power.estimator.max-watts-per-cpu"
-	KeyPowerUsageMetric     = "power.usage-metric"
-	KeyPowerIPMI            = "power.ipmi"
-	KeyPowerMeterInterval   = "power.meter-interval"
-	KeyPowerMeterTimeout    = "power.meter-timeout"
-	KeyRedfishURL           = "power.redfish.url"
-	KeyRedfishChassis       = "power.redfish.chassis"
-	KeyRedfishUsername      = "power.redfish.username"
-	KeyRedfishUsernameFile  = "power.redfish.username-file"
-	KeyRedfishPasswordFile  = "power.redfish.password-file"
-	KeyRedfishPasswordEnv   = "power.redfish.password-env"
-	KeyRedfishAuth          = "power.redfish.auth"
-	KeyRedfishInsecure      = "power.redfish.insecure-skip-verify"
-	KeyRedfishCAFile        = "power.redfish.ca-file"
-	KeyRedfishTimeout       = "power.redfish.timeout"
-	KeyRedfishExternalURL   = "power.redfish.external-url"
-	KeyRedfishExternalHdr   = "power.redfish.external-header"
+	KeyPowerIdleWatts   = "power.idle-watts"
+	KeyPowerIdlePolicy  = "power.idle-policy"
+	KeyPowerUsageMetric = "power.usage-metric"
+	// The meters' power.* keys are declared by pkg/power/discover beside
+	// the meters, the collectors' collector.<name>.* by their
+	// registrations.
 
-	KeyCollectorProcessTop = "collector.process.top"
-	KeyPerfEnvVar          = "collector.perf.env-var"
-	KeyPerfHardware        = "collector.perf.hardware-events"
-	KeyPerfSoftware        = "collector.perf.software-events"
-	KeyPerfCache           = "collector.perf.cache-events"
-	KeyPerfMaxProcesses    = "collector.perf.max-processes"
-	KeyWebAlloyTargets     = "web.alloy-targets"
-	KeyProbesDisable       = "collector.probes.disable"
-	KeyProbesCounters      = "collector.probes.counters"
-	KeyProbesPerCgroup     = "collector.probes.per-cgroup"
-	KeyCgroupWorkloads     = "collector.cgroup.workloads"
-	KeyProbesSoftirqWl     = "collector.probes.softirq-per-workload"
-	KeyCollectorResources  = "collector.resources"
+	KeyPerfEnvVar         = "collector.perf.env-var"
+	KeyPerfHardware       = "collector.perf.hardware-events"
+	KeyPerfSoftware       = "collector.perf.software-events"
+	KeyPerfCache          = "collector.perf.cache-events"
+	KeyPerfMaxProcesses   = "collector.perf.max-processes"
+	KeyWebAlloyTargets    = "web.alloy-targets"
+	KeyProbesDisable      = "collector.probes.disable"
+	KeyProbesCounters     = "collector.probes.counters"
+	KeyCollectorResources = "collector.resources"
 
 	KeyWorkloadLibvirtDirs  = "workload.libvirt.dirs"
 	KeyWorkloadKubeURL      = "workload.kube.url"
@@ -105,17 +86,14 @@ const (
 // Allowed values of the enumerated settings, in the order they are listed
 // in error messages and help text.
 var (
-	LogLevels = []string{"debug", "info", "warn", "error"}
+	LogLevels = cli.LogLevels
 	// ResourceGroups are the cgroup resource groups collector.resources
 	// may name.
 	ResourceGroups    = []string{"cpu", "memory", "io", "pressure", "tasks"}
-	LogFormats        = []string{"logfmt", "json"}
+	LogFormats        = cli.LogFormats
 	AccountingModes   = []string{"auto", "bpf", "procfs"}
 	CgroupHierarchies = []string{"auto", "v2", "cpuacct", "cpu"}
-	PowerSources      = []string{"auto", "rapl", "estimator"}
-	IPMIModes         = []string{"auto", "off"}
 	UsageMetrics      = []string{"cpu_time", "cycles", "instructions", "cache_misses", "cpu_clock"}
-	RedfishAuths      = []string{"session", "basic"}
 	IdlePolicies      = []string{"none", "even", "cpu"}
 )
 
@@ -213,119 +191,61 @@ type Stats struct {
 
 // Power configures the energy source and the idle model.
 type Power struct {
-	Source     string             // auto | rapl | estimator
+	// Config is the meters' settings (power.source, power.ipmi,
+	// power.max-watts, power.estimator.*, power.host-share.*, each
+	// meter's own): declared, decoded and checked as pkg/power/discover
+	// declares them, in the shape discover.Open reads.
+	discover.Config
 	IdleWatts  map[string]float64 // zone name -> watts
 	IdlePolicy string             // none | even | cpu
 	// UsageMetric is the metric each zone's dynamic energy is split by:
 	// cpu_time (default) or a perf counter (cycles, instructions,
 	// cache_misses, cpu_clock).
 	UsageMetric map[string]string
-	Estimator   Estimator
-	IPMI        string // auto | off
-	// MeterInterval and MeterTimeout drive slow meters (BMCs), which are
-	// read in the background so no scrape waits on them.
-	MeterInterval time.Duration
-	MeterTimeout  time.Duration
-	Redfish       Redfish
-	Capmc         string             // power.capmc: off | auto
-	MaxWatts      map[string]float64 // power.max-watts: zone -> ceiling in watts
-	HostShare     HostShare          // power.host-share.* (pkg/config/vm.go)
 }
 
-// Redfish configures a BMC to read node power from; off when URL is empty.
-type Redfish struct {
-	URL, Chassis                string
-	Username, UsernameFile      string
-	PasswordFile, PasswordEnv   string
-	Auth                        string // session | basic
-	InsecureSkipVerify          bool
-	CAFile                      string
-	Timeout                     time.Duration
-	ExternalURL, ExternalHeader string
-}
-
-// Estimator overrides the built-in coefficient table; 0 means "use the table".
-type Estimator struct {
-	MinWattsPerCPU float64
-	MaxWattsPerCPU float64
-}
-
-// Power meter choice and reading validation: power.capmc and
-// power.max-watts, and the checks that refuse non-finite or absurd power
-// figures (the meters themselves live in pkg/power, which does not import
-// this package).
-const (
-	KeyPowerCapmc    = "power.capmc"
-	KeyPowerMaxWatts = "power.max-watts"
-)
-
-var (
-	// CapmcModes are power.capmc's values: off, or auto (use capmc when it
-	// is on PATH).
-	CapmcModes = []string{"off", "auto"}
-)
-
-// Bounds on configured power figures: anything beyond is a typo, and a
-// value such as 1e308 would overflow energy to Inf.
-const (
-	maxWattsPerCPU  = 1000
-	maxWattsPerZone = 1e6
-)
-
-// zoneMapKey splits a flattened per-zone map key such as
-// power.max-watts.package.
-func zoneMapKey(key string) (string, string, bool) {
-	for _, mk := range []string{KeyPowerIdleWatts, KeyPowerMaxWatts, KeyGPUIdleWatts} {
-		if zone, ok := strings.CutPrefix(key, mk+"."); ok && zone != "" {
-			return mk, zone, true
+// loader reads the exporter's settings (internal/cli); the per-zone maps
+// may be nested in the file.
+var loader = cli.Loader{
+	Prefix:      EnvPrefix,
+	NotSettings: map[string]bool{"version": true},
+	Maps: func(key string) bool {
+		if key == KeyPowerIdleWatts || key == KeyGPUIdleWatts {
+			return true
 		}
-	}
-	return "", "", false
+		// A declared map (power.max-watts, or a meter's or collector's own)
+		// nests without this package naming it.
+		for _, s := range []*setting.Set{meterSettings(&discover.Config{}), collectorSettings(collector.Settings{})} {
+			if st := s.Lookup(key); st != nil && st.Kind == setting.Map {
+				return true
+			}
+		}
+		return false
+	},
 }
 
-func powerMeterFlags(fs *pflag.FlagSet) {
-	fs.String(KeyPowerCapmc, "off", "Read node power with HPE Cray capmc get_system_power when it is on PATH: off or auto. It reports a whole partition's power, the node's only on a single-node partition.")
-	fs.String(KeyPowerMaxWatts, "", "Ceilings on plausible power per zone, e.g. package=400,platform=3000: watts per socket for package, core, uncore, dram; per device for gpu; per node for psys, platform. A reading implying more is rejected and counted. Unset zones: package, core, uncore 1000, dram 500, gpu 2000, psys 2000, platform 20000.")
+// collectorSettings declares the collectors' own settings bound to st.
+func collectorSettings(st collector.Settings) *setting.Set {
+	s := &setting.Set{}
+	st.Declare(s)
+	return s
 }
 
-// validateMeters checks power.capmc, power.max-watts and that the
-// estimator's figures are finite and sane (NaN passes a ">= 0" check).
-func (p Power) validateMeters() []error {
-	var errs []error
-	if !slices.Contains(CapmcModes, p.Capmc) {
-		errs = append(errs, fmt.Errorf("invalid value %q for %s: allowed %s", p.Capmc, KeyPowerCapmc, strings.Join(CapmcModes, ", ")))
-	}
-	zones := make([]string, 0, len(p.MaxWatts))
-	for z := range p.MaxWatts {
-		zones = append(zones, z)
-	}
-	sort.Strings(zones)
-	for _, z := range zones {
-		v := p.MaxWatts[z]
-		switch {
-		case !slices.Contains(power.Zones(), z):
-			errs = append(errs, fmt.Errorf("invalid value %q for %s: unknown zone %q, allowed %s", fmt.Sprint(v), KeyPowerMaxWatts, z, strings.Join(power.Zones(), ", ")))
-		case math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 || v > maxWattsPerZone:
-			errs = append(errs, fmt.Errorf("invalid value %q for %s.%s: want a finite number of watts in (0, %g]", fmt.Sprint(v), KeyPowerMaxWatts, z, float64(maxWattsPerZone)))
-		}
-	}
-	for _, kv := range []struct {
-		key string
-		v   float64
-	}{{KeyPowerEstimatorMinPer, p.Estimator.MinWattsPerCPU}, {KeyPowerEstimatorMaxPer, p.Estimator.MaxWattsPerCPU}} {
-		if math.IsNaN(kv.v) || math.IsInf(kv.v, 0) || kv.v > maxWattsPerCPU {
-			errs = append(errs, fmt.Errorf("invalid value %q for %s: want a finite number of watts in [0, %d] (0 = from the CPU model table)", fmt.Sprint(kv.v), kv.key, maxWattsPerCPU))
-		}
-	}
-	return errs
+// meterSettings declares the meters' settings bound to p.
+func meterSettings(p *discover.Config) *setting.Set {
+	s := &setting.Set{}
+	p.Declare(s)
+	return s
 }
 
 // Collector enables collectors.
 type Collector struct {
 	// Enabled says, per collector with a flag (collector.Registered), whether
 	// collector.<name> turns it on.
-	Enabled    map[string]bool
-	ProcessTop int // 0 = all processes
+	Enabled map[string]bool
+	// Settings are the collectors' own settings (collector.process.top,
+	// collector.probes.per-cgroup, …), declared by their registrations.
+	Settings collector.Settings
 	// LevelOn says, per workload level (workload.Levels), whether
 	// collector.<level> exports it.
 	LevelOn map[workload.Kind]bool
@@ -333,15 +253,6 @@ type Collector struct {
 	// counters read at context switches (collector.probes on, BPF mode).
 	ProbesDisable  []string
 	ProbesCounters []string
-	// ProbesPerCgroup exports the probes' families per cgroup too, not only
-	// per node and workload.
-	ProbesPerCgroup bool
-	// CgroupWorkloads exports the cgroup families also for cgroups that
-	// belong to an exported workload (by default: at its level only).
-	CgroupWorkloads bool
-	// ProbesSoftirqWorkloads exports the softirq_interrupted families per
-	// workload and cgroup, not only per node.
-	ProbesSoftirqWorkloads bool
 	// Resources are the cgroup resource groups read and exported per
 	// workload (ResourceGroups); none reads no cgroup file.
 	Resources []string
@@ -363,7 +274,7 @@ func enabledCollectors(d *decoder) map[string]bool {
 	out := map[string]bool{}
 	for _, r := range collector.Registered() {
 		if r.Flag {
-			out[r.Name] = d.bool(KeyCollector(r.Name))
+			out[r.Name] = d.Bool(KeyCollector(r.Name))
 		}
 	}
 	return out
@@ -384,17 +295,13 @@ func (c Collector) Levels() []workload.Kind {
 func enabledLevels(d *decoder) map[workload.Kind]bool {
 	out := map[workload.Kind]bool{}
 	for _, l := range workload.Levels() {
-		out[l] = d.bool(KeyCollector(string(l)))
+		out[l] = d.Bool(KeyCollector(string(l)))
 	}
 	return out
 }
 
 // EnvVar returns the environment variable that sets key.
-func EnvVar(key string) string {
-	return EnvPrefix + "_" + strings.ToUpper(envReplacer.Replace(key))
-}
-
-var envReplacer = strings.NewReplacer(".", "_", "-", "_")
+func EnvVar(key string) string { return loader.EnvVar(key) }
 
 // NewFlagSet returns the exporter's flags with their defaults. Load parses
 // it; it is exported so that main can print usage and tests can check that
@@ -427,45 +334,24 @@ func NewFlagSet(name string) *pflag.FlagSet {
 	fs.Duration(KeyStatsMaxGap, time.Minute, "With stats.on-demand, the longest the loop goes without a step when nobody asks; bounds how many ended processes the BPF exit maps must hold between reads. At least stats.interval.")
 	fs.Duration(KeyStatsRetention, 5*time.Minute, "How long terminated cgroups and processes stay exported, so the last scrape sees their final totals.")
 
-	fs.String(KeyPowerSource, "auto", "Energy source: auto (every meter found: RAPL, pm_counters, Redfish, IPMI, hwmon; the estimator when none measures), rapl (RAPL only), or estimator.")
 	fs.String(KeyPowerIdleWatts, "", "Fixed idle power per zone, e.g. package=10,dram=2. Zones not listed learn idle power from the minimum seen at low utilization.")
 	fs.String(KeyPowerIdlePolicy, "none", "How idle energy is attributed to workloads: none (kept at node level), even (split evenly among active workloads), cpu (by CPU time).")
-	fs.Float64(KeyPowerEstimatorMinPer, 0, "Estimator: watts per CPU at idle. 0 = from the built-in CPU model table.")
-	fs.Float64(KeyPowerEstimatorMaxPer, 0, "Estimator: watts per CPU at full load. 0 = from the built-in CPU model table.")
 	fs.String(KeyPowerUsageMetric, "", "What each zone's dynamic energy is split by, e.g. package=instructions,dram=cache_misses: cpu_time (default), or a perf counter from collector.probes.counters (cycles, instructions, cache_misses, cpu_clock); zones whose counter is unavailable use cpu_time.")
-	fs.String(KeyPowerIPMI, "auto", "Read node power over IPMI DCMI (/dev/ipmi0, else ipmi-dcmi, ipmitool or ipmiutil): auto or off.")
-	fs.Duration(KeyPowerMeterInterval, time.Second, "How often slow meters (BMCs, hwmon) and amdgpu GPUs' power are read in the background.")
-	fs.Duration(KeyPowerMeterTimeout, 5*time.Second, "Longest wait for one slow-meter read; a late meter keeps its last value, visibly stale.")
-	powerMeterFlags(fs)
+	cli.AddFlags(fs, meterSettings(&discover.Config{}))
 	gpuFlags(fs)
-	fs.String(KeyRedfishURL, "", "Redfish BMC base URL, e.g. https://{hostname}-bmc.example.com ({hostname}: this node's short name). Empty: no Redfish.")
-	fs.String(KeyRedfishChassis, "", "Redfish chassis Id. Empty: the first chassis with power data.")
-	fs.String(KeyRedfishUsername, "", "Redfish user name.")
-	fs.String(KeyRedfishUsernameFile, "", "File holding the Redfish user name.")
-	fs.String(KeyRedfishPasswordFile, "", "File holding the Redfish password (never logged).")
-	fs.String(KeyRedfishPasswordEnv, "", "Environment variable holding the Redfish password (never logged).")
-	fs.String(KeyRedfishAuth, "session", "Redfish authentication: session (token, re-login on expiry; basic where sessions are off) or basic.")
-	fs.Bool(KeyRedfishInsecure, false, "Skip verifying the BMC's certificate.")
-	fs.String(KeyRedfishCAFile, "", "CA bundle for the BMC's certificate.")
-	fs.Duration(KeyRedfishTimeout, 5*time.Second, "Timeout of one Redfish request.")
-	fs.String(KeyRedfishExternalURL, "", "Send Redfish requests to this proxy (cmd/redfish_proxy) with the BMC address in a header.")
-	fs.String(KeyRedfishExternalHdr, "X-Redfish-Url", "Header carrying the BMC address to the proxy.")
 
 	for _, r := range collector.Registered() {
 		if r.Flag {
 			fs.Bool(KeyCollector(r.Name), r.DefaultOn, r.Help)
 		}
 	}
-	fs.Int(KeyCollectorProcessTop, 20, "Export only the N processes with the most energy. 0 = all.")
+	cli.AddFlags(fs, collectorSettings(collector.Settings{}))
 	for _, l := range workload.Levels() {
 		fs.Bool(KeyCollector(string(l)), true, workload.LevelHelp(l))
 	}
 
 	fs.StringSlice(KeyProbesDisable, nil, "Probes not to load: pagecache_read, pagecache_add, pagecache_dirty, softirq, block, net, counters.")
 	fs.StringSlice(KeyCollectorResources, []string{"memory"}, "Cgroup resource groups read and exported per workload, each file at most once per scrape: cpu, memory, io, pressure, tasks (empty: none). Series per workload: cpu 2, memory up to 7, io 4 per device, pressure up to 6, tasks 1.")
-	fs.Bool(KeyCgroupWorkloads, false, "Export the cgroup families (energy, CPU, context switches, grams) also for cgroups that belong to a container, pod, VM, job or unit at an exported level; by default such a cgroup is exported once, at its workload's level.")
-	fs.Bool(KeyProbesSoftirqWl, false, "Export softirq_interrupted (softirqs counted against whichever task they interrupted, not work done for it) per workload level and per cgroup too, not only per node; the node's softirqs by vector are always exported.")
-	fs.Bool(KeyProbesPerCgroup, false, "Export the probes' families per cgroup as well as per node and workload level: 16 series per cgroup whose tasks used every probed resource (families all zero are left out).")
 	fs.StringSlice(KeyProbesCounters, nil, "Perf counters read at every context switch: cycles, instructions, cache_misses, or cpu_clock (software stand-in). Off by default: reading one costs about 450 ns per context switch on every process (docs/performance.md); none opened means the counters program is not attached.")
 	fs.StringSlice(KeyPerfEnvVar, []string{"WATTRACE_PROFILE"}, "Environment variables that opt a process in to profiling (any non-empty value). Repeatable.")
 	fs.StringSlice(KeyPerfHardware, []string{"cpu_cycles", "instructions", "cache_references", "cache_misses", "branch_instructions", "branch_misses"}, "Hardware events for opted-in processes (unavailable ones are logged once and skipped).")
@@ -483,57 +369,17 @@ func NewFlagSet(name string) *pflag.FlagSet {
 	return fs
 }
 
-// notSettings are flags that only make sense on the command line.
-var notSettings = map[string]bool{"version": true}
-
 // Load parses args (without the program name) and merges them with the
 // environment, the configuration file and the defaults, then validates the
 // result. On --help it returns an error wrapping pflag.ErrHelp after the
 // flag set has printed usage.
 func Load(args []string) (*Config, error) {
 	fs := NewFlagSet("wattrace")
-	if err := fs.Parse(args); err != nil {
+	d, cfgFile, err := loader.Load(fs, args)
+	if err != nil {
 		return nil, err
 	}
-	if len(fs.Args()) > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
-	}
-
-	// "::" as key delimiter keeps flag names, which contain dots, as flat
-	// keys. With viper's default "." delimiter collector.process (a bool) and
-	// collector.process.top (an int) would collide as value and map.
-	v := viper.NewWithOptions(viper.KeyDelimiter("::"))
-	v.SetEnvPrefix(EnvPrefix)
-	v.SetEnvKeyReplacer(envReplacer)
-	v.AutomaticEnv()
-
-	keys := map[string]bool{}
-	var bindErr error
-	fs.VisitAll(func(f *pflag.Flag) {
-		if notSettings[f.Name] {
-			return
-		}
-		keys[f.Name] = true
-		if err := v.BindPFlag(f.Name, f); err != nil && bindErr == nil {
-			bindErr = fmt.Errorf("binding flag %s: %w", f.Name, err)
-		}
-	})
-	if bindErr != nil {
-		return nil, bindErr
-	}
-
-	cfgFile := v.GetString(KeyConfigFile)
-	if cfgFile != "" {
-		settings, err := readFile(cfgFile, keys)
-		if err != nil {
-			return nil, err
-		}
-		if err := v.MergeConfigMap(settings); err != nil {
-			return nil, fmt.Errorf("merging %s: %w", cfgFile, err)
-		}
-	}
-
-	cfg, err := decode(v)
+	cfg, err := decode(d)
 	if err != nil {
 		return nil, err
 	}
@@ -545,260 +391,81 @@ func Load(args []string) (*Config, error) {
 	return cfg, nil
 }
 
-// readFile reads the YAML file into a flat map keyed by setting key. Both
-// flat keys ("stats.interval: 5s") and nested maps ("stats: {interval: 5s}")
-// are accepted. Unknown keys are an error so that typos don't silently fall
-// back to defaults.
-func readFile(path string, known map[string]bool) (map[string]any, error) {
-	fv := viper.NewWithOptions(viper.KeyDelimiter("::"))
-	fv.SetConfigFile(path)
-	fv.SetConfigType("yaml")
-	if err := fv.ReadInConfig(); err != nil {
-		return nil, fmt.Errorf("reading config file %s: %w", path, err)
-	}
-	out := map[string]any{}
-	var rest []string
-	for _, k := range fv.AllKeys() {
-		key := strings.ReplaceAll(k, "::", ".")
-		if known[key] && key != KeyConfigFile {
-			if _, dup := out[key]; dup {
-				// "a.b: 1" beside "a: {b: 2}": which one was meant?
-				return nil, fmt.Errorf("config file %s: key %s is set twice (flat and nested)", path, key)
-			}
-			out[key] = fv.Get(k)
-			continue
-		}
-		// A map under power.idle-watts (or power.max-watts) flattens into
-		// power.idle-watts::package etc.; fold those back into one map.
-		if mk, zone, ok := zoneMapKey(key); ok {
-			m, isMap := out[mk].(map[string]any)
-			if !isMap && out[mk] != nil {
-				return nil, fmt.Errorf("config file %s: key %s is set twice (flat and nested)", path, mk)
-			}
-			if m == nil {
-				m = map[string]any{}
-				out[mk] = m
-			}
-			if _, dup := m[zone]; dup {
-				return nil, fmt.Errorf("config file %s: key %s.%s is set twice (flat and nested)", path, mk, zone)
-			}
-			m[zone] = fv.Get(k)
-			continue
-		}
-		rest = append(rest, key)
-	}
-	if len(rest) > 0 {
-		sort.Strings(rest)
-		return nil, fmt.Errorf("config file %s: unknown keys %s", path, strings.Join(rest, ", "))
-	}
-	return out, nil
-}
-
-// decode converts viper's untyped values, reporting the key of any value
-// that doesn't parse (viper's plain getters would silently return zero).
-func decode(v *viper.Viper) (*Config, error) {
-	d := decoder{v: v}
+// decode reads the loaded values into the configuration; every value
+// that doesn't parse is reported with its key.
+func decode(d *decoder) (*Config, error) {
 	c := &Config{
 		Web: Web{
-			ListenAddresses: d.strings(KeyWebListenAddress),
-			ConfigFile:      d.string(KeyWebConfigFile),
-			TelemetryPath:   d.string(KeyWebTelemetryPath),
-			AlloyTargets:    d.bool(KeyWebAlloyTargets),
+			ListenAddresses: d.Strings(KeyWebListenAddress),
+			ConfigFile:      d.String(KeyWebConfigFile),
+			TelemetryPath:   d.String(KeyWebTelemetryPath),
+			AlloyTargets:    d.Bool(KeyWebAlloyTargets),
 		},
 		Path: Path{
-			Procfs:   d.string(KeyPathProcfs),
-			Sysfs:    d.string(KeyPathSysfs),
-			Cgroupfs: d.string(KeyPathCgroupfs),
-			Etc:      d.string(KeyPathEtc),
+			Procfs:   d.String(KeyPathProcfs),
+			Sysfs:    d.String(KeyPathSysfs),
+			Cgroupfs: d.String(KeyPathCgroupfs),
+			Etc:      d.String(KeyPathEtc),
 		},
-		Log:        Log{Level: d.string(KeyLogLevel), Format: d.string(KeyLogFormat)},
-		Accounting: Accounting{Mode: d.string(KeyAccountingMode)},
-		Cgroup:     Cgroup{Hierarchy: d.string(KeyCgroupHierarchy)},
+		Log:        Log{Level: d.String(KeyLogLevel), Format: d.String(KeyLogFormat)},
+		Accounting: Accounting{Mode: d.String(KeyAccountingMode)},
+		Cgroup:     Cgroup{Hierarchy: d.String(KeyCgroupHierarchy)},
 		Stats: Stats{
-			Interval:  d.duration(KeyStatsInterval),
-			Retention: d.duration(KeyStatsRetention),
-			OnDemand:  d.bool(KeyStatsOnDemand),
-			MaxGap:    d.duration(KeyStatsMaxGap),
+			Interval:  d.Duration(KeyStatsInterval),
+			Retention: d.Duration(KeyStatsRetention),
+			OnDemand:  d.Bool(KeyStatsOnDemand),
+			MaxGap:    d.Duration(KeyStatsMaxGap),
 		},
 		Power: Power{
-			Source:      d.string(KeyPowerSource),
-			IdleWatts:   d.idleWatts(KeyPowerIdleWatts),
-			IdlePolicy:  d.string(KeyPowerIdlePolicy),
-			UsageMetric: d.zoneMetrics(KeyPowerUsageMetric),
-			Estimator: Estimator{
-				MinWattsPerCPU: d.float(KeyPowerEstimatorMinPer),
-				MaxWattsPerCPU: d.float(KeyPowerEstimatorMaxPer),
-			},
-			IPMI:          d.string(KeyPowerIPMI),
-			MeterInterval: d.duration(KeyPowerMeterInterval),
-			MeterTimeout:  d.duration(KeyPowerMeterTimeout),
-			Capmc:         d.string(KeyPowerCapmc),
-			MaxWatts:      d.idleWatts(KeyPowerMaxWatts),
-			Redfish: Redfish{
-				URL: d.string(KeyRedfishURL), Chassis: d.string(KeyRedfishChassis),
-				Username: d.string(KeyRedfishUsername), UsernameFile: d.string(KeyRedfishUsernameFile),
-				PasswordFile: d.string(KeyRedfishPasswordFile), PasswordEnv: d.string(KeyRedfishPasswordEnv),
-				Auth: d.string(KeyRedfishAuth), InsecureSkipVerify: d.bool(KeyRedfishInsecure),
-				CAFile: d.string(KeyRedfishCAFile), Timeout: d.duration(KeyRedfishTimeout),
-				ExternalURL: d.string(KeyRedfishExternalURL), ExternalHeader: d.string(KeyRedfishExternalHdr),
-			},
+			IdleWatts:   d.Map(KeyPowerIdleWatts),
+			IdlePolicy:  d.String(KeyPowerIdlePolicy),
+			UsageMetric: zoneMetrics(d, KeyPowerUsageMetric),
 		},
 		Collector: Collector{
-			Enabled:                enabledCollectors(&d),
-			ProcessTop:             d.int(KeyCollectorProcessTop),
-			LevelOn:                enabledLevels(&d),
-			ProbesDisable:          d.strings(KeyProbesDisable),
-			ProbesCounters:         d.strings(KeyProbesCounters),
-			ProbesPerCgroup:        d.bool(KeyProbesPerCgroup),
-			CgroupWorkloads:        d.bool(KeyCgroupWorkloads),
-			ProbesSoftirqWorkloads: d.bool(KeyProbesSoftirqWl),
-			Resources:              d.strings(KeyCollectorResources),
-			PerfEnvVars:            d.strings(KeyPerfEnvVar),
-			PerfHardware:           d.strings(KeyPerfHardware),
-			PerfSoftware:           d.strings(KeyPerfSoftware),
-			PerfCache:              d.strings(KeyPerfCache),
-			PerfMaxProcesses:       d.int(KeyPerfMaxProcesses),
+			Enabled:          enabledCollectors(d),
+			Settings:         collector.Settings{},
+			LevelOn:          enabledLevels(d),
+			ProbesDisable:    d.Strings(KeyProbesDisable),
+			ProbesCounters:   d.Strings(KeyProbesCounters),
+			Resources:        d.Strings(KeyCollectorResources),
+			PerfEnvVars:      d.Strings(KeyPerfEnvVar),
+			PerfHardware:     d.Strings(KeyPerfHardware),
+			PerfSoftware:     d.Strings(KeyPerfSoftware),
+			PerfCache:        d.Strings(KeyPerfCache),
+			PerfMaxProcesses: d.Int(KeyPerfMaxProcesses),
 		},
 		Workload: Workload{
-			LibvirtDirs: d.strings(KeyWorkloadLibvirtDirs),
+			LibvirtDirs: d.Strings(KeyWorkloadLibvirtDirs),
 			Kube: Kube{
-				URL:                d.string(KeyWorkloadKubeURL),
-				TokenFile:          d.string(KeyWorkloadKubeToken),
-				CAFile:             d.string(KeyWorkloadKubeCA),
-				InsecureSkipVerify: d.bool(KeyWorkloadKubeInsecure),
-				Refresh:            d.duration(KeyWorkloadKubeRefresh),
+				URL:                d.String(KeyWorkloadKubeURL),
+				TokenFile:          d.String(KeyWorkloadKubeToken),
+				CAFile:             d.String(KeyWorkloadKubeCA),
+				InsecureSkipVerify: d.Bool(KeyWorkloadKubeInsecure),
+				Refresh:            d.Duration(KeyWorkloadKubeRefresh),
 			},
 		},
-		GPU: decodeGPU(&d),
+		GPU: decodeGPU(d),
 	}
-	c.Emissions = decodeEmissions(&d)
-	c.Guests, c.Power.HostShare = decodeVM(&d)
-	if len(d.errs) > 0 {
-		return nil, errors.Join(d.errs...)
+	d.Decode(meterSettings(&c.Power.Config))
+	// amdgpu power is sampled as often as the slow meters are read
+	// (power.meter-interval).
+	c.GPU.SampleEvery = c.Power.Interval
+	d.Decode(collectorSettings(c.Collector.Settings))
+	c.Emissions = decodeEmissions(d)
+	c.Guests = decodeVM(d)
+	if err := d.Err(); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
 
-type decoder struct {
-	v    *viper.Viper
-	errs []error
-}
-
-func (d *decoder) fail(key string, val any, why string) {
-	d.errs = append(d.errs, fmt.Errorf("invalid value %q for %s: %s", fmt.Sprint(val), key, why))
-}
-
-func (d *decoder) string(key string) string {
-	return strings.TrimSpace(d.v.GetString(key))
-}
-
-func (d *decoder) strings(key string) []string {
-	var out []string
-	for _, s := range cast.ToStringSlice(d.v.Get(key)) {
-		// Environment variables arrive as one string; accept commas too.
-		for _, p := range strings.Split(s, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				out = append(out, p)
-			}
-		}
-	}
-	return out
-}
-
-func (d *decoder) duration(key string) time.Duration {
-	val := d.v.Get(key)
-	// A bare number would be read as nanoseconds, which is never what a
-	// person writing "5" meant; insist on a unit.
-	if s, ok := val.(string); ok {
-		t, err := time.ParseDuration(strings.TrimSpace(s))
-		if err != nil {
-			d.fail(key, val, "want a duration such as 5s or 1m")
-		}
-		return t
-	}
-	if t, ok := val.(time.Duration); ok {
-		return t
-	}
-	d.fail(key, val, "want a duration such as 5s or 1m")
-	return 0
-}
-
-func (d *decoder) float(key string) float64 {
-	val := d.v.Get(key)
-	f, err := cast.ToFloat64E(val)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-		d.fail(key, val, "want a finite number")
-	}
-	return f
-}
-
-func (d *decoder) int(key string) int {
-	val := d.v.Get(key)
-	if s, ok := val.(string); ok {
-		// cast accepts "0x10" and "1e3" loosely; be strict.
-		i, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil {
-			d.fail(key, val, "want an integer")
-		}
-		return i
-	}
-	i, err := cast.ToIntE(val)
-	if err != nil {
-		d.fail(key, val, "want an integer")
-	}
-	return i
-}
-
-func (d *decoder) bool(key string) bool {
-	val := d.v.Get(key)
-	b, err := cast.ToBoolE(val)
-	if err != nil {
-		d.fail(key, val, "want true or false")
-	}
-	return b
-}
-
-// idleWatts accepts "package=10,dram=2" (flag, environment, YAML string) or
-// a YAML map {package: 10, dram: 2}.
-func (d *decoder) idleWatts(key string) map[string]float64 {
-	out := map[string]float64{}
-	switch val := d.v.Get(key).(type) {
-	case nil:
-	case string:
-		for _, item := range strings.Split(val, ",") {
-			item = strings.TrimSpace(item)
-			if item == "" {
-				continue
-			}
-			zone, w, ok := strings.Cut(item, "=")
-			zone = strings.TrimSpace(zone)
-			f, err := strconv.ParseFloat(strings.TrimSpace(w), 64)
-			if !ok || zone == "" || err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-				d.fail(key, val, "want zone=watts pairs such as package=10,dram=2")
-				return nil
-			}
-			out[zone] = f
-		}
-	case map[string]any:
-		for zone, w := range val {
-			f, err := cast.ToFloat64E(w)
-			if err != nil || zone == "" || math.IsNaN(f) || math.IsInf(f, 0) {
-				d.fail(key, fmt.Sprintf("%s: %v", zone, w), "want a number of watts per zone")
-				return nil
-			}
-			out[zone] = f
-		}
-	default:
-		d.fail(key, val, "want zone=watts pairs such as package=10,dram=2")
-		return nil
-	}
-	return out
-}
+// decoder is the shared strict decoder (internal/cli).
+type decoder = cli.Decoder
 
 // zoneMetrics parses zone=metric pairs such as package=cycles.
-func (d *decoder) zoneMetrics(key string) map[string]string {
+func zoneMetrics(d *decoder, key string) map[string]string {
 	out := map[string]string{}
-	val := d.v.GetString(key)
+	val := d.String(key)
 	for _, item := range strings.Split(val, ",") {
 		if item = strings.TrimSpace(item); item == "" {
 			continue
@@ -806,7 +473,7 @@ func (d *decoder) zoneMetrics(key string) map[string]string {
 		zone, metric, ok := strings.Cut(item, "=")
 		zone, metric = strings.TrimSpace(zone), strings.TrimSpace(metric)
 		if !ok || zone == "" || !slices.Contains(UsageMetrics, metric) {
-			d.fail(key, val, "want zone=metric pairs such as package=instructions, metric one of "+strings.Join(UsageMetrics, ", "))
+			d.Fail(key, val, "want zone=metric pairs such as package=instructions, metric one of "+strings.Join(UsageMetrics, ", "))
 			return nil
 		}
 		out[zone] = metric
@@ -859,13 +526,7 @@ func (c *Config) Validate() error {
 	enum(KeyLogFormat, c.Log.Format, LogFormats)
 	enum(KeyAccountingMode, c.Accounting.Mode, AccountingModes)
 	enum(KeyCgroupHierarchy, c.Cgroup.Hierarchy, CgroupHierarchies)
-	enum(KeyPowerSource, c.Power.Source, PowerSources)
 	positive(KeyWorkloadKubeRefresh, c.Workload.Kube.Refresh)
-	enum(KeyPowerIPMI, c.Power.IPMI, IPMIModes)
-	enum(KeyRedfishAuth, c.Power.Redfish.Auth, RedfishAuths)
-	positive(KeyPowerMeterInterval, c.Power.MeterInterval)
-	positive(KeyPowerMeterTimeout, c.Power.MeterTimeout)
-	positive(KeyRedfishTimeout, c.Power.Redfish.Timeout)
 	enum(KeyPowerIdlePolicy, c.Power.IdlePolicy, IdlePolicies)
 	for _, g := range c.Collector.Resources {
 		enum(KeyCollectorResources, g, ResourceGroups)
@@ -912,17 +573,14 @@ func (c *Config) Validate() error {
 	for _, z := range zones {
 		nonNegative(KeyPowerIdleWatts+"."+z, c.Power.IdleWatts[z])
 	}
-	nonNegative(KeyPowerEstimatorMinPer, c.Power.Estimator.MinWattsPerCPU)
-	nonNegative(KeyPowerEstimatorMaxPer, c.Power.Estimator.MaxWattsPerCPU)
-	if lo, hi := c.Power.Estimator.MinWattsPerCPU, c.Power.Estimator.MaxWattsPerCPU; lo > 0 && hi > 0 && hi < lo {
-		errs = append(errs, fmt.Errorf("invalid value %q for %s: must be >= %s (%g)", strconv.FormatFloat(hi, 'g', -1, 64), KeyPowerEstimatorMaxPer, KeyPowerEstimatorMinPer, lo))
+	if err := c.Power.Check(); err != nil {
+		errs = append(errs, err)
 	}
-	errs = append(errs, c.Power.validateMeters()...)
 	if err := c.GPU.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if c.Collector.ProcessTop < 0 {
-		errs = append(errs, fmt.Errorf("invalid value %q for %s: must be >= 0 (0 = all)", strconv.Itoa(c.Collector.ProcessTop), KeyCollectorProcessTop))
+	if err := c.Collector.Settings.Check(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := c.Emissions.validate(); err != nil {
 		errs = append(errs, err)

@@ -2,7 +2,6 @@ package config
 
 import (
 	"errors"
-	"github.com/wattrace/wattrace/pkg/gpu/node"
 	"math"
 	"os"
 	"path/filepath"
@@ -10,6 +9,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wattrace/wattrace/pkg/gpu/node"
+	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/power/discover"
+	"github.com/wattrace/wattrace/pkg/power/redfish"
 
 	"github.com/spf13/pflag"
 
@@ -38,12 +42,9 @@ func TestDefaults(t *testing.T) {
 		Accounting: Accounting{Mode: "auto"},
 		Cgroup:     Cgroup{Hierarchy: "auto"},
 		Stats:      Stats{Interval: 5 * time.Second, Retention: 5 * time.Minute, OnDemand: true, MaxGap: time.Minute},
-		Power: Power{Source: "auto", IdleWatts: map[string]float64{}, UsageMetric: map[string]string{}, IdlePolicy: "none", IPMI: "auto",
-			MeterInterval: time.Second, MeterTimeout: 5 * time.Second, Capmc: "off", MaxWatts: map[string]float64{},
-			Redfish:   Redfish{Auth: "session", Timeout: 5 * time.Second, ExternalHeader: "X-Redfish-Url"},
-			HostShare: HostShare{Path: "/run/wattrace/host", Staleness: 15 * time.Second}},
+		Power:      Power{IdleWatts: map[string]float64{}, UsageMetric: map[string]string{}, IdlePolicy: "none"},
 		Collector: Collector{Enabled: map[string]bool{"node": true, "cgroup": true, "process": true, "bpf-stats": false, "probes": true, "perf": false, "gpu": true},
-			ProcessTop: 20, LevelOn: map[workload.Kind]bool{"container": true, "pod": true, "vm": true, "job": true, "unit": true},
+			LevelOn:          map[workload.Kind]bool{"container": true, "pod": true, "vm": true, "job": true, "unit": true},
 			Resources:        []string{"memory"},
 			PerfEnvVars:      []string{"WATTRACE_PROFILE"},
 			PerfHardware:     []string{"cpu_cycles", "instructions", "cache_references", "cache_misses", "branch_instructions", "branch_misses"},
@@ -59,8 +60,32 @@ func TestDefaults(t *testing.T) {
 			SampleEvery: time.Second, SysfsRoot: "/sys", ProcfsRoot: "/proc"},
 		Guests: Guests{ShareInterval: 5 * time.Second},
 	}
+	// The meters' settings, as pkg/power/discover declares them: its
+	// exported fields, then each row's own.
+	meters := c.Power.Config
+	c.Power.Config = discover.Config{}
+	// The collectors' own settings, as their registrations declare them.
+	if st := c.Collector.Settings; len(st) != 3 || st.Process().Top != 20 {
+		t.Errorf("collector settings %v, process.top %d: want process, probes and cgroup's, top 20", st, st.Process().Top)
+	}
+	c.Collector.Settings = nil
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", c, want)
+	}
+	wantMeters := discover.Config{Source: "auto", IPMI: "auto",
+		Interval: time.Second, Timeout: 5 * time.Second, MaxWatts: power.MaxWatts{},
+		HostShare: "/run/wattrace/host", HostShareStaleness: 15 * time.Second}
+	gv, wv := reflect.ValueOf(meters), reflect.ValueOf(wantMeters)
+	for i := 0; i < gv.NumField(); i++ {
+		if f := gv.Type().Field(i); f.IsExported() && !reflect.DeepEqual(gv.Field(i).Interface(), wv.Field(i).Interface()) {
+			t.Errorf("power %s = %v, want %v", f.Name, gv.Field(i), wv.Field(i))
+		}
+	}
+	if o, ok := meters.Own("capmc").(*discover.CapmcSettings); !ok || o.Mode != "off" {
+		t.Errorf("power.capmc = %+v", meters.Own("capmc"))
+	}
+	if o, ok := meters.Own("redfish").(*redfish.Config); !ok || *o != (redfish.Config{Auth: "session", Timeout: 5 * time.Second, ExternalHeader: "X-Redfish-Url"}) {
+		t.Errorf("power.redfish.* = %+v", meters.Own("redfish"))
 	}
 }
 
@@ -94,9 +119,9 @@ web.listen-address: [":1000", ":1001"]
 				eq(t, c.Stats.Interval, 10*time.Second)
 				eq(t, c.Stats.Retention, 5*time.Minute) // default kept
 				eq(t, c.Collector.Enabled["process"], true)
-				eq(t, c.Collector.ProcessTop, 7)
+				eq(t, c.Collector.Settings.Process().Top, 7)
 				eq(t, c.Power.IdleWatts, map[string]float64{"package": 12.5, "dram": 3})
-				eq(t, c.Power.Estimator.MaxWattsPerCPU, 9.0)
+				eq(t, c.Power.MaxWattsPerCPU, 9.0)
 				eq(t, c.Web.ListenAddresses, []string{":1000", ":1001"})
 			},
 		},
@@ -114,7 +139,7 @@ web.listen-address: [":1000", ":1001"]
 			check: func(t *testing.T, c *Config) {
 				eq(t, c.Log.Level, "debug")
 				eq(t, c.Stats.Interval, 2*time.Second)
-				eq(t, c.Collector.ProcessTop, 3)
+				eq(t, c.Collector.Settings.Process().Top, 3)
 				eq(t, c.Collector.Enabled["process"], true) // from file
 				eq(t, c.Collector.Enabled["bpf-stats"], true)
 				eq(t, c.Power.IdleWatts, map[string]float64{"package": 1})
@@ -138,12 +163,12 @@ web.listen-address: [":1000", ":1001"]
 			},
 			check: func(t *testing.T, c *Config) {
 				eq(t, c.Log.Level, "error")
-				eq(t, c.Collector.ProcessTop, 0)
+				eq(t, c.Collector.Settings.Process().Top, 0)
 				eq(t, c.Collector.Enabled["process"], false)
 				eq(t, c.Stats.Interval, time.Minute)
 				eq(t, c.Power.IdleWatts, map[string]float64{"package": 4, "dram": 0.5})
 				eq(t, c.Web.ListenAddresses, []string{":3000", ":3001"})
-				eq(t, c.Power.Estimator.MaxWattsPerCPU, 9.0) // from file
+				eq(t, c.Power.MaxWattsPerCPU, 9.0) // from file
 			},
 		},
 		{
@@ -268,18 +293,18 @@ func TestValidate(t *testing.T) {
 		{"retention negative", func(c *Config) { c.Stats.Retention = -time.Minute }, `invalid value "-1m0s" for stats.retention: must be > 0`},
 		{"max gap zero", func(c *Config) { c.Stats.MaxGap = 0 }, `invalid value "0s" for stats.max-gap: must be > 0`},
 		{"max gap below interval", func(c *Config) { c.Stats.MaxGap = time.Second }, `invalid value "1s" for stats.max-gap: must be at least stats.interval (5s)`},
-		{"process.top negative", func(c *Config) { c.Collector.ProcessTop = -1 }, `invalid value "-1" for collector.process.top`},
+		{"process.top negative", func(c *Config) { c.Collector.Settings.Process().Top = -1 }, `invalid value "-1" for collector.process.top`},
 		{"unknown resource group", func(c *Config) { c.Collector.Resources = []string{"memory", "disk"} }, `invalid value "disk" for collector.resources`},
 		{"idle watts negative", func(c *Config) { c.Power.IdleWatts = map[string]float64{"dram": -2} }, `invalid value "-2" for power.idle-watts.dram: must be >= 0`},
-		{"estimator negative", func(c *Config) { c.Power.Estimator.MinWattsPerCPU = -1 }, `invalid value "-1" for power.estimator.min-watts-per-cpu`},
-		{"estimator max < min", func(c *Config) { c.Power.Estimator = Estimator{MinWattsPerCPU: 5, MaxWattsPerCPU: 2} }, `invalid value "2" for power.estimator.max-watts-per-cpu: must be >= power.estimator.min-watts-per-cpu (5)`},
-		{"estimator max only", func(c *Config) { c.Power.Estimator = Estimator{MaxWattsPerCPU: 2} }, ""},
+		{"estimator negative", func(c *Config) { c.Power.MinWattsPerCPU = -1 }, `invalid value "-1" for power.estimator.min-watts-per-cpu`},
+		{"estimator max < min", func(c *Config) { c.Power.MinWattsPerCPU, c.Power.MaxWattsPerCPU = 5, 2 }, `invalid value "2" for power.estimator.max-watts-per-cpu: must be >= power.estimator.min-watts-per-cpu (5)`},
+		{"estimator max only", func(c *Config) { c.Power.MaxWattsPerCPU = 2 }, ""},
 		// Issue 10 case 5: NaN passed the ">= 0" check and was silently
 		// replaced by the table; 1e308 gave NaN power.
-		{"estimator min NaN", func(c *Config) { c.Power.Estimator.MinWattsPerCPU = math.NaN() }, `invalid value "NaN" for power.estimator.min-watts-per-cpu`},
-		{"estimator max Inf", func(c *Config) { c.Power.Estimator.MaxWattsPerCPU = math.Inf(1) }, `invalid value "+Inf" for power.estimator.max-watts-per-cpu`},
-		{"estimator max absurd", func(c *Config) { c.Power.Estimator.MaxWattsPerCPU = 1e308 }, `invalid value "1e+308" for power.estimator.max-watts-per-cpu`},
-		{"power.capmc", func(c *Config) { c.Power.Capmc = "on" }, `invalid value "on" for power.capmc: allowed off, auto`},
+		{"estimator min NaN", func(c *Config) { c.Power.MinWattsPerCPU = math.NaN() }, `invalid value "NaN" for power.estimator.min-watts-per-cpu`},
+		{"estimator max Inf", func(c *Config) { c.Power.MaxWattsPerCPU = math.Inf(1) }, `invalid value "+Inf" for power.estimator.max-watts-per-cpu`},
+		{"estimator max absurd", func(c *Config) { c.Power.MaxWattsPerCPU = 1e308 }, `invalid value "1e+308" for power.estimator.max-watts-per-cpu`},
+		{"power.capmc", func(c *Config) { c.Power.Own("capmc").(*discover.CapmcSettings).Mode = "on" }, `invalid value "on" for power.capmc: allowed off, auto`},
 		{"max-watts zone typo", func(c *Config) { c.Power.MaxWatts = map[string]float64{"pakage": 400} }, `unknown zone "pakage"`},
 		{"max-watts NaN", func(c *Config) { c.Power.MaxWatts = map[string]float64{"package": math.NaN()} }, `invalid value "NaN" for power.max-watts.package`},
 		{"max-watts zero", func(c *Config) { c.Power.MaxWatts = map[string]float64{"platform": 0} }, `for power.max-watts.platform`},
@@ -326,8 +351,8 @@ func TestMaxWattsFlagAndYAML(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Power.MaxWatts["package"] != 400 || c.Power.MaxWatts["platform"] != 3000 || len(c.Power.MaxWatts) != 2 || c.Power.Capmc != "auto" {
-		t.Fatalf("flags: %+v %q", c.Power.MaxWatts, c.Power.Capmc)
+	if capmc := c.Power.Own("capmc").(*discover.CapmcSettings).Mode; c.Power.MaxWatts["package"] != 400 || c.Power.MaxWatts["platform"] != 3000 || len(c.Power.MaxWatts) != 2 || capmc != "auto" {
+		t.Fatalf("flags: %+v %q", c.Power.MaxWatts, capmc)
 	}
 	f := writeFile(t, "power:\n  max-watts:\n    dram: 150\n    gpu: 700\n")
 	c, err = Load([]string{"--config.file=" + f})

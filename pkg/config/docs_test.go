@@ -23,7 +23,7 @@ func docDefault(f *pflag.Flag) string {
 // docRow is one row of the configuration reference tables.
 func docRow(f *pflag.Flag) (flag, env, def string) {
 	env = "`" + EnvVar(f.Name) + "`"
-	if notSettings[f.Name] {
+	if loader.NotSettings[f.Name] {
 		env = "—"
 	}
 	return "`--" + f.Name + "`", env, docDefault(f)

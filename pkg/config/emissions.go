@@ -66,20 +66,20 @@ func emissionsFlags(fs *pflag.FlagSet) {
 }
 
 func decodeEmissions(d *decoder) Emissions {
-	e := Emissions{Enabled: d.bool(KeyEmissionsEnabled)}
+	e := Emissions{Enabled: d.Bool(KeyEmissionsEnabled)}
 	c := &e.Carbon
-	c.Provider = d.string(KeyEmissionsProvider)
-	c.Fallback = d.strings(KeyEmissionsFallback)
-	c.Staleness = d.duration(KeyEmissionsStaleness)
-	c.Constant.GramsPerKWh = d.float(KeyEmissionsConstant)
-	c.Static.Country = d.string(KeyEmissionsCountry)
-	c.RTE.URL, c.RTE.Refresh, c.RTE.Timeout = d.string(KeyEmissionsRTEURL), d.duration(KeyEmissionsRTERefresh), d.duration(KeyEmissionsRTETimeout)
+	c.Provider = d.String(KeyEmissionsProvider)
+	c.Fallback = d.Strings(KeyEmissionsFallback)
+	c.Staleness = d.Duration(KeyEmissionsStaleness)
+	c.Constant.GramsPerKWh = d.Float(KeyEmissionsConstant)
+	c.Static.Country = d.String(KeyEmissionsCountry)
+	c.RTE.URL, c.RTE.Refresh, c.RTE.Timeout = d.String(KeyEmissionsRTEURL), d.Duration(KeyEmissionsRTERefresh), d.Duration(KeyEmissionsRTETimeout)
 	em := &c.ElectricityMaps
-	em.Zone, em.TokenFile, em.TokenEnv = d.string(KeyEmissionsEMZone), d.string(KeyEmissionsEMTokenFile), d.string(KeyEmissionsEMTokenEnv)
-	em.URL, em.Refresh, em.Timeout = d.string(KeyEmissionsEMURL), d.duration(KeyEmissionsEMRefresh), d.duration(KeyEmissionsEMTimeout)
+	em.Zone, em.TokenFile, em.TokenEnv = d.String(KeyEmissionsEMZone), d.String(KeyEmissionsEMTokenFile), d.String(KeyEmissionsEMTokenEnv)
+	em.URL, em.Refresh, em.Timeout = d.String(KeyEmissionsEMURL), d.Duration(KeyEmissionsEMRefresh), d.Duration(KeyEmissionsEMTimeout)
 	wt := &c.WattTime
-	wt.Region, wt.Username, wt.PasswordFile = d.string(KeyEmissionsWTRegion), d.string(KeyEmissionsWTUsername), d.string(KeyEmissionsWTPassword)
-	wt.URL, wt.Refresh, wt.Timeout = d.string(KeyEmissionsWTURL), d.duration(KeyEmissionsWTRefresh), d.duration(KeyEmissionsWTTimeout)
+	wt.Region, wt.Username, wt.PasswordFile = d.String(KeyEmissionsWTRegion), d.String(KeyEmissionsWTUsername), d.String(KeyEmissionsWTPassword)
+	wt.URL, wt.Refresh, wt.Timeout = d.String(KeyEmissionsWTURL), d.Duration(KeyEmissionsWTRefresh), d.Duration(KeyEmissionsWTTimeout)
 	return e
 }
 

@@ -38,18 +38,17 @@ func gpuFlags(fs *pflag.FlagSet) {
 
 func decodeGPU(d *decoder) node.Config {
 	return node.Config{
-		NVML:                 d.string(KeyGPUNVML),
-		Sysfs:                d.string(KeyGPUSysfs),
-		IdleWatts:            d.idleWatts(KeyGPUIdleWatts),
-		IdleLearnUtilization: d.float(KeyGPUIdleLearnUtil),
-		IdlePolicy:           d.string(KeyGPUIdlePolicy),
-		MaxWatts:             d.float(KeyGPUMaxWatts),
-		Slurm:                d.bool(KeyGPUSlurm),
-		SlurmGPUOrderMap:     d.string(KeyGPUSlurmOrderMap),
-		PodResourcesSocket:   d.string(KeyGPUPodResourcesSocket),
-		LibvirtRunDir:        d.string(KeyGPULibvirtRunDir),
-		SampleEvery:          d.duration(KeyPowerMeterInterval),
-		SysfsRoot:            d.string(KeyPathSysfs),
-		ProcfsRoot:           d.string(KeyPathProcfs),
+		NVML:                 d.String(KeyGPUNVML),
+		Sysfs:                d.String(KeyGPUSysfs),
+		IdleWatts:            d.Map(KeyGPUIdleWatts),
+		IdleLearnUtilization: d.Float(KeyGPUIdleLearnUtil),
+		IdlePolicy:           d.String(KeyGPUIdlePolicy),
+		MaxWatts:             d.Float(KeyGPUMaxWatts),
+		Slurm:                d.Bool(KeyGPUSlurm),
+		SlurmGPUOrderMap:     d.String(KeyGPUSlurmOrderMap),
+		PodResourcesSocket:   d.String(KeyGPUPodResourcesSocket),
+		LibvirtRunDir:        d.String(KeyGPULibvirtRunDir),
+		SysfsRoot:            d.String(KeyPathSysfs),
+		ProcfsRoot:           d.String(KeyPathProcfs),
 	}
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/wattrace/wattrace/pkg/power/hostshare"
+	"github.com/wattrace/wattrace/pkg/power/discover"
 	"github.com/wattrace/wattrace/pkg/workload"
 )
 
@@ -17,8 +17,8 @@ import (
 const (
 	KeyGuestsSharePath      = "guests.share.path"
 	KeyGuestsShareInterval  = "guests.share.interval"
-	KeyPowerHostSharePath   = "power.host-share.path"
-	KeyPowerHostShareStale  = "power.host-share.staleness"
+	KeyPowerHostSharePath   = discover.KeyHostSharePath
+	KeyPowerHostShareStale  = discover.KeyHostShareStale
 	defaultGuestsShareEvery = 5 * time.Second
 )
 
@@ -29,24 +29,13 @@ type Guests struct {
 	ShareInterval time.Duration
 }
 
-// HostShare configures the guest side: the share's mount point (empty:
-// never look) and how old its last update may be before the estimator
-// stands in.
-type HostShare struct {
-	Path      string
-	Staleness time.Duration
-}
-
 func vmFlags(fs *pflag.FlagSet) {
 	fs.String(KeyGuestsSharePath, "", "On a libvirt host: write each VM's energy (dynamic plus the idle share power.idle-policy gives it) under this directory, one subdirectory per domain uuid, to be shared read-only with that guest (docs/vm.md), e.g. /var/lib/wattrace/guests. Empty: off.")
 	fs.Duration(KeyGuestsShareInterval, defaultGuestsShareEvery, "How often the guests' shares are written; each write asks the stats loop for figures no older than this.")
-	fs.String(KeyPowerHostSharePath, hostshare.DefaultMount, "In a guest: where the host's share is mounted. With power.source=auto a share found there is the node's meter (source host:<host name>, method measured). Empty: never look.")
-	fs.Duration(KeyPowerHostShareStale, hostshare.DefaultStaleness, "In a guest: how long the host's share may go without an update before the host source is reported down and the estimator stands in (method estimated).")
 }
 
-func decodeVM(d *decoder) (Guests, HostShare) {
-	return Guests{SharePath: d.string(KeyGuestsSharePath), ShareInterval: d.duration(KeyGuestsShareInterval)},
-		HostShare{Path: d.string(KeyPowerHostSharePath), Staleness: d.duration(KeyPowerHostShareStale)}
+func decodeVM(d *decoder) Guests {
+	return Guests{SharePath: d.String(KeyGuestsSharePath), ShareInterval: d.Duration(KeyGuestsShareInterval)}
 }
 
 func (c *Config) validateVM() []error {
@@ -61,12 +50,6 @@ func (c *Config) validateVM() []error {
 	}
 	if c.Guests.ShareInterval <= 0 {
 		errs = append(errs, fmt.Errorf("invalid value %q for %s: must be > 0", c.Guests.ShareInterval, KeyGuestsShareInterval))
-	}
-	if p := c.Power.HostShare.Path; p != "" && !filepath.IsAbs(p) {
-		errs = append(errs, fmt.Errorf("invalid value %q for %s: want an absolute path", p, KeyPowerHostSharePath))
-	}
-	if c.Power.HostShare.Staleness <= 0 {
-		errs = append(errs, fmt.Errorf("invalid value %q for %s: must be > 0", c.Power.HostShare.Staleness, KeyPowerHostShareStale))
 	}
 	return errs
 }

@@ -13,8 +13,8 @@ func TestVMSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Guests != (Guests{SharePath: "/var/lib/wattrace/guests", ShareInterval: 2 * time.Second}) ||
-		c.Power.HostShare != (HostShare{Path: "/mnt/host", Staleness: 7 * time.Second}) {
-		t.Errorf("guests %+v host share %+v", c.Guests, c.Power.HostShare)
+		c.Power.HostShare != "/mnt/host" || c.Power.HostShareStaleness != 7*time.Second {
+		t.Errorf("guests %+v host share %q %v", c.Guests, c.Power.HostShare, c.Power.HostShareStaleness)
 	}
 	for args, key := range map[string]string{
 		"--guests.share.path=relative":                        KeyGuestsSharePath,

@@ -196,7 +196,7 @@ func setup(o *Options, e *Env, rep *Report, gpus func(*Options) (GPUReader, func
 	}
 
 	m, err := discover.Open(context.Background(), discover.Config{
-		Source: o.PowerSource, SysfsRoot: o.SysfsRoot, ProcfsRoot: o.ProcfsRoot, IPMI: o.IPMI, Capmc: "off",
+		Source: o.PowerSource, SysfsRoot: o.SysfsRoot, ProcfsRoot: o.ProcfsRoot, IPMI: o.IPMI,
 	}, log)
 	if err != nil {
 		return closeAll, fmt.Errorf("power meter: %w", err)

@@ -8,10 +8,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 
 	"github.com/wattrace/wattrace/internal/cpulist"
+	"go.uber.org/zap"
 )
 
 // CPUModel returns the "model name" field of <procfsRoot>/cpuinfo, the
@@ -76,6 +78,20 @@ func OnlineCPUs(sysfsRoot string) (int, error) {
 		return 0, fmt.Errorf("parse %s: no CPUs listed", path)
 	}
 	return len(cpus), nil
+}
+
+// CPUCount is OnlineCPUs, or the CPUs this process may run on where sysfs
+// doesn't say (logged at warn). The exporter reads it once and hands it to
+// every part that scales by it.
+func CPUCount(sysfsRoot string, log *zap.Logger) int {
+	cpus, err := OnlineCPUs(sysfsRoot)
+	if err != nil || cpus <= 0 {
+		cpus = runtime.NumCPU()
+		if log != nil {
+			log.Warn("online CPUs unavailable; using the CPUs this process may run on", zap.Int("cpus", cpus), zap.Error(err))
+		}
+	}
+	return cpus
 }
 
 // CPUSockets maps each CPU number to its physical_package_id, read from

@@ -185,13 +185,9 @@ type perfRAPLCounter struct {
 }
 
 // NewPerfRAPL opens every RAPL event of the power PMU on one CPU per
-// package, with the kernel's perf_event_open.
-func NewPerfRAPL(sysfsRoot string) (*PerfRAPL, error) {
-	return newPerfRAPL(sysfsRoot, openPerfCounter, MeterOptions{})
-}
-
-// NewPerfRAPLWith is NewPerfRAPL with a logger, ceilings and a clock.
-func NewPerfRAPLWith(sysfsRoot string, o MeterOptions) (*PerfRAPL, error) {
+// package, with the kernel's perf_event_open; o gives the logger, ceilings
+// and clock.
+func NewPerfRAPL(sysfsRoot string, o MeterOptions) (*PerfRAPL, error) {
 	return newPerfRAPL(sysfsRoot, openPerfCounter, o)
 }
 

@@ -49,13 +49,9 @@ type pmFile struct {
 
 var pmAccelRe = regexp.MustCompile(`^accel([0-9]+)_energy$`)
 
-// NewPMCounters finds the energy counters under <sysfsRoot>/cray/pm_counters.
-func NewPMCounters(sysfsRoot string) (*PMCounters, error) {
-	return newPMCounters(sysfsRoot, os.ReadFile, MeterOptions{})
-}
-
-// NewPMCountersWith is NewPMCounters with a logger, ceilings and a clock.
-func NewPMCountersWith(sysfsRoot string, o MeterOptions) (*PMCounters, error) {
+// NewPMCounters finds the energy counters under <sysfsRoot>/cray/pm_counters;
+// o gives the logger, ceilings and clock.
+func NewPMCounters(sysfsRoot string, o MeterOptions) (*PMCounters, error) {
 	return newPMCounters(sysfsRoot, os.ReadFile, o)
 }
 

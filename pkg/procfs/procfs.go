@@ -14,12 +14,12 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/procfs"
 	"go.uber.org/zap"
 
+	"github.com/wattrace/wattrace/internal/procpid"
 	"github.com/wattrace/wattrace/pkg/cgroup"
 	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
@@ -372,7 +372,7 @@ func (s *Source) updateCgroups(nodes []cgroup.Node, present map[uint64]nodeUsage
 func (s *Source) readProc(p procfs.Proc, ids map[string]uint64, now time.Time) (usage.Process, bool) {
 	stat, err := p.Stat()
 	if err != nil {
-		if vanished(err) {
+		if procpid.Vanished(err) {
 			return usage.Process{}, false
 		}
 		s.log.Debug("read process stat", zap.Int("pid", p.PID), zap.Error(err))
@@ -408,7 +408,7 @@ func (s *Source) readProc(p procfs.Proc, ids map[string]uint64, now time.Time) (
 // it vanished, else reported with its last counters, if known, rather than
 // dropped, which would read as an exit.
 func (s *Source) keep(st *procState, pid int, err error) (usage.Process, bool) {
-	if vanished(err) {
+	if procpid.Vanished(err) {
 		return usage.Process{}, false
 	}
 	s.log.Debug("read process", zap.Int("pid", pid), zap.Error(err))
@@ -518,7 +518,7 @@ func (s *Source) threadSwitches(pid, nthreads int) (map[int]uint64, error) {
 		}
 		n, err := readSwitches(filepath.Join(taskDir, name, "status"))
 		if err != nil {
-			if vanished(err) {
+			if procpid.Vanished(err) {
 				continue // the thread exited
 			}
 			return nil, err
@@ -578,10 +578,4 @@ func parseSwitches(data []byte) (uint64, error) {
 		return 0, fmt.Errorf("want voluntary and nonvoluntary context switches, found voluntary=%v nonvoluntary=%v", found[0], found[1])
 	}
 	return sum, nil
-}
-
-// vanished reports whether err means the process or thread exited while we
-// read it: its directory is gone (ENOENT) or it is past reading (ESRCH).
-func vanished(err error) bool {
-	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH)
 }

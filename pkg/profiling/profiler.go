@@ -34,6 +34,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/wattrace/wattrace/internal/procpid"
 	"github.com/wattrace/wattrace/pkg/usage"
 )
 
@@ -360,7 +361,7 @@ func (p *Profiler) optedIn(pu *usage.Process) bool {
 	}
 	in, empty, err := p.filter.matchPID(p.procfs, int(pu.Key.PID))
 	switch {
-	case err != nil && Gone(err):
+	case err != nil && procpid.Vanished(err):
 		return false
 	case err != nil:
 		// Unreadable (another user's process without privileges):
@@ -382,7 +383,7 @@ func (p *Profiler) start(pu *usage.Process) {
 	}
 	tids, err := p.threads(pu.Key.PID)
 	if err != nil {
-		if !Gone(err) {
+		if !procpid.Vanished(err) {
 			p.log.Debug("cannot list threads", zap.Uint32("pid", pu.Key.PID), zap.Error(err))
 		}
 		return

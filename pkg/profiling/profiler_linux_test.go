@@ -304,7 +304,14 @@ func TestThreadsAreCounted(t *testing.T) {
 			if tc.inheritThread {
 				fmt.Fprintln(stdin) // the spinning threads start now
 			}
-			time.Sleep(time.Second)
+			// A second, or longer where other work starves the threads:
+			// until they have most of a CPU-second (checked below).
+			for began := time.Now(); ; {
+				time.Sleep(250 * time.Millisecond)
+				if el := time.Since(began); el >= time.Second && sched(t, pid)-r0 >= 0.6e9 || el > 20*time.Second {
+					break
+				}
+			}
 			p.Scan(procs)
 			r1 := sched(t, pid)
 			counts := p.Read()

@@ -352,18 +352,7 @@ func holderRecord(h alloc.Holder, instance string) snapshot.GPUHolder {
 
 // holderMatch names the workload level and label values a holder is.
 func holderMatch(h alloc.Holder) (workload.Kind, map[string]string) {
-	switch h.Kind {
-	case alloc.SlurmJob:
-		return workload.KindJob, map[string]string{"job_id": h.JobID}
-	case alloc.Pod:
-		return workload.KindPod, map[string]string{"namespace": h.Namespace, "pod": h.Pod}
-	case alloc.VM:
-		if h.VMUUID != "" {
-			return workload.KindVM, map[string]string{"vm_uuid": h.VMUUID}
-		}
-		return workload.KindVM, map[string]string{"vm": h.VMName}
-	}
-	return "", nil
+	return workload.HolderMatch(holderRecord(h, ""))
 }
 
 // publish adds each device as a zone (gpu, Socket = index) and its record,

@@ -58,7 +58,7 @@ func loadBPF(t *testing.T) (cgroup.Hierarchy, *bpfloader.Accounting) {
 func TestBPFTwoCgroupsEnergy(t *testing.T) {
 	h, src := loadBPF(t)
 	// The kernel's runtime is exact: 1% for everything.
-	twoCgroups(t, h, src, "bpf", func(pid int) (float64, float64) {
+	twoCgroups(t, h, src, "bpf", 0, func(pid int) (float64, float64) {
 		ns, err := testenv.SchedRuntime(pid)
 		if err != nil {
 			t.Fatal(err)
@@ -81,7 +81,7 @@ func TestFallbackTwoCgroupsEnergy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	twoCgroups(t, h, src, "procfs", func(pid int) (float64, float64) {
+	twoCgroups(t, h, src, "procfs", 1e7, func(pid int) (float64, float64) {
 		ns, err := testenv.StatCPU(pid)
 		if err != nil {
 			t.Fatal(err)
@@ -92,8 +92,13 @@ func TestFallbackTwoCgroupsEnergy(t *testing.T) {
 
 // twoCgroups runs A (two burners) and B (one) for 10 s of 1-s intervals
 // and checks CPU against the kernel and energy against CPU shares.
-// procCPU gives a process's CPU time from the kernel and the tolerance.
-func twoCgroups(t *testing.T, h cgroup.Hierarchy, src usage.Source, mode string, procCPU func(pid int) (float64, float64)) {
+// procCPU gives a process's CPU time from the kernel and the tolerance;
+// tickNs is the quantum the source counts a process's CPU time in (0 for
+// the kernel's exact runtime, 10 ms for /proc/PID/stat's ticks), which a
+// cgroup's total and the energy ratio may be off by per process, beyond 1%.
+// Under load B may get only a few seconds of CPU, where a tick per process
+// alone is 0.3% or more (once 1.13% against a bare 1%).
+func twoCgroups(t *testing.T, h cgroup.Hierarchy, src usage.Source, mode string, tickNs float64, procCPU func(pid int) (float64, float64)) {
 	res := cgroup.NewResolver(h)
 	m := &steadyMeter{}
 	l, err := stats.New(stats.Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none",
@@ -120,6 +125,12 @@ func twoCgroups(t *testing.T, h cgroup.Hierarchy, src usage.Source, mode string,
 		testenv.StartIn(t, dirB, testenv.Busy...).Process.Pid,
 	}
 	prev := l.Snapshot()
+	// wantA and wantB are the joules the kernel's own CPU time earns each
+	// cgroup, interval by interval: the energy ratio follows the kernel's
+	// CPU ratio only while the shares hold still, and under load they
+	// don't (once 3% apart in BPF mode, where every interval was exact).
+	var wantA, wantB float64
+	kA, kB := uA0, uB0
 	for i := 0; i < 10; i++ {
 		time.Sleep(time.Second)
 		if i == 9 {
@@ -139,6 +150,11 @@ func twoCgroups(t *testing.T, h cgroup.Hierarchy, src usage.Source, mode string,
 			total += w.CPUSeconds - find(prev.Cgroups, w.CgroupID).CPUSeconds
 		}
 		dyn := s.Zones[0].DynamicJ - prev.Zones[0].DynamicJ
+		nA, _ := res.Usage("/" + relA)
+		nB, _ := res.Usage("/" + relB)
+		wantA += dyn * float64(nA-kA) / 1e9 / total
+		wantB += dyn * float64(nB-kB) / 1e9 / total
+		kA, kB = nA, nB
 		if s.Zones[0].IdleJ-prev.Zones[0].IdleJ != 20 {
 			t.Errorf("interval %d: idle %v J, want 20", i, s.Zones[0].IdleJ-prev.Zones[0].IdleJ)
 		}
@@ -169,15 +185,18 @@ func twoCgroups(t *testing.T, h cgroup.Hierarchy, src usage.Source, mode string,
 	a, b := find(s.Cgroups, idA), find(s.Cgroups, idB)
 	kernelRatio := float64(uA1-uA0) / float64(uB1-uB0)
 	energyRatio := a.Energy.Get("package").DynamicJ / b.Energy.Get("package").DynamicJ
-	t.Logf("A %.3f s %.2f J, B %.3f s %.2f J; energy ratio %.4f, kernel CPU ratio %.4f",
-		a.CPUSeconds, a.Energy.Get("package").DynamicJ, b.CPUSeconds, b.Energy.Get("package").DynamicJ, energyRatio, kernelRatio)
-	if d := testenv.RelDiff(energyRatio, kernelRatio); d > 0.01 {
-		t.Errorf("energy ratio %.4f vs kernel CPU ratio %.4f: %.2f%% off", energyRatio, kernelRatio, d*100)
+	t.Logf("A %.3f s %.2f J, B %.3f s %.2f J; energy ratio %.4f, kernel CPU ratio %.4f, by interval %.4f",
+		a.CPUSeconds, a.Energy.Get("package").DynamicJ, b.CPUSeconds, b.Energy.Get("package").DynamicJ, energyRatio, kernelRatio, wantA/wantB)
+	// A holds two processes, B one; the difference of two truncated tick
+	// counts is less than a tick off for each.
+	tickA, tickB := 2*tickNs/float64(uA1-uA0), tickNs/float64(uB1-uB0)
+	if d := testenv.RelDiff(energyRatio, wantA/wantB); d > 0.01+tickA+tickB {
+		t.Errorf("energy ratio %.4f vs %.4f from the kernel's CPU time interval by interval: %.2f%% off (ticks allow %.2f%% more)", energyRatio, wantA/wantB, d*100, 100*(tickA+tickB))
 	}
-	if d := testenv.RelDiff(a.CPUSeconds, float64(uA1-uA0)/1e9); d > 0.01 {
+	if d := testenv.RelDiff(a.CPUSeconds, float64(uA1-uA0)/1e9); d > 0.01+tickA {
 		t.Errorf("A: %v s vs kernel %v s", a.CPUSeconds, float64(uA1-uA0)/1e9)
 	}
-	if d := testenv.RelDiff(b.CPUSeconds, float64(uB1-uB0)/1e9); d > 0.01 {
+	if d := testenv.RelDiff(b.CPUSeconds, float64(uB1-uB0)/1e9); d > 0.01+tickB {
 		t.Errorf("B: %v s vs kernel %v s", b.CPUSeconds, float64(uB1-uB0)/1e9)
 	}
 	if s.Mode != mode {

@@ -136,7 +136,7 @@ func (r *rollup) add(led *ledger, now time.Time) {
 			// Names filled in by enrichment replace the blanks they
 			// had while the workload was first seen.
 			u.u.Labels = vals
-			u.u.Manager = managerOf(level, id)
+			u.u.Manager = workload.ManagerAt(level, id)
 			u.u.CPUSeconds += dCPU
 			u.u.ContextSwitches += dSw
 			for _, e := range dE {
@@ -290,14 +290,4 @@ func (r *rollup) publish(s *snapshot.Snapshot, now time.Time, retention time.Dur
 		}
 		s.SetResourceFill(r.resources.fill(ts))
 	}
-}
-
-// managerOf names the manager of a workload at a level: a container's
-// runtime for containers, kubernetes for pods (whatever runs their
-// containers).
-func managerOf(level workload.Kind, id workload.Identity) string {
-	if level == workload.KindPod {
-		return workload.ManagerKubernetes
-	}
-	return id.Manager
 }

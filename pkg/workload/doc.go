@@ -24,9 +24,11 @@
 //
 // One family per level, e.g. wattrace_container_energy_joules_total, each
 // with the level's labels followed by the usual zone, source, method,
-// mode. LabelNames and Identity.LabelValues give them; summing a level's
-// cgroups by these values gives each workload's total, because every
-// cgroup of a workload yields the same values:
+// mode. LabelNames and Identity.LabelValues give them, from the kinds
+// table in kinds.go (one row a level: labels, flag help, GPU holder, Alloy
+// service name); summing a level's cgroups by these values gives each
+// workload's total, because every cgroup of a workload yields the same
+// values:
 //
 //	container  container_id, container, pod, namespace, manager
 //	pod        pod_uid, pod, namespace, qos

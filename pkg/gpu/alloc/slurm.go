@@ -1,17 +1,17 @@
 package alloc
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/wattrace/wattrace/internal/procpid"
 )
 
 // OrderMap maps Slurm's GPU indices to devices, as CEEMS's
@@ -94,7 +94,7 @@ func (s *Slurm) Allocations(context.Context) ([]Allocation, error) {
 		live[pid] = true
 		as, ok := s.cache[pid]
 		if !ok {
-			b, err := os.ReadFile(filepath.Join(root, e.Name(), "environ"))
+			b, err := procpid.ReadEnviron(root, pid)
 			if errors.Is(err, fs.ErrPermission) {
 				s.denied++
 				continue
@@ -128,23 +128,8 @@ func (s *Slurm) Allocations(context.Context) ([]Allocation, error) {
 }
 
 func (s *Slurm) parse(environ []byte) []Allocation {
-	var job, step, jobGPUs, cuda string
-	for _, kv := range bytes.Split(environ, []byte{0}) {
-		k, v, ok := strings.Cut(string(kv), "=")
-		if !ok {
-			continue
-		}
-		switch k {
-		case "SLURM_JOB_ID":
-			job = v
-		case "SLURM_STEP_GPUS":
-			step = v
-		case "SLURM_JOB_GPUS":
-			jobGPUs = v
-		case "CUDA_VISIBLE_DEVICES":
-			cuda = v
-		}
-	}
+	env := procpid.ParseEnviron(environ)
+	job, step, jobGPUs, cuda := env["SLURM_JOB_ID"], env["SLURM_STEP_GPUS"], env["SLURM_JOB_GPUS"], env["CUDA_VISIBLE_DEVICES"]
 	if job == "" {
 		return nil
 	}

@@ -230,10 +230,15 @@ func TestAMDGPUPowerTrapezoid(t *testing.T) {
 	}
 	// The background sampler runs at the meter interval and stops on Close.
 	bg, _ := Open(Options{SysfsRoot: tr.Sys, ProcfsRoot: tr.Proc, SampleEvery: time.Millisecond}, nil)
-	time.Sleep(20 * time.Millisecond)
-	bg.mu.Lock()
-	sampled := len(bg.cards[0].pending) > 0
-	bg.mu.Unlock()
+	// Polled for up to 5 s rather than a fixed 20 ms, which a loaded
+	// machine once spent without scheduling the sampler at all.
+	sampled := false
+	for deadline := time.Now().Add(5 * time.Second); !sampled && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+		bg.mu.Lock()
+		sampled = len(bg.cards[0].pending) > 0
+		bg.mu.Unlock()
+	}
 	if err := bg.Close(); err != nil || !sampled {
 		t.Fatalf("background sampler: sampled %v, close %v", sampled, err)
 	}

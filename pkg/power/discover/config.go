@@ -1,40 +1,52 @@
 package discover
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"os/exec"
-	"strings"
+	"path/filepath"
 	"time"
 
+	"github.com/wattrace/wattrace/internal/setting"
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/power/curves"
+	"github.com/wattrace/wattrace/pkg/power/hostshare"
 	"github.com/wattrace/wattrace/pkg/power/ipmi"
-	"github.com/wattrace/wattrace/pkg/power/redfish"
 )
 
-// Config is everything Open needs. It mirrors the exporter's power.*
-// settings (each field names its key) without importing the configuration
-// package, so pkg/power stays below it.
+// The power.* keys this package declares and reads (Declare); a meter's
+// own keys are declared by its row (Meters).
+const (
+	KeySource          = "power.source"
+	KeyIPMI            = "power.ipmi"
+	KeyMeterInterval   = "power.meter-interval"
+	KeyMeterTimeout    = "power.meter-timeout"
+	KeyMinWattsPerCPU  = "power.estimator.min-watts-per-cpu"
+	KeyMaxWattsPerCPU  = "power.estimator.max-watts-per-cpu"
+	KeyMaxWatts        = "power.max-watts"
+	KeyHostSharePath   = "power.host-share.path"
+	KeyHostShareStale  = "power.host-share.staleness"
+	defaultMeterPeriod = time.Second
+	defaultMeterWait   = 5 * time.Second
+)
+
+// Config is everything Open needs: the power.* settings, which it declares
+// itself (Declare), and what the exporter learns at start-up (paths, the
+// GPU stage's devices). The configuration package decodes into it
+// directly, so a setting has this one shape from flag to meter.
 type Config struct {
 	// Source is power.source: auto (every meter found, the estimator when
-	// none measures), rapl, or estimator. Empty means auto.
+	// none measures), rapl, or estimator.
 	Source string
 	// SysfsRoot and ProcfsRoot are path.sysfs and path.procfs ("/sys",
 	// "/proc" when empty).
 	SysfsRoot, ProcfsRoot string
-	// IPMI is power.ipmi: auto or off. Empty means auto.
+	// IPMI is power.ipmi: auto or off (both IPMI rows read it).
 	IPMI string
-	// Capmc is power.capmc: off (the default when empty) or auto (use
-	// `capmc get_system_power` when it is on PATH).
-	Capmc string
 	// Interval and Timeout are power.meter-interval and
 	// power.meter-timeout: how often slow meters (BMCs, hwmon) are read in
-	// the background and how long one read may take (1s and 5s when 0).
+	// the background and how long one read may take.
 	Interval, Timeout time.Duration
-	// Redfish is power.redfish.*; nil when power.redfish.url is empty.
-	Redfish *redfish.Config
 	// MinWattsPerCPU and MaxWattsPerCPU are
 	// power.estimator.min-watts-per-cpu and max-watts-per-cpu; 0 takes the
 	// built-in table's figure.
@@ -43,6 +55,15 @@ type Config struct {
 	// package, core, uncore and dram, per device for gpu, per node for psys
 	// and platform); zones not set use power.DefaultMaxWatts.
 	MaxWatts power.MaxWatts
+	// HostShare is power.host-share.path: in a guest, where its host's
+	// share is mounted (empty: never look); HostShareStaleness is
+	// power.host-share.staleness.
+	HostShare          string
+	HostShareStaleness time.Duration
+
+	// CPUs is the number of online CPUs, read once by the exporter; 0
+	// reads it from SysfsRoot.
+	CPUs int
 	// GPUDevices are the PCI addresses of the devices the GPU stage reads
 	// itself (gpu.nvml, gpu.sysfs), in the order of its zones (socket 0,
 	// 1, …). Another meter's GPU zone of such a device (a hwmon amdgpu,
@@ -54,14 +75,13 @@ type Config struct {
 	// reports the whole socket, CPU included: never a GPU zone, since the
 	// package zone counts that energy already.
 	APUs []string
-	// HostShare is power.host-share.path: in a guest, where its host's
-	// share is mounted (empty: never look); HostShareStaleness is
-	// power.host-share.staleness.
-	HostShare          string
-	HostShareStaleness time.Duration
 	// Retry tunes the background retries of configured meters that fail
 	// at start (5s doubling to 5m when zero); its Log is set by Open.
 	Retry power.RetryOptions
+
+	// rows holds each row's own settings by row name (Declare fills it;
+	// a row missing here gets its zero settings, defaults filled).
+	rows map[string]any
 
 	// For tests: IPMIDevices overrides ipmi.DevicePaths, LookPath finds
 	// IPMI tools and capmc (exec.LookPath when nil).
@@ -71,97 +91,103 @@ type Config struct {
 	openIPMI func(paths []string) (ipmi.Conn, string, error)
 }
 
-// Sources, IPMIModes and CapmcModes are the allowed values of power.source,
-// power.ipmi and power.capmc.
+// Sources and IPMIModes are the allowed values of power.source and
+// power.ipmi.
 var (
-	Sources    = []string{"auto", "rapl", "estimator"}
-	IPMIModes  = []string{"auto", "off"}
-	CapmcModes = []string{"off", "auto"}
+	Sources   = []string{"auto", "rapl", "estimator"}
+	IPMIModes = []string{"auto", "off"}
 )
 
-// Validate checks the configuration; every error names its key.
+// Declare declares every power.* setting Open reads, bound to c: the
+// shared ones here, each row's own through its row. Every check lives in
+// its declaration, so the configuration validates each setting once, with
+// the key in the error.
+func (c *Config) Declare(s *setting.Set) {
+	s.Enum(&c.Source, KeySource, "auto", Sources, "Energy source: auto (every meter found: RAPL, pm_counters, Redfish, IPMI, hwmon; the estimator when none measures), rapl (RAPL only), or estimator.")
+	s.Float(&c.MinWattsPerCPU, KeyMinWattsPerCPU, 0, "Estimator: watts per CPU at idle. 0 = from the built-in CPU model table.").Checked(wattsPerCPU(KeyMinWattsPerCPU, &c.MinWattsPerCPU))
+	s.Float(&c.MaxWattsPerCPU, KeyMaxWattsPerCPU, 0, "Estimator: watts per CPU at full load. 0 = from the built-in CPU model table.").Checked(wattsPerCPU(KeyMaxWattsPerCPU, &c.MaxWattsPerCPU)).Checked(func() error {
+		if lo, hi := c.MinWattsPerCPU, c.MaxWattsPerCPU; lo > 0 && hi > 0 && hi < lo {
+			return setting.Invalid(KeyMaxWattsPerCPU, hi, fmt.Sprintf("must be >= %s (%g)", KeyMinWattsPerCPU, lo))
+		}
+		return nil
+	})
+	s.Enum(&c.IPMI, KeyIPMI, "auto", IPMIModes, "Read node power over IPMI DCMI (/dev/ipmi0, else ipmi-dcmi, ipmitool or ipmiutil): auto or off.")
+	s.Duration(&c.Interval, KeyMeterInterval, defaultMeterPeriod, "How often slow meters (BMCs, hwmon) and amdgpu GPUs' power are read in the background.")
+	s.Duration(&c.Timeout, KeyMeterTimeout, defaultMeterWait, "Longest wait for one slow-meter read; a late meter keeps its last value, visibly stale.")
+	s.Map((*map[string]float64)(&c.MaxWatts), KeyMaxWatts, "Ceilings on plausible power per zone, e.g. package=400,platform=3000: watts per socket for package, core, uncore, dram; per device for gpu; per node for psys, platform. A reading implying more is rejected and counted. Unset zones: package, core, uncore 1000, dram 500, gpu 2000, psys 2000, platform 20000.").Checked(func() error {
+		return power.ValidateMaxWatts(KeyMaxWatts, c.MaxWatts)
+	})
+	s.String(&c.HostShare, KeyHostSharePath, hostshare.DefaultMount, "In a guest: where the host's share is mounted. With power.source=auto a share found there is the node's meter (source host:<host name>, method measured). Empty: never look.").Checked(func() error {
+		if c.HostShare != "" && !filepath.IsAbs(c.HostShare) {
+			return setting.Invalid(KeyHostSharePath, c.HostShare, "want an absolute path")
+		}
+		return nil
+	})
+	s.Duration(&c.HostShareStaleness, KeyHostShareStale, hostshare.DefaultStaleness, "In a guest: how long the host's share may go without an update before the host source is reported down and the estimator stands in (method estimated).")
+	if c.rows == nil {
+		c.rows = map[string]any{}
+	}
+	for _, row := range Meters {
+		if row.declare != nil {
+			c.rows[row.Name] = row.declare(s, c.rows[row.Name])
+		}
+	}
+}
+
+// Check runs every declared check on c as it is (the configuration's
+// validation); Validate is for a Config built in code.
+func (c *Config) Check() error {
+	s := &setting.Set{}
+	c.Declare(s)
+	return s.Check()
+}
+
+// Own returns a row's settings as declared and decoded (a pointer to the
+// row's settings type), nil for a row without any.
+func (c *Config) Own(row string) any { return c.rows[row] }
+
+// wattsPerCPU checks an estimator figure: finite, in [0,
+// curves.MaxWattsPerVCPU]; 0 takes the table's.
+func wattsPerCPU(key string, v *float64) func() error {
+	return func() error {
+		if math.IsNaN(*v) || math.IsInf(*v, 0) || *v < 0 || *v > curves.MaxWattsPerVCPU {
+			return setting.Invalid(key, *v, fmt.Sprintf("want a finite number of watts in [0, %d] (0 = from the CPU model table)", curves.MaxWattsPerVCPU))
+		}
+		return nil
+	}
+}
+
+// Validate checks a Config built in code: settings left at a zero value
+// their checks refuse take their defaults first. Every error names its key.
 func (c Config) Validate() error {
-	var errs []error
-	enum := func(key, val string, allowed []string) {
-		if val == "" {
-			return
-		}
-		for _, a := range allowed {
-			if val == a {
-				return
-			}
-		}
-		errs = append(errs, fmt.Errorf("invalid value %q for %s: allowed %s", val, key, strings.Join(allowed, ", ")))
-	}
-	enum("power.source", c.Source, Sources)
-	enum("power.ipmi", c.IPMI, IPMIModes)
-	enum("power.capmc", c.Capmc, CapmcModes)
-	if c.Interval < 0 {
-		errs = append(errs, fmt.Errorf("invalid value %q for power.meter-interval: must be > 0", c.Interval))
-	}
-	if c.Timeout < 0 {
-		errs = append(errs, fmt.Errorf("invalid value %q for power.meter-timeout: must be > 0", c.Timeout))
-	}
-	errs = append(errs, ValidateWattsPerCPU(c.MinWattsPerCPU, c.MaxWattsPerCPU)...)
-	if err := ValidateMaxWatts("power.max-watts", c.MaxWatts); err != nil {
-		errs = append(errs, err)
-	}
-	if c.Redfish != nil {
-		if err := c.Redfish.Validate(); err != nil {
-			// redfish names its settings "redfish.<key>".
-			errs = append(errs, fmt.Errorf("power.%w", err))
-		}
-	}
-	return errors.Join(errs...)
+	_, err := c.settled()
+	return err
 }
 
-// ValidateWattsPerCPU checks power.estimator.min-watts-per-cpu and
-// max-watts-per-cpu: finite, in [0, curves.MaxWattsPerVCPU] (0 = from
-// the table), max not below min. The configuration package calls it too.
-func ValidateWattsPerCPU(min, max float64) []error {
-	var errs []error
-	for _, kv := range []struct {
-		key string
-		v   float64
-	}{{"power.estimator.min-watts-per-cpu", min}, {"power.estimator.max-watts-per-cpu", max}} {
-		if math.IsNaN(kv.v) || math.IsInf(kv.v, 0) || kv.v < 0 || kv.v > curves.MaxWattsPerVCPU {
-			errs = append(errs, fmt.Errorf("invalid value %q for %s: want a finite number of watts in [0, %d] (0 = from the CPU model table)",
-				fmt.Sprint(kv.v), kv.key, curves.MaxWattsPerVCPU))
+// settled returns c with its unset settings defaulted, and the checks'
+// verdict.
+func (c Config) settled() (Config, error) {
+	// Rows' settings are pointers shared with the caller's Config; copy
+	// the map so that defaults filled here stay here.
+	rows := c.rows
+	c.rows = map[string]any{}
+	for _, row := range Meters {
+		if row.declare != nil {
+			c.rows[row.Name] = row.copy(rows[row.Name])
 		}
 	}
-	if len(errs) == 0 && min > 0 && max > 0 && max < min {
-		errs = append(errs, fmt.Errorf("invalid value %q for power.estimator.max-watts-per-cpu: must be >= power.estimator.min-watts-per-cpu (%g)", fmt.Sprint(max), min))
-	}
-	return errs
-}
-
-// ValidateMaxWatts checks per-zone ceilings: known zones, finite, positive,
-// at most 1 MW. key names the setting in the error.
-func ValidateMaxWatts(key string, m power.MaxWatts) error {
-	return power.ValidateMaxWatts(key, m)
+	s := &setting.Set{}
+	c.Declare(s)
+	s.FillUnset()
+	return c, s.Check()
 }
 
 func (c Config) withDefaults() Config {
-	if c.Source == "" {
-		c.Source = "auto"
-	}
 	if c.SysfsRoot == "" {
 		c.SysfsRoot = "/sys"
 	}
 	if c.ProcfsRoot == "" {
 		c.ProcfsRoot = "/proc"
-	}
-	if c.IPMI == "" {
-		c.IPMI = "auto"
-	}
-	if c.Capmc == "" {
-		c.Capmc = "off"
-	}
-	if c.Interval <= 0 {
-		c.Interval = time.Second
-	}
-	if c.Timeout <= 0 {
-		c.Timeout = 5 * time.Second
 	}
 	if c.LookPath == nil {
 		c.LookPath = exec.LookPath

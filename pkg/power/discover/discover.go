@@ -9,18 +9,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/wattrace/wattrace/internal/setting"
 	"github.com/wattrace/wattrace/pkg/power"
-	"github.com/wattrace/wattrace/pkg/power/capmc"
 	"github.com/wattrace/wattrace/pkg/power/curves"
 	"github.com/wattrace/wattrace/pkg/power/hostshare"
 	"github.com/wattrace/wattrace/pkg/power/ipmi"
-	"github.com/wattrace/wattrace/pkg/power/redfish"
 )
 
 // Role is what a meter measures; a meter is opened only while one of its
@@ -35,15 +33,53 @@ const (
 )
 
 // Meter is one row of the table: a meter kind, the roles it can fill, and
-// how to open it.
+// how to open it, with the settings it declares for itself (Row).
 type Meter struct {
 	Name  string
 	Roles []Role
-	// Open returns the meter, nil with a reason when it is absent or not
+	// open returns the meter, nil with a reason when it is absent or not
 	// configured, or an error wrapping ErrConfig when its configuration is
 	// wrong (which stops start-up). A configured meter that is present but
-	// fails its first reading is returned as a *power.Retrying.
-	Open func(ctx context.Context, e *Env) (power.Meter, string, error)
+	// fails its first reading is returned as a *power.Retrying. own is the
+	// row's settings (nil for a row without any).
+	open func(ctx context.Context, e *Env, own any) (power.Meter, string, error)
+	// declare declares the row's settings bound to own (a fresh value when
+	// own is nil) and returns it; copy returns a copy of own. Both nil for
+	// a row without settings.
+	declare func(s *setting.Set, own any) any
+	copy    func(own any) any
+}
+
+// Plain is a row whose meter has no settings of its own.
+func Plain(name string, roles []Role, open func(ctx context.Context, e *Env) (power.Meter, string, error)) Meter {
+	return Meter{Name: name, Roles: roles, open: func(ctx context.Context, e *Env, _ any) (power.Meter, string, error) {
+		return open(ctx, e)
+	}}
+}
+
+// Row is a row whose meter has settings of its own, of type O: declare
+// declares them beside the meter, bound to o (setting.Set), and open gets
+// them decoded and checked. The configuration's flags, environment
+// variables and YAML keys follow from the declaration.
+func Row[O any](name string, roles []Role, declare func(s *setting.Set, o *O), open func(ctx context.Context, e *Env, o *O) (power.Meter, string, error)) Meter {
+	own := func(v any) *O {
+		if o, ok := v.(*O); ok && o != nil {
+			return o
+		}
+		return new(O)
+	}
+	return Meter{Name: name, Roles: roles,
+		open: func(ctx context.Context, e *Env, v any) (power.Meter, string, error) { return open(ctx, e, own(v)) },
+		declare: func(s *setting.Set, v any) any {
+			o := own(v)
+			declare(s, o)
+			return o
+		},
+		copy: func(v any) any {
+			o := *own(v)
+			return &o
+		},
+	}
 }
 
 // ErrConfig marks errors that stop start-up: the configuration names a
@@ -51,16 +87,17 @@ type Meter struct {
 var ErrConfig = errors.New("configuration")
 
 // Meters is the table, best first: the first meter that measures a role
-// owns it. Adding a meter is one row here plus its file.
+// owns it. Adding a meter is one row here plus its file (the opener and
+// the settings it declares; capmc.go is an example).
 var Meters = []Meter{
-	{"rapl", []Role{RoleCPU}, openRAPL},
-	{"rapl-perf", []Role{RoleCPU}, openPerfRAPL},
-	{"pm_counters", []Role{RolePlatform, RoleGPU}, openPMCounters},
-	{"redfish", []Role{RolePlatform}, openRedfish},
-	{"ipmi", []Role{RolePlatform}, openIPMIDevice},
-	{"ipmi-tool", []Role{RolePlatform}, openIPMITool},
-	{"capmc", []Role{RolePlatform}, openCapmc},
-	{"hwmon", []Role{RolePlatform, RoleGPU}, openHwmon},
+	Plain("rapl", []Role{RoleCPU}, openRAPL),
+	Plain("rapl-perf", []Role{RoleCPU}, openPerfRAPL),
+	Plain("pm_counters", []Role{RolePlatform, RoleGPU}, openPMCounters),
+	Row("redfish", []Role{RolePlatform}, declareRedfish, openRedfish),
+	Plain("ipmi", []Role{RolePlatform}, openIPMIDevice),
+	Plain("ipmi-tool", []Role{RolePlatform}, openIPMITool),
+	Row("capmc", []Role{RolePlatform}, declareCapmc, openCapmc),
+	Plain("hwmon", []Role{RolePlatform, RoleGPU}, openHwmon),
 }
 
 // Env is what a row's Open gets: the configuration, the roles still
@@ -132,7 +169,7 @@ func walk(ctx context.Context, cfg Config, log *zap.Logger) (found, error) {
 			add(zapcore.InfoLevel, "%s: not used: already measured (%s)", row.Name, strings.Join(by, ", "))
 			continue
 		}
-		m, why, err := row.Open(ctx, e)
+		m, why, err := row.open(ctx, e, cfg.rows[row.Name])
 		if err != nil {
 			if errors.Is(err, ErrConfig) {
 				for _, x := range f.meters {
@@ -232,7 +269,8 @@ func Open(ctx context.Context, cfg Config, log *zap.Logger) (power.Meter, error)
 	if log == nil {
 		log = zap.NewNop()
 	}
-	if err := cfg.Validate(); err != nil {
+	cfg, err := cfg.settled()
+	if err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
@@ -327,9 +365,8 @@ func openEstimatorZones(cfg Config, log *zap.Logger, why string, platform bool) 
 	if node.CPU, err = power.CPUModel(cfg.ProcfsRoot); err != nil {
 		log.Warn("CPU model unknown; the estimator uses its generic curves", zap.Error(err))
 	}
-	if node.Threads, err = power.OnlineCPUs(cfg.SysfsRoot); err != nil || node.Threads <= 0 {
-		node.Threads = runtime.NumCPU()
-		log.Warn("online CPUs unavailable; using the CPUs this process may run on", zap.Int("cpus", node.Threads), zap.Error(err))
+	if node.Threads = cfg.CPUs; node.Threads <= 0 {
+		node.Threads = power.CPUCount(cfg.SysfsRoot, log)
 	}
 	if sockets, err := power.CPUSockets(cfg.SysfsRoot); err == nil {
 		ids := map[int]bool{}
@@ -434,7 +471,7 @@ func openRAPL(_ context.Context, e *Env) (power.Meter, string, error) {
 }
 
 func openPerfRAPL(_ context.Context, e *Env) (power.Meter, string, error) {
-	p, err := power.NewPerfRAPLWith(e.Cfg.SysfsRoot, e.opts())
+	p, err := power.NewPerfRAPL(e.Cfg.SysfsRoot, e.opts())
 	if err != nil {
 		return nil, "", err
 	}
@@ -446,7 +483,7 @@ func openPerfRAPL(_ context.Context, e *Env) (power.Meter, string, error) {
 }
 
 func openPMCounters(_ context.Context, e *Env) (power.Meter, string, error) {
-	pm, err := power.NewPMCountersWith(e.Cfg.SysfsRoot, e.opts())
+	pm, err := power.NewPMCounters(e.Cfg.SysfsRoot, e.opts())
 	if err != nil {
 		return nil, "", err
 	}
@@ -457,37 +494,6 @@ func openPMCounters(_ context.Context, e *Env) (power.Meter, string, error) {
 		return nil, "", fmt.Errorf("present but unreadable: %w", err)
 	}
 	return pm, "measured energy counters; its cpu and memory counters yield to RAPL's per-socket zones when RAPL is used", nil
-}
-
-func openRedfish(ctx context.Context, e *Env) (power.Meter, string, error) {
-	if e.Cfg.Redfish == nil {
-		return nil, "not configured (power.redfish.url)", nil
-	}
-	cfg := *e.Cfg.Redfish
-	open := func(ctx context.Context) (power.Meter, string, error) {
-		m, err := redfish.NewMeter(cfg)
-		if err != nil {
-			// Credentials that cannot be read (a missing password file)
-			// are configuration, not a BMC that is down.
-			return nil, "", fmt.Errorf("%w: power.%w", ErrConfig, err)
-		}
-		c, err := e.FirstReading(ctx, m)
-		if err != nil {
-			return nil, "", fmt.Errorf("%s: %w", m.Client().BMC(), err)
-		}
-		return c, m.Client().BMC() + ": " + m.Source(), nil
-	}
-	m, why, err := open(ctx)
-	switch {
-	case errors.Is(err, ErrConfig):
-		return nil, "", err
-	case err != nil:
-		return e.Retry("redfish", err, func(ctx context.Context) (power.Meter, error) {
-			m, _, err := open(ctx)
-			return m, err
-		}), "", nil
-	}
-	return m, why, nil
 }
 
 func openIPMIDevice(ctx context.Context, e *Env) (power.Meter, string, error) {
@@ -536,29 +542,6 @@ func openIPMITool(ctx context.Context, e *Env) (power.Meter, string, error) {
 		return c, p, nil
 	}
 	return nil, strings.Join(tried, "; "), nil
-}
-
-func openCapmc(ctx context.Context, e *Env) (power.Meter, string, error) {
-	if e.Cfg.Capmc != "auto" {
-		return nil, "not enabled (power.capmc=off): it reports a whole partition's power, the node's only on a single-node partition", nil
-	}
-	path, err := e.Cfg.LookPath("capmc")
-	if err != nil {
-		return nil, "capmc not found on PATH", nil
-	}
-	window := max(1, int(e.Cfg.Interval.Seconds()))
-	open := func(ctx context.Context) (power.Meter, error) {
-		m, err := capmc.NewMeter(path, window)
-		if err != nil {
-			return nil, err
-		}
-		return e.FirstReading(ctx, m)
-	}
-	m, err := open(ctx)
-	if err != nil {
-		return e.Retry("capmc", err, open), "", nil
-	}
-	return m, path, nil
 }
 
 func openHwmon(ctx context.Context, e *Env) (power.Meter, string, error) {

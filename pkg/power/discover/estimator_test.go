@@ -134,7 +134,7 @@ func TestEstimatorLeavesPlatformToRetriedMeter(t *testing.T) {
 	b := newBMC(t)
 	b.down.Store(true)
 	cfg := fastConfig(nodeTree(t, "Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz", "fpu", 2, 8, 64<<20))
-	cfg.Redfish = b.config(t)
+	cfg = withRow(cfg, "redfish", b.config(t))
 	m, err := Open(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/wattrace/wattrace/internal/testenv"
@@ -86,7 +87,7 @@ func TestOpenRetriesConfiguredRedfish(t *testing.T) {
 	b := newBMC(t)
 	b.down.Store(true)
 	cfg := fastConfig(t.TempDir())
-	cfg.Redfish = b.config(t)
+	cfg = withRow(cfg, "redfish", b.config(t))
 	core, logs := observer.New(zapcore.InfoLevel)
 	m, err := Open(context.Background(), cfg, zap.New(core))
 	if err != nil {
@@ -138,8 +139,9 @@ func TestOpenRetriesConfiguredRedfish(t *testing.T) {
 func TestOpenMissingPasswordFile(t *testing.T) {
 	b := newBMC(t)
 	cfg := fastConfig(t.TempDir())
-	cfg.Redfish = b.config(t)
-	cfg.Redfish.PasswordFile = filepath.Join(t.TempDir(), "absent")
+	rf := b.config(t)
+	rf.PasswordFile = filepath.Join(t.TempDir(), "absent")
+	cfg = withRow(cfg, "redfish", rf)
 	_, err := Open(context.Background(), cfg, nil)
 	if err == nil || !strings.Contains(err.Error(), "power.redfish.password-file") {
 		t.Fatalf("err = %v, want one naming power.redfish.password-file", err)
@@ -181,12 +183,12 @@ func TestValidateNamesKeys(t *testing.T) {
 	for want, cfg := range map[string]Config{
 		"power.source":            {Source: "magic"},
 		"power.ipmi":              {IPMI: "on"},
-		"power.capmc":             {Capmc: "yes"},
+		"power.capmc":             withRow(Config{}, "capmc", &CapmcSettings{Mode: "yes"}),
 		"power.meter-interval":    {Interval: -time.Second},
 		"power.max-watts":         {MaxWatts: power.MaxWatts{"pakage": 100}},
 		"power.max-watts.package": {MaxWatts: power.MaxWatts{"package": math.NaN()}},
 		"power.max-watts.dram":    {MaxWatts: power.MaxWatts{"dram": 1e308}},
-		"power.redfish.url":       {Redfish: &redfish.Config{URL: "ftp://bmc"}},
+		"power.redfish.url":       withRow(Config{}, "redfish", &redfish.Config{URL: "ftp://bmc"}),
 	} {
 		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%+v: err %v, want one naming %s", cfg, err, want)
@@ -214,8 +216,8 @@ func TestCapmcRow(t *testing.T) {
 	if m, err := Open(context.Background(), cfg, nil); err != nil || m.Name() != "estimator" {
 		t.Fatalf("capmc off by default: %v %v", m, err)
 	}
-	cfg.Capmc = "auto"
-	m, err := Open(context.Background(), cfg, nil)
+	cfg = withRow(cfg, "capmc", &CapmcSettings{Mode: "auto"})
+	m, err := Open(context.Background(), cfg, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,4 +299,17 @@ func TestOpenRetriesIPMIDevice(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// withRow returns c with a row's own settings set, as Declare would after
+// decoding them.
+func withRow(c Config, name string, own any) Config {
+	rows := map[string]any{name: own}
+	for k, v := range c.rows {
+		if k != name {
+			rows[k] = v
+		}
+	}
+	c.rows = rows
+	return c
 }

@@ -237,6 +237,14 @@ func writeError(w http.ResponseWriter, status int, typ, msg string) {
 	writeJSON(w, status, envelope{Status: "error", ErrorType: typ, Error: msg})
 }
 
+// list answers an empty list as [], never null.
+func list[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
 func success(w http.ResponseWriter, data any) error {
 	writeJSON(w, http.StatusOK, envelope{Status: "success", Data: data})
 	return nil
@@ -258,46 +266,71 @@ func scopeUsers(id identity, asked []string) ([]string, error) {
 	if id.admin {
 		return asked, nil
 	}
-	for _, u := range asked {
-		if u != id.user {
-			return nil, forbidden("user %s may not see the units of %s (admins only)", id.user, u)
-		}
+	if err := onlySelf(id, asked, "see the units of"); err != nil {
+		return nil, err
 	}
 	return []string{id.user}, nil
+}
+
+// onlySelf forbids a non-admin to name any user but themselves; doing
+// says what they asked to do with the others' units.
+func onlySelf(id identity, asked []string, doing string) error {
+	if id.admin {
+		return nil
+	}
+	for _, u := range asked {
+		if u != id.user {
+			return forbidden("user %s may not %s %s (admins only)", id.user, doing, u)
+		}
+	}
+	return nil
+}
+
+// selection is what /units and /usage both filter on: users, projects
+// and clusters, kinds, and the time range (bounded by the configuration).
+type selection struct {
+	units.Membership
+	kinds    []units.Kind
+	from, to time.Time
+}
+
+// selection reads a query that accepts keys, and the selection among
+// them; the handler reads the rest of p.
+func (a *API) selection(r *http.Request, keys ...string) (*params, selection, error) {
+	var sel selection
+	p, err := newParams(r.URL.RawQuery, keys...)
+	if err != nil {
+		return nil, sel, err
+	}
+	if sel.Membership, err = membership(p); err != nil {
+		return nil, sel, err
+	}
+	ks, err := p.kinds()
+	if err != nil {
+		return nil, sel, err
+	}
+	for _, k := range ks {
+		sel.kinds = append(sel.kinds, units.Kind(k))
+	}
+	tr, err := p.timeRange(a.cfg.Now(), a.cfg.DefaultRange, a.cfg.MaxRange)
+	if err != nil {
+		return nil, sel, err
+	}
+	sel.from, sel.to = tr.From, tr.To
+	return p, sel, nil
 }
 
 var unitParams = []string{"user", "project", "cluster", "kind", "id", "from", "to", "running", "fields", "limit", "offset"}
 
 func (a *API) units(w http.ResponseWriter, r *http.Request, id identity) error {
-	p, err := newParams(r.URL.RawQuery, unitParams...)
+	p, sel, err := a.selection(r, unitParams...)
 	if err != nil {
 		return err
 	}
-	var f units.Filter
-	if f.Users, err = p.names("user"); err != nil {
-		return err
-	}
-	if f.Projects, err = p.names("project"); err != nil {
-		return err
-	}
-	if f.Clusters, err = p.names("cluster"); err != nil {
-		return err
-	}
+	f := units.Filter{Users: sel.Users, Projects: sel.Projects, Clusters: sel.Clusters, Kinds: sel.kinds, From: sel.from, To: sel.to}
 	if f.IDs, err = p.names("id"); err != nil {
 		return err
 	}
-	ks, err := p.kinds()
-	if err != nil {
-		return err
-	}
-	for _, k := range ks {
-		f.Kinds = append(f.Kinds, units.Kind(k))
-	}
-	tr, err := p.timeRange(a.cfg.Now(), a.cfg.DefaultRange, a.cfg.MaxRange)
-	if err != nil {
-		return err
-	}
-	f.From, f.To = tr.From, tr.To
 	if f.Running, err = p.boolean("running"); err != nil {
 		return err
 	}
@@ -351,9 +384,7 @@ type view struct {
 // unit's time range in Unix milliseconds for dashboard links (end: now
 // while it runs).
 type totals struct {
-	Joules      float64 `json:"joules"`
-	KWh         float64 `json:"kwh"`
-	Grams       float64 `json:"grams"`
+	energyTotals
 	WallSeconds float64 `json:"wall_seconds"`
 	CPUSeconds  float64 `json:"cpu_seconds"`
 	GPUSeconds  float64 `json:"gpu_seconds"`
@@ -364,13 +395,19 @@ type totals struct {
 // usageView is a usage bucket with its totals (as view's).
 type usageView struct {
 	units.Usage
-	Totals usageTotals `json:"totals"`
+	Totals energyTotals `json:"totals"`
 }
 
-type usageTotals struct {
+// energyTotals are the totals a unit and a usage bucket both carry.
+type energyTotals struct {
 	Joules float64 `json:"joules"`
 	KWh    float64 `json:"kwh"`
 	Grams  float64 `json:"grams"`
+}
+
+func energyOf(f units.Figures) energyTotals {
+	j := f.Joules()
+	return energyTotals{Joules: j, KWh: j / 3.6e6, Grams: f.Grams("")}
 }
 
 // fields are the names fields= accepts: the store's and totals.
@@ -385,8 +422,7 @@ func views(us []units.Unit, now time.Time) []view {
 }
 
 func newView(u units.Unit, now time.Time) view {
-	j := u.Figures.Joules()
-	v := view{Unit: u, Totals: totals{Joules: j, KWh: j / 3.6e6, Grams: u.Figures.Grams(""), WallSeconds: u.WallSeconds(now),
+	v := view{Unit: u, Totals: totals{energyTotals: energyOf(u.Figures), WallSeconds: u.WallSeconds(now),
 		CPUSeconds: u.Figures.CPUSeconds, GPUSeconds: u.Figures.GPUSeconds}}
 	if !u.Start.IsZero() {
 		v.Totals.StartMs = u.Start.UnixMilli()
@@ -510,8 +546,8 @@ func (a *API) verify(w http.ResponseWriter, r *http.Request, id identity) error 
 	}
 	user := id.user
 	if len(asked) == 1 {
-		if !id.admin && asked[0] != id.user {
-			return forbidden("user %s may not verify units for %s (admins only)", id.user, asked[0])
+		if err := onlySelf(id, asked, "verify units for"); err != nil {
+			return err
 		}
 		user = asked[0]
 	} else if id.admin {
@@ -530,27 +566,11 @@ func (a *API) verify(w http.ResponseWriter, r *http.Request, id identity) error 
 var usageParams = []string{"user", "project", "cluster", "kind", "from", "to", "by", "period"}
 
 func (a *API) usage(w http.ResponseWriter, r *http.Request, id identity) error {
-	p, err := newParams(r.URL.RawQuery, usageParams...)
+	p, sel, err := a.selection(r, usageParams...)
 	if err != nil {
 		return err
 	}
-	var q units.UsageQuery
-	if q.Users, err = p.names("user"); err != nil {
-		return err
-	}
-	if q.Projects, err = p.names("project"); err != nil {
-		return err
-	}
-	if q.Clusters, err = p.names("cluster"); err != nil {
-		return err
-	}
-	ks, err := p.kinds()
-	if err != nil {
-		return err
-	}
-	for _, k := range ks {
-		q.Kinds = append(q.Kinds, units.Kind(k))
-	}
+	q := units.UsageQuery{Users: sel.Users, Projects: sel.Projects, Clusters: sel.Clusters, Kinds: sel.kinds, From: sel.from, To: sel.to}
 	by, err := p.names("by")
 	if err != nil {
 		return err
@@ -571,11 +591,6 @@ func (a *API) usage(w http.ResponseWriter, r *http.Request, id identity) error {
 	if period != "total" {
 		q.Period = units.Period(period)
 	}
-	tr, err := p.timeRange(a.cfg.Now(), a.cfg.DefaultRange, a.cfg.MaxRange)
-	if err != nil {
-		return err
-	}
-	q.From, q.To = tr.From, tr.To
 	if !id.admin {
 		if err := a.scopeUsage(r, id, &q); err != nil {
 			return err
@@ -587,8 +602,7 @@ func (a *API) usage(w http.ResponseWriter, r *http.Request, id identity) error {
 	}
 	out := make([]usageView, len(us))
 	for i, u := range us {
-		j := u.Figures.Joules()
-		out[i] = usageView{Usage: u, Totals: usageTotals{Joules: j, KWh: j / 3.6e6, Grams: u.Figures.Grams("")}}
+		out[i] = usageView{Usage: u, Totals: energyOf(u.Figures)}
 	}
 	return success(w, out)
 }
@@ -597,10 +611,8 @@ func (a *API) usage(w http.ResponseWriter, r *http.Request, id identity) error {
 // totals of projects they are in (without splitting them by user, which
 // would show the others' usage).
 func (a *API) scopeUsage(r *http.Request, id identity, q *units.UsageQuery) error {
-	for _, u := range q.Users {
-		if u != id.user {
-			return forbidden("user %s may not see the usage of %s (admins only)", id.user, u)
-		}
+	if err := onlySelf(id, q.Users, "see the usage of"); err != nil {
+		return err
 	}
 	if len(q.Projects) == 0 || len(q.Users) > 0 {
 		q.Users = []string{id.user}
@@ -634,16 +646,24 @@ func membership(p *params) (units.Membership, error) {
 	return m, err
 }
 
-func (a *API) projects(w http.ResponseWriter, r *http.Request, id identity) error {
+// scopedMembership reads /projects' and /users' parameters, narrowed to
+// what the caller may see.
+func scopedMembership(r *http.Request, id identity) (units.Membership, error) {
 	p, err := newParams(r.URL.RawQuery, "user", "project", "cluster")
 	if err != nil {
-		return err
+		return units.Membership{}, err
 	}
 	m, err := membership(p)
 	if err != nil {
-		return err
+		return m, err
 	}
-	if m.Users, err = scopeUsers(id, m.Users); err != nil {
+	m.Users, err = scopeUsers(id, m.Users)
+	return m, err
+}
+
+func (a *API) projects(w http.ResponseWriter, r *http.Request, id identity) error {
+	m, err := scopedMembership(r, id)
+	if err != nil {
 		return err
 	}
 	ps, err := a.store.Projects(r.Context(), m)
@@ -656,30 +676,17 @@ func (a *API) projects(w http.ResponseWriter, r *http.Request, id identity) erro
 			ps[i].Users = []string{id.user}
 		}
 	}
-	if ps == nil {
-		ps = []units.Project{}
-	}
-	return success(w, ps)
+	return success(w, list(ps))
 }
 
 func (a *API) users(w http.ResponseWriter, r *http.Request, id identity) error {
-	p, err := newParams(r.URL.RawQuery, "user", "project", "cluster")
+	m, err := scopedMembership(r, id)
 	if err != nil {
-		return err
-	}
-	m, err := membership(p)
-	if err != nil {
-		return err
-	}
-	if m.Users, err = scopeUsers(id, m.Users); err != nil {
 		return err
 	}
 	us, err := a.store.Users(r.Context(), m)
 	if err != nil {
 		return err
 	}
-	if us == nil {
-		us = []units.User{}
-	}
-	return success(w, us)
+	return success(w, list(us))
 }

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"io"
+
+	"github.com/wattrace/wattrace/pkg/bpfloader"
+	"github.com/wattrace/wattrace/pkg/carbon"
+	"github.com/wattrace/wattrace/pkg/cgroup"
+	"github.com/wattrace/wattrace/pkg/cgroupstats"
+	"github.com/wattrace/wattrace/pkg/collector"
+	"github.com/wattrace/wattrace/pkg/gpu/node"
+	"github.com/wattrace/wattrace/pkg/guestshare"
+	"github.com/wattrace/wattrace/pkg/procfs"
+	"github.com/wattrace/wattrace/pkg/profiling"
+	"github.com/wattrace/wattrace/pkg/stats"
+	"github.com/wattrace/wattrace/pkg/usage"
+	"github.com/wattrace/wattrace/pkg/workload"
+)
+
+// The seams the parts (parts.go) are wired through, checked at compile
+// time beside the wiring: each source is declared as the interface its
+// consumer takes, which its own package cannot state without importing
+// the consumer.
+var (
+	_ usage.Source = (*bpfloader.Accounting)(nil)
+	_ usage.Source = (*procfs.Source)(nil)
+
+	_ stats.CgroupPaths      = (*cgroup.Resolver)(nil)
+	_ stats.CgroupPaths      = (*bpfloader.CgroupNames)(nil)
+	_ stats.ProbeSource      = (*bpfloader.Probes)(nil)
+	_ stats.Profiler         = (*profiling.Profiler)(nil)
+	_ stats.WorkloadResolver = (*workload.Resolver)(nil)
+	_ stats.ResourceReader   = (*cgroupstats.Reader)(nil)
+	_ stats.GPUSource        = (*node.GPUs)(nil)
+	_ stats.IntensitySource  = (*carbon.Chain)(nil)
+
+	_ collector.SnapshotSource     = (*stats.Loop)(nil)
+	_ collector.ProgramStatsSource = (*bpfloader.Accounting)(nil)
+	_ collector.ProgramStatsSource = (*bpfloader.CgroupNames)(nil)
+	_ collector.ProgramStatsSource = (*bpfloader.Probes)(nil)
+	_ freshSource                  = (*stats.Loop)(nil)
+	_ stepAheadSource              = (*stats.Loop)(nil)
+	_ guestshare.Snapshots         = latest{}
+
+	_ io.Closer = (*webServer)(nil)
+	_ io.Closer = (*bpfloader.Accounting)(nil)
+	_ io.Closer = (*bpfloader.CgroupNames)(nil)
+	_ io.Closer = (*bpfloader.Probes)(nil)
+	_ io.Closer = (*profiling.Profiler)(nil)
+)

@@ -1,0 +1,200 @@
+// Package setting lets the code that uses a setting declare it: its key
+// (the flag name, the YAML key and, upper-cased, the environment
+// variable), default, help, where its value lands and how it is checked.
+// A meter or a collector declares its own settings beside itself, as
+// node_exporter's collectors declare their flags, so adding one with a
+// setting touches only its file; the configuration package turns every
+// declared setting into a flag, decodes it from the flag, the environment
+// or the file, and runs its checks once, each error naming the key.
+//
+// A Set holds no global state: each load declares into a fresh one, bound
+// to that load's values.
+package setting
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Kind is a setting's type as the loader decodes it.
+type Kind int
+
+// Kinds.
+const (
+	Bool     Kind = iota // bool
+	Int                  // int
+	Float                // float64
+	String               // string
+	Strings              // []string: repeatable, or comma-separated
+	Duration             // time.Duration, with a unit
+	Map                  // map[string]float64: name=number pairs, or a YAML map
+)
+
+// Setting is one declared setting.
+type Setting struct {
+	Key     string
+	Kind    Kind
+	Default any // the Kind's Go type; nil for a Map
+	Help    string
+
+	assign func(any)
+	checks []func() error
+	// unset reports a zero value that the checks would refuse (an empty
+	// enum, a zero duration): FillUnset gives it the default.
+	unset func() bool
+}
+
+// Assign stores v, of the Kind's Go type, where the setting's value lives.
+func (s *Setting) Assign(v any) { s.assign(v) }
+
+// Set is a list of declared settings.
+type Set struct {
+	list  []*Setting
+	byKey map[string]*Setting
+}
+
+// All returns the settings in the order they were declared.
+func (s *Set) All() []*Setting { return s.list }
+
+// Lookup returns the setting with key, nil if none.
+func (s *Set) Lookup(key string) *Setting { return s.byKey[key] }
+
+// Check runs every setting's checks against the values now bound, and
+// returns all problems; each names its key.
+func (s *Set) Check() error {
+	var errs []error
+	for _, st := range s.list {
+		for _, c := range st.checks {
+			if err := c(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// FillUnset gives the default to every setting left at a zero value its
+// checks would refuse. It serves values built in code rather than loaded
+// (tests, other programs), which then need not repeat the defaults.
+func (s *Set) FillUnset() {
+	for _, st := range s.list {
+		if st.unset != nil && st.unset() {
+			st.assign(st.Default)
+		}
+	}
+}
+
+// FillDefaults gives every setting its default: the values a program
+// that loads no configuration (a test, a library caller) starts from.
+func (s *Set) FillDefaults() {
+	for _, st := range s.list {
+		if st.Kind == Map && st.Default == nil {
+			st.assign(map[string]float64{})
+			continue
+		}
+		st.assign(st.Default)
+	}
+}
+
+// Invalid is the one shape of a configuration error: the value, the key,
+// why.
+func Invalid(key string, v any, why string) error {
+	return fmt.Errorf("invalid value %q for %s: %s", fmt.Sprint(v), key, why)
+}
+
+func (s *Set) add(st *Setting) *Setting {
+	if s.byKey == nil {
+		s.byKey = map[string]*Setting{}
+	}
+	if _, dup := s.byKey[st.Key]; dup {
+		// Two owners of one key is a programming error, found by any test
+		// that loads the configuration.
+		panic("setting declared twice: " + st.Key)
+	}
+	s.byKey[st.Key] = st
+	s.list = append(s.list, st)
+	return st
+}
+
+// Checked adds a check of the bound value; it returns an error built
+// with Invalid, or nil.
+func (s *Setting) Checked(check func() error) *Setting {
+	s.checks = append(s.checks, check)
+	return s
+}
+
+// Bool declares a bool setting bound to p.
+func (s *Set) Bool(p *bool, key string, def bool, help string) *Setting {
+	return s.add(&Setting{Key: key, Kind: Bool, Default: def, Help: help, assign: func(v any) { *p = v.(bool) }})
+}
+
+// Int declares an int setting bound to p; min is the least value allowed.
+func (s *Set) Int(p *int, key string, def int, help string, min int, why string) *Setting {
+	st := s.add(&Setting{Key: key, Kind: Int, Default: def, Help: help, assign: func(v any) { *p = v.(int) }})
+	return st.Checked(func() error {
+		if *p < min {
+			return Invalid(key, *p, why)
+		}
+		return nil
+	})
+}
+
+// Float declares a float64 setting bound to p.
+func (s *Set) Float(p *float64, key string, def float64, help string) *Setting {
+	return s.add(&Setting{Key: key, Kind: Float, Default: def, Help: help, assign: func(v any) { *p = v.(float64) }})
+}
+
+// String declares a free-form string setting bound to p.
+func (s *Set) String(p *string, key, def, help string) *Setting {
+	return s.add(&Setting{Key: key, Kind: String, Default: def, Help: help, assign: func(v any) { *p = v.(string) }})
+}
+
+// Enum declares a string setting bound to p whose value must be one of
+// allowed.
+func (s *Set) Enum(p *string, key, def string, allowed []string, help string) *Setting {
+	st := s.String(p, key, def, help)
+	st.unset = func() bool { return *p == "" }
+	return st.Checked(func() error {
+		if !slices.Contains(allowed, *p) {
+			return Invalid(key, *p, "allowed "+strings.Join(allowed, ", "))
+		}
+		return nil
+	})
+}
+
+// Strings declares a list setting bound to p.
+func (s *Set) Strings(p *[]string, key string, def []string, help string) *Setting {
+	return s.add(&Setting{Key: key, Kind: Strings, Default: def, Help: help, assign: func(v any) { *p = v.([]string) }})
+}
+
+// Duration declares a duration setting bound to p that must be > 0.
+func (s *Set) Duration(p *time.Duration, key string, def time.Duration, help string) *Setting {
+	st := s.add(&Setting{Key: key, Kind: Duration, Default: def, Help: help, assign: func(v any) { *p = v.(time.Duration) }})
+	st.unset = func() bool { return *p == 0 }
+	return st.Checked(func() error {
+		if *p <= 0 {
+			return Invalid(key, *p, "must be > 0")
+		}
+		return nil
+	})
+}
+
+// Map declares a name=number map bound to p (zone=watts).
+func (s *Set) Map(p *map[string]float64, key, help string) *Setting {
+	return s.add(&Setting{Key: key, Kind: Map, Help: help, assign: func(v any) { *p = v.(map[string]float64) }})
+}
+
+// SortedKeys returns a map's keys in order, so that errors come out in a
+// stable order.
+func SortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

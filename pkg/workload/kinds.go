@@ -1,0 +1,261 @@
+package workload
+
+import (
+	"slices"
+
+	"github.com/wattrace/wattrace/pkg/snapshot"
+)
+
+// kindRow is everything the exporter knows of one aggregation level (a
+// Kind with series of its own) beyond how Parse recognises its cgroups:
+// adding a level is one row in kinds plus its case in Parser.parse. The
+// flag (config), the families (collector), the roll-up and GPU holders
+// (stats) and the Alloy targets all read this table.
+type kindRow struct {
+	kind Kind
+	// help is the collector.<kind> flag's help.
+	help string
+	// labels are the level's label names. The first is the workload's
+	// id, by which the roll-up keys it, so that names learnt later do not
+	// split its counters.
+	labels []string
+	// member says whether a cgroup of id belongs to a workload of this
+	// level, and values gives its label values (one per label). Every
+	// cgroup of one workload must yield the same values (a VM's vcpu
+	// cgroups and its scope, a job's steps and tasks, a pod's
+	// containers), so that summing cgroups by them gives the workload's
+	// total.
+	member func(Identity) bool
+	values func(Identity) []string
+	// manager is the level's `manager` in wattrace_units_running; nil
+	// means the cgroup's own manager.
+	manager func(Identity) string
+	// holder is the GPU allocation holder kind (pkg/gpu/alloc.Kind) that
+	// is a workload of this level, "" for none; match gives the label
+	// values that find the holder's workload among the level's.
+	holder string
+	match  func(snapshot.GPUHolder) map[string]string
+	// service names the workload for Pyroscope's service_name (the Alloy
+	// targets); serviceRank orders the levels for it, lowest first, since
+	// a cgroup can be in several (a container in a pod is named after the
+	// pod's namespace).
+	service     func(Identity) string
+	serviceRank int
+}
+
+// kinds are the aggregation levels, in the order of their flags and
+// families. KindCgroup has none: plain cgroups keep the per-cgroup series.
+// Only read after package initialisation.
+var kinds = kindTable{
+	{
+		kind:   KindContainer,
+		help:   "Enable per-container series (docker, containerd, CRI-O, podman).",
+		labels: []string{"container_id", "container", "pod", "namespace", "manager"},
+		member: func(id Identity) bool { return id.Kind == KindContainer },
+		values: func(id Identity) []string {
+			name := id.Container
+			if name == "" {
+				name = id.Name
+			}
+			return []string{id.ID, name, id.Pod, id.Namespace, id.Manager}
+		},
+		service: func(id Identity) string {
+			if id.Name != "" {
+				return id.Name
+			}
+			return shortID(id.ID)
+		},
+		serviceRank: 1,
+	},
+	{
+		kind:    KindPod,
+		help:    "Enable per-pod series (Kubernetes).",
+		labels:  []string{"pod_uid", "pod", "namespace", "qos"},
+		member:  func(id Identity) bool { return id.PodUID != "" },
+		values:  func(id Identity) []string { return []string{id.PodUID, id.Pod, id.Namespace, id.QoS} },
+		manager: func(Identity) string { return ManagerKubernetes }, // whatever runs its containers
+		holder:  "pod",
+		match: func(h snapshot.GPUHolder) map[string]string {
+			return map[string]string{"namespace": h.Namespace, "pod": h.Pod}
+		},
+		// Pyroscope's own convention: namespace/container.
+		service: func(id Identity) string {
+			name := id.Container
+			if name == "" || name == SandboxContainer {
+				name = id.Pod
+			}
+			if name == "" {
+				name = id.PodUID
+			}
+			if id.Namespace != "" {
+				return id.Namespace + "/" + name
+			}
+			return name
+		},
+		serviceRank: 0,
+	},
+	{
+		kind:   KindVM,
+		help:   "Enable per-VM series (libvirt/QEMU).",
+		labels: []string{"vm_uuid", "vm", "instance"},
+		member: func(id Identity) bool { return id.Kind == KindVM },
+		values: func(id Identity) []string { return []string{id.VMUUID, id.vmLabel(), id.Instance} },
+		holder: "vm",
+		match: func(h snapshot.GPUHolder) map[string]string {
+			if h.VMUUID != "" {
+				return map[string]string{"vm_uuid": h.VMUUID}
+			}
+			return map[string]string{"vm": h.VM}
+		},
+		service: func(id Identity) string {
+			if id.Name != "" {
+				return "vm/" + id.Name
+			}
+			if id.VMName != "" {
+				return "vm/" + id.VMName
+			}
+			return "vm/" + id.ID
+		},
+		serviceRank: 3,
+	},
+	{
+		kind:   KindJob,
+		help:   "Enable per-job series (Slurm).",
+		labels: []string{"job_id", "user", "uid", "slurm_node"},
+		member: func(id Identity) bool { return id.JobID != "" },
+		values: func(id Identity) []string { return []string{id.JobID, id.User, id.UID, id.SlurmNode} },
+		holder: "slurm",
+		match:  func(h snapshot.GPUHolder) map[string]string { return map[string]string{"job_id": h.JobID} },
+		// One job runs many executables: the job is the service.
+		service:     func(id Identity) string { return "slurm/" + id.JobID },
+		serviceRank: 2,
+	},
+	{
+		kind:   KindSystemdUnit,
+		help:   "Enable per-unit series (systemd services and scopes).",
+		labels: []string{"unit", "manager"},
+		member: func(id Identity) bool { return id.Kind == KindSystemdUnit },
+		values: func(id Identity) []string { return []string{id.ID, id.Manager} },
+		service: func(id Identity) string {
+			if id.Name != "" {
+				return id.Name
+			}
+			return id.ID
+		},
+		serviceRank: 4,
+	},
+}
+
+// kindTable answers every question about levels from its rows; the
+// package-level functions ask the built-in table, and a test can build
+// another.
+type kindTable []kindRow
+
+func (t kindTable) row(k Kind) (kindRow, bool) {
+	for _, r := range t {
+		if r.kind == k {
+			return r, true
+		}
+	}
+	return kindRow{}, false
+}
+
+func (t kindTable) levels() []Kind {
+	out := make([]Kind, len(t))
+	for i, r := range t {
+		out[i] = r.kind
+	}
+	return out
+}
+
+func (t kindTable) labelValues(id Identity, level Kind) ([]string, bool) {
+	r, ok := t.row(level)
+	if !ok || !r.member(id) {
+		return nil, false
+	}
+	return r.values(id), true
+}
+
+func (t kindTable) holderMatch(h snapshot.GPUHolder) (Kind, map[string]string) {
+	for _, r := range t {
+		if r.holder != "" && r.holder == h.Kind {
+			return r.kind, r.match(h)
+		}
+	}
+	return "", nil
+}
+
+func (t kindTable) serviceName(id Identity) string {
+	best := -1
+	for i, r := range t {
+		if r.member(id) && (best < 0 || r.serviceRank < t[best].serviceRank) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return ""
+	}
+	return t[best].service(id)
+}
+
+// Levels returns the aggregation levels, in a fixed order.
+func Levels() []Kind { return kinds.levels() }
+
+// LevelHelp says what a level covers, as its collector.<level> flag's help.
+func LevelHelp(level Kind) string {
+	r, _ := kinds.row(level)
+	return r.help
+}
+
+// LabelNames returns the label names of one aggregation level (see the
+// package documentation for the scheme), or nil for a Kind without one.
+func LabelNames(level Kind) []string {
+	r, _ := kinds.row(level)
+	return slices.Clone(r.labels)
+}
+
+// LabelValues returns id's values for LabelNames(level), and false when the
+// cgroup does not belong to a workload of that level. Every cgroup of one
+// workload yields the same values, so summing cgroups by these values gives
+// the workload's total.
+func (id Identity) LabelValues(level Kind) ([]string, bool) { return kinds.labelValues(id, level) }
+
+// ManagerAt names the manager of id's workload at level, as
+// wattrace_units_running counts it: a container's runtime for containers,
+// kubernetes for pods (whatever runs their containers).
+func ManagerAt(level Kind, id Identity) string {
+	if r, ok := kinds.row(level); ok && r.manager != nil {
+		return r.manager(id)
+	}
+	return id.Manager
+}
+
+// HolderMatch names the level and label values of the workload that a GPU
+// allocation holder is (a Slurm job, a pod, a VM), or "" when no level
+// takes that holder kind.
+func HolderMatch(h snapshot.GPUHolder) (Kind, map[string]string) { return kinds.holderMatch(h) }
+
+// ServiceName names a workload for Pyroscope's service_name: Pyroscope
+// groups profiles by it, so it is the unit a user looks for. Kubernetes
+// containers follow Pyroscope's own convention, namespace/container;
+// Slurm jobs are slurm/<job id>; VMs vm/<name>; containers outside pods
+// their name or short id; systemd units their unit name. "" when id names
+// no workload, so the caller keeps the comm.
+func ServiceName(id Identity) string { return kinds.serviceName(id) }
+
+// vmLabel is the VM's display name (OpenStack's nova:name) when known,
+// else its domain name.
+func (id Identity) vmLabel() string {
+	if id.Name != "" {
+		return id.Name
+	}
+	return id.VMName
+}
+
+// shortID is a container id as docker ps shows it.
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
