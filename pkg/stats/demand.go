@@ -155,8 +155,10 @@ func (l *Loop) backgroundGap() time.Duration {
 			gap = d
 		}
 	}
-	if l.gpu != nil && l.cfg.Interval < gap {
-		gap = l.cfg.Interval
+	for _, s := range l.stages {
+		if g, ok := s.(gapper); ok && g.maxGap() < gap {
+			gap = g.maxGap()
+		}
 	}
 	return max(gap, l.cfg.Interval)
 }
@@ -176,7 +178,7 @@ func (l *Loop) runOnDemand(ctx context.Context) {
 	quiet := time.NewTimer(l.gap)
 	defer quiet.Stop()
 	var poll <-chan time.Time
-	if l.emissions != nil {
+	if len(l.watchers) > 0 {
 		t := time.NewTicker(l.cfg.Interval)
 		defer t.Stop()
 		poll = t.C
@@ -225,13 +227,19 @@ func (l *Loop) runOnDemand(ctx context.Context) {
 			l.stepNow()
 			quiet.Reset(l.gap)
 		case <-poll:
-			if l.emissions.changed() {
-				// The energy up to now was used under the factor
+			changed := false
+			for _, w := range l.watchers {
+				changed = changed || w.changed()
+			}
+			if changed {
+				// The energy up to now was used under the input
 				// fixed at the last step: price it at that one.
 				l.keepFactor = true
 				l.stepNow()
 				l.keepFactor = false
-				l.emissions.begin() // the new one, from now on
+				for _, w := range l.watchers {
+					w.adopt() // the new one, from now on
+				}
 				stepped()
 			}
 		}

@@ -19,9 +19,7 @@ type IntensitySource interface {
 // WithEmissions prices every joule credited to a consumer, and every
 // joule of the node's zones, at the factor in force in its interval.
 func WithEmissions(src IntensitySource) Option {
-	return func(l *Loop) {
-		l.emissions = &emissions{src: src, log: l.log, priced: map[snapshot.ZoneID]pricedJ{}}
-	}
+	return func(o *parts) { o.intensity = src }
 }
 
 // pricedJ is how much of a zone's cumulative energy has been priced.
@@ -32,7 +30,11 @@ type pricedJ struct{ dynamic, idle, unattributed float64 }
 // of that interval's energy, the consumers' and the node's, is priced
 // alike (hence Σ consumers + idle + unattributed = node, as for joules),
 // and a factor that arrives later never re-prices energy already priced.
+// It sees the consumers' and workloads' joules as they are credited
+// (creditWatcher) and the node's zones as the stages before it publish
+// them, so it reads no other stage's state.
 type emissions struct {
+	phases
 	src    IntensitySource
 	log    *zap.Logger
 	f      carbon.Factor
@@ -42,12 +44,30 @@ type emissions struct {
 	// grams grow by the zone's growth, which also covers the derived
 	// zone "other" that no split sees.
 	priced map[snapshot.ZoneID]pricedJ
+	// grams are each zone's grams so far.
+	grams map[snapshot.ZoneID][]snapshot.NodeGrams
 }
 
-// begin fixes the factor in force for this interval. Without any factor
-// yet (a network provider not answered since start-up, no fallback) the
-// interval's energy is priced nowhere, neither for consumers nor node.
-func (e *emissions) begin() {
+func makeEmissions(d *deps) (stage, error) {
+	if d.opts.intensity == nil {
+		return nil, nil
+	}
+	return &emissions{src: d.opts.intensity, log: d.log,
+		priced: map[snapshot.ZoneID]pricedJ{}, grams: map[snapshot.ZoneID][]snapshot.NodeGrams{}}, nil
+}
+
+// begin fixes the factor in force for this interval, unless the step
+// prices at the previous one (keepFactor).
+func (e *emissions) begin(iv *interval) {
+	if !iv.keepFactor {
+		e.adopt()
+	}
+}
+
+// adopt takes the factor in force now. Without any factor yet (a network
+// provider not answered since start-up, no fallback) the interval's
+// energy is priced nowhere, neither for consumers nor node.
+func (e *emissions) adopt() {
 	e.f, e.ok = e.src.Factor()
 	if !e.ok && !e.warned {
 		e.warned = true
@@ -66,31 +86,18 @@ func (e *emissions) changed() bool {
 	return ok && (f.Provider != e.f.Provider || f.Zone != e.f.Zone || f.GramsPerKWh != e.f.GramsPerKWh)
 }
 
-// credit is the split's hook: a consumer's share of one zone's energy.
-func (e *emissions) credit(w *consumer, zone string, dynamicJ, idleJ float64) {
+// creditedConsumer prices a consumer's share of one zone's energy.
+func (e *emissions) creditedConsumer(w *consumer, zone string, dynamicJ, idleJ float64) {
+	e.creditedWorkload(&w.f, zone, dynamicJ, idleJ)
+}
+
+// creditedWorkload prices energy paid to a workload directly (a GPU
+// holder's): grams = joules × factor at every level.
+func (e *emissions) creditedWorkload(f *figures, zone string, dynamicJ, idleJ float64) {
 	if !e.ok {
 		return
 	}
-	w.w.Grams = w.w.Grams.Add(e.f.Provider, zone, e.f.Grams(dynamicJ), e.f.Grams(idleJ))
-}
-
-// zones prices each zone's growth in this interval.
-func (e *emissions) zones(zs *zones) {
-	for _, id := range zs.order {
-		z := zs.byID[id]
-		z.Grams = e.price(id, pricedJ{z.DynamicJ, z.IdleJ, z.UnattributedJ}, z.Grams)
-	}
-}
-
-// gpus prices each GPU device's growth in this interval, as zones: the
-// processes' GPU joules are priced through credit, so the devices must be
-// too for the grams to add up.
-func (e *emissions) gpus(g *gpuStage) {
-	for _, k := range g.order {
-		d := g.devs[k]
-		id := snapshot.ZoneID{Name: snapshot.ZoneGPU, Socket: d.zone}
-		d.grams = e.price(id, pricedJ{d.rec.DynamicJ, d.rec.IdleJ, d.rec.UnattributedJ}, d.grams)
-	}
+	f.Grams = f.Grams.Add(e.f.Provider, zone, e.f.Grams(dynamicJ), e.f.Grams(idleJ))
 }
 
 // price adds to grams, under the interval's provider, the grams of a
@@ -119,11 +126,16 @@ func (e *emissions) price(id snapshot.ZoneID, now pricedJ, grams []snapshot.Node
 	return grams
 }
 
-// publish gives the snapshot its own copy of the zones' grams and the
-// providers' factors and health.
-func (e *emissions) publish(s *snapshot.Snapshot) {
+// publish prices each zone's growth in this interval, every zone the
+// stages before it published (the meter's, the derived "other", the
+// GPUs'), at the interval's factor, and gives the snapshot its own copy of
+// their grams and the providers' factors and health.
+func (e *emissions) publish(_ *interval, s *snapshot.Snapshot) {
 	for i := range s.Zones {
-		s.Zones[i].Grams = append([]snapshot.NodeGrams(nil), s.Zones[i].Grams...)
+		z := &s.Zones[i]
+		g := e.price(z.ZoneID, pricedJ{z.DynamicJ, z.IdleJ, z.UnattributedJ}, e.grams[z.ZoneID])
+		e.grams[z.ZoneID] = g
+		z.Grams = append([]snapshot.NodeGrams(nil), g...)
 	}
 	s.Intensities = e.src.Intensities()
 	s.Carbon = e.src.Health()

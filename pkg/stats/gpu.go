@@ -41,7 +41,7 @@ type GPUConfig struct {
 // into idle (the device's idle model) and dynamic, the dynamic among the
 // processes that used the device.
 func WithGPUs(src GPUSource, cfg GPUConfig) Option {
-	return func(l *Loop) { l.gpu = newGPUStage(src, cfg) }
+	return func(o *parts) { o.gpus, o.gpuCfg = src, &cfg }
 }
 
 func (c GPUConfig) validate() error {
@@ -66,8 +66,6 @@ type gpuDev struct {
 	// procs are keyed by PID and start time: a reused PID is a new
 	// process and starts a new record.
 	procs map[usage.ProcKey]*gpuProc
-	// grams is the device zone's emissions, priced by the emissions stage.
-	grams []snapshot.NodeGrams
 	// read: the device had a reading this interval.
 	read bool
 	// zone is the device zone's socket: the stage's own numbering, in
@@ -103,24 +101,47 @@ type holderCredit struct {
 // their cgroups (so it rolls up into workloads like any zone) and, under
 // the holder policy or passthrough, to the holder's workload.
 type gpuStage struct {
-	src    GPUSource
-	cfg    GPUConfig
-	devs   map[string]*gpuDev
-	order  []string
-	health []snapshot.SourceHealth
-	res    gpuResult
-	byPID  map[uint32]liveProc
-	owed   []holderCredit
-	// credited are the split stage's hooks (split.credited), told of
-	// every share of GPU energy given to a consumer, as for any zone.
-	credited *[]func(w *consumer, zone string, dynamicJ, idleJ float64)
-	// emissions prices what holders are paid (nil without emissions).
-	emissions *emissions
+	phases
+	src GPUSource
+	cfg GPUConfig
+	// led finds the processes and cgroups credited; ids, when set, names
+	// their workloads for the per-process records.
+	led consumers
+	ids WorkloadResolver
+	// roll pays the holders' workloads; nil without the roll-up.
+	roll workloadCredit
+	// credits gives consumers their GPU joules, as for any zone.
+	credits   *credits
+	retention time.Duration
+	interval  time.Duration
+	devs      map[string]*gpuDev
+	order     []string
+	health    []snapshot.SourceHealth
+	res       gpuResult
+	byPID     map[uint32]liveProc
+	owed      []holderCredit
 }
 
-func newGPUStage(src GPUSource, cfg GPUConfig) *gpuStage {
-	return &gpuStage{src: src, cfg: cfg, devs: map[string]*gpuDev{}, byPID: map[uint32]liveProc{}}
+func makeGPUs(d *deps) (stage, error) {
+	if d.opts.gpus == nil {
+		return nil, nil
+	}
+	if err := d.opts.gpuCfg.validate(); err != nil {
+		return nil, err
+	}
+	g := newGPUStage(d.opts.gpus, *d.opts.gpuCfg, d.consumers, d.credits)
+	g.ids, g.roll = d.opts.ids, d.workloads
+	g.retention, g.interval = d.cfg.Retention, d.cfg.Interval
+	return g, nil
 }
+
+func newGPUStage(src GPUSource, cfg GPUConfig, led consumers, cr *credits) *gpuStage {
+	return &gpuStage{src: src, cfg: cfg, led: led, credits: cr, devs: map[string]*gpuDev{}, byPID: map[uint32]liveProc{}}
+}
+
+// maxGap: NVML keeps per-process utilization samples only for a while, so
+// the GPUs are read every stats.interval.
+func (g *gpuStage) maxGap() time.Duration { return g.interval }
 
 func (g *gpuStage) idleModel(d gpu.Device) model.IdleModel {
 	// Keys compare case-insensitively: a YAML map's keys arrive
@@ -135,17 +156,19 @@ func (g *gpuStage) idleModel(d gpu.Device) model.IdleModel {
 	return model.NewLearnedIdle(g.cfg.IdleLearnUtilization)
 }
 
-// absorb reads the GPUs for the interval ending at now, splits each
-// device's energy and credits the processes (by PID, among the ledger's
-// live processes) and their cgroups. It returns each device's zone
-// energy for the zones stage's figures. On the baseline (dt 0) it only
-// reads, so the sources take their own baselines.
-func (g *gpuStage) absorb(led *ledger, ids WorkloadResolver, now time.Time, dt time.Duration) {
+func (g *gpuStage) absorb(iv *interval) { g.read(iv.now, iv.dt) }
+
+// read reads the GPUs for the interval ending at now, splits each device's
+// energy and credits the processes (by PID, among the ledger's live
+// processes) and their cgroups. On the baseline (dt 0) it only reads, so
+// the sources take their own baselines.
+func (g *gpuStage) read(now time.Time, dt time.Duration) {
+	led, ids := g.led, g.ids
 	iv := g.src.Interval(context.Background(), now)
 	g.health = append(g.health[:0], iv.Health...)
 	g.owed = g.owed[:0]
 	clear(g.byPID)
-	for k, w := range led.procs {
+	for k, w := range led.processes() {
 		if w.seen && w.w.Alive {
 			g.byPID[w.w.PID] = liveProc{k, w}
 		}
@@ -215,9 +238,9 @@ func (g *gpuStage) absorb(led *ledger, ids WorkloadResolver, now time.Time, dt t
 				unattributed += j
 				continue
 			}
-			g.credit(w, j)
-			if cs := led.cgroupOf(w.w.CgroupID); cs != nil {
-				g.credit(cs.w, j)
+			g.credits.consumer(w, snapshot.ZoneGPU, j, 0)
+			if cg := led.cgroup(w.w.CgroupID); cg != nil {
+				g.credits.consumer(cg, snapshot.ZoneGPU, j, 0)
 			}
 			p := dev.procs[lp.k]
 			if p == nil {
@@ -298,16 +321,6 @@ func (g *gpuStage) payOwed(nd *node.Device, r gpu.Reading, opt gpuOptions) {
 	}
 }
 
-// credit gives a consumer dynamic GPU joules and tells the split's hooks.
-func (g *gpuStage) credit(w *consumer, j float64) {
-	w.w.Energy = w.w.Energy.Add(snapshot.ZoneGPU, j, 0)
-	if g.credited != nil {
-		for _, c := range *g.credited {
-			c(w, snapshot.ZoneGPU, j, 0)
-		}
-	}
-}
-
 func (g *gpuStage) device(d gpu.Device) *gpuDev {
 	dev := g.devs[d.Key()]
 	if dev == nil {
@@ -321,12 +334,14 @@ func (g *gpuStage) device(d gpu.Device) *gpuDev {
 	return dev
 }
 
-// payHolders credits what the holders are owed to their workloads at the
-// level the holder names (job, pod, vm), when the roll-up knows it. A
-// holder without a matching workload (its cgroups not seen yet, or the
-// level off) keeps its part at device level (snapshot.GPU.HolderJ).
-func (g *gpuStage) payHolders(r *rollup) {
-	if r == nil {
+// settle pays what the holders are owed to their workloads at the level
+// the holder names (job, pod, vm), once the roll-up has found this
+// interval's workloads, through credits (so the joules are priced as the
+// device's zone was). A holder without a matching workload (its cgroups
+// not seen yet, or the level off) keeps its part at device level
+// (snapshot.GPU.HolderJ).
+func (g *gpuStage) settle(*interval) {
+	if g.roll == nil {
 		return
 	}
 	defer func() { g.owed = g.owed[:0] }()
@@ -335,13 +350,7 @@ func (g *gpuStage) payHolders(r *rollup) {
 		if level == "" {
 			continue
 		}
-		u := r.credit(level, match, snapshot.ZoneGPU, c.dyn, c.id)
-		if u != nil && g.emissions != nil && g.emissions.ok {
-			// The same joules, priced at the interval's factor as the
-			// device's zone was: grams = joules × factor at every level.
-			f := g.emissions.f
-			u.Grams = u.Grams.Add(f.Provider, snapshot.ZoneGPU, f.Grams(c.dyn), f.Grams(c.id))
-		}
+		g.roll.credit(level, match, snapshot.ZoneGPU, c.dyn, c.id)
 	}
 }
 
@@ -357,14 +366,14 @@ func holderMatch(h alloc.Holder) (workload.Kind, map[string]string) {
 
 // publish adds each device as a zone (gpu, Socket = index) and its record,
 // and the GPU sources' health to the meters' health.
-func (g *gpuStage) publish(s *snapshot.Snapshot, now time.Time, retention time.Duration) {
+func (g *gpuStage) publish(iv *interval, s *snapshot.Snapshot) {
+	now, retention := iv.now, g.retention
 	for _, k := range g.order {
 		d := g.devs[k]
 		rec := d.rec
 		s.Zones = append(s.Zones, snapshot.Zone{ZoneID: snapshot.ZoneID{Name: snapshot.ZoneGPU, Socket: d.zone},
 			Source: rec.Source, EnergyJ: rec.EnergyJ, IdleJ: rec.IdleJ, DynamicJ: rec.DynamicJ,
-			UnattributedJ: rec.UnattributedJ, PowerW: rec.PowerW, IdleClamps: rec.IdleClamps,
-			Grams: append([]snapshot.NodeGrams(nil), d.grams...)})
+			UnattributedJ: rec.UnattributedJ, PowerW: rec.PowerW, IdleClamps: rec.IdleClamps})
 		if rec.Holder != nil {
 			h := *rec.Holder
 			rec.Holder = &h

@@ -72,7 +72,7 @@ func TestGPUStageMockNVML(t *testing.T) {
 	// The split's credited hooks (emissions) hear of every GPU joule given
 	// to a process, as for any zone.
 	hooked := map[uint32]float64{}
-	l.split.credited = append(l.split.credited, func(w *consumer, zone string, dyn, idle float64) {
+	l.credits.consumers = append(l.credits.consumers, func(w *consumer, zone string, dyn, idle float64) {
 		if zone == snapshot.ZoneGPU && w.w.PID != 0 {
 			hooked[w.w.PID] += dyn + idle
 		}
@@ -276,13 +276,12 @@ func BenchmarkGPUStage8GPUs100Procs(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	led := newLedger(anyName{}, time.Minute)
-	st := newGPUStage(node.New(node.Config{}, []gpu.Source{src}, nil, nil), GPUConfig{})
-	use := newShares(nil)
+	led := newLedger(anyName{}, time.Minute, newShares(nil))
+	st := newGPUStage(node.New(node.Config{}, []gpu.Source{src}, nil, nil), GPUConfig{}, led, &credits{})
 	now := gpuT0
 	r, _ := fs.Read()
-	led.absorb(r, now, true, use)
-	st.absorb(led, nil, now, 0)
+	led.absorbReading(r, now, true)
+	st.read(now, 0)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -291,7 +290,7 @@ func BenchmarkGPUStage8GPUs100Procs(b *testing.B) {
 			bd.TSUS += 1_000_000
 		}
 		now = now.Add(time.Second)
-		st.absorb(led, nil, now, time.Second)
+		st.read(now, time.Second)
 	}
 }
 

@@ -18,15 +18,16 @@ func TestSplitHooks(t *testing.T) {
 	m := &fakeMeter{samples: []power.ZoneSample{{Zone: "package", Socket: 0}, {Zone: "gpu", Socket: 0}}}
 	l := mustLoop(t, Config{IdleWatts: map[string]float64{"package": 0, "gpu": 0}, CPUs: 2}, src, m, names{1: "/a", 2: "/b"})
 	// "GPU time": all of cgroup /b's, none of /a's, though /a used 3x the CPU.
-	l.split.usageBy = append(l.split.usageBy, func(z *zoneState, cg bool) map[*consumer]float64 {
+	sp, led := stageOf[*zones](l).div, stageOf[*ledger](l)
+	sp.usageBy = append(sp.usageBy, func(z *zoneState, cg bool) map[*consumer]float64 {
 		if z.Name != "gpu" {
 			return nil
 		}
 		out := map[*consumer]float64{}
 		if cg {
-			out[l.ledger.byPath["/b"]] = 1
+			out[led.byPath["/b"]] = 1
 		} else {
-			for _, w := range l.ledger.procs {
+			for _, w := range led.procs {
 				if w.w.PID == 200 {
 					out[w] = 1
 				}
@@ -35,7 +36,7 @@ func TestSplitHooks(t *testing.T) {
 		return out
 	})
 	credited := map[string]float64{}
-	l.split.credited = append(l.split.credited, func(w *consumer, zone string, dyn, idle float64) {
+	l.credits.consumers = append(l.credits.consumers, func(w *consumer, zone string, dyn, idle float64) {
 		if w.w.PID == 0 { // cgroups only; processes are the other hierarchy
 			credited[w.w.Cgroup+" "+zone] += dyn + idle
 		}
@@ -60,4 +61,15 @@ func TestSplitHooks(t *testing.T) {
 			t.Errorf("credited %s %v J, want %v", k, credited[k], want)
 		}
 	}
+}
+
+// stageOf is the loop's stage of type T (its zero value when off).
+func stageOf[T stage](l *Loop) T {
+	for _, s := range l.stages {
+		if t, ok := s.(T); ok {
+			return t
+		}
+	}
+	var zero T
+	return zero
 }

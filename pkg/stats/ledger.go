@@ -2,10 +2,11 @@ package stats
 
 import (
 	"fmt"
+	"iter"
 	"sort"
-	"strings"
 	"time"
 
+	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/usage"
@@ -29,39 +30,58 @@ type pathChecker interface {
 	ID(rel string) (uint64, error)
 }
 
-// consumer is the loop's state of one consumer (a cgroup or a process):
-// the cumulative figures it publishes and what each stage keeps about it.
+// consumer is the ledger's state of one consumer (a cgroup or a process):
+// who it is (w; its additive fields are published from f) and its
+// cumulative figures. What other stages keep about a consumer they keep
+// themselves, keyed by it.
 type consumer struct {
 	w       snapshot.Consumer
+	f       figures
 	prevCPU uint64           // processes only: a cgroup's are per id, in cgSeries
 	cpu     *reading.Counter // processes, when the ledger validates CPU
 	prevSw  uint64
 	seen    bool      // present in the latest reading
 	gone    bool      // merged away or dropped
 	into    *consumer // where a merged-away consumer's ids now count
-	// rep is what the roll-up has passed on to workloads: cgroups only, so
-	// a pointer (at 10,000 processes, held inline it was 2.3 MB of heap).
-	rep *reported
-	// perfDone is a cgroup's perf counts of opted-in processes that ended.
-	perfDone map[string]float64
-	// probePrev is a process's last probe reading, kept only while a zone
-	// is split by a perf counter (a cgroup's is per id, in cgSeries).
-	probePrev *snapshot.ProbeStats
 }
 
 // cgSeries is one cgroup id's counters as the source reports them.
 type cgSeries struct {
 	prevCPU, prevSw uint64
 	cpu             *reading.Counter // when the ledger validates CPU
-	probePrev       snapshot.ProbeStats
 	w               *consumer
 }
+
+// consumers is the ledger's view for the stages after it.
+type consumers interface {
+	// cgroup is the consumer a cgroup id's figures go to, nil when the
+	// accounting has not reported the id yet.
+	cgroup(id uint64) *consumer
+	// process is a process's consumer, nil when unknown.
+	process(k usage.ProcKey) *consumer
+	// cgroups are the cgroups' consumers, processes the processes'.
+	cgroups() iter.Seq[*consumer]
+	processes() iter.Seq2[usage.ProcKey, *consumer]
+	// droppedCgroups are the cgroup ids the ledger forgot when it last
+	// published (valid until it publishes again: a stage after it in the
+	// list sees each once in its own publish).
+	droppedCgroups() []uint64
+	// merges are the consumers merged away in this step's absorb, in the
+	// order they merged (valid until the ledger's next begin).
+	merges() []merge
+}
+
+// merge is one consumer merged into another: a cgroup id's placeholder (or
+// a path's former consumer) whose figures now count in into's.
+type merge struct{ old, into *consumer }
 
 // ledger is the stage that holds the consumers: it turns the accounting
 // source's cumulative counters into per-interval deltas, merges cgroup ids
 // into paths, and drops consumers past retention. The other stages find
 // consumers here.
 type ledger struct {
+	phases
+	use *shares
 	res CgroupPaths
 	// names, when set, names the ids res can no longer find: cgroups
 	// created and removed between two reads (bpfloader.CgroupNames).
@@ -70,10 +90,11 @@ type ledger struct {
 	cgIDs     map[uint64]*cgSeries // by the source's cgroup id
 	byPath    map[string]*consumer // cgroups, by path
 	procs     map[usage.ProcKey]*consumer
-	// goneIDs are the cgroup ids dropped since the last probe read, kept
-	// only when trackGone (the probes forget their entries).
-	goneIDs   []uint64
-	trackGone bool
+	// dropped are the cgroup ids forgotten at the last publish (the probes
+	// forget their entries), merged the merges of this step (the roll-up
+	// moves what was passed on).
+	dropped []uint64
+	merged  []merge
 	// check, when set, validates the CPU counters (sources that don't).
 	check *cpuCheck
 	// endedKept is how many ended processes stay published (the most
@@ -81,19 +102,63 @@ type ledger struct {
 	endedKept int
 }
 
-func newLedger(res CgroupPaths, retention time.Duration) *ledger {
-	return &ledger{res: res, retention: retention, endedKept: -1,
+func makeLedger(d *deps) (stage, error) {
+	l := newLedger(d.res, d.cfg.Retention, d.use)
+	l.names = d.opts.names
+	switch {
+	case d.cfg.EndedProcesses > 0:
+		l.endedKept = d.cfg.EndedProcesses
+	case d.cfg.EndedProcesses < 0:
+		l.endedKept = 0
+	}
+	if _, ok := d.src.(power.HealthReporter); !ok {
+		// A source that validates its counters reports its own health
+		// (procfs); the BPF maps' counters are validated here.
+		l.check = newCPUCheck(d.src.Mode(), d.cfg.CPUs, d.log)
+	}
+	return l, nil
+}
+
+func newLedger(res CgroupPaths, retention time.Duration, use *shares) *ledger {
+	return &ledger{res: res, retention: retention, endedKept: -1, use: use,
 		cgIDs:  map[uint64]*cgSeries{},
 		byPath: map[string]*consumer{},
 		procs:  map[usage.ProcKey]*consumer{},
 	}
 }
 
-// absorb folds a reading into the consumers and hands each one's CPU
-// seconds of this interval to use. It returns the node's CPU seconds. On
-// the baseline read, what consumers had already used is their history, not
-// usage of any interval; afterwards a new consumer's counters are all new.
-func (l *ledger) absorb(r usage.Reading, now time.Time, baseline bool, use *shares) float64 {
+// healthSources is the CPU check, when the ledger validates the counters.
+func (l *ledger) healthSources() []any {
+	if l.check == nil {
+		return nil
+	}
+	return []any{l.check}
+}
+
+// begin counts the read and forgets the previous interval's usage (all of
+// it stays forgotten when the read failed).
+func (l *ledger) begin(iv *interval) {
+	if l.check != nil {
+		l.check.read(iv.readErr)
+	}
+	l.use.clear()
+	l.merged = l.merged[:0]
+}
+
+func (l *ledger) absorb(iv *interval) {
+	if l.check != nil {
+		l.check.advance(iv.now, iv.readAt, iv.baseline)
+	}
+	iv.cpuSeconds = l.absorbReading(iv.reading, iv.now, iv.baseline)
+}
+
+// absorbReading folds a reading into the consumers and hands each one's
+// CPU seconds of this interval to the shares. It returns the node's CPU
+// seconds. On the baseline read, what consumers had already used is their
+// history, not usage of any interval; afterwards a new consumer's counters
+// are all new.
+func (l *ledger) absorbReading(r usage.Reading, now time.Time, baseline bool) float64 {
+	use := l.use
 	use.clear()
 	// Processes first: they say on which socket each cgroup ran.
 	cgSocket := map[uint64]map[int]float64{}
@@ -106,8 +171,8 @@ func (l *ledger) absorb(r usage.Reading, now time.Time, baseline bool, use *shar
 		if w == nil {
 			w = &consumer{w: snapshot.Consumer{PID: p.Key.PID}}
 			if baseline {
-				w.w.CPUSeconds = float64(l.history(p.CPUNs, "process", uint64(p.Key.PID))) / 1e9
-				w.w.ContextSwitches = p.Switches
+				w.f.CPUSeconds = float64(l.history(p.CPUNs, "process", uint64(p.Key.PID))) / 1e9
+				w.f.ContextSwitches = p.Switches
 				w.prevCPU, w.prevSw = p.CPUNs, p.Switches
 			}
 			l.procs[p.Key] = w
@@ -120,8 +185,8 @@ func (l *ledger) absorb(r usage.Reading, now time.Time, baseline bool, use *shar
 			d = l.check.delta(w.cpu, p.CPUNs, func() string { return fmt.Sprintf("process %d CPU ns", p.Key.PID) })
 		}
 		w.prevCPU, w.prevSw = p.CPUNs, p.Switches
-		w.w.CPUSeconds += float64(d) / 1e9
-		w.w.ContextSwitches += dsw
+		w.f.CPUSeconds += float64(d) / 1e9
+		w.f.ContextSwitches += dsw
 		w.w.Comm, w.w.CgroupID, w.w.Alive, w.w.LastSeen = p.Comm, p.Cgroup, p.Alive, now
 		w.seen = true
 		w.w.Cgroup = l.cgroupPath(p.Cgroup)
@@ -177,8 +242,8 @@ func (l *ledger) absorb(r usage.Reading, now time.Time, baseline bool, use *shar
 			path, named = l.remembered(c.ID)
 		}
 		w := l.attach(cs, c.ID, path, named, now)
-		w.w.CPUSeconds += float64(d) / 1e9
-		w.w.ContextSwitches += dsw
+		w.f.CPUSeconds += float64(d) / 1e9
+		w.f.ContextSwitches += dsw
 		w.seen = true
 		// A removed cgroup's retention runs from when it was last seen
 		// alive, even while the source still reports its final totals.
@@ -238,29 +303,8 @@ func (l *ledger) attach(cs *cgSeries, id uint64, path string, ok bool, now time.
 		l.byPath[path] = target
 	}
 	if old := cs.w; old != nil && old != target {
-		target.w.CPUSeconds += old.w.CPUSeconds
-		target.w.ContextSwitches += old.w.ContextSwitches
-		for _, e := range old.w.Energy {
-			target.w.Energy = target.w.Energy.Add(e.Zone, e.DynamicJ, e.IdleJ)
-		}
-		for _, g := range old.w.Grams {
-			target.w.Grams = target.w.Grams.Add(g.Provider, g.Zone, g.DynamicG, g.IdleG)
-		}
-		// What old already passed on to its workloads moves along, so
-		// the roll-up doesn't pass it on twice. A placeholder (an id not
-		// yet resolved) belonged to no workload: what it "passed on" went
-		// nowhere, so the workloads get it now, through target's growth.
-		if !strings.HasPrefix(old.w.Cgroup, "id:") && old.rep != nil {
-			rep := target.reported()
-			rep.cpu += old.rep.cpu
-			rep.switches += old.rep.switches
-			for _, g := range old.rep.grams {
-				rep.grams = rep.grams.Add(g.Provider, g.Zone, g.DynamicG, g.IdleG)
-			}
-			for _, e := range old.rep.energy {
-				rep.energy = rep.energy.Add(e.Zone, e.DynamicJ, e.IdleJ)
-			}
-		}
+		target.f.add(&old.f)
+		l.merged = append(l.merged, merge{old: old, into: target})
 		delete(l.byPath, old.w.Cgroup)
 		old.gone, old.into = true, target
 	}
@@ -316,18 +360,44 @@ func (l *ledger) cgroupPath(id uint64) string {
 	return fmt.Sprintf("id:%d", id)
 }
 
-// cgroupOf returns the consumer a cgroup id's figures go to, nil when the
-// accounting has not reported the id yet.
-func (l *ledger) cgroupOf(id uint64) *cgSeries {
-	if cs := l.cgIDs[id]; cs != nil && cs.w != nil {
-		return cs
+func (l *ledger) cgroup(id uint64) *consumer {
+	if cs := l.cgIDs[id]; cs != nil {
+		return cs.w
 	}
 	return nil
 }
 
+func (l *ledger) process(k usage.ProcKey) *consumer { return l.procs[k] }
+
+func (l *ledger) cgroups() iter.Seq[*consumer] {
+	return func(yield func(*consumer) bool) {
+		for _, w := range l.byPath {
+			if !yield(w) {
+				return
+			}
+		}
+	}
+}
+
+func (l *ledger) processes() iter.Seq2[usage.ProcKey, *consumer] {
+	return func(yield func(usage.ProcKey, *consumer) bool) {
+		for k, w := range l.procs {
+			if !yield(k, w) {
+				return
+			}
+		}
+	}
+}
+
+func (l *ledger) droppedCgroups() []uint64 { return l.dropped }
+
+func (l *ledger) merges() []merge { return l.merged }
+
 // publish copies the consumers into the snapshot and forgets those past
 // retention.
-func (l *ledger) publish(s *snapshot.Snapshot, now time.Time) {
+func (l *ledger) publish(iv *interval, s *snapshot.Snapshot) {
+	now := iv.now
+	l.dropped = l.dropped[:0]
 	s.Cgroups = retain(l.byPath, now, l.retention, s.Cgroups, func(w *consumer) { w.gone = true })
 	for id, cs := range l.cgIDs {
 		for cs.w != nil && cs.w.gone && cs.w.into != nil {
@@ -335,9 +405,7 @@ func (l *ledger) publish(s *snapshot.Snapshot, now time.Time) {
 		}
 		if cs.w != nil && cs.w.gone {
 			delete(l.cgIDs, id)
-			if l.trackGone {
-				l.goneIDs = append(l.goneIDs, id)
-			}
+			l.dropped = append(l.dropped, id)
 		}
 	}
 	l.forgetEnded()
@@ -381,7 +449,7 @@ func (l *ledger) forgetEnded() {
 	totals := make(map[*consumer]float64, len(ended))
 	for _, w := range ended {
 		var t float64
-		for _, z := range w.w.Energy {
+		for _, z := range w.f.Energy {
 			t += z.DynamicJ + z.IdleJ
 		}
 		totals[w] = t

@@ -3,11 +3,14 @@
 // (cgroups and processes) through the ratio model, rolls consumers up into
 // workloads, and publishes immutable snapshots.
 //
-// Step runs the stages in order, each in its own file and owning its own
-// state: the ledger of consumers (ledger.go, retention.go), what they used
-// (shares.go), the optional probes and perf counts (probes.go, perf.go),
-// the meter's zones (zones.go, idle.go) and their split (split.go), the
-// roll-up into workloads (rollup.go) and the sources' health (health.go).
+// Step runs the stages (stage.go) phase by phase, in the order of their
+// list (stages.go), each in its own file and owning its own state: the
+// ledger of consumers (ledger.go, retention.go), the optional probes and
+// perf counts (probes.go, perf.go), the meter's zones (zones.go, idle.go)
+// and their split (split.go), the sources' health (health.go), the roll-up
+// into workloads (rollup.go), the GPUs (gpu.go) and the emissions
+// (emissions.go). What consumers used in an interval is shares.go; their
+// additive figures are figures.go.
 package stats
 
 import (
@@ -85,23 +88,16 @@ type Loop struct {
 	gap        time.Duration
 	keepFactor bool
 
-	// The stages, in the order Step runs them; the optional ones are nil
-	// when off.
-	ledger    *ledger
-	shares    *shares
-	probes    *probes
-	perf      *perf
-	zones     *zones
-	split     *split
-	rollup    *rollup
-	gpu       *gpuStage      // GPU devices as zones; nil without GPUs
-	resources ResourceReader // handed to rollup
-	health    *health
-	emissions *emissions
+	// stages are those on, in the order Step runs each phase over them
+	// (stageList); watchers are those polled between steps (demand.go).
+	stages   []stage
+	watchers []watcher
+	// credits is the stages' shared way to give energy (stage.go).
+	credits *credits
 }
 
 // Option adds an optional part to the loop.
-type Option func(*Loop)
+type Option func(*parts)
 
 // New builds a loop. It fails on a configuration it can't honour, naming
 // the key.
@@ -130,62 +126,30 @@ func New(cfg Config, src usage.Source, meter power.Meter, res CgroupPaths, log *
 	if cfg.CPUs <= 0 {
 		cfg.CPUs = runtime.NumCPU()
 	}
+	if cfg.MaxGap < 0 {
+		return nil, fmt.Errorf("stats.max-gap must not be negative, got %v", cfg.MaxGap)
+	}
+	d := &deps{cfg: cfg, policy: policy, src: src, meter: meter, res: res, log: log,
+		use: newShares(cfg.Sockets), credits: &credits{}}
+	for _, o := range opts {
+		o(&d.opts)
+	}
+	stages, err := buildStages(d)
+	if err != nil {
+		return nil, err
+	}
 	l := &Loop{
 		cfg: cfg, src: src, meter: meter, log: log,
-		ledger:  newLedger(res, cfg.Retention),
-		shares:  newShares(cfg.Sockets),
-		zones:   newZones(meter, &idleModels{watts: cfg.IdleWatts, meter: meter}, log),
+		stages: stages, credits: d.credits,
 		reqs:    make(chan request),
 		asked:   make(chan struct{}, 1),
 		stopped: make(chan struct{}),
 	}
-	if cfg.MaxGap < 0 {
-		return nil, fmt.Errorf("stats.max-gap must not be negative, got %v", cfg.MaxGap)
-	}
-	l.split = newSplit(policy, l.shares, cfg.UsageMetric, log)
-	switch {
-	case cfg.EndedProcesses > 0:
-		l.ledger.endedKept = cfg.EndedProcesses
-	case cfg.EndedProcesses < 0:
-		l.ledger.endedKept = 0
-	}
-	for _, o := range opts {
-		o(l)
-	}
-	var probeSrc any
-	if l.probes != nil {
-		probeSrc = l.probes.src
-		l.split.counters = l.probes.src.Counters
-		l.ledger.trackGone = true
-	}
-	if l.rollup != nil {
-		l.rollup.log = log
-		if l.resources != nil {
-			l.rollup.resources = newResourceCache(l.resources)
-			l.rollup.resources.log = log
+	for _, s := range stages {
+		if w, ok := s.(watcher); ok {
+			l.watchers = append(l.watchers, w)
 		}
 	}
-	if l.emissions != nil {
-		l.split.credited = append(l.split.credited, l.emissions.credit)
-	}
-	if l.gpu != nil {
-		if err := l.gpu.cfg.validate(); err != nil {
-			return nil, err
-		}
-		l.gpu.credited = &l.split.credited
-		l.gpu.emissions = l.emissions
-	}
-	sources := []any{src, probeSrc}
-	if l.resources != nil {
-		sources = append(sources, l.resources) // cgroupstats reports its health
-	}
-	if _, ok := src.(power.HealthReporter); !ok {
-		// A source that validates its counters reports its own health
-		// (procfs); the BPF maps' counters are validated here.
-		l.ledger.check = newCPUCheck(src.Mode(), cfg.CPUs, log)
-		sources = append(sources, l.ledger.check)
-	}
-	l.health = newHealth(meter, log, sources...)
 	l.gap = l.backgroundGap()
 	return l, nil
 }
@@ -194,12 +158,19 @@ func New(cfg Config, src usage.Source, meter power.Meter, res CgroupPaths, log *
 // (removed between two reads) from the paths they had when created
 // (*bpfloader.CgroupNames), instead of "id:N" placeholders.
 func WithCgroupNames(n CgroupPaths) Option {
-	return func(l *Loop) { l.ledger.names = n }
+	return func(o *parts) { o.names = n }
 }
 
 // HasGPUs reports whether the GPU stage runs (its sources' health joins
 // the meters' health).
-func (l *Loop) HasGPUs() bool { return l.gpu != nil }
+func (l *Loop) HasGPUs() bool {
+	for _, s := range l.stages {
+		if _, ok := s.(*gpuStage); ok {
+			return true
+		}
+	}
+	return false
+}
 
 // Snapshot returns the latest snapshot, nil before the first interval.
 func (l *Loop) Snapshot() *snapshot.Snapshot { return l.snap.Load() }
@@ -247,109 +218,58 @@ func (l *Loop) Step(now time.Time) {
 	// Counted when done, so that a caller who sees the count also sees
 	// the snapshot the step published.
 	defer l.steps.Add(1)
-	reading, srcErr := l.src.Read()
-	readAt := time.Now()
-	if srcErr != nil {
-		l.log.Warn("read accounting source", zap.String("mode", l.src.Mode()), zap.Error(srcErr))
+	iv := &interval{now: now, keepFactor: l.keepFactor}
+	iv.reading, iv.readErr = l.src.Read()
+	iv.readAt = time.Now()
+	if iv.readErr != nil {
+		l.log.Warn("read accounting source", zap.String("mode", l.src.Mode()), zap.Error(iv.readErr))
 	}
-	if l.ledger.check != nil {
-		l.ledger.check.read(srcErr)
-	}
-	baseline := !l.started
-	var dt time.Duration
-	if baseline {
+	iv.baseline = !l.started
+	if iv.baseline {
 		l.started, l.last = true, now
 	} else {
-		dt = now.Sub(l.last)
+		iv.dt = now.Sub(l.last)
 		l.last = now
-		if dt <= 0 {
+	}
+	// Every read is counted, even one that came too soon to step.
+	for _, s := range l.stages {
+		s.begin(iv)
+	}
+	if !iv.baseline {
+		if iv.dt <= 0 {
 			return
 		}
 		l.intervals++
 	}
-
-	// The carbon intensity in force for all of this interval's energy,
-	// the GPUs' (credited in part 1) and the meter's zones' alike.
-	if l.emissions != nil && !l.keepFactor {
-		l.emissions.begin()
-	}
 	// 1. Consumers and what each used.
-	var cpuSec float64
-	if srcErr == nil {
-		if l.ledger.check != nil {
-			l.ledger.check.advance(now, readAt, baseline)
+	if iv.readErr == nil {
+		for _, s := range l.stages {
+			s.absorb(iv)
 		}
-		cpuSec = l.ledger.absorb(reading, now, baseline, l.shares)
-		if l.probes != nil {
-			l.probes.absorb(l.ledger, l.shares, deadProcs(reading), l.split.byCounters(), l.log)
-		}
-		if l.perf != nil {
-			l.perf.absorb(l.ledger, reading)
-		}
-		if l.gpu != nil {
-			var ids WorkloadResolver
-			if l.rollup != nil {
-				ids = l.rollup.ids
-			}
-			l.gpu.absorb(l.ledger, ids, now, dt)
-			if l.emissions != nil {
-				l.emissions.gpus(l.gpu)
-			}
-		}
-	} else {
-		l.shares.clear()
 	}
 	// 2. The meter's zones, each split among the consumers.
-	var util float64
-	if !baseline {
-		util = cpuSec / (dt.Seconds() * float64(l.cfg.CPUs))
+	for _, s := range l.stages {
+		s.split(iv)
 	}
-	if a, ok := l.meter.(power.Advancer); ok {
-		a.Advance(util, dt)
+	// 3. Workloads, summed from their cgroups, and what is owed to them.
+	for _, s := range l.stages {
+		s.settle(iv)
 	}
-	l.zones.read(dt, func(z *zoneState, dE float64) { l.split.zone(z, dE, dt, util) })
-	if l.emissions != nil {
-		l.emissions.zones(l.zones)
-	}
-	// 3. Workloads, summed from their cgroups.
-	if l.rollup != nil {
-		l.rollup.add(l.ledger, now)
-	}
-	if l.gpu != nil {
-		l.gpu.payHolders(l.rollup)
-	}
-	l.publish(now)
+	l.publish(iv)
 }
 
-// publish builds an immutable snapshot from every stage and drops what is
-// past retention.
-func (l *Loop) publish(now time.Time) {
+// publish builds an immutable snapshot from every stage, each copying its
+// part (and dropping what is past retention).
+func (l *Loop) publish(iv *interval) {
 	s := &snapshot.Snapshot{
-		Time:      now,
+		Time:      iv.now,
 		Interval:  l.cfg.Interval,
 		Mode:      l.src.Mode(),
 		Hierarchy: l.cfg.Hierarchy,
 		Intervals: l.intervals,
 	}
-	l.zones.publish(s)
-	l.ledger.publish(s, now)
-	if l.rollup != nil {
-		l.rollup.publish(s, now, l.cfg.Retention)
-	}
-	if l.probes != nil {
-		l.probes.publish(s)
-	}
-	if l.perf != nil {
-		l.perf.publish(s)
-	}
-	l.health.publish(s)
-	if l.gpu != nil {
-		l.gpu.publish(s, now, l.cfg.Retention)
-	}
-	if l.emissions != nil {
-		// After every stage that publishes zones (the GPUs' included):
-		// it prices them.
-		l.emissions.publish(s)
+	for _, st := range l.stages {
+		st.publish(iv, s)
 	}
 	l.snap.Store(s)
 }

@@ -269,7 +269,7 @@ func TestRetention(t *testing.T) {
 	}
 	// The source still reports the cgroup; its state must survive so that
 	// a counter can't restart from zero.
-	if cs := l.ledger.cgIDs[1]; cs == nil || cs.w.w.CPUSeconds != 1 {
+	if cs := stageOf[*ledger](l).cgIDs[1]; cs == nil || cs.w.f.CPUSeconds != 1 {
 		t.Errorf("cgroup state dropped while its source still reports it: %+v", cs)
 	}
 }

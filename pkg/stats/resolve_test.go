@@ -36,7 +36,7 @@ func TestNewCgroupNamedWithoutWalk(t *testing.T) {
 		}
 	}
 	id1, id2, id3 := inodeOf(t, filepath.Join(root, "slurm/job_1")), inodeOf(t, filepath.Join(root, "slurm/job_2")), inodeOf(t, filepath.Join(root, "slurm/job_3"))
-	l := newLedger(res, time.Minute)
+	l := newLedger(res, time.Minute, newShares(nil))
 	l.names = names{id1: "/slurm/job_1", id3: "/slurm/job_2"} // id3's name is wrong
 	if p, ok := l.resolve(id1); !ok || p != "/slurm/job_1" {
 		t.Fatalf("new cgroup named %q %v, want /slurm/job_1", p, ok)

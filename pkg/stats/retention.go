@@ -42,12 +42,7 @@ func (w *consumer) liveness() (bool, bool, time.Time) { return w.w.Alive, w.seen
 func retain[K comparable](m map[K]*consumer, now time.Time, retention time.Duration, out []snapshot.Consumer, onDrop func(*consumer)) []snapshot.Consumer {
 	for _, w := range retained(m, now, retention, onDrop) {
 		c := w.w
-		c.Energy = append(snapshot.Energy(nil), w.w.Energy...)
-		c.Grams = append(snapshot.Emissions(nil), w.w.Grams...)
-		if w.w.Probes != nil {
-			p := *w.w.Probes
-			c.Probes = &p
-		}
+		w.f.clone().consumer(&c)
 		if w.w.Perf != nil {
 			c.Perf = make(map[string]float64, len(w.w.Perf))
 			for k, v := range w.w.Perf {

@@ -31,7 +31,7 @@ type ResourceReader interface {
 // WithWorkloads rolls cgroups up into the workloads that own them at the
 // given levels (containers, pods, VMs, jobs, systemd units).
 func WithWorkloads(ids WorkloadResolver, levels []workload.Kind) Option {
-	return func(l *Loop) { l.rollup = &rollup{ids: ids, levels: levels, byKey: map[string]*workloadState{}} }
+	return func(o *parts) { o.ids, o.levels = ids, levels }
 }
 
 // WithResources makes each workload's cgroup resource counters (CPU,
@@ -39,12 +39,14 @@ func WithWorkloads(ids WorkloadResolver, levels []workload.Kind) Option {
 // WithWorkloads. They are read when a scrape asks, at most once per
 // snapshot (Snapshot.WorkloadResources), never on the loop's timer.
 func WithResources(r ResourceReader) Option {
-	return func(l *Loop) { l.resources = r }
+	return func(o *parts) { o.resources = r }
 }
 
-// workloadState is the loop's state of one workload.
+// workloadState is the loop's state of one workload: who it is (u; its
+// additive fields are published from f) and its cumulative figures.
 type workloadState struct {
 	u    snapshot.Workload
+	f    figures
 	seen bool
 	// root is the workload's top cgroup: the highest ancestor of its
 	// cgroups that still belongs to it (a job's job_N, a pod's pod slice).
@@ -54,72 +56,93 @@ type workloadState struct {
 
 func (u *workloadState) liveness() (bool, bool, time.Time) { return u.u.Alive, u.seen, u.u.LastSeen }
 
-// reported is what of a cgroup's cumulative figures has already been added
-// to its workloads.
-type reported struct {
-	cpu      float64
-	switches uint64
-	energy   snapshot.Energy
-	grams    snapshot.Emissions
-	probes   snapshot.ProbeStats
-}
-
-// reported returns what the roll-up has passed on from cgroup w, made on
-// first use.
-func (w *consumer) reported() *reported {
-	if w.rep == nil {
-		w.rep = &reported{}
-	}
-	return w.rep
-}
-
 // rollup is the stage that sums cgroups into the workloads that own them
 // (containers, pods, VMs, Slurm jobs, systemd units). Counters are kept in
 // the workload itself, so they never go backwards when one of its cgroups
 // leaves the snapshot before the others.
 type rollup struct {
+	phases
 	ids       WorkloadResolver
 	levels    []workload.Kind
+	led       consumers
+	credits   *credits
+	retention time.Duration
 	resources *resourceCache
 	byKey     map[string]*workloadState
 	log       *zap.Logger
-	// dE, dG are add's scratch: one cgroup's growth, added into its
-	// workloads' own slices and then dropped (reused, not allocated per
+	// passed is, per cgroup, what of its figures the workloads already
+	// have.
+	passed map[*consumer]*figures
+	// growth is add's scratch: one cgroup's growth, added into its
+	// workloads' own figures and then dropped (reused, not allocated per
 	// cgroup per step).
-	dE snapshot.Energy
-	dG snapshot.Emissions
+	growth figures
+}
+
+// workloadCredit is the roll-up's view for stages that pay workloads.
+type workloadCredit interface {
+	// credit adds energy to the workload at level whose labels include
+	// match; false when no workload of this interval matches.
+	credit(level workload.Kind, match map[string]string, zone string, dynamicJ, idleJ float64) bool
+}
+
+func makeRollup(d *deps) (stage, error) {
+	if d.opts.ids == nil {
+		return nil, nil
+	}
+	r := &rollup{ids: d.opts.ids, levels: d.opts.levels, led: d.consumers, credits: d.credits,
+		retention: d.cfg.Retention, log: d.log,
+		byKey: map[string]*workloadState{}, passed: map[*consumer]*figures{}}
+	if d.opts.resources != nil {
+		r.resources = newResourceCache(d.opts.resources)
+		r.resources.log = d.log
+	}
+	return r, nil
+}
+
+func (r *rollup) settle(iv *interval) {
+	// What a merged-away cgroup already passed on to its workloads moves
+	// along, so the roll-up doesn't pass it on twice. A placeholder (an id
+	// not yet resolved) belonged to no workload: what it "passed on" went
+	// nowhere, so the workloads get it now, through its target's growth.
+	for _, m := range r.led.merges() {
+		old := r.passed[m.old]
+		if old == nil {
+			continue
+		}
+		if !strings.HasPrefix(m.old.w.Cgroup, "id:") {
+			into := r.passed[m.into]
+			if into == nil {
+				into = &figures{}
+				r.passed[m.into] = into
+			}
+			into.add(old)
+		}
+		delete(r.passed, m.old)
+	}
+	for w := range r.passed {
+		if w.gone {
+			delete(r.passed, w)
+		}
+	}
+	r.add(iv.now)
 }
 
 // add adds each cgroup's growth since the last interval to the workloads
 // that own it at every enabled level.
-func (r *rollup) add(led *ledger, now time.Time) {
+func (r *rollup) add(now time.Time) {
 	for _, u := range r.byKey {
 		u.seen, u.u.Alive, u.u.Cgroups = false, false, 0
 	}
-	for _, w := range led.byPath {
+	for w := range r.led.cgroups() {
 		id := r.ids.Resolve(w.w.Cgroup)
-		rep := w.reported()
-		dCPU := w.w.CPUSeconds - rep.cpu
-		dSw := w.w.ContextSwitches - rep.switches
-		dE := r.dE[:0]
-		for _, e := range w.w.Energy {
-			p := rep.energy.Get(e.Zone)
-			dE = dE.Add(e.Zone, e.DynamicJ-p.DynamicJ, e.IdleJ-p.IdleJ)
+		passed := r.passed[w]
+		if passed == nil {
+			passed = &figures{}
+			r.passed[w] = passed
 		}
-		dG := r.dG[:0]
-		for _, g := range w.w.Grams {
-			p := rep.grams.Get(g.Provider, g.Zone)
-			dG = dG.Add(g.Provider, g.Zone, g.DynamicG-p.DynamicG, g.IdleG-p.IdleG)
-		}
-		r.dE, r.dG = dE, dG
-		var dP *snapshot.ProbeStats
-		rp := rep.probes
-		if w.w.Probes != nil {
-			d := w.w.Probes.Delta(rep.probes)
-			dP, rp = &d, *w.w.Probes
-		}
-		*rep = reported{cpu: w.w.CPUSeconds, switches: w.w.ContextSwitches, energy: append(rep.energy[:0], w.w.Energy...),
-			grams: append(rep.grams[:0], w.w.Grams...), probes: rp}
+		w.f.growth(passed, &r.growth)
+		w.f.keep(passed)
 		w.w.InWorkload = false
 		for _, level := range r.levels {
 			vals, ok := id.LabelValues(level)
@@ -137,20 +160,7 @@ func (r *rollup) add(led *ledger, now time.Time) {
 			// had while the workload was first seen.
 			u.u.Labels = vals
 			u.u.Manager = workload.ManagerAt(level, id)
-			u.u.CPUSeconds += dCPU
-			u.u.ContextSwitches += dSw
-			for _, e := range dE {
-				u.u.Energy = u.u.Energy.Add(e.Zone, e.DynamicJ, e.IdleJ)
-			}
-			for _, g := range dG {
-				u.u.Grams = u.u.Grams.Add(g.Provider, g.Zone, g.DynamicG, g.IdleG)
-			}
-			if dP != nil {
-				if u.u.Probes == nil {
-					u.u.Probes = &snapshot.ProbeStats{}
-				}
-				u.u.Probes.Add(*dP)
-			}
+			u.f.add(&r.growth)
 			u.seen = true
 			if w.w.Alive {
 				u.u.Alive = true
@@ -167,10 +177,10 @@ func (r *rollup) add(led *ledger, now time.Time) {
 
 // credit adds energy to the workload at level whose labels include match
 // (the GPU stage pays an allocation holder's idle, or a passed-through
-// GPU's whole energy, to its job, pod or VM). It returns that workload,
-// for the caller to add the grams of the same joules, or nil: energy no
-// workload takes stays where the caller keeps it.
-func (r *rollup) credit(level workload.Kind, match map[string]string, zone string, dynamicJ, idleJ float64) *snapshot.Workload {
+// GPU's whole energy, to its job, pod or VM), through credits, so the
+// same joules are priced. It returns false when no workload takes it:
+// that energy stays where the caller keeps it.
+func (r *rollup) credit(level workload.Kind, match map[string]string, zone string, dynamicJ, idleJ float64) bool {
 	names := workload.LabelNames(level)
 	for _, u := range r.byKey {
 		if u.u.Level != string(level) || !u.seen {
@@ -184,11 +194,11 @@ func (r *rollup) credit(level workload.Kind, match map[string]string, zone strin
 			}
 		}
 		if ok {
-			u.u.Energy = u.u.Energy.Add(zone, dynamicJ, idleJ)
-			return &u.u
+			r.credits.workload(&u.f, zone, dynamicJ, idleJ)
+			return true
 		}
 	}
-	return nil
+	return false
 }
 
 // rootOf climbs from a workload's cgroup to the highest ancestor that still
@@ -269,18 +279,13 @@ func workloadKey(level workload.Kind, vals []string) string {
 
 // publish copies the workloads into the snapshot and forgets those past
 // retention that no cgroup feeds any more.
-func (r *rollup) publish(s *snapshot.Snapshot, now time.Time, retention time.Duration) {
-	kept := retained(r.byKey, now, retention, nil)
+func (r *rollup) publish(iv *interval, s *snapshot.Snapshot) {
+	kept := retained(r.byKey, iv.now, r.retention, nil)
 	s.Workloads = make([]snapshot.Workload, 0, len(kept))
 	for _, u := range kept {
 		c := u.u
 		c.Labels = append([]string(nil), u.u.Labels...)
-		c.Energy = append(snapshot.Energy(nil), u.u.Energy...)
-		c.Grams = append(snapshot.Emissions(nil), u.u.Grams...)
-		if u.u.Probes != nil {
-			p := *u.u.Probes
-			c.Probes = &p
-		}
+		u.f.clone().workload(&c)
 		s.Workloads = append(s.Workloads, c)
 	}
 	if r.resources != nil {

@@ -8,7 +8,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/model"
 )
 
-// split is the stage that divides each zone's energy of the interval among
+// split is the zones stage's part that divides each zone's energy of the interval among
 // the consumers, through pkg/model, by what they used: CPU time, or the
 // perf counter the zone's usage metric names.
 type split struct {
@@ -20,19 +20,18 @@ type split struct {
 	counters func() []string
 	fellBack map[string]bool // zones told they fall back to CPU time
 	log      *zap.Logger
-	// usageBy are the stages that may split a zone by something other
-	// than CPU time, asked in order; the first non-nil map wins. The perf
-	// counters are the first; a GPU stage would add per-device GPU time.
+	// usageBy may split a zone by something other than CPU time, asked in
+	// order; the first non-nil map wins. The perf counters are the first.
 	usageBy []func(z *zoneState, cg bool) map[*consumer]float64
-	// credited are told every share of energy given to a consumer (an
-	// emissions stage prices it at the factor in force).
-	credited []func(w *consumer, zone string, dynamicJ, idleJ float64)
+	// credits gives each share to its consumer and tells the stages that
+	// follow every credited joule (emissions prices it).
+	credits *credits
 	// Scratch maps reused every interval.
 	dyn, idle map[*consumer]float64
 }
 
-func newSplit(policy model.IdlePolicy, use *shares, metric map[string]string, log *zap.Logger) *split {
-	sp := &split{policy: policy, use: use, metric: metric, log: log, fellBack: map[string]bool{},
+func newSplit(policy model.IdlePolicy, use *shares, metric map[string]string, counters func() []string, cr *credits, log *zap.Logger) *split {
+	sp := &split{policy: policy, use: use, metric: metric, counters: counters, credits: cr, log: log, fellBack: map[string]bool{},
 		dyn: map[*consumer]float64{}, idle: map[*consumer]float64{}}
 	sp.usageBy = append(sp.usageBy, sp.counterUsage)
 	return sp
@@ -71,16 +70,10 @@ func (sp *split) among(z *zoneState, dE, idleJ float64, cg bool) model.Result {
 	}
 	res := model.Split(model.Interval[*consumer]{EnergyJ: dE, IdleJ: idleJ, Usage: usage, Policy: sp.policy}, sp.dyn, sp.idle)
 	for w, j := range sp.dyn {
-		w.w.Energy = w.w.Energy.Add(z.Name, j, 0)
-		for _, c := range sp.credited {
-			c(w, z.Name, j, 0)
-		}
+		sp.credits.consumer(w, z.Name, j, 0)
 	}
 	for w, j := range sp.idle {
-		w.w.Energy = w.w.Energy.Add(z.Name, 0, j)
-		for _, c := range sp.credited {
-			c(w, z.Name, 0, j)
-		}
+		sp.credits.consumer(w, z.Name, 0, j)
 	}
 	return res
 }
@@ -109,9 +102,10 @@ func (sp *split) counterUsage(z *zoneState, cg bool) map[*consumer]float64 {
 	return sp.use.counter(metric, cg)
 }
 
-// byCounters reports whether some zone is split by a perf counter.
-func (sp *split) byCounters() bool {
-	for _, m := range sp.metric {
+// splitsByCounter reports whether some zone is split by a perf counter
+// (stats.usage-metric).
+func splitsByCounter(metric map[string]string) bool {
+	for _, m := range metric {
 		if m != "" && m != "cpu_time" {
 			return true
 		}

@@ -26,17 +26,43 @@ type combined interface {
 }
 
 // zones is the stage that reads the meter: each zone's energy of the
-// interval, handed to the split, and the derived zone "other".
+// interval, divided among the consumers (div, split.go), and the derived
+// zone "other".
 type zones struct {
+	phases
 	meter power.Meter
 	idle  *idleModels
+	div   *split
+	cpus  int
 	log   *zap.Logger
 	byID  map[snapshot.ZoneID]*zoneState
 	order []snapshot.ZoneID
 }
 
-func newZones(meter power.Meter, idle *idleModels, log *zap.Logger) *zones {
-	return &zones{meter: meter, idle: idle, log: log, byID: map[snapshot.ZoneID]*zoneState{}}
+func makeZones(d *deps) (stage, error) {
+	var counters func() []string
+	if d.opts.probes != nil {
+		counters = d.opts.probes.Counters
+	}
+	div := newSplit(d.policy, d.use, d.cfg.UsageMetric, counters, d.credits, d.log)
+	return newZones(d.meter, &idleModels{watts: d.cfg.IdleWatts, meter: d.meter}, div, d.cfg.CPUs, d.log), nil
+}
+
+func newZones(meter power.Meter, idle *idleModels, div *split, cpus int, log *zap.Logger) *zones {
+	return &zones{meter: meter, idle: idle, div: div, cpus: cpus, log: log, byID: map[snapshot.ZoneID]*zoneState{}}
+}
+
+// split reads the meter and divides each zone's energy of the interval,
+// the node at the utilization the ledger measured.
+func (zs *zones) split(iv *interval) {
+	var util float64
+	if !iv.baseline {
+		util = iv.cpuSeconds / (iv.dt.Seconds() * float64(zs.cpus))
+	}
+	if a, ok := zs.meter.(power.Advancer); ok {
+		a.Advance(util, iv.dt)
+	}
+	zs.read(iv.dt, func(z *zoneState, dE float64) { zs.div.zone(z, dE, iv.dt, util) })
 }
 
 // read reads the meter and passes each zone's energy of the interval to
@@ -132,7 +158,7 @@ func (zs *zones) other(platform, components float64, dt time.Duration) {
 	z.PowerW = dE / dt.Seconds()
 }
 
-func (zs *zones) publish(s *snapshot.Snapshot) {
+func (zs *zones) publish(_ *interval, s *snapshot.Snapshot) {
 	s.Zones = make([]snapshot.Zone, 0, len(zs.order))
 	for _, id := range zs.order {
 		s.Zones = append(s.Zones, zs.byID[id].Zone)
