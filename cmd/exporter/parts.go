@@ -148,6 +148,13 @@ func readNode(cfg *config.Config, st *state, c *components) error {
 }
 
 func openAccountingPart(cfg *config.Config, st *state, c *components) error {
+	// Before the BPF objects load (start-up's peak of heap: the kernel's
+	// BTF, decoded): the init code run so far is not needed again, and the
+	// peak RSS (VmHWM) is then that heap plus what loading touches, not
+	// plus the whole binary.
+	if n, err := releaseBinaryPages(); err != nil {
+		c.log.Debug("start-up code left resident", zap.Int("released_bytes", n), zap.Error(err))
+	}
 	acc, err := openAccounting(cfg, st.hier, st.res, st.cpus, c.log)
 	if err != nil {
 		return err

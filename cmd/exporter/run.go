@@ -26,6 +26,9 @@ func run(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	if err := buildTight(cfg, c); err != nil {
 		return err
 	}
+	if n, err := releaseBinaryPages(); err != nil {
+		log.Debug("start-up code left resident", zap.Int("released_bytes", n), zap.Error(err))
+	}
 	return c.run(ctx)
 }
 

@@ -201,10 +201,13 @@ type Accounting struct {
 	log   *zap.Logger
 	state *state
 	// Buffers reused across reads so a read allocates little.
-	buf       []byte
-	tasks     []taskRec
+	buf       []byte // the task iterator's, one chunk (readTasks)
 	procExits []procExitRec
 	cgExits   []cgExitRec
+	// The exit maps are read in batches (mapread.go).
+	procExitReader mapReader[accountingProcKey, accountingProcExit]
+	cgExitReader   mapReader[uint64, accountingCounters]
+	delKeys        []accountingProcKey
 }
 
 // Mode is the accounting mode BPF accounting reports.
@@ -226,25 +229,47 @@ func (a *Accounting) closeHooks() error {
 	return errors.Join(errs...)
 }
 
-// readTasks runs the task iterator once and returns its raw records.
-func (a *Accounting) readTasks() ([]byte, error) {
+// taskChunk is the buffer the task iterator is read through. A read
+// returns at most the kernel's seq_file buffer (8 pages, 32 KiB); a buffer
+// of twice that takes the kernel's whole, so a record is split between two
+// reads only when the iterator's output is not whole records.
+const taskChunk = 64 << 10
+
+// readTasks runs the task iterator once and hands each record to fn as it
+// is read. A read may end inside a record (the kernel copies as much of
+// its buffer as fits); the part is kept for the next.
+func (a *Accounting) readTasks(fn func(*taskRec)) error {
 	r, err := a.iter.Open()
 	if err != nil {
-		return nil, fmt.Errorf("open task iterator: %w", err)
+		return fmt.Errorf("open task iterator: %w", err)
 	}
 	defer r.Close()
-	a.buf = a.buf[:0]
+	if len(a.buf) < taskChunk {
+		a.buf = make([]byte, taskChunk)
+	}
+	return streamTasks(r, a.buf, fn)
+}
+
+// streamTasks decodes the records read from r through buf (at least one
+// record long), carrying a record split between two reads over.
+func streamTasks(r io.Reader, buf []byte, fn func(*taskRec)) error {
+	have := 0
 	for {
-		if len(a.buf) == cap(a.buf) {
-			a.buf = append(a.buf, 0)[:len(a.buf)]
+		n, err := r.Read(buf[have:])
+		have += n
+		whole := have - have%recSize
+		if perr := eachTask(buf[:whole], fn); perr != nil {
+			return perr
 		}
-		n, err := r.Read(a.buf[len(a.buf):cap(a.buf)])
-		a.buf = a.buf[:len(a.buf)+n]
+		have = copy(buf, buf[whole:have])
 		if errors.Is(err, io.EOF) {
-			return a.buf, nil
+			if have != 0 {
+				return fmt.Errorf("task iterator ended inside a record (%d of %d bytes)", have, recSize)
+			}
+			return nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read task iterator: %w", err)
+			return fmt.Errorf("read task iterator: %w", err)
 		}
 	}
 }

@@ -77,6 +77,10 @@ type Probes struct {
 	active   []string
 	counters *counterSet
 	foldIter *link.Iter // fold_tasks, run before every read (probes_fold.go)
+	// The counter maps are read in batches (mapread.go); a read is not
+	// safe for concurrent use, as it never was (the stats loop reads).
+	procReader mapReader[probesProcKey, probesStats]
+	cgReader   mapReader[uint64, probesStats]
 }
 
 // sharedMaps is every map the hooks write to. They are created once and

@@ -1,10 +1,7 @@
 package bpfloader
 
 import (
-	"errors"
 	"fmt"
-
-	"github.com/cilium/ebpf"
 
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/usage"
@@ -50,24 +47,19 @@ func (p *Probes) read(procs bool) (ProbeReading, error) {
 	if err := p.fold(); err != nil {
 		return r, err
 	}
-	var pk probesProcKey
-	var s probesStats
 	if procs {
-		it := p.maps["proc_stats"].Iterate()
-		for it.Next(&pk, &s) {
-			r.Processes = append(r.Processes, ProbeProcess{Key: usage.ProcKey{PID: pk.Tgid, StartTime: pk.Start}, ProbeStats: countersFrom(&s)})
-		}
-		if err := it.Err(); err != nil {
-			return r, fmt.Errorf("iterate proc_stats: %w", err)
+		err := p.procReader.each(p.maps["proc_stats"], func(pk *probesProcKey, s *probesStats) {
+			r.Processes = append(r.Processes, ProbeProcess{Key: usage.ProcKey{PID: pk.Tgid, StartTime: pk.Start}, ProbeStats: countersFrom(s)})
+		})
+		if err != nil {
+			return r, fmt.Errorf("read proc_stats: %w", err)
 		}
 	}
-	var id uint64
-	it := p.maps["cgroup_stats"].Iterate()
-	for it.Next(&id, &s) {
-		r.Cgroups = append(r.Cgroups, ProbeCgroup{ID: id, ProbeStats: countersFrom(&s)})
-	}
-	if err := it.Err(); err != nil {
-		return r, fmt.Errorf("iterate cgroup_stats: %w", err)
+	err := p.cgReader.each(p.maps["cgroup_stats"], func(id *uint64, s *probesStats) {
+		r.Cgroups = append(r.Cgroups, ProbeCgroup{ID: *id, ProbeStats: countersFrom(s)})
+	})
+	if err != nil {
+		return r, fmt.Errorf("read cgroup_stats: %w", err)
 	}
 	if p.isActive(snapshot.ProbeSoftirq) {
 		var per []probesVecStat
@@ -91,16 +83,15 @@ func (p *Probes) read(procs bool) (ProbeReading, error) {
 // time (Alive false) and the cgroups it stopped reporting: per-process
 // entries are keyed alike, so the two sources retire processes together.
 func (p *Probes) Forget(procs []usage.ProcKey, cgroups []uint64) error {
+	keys := make([]probesProcKey, 0, len(procs))
 	for _, k := range procs {
-		key := probesProcKey{Tgid: k.PID, Start: k.StartTime}
-		if err := p.maps["proc_stats"].Delete(&key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("delete proc_stats entry of pid %d: %w", k.PID, err)
-		}
+		keys = append(keys, probesProcKey{Tgid: k.PID, Start: k.StartTime})
 	}
-	for _, id := range cgroups {
-		if err := p.maps["cgroup_stats"].Delete(&id); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("delete cgroup_stats entry %d: %w", id, err)
-		}
+	if err := deleteAll(p.maps["proc_stats"], keys); err != nil {
+		return fmt.Errorf("delete proc_stats entries of ended processes: %w", err)
+	}
+	if err := deleteAll(p.maps["cgroup_stats"], cgroups); err != nil {
+		return fmt.Errorf("delete cgroup_stats entries: %w", err)
 	}
 	return nil
 }

@@ -5,28 +5,28 @@ import (
 	"fmt"
 	"unsafe"
 
-	"github.com/cilium/ebpf"
-
 	"github.com/wattrace/wattrace/pkg/usage"
 )
 
 // recSize is sizeof(struct task_rec) in bpf/accounting.bpf.c.
 const recSize = int(unsafe.Sizeof(accountingTaskRec{}))
 
-// parseTasks decodes the iterator's records through bpf2go's twin of
-// struct task_rec. The objects are built for bpfel only and the generated
-// struct has the host's layout (structs.HostLayout), so a record's bytes
-// are the struct's memory; copying them into an aligned value avoids
-// reading through a misaligned pointer.
-func parseTasks(b []byte, out []taskRec) ([]taskRec, error) {
+// eachTask decodes the iterator's records through bpf2go's twin of
+// struct task_rec and hands each to fn, which must not keep the pointer.
+// The objects are built for bpfel only and the generated struct has the
+// host's layout (structs.HostLayout), so a record's bytes are the struct's
+// memory; copying them into an aligned value avoids reading through a
+// misaligned pointer.
+func eachTask(b []byte, fn func(*taskRec)) error {
 	if len(b)%recSize != 0 {
-		return out, fmt.Errorf("task iterator returned %d bytes, not a multiple of the %d-byte record", len(b), recSize)
+		return fmt.Errorf("task iterator returned %d bytes, not a multiple of the %d-byte record", len(b), recSize)
 	}
 	var rec accountingTaskRec
+	var t taskRec
 	mem := unsafe.Slice((*byte)(unsafe.Pointer(&rec)), recSize)
 	for off := 0; off < len(b); off += recSize {
 		copy(mem, b[off:off+recSize])
-		t := taskRec{
+		t = taskRec{
 			tid:         rec.Tid,
 			tgid:        rec.Tgid,
 			start:       rec.Start,
@@ -38,9 +38,9 @@ func parseTasks(b []byte, out []taskRec) ([]taskRec, error) {
 		for i, c := range rec.Comm {
 			t.comm[i] = byte(c)
 		}
-		out = append(out, t)
+		fn(&t)
 	}
-	return out, nil
+	return nil
 }
 
 func cString(b []byte) string {
@@ -67,53 +67,44 @@ func commString(c [16]int8) string {
 // free hook, so reading the maps after the iterator counts a task that
 // exits in between once, now or on the next read.
 func (a *Accounting) Read() (usage.Reading, error) {
-	raw, err := a.readTasks()
-	if err != nil {
+	// Each record is folded into the state as it is read: at 10,000
+	// tasks, holding the raw records and their decoded copies until the
+	// iterator ended took 2 MB of heap.
+	a.state.begin()
+	if err := a.readTasks(a.state.task); err != nil {
 		return usage.Reading{}, err
 	}
-	tasks, err := parseTasks(raw, a.tasks[:0])
-	if err != nil {
-		return usage.Reading{}, err
-	}
-	a.tasks = tasks
 
 	a.procExits = a.procExits[:0]
-	var pk accountingProcKey
-	var pe accountingProcExit
-	it := a.objs.ExitedProcs.Iterate()
-	for it.Next(&pk, &pe) {
+	err := a.procExitReader.each(a.objs.ExitedProcs, func(pk *accountingProcKey, pe *accountingProcExit) {
 		a.procExits = append(a.procExits, procExitRec{
 			key:    usage.ProcKey{PID: pk.Tgid, StartTime: pk.Start},
 			c:      counters{runtime: pe.Runtime, switches: pe.Switches},
 			cgroup: pe.Cgroup,
 			comm:   commString(pe.Comm),
 		})
-	}
-	if err := it.Err(); err != nil {
-		return usage.Reading{}, fmt.Errorf("iterate exited_procs: %w", err)
+	})
+	if err != nil {
+		return usage.Reading{}, fmt.Errorf("read exited_procs: %w", err)
 	}
 	a.cgExits = a.cgExits[:0]
-	var id uint64
-	var c accountingCounters
-	it = a.objs.ExitedCgroups.Iterate()
-	for it.Next(&id, &c) {
-		a.cgExits = append(a.cgExits, cgExitRec{id: id, c: counters{runtime: c.Runtime, switches: c.Switches}})
-	}
-	if err := it.Err(); err != nil {
-		return usage.Reading{}, fmt.Errorf("iterate exited_cgroups: %w", err)
+	err = a.cgExitReader.each(a.objs.ExitedCgroups, func(id *uint64, c *accountingCounters) {
+		a.cgExits = append(a.cgExits, cgExitRec{id: *id, c: counters{runtime: c.Runtime, switches: c.Switches}})
+	})
+	if err != nil {
+		return usage.Reading{}, fmt.Errorf("read exited_cgroups: %w", err)
 	}
 
-	r, delProcs, delCgroups := a.state.update(a.tasks, a.procExits, a.cgExits)
+	r, delProcs, delCgroups := a.state.finish(a.procExits, a.cgExits)
+	a.delKeys = a.delKeys[:0]
 	for _, k := range delProcs {
-		key := accountingProcKey{Tgid: k.PID, Start: k.StartTime}
-		if err := a.objs.ExitedProcs.Delete(&key); err != nil && err != ebpf.ErrKeyNotExist {
-			return r, fmt.Errorf("delete exited_procs entry of pid %d: %w", k.PID, err)
-		}
+		a.delKeys = append(a.delKeys, accountingProcKey{Tgid: k.PID, Start: k.StartTime})
 	}
-	for _, id := range delCgroups {
-		if err := a.objs.ExitedCgroups.Delete(&id); err != nil && err != ebpf.ErrKeyNotExist {
-			return r, fmt.Errorf("delete exited_cgroups entry %d: %w", id, err)
-		}
+	if err := deleteAll(a.objs.ExitedProcs, a.delKeys); err != nil {
+		return r, fmt.Errorf("delete exited_procs entries of ended processes: %w", err)
+	}
+	if err := deleteAll(a.objs.ExitedCgroups, delCgroups); err != nil {
+		return r, fmt.Errorf("delete exited_cgroups entries: %w", err)
 	}
 	return r, nil
 }

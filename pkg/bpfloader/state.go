@@ -98,35 +98,47 @@ func (s *state) cgroup(id uint64) *cgState {
 // update folds one read into the state. It returns the reading and the
 // exit-map keys that have had their final read and must now be deleted.
 func (s *state) update(tasks []taskRec, procExits []procExitRec, cgExits []cgExitRec) (r usage.Reading, delProcs []usage.ProcKey, delCgroups []uint64) {
-	s.pass++
+	s.begin()
 	for i := range tasks {
-		t := &tasks[i]
-		d := t.c
-
-		pk := usage.ProcKey{PID: t.tgid, StartTime: t.leaderStart}
-		ps := s.procs[pk]
-		if ps == nil {
-			ps = &procState{p: usage.Process{Key: pk, Comm: cString(t.comm[:]), Cgroup: t.cgroup, CPU: int(t.cpu)}, comm: t.comm}
-			s.procs[pk] = ps
-		}
-		if t.tid == t.tgid {
-			// The leader names the process and says where it lives.
-			if t.comm != ps.comm {
-				ps.p.Comm, ps.comm = cString(t.comm[:]), t.comm
-			}
-			ps.p.Cgroup, ps.p.CPU = t.cgroup, int(t.cpu)
-		}
-		ps.p.CPUNs += d.runtime
-		ps.p.Switches += d.switches
-		ps.livePass = s.pass
-		ps.grace = false
-
-		cg := s.cgroup(t.cgroup)
-		cg.c.CPUNs += d.runtime
-		cg.c.Switches += d.switches
-		cg.livePass = s.pass
+		s.task(&tasks[i])
 	}
+	return s.finish(procExits, cgExits)
+}
 
+// begin starts a read: task, once per iterator record, then finish.
+func (s *state) begin() { s.pass++ }
+
+// task folds one record of the task iterator.
+func (s *state) task(t *taskRec) {
+	d := t.c
+	pk := usage.ProcKey{PID: t.tgid, StartTime: t.leaderStart}
+	ps := s.procs[pk]
+	if ps == nil {
+		ps = &procState{p: usage.Process{Key: pk, Comm: cString(t.comm[:]), Cgroup: t.cgroup, CPU: int(t.cpu)}, comm: t.comm}
+		s.procs[pk] = ps
+	}
+	if t.tid == t.tgid {
+		// The leader names the process and says where it lives.
+		if t.comm != ps.comm {
+			ps.p.Comm, ps.comm = cString(t.comm[:]), t.comm
+		}
+		ps.p.Cgroup, ps.p.CPU = t.cgroup, int(t.cpu)
+	}
+	ps.p.CPUNs += d.runtime
+	ps.p.Switches += d.switches
+	ps.livePass = s.pass
+	ps.grace = false
+
+	cg := s.cgroup(t.cgroup)
+	cg.c.CPUNs += d.runtime
+	cg.c.Switches += d.switches
+	cg.livePass = s.pass
+}
+
+// finish folds the exit maps, read after the iterator, and returns the
+// reading and the exit-map keys that have had their final read and must
+// now be deleted.
+func (s *state) finish(procExits []procExitRec, cgExits []cgExitRec) (r usage.Reading, delProcs []usage.ProcKey, delCgroups []uint64) {
 	for i := range procExits {
 		e := &procExits[i]
 		d := e.c.sub(s.procExitLast[e.key])

@@ -1,7 +1,10 @@
 package bpfloader
 
 import (
+	"bytes"
+	"io"
 	"testing"
+	"testing/iotest"
 
 	"github.com/wattrace/wattrace/pkg/usage"
 )
@@ -130,6 +133,12 @@ func TestStateIdleCgroupRetired(t *testing.T) {
 	}
 }
 
+// parseTasks collects eachTask's records.
+func parseTasks(b []byte, out []taskRec) ([]taskRec, error) {
+	err := eachTask(b, func(t *taskRec) { out = append(out, *t) })
+	return out, err
+}
+
 func TestParseTasks(t *testing.T) {
 	b := make([]byte, 2*recSize)
 	b[0] = 7     // tid
@@ -147,5 +156,43 @@ func TestParseTasks(t *testing.T) {
 	}
 	if _, err := parseTasks(b[:recSize+1], nil); err == nil {
 		t.Error("a truncated record was accepted")
+	}
+}
+
+// Records split between reads (as a read of the iterator may end inside
+// one) are carried over and decoded whole; a stream that ends inside a
+// record is an error.
+func TestStreamTasksAcrossReads(t *testing.T) {
+	const n = 50
+	b := make([]byte, n*recSize)
+	for i := 0; i < n; i++ {
+		b[i*recSize] = byte(i + 1)    // tid
+		b[i*recSize+32] = byte(2 * i) // runtime
+	}
+	for _, r := range []struct {
+		name string
+		r    io.Reader
+	}{
+		{"one byte per read", iotest.OneByteReader(bytes.NewReader(b))},
+		{"half of each read", iotest.HalfReader(bytes.NewReader(b))},
+		{"whole", bytes.NewReader(b)},
+	} {
+		var got []taskRec
+		err := streamTasks(r.r, make([]byte, recSize+7), func(t *taskRec) { got = append(got, *t) })
+		if err != nil {
+			t.Fatalf("%s: %v", r.name, err)
+		}
+		if len(got) != n {
+			t.Fatalf("%s: %d records, want %d", r.name, len(got), n)
+		}
+		for i, g := range got {
+			if g.tid != uint32(i+1) || g.c.runtime != uint64(2*i) {
+				t.Fatalf("%s: record %d = tid %d runtime %d", r.name, i, g.tid, g.c.runtime)
+			}
+		}
+	}
+	err := streamTasks(bytes.NewReader(b[:3*recSize+5]), make([]byte, 2*recSize), func(*taskRec) {})
+	if err == nil {
+		t.Error("a stream ending inside a record was accepted")
 	}
 }
