@@ -118,7 +118,7 @@ func TestAddStageIsOneFileAndOneLine(t *testing.T) {
 	}
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		t.Skip("no go command")
+		t.Fatalf("the go command, to build the copy: %v", err)
 	}
 	if err := os.MkdirAll("testdata", 0o755); err != nil {
 		t.Fatal(err)
