@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -470,12 +471,16 @@ func openRAPL(_ context.Context, e *Env) (power.Meter, string, error) {
 	return r, "powercap counters", nil
 }
 
-func openPerfRAPL(_ context.Context, e *Env) (power.Meter, string, error) {
+func openPerfRAPL(ctx context.Context, e *Env) (power.Meter, string, error) {
 	p, err := power.NewPerfRAPL(e.Cfg.SysfsRoot, e.opts())
 	if err != nil {
 		return nil, "", err
 	}
 	if _, err := p.Read(); err != nil {
+		_ = p.Close()
+		return nil, "", err
+	}
+	if err := mustAdvance(ctx, p, advanceWindow, 5*time.Millisecond); err != nil {
 		_ = p.Close()
 		return nil, "", err
 	}

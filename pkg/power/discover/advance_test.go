@@ -1,0 +1,49 @@
+package discover
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wattrace/wattrace/pkg/power"
+)
+
+// stepMeter reads 0 J for its first zero reads, then rises 1 J a read.
+type stepMeter struct {
+	zero, reads int
+}
+
+func (m *stepMeter) Name() string    { return "step" }
+func (m *stepMeter) Estimated() bool { return false }
+func (m *stepMeter) Read() ([]power.ZoneSample, error) {
+	m.reads++
+	j := float64(max(0, m.reads-m.zero))
+	return []power.ZoneSample{{Zone: power.ZonePackage, Socket: 0, Joules: 0}, {Zone: power.ZoneDRAM, Socket: 0, Joules: j}}, nil
+}
+
+func TestMustAdvance(t *testing.T) {
+	ctx := context.Background()
+	// One zone that moves is enough, after a few reads of nothing.
+	m := &stepMeter{zero: 3}
+	if err := mustAdvance(ctx, m, time.Second, time.Millisecond); err != nil {
+		t.Fatalf("a counter that moves on its 4th read refused: %v", err)
+	}
+	if m.reads != 4 {
+		t.Errorf("%d reads, want 4: stop at the first that moved", m.reads)
+	}
+	// A PMU whose events count nothing (this machine's hypervisor:
+	// perf stat -e power/energy-psys/ reads 0.00 Joules) is refused.
+	dead := &stepMeter{zero: 1 << 30}
+	start := time.Now()
+	err := mustAdvance(ctx, dead, 60*time.Millisecond, 5*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "did not advance") {
+		t.Fatalf("counters stuck at 0 J: err %v", err)
+	}
+	if el := time.Since(start); el < 60*time.Millisecond || el > 2*time.Second {
+		t.Errorf("refused after %s, want the 60ms window", el)
+	}
+	if dead.reads < 3 {
+		t.Errorf("%d reads in the window, want it polled", dead.reads)
+	}
+}
