@@ -344,11 +344,22 @@ type UsageQuery struct {
 	Projects []string
 	Clusters []string
 	Kinds    []Kind
+	// Within, when not empty, keeps only these (cluster, project) pairs.
+	// A project is a name on one cluster: the same name on another
+	// cluster (another site's account, a namespace of another
+	// Kubernetes cluster) is another project, with other members, so a
+	// non-admin's project usage is narrowed to the pairs they are in.
+	Within []ClusterProject
 	// From and To bound the days: [From, To). Both are required.
 	From, To time.Time
 	// By lists the dimensions kept apart (empty: one total per period).
 	By     []GroupBy
 	Period Period
+}
+
+// ClusterProject names one project: a project name on one cluster.
+type ClusterProject struct {
+	Cluster, Project string
 }
 
 // Validate reports a query the store would refuse, wrapped in ErrInvalid.

@@ -214,6 +214,18 @@ func (s *Store) Usage(ctx context.Context, q units.UsageQuery) ([]units.Usage, e
 	w.in("project", q.Projects)
 	w.in("cluster", q.Clusters)
 	w.in("kind", kindStrings(q.Kinds))
+	if len(q.Within) > maxList {
+		return nil, fmt.Errorf("%w: at most %d (cluster, project) pairs", units.ErrInvalid, maxList)
+	}
+	if len(q.Within) > 0 {
+		pairs := make([]string, len(q.Within))
+		args := make([]any, 0, 2*len(q.Within))
+		for i, cp := range q.Within {
+			pairs[i] = "(cluster = ? AND project = ?)"
+			args = append(args, cp.Cluster, cp.Project)
+		}
+		w.add("("+strings.Join(pairs, " OR ")+")", args...)
+	}
 	w.add("day >= ? AND day <= ?", fromDay, toDay)
 	rows, err := s.db.QueryContext(ctx, s.q("SELECT usr, day, project, cluster, kind, "+rollupColumns+
 		", energy, emissions FROM usage_daily"+w.String()), w.args...)
