@@ -21,9 +21,13 @@
 // The last sample of each series is kept in the store, in the same
 // transaction as the figures and the cursor, so a restart neither loses
 // nor counts anything twice. A unit seen in a window is running; an open
-// unit with no sample in a successful window has ended and its figures are
-// final (the exporter keeps an ended workload's counters for its
-// retention, so the last increase is counted before the series stop). If
+// unit with no sample for longer than a running one goes without (the
+// longer of Interval and Delay, which exceeds the scrape interval) in
+// successful windows has ended and its figures are final (the exporter
+// keeps an ended workload's counters for its retention, so the last
+// increase is counted before the series stop); a short window, such as
+// the tail of a catch-up, ends nothing. A unit known only from a
+// manager's metadata, with no series ever counted, stays pending. If
 // a final unit's series come back (an exporter that was unreachable), it
 // is reopened and counting goes on from the kept samples. When the TSDB
 // can't be read, nothing is written but the running units' status, which
@@ -355,7 +359,7 @@ func (u *Updater) Cycle(ctx context.Context) (r Result) {
 		}
 		return r
 	}
-	obs, err := u.observe(ctx, streams, start, &r)
+	obs, err := u.observe(ctx, streams, start, end, &r)
 	if err != nil {
 		r.Err = err
 		return r
@@ -444,7 +448,7 @@ type acc struct {
 
 // observe turns the window's samples into observations: increases for
 // the units seen, final for the open units not seen.
-func (u *Updater) observe(ctx context.Context, streams []stream, start time.Time, r *Result) ([]store.Observation, error) {
+func (u *Updater) observe(ctx context.Context, streams []stream, start, end time.Time, r *Result) ([]store.Observation, error) {
 	open, err := u.s.Open(ctx)
 	if err != nil {
 		return nil, err
@@ -562,12 +566,34 @@ func (u *Updater) observe(ctx context.Context, streams []stream, start time.Time
 		out = append(out, a.obs)
 		r.Running++
 	}
+	// A running unit has a sample at least every scrape interval, which
+	// updater.delay must exceed, and normally one every cycle; a window
+	// can be shorter than that (the tail of a catch-up read in steps of
+	// MaxWindow), so an empty window alone does not end a unit.
+	quiet := max(u.c.Interval, u.c.Delay).Milliseconds()
 	for _, t := range open {
 		if a := seen[t.Key]; a != nil && a.fresh {
 			continue
 		}
-		// Open, and no new sample in a window the TSDB answered: its
-		// series have stopped, every sample is counted.
+		if len(t.Series) == 0 {
+			// Known from a manager's metadata (Slurm) only: no series
+			// was ever counted, so nothing says its figures are
+			// complete. It stays pending, never final with zeros.
+			continue
+		}
+		if lastSample(t.Series) > end.UnixMilli()-quiet {
+			// Sampled more recently than a running unit can go
+			// without a sample: still running. A unit pending since
+			// the TSDB failed is running again, its figures current.
+			if t.Status == units.StatusPending {
+				out = append(out, store.Observation{Key: t.Key, Status: units.StatusRunning})
+				r.Running++
+			}
+			continue
+		}
+		// Open, and no new sample for longer than a running unit goes
+		// without one, in windows the TSDB answered: its series have
+		// stopped, every sample is counted.
 		out = append(out, store.Observation{Key: t.Key, Status: units.StatusFinal})
 		r.Ended++
 	}
@@ -583,6 +609,16 @@ func (u *Updater) observe(ctx context.Context, streams []stream, start time.Time
 		return a.ID < b.ID
 	})
 	return out, nil
+}
+
+// lastSample is the time (Unix ms) of the newest sample counted into a
+// unit.
+func lastSample(series map[string]store.SeriesState) int64 {
+	var last int64
+	for _, s := range series {
+		last = max(last, s.T)
+	}
+	return last
 }
 
 func (u *Updater) key(st stream) units.Key {
