@@ -110,3 +110,28 @@ func near(a, b float64) bool {
 	d := a - b
 	return d <= 1e-6*b && d >= -1e-6*b
 }
+
+// Usage sums the units that started in the range asked, and says which
+// range it summed: 07:30-08:30 is alice's job 102 (started 08:00, 7,920
+// J), not the day's 71,280 J.
+func TestUsageExactRange(t *testing.T) {
+	h := newScopeAPI(t, fixture())
+	from, to := testNow.Add(-270*time.Minute), testNow.Add(-210*time.Minute)
+	for _, period := range []string{"total", "day", "month"} {
+		a := get(t, h, "/api/v1/usage?period="+period+"&from="+from.Format(time.RFC3339)+"&to="+to.Format(time.RFC3339), "carol", trusted)
+		if a.code != 200 {
+			t.Fatalf("%d %s", a.code, a.body)
+		}
+		var rs []struct {
+			From, To time.Time
+			Units    int64
+			Totals   energyTotals
+		}
+		if err := json.Unmarshal(a.env.Data, &rs); err != nil {
+			t.Fatal(err)
+		}
+		if len(rs) != 1 || rs[0].Units != 1 || !near(rs[0].Totals.Joules, 7920) || !rs[0].From.Equal(from) || !rs[0].To.Equal(to) {
+			t.Errorf("period %s, 07:30-08:30: %+v, want 1 unit, 7920 J, from %v to %v", period, rs, from, to)
+		}
+	}
+}
