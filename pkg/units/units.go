@@ -335,20 +335,34 @@ const (
 	ByKind    GroupBy = "kind"
 )
 
-// UsageQuery asks for usage summed over units. A unit counts in the UTC
-// day it started (its whole figures, so usage and the unit list agree);
-// the query covers the UTC days that overlap [From, To) (From rounded
-// down, To rounded up to a day).
+// UsageQuery asks for usage summed over units. A unit counts, with its
+// whole figures (so usage and the unit list agree), at the time it
+// started; the query sums the units that started in [From, To) exactly,
+// not the whole UTC days the range touches, and a day or month bucket
+// reports the part of it the range covers (its From and To clipped to the
+// query's).
 type UsageQuery struct {
 	Users    []string
 	Projects []string
 	Clusters []string
 	Kinds    []Kind
-	// From and To bound the days: [From, To). Both are required.
+	// Within, when not empty, keeps only these (cluster, project) pairs.
+	// A project is a name on one cluster: the same name on another
+	// cluster (another site's account, a namespace of another
+	// Kubernetes cluster) is another project, with other members, so a
+	// non-admin's project usage is narrowed to the pairs they are in.
+	Within []ClusterProject
+	// From and To bound the units' starts: [From, To). Both are
+	// required.
 	From, To time.Time
 	// By lists the dimensions kept apart (empty: one total per period).
 	By     []GroupBy
 	Period Period
+}
+
+// ClusterProject names one project: a project name on one cluster.
+type ClusterProject struct {
+	Cluster, Project string
 }
 
 // Validate reports a query the store would refuse, wrapped in ErrInvalid.

@@ -609,7 +609,10 @@ func (a *API) usage(w http.ResponseWriter, r *http.Request, id identity) error {
 
 // scopeUsage narrows a non-admin's usage query: their own units, or the
 // totals of projects they are in (without splitting them by user, which
-// would show the others' usage).
+// would show the others' usage). Membership is per cluster: a project of
+// the same name on another cluster is another project, so the query is
+// narrowed to the (cluster, project) pairs the caller is in, and a
+// project they are in on none of the clusters asked is forbidden.
 func (a *API) scopeUsage(r *http.Request, id identity, q *units.UsageQuery) error {
 	if err := onlySelf(id, q.Users, "see the usage of"); err != nil {
 		return err
@@ -621,12 +624,23 @@ func (a *API) scopeUsage(r *http.Request, id identity, q *units.UsageQuery) erro
 	if slices.Contains(q.By, units.ByUser) {
 		return forbidden("a project's usage split by user is for admins; add user=%s for your own", id.user)
 	}
-	mine, err := a.store.Users(r.Context(), units.Membership{Users: []string{id.user}, Clusters: q.Clusters})
+	mine, err := a.store.Users(r.Context(), units.Membership{Users: []string{id.user}, Clusters: q.Clusters, Projects: q.Projects})
 	if err != nil {
 		return err
 	}
+	q.Within = nil
 	for _, pr := range q.Projects {
-		if !slices.ContainsFunc(mine, func(u units.User) bool { return slices.Contains(u.Projects, pr) }) {
+		in := false
+		for _, u := range mine {
+			if u.Name == id.user && slices.Contains(u.Projects, pr) {
+				q.Within = append(q.Within, units.ClusterProject{Cluster: u.Cluster, Project: pr})
+				in = true
+			}
+		}
+		if !in {
+			if len(q.Clusters) > 0 {
+				return forbidden("user %s is not in project %s on cluster %s", id.user, pr, strings.Join(q.Clusters, ","))
+			}
 			return forbidden("user %s is not in project %s", id.user, pr)
 		}
 	}

@@ -129,35 +129,47 @@ type restdJobs struct {
 // are an error; a job seen twice (a job id reused after slurmctld's state
 // was reset) keeps its latest submission.
 func ParseRestd(body []byte, cluster string) ([]units.Unit, error) {
+	return parseDBJobs(body, cluster, "slurmrestd")
+}
+
+// parseDBJobs parses the openapi/dbv0.0.38 jobs document that slurmrestd
+// answers and `sacct --json` prints (the same plugin writes both); source
+// names it in errors.
+func parseDBJobs(body []byte, cluster, source string) ([]units.Unit, error) {
 	var a restdJobs
 	if err := json.Unmarshal(body, &a); err != nil {
-		return nil, fmt.Errorf("slurmrestd answer: %w", err)
+		return nil, fmt.Errorf("%s answer: %w", source, err)
 	}
 	if len(a.Errors) > 0 {
 		var msgs []string
 		for _, e := range a.Errors {
 			msgs = append(msgs, fmt.Sprintf("%s: %s (%s)", e.Source, e.Description, e.Error))
 		}
-		return nil, errors.New("slurmrestd: " + strings.Join(msgs, "; "))
+		return nil, errors.New(source + ": " + strings.Join(msgs, "; "))
+	}
+	if a.Jobs == nil {
+		// Not a jobs document (another plugin's, or a site's wrapper): nothing
+		// read is better than an empty list taken for "no jobs".
+		return nil, fmt.Errorf("%s answer: no jobs list", source)
 	}
 	byID := map[string]int{}
 	var out []units.Unit
 	for _, j := range a.Jobs {
 		if j.JobID <= 0 {
-			return nil, fmt.Errorf("slurmrestd: job id %d", j.JobID)
+			return nil, fmt.Errorf("%s: job id %d", source, j.JobID)
 		}
 		u := units.Unit{Cluster: cluster, Kind: units.KindJob, ID: strconv.FormatInt(j.JobID, 10), Name: j.Name,
 			User: j.User, Group: j.Group, Project: j.Account, Partition: j.Partition, State: state(j.State.Current)}
 		var err error
 		if u.Nodes, err = ExpandNodes(j.Nodes); err != nil {
-			return nil, fmt.Errorf("slurmrestd job %d: %w", j.JobID, err)
+			return nil, fmt.Errorf("%s job %d: %w", source, j.JobID, err)
 		}
 		for _, p := range []struct {
 			v   int64
 			dst *time.Time
 		}{{j.Time.Submission, &u.Submit}, {j.Time.Start, &u.Start}, {j.Time.End, &u.End}} {
 			if p.v < 0 || p.v > 1<<40 {
-				return nil, fmt.Errorf("slurmrestd job %d: time %d", j.JobID, p.v)
+				return nil, fmt.Errorf("%s job %d: time %d", source, j.JobID, p.v)
 			}
 			if p.v > 0 {
 				*p.dst = time.Unix(p.v, 0).UTC()

@@ -3,6 +3,8 @@ package slurm
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,12 +15,21 @@ import (
 	"github.com/wattrace/wattrace/pkg/units"
 )
 
-// SacctFields are the columns asked of sacct, in the order parsed. JobName
-// is the only free text; a '|' inside it is told apart by the field count.
+// SacctFields are the columns asked of sacct in its delimited format, in
+// the order parsed. JobName is the only free text.
 var SacctFields = []string{"JobIDRaw", "JobName", "User", "Group", "Account", "Partition", "NodeList",
 	"State", "Submit", "Start", "End", "AllocCPUS", "AllocTRES", "ExitCode", "ElapsedRaw", "TotalCPU", "Cluster"}
 
 // Sacct reads jobs with the sacct command.
+//
+// A job name is free text its owner chooses, newlines and '|' included,
+// and sacct's delimited output does not escape it: a name can end one
+// record and forge the next one (another job's id, the owner's user and
+// account), which the API would then take for ownership. So sacct is
+// asked for JSON (--json, Slurm 21.08 and later: the openapi/dbv0.0.38
+// document slurmrestd also answers, strings escaped), and only a sacct
+// that refuses --json for delimited records, with a delimiter drawn at
+// random for each run, which no name written before can hold.
 type Sacct struct {
 	// Path is the sacct command ("sacct" from PATH by default).
 	Path string
@@ -33,17 +44,26 @@ var _ Source = (*Sacct)(nil)
 // Name is "sacct".
 func (s *Sacct) Name() string { return "sacct" }
 
-// Args are sacct's arguments for the jobs active since a time (UTC:
-// Jobs runs sacct with TZ=UTC): every
-// user's job allocations (-X: no steps), parsable, no header.
-func (s *Sacct) Args(since time.Time) []string {
-	return []string{"--allusers", "--allocations", "--parsable2", "--noheader",
+// JSONArgs are sacct's arguments for the jobs active since a time (UTC:
+// Jobs runs sacct with TZ=UTC), as JSON: every user's job allocations
+// (-X: no steps).
+func (s *Sacct) JSONArgs(since time.Time) []string {
+	return []string{"--allusers", "--allocations", "--json",
+		"--starttime=" + since.UTC().Format("2006-01-02T15:04:05"), "--endtime=now"}
+}
+
+// Args are the delimited format's arguments: SacctFields, no header,
+// fields separated by delim.
+func (s *Sacct) Args(since time.Time, delim string) []string {
+	return []string{"--allusers", "--allocations", "--parsable2", "--noheader", "--delimiter=" + delim,
 		"--format=" + strings.Join(SacctFields, ","),
 		"--starttime=" + since.UTC().Format("2006-01-02T15:04:05"), "--endtime=now"}
 }
 
-// Jobs runs sacct. Times come as Unix seconds (SLURM_TIME_FORMAT=%s), so
-// no time zone is guessed.
+// Jobs runs sacct --json, or, where sacct has no --json, the delimited
+// format with times as Unix seconds (SLURM_TIME_FORMAT=%s), so no time
+// zone is guessed. (JSON times are Unix seconds already; 22.05 with
+// SLURM_TIME_FORMAT=%s refuses its own default start time in --json.)
 func (s *Sacct) Jobs(ctx context.Context, since time.Time) ([]units.Unit, error) {
 	path := s.Path
 	if path == "" {
@@ -55,39 +75,101 @@ func (s *Sacct) Jobs(ctx context.Context, since time.Time) ([]units.Unit, error)
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, path, s.Args(since)...)
-	cmd.Env = append(os.Environ(), "SLURM_TIME_FORMAT=%s", "TZ=UTC")
+	out, stderr, err := run(ctx, path, s.JSONArgs(since), "TZ=UTC")
+	if err == nil {
+		return ParseSacctJSON(out, s.Cluster)
+	}
+	if !noJSON(stderr) {
+		return nil, fmt.Errorf("%s --json: %w: %s", path, err, stderr)
+	}
+	delim, err := randomDelimiter()
+	if err != nil {
+		return nil, err
+	}
+	out, stderr, err = run(ctx, path, s.Args(since, delim), "SLURM_TIME_FORMAT=%s", "TZ=UTC")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w: %s", path, err, stderr)
+	}
+	return ParseSacct(out, s.Cluster, delim)
+}
+
+func run(ctx context.Context, path string, args []string, env ...string) ([]byte, string, error) {
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Env = append(os.Environ(), env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w: %s", path, err, strings.TrimSpace(stderr.String()))
+	return out, strings.TrimSpace(stderr.String()), err
+}
+
+// noJSON reports whether sacct's complaint is that it has no --json (a
+// release before 21.08: getopt's "unrecognized option", or one built
+// without the JSON serializer or its openapi plugin), rather than a
+// failure that the delimited format would meet too.
+func noJSON(stderr string) bool {
+	s := strings.ToLower(stderr)
+	return strings.Contains(s, "unrecognized option") || strings.Contains(s, "invalid option") ||
+		strings.Contains(s, "serializer") || strings.Contains(s, "openapi") || strings.Contains(s, "data_parser")
+}
+
+// minDelimiter is the shortest delimiter ParseSacct accepts: one drawn
+// at random is 16 hex digits between two '#' (printable: sacct 22.05
+// was run with such a delimiter).
+const minDelimiter = 16
+
+func randomDelimiter() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("sacct delimiter: %w", err)
 	}
-	return ParseSacct(out, s.Cluster)
+	return "#" + hex.EncodeToString(b[:]) + "#", nil
+}
+
+// ParseSacctJSON parses `sacct --json` (Slurm 22.05: the openapi/dbv0.0.38
+// jobs document, as slurmrestd answers).
+func ParseSacctJSON(out []byte, cluster string) ([]units.Unit, error) {
+	return parseDBJobs(out, cluster, "sacct --json")
 }
 
 // ParseSacct parses sacct's --parsable2 --noheader output of SacctFields
-// (times as Unix seconds). A malformed line is an error: the store is
-// better left as it was than fed half a job.
-func ParseSacct(out []byte, cluster string) ([]units.Unit, error) {
+// (times as Unix seconds) separated by delim, which must be one no job
+// name can hold: drawn at random for the run, at least minDelimiter long.
+// A record is exactly len(SacctFields) fields; a newline inside a job
+// name continues its record on the next line, which only the delimiter
+// count tells apart, and a newline anywhere else, a field too many, a job
+// id that does not parse: each is an error, since the store is better
+// left as it was than fed a record that may be forged.
+func ParseSacct(out []byte, cluster, delim string) ([]units.Unit, error) {
+	if len(delim) < minDelimiter {
+		return nil, fmt.Errorf("sacct delimiter %q: a job name can hold it; want a random one of %d bytes or more", delim, minDelimiter)
+	}
 	var jobs []units.Unit
-	for n, line := range strings.Split(string(out), "\n") {
-		line = strings.TrimRight(line, "\r")
-		if strings.TrimSpace(line) == "" {
+	lines := strings.Split(string(out), "\n")
+	for n := 0; n < len(lines); n++ {
+		first := n + 1
+		rec := lines[n]
+		if strings.TrimSpace(rec) == "" {
 			continue
 		}
-		f := strings.Split(line, "|")
-		if extra := len(f) - len(SacctFields); extra > 0 {
-			// A '|' in the job name: rejoin it.
-			name := strings.Join(f[1:2+extra], "|")
-			f = append(append(f[:1:1], name), f[2+extra:]...)
+		// A newline in a name splits its record: join lines until the
+		// record has its delimiters.
+		for strings.Count(rec, delim) < len(SacctFields)-1 && n+1 < len(lines) {
+			n++
+			rec += "\n" + lines[n]
 		}
+		rec = strings.TrimSuffix(rec, "\r")
+		f := strings.Split(rec, delim)
 		if len(f) != len(SacctFields) {
-			return nil, fmt.Errorf("sacct line %d: %d fields, want %d: %q", n+1, len(f), len(SacctFields), line)
+			return nil, fmt.Errorf("sacct record at line %d: %d fields, want %d: %.200q", first, len(f), len(SacctFields), rec)
+		}
+		for i, v := range f {
+			if i != 1 && strings.ContainsAny(v, "\r\n") {
+				return nil, fmt.Errorf("sacct record at line %d: a newline in %s: %.200q", first, SacctFields[i], rec)
+			}
 		}
 		u, err := sacctJob(f, cluster)
 		if err != nil {
-			return nil, fmt.Errorf("sacct line %d: %w", n+1, err)
+			return nil, fmt.Errorf("sacct record at line %d: %w", first, err)
 		}
 		jobs = append(jobs, u)
 	}

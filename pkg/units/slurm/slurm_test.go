@@ -28,6 +28,15 @@ func byID(t *testing.T, jobs []units.Unit) map[string]units.Unit {
 
 func code(c int) *int { return &c }
 
+// testDelim stands for the random delimiter Sacct draws for a run.
+const testDelim = "#0123456789abcdef#"
+
+// delimited turns the captured '|'-separated output (whose names hold no
+// '|') into what sacct prints with testDelim.
+func delimited(out []byte) []byte {
+	return []byte(strings.ReplaceAll(string(out), "|", testDelim))
+}
+
 // The jobs both fixtures describe (captured from the same Slurm).
 func checkCaptured(t *testing.T, jobs map[string]units.Unit, job3Exit *int, job5State string, job5End time.Time) {
 	t.Helper()
@@ -57,7 +66,7 @@ func TestParseSacctCaptured(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs, err := ParseSacct(out, "c")
+	jobs, err := ParseSacct(delimited(out), "c", testDelim)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,15 +97,25 @@ func TestParseRestdCaptured(t *testing.T) {
 }
 
 func TestParseSacctShapes(t *testing.T) {
-	out := strings.Join([]string{
+	// Fields separated by '|' here, testDelim once parsed; {pipe} is a
+	// '|' inside a field.
+	sep := func(s string) []byte {
+		return []byte(strings.ReplaceAll(strings.ReplaceAll(s, "|", testDelim), "{pipe}", "|"))
+	}
+	out := sep(strings.Join([]string{
 		// A '|' in the job name, GPUs typed and untyped, memory in G, a hostlist, a signal.
-		"77|a|b|carol|users|proj_c|gpu|gpu[01-02,05]|TIMEOUT|1795525192|1795525193|1795525295|8|billing=8,cpu=8,gres/gpu=2,gres/gpu:a100=2,mem=4G,node=3|0:9|102|00:10:00|e2e",
+		"77|a{pipe}b|carol|users|proj_c|gpu|gpu[01-02,05]|TIMEOUT|1795525192|1795525193|1795525295|8|billing=8,cpu=8,gres/gpu=2,gres/gpu:a100=2,mem=4G,node=3|0:9|102|00:10:00|e2e",
 		// Pending: no start, no nodes.
 		"78|pend|carol|users|proj_c|gpu|None assigned|PENDING|1795525192|Unknown|Unknown|0|billing=1,cpu=1,gres/gpu:h100=1|0:0|0|00:00:00|e2e",
-	}, "\n")
-	jobs, err := ParseSacct([]byte(out), "c")
+		// A newline in the name continues the record.
+		"79|two\nlines|carol|users|proj_c|gpu|n1|COMPLETED|1|2|3|1|cpu=1|0:0|1|0|e2e",
+	}, "\n"))
+	jobs, err := ParseSacct(out, "c", testDelim)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(jobs) != 3 {
+		t.Fatalf("%d jobs, want 3: %+v", len(jobs), jobs)
 	}
 	j := jobs[0]
 	if j.Name != "a|b" || j.User != "carol" || j.Allocation != (units.Allocation{CPUs: 8, MemoryBytes: 4 << 30, GPUs: 2}) ||
@@ -107,6 +126,9 @@ func TestParseSacctShapes(t *testing.T) {
 	if !p.Start.IsZero() || !p.End.IsZero() || p.Nodes != nil || p.Allocation.GPUs != 1 || p.Allocation.CPUs != 1 {
 		t.Errorf("job 78 %+v", p)
 	}
+	if n := jobs[2]; n.ID != "79" || n.Name != "two\nlines" || n.User != "carol" {
+		t.Errorf("job 79 %+v", n)
+	}
 	for _, bad := range []string{
 		"x|n|u|g|a|p|n1|COMPLETED|1|2|3|1|cpu=1|0:0|1|0|e2e",            // id
 		"1|n|u|g|a|p|n1|COMPLETED|yesterday|2|3|1|cpu=1|0:0|1|0|e2e",    // time
@@ -116,10 +138,17 @@ func TestParseSacctShapes(t *testing.T) {
 		"1|n|u|g|a|p|n1|COMPLETED|1|2",                                  // short
 		"1|n|u|g|a|p|n1|COMPLETED|1|2|3|-4|cpu=1|0:0|1|0|e2e",           // CPUs
 		"1|n|u|g|a|p|n[1-99999999]|COMPLETED|1|2|3|1|cpu=1|0:0|1|0|e2e", // too many nodes
+		"1|n|u|g|a|p|n1|COMPLETED|1|2|3|1|cpu=1|0:0|1|0|e2e|extra",      // a field too many
+		"1|n|u\ng|a|p|n1|COMPLETED|1|2|3|1|cpu=1|0:0|1|0|e2e",           // a newline outside the name
+		"1|n|u|g|a|p|n1|COMPLETED|1|2|3|1|cpu=1|0:0|1|0|e2e\n2|n",       // a record cut short
 	} {
-		if _, err := ParseSacct([]byte(bad), "c"); err == nil {
+		if _, err := ParseSacct(sep(bad), "c", testDelim); err == nil {
 			t.Errorf("no error for %q", bad)
 		}
+	}
+	// '|' (sacct's default) is a delimiter a name can hold: refused.
+	if _, err := ParseSacct([]byte("1|n|u|g|a|p|n1|COMPLETED|1|2|3|1|cpu=1|0:0|1|0|e2e"), "c", "|"); err == nil {
+		t.Error("no error for the delimiter |")
 	}
 }
 
@@ -172,23 +201,41 @@ func TestRestdRequest(t *testing.T) {
 }
 
 // TestSacctRun runs a stand-in sacct (a script printing the captured
-// output) to check the arguments and environment the real one gets.
+// output) to check the arguments and environment the real one gets: JSON
+// first; the delimited format, with a random delimiter, from a sacct
+// without --json.
 func TestSacctRun(t *testing.T) {
 	dir := t.TempDir()
 	argsFile := filepath.Join(dir, "args")
 	script := filepath.Join(dir, "sacct")
-	fixture, _ := filepath.Abs("testdata/sacct-22.05.txt")
+	fixture, _ := filepath.Abs("testdata/sacct-json-hostile-22.05.json")
 	os.WriteFile(script, []byte("#!/bin/sh\necho \"$SLURM_TIME_FORMAT $TZ $*\" > "+argsFile+"\ncat "+fixture+"\n"), 0o755)
 	s := &Sacct{Path: script, Cluster: "c"}
-	jobs, err := s.Jobs(context.Background(), time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC))
-	if err != nil || len(jobs) != 5 {
+	since := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	jobs, err := s.Jobs(context.Background(), since)
+	if err != nil || len(jobs) != 4 {
 		t.Fatalf("jobs %d, %v", len(jobs), err)
 	}
 	args, _ := os.ReadFile(argsFile)
-	want := "%s UTC --allusers --allocations --parsable2 --noheader --format=" + strings.Join(SacctFields, ",") +
-		" --starttime=2026-11-24T10:00:00 --endtime=now\n"
-	if string(args) != want {
+	if want := " UTC --allusers --allocations --json --starttime=2026-11-24T10:00:00 --endtime=now\n"; string(args) != want {
 		t.Errorf("sacct ran with %q\nwant %q", args, want)
+	}
+	// A sacct without --json: the delimited format.
+	captured, _ := filepath.Abs("testdata/sacct-22.05.txt")
+	os.WriteFile(script, []byte(`#!/bin/sh
+echo "$SLURM_TIME_FORMAT $TZ $*" > `+argsFile+`
+for a; do case $a in --json) echo "sacct: unrecognized option '--json'" >&2; exit 1;; --delimiter=*) d=${a#--delimiter=};; esac; done
+sed "s/|/$d/g" `+captured+`
+`), 0o755)
+	jobs, err = s.Jobs(context.Background(), since)
+	if err != nil || len(jobs) != 5 {
+		t.Fatalf("delimited: jobs %d, %v", len(jobs), err)
+	}
+	args, _ = os.ReadFile(argsFile)
+	f := strings.Fields(string(args))
+	if len(f) != 10 || f[0] != "%s" || f[1] != "UTC" || !strings.HasPrefix(f[6], "--delimiter=#") || len(f[6]) != len("--delimiter=")+18 ||
+		f[7] != "--format="+strings.Join(SacctFields, ",") || f[8] != "--starttime=2026-11-24T10:00:00" {
+		t.Errorf("delimited sacct ran with %q", args)
 	}
 	os.WriteFile(script, []byte("#!/bin/sh\necho 'sacct: error: Problem talking to the database' >&2\nexit 1\n"), 0o755)
 	if _, err := s.Jobs(context.Background(), time.Now()); err == nil || !strings.Contains(err.Error(), "database") {
@@ -216,7 +263,7 @@ func TestFeederSync(t *testing.T) {
 	}
 	defer st.Close()
 	body, _ := os.ReadFile("testdata/sacct-22.05.txt")
-	jobs, _ := ParseSacct(body, "c")
+	jobs, _ := ParseSacct(delimited(body), "c", testDelim)
 	src := &fakeSource{jobs: jobs}
 	f := NewFeeder(src, st, 15*time.Minute, 24*time.Hour, nil)
 	t1 := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)

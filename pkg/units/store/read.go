@@ -199,7 +199,15 @@ func (s *Store) Owned(ctx context.Context, user string, keys []units.Key) (bool,
 	return true, nil
 }
 
-// Usage sums the usage_daily rows of the query's days.
+// countMs is the SQL of the time a unit counts at in usage: its start,
+// else its submission, first sample or last update (row.day's order).
+const countMs = `CASE WHEN start_ms <> 0 THEN start_ms WHEN submit_ms <> 0 THEN submit_ms
+	WHEN first_ms <> 0 THEN first_ms ELSE updated_ms END`
+
+// Usage sums the units that started in [From, To): the usage_daily rows
+// of the UTC days wholly inside the range, and the units themselves on
+// the days it covers in part (at most two, since a range that starts or
+// ends within a day must not take the rest of that day's units).
 func (s *Store) Usage(ctx context.Context, q units.UsageQuery) ([]units.Usage, error) {
 	if err := q.Validate(); err != nil {
 		return nil, err
@@ -207,95 +215,195 @@ func (s *Store) Usage(ctx context.Context, q units.UsageQuery) ([]units.Usage, e
 	if err := checkLists(q.Users, q.Projects, q.Clusters, kindStrings(q.Kinds)); err != nil {
 		return nil, err
 	}
-	fromDay := dayOf(q.From.UnixMilli())
-	toDay := dayOf(q.To.UnixMilli() - 1) // the day holding the last instant before To
+	if len(q.Within) > maxList {
+		return nil, fmt.Errorf("%w: at most %d (cluster, project) pairs", units.ErrInvalid, maxList)
+	}
 	var w where
 	w.in("usr", q.Users)
 	w.in("project", q.Projects)
 	w.in("cluster", q.Clusters)
 	w.in("kind", kindStrings(q.Kinds))
-	w.add("day >= ? AND day <= ?", fromDay, toDay)
+	if len(q.Within) > 0 {
+		pairs := make([]string, len(q.Within))
+		args := make([]any, 0, 2*len(q.Within))
+		for i, cp := range q.Within {
+			pairs[i] = "(cluster = ? AND project = ?)"
+			args = append(args, cp.Cluster, cp.Project)
+		}
+		w.add("("+strings.Join(pairs, " OR ")+")", args...)
+	}
+	fromMs, toMs := q.From.UnixMilli(), q.To.UnixMilli()
+	// Whole days: [fullFrom, fullTo] (none when fullFrom > fullTo).
+	fullFrom := dayOf(fromMs + msPerDay - 1)
+	fullTo := dayOf(toMs) - 1
+	var parts [][2]int64 // [from, to) ms read from the units
+	if fullFrom > fullTo {
+		parts = append(parts, [2]int64{fromMs, toMs})
+	} else {
+		if fromMs < fullFrom*msPerDay {
+			parts = append(parts, [2]int64{fromMs, fullFrom * msPerDay})
+		}
+		if toMs > (fullTo+1)*msPerDay {
+			parts = append(parts, [2]int64{(fullTo + 1) * msPerDay, toMs})
+		}
+	}
+	u := newUsageSum(q)
+	if fullFrom <= fullTo {
+		dw := w
+		dw.conds = append([]string(nil), w.conds...)
+		dw.args = append([]any(nil), w.args...)
+		dw.add("day >= ? AND day <= ?", fullFrom, fullTo)
+		if err := s.usageDays(ctx, dw, u); err != nil {
+			return nil, err
+		}
+	}
+	for _, pt := range parts {
+		if pt[0] >= pt[1] {
+			continue
+		}
+		pw := w
+		pw.conds = append([]string(nil), w.conds...)
+		pw.args = append([]any(nil), w.args...)
+		// start_ms bounds let the start index serve the usual case.
+		pw.add("((start_ms >= ? AND start_ms < ?) OR (start_ms = 0 AND "+countMs+" >= ? AND "+countMs+" < ?))",
+			pt[0], pt[1], pt[0], pt[1])
+		if err := s.usageUnits(ctx, pw, u); err != nil {
+			return nil, err
+		}
+	}
+	return u.result(), nil
+}
+
+// usageDays adds the usage_daily rows w selects.
+func (s *Store) usageDays(ctx context.Context, w where, u *usageSum) error {
 	rows, err := s.db.QueryContext(ctx, s.q("SELECT usr, day, project, cluster, kind, "+rollupColumns+
 		", energy, emissions FROM usage_daily"+w.String()), w.args...)
 	if err != nil {
-		return nil, fmt.Errorf("store: usage: %w", err)
+		return fmt.Errorf("store: usage: %w", err)
 	}
 	defer rows.Close()
-	by := map[units.GroupBy]bool{}
-	for _, b := range q.By {
-		by[b] = true
-	}
-	type bucketKey struct {
-		from                         int64
-		cluster, kind, user, project string
-	}
-	type bucket struct {
-		c  contribution
-		to time.Time
-	}
-	buckets := map[bucketKey]*bucket{}
 	for rows.Next() {
-		var k rollupKey
-		var sums [rollupSums]float64
+		var c contribution
 		var energy, emissions string
-		dst := []any{&k.user, &k.day, &k.project, &k.cluster, &k.kind}
-		for i := range sums {
-			dst = append(dst, &sums[i])
+		dst := []any{&c.key.user, &c.key.day, &c.key.project, &c.key.cluster, &c.key.kind}
+		for i := range c.sums {
+			dst = append(dst, &c.sums[i])
 		}
 		dst = append(dst, &energy, &emissions)
 		if err := rows.Scan(dst...); err != nil {
-			return nil, fmt.Errorf("store: usage: %w", err)
+			return fmt.Errorf("store: usage: %w", err)
 		}
-		dayStart := time.UnixMilli(k.day * msPerDay).UTC()
-		from, to := q.From.UTC(), q.To.UTC()
-		switch q.Period {
-		case units.PeriodDay:
-			from, to = dayStart, dayStart.AddDate(0, 0, 1)
-		case units.PeriodMonth:
-			from = time.Date(dayStart.Year(), dayStart.Month(), 1, 0, 0, 0, 0, time.UTC)
-			to = from.AddDate(0, 1, 0)
+		if c.energy, err = decodeEnergy(energy); err != nil {
+			return fmt.Errorf("store: usage energy: %w", err)
 		}
-		bk := bucketKey{from: from.UnixMilli()}
-		if by[units.ByCluster] {
-			bk.cluster = k.cluster
+		if c.grams, err = decodeEmissions(emissions); err != nil {
+			return fmt.Errorf("store: usage emissions: %w", err)
 		}
-		if by[units.ByKind] {
-			bk.kind = k.kind
-		}
-		if by[units.ByUser] {
-			bk.user = k.user
-		}
-		if by[units.ByProject] {
-			bk.project = k.project
-		}
-		b := buckets[bk]
-		if b == nil {
-			b = &bucket{c: contribution{energy: map[zoneMethod]float64{}, grams: map[zoneProvider]float64{}}, to: to}
-			buckets[bk] = b
-		}
-		for i, v := range sums {
-			b.c.sums[i] += v
-		}
-		em, err := decodeEnergy(energy)
-		if err != nil {
-			return nil, fmt.Errorf("store: usage energy: %w", err)
-		}
-		for z, v := range em {
-			b.c.energy[z] += v
-		}
-		gm, err := decodeEmissions(emissions)
-		if err != nil {
-			return nil, fmt.Errorf("store: usage emissions: %w", err)
-		}
-		for z, v := range gm {
-			b.c.grams[z] += v
-		}
+		u.add(&c)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: usage: %w", err)
+		return fmt.Errorf("store: usage: %w", err)
 	}
-	out := make([]units.Usage, 0, len(buckets))
-	for k, b := range buckets {
+	return nil
+}
+
+// usageUnits adds the contributions of the units w selects, as the
+// rollup holds them.
+func (s *Store) usageUnits(ctx context.Context, w where, u *usageSum) error {
+	rows, err := s.db.QueryContext(ctx, s.q("SELECT "+unitColumns+" FROM units"+w.String()), w.args...)
+	if err != nil {
+		return fmt.Errorf("store: usage: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		r, err := scanRow(rows)
+		if err != nil {
+			return fmt.Errorf("store: usage: %w", err)
+		}
+		c := r.contribution()
+		u.add(&c)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("store: usage: %w", err)
+	}
+	return nil
+}
+
+type usageBucketKey struct {
+	from                         int64
+	cluster, kind, user, project string
+}
+
+type usageBucket struct {
+	c  contribution
+	to time.Time
+}
+
+// usageSum accumulates contributions into a usage query's buckets.
+type usageSum struct {
+	q       units.UsageQuery
+	by      map[units.GroupBy]bool
+	buckets map[usageBucketKey]*usageBucket
+}
+
+func newUsageSum(q units.UsageQuery) *usageSum {
+	u := &usageSum{q: q, by: map[units.GroupBy]bool{}, buckets: map[usageBucketKey]*usageBucket{}}
+	for _, b := range q.By {
+		u.by[b] = true
+	}
+	return u
+}
+
+// add puts one day's contribution into its bucket. A day or month bucket
+// is reported as the part of it the query covers: the range summed.
+func (u *usageSum) add(c *contribution) {
+	dayStart := time.UnixMilli(c.key.day * msPerDay).UTC()
+	from, to := u.q.From.UTC(), u.q.To.UTC()
+	switch u.q.Period {
+	case units.PeriodDay:
+		from, to = dayStart, dayStart.AddDate(0, 0, 1)
+	case units.PeriodMonth:
+		from = time.Date(dayStart.Year(), dayStart.Month(), 1, 0, 0, 0, 0, time.UTC)
+		to = from.AddDate(0, 1, 0)
+	}
+	if from.Before(u.q.From) {
+		from = u.q.From.UTC()
+	}
+	if to.After(u.q.To) {
+		to = u.q.To.UTC()
+	}
+	bk := usageBucketKey{from: from.UnixMilli()}
+	if u.by[units.ByCluster] {
+		bk.cluster = c.key.cluster
+	}
+	if u.by[units.ByKind] {
+		bk.kind = c.key.kind
+	}
+	if u.by[units.ByUser] {
+		bk.user = c.key.user
+	}
+	if u.by[units.ByProject] {
+		bk.project = c.key.project
+	}
+	b := u.buckets[bk]
+	if b == nil {
+		b = &usageBucket{c: contribution{energy: map[zoneMethod]float64{}, grams: map[zoneProvider]float64{}}, to: to}
+		u.buckets[bk] = b
+	}
+	for i, v := range c.sums {
+		b.c.sums[i] += v
+	}
+	for z, v := range c.energy {
+		b.c.energy[z] += v
+	}
+	for z, v := range c.grams {
+		b.c.grams[z] += v
+	}
+}
+
+func (u *usageSum) result() []units.Usage {
+	out := make([]units.Usage, 0, len(u.buckets))
+	for k, b := range u.buckets {
 		s := b.c.sums
 		out = append(out, units.Usage{
 			Cluster: k.cluster, Kind: units.Kind(k.kind), User: k.user, Project: k.project,
@@ -326,7 +434,7 @@ func (s *Store) Usage(ctx context.Context, q units.UsageQuery) ([]units.Usage, e
 		}
 		return a.Project < b.Project
 	})
-	return out, nil
+	return out
 }
 
 // members returns (cluster, user, project) triples the membership selects.

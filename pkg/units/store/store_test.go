@@ -127,6 +127,7 @@ func TestStoreSuite(t *testing.T) {
 			t.Run("Describe", func(t *testing.T) { testDescribe(t, open(t, clock)) })
 			t.Run("Filters", func(t *testing.T) { testFilters(t, open(t, clock)) })
 			t.Run("Usage", func(t *testing.T) { testUsage(t, open(t, clock)) })
+			t.Run("UsageRange", func(t *testing.T) { testUsageRange(t, open(t, clock)) })
 			t.Run("Access", func(t *testing.T) { testAccess(t, open(t, clock)) })
 			t.Run("Pending", func(t *testing.T) { testPending(t, open(t, clock)) })
 			t.Run("Prune", func(t *testing.T) { testPrune(t, open(t, clock)) })
@@ -380,6 +381,69 @@ func testFilters(t *testing.T, s *Store) {
 	}
 }
 
+// testUsageRange checks that usage sums the units that started in the
+// range asked, not in the whole days it touches, and reports the range it
+// summed.
+func testUsageRange(t *testing.T, s *Store) {
+	ctx := context.Background()
+	d := time.Date(2026, 3, 20, 0, 0, 0, 0, time.UTC)
+	h := func(hours int) time.Time { return d.Add(time.Duration(hours) * time.Hour) }
+	var obs []Observation
+	for _, u := range []struct {
+		id     string
+		start  time.Time
+		joules float64
+	}{{"a", h(2), 1000}, {"b", h(10), 200}, {"c", h(20), 30}, {"e", h(36), 4}} {
+		obs = append(obs, Observation{Key: units.Key{Cluster: "c1", Kind: units.KindPod, ID: u.id}, Project: "shop",
+			First: u.start, Last: u.start.Add(time.Hour), Delta: energy(u.joules, 0), Status: units.StatusFinal})
+	}
+	if err := s.ApplyCycle(ctx, "tsdb", d, obs); err != nil {
+		t.Fatal(err)
+	}
+	// A job Slurm describes, not started: it counts at its submission.
+	if err := s.UpsertJobs(ctx, "sacct", d, []units.Unit{{Cluster: "c1", Kind: units.KindJob, ID: "p", User: "alice", Project: "shop",
+		State: "PENDING", Submit: h(7)}}); err != nil {
+		t.Fatal(err)
+	}
+	type want struct {
+		from, to time.Time
+		units    int64
+		joules   float64
+	}
+	for _, c := range []struct {
+		name     string
+		from, to time.Time
+		period   units.Period
+		want     []want
+	}{
+		{"06:00-18:00", h(6), h(18), "", []want{{h(6), h(18), 2, 200}}},
+		{"within a day, by day", h(6), h(18), units.PeriodDay, []want{{h(6), h(18), 2, 200}}},
+		{"partial days and a whole one", h(-12), h(37), "", []want{{h(-12), h(37), 5, 1234}}},
+		{"by day from 06:00", h(6), h(48), units.PeriodDay, []want{{h(6), h(24), 3, 230}, {h(24), h(48), 1, 4}}},
+		{"across midnight", h(19), h(30), units.PeriodDay, []want{{h(19), h(24), 1, 30}}},
+		{"whole days", h(0), h(48), units.PeriodMonth, []want{{h(0), h(48), 5, 1234}}},
+		{"an instant", h(10), h(10).Add(time.Millisecond), "", []want{{h(10), h(10).Add(time.Millisecond), 1, 200}}},
+	} {
+		us, err := s.Usage(ctx, units.UsageQuery{From: c.from, To: c.to, Period: c.period, Projects: []string{"shop"}})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		var got []want
+		for _, u := range us {
+			got = append(got, want{u.From, u.To, u.Units, u.Figures.Joules()})
+		}
+		if len(got) != len(c.want) {
+			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
+			continue
+		}
+		for i := range got {
+			if !got[i].from.Equal(c.want[i].from) || !got[i].to.Equal(c.want[i].to) || got[i].units != c.want[i].units || !near(got[i].joules, c.want[i].joules) {
+				t.Errorf("%s: bucket %d %+v, want %+v", c.name, i, got[i], c.want[i])
+			}
+		}
+	}
+}
+
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
 
 func testUsage(t *testing.T, s *Store) {
@@ -417,7 +481,8 @@ func testUsage(t *testing.T, s *Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(days) != 2 || days[0].Units != 2 || days[1].Units != 1 || !days[0].From.Equal(t0.Truncate(24*time.Hour)) ||
+	// The first day is summed from t0 (08:00), and says so.
+	if len(days) != 2 || days[0].Units != 2 || days[1].Units != 1 || !days[0].From.Equal(t0) ||
 		!days[1].To.Equal(t0.Truncate(24*time.Hour).Add(48*time.Hour)) {
 		t.Errorf("daily usage %+v", days)
 	}

@@ -17,6 +17,11 @@ import (
 type SeriesState struct {
 	V float64 `json:"v"` // value
 	T int64   `json:"t"` // Unix milliseconds
+	// I is the series' identity (the updater's fingerprint of the labels
+	// that name the counter), so a series whose descriptive labels were
+	// filled in later continues from this sample; empty in state written
+	// before it was kept.
+	I string `json:"i,omitempty"`
 }
 
 // Tracked is what the updater needs of a unit it follows.

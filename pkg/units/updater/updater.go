@@ -16,14 +16,21 @@
 // when the exporter first sees the workload, so the first value is what
 // the workload used until then. This also makes an updater that starts
 // late (or after its store was lost) count a running unit's whole life,
-// as far back as the counter goes.
+// as far back as the counter goes. A series whose descriptive labels
+// were filled in after the workload's first series (a pod's namespace) is
+// the same counter: it continues from the kept sample of the series with
+// the same identity (its labels less the descriptive ones), not from 0.
 //
 // The last sample of each series is kept in the store, in the same
 // transaction as the figures and the cursor, so a restart neither loses
 // nor counts anything twice. A unit seen in a window is running; an open
-// unit with no sample in a successful window has ended and its figures are
-// final (the exporter keeps an ended workload's counters for its
-// retention, so the last increase is counted before the series stop). If
+// unit with no sample for longer than a running one goes without (the
+// longer of Interval and Delay, which exceeds the scrape interval) in
+// successful windows has ended and its figures are final (the exporter
+// keeps an ended workload's counters for its retention, so the last
+// increase is counted before the series stop); a short window, such as
+// the tail of a catch-up, ends nothing. A unit known only from a
+// manager's metadata, with no series ever counted, stays pending. If
 // a final unit's series come back (an exporter that was unreachable), it
 // is reopened and counting goes on from the kept samples. When the TSDB
 // can't be read, nothing is written but the running units' status, which
@@ -355,7 +362,7 @@ func (u *Updater) Cycle(ctx context.Context) (r Result) {
 		}
 		return r
 	}
-	obs, err := u.observe(ctx, streams, start, &r)
+	obs, err := u.observe(ctx, streams, start, end, &r)
 	if err != nil {
 		r.Err = err
 		return r
@@ -371,6 +378,50 @@ type stream struct {
 	fam    *family
 	lvl    level
 	series *model.SampleStream
+	// id is the fingerprint of every label, ident of the labels that
+	// name the counter (identity).
+	id, ident string
+}
+
+// descriptive are labels that describe a workload without naming its
+// counter, which the exporter may fill in after the workload's first
+// series (enrichment answers later: a pod's namespace and name, a job's
+// user): the series under the new labels goes on from the same counter.
+// Every other label (the unit's id, the exporter's instance and job, the
+// node, zone, mode, source, method, provider, device, op, protocol,
+// direction, a cluster label, external labels) names the counter: series
+// that differ in one of them are different counters and are never
+// merged.
+var descriptive = map[model.LabelName]bool{
+	"namespace": true, "pod": true, "container": true, "vm": true,
+	"qos": true, "user": true, "uid": true,
+}
+
+// identity is the fingerprint of m's labels less the descriptive ones.
+func identity(m model.Metric) string {
+	ls := make(model.LabelSet, len(m))
+	for k, v := range m {
+		if !descriptive[k] {
+			ls[k] = v
+		}
+	}
+	return ls.Fingerprint().String()
+}
+
+// successor is where a series new to a unit's state starts: the newest
+// kept sample of a series with the same identity (the same counter under
+// labels filled in since), or nothing (count from 0). Only the value is
+// taken: the new series' own samples are all new to it, even those at or
+// before the other's last (both exported while the old one is retained).
+func successor(kept map[string]store.SeriesState, ident string) (store.SeriesState, bool) {
+	var best store.SeriesState
+	found := false
+	for _, s := range kept {
+		if s.I == ident && (!found || s.T > best.T) {
+			best, found = s, true
+		}
+	}
+	return store.SeriesState{V: best.V}, found
 }
 
 // query sends one range query per family, in parallel.
@@ -444,7 +495,7 @@ type acc struct {
 
 // observe turns the window's samples into observations: increases for
 // the units seen, final for the open units not seen.
-func (u *Updater) observe(ctx context.Context, streams []stream, start time.Time, r *Result) ([]store.Observation, error) {
+func (u *Updater) observe(ctx context.Context, streams []stream, start, end time.Time, r *Result) ([]store.Observation, error) {
 	open, err := u.s.Open(ctx)
 	if err != nil {
 		return nil, err
@@ -478,8 +529,33 @@ func (u *Updater) observe(ctx context.Context, streams []stream, start time.Time
 		}
 		r.New = len(missing) - len(found)
 	}
+	// Series of one counter (the same identity) in the order they began,
+	// so that one whose labels were filled in later continues from the
+	// one before it, counted first.
+	firstTs := func(st stream) int64 {
+		if len(st.series.Values) == 0 {
+			return 0
+		}
+		return int64(st.series.Values[0].Timestamp)
+	}
+	for i := range streams {
+		streams[i].id = streams[i].series.Metric.Fingerprint().String()
+		streams[i].ident = identity(streams[i].series.Metric)
+	}
+	order := make([]int, len(streams))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(x, y int) bool {
+		a, b := streams[order[x]], streams[order[y]]
+		if a.ident != b.ident {
+			return a.ident < b.ident
+		}
+		return firstTs(a) < firstTs(b)
+	})
 	startMs := start.UnixMilli()
-	for i, st := range streams {
+	for _, i := range order {
+		st := streams[i]
 		k := keys[i]
 		a := seen[k]
 		if a.obs.Series == nil {
@@ -500,8 +576,11 @@ func (u *Updater) observe(ctx context.Context, streams []stream, start time.Time
 		if a.obs.Project == "" && st.lvl.project != "" {
 			a.obs.Project = string(m[st.lvl.project])
 		}
-		id := m.Fingerprint().String()
+		id := st.id
 		prev, had := a.obs.Series[id]
+		if !had {
+			prev, had = successor(a.obs.Series, st.ident)
+		}
 		counted := false
 		r.Series++
 		for _, sp := range st.series.Values {
@@ -526,7 +605,7 @@ func (u *Updater) observe(ctx context.Context, streams []stream, start time.Time
 				st.fam.add(&a.obs.Delta, m, d)
 			}
 			first := !had
-			prev, had, counted = store.SeriesState{V: v, T: ts}, true, true
+			prev, had, counted = store.SeriesState{V: v, T: ts, I: st.ident}, true, true
 			a.fresh = true
 			// First and Last follow the samples that show activity (a
 			// series' first, or a counter that grew): an ended
@@ -562,12 +641,34 @@ func (u *Updater) observe(ctx context.Context, streams []stream, start time.Time
 		out = append(out, a.obs)
 		r.Running++
 	}
+	// A running unit has a sample at least every scrape interval, which
+	// updater.delay must exceed, and normally one every cycle; a window
+	// can be shorter than that (the tail of a catch-up read in steps of
+	// MaxWindow), so an empty window alone does not end a unit.
+	quiet := max(u.c.Interval, u.c.Delay).Milliseconds()
 	for _, t := range open {
 		if a := seen[t.Key]; a != nil && a.fresh {
 			continue
 		}
-		// Open, and no new sample in a window the TSDB answered: its
-		// series have stopped, every sample is counted.
+		if len(t.Series) == 0 {
+			// Known from a manager's metadata (Slurm) only: no series
+			// was ever counted, so nothing says its figures are
+			// complete. It stays pending, never final with zeros.
+			continue
+		}
+		if lastSample(t.Series) > end.UnixMilli()-quiet {
+			// Sampled more recently than a running unit can go
+			// without a sample: still running. A unit pending since
+			// the TSDB failed is running again, its figures current.
+			if t.Status == units.StatusPending {
+				out = append(out, store.Observation{Key: t.Key, Status: units.StatusRunning})
+				r.Running++
+			}
+			continue
+		}
+		// Open, and no new sample for longer than a running unit goes
+		// without one, in windows the TSDB answered: its series have
+		// stopped, every sample is counted.
 		out = append(out, store.Observation{Key: t.Key, Status: units.StatusFinal})
 		r.Ended++
 	}
@@ -583,6 +684,16 @@ func (u *Updater) observe(ctx context.Context, streams []stream, start time.Time
 		return a.ID < b.ID
 	})
 	return out, nil
+}
+
+// lastSample is the time (Unix ms) of the newest sample counted into a
+// unit.
+func lastSample(series map[string]store.SeriesState) int64 {
+	var last int64
+	for _, s := range series {
+		last = max(last, s.T)
+	}
+	return last
 }
 
 func (u *Updater) key(st stream) units.Key {
