@@ -74,7 +74,14 @@ type MungeConfig struct {
 	LookupUser func(uid string) (string, error)
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// MaxConcurrent bounds the unmunge processes running at once
+	// (DefaultMungeConcurrent when 0): anyone who can reach the server
+	// can send a credential, and each costs a process.
+	MaxConcurrent int
 }
+
+// DefaultMungeConcurrent is MungeConfig.MaxConcurrent's default.
+const DefaultMungeConcurrent = 16
 
 // Munge checks MUNGE credentials with unmunge, which asks the local
 // munged: there is no pure-Go MUNGE decoder, and the cgo binding would
@@ -87,6 +94,8 @@ type Munge struct {
 	// server may be reached through several.
 	mu   sync.Mutex
 	seen map[[32]byte]time.Time
+	// slots holds a token per running unmunge.
+	slots chan struct{}
 }
 
 // DefaultMungeMaxTTL is MungeConfig.MaxTTL's default.
@@ -109,7 +118,10 @@ func NewMunge(cfg MungeConfig) (*Munge, error) {
 	if len(cfg.Audiences) == 0 {
 		return nil, errors.New("api.munge.audiences: required with api.munge.enabled: the URLs clients reach this server under (https://host:port)")
 	}
-	m := &Munge{cfg: cfg, audiences: map[string]bool{}, seen: map[[32]byte]time.Time{}}
+	if cfg.MaxConcurrent <= 0 {
+		cfg.MaxConcurrent = DefaultMungeConcurrent
+	}
+	m := &Munge{cfg: cfg, audiences: map[string]bool{}, seen: map[[32]byte]time.Time{}, slots: make(chan struct{}, cfg.MaxConcurrent)}
 	for _, a := range cfg.Audiences {
 		n, err := Audience(a)
 		if err != nil {
@@ -203,6 +215,12 @@ func (m *Munge) remember(key [32]byte, forget, now time.Time) bool {
 func (m *Munge) unmunge(ctx context.Context, cred string) (mungeMeta, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	select {
+	case m.slots <- struct{}{}:
+		defer func() { <-m.slots }()
+	case <-ctx.Done():
+		return mungeMeta{}, &Error{http.StatusServiceUnavailable, "MUNGE: too many credentials being checked; try again"}
+	}
 	cmd := exec.CommandContext(ctx, m.cfg.Unmunge, "--numeric", "--keys=STATUS,ENCODE_TIME,TTL,UID")
 	cmd.Stdin = strings.NewReader(cred)
 	var out, stderr bytes.Buffer

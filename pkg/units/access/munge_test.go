@@ -137,6 +137,33 @@ func TestNewMungeErrorsNameKeys(t *testing.T) {
 	}
 }
 
+// At most MaxConcurrent unmunge processes run at once: two credentials
+// checked together by a one-slot Munge take two runs' time.
+func TestMungeConcurrency(t *testing.T) {
+	slow := filepath.Join(t.TempDir(), "unmunge")
+	writeFile(t, slow, "#!/bin/sh\ncat >/dev/null\nsleep 0.4\necho 'unmunge: Error: Invalid credential' >&2\nexit 14\n", 0o755)
+	m, err := NewMunge(MungeConfig{Unmunge: slow, Audiences: []string{"http://x"}, MaxConcurrent: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := m.Verify(t.Context(), "MUNGE:abc:", httptest.NewRequest("GET", "/", nil))
+			errs <- err
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err == nil || !strings.Contains(err.Error(), "Invalid credential") {
+			t.Errorf("got %v, want unmunge's refusal", err)
+		}
+	}
+	if d := time.Since(t0); d < 800*time.Millisecond {
+		t.Errorf("two checks took %v: they ran at once", d)
+	}
+}
+
 func TestAudience(t *testing.T) {
 	for in, want := range map[string]string{
 		"http://H:80":             "http://h:80",
