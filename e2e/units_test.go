@@ -5,16 +5,19 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"math"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -24,11 +27,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/bcrypt"
-
 	"github.com/wattrace/wattrace/internal/testenv"
 	"github.com/wattrace/wattrace/pkg/units"
-	"github.com/wattrace/wattrace/pkg/units/acct"
+	"github.com/wattrace/wattrace/pkg/units/access"
 	"github.com/wattrace/wattrace/pkg/units/api"
 )
 
@@ -348,7 +349,8 @@ func otherAddress(t *testing.T) net.IP {
 // (admin) sees all four, a forged user header from an untrusted address
 // is refused, and `wattrace acct` run as alice prints her jobs only and
 // its --json parses; on C: while the TSDB is down units go pending and no
-// unit's energy ever drops or is zeroed.
+// unit's energy ever drops or is zeroed; on D, which accepts MUNGE and
+// trusts no address: checkAcctMunge.
 func TestUnitsSlurm(t *testing.T) {
 	requireRoot(t)
 	if _, err := os.Stat("/sys/fs/cgroup/cpuacct/cpuacct.usage"); err != nil {
@@ -404,8 +406,8 @@ remote_write:
 			"--updater.lookback=30m", "--slurm.source=sacct", "--slurm.interval=1m", "--slurm.lookback=1h",
 			"--api.trusted-proxies=127.0.0.1", "--api.admins=carol", "--api.tokens-file=" + tokens, "--log.level=debug"}
 	}
-	newServer := func(name string, basic *[2]string, args ...string) *apiServer {
-		s := &apiServer{name: name, basic: basic, port: freePort(t), log: filepath.Join(dir, name+".log"), t: t}
+	newServerAt := func(name string, port int, basic *[2]string, args ...string) *apiServer {
+		s := &apiServer{name: name, basic: basic, port: port, log: filepath.Join(dir, name+".log"), t: t}
 		s.args = append([]string{fmt.Sprintf("--web.listen-address=0.0.0.0:%d", s.port)}, args...)
 		t.Cleanup(func() {
 			s.stop()
@@ -415,6 +417,9 @@ remote_write:
 		})
 		s.start()
 		return s
+	}
+	newServer := func(name string, basic *[2]string, args ...string) *apiServer {
+		return newServerAt(name, freePort(t), basic, args...)
 	}
 	// B reads Slurm through slurmrestd (JWT of carol, a Slurm admin),
 	// A and C through sacct.
@@ -435,25 +440,18 @@ remote_write:
 	b := newServer("B", nil, bArgs...)
 	// Remote write catches up after the outage: read further behind.
 	c := newServer("C", nil, append(common(vm.URL, 12*time.Second), "--store.path="+filepath.Join(dir, "c.db"))...)
-	// D requires basic auth (exporter-toolkit web config) and trusts no
-	// address: the setgid `wattrace acct` install talks to it.
-	acctPass := "acct-e2e-password"
-	hash, err := bcrypt.GenerateFromPassword([]byte(acctPass), bcrypt.MinCost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	webCfg := filepath.Join(dir, "web.yml")
-	if err := os.WriteFile(webCfg, []byte("basic_auth_users:\n  acct: "+string(hash)+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	dArgs := append(common(prom, 4*time.Second), "--store.path="+filepath.Join(dir, "d.db"), "--web.config.file="+webCfg)
+	// D accepts MUNGE credentials made for its URL and trusts no address:
+	// `wattrace acct` as the users run it on a Slurm cluster.
+	dPort := freePort(t)
+	dArgs := append(common(prom, 4*time.Second), "--store.path="+filepath.Join(dir, "d.db"),
+		"--api.munge.enabled", fmt.Sprintf("--api.munge.audiences=http://127.0.0.1:%d", dPort))
 	for i, arg := range dArgs {
 		if strings.HasPrefix(arg, "--api.trusted-proxies=") {
 			dArgs = slices.Delete(dArgs, i, i+1)
 			break
 		}
 	}
-	d := newServer("D", &[2]string{"acct", acctPass}, dArgs...)
+	d := newServerAt("D", dPort, nil, dArgs...)
 	servers := []*apiServer{a, b, c}
 
 	// The jobs. Output nowhere: the users can't write the test's dirs.
@@ -601,7 +599,7 @@ remote_write:
 
 	checkAccess(t, a, byKey, begin)
 	checkAcct(t, a, e, aliceToken, byKey)
-	checkAcctSetgid(t, d, acctPass, byKey)
+	checkAcctMunge(t, d, byKey)
 	watch.stop()
 	watch.check()
 }
@@ -794,39 +792,20 @@ func (w *watcher) check() {
 	}
 }
 
-// checkAcctSetgid installs `wattrace acct` as CEEMS installs cacct: the
-// client file with D's basic-auth credentials readable only by a group,
-// the binary setgid to it. alice cannot read the file, cannot ask D as
-// anyone (no credentials: 401), and the setgid acct shows her jobs only
-// and refuses --config and --url.
-func checkAcctSetgid(t *testing.T, d *apiServer, password string, jobs map[string]*e2eJob) {
+// checkAcctMunge: on D, which accepts MUNGE credentials made for its URL
+// and trusts no address, alice's `wattrace acct` (runuser, no token, no
+// setgid bit, a world-readable client file without secrets) authenticates
+// with the real munged and shows her jobs only. Credentials bob makes with
+// the real munge command are refused when replayed, expired, restricted
+// to another uid, made for a server of his own, or when he names alice;
+// one whose payload claims alice is still bob's. Bob, with every file and
+// environment variable of the install, cannot act as alice, and alice's
+// acct run in an environment bob chose (GODEBUG=http2debug=2,
+// HTTPS_PROXY to his listener, SSL_KEYLOGFILE, --url to his TLS server)
+// gives him only a credential D refuses.
+func checkAcctMunge(t *testing.T, d *apiServer, jobs map[string]*e2eJob) {
 	t.Helper()
-	const group = "wattrace-e2e-acct"
-	if _, err := os.Stat(acctConfig); err == nil {
-		t.Fatalf("%s exists: not overwriting a real install", acctConfig)
-	}
-	if out, err := exec.Command("groupadd", "--system", group).CombinedOutput(); err != nil {
-		t.Fatalf("groupadd: %v %s", err, out)
-	}
-	defer exec.Command("groupdel", group).Run()
-	made := !exists(filepath.Dir(acctConfig))
-	if err := os.MkdirAll(filepath.Dir(acctConfig), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		os.Remove(acctConfig)
-		if made {
-			os.Remove(filepath.Dir(acctConfig))
-		}
-	}()
-	cfg := fmt.Sprintf("url: %s\nusername: acct\npassword: %s\n", d.url(), password)
-	if err := os.WriteFile(acctConfig, []byte(cfg), 0o640); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("chgrp", group, acctConfig).CombinedOutput(); err != nil {
-		t.Fatalf("chgrp: %v %s", err, out)
-	}
-	dir, err := os.MkdirTemp("", "wattrace-e2e-setgid-")
+	dir, err := os.MkdirTemp("", "wattrace-e2e-munge-")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -835,52 +814,230 @@ func checkAcctSetgid(t *testing.T, d *apiServer, password string, jobs map[strin
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, "wattrace")
-	if out, err := exec.Command("install", "-o", "root", "-g", group, "-m", "2755", exporterBinary(t), bin).CombinedOutput(); err != nil {
-		t.Fatalf("install setgid: %v %s", err, out)
+	if out, err := exec.Command("install", "-m", "0755", exporterBinary(t), bin).CombinedOutput(); err != nil {
+		t.Fatalf("install: %v %s", err, out)
 	}
-	asAlice := func(name string, args ...string) (string, error) {
-		cmd := exec.Command("runuser", append([]string{"-u", "alice", "--", name}, args...)...)
+	cfg := filepath.Join(dir, "acct.yaml")
+	if err := os.WriteFile(cfg, []byte("url: "+d.url()+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	as := func(user, stdin string, env []string, name string, args ...string) (string, string, error) {
+		cmd := exec.Command("runuser", append([]string{"-u", user, "--", name}, args...)...)
+		cmd.Env = append(os.Environ(), env...)
 		cmd.Dir = "/tmp"
-		out, err := cmd.CombinedOutput()
-		return string(out), err
+		cmd.Stdin = strings.NewReader(stdin)
+		var out, errb strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		return out.String(), errb.String(), err
 	}
-	if out, err := asAlice("cat", acctConfig); err == nil || strings.Contains(out, password) {
-		t.Errorf("alice can read %s: %q", acctConfig, out)
+	mine := func(out string, who string) {
+		t.Helper()
+		own, other := []string{"multistep", "cancelled"}, []string{"short", "running"}
+		if who == "bob" {
+			own, other = other, own
+		}
+		for _, k := range own {
+			if !strings.Contains(out, "\n"+jobs[k].id+" ") {
+				t.Errorf("%s's acct lacks their job %s:\n%s", who, jobs[k].id, out)
+			}
+		}
+		for _, k := range other {
+			if strings.Contains(out, "\n"+jobs[k].id+" ") {
+				t.Errorf("%s's acct shows job %s of another user:\n%s", who, jobs[k].id, out)
+			}
+		}
 	}
-	// Without the file's credentials, D refuses alice's claim outright.
-	req, _ := http.NewRequest(http.MethodGet, d.url()+"/api/v1/units?kind=job", nil)
-	req.Header.Set(api.DefaultUserHeader, "carol")
-	if code, _, _ := do(req); code != http.StatusUnauthorized {
-		t.Errorf("header without credentials to D: %d, want 401", code)
-	}
-	out, err := asAlice(bin, "acct", "--starttime=now-1h", "--format=jobid,user,project,state,energy")
+	out, errOut, err := as("alice", "", nil, bin, "acct", "--config", cfg, "--starttime=now-1h", "--format=jobid,user,project,state,energy")
 	if err != nil {
-		t.Fatalf("setgid wattrace acct as alice: %v\n%s", err, out)
+		t.Fatalf("wattrace acct (MUNGE) as alice: %v\n%s%s", err, out, errOut)
 	}
-	t.Logf("setgid wattrace acct as alice:\n%s", out)
-	for _, k := range []string{"multistep", "cancelled"} {
-		if !strings.Contains(out, "\n"+jobs[k].id+" ") {
-			t.Errorf("setgid acct lacks alice's job %s", jobs[k].id)
-		}
+	t.Logf("wattrace acct (MUNGE) as alice:\n%s", out)
+	mine(out, "alice")
+	js, errOut, err := as("alice", "", nil, bin, "acct", "--config", cfg, "--starttime=now-1h", "--json")
+	var us []units.Unit
+	if err != nil || json.Unmarshal([]byte(js), &us) != nil || len(us) != 2 {
+		t.Errorf("acct --json (MUNGE) as alice: %v %d units %s", err, len(us), errOut)
 	}
-	for _, k := range []string{"short", "running"} {
-		if strings.Contains(out, "\n"+jobs[k].id+" ") {
-			t.Errorf("setgid acct shows bob's job %s to alice", jobs[k].id)
-		}
+	if out, errOut, err := as("alice", "", nil, bin, "acct", "--config", cfg, "--user=bob"); err == nil || !strings.Contains(errOut, "403") {
+		t.Errorf("acct --user=bob as alice over MUNGE: %v %s%s, want the server's 403", err, out, errOut)
 	}
-	for _, args := range [][]string{{"--config", acctConfig}, {"--url", "http://127.0.0.1:1"}} {
-		if out, err := asAlice(bin, append([]string{"acct"}, args...)...); err == nil || !strings.Contains(out, "not allowed in a setgid install") {
-			t.Errorf("setgid acct %v: %v %s", args, err, out)
-		}
-	}
-}
 
-// acctConfig is where a setgid `wattrace acct` reads its credentials.
-const acctConfig = acct.DefaultConfigFile
+	// Credentials bob makes with the real munge, sent by hand.
+	const path = "/api/v1/units?kind=job"
+	dAud, _ := access.Audience(d.url())
+	n := 0
+	payload := func(aud string, extra map[string]any) string {
+		n++
+		p := map[string]any{"v": 1, "aud": aud, "method": "GET", "path": path, "nonce": fmt.Sprintf("e2e-%d-%d", time.Now().UnixNano(), n)}
+		for k, v := range extra {
+			p[k] = v
+		}
+		b, _ := json.Marshal(p)
+		return string(b)
+	}
+	mungeAs := func(user, payload string, args ...string) string {
+		t.Helper()
+		out, errOut, err := as(user, payload, nil, "munge", args...)
+		if err != nil {
+			t.Fatalf("munge %v as %s: %v %s", args, user, err, errOut)
+		}
+		return strings.TrimSpace(out)
+	}
+	ask := func(cred, header string) (int, string, []string) {
+		req, _ := http.NewRequest(http.MethodGet, d.url()+path, nil)
+		req.Header.Set("Authorization", "MUNGE "+cred)
+		if header != "" {
+			req.Header.Set(api.DefaultUserHeader, header)
+		}
+		code, data, msg := do(req)
+		var got []units.Unit
+		_ = json.Unmarshal(data, &got)
+		var owners []string
+		for _, u := range got {
+			owners = append(owners, u.User)
+		}
+		return code, msg, owners
+	}
+	refused := func(what string, code int, msg string) {
+		t.Helper()
+		if code != 401 && code != 403 {
+			t.Errorf("%s: %d %s, want 401 or 403", what, code, msg)
+		} else {
+			t.Logf("%s: %d %s", what, code, msg)
+		}
+	}
+	bobs := mungeAs("bob", payload(dAud, nil), "-t", "60")
+	if code, msg, owners := ask(bobs, ""); code != 200 || len(owners) == 0 || slices.ContainsFunc(owners, func(u string) bool { return u != "bob" }) {
+		t.Errorf("bob's own credential: %d %s, owners %v, want bob's jobs", code, msg, owners)
+	}
+	code, msg, _ := ask(bobs, "")
+	refused("bob's credential replayed", code, msg)
+	expired := mungeAs("bob", payload(dAud, nil), "-t", "1")
+	time.Sleep(2500 * time.Millisecond)
+	code, msg, _ = ask(expired, "")
+	refused("bob's expired credential (-t 1)", code, msg)
+	code, msg, _ = ask(mungeAs("bob", payload(dAud, nil), "-t", "60", "-u", "alice"), "")
+	refused("bob's credential restricted to alice's uid", code, msg)
+	code, msg, _ = ask(mungeAs("bob", payload(fmt.Sprintf("http://127.0.0.1:%d", freePort(t)), nil), "-t", "60"), "")
+	refused("bob's credential made for a server of his own", code, msg)
+	aliceUser, err := user.Lookup("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := map[string]any{"user": "alice", "uid": aliceUser.Uid}
+	if code, msg, owners := ask(mungeAs("bob", payload(dAud, claim), "-t", "60"), ""); code != 200 || slices.Contains(owners, "alice") {
+		t.Errorf("bob's credential whose payload claims alice: %d %s, owners %v, want bob's jobs only", code, msg, owners)
+	}
+	code, msg, _ = ask(mungeAs("bob", payload(dAud, claim), "-t", "60"), "alice")
+	refused("bob's credential naming alice in the user header", code, msg)
 
-func exists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
+	// bob with the install's files and environment: his acct asks as bob.
+	env := []string{"WATTRACE_API_URL=" + d.url()}
+	if out, errOut, err := as("bob", "", env, bin, "acct", "--config", cfg, "--user=alice"); err == nil || !strings.Contains(errOut, "403") {
+		t.Errorf("bob's acct --user=alice: %v %s%s, want 403", err, out, errOut)
+	}
+	out, errOut, err = as("bob", "", env, bin, "acct", "--config", cfg, "--starttime=now-1h")
+	if err != nil {
+		t.Fatalf("bob's acct: %v %s", err, errOut)
+	}
+	mine(out, "bob")
+
+	// alice's acct in an environment bob chose, sent to bob's server.
+	var mu sync.Mutex
+	var caught []*http.Request
+	evil := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		caught = append(caught, r.Clone(context.Background()))
+		mu.Unlock()
+		_, _ = io.WriteString(w, `{"status":"success","data":[]}`)
+	}))
+	evil.EnableHTTP2 = true
+	evil.StartTLS()
+	defer evil.Close()
+	ca := filepath.Join(dir, "evil-ca.pem")
+	evilCfg := filepath.Join(dir, "evil.yaml")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: evil.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(evilCfg, []byte("url: "+evil.URL+"\nca_file: "+ca+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	var proxied strings.Builder
+	go func() {
+		for {
+			c, err := proxy.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+			b, _ := io.ReadAll(io.LimitReader(c, 1<<16))
+			mu.Lock()
+			proxied.Write(b)
+			mu.Unlock()
+			c.Close()
+		}
+	}()
+	keyDir := filepath.Join(dir, "keys")
+	if err := os.Mkdir(keyDir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Chmod(keyDir, 0o777)
+	hostile := []string{"GODEBUG=http2debug=2", "HTTPS_PROXY=http://" + proxy.Addr().String(), "HTTP_PROXY=http://" + proxy.Addr().String(),
+		"SSL_KEYLOGFILE=" + filepath.Join(keyDir, "keys.log"), "WATTRACE_API_URL=" + evil.URL}
+	out, errOut, err = as("alice", "", hostile, bin, "acct", "--config", evilCfg, "--url", evil.URL, "--starttime=now-1h")
+	if err != nil {
+		t.Fatalf("alice's acct in bob's environment: %v %s%s", err, out, errOut)
+	}
+	if !strings.Contains(errOut, "http2:") {
+		t.Errorf("GODEBUG=http2debug=2 printed nothing: %s", errOut)
+	}
+	keys, _ := os.ReadFile(filepath.Join(keyDir, "keys.log"))
+	mu.Lock()
+	loot := out + errOut + string(keys) + proxied.String()
+	reqs := caught
+	for _, r := range caught {
+		loot += "\n" + r.Header.Get("Authorization")
+	}
+	mu.Unlock()
+	if len(reqs) != 1 || len(keys) != 0 || proxied.Len() != 0 {
+		t.Errorf("bob's server saw %d requests (want 1), the key log holds %d bytes, the proxy %d (want none)", len(reqs), len(keys), proxied.Len())
+	}
+	// The debug dump and the request carry the same credential.
+	creds := slices.Compact(slices.Sorted(slices.Values(regexp.MustCompile(`MUNGE:[A-Za-z0-9+/=]+:`).FindAllString(loot, -1))))
+	if len(creds) != 1 {
+		t.Errorf("bob caught %d distinct credentials, want the one acct sent", len(creds))
+	}
+	if len(creds) == 0 {
+		t.Fatalf("no MUNGE credential in what bob caught:\n%s", loot)
+	}
+	for i, cred := range creds {
+		for _, r := range reqs {
+			req, _ := http.NewRequest(http.MethodGet, d.url()+r.URL.RequestURI(), nil)
+			req.Header.Set("Authorization", "MUNGE "+cred)
+			code, _, msg := do(req)
+			refused(fmt.Sprintf("alice's credential %d caught by bob, replayed to D", i), code, msg)
+			req.Header.Set(api.DefaultUserHeader, "alice")
+			code, _, msg = do(req)
+			refused(fmt.Sprintf("alice's credential %d caught by bob, replayed to D naming alice", i), code, msg)
+		}
+	}
+
+	// Without a credential D believes no header, from any address.
+	req, _ := http.NewRequest(http.MethodGet, d.url()+path, nil)
+	req.Header.Set(api.DefaultUserHeader, "carol")
+	if code, _, _ := do(req); code != http.StatusForbidden {
+		t.Errorf("a header without credentials to D: %d, want 403", code)
+	}
+	req.Header.Del(api.DefaultUserHeader)
+	if code, _, _ := do(req); code != http.StatusUnauthorized {
+		t.Errorf("no credential to D: %d, want 401", code)
+	}
 }
 
 // exporterWatch scrapes the exporter every second and keeps each job's

@@ -88,6 +88,9 @@ type Config struct {
 	Updater Updater
 	Slurm   Slurm
 	API     API
+	// Identity and Timeouts are the identity and hardening block.
+	Identity Identity
+	Timeouts Timeouts
 }
 
 // Web is the HTTP server: addresses and exporter-toolkit's web config
@@ -208,10 +211,11 @@ func NewFlagSet(name string) *pflag.FlagSet {
 	fs.String(KeySlurmRestdToken, "", "File holding slurmrestd's JWT (X-SLURM-USER-TOKEN), re-read before each request.")
 
 	fs.String(KeyAPIUserHeader, "X-Grafana-User", "Header a trusted proxy (Grafana) sets to the requesting user.")
-	fs.StringSlice(KeyAPITrustedProxies, nil, "Networks (CIDR or address) whose user header is believed. Repeatable.")
+	fs.StringSlice(KeyAPITrustedProxies, nil, "Networks (CIDR or address) whose requests are a proxy without any credential, their user header believed: weaker than api.proxies, since anyone who can send from them is the proxy. Repeatable.")
 	fs.StringSlice(KeyAPIAdmins, nil, "Users who see every unit. Repeatable.")
 	fs.Duration(KeyAPIMaxRange, 366*24*time.Hour, "Longest time range one query may ask for.")
 	fs.String(KeyAPITokensFile, "", "YAML file mapping users to the hex SHA-256 of their bearer tokens (wattrace acct --token). Empty: no tokens.")
+	addIdentityFlags(fs)
 	return fs
 }
 
@@ -294,6 +298,7 @@ func decode(d *cli.Decoder) (*Config, error) {
 			TokensFile: d.String(KeyAPITokensFile),
 		},
 	}
+	decodeIdentity(d, c)
 	for _, k := range d.Strings(KeyUpdaterKinds) {
 		c.Updater.Kinds = append(c.Updater.Kinds, units.Kind(k))
 	}
@@ -410,5 +415,108 @@ func (c *Config) Validate() error {
 	if c.API.UserHeader == "" {
 		bad(KeyAPIUserHeader, "", "a header name is required")
 	}
+	c.validateIdentity(bad)
 	return errors.Join(errs...)
+}
+
+// Identity and HTTP server hardening: who may name a user, MUNGE, and the
+// server's timeouts. Kept apart from the keys above so each part of the
+// configuration reads as one block.
+const (
+	KeyAPIProxies        = "api.proxies"
+	KeyAPIMungeEnabled   = "api.munge.enabled"
+	KeyAPIMungeAudiences = "api.munge.audiences"
+	KeyAPIMungeUnmunge   = "api.munge.unmunge"
+	KeyAPIMungeMaxTTL    = "api.munge.max-ttl"
+
+	KeyWebReadHeaderTimeout = "web.read-header-timeout"
+	KeyWebReadTimeout       = "web.read-timeout"
+	KeyWebWriteTimeout      = "web.write-timeout"
+	KeyWebIdleTimeout       = "web.idle-timeout"
+)
+
+// Identity is who may authenticate how (pkg/units/access).
+type Identity struct {
+	// Proxies are the principals (basic-auth users of the web config,
+	// client certificate CNs) that may name the user in the user header.
+	Proxies []string
+	// Munge enables `Authorization: MUNGE` credentials (wattrace acct).
+	Munge MungeSettings
+}
+
+// MungeSettings configures MUNGE credentials.
+type MungeSettings struct {
+	Enabled bool
+	// Audiences are the URLs clients reach this server under; a
+	// credential made for another URL is refused.
+	Audiences []string
+	// Unmunge is the unmunge command.
+	Unmunge string
+	// MaxTTL is the longest-lived credential accepted.
+	MaxTTL time.Duration
+}
+
+// Timeouts bound every HTTP connection, so an idle or half-sent request
+// cannot hold a connection (and a goroutine) open.
+type Timeouts struct {
+	ReadHeader, Read, Write, Idle time.Duration
+}
+
+// addIdentityFlags declares the block's flags.
+func addIdentityFlags(fs *pflag.FlagSet) {
+	fs.StringSlice(KeyAPIProxies, nil, "Principals (basic-auth users of web.config.file, client certificate CNs) that may name the user in api.user-header, e.g. grafana. Repeatable.")
+	fs.Bool(KeyAPIMungeEnabled, false, "Accept MUNGE credentials (Authorization: MUNGE …, sent by wattrace acct); needs munged and unmunge on this host.")
+	fs.StringSlice(KeyAPIMungeAudiences, nil, "URLs clients reach this server under (https://host:port); a MUNGE credential made for another is refused. Required with api.munge.enabled.")
+	fs.String(KeyAPIMungeUnmunge, "unmunge", "The unmunge command.")
+	fs.Duration(KeyAPIMungeMaxTTL, 5*time.Minute, "Longest time-to-live, and age, of a MUNGE credential accepted.")
+	fs.Duration(KeyWebReadHeaderTimeout, 10*time.Second, "Time to read a request's headers.")
+	fs.Duration(KeyWebReadTimeout, 30*time.Second, "Time to read a whole request.")
+	fs.Duration(KeyWebWriteTimeout, 5*time.Minute, "Time to write an answer (a year of units is large).")
+	fs.Duration(KeyWebIdleTimeout, 60*time.Second, "Time an idle keep-alive connection, or one with part of its next request, stays open.")
+}
+
+func decodeIdentity(d *cli.Decoder, c *Config) {
+	c.Identity = Identity{
+		Proxies: d.Strings(KeyAPIProxies),
+		Munge: MungeSettings{
+			Enabled: d.Bool(KeyAPIMungeEnabled), Audiences: d.Strings(KeyAPIMungeAudiences),
+			Unmunge: d.String(KeyAPIMungeUnmunge), MaxTTL: d.Duration(KeyAPIMungeMaxTTL),
+		},
+	}
+	c.Timeouts = Timeouts{
+		ReadHeader: d.Duration(KeyWebReadHeaderTimeout), Read: d.Duration(KeyWebReadTimeout),
+		Write: d.Duration(KeyWebWriteTimeout), Idle: d.Duration(KeyWebIdleTimeout),
+	}
+}
+
+// validateIdentity reports the block's bad values, each naming its key.
+func (c *Config) validateIdentity(bad func(key string, val any, why string)) {
+	for k, v := range map[string]time.Duration{
+		KeyWebReadHeaderTimeout: c.Timeouts.ReadHeader, KeyWebReadTimeout: c.Timeouts.Read,
+		KeyWebWriteTimeout: c.Timeouts.Write, KeyWebIdleTimeout: c.Timeouts.Idle,
+	} {
+		if v <= 0 {
+			bad(k, v, "must be positive: without it a client can hold a connection open forever")
+		}
+	}
+	if c.Timeouts.ReadHeader > c.Timeouts.Read && c.Timeouts.Read > 0 {
+		bad(KeyWebReadHeaderTimeout, c.Timeouts.ReadHeader, "at most web.read-timeout")
+	}
+	for _, p := range c.Identity.Proxies {
+		if strings.TrimSpace(p) == "" {
+			bad(KeyAPIProxies, p, "a principal name")
+		}
+	}
+	m := c.Identity.Munge
+	if m.Enabled {
+		if len(m.Audiences) == 0 {
+			bad(KeyAPIMungeAudiences, "", "required with api.munge.enabled: the URLs clients reach this server under")
+		}
+		if m.Unmunge == "" {
+			bad(KeyAPIMungeUnmunge, "", "required with api.munge.enabled")
+		}
+		if m.MaxTTL <= 0 {
+			bad(KeyAPIMungeMaxTTL, m.MaxTTL, "must be positive")
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/units"
+	"github.com/wattrace/wattrace/pkg/units/access"
 	unitsapi "github.com/wattrace/wattrace/pkg/units/api"
 	"github.com/wattrace/wattrace/pkg/units/updater"
 )
@@ -19,9 +20,11 @@ type apiDeps struct {
 	Reader units.Reader
 	// Access is the access-control configuration (api.* keys).
 	Access API
-	// WebConfigFile is exporter-toolkit's web config (TLS, client
-	// certificates, basic auth), already enforced before the handler.
-	WebConfigFile string
+	// Identity is the identity block (api.proxies, api.munge.*).
+	Identity Identity
+	// BasicUsers are the web config's basic_auth_users (user → bcrypt),
+	// checked by the API, not by exporter-toolkit.
+	BasicUsers map[string]string
 	// Updater reports the TSDB cycles (Last, Stats) for /health.
 	Updater *updater.Updater
 	Log     *slog.Logger
@@ -31,11 +34,7 @@ type apiDeps struct {
 // (the store and the updater's cycles), everything else pkg/units/api's
 // (/api/v1/…, the OpenAPI document).
 func newAPIHandler(d apiDeps) (http.Handler, error) {
-	authenticated, err := unitsapi.WebConfigAuthenticates(d.WebConfigFile)
-	if err != nil {
-		return nil, err
-	}
-	tokens, err := unitsapi.LoadTokens(d.Access.TokensFile)
+	tokens, err := access.LoadTokens(d.Access.TokensFile)
 	if err != nil {
 		return nil, err
 	}
@@ -48,14 +47,25 @@ func newAPIHandler(d apiDeps) (http.Handler, error) {
 		ones, _ := n.Mask.Size()
 		nets = append(nets, netip.PrefixFrom(addr.Unmap(), ones))
 	}
+	acc := access.Access{
+		UserHeader:      d.Access.UserHeader,
+		TrustedNetworks: nets,
+		Proxies:         d.Identity.Proxies,
+		Admins:          d.Access.Admins,
+		Tokens:          tokens,
+	}
+	if len(d.BasicUsers) > 0 {
+		if acc.Basic, err = access.NewBasic(d.BasicUsers); err != nil {
+			return nil, fmt.Errorf("%s: %w", KeyWebConfigFile, err)
+		}
+	}
+	if m := d.Identity.Munge; m.Enabled {
+		if acc.Munge, err = access.NewMunge(access.MungeConfig{Unmunge: m.Unmunge, Audiences: m.Audiences, MaxTTL: m.MaxTTL}); err != nil {
+			return nil, err
+		}
+	}
 	a, err := unitsapi.New(d.Reader, unitsapi.Config{
-		Access: unitsapi.Access{
-			UserHeader:      d.Access.UserHeader,
-			TrustedNetworks: nets,
-			Authenticated:   authenticated,
-			Admins:          d.Access.Admins,
-			Tokens:          tokens,
-		},
+		Access:   acc,
 		MaxRange: d.Access.MaxRange,
 	}, d.Log)
 	if err != nil {
@@ -68,8 +78,11 @@ func newAPIHandler(d apiDeps) (http.Handler, error) {
 		status, code := "success", http.StatusOK
 		body := map[string]any{}
 		if err := d.Reader.Ping(r.Context()); err != nil {
+			// Anyone may ask /health: the store's error (a PostgreSQL
+			// host, a user, a path) is for the log only.
+			d.Log.Warn("health: the store does not answer", "err", err)
 			status, code = "error", http.StatusServiceUnavailable
-			body["store"] = err.Error()
+			body["store"] = "down"
 		} else {
 			body["store"] = "ok"
 		}

@@ -39,6 +39,7 @@ type server struct {
 	feeder  *slurm.Feeder // nil without Slurm
 	handler http.Handler
 	lns     []net.Listener
+	web     *webConfig
 }
 
 // build opens the store, the TSDB client and the Slurm source, and binds
@@ -85,6 +86,10 @@ func build(ctx context.Context, cfg *Config, log *zap.Logger) (*server, error) {
 	if src != nil {
 		s.feeder = slurm.NewFeeder(src, st, cfg.Slurm.Interval, cfg.Slurm.Lookback, log.Named("slurm"))
 		log.Info("reading Slurm job metadata", zap.String("source", src.Name()), zap.Duration("interval", cfg.Slurm.Interval))
+	}
+	if s.web, err = loadWebConfig(cfg.Web.ConfigFile); err != nil {
+		s.Close()
+		return nil, err
 	}
 	s.handler, err = s.routes()
 	if err != nil {
@@ -154,8 +159,8 @@ func (s *server) routes() (http.Handler, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&selfCollector{u: s.updater})
-	apiHandler, err := newAPIHandler(apiDeps{Reader: s.store, Access: s.cfg.API, WebConfigFile: s.cfg.Web.ConfigFile,
-		Updater: s.updater, Log: cli.SlogLogger(s.log, "api")})
+	apiHandler, err := newAPIHandler(apiDeps{Reader: s.store, Access: s.cfg.API, Identity: s.cfg.Identity,
+		BasicUsers: s.web.Users, Updater: s.updater, Log: cli.SlogLogger(s.log, "api")})
 	if err != nil {
 		return nil, err
 	}
@@ -173,6 +178,7 @@ func (s *server) Close() {
 	if s.store != nil {
 		_ = s.store.Close()
 	}
+	s.web.Close()
 }
 
 // run builds the server and runs its parts until ctx ends or one fails.
@@ -202,10 +208,12 @@ func (s *server) run(ctx context.Context) error {
 	}
 	loop("housekeeping", s.housekeeping)
 	systemd := false
-	flags := &web.FlagConfig{WebListenAddresses: &s.cfg.Web.ListenAddresses, WebSystemdSocket: &systemd, WebConfigFile: &s.cfg.Web.ConfigFile}
+	// exporter-toolkit does TLS only: the basic-auth users are the API's
+	// (webConfig).
+	flags := &web.FlagConfig{WebListenAddresses: &s.cfg.Web.ListenAddresses, WebSystemdSocket: &systemd, WebConfigFile: &s.web.ToolkitPath}
 	wlog := cli.SlogLogger(s.log, "web")
 	for _, l := range s.lns {
-		srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
+		srv := newHTTPServer(s.handler, s.cfg.Timeouts)
 		g.Add(func() error {
 			if err := web.Serve(l, srv, flags, wlog); !errors.Is(err, http.ErrServerClosed) {
 				return fmt.Errorf("web: %w", err)
@@ -220,6 +228,15 @@ func (s *server) run(ctx context.Context) error {
 	s.log.Info("wattrace-api started", zap.Strings("listen", s.cfg.Web.ListenAddresses),
 		zap.String("store", s.cfg.Store.Driver), zap.String("tsdb", s.cfg.TSDB.URL))
 	return g.Run()
+}
+
+// newHTTPServer bounds every phase of a connection: reading the headers,
+// the whole request, writing the answer, and waiting idle for the next
+// request. Without IdleTimeout (or ReadTimeout, its fallback) a kept-alive
+// connection, or one holding the first bytes of its next request, stays
+// open for ever.
+func newHTTPServer(h http.Handler, t Timeouts) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: t.ReadHeader, ReadTimeout: t.Read, WriteTimeout: t.Write, IdleTimeout: t.Idle}
 }
 
 // housekeeping applies retention daily and takes SQLite backups.

@@ -106,7 +106,7 @@ var valueSets = map[string][]string{
 	"units-api": {
 		"--set", "unitsAPI.enabled=true", "--set", "unitsAPI.web.configSecret=wattrace-api-web",
 		"--set", "unitsAPI.web.scheme=https",
-		"--set", "unitsAPI.config.api.trusted-proxies={10.42.0.0/16}",
+
 		"--set", "unitsAPI.extraSecretMounts[0].name=tokens",
 		"--set", "unitsAPI.extraSecretMounts[0].secretName=wattrace-api-tokens",
 		"--set", "unitsAPI.extraSecretMounts[0].mountPath=/etc/wattrace-api/tokens",
@@ -536,7 +536,11 @@ func checkUnitsAPI(t *testing.T, objs []object) {
 	if cfg.Store.Driver != "sqlite" || !strings.HasPrefix(cfg.Store.Path, mounts["data"]+"/") || mounts["data"] == "" {
 		t.Errorf("store %+v is not on the data volume (mounted at %q)", cfg.Store, mounts["data"])
 	}
-	if fmt.Sprint(cfg.API["trusted-proxies"]) != "[10.42.0.0/16]" || cfg.API["user-header"] != "X-Grafana-User" || cfg.TSDB.URL == "" {
+	// Grafana is a proxy principal (its basic-auth user), and no address
+	// range is trusted: a pod network there would let any pod claim any
+	// user.
+	if fmt.Sprint(cfg.API["proxies"]) != "[grafana]" || fmt.Sprint(cfg.API["trusted-proxies"]) != "[]" ||
+		cfg.API["user-header"] != "X-Grafana-User" || cfg.TSDB.URL == "" {
 		t.Errorf("config %+v", cfg)
 	}
 	if mounts["config"] != "/etc/wattrace-api/config" || mounts["tokens"] != "/etc/wattrace-api/tokens" || mounts["tmp"] != "/tmp" {

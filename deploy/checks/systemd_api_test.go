@@ -48,6 +48,8 @@ func TestSystemdAPIUnitVerifies(t *testing.T) {
 		"DynamicUser": "yes", "NoNewPrivileges": "yes", "ProtectSystem": "strict", "ProtectHome": "yes",
 		"PrivateTmp": "yes", "StateDirectory": "wattrace-api", "StateDirectoryMode": "0700",
 		"CapabilityBoundingSet": "", "AmbientCapabilities": "", "UMask": "0077",
+		// unmunge (api.munge.enabled) reaches munged's socket.
+		"ReadWritePaths": "-/run/munge",
 	} {
 		if v, ok := s[k]; !ok || v != want {
 			t.Errorf("%s=%q (set: %v), want %q", k, v, ok, want)

@@ -133,8 +133,11 @@ var Only = map[string][]string{
 	"pkg/units/updater": {"pkg/units", "pkg/units/store", "pkg/reading"},
 	// The API and acct speak the vocabulary only: the store is reached
 	// through units.Reader, the server through HTTP.
-	"pkg/units/api":       {"pkg/units"},
-	"pkg/units/acct":      {"pkg/units"},
+	"pkg/units/api":  {"pkg/units", "pkg/units/access"},
+	"pkg/units/acct": {"pkg/units", "pkg/units/access"},
+	// Who a request is: no module imports, so any server or guard can
+	// use it.
+	"pkg/units/access":    {},
 	"pkg/units/unitstest": {"pkg/units", "pkg/units/store"},
 }
 

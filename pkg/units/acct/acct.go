@@ -2,23 +2,26 @@
 // as a table, like sacct or CEEMS's cacct, with energy (kWh), CO2e (g),
 // CPU, GPU and wall time.
 //
-// Who asks is the real Unix user of the process. The server believes the
-// user header it sends only because the request carries credentials the
-// server's web configuration checks (basic auth or a TLS client
-// certificate); those credentials are in a file ordinary users cannot
-// read (Config), which the command reads when installed setgid to the
-// file's group, and then drops the group. Without such an install, a
-// personal bearer token (--token or WATTRACE_API_TOKEN) identifies the
-// user instead. Either way, which units the user may see is the server's
-// decision: --user for anyone else is refused there unless the user is an
-// admin.
+// Who asks is what the request's credential proves, never a name the
+// command sends: by default a MUNGE credential that the local munged makes
+// for the calling uid, fresh for each request and bound to the server's
+// URL, the method and the path (access.MungePayload); else a personal
+// bearer token (--token or WATTRACE_API_TOKEN) or the user's own client
+// certificate (--cert, --key). The command holds no shared secret and is
+// installed with no setuid or setgid bit, so nothing in its environment,
+// its files or its traffic lets one user act as another. Which units the
+// user may see is the server's decision: --user for anyone else is refused
+// there unless the user is an admin.
 package acct
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/csv"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -28,6 +31,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,29 +41,37 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/wattrace/wattrace/pkg/units"
+	"github.com/wattrace/wattrace/pkg/units/access"
 )
 
-// DefaultConfigFile is where the server's URL and the client credentials
-// live (mode 0640, root:wattrace-acct).
+// DefaultConfigFile is the site's client file: the server's URL and CA,
+// no secret (mode 0644). A missing default file is no error.
 const DefaultConfigFile = "/etc/wattrace/acct.yaml"
 
-// Config is the client configuration file.
+// Config is the client configuration file. It holds no credential: the
+// command runs with the user's own rights only, so a shared secret in a
+// file the user can read would be the user's too.
 type Config struct {
 	// URL of the API server (https://host:9842).
 	URL string `yaml:"url"`
-	// UserHeader names the header the server reads the user from.
-	UserHeader string `yaml:"user_header"`
-	// Basic auth credentials of the acct client (one of the server's
-	// web config basic_auth_users).
-	Username string `yaml:"username"`
-	Password string `yaml:"password"`
-	// TLS: the server's CA, and a client certificate the server verifies.
+	// Auth is munge, token or cert (default: token when given, cert when
+	// given, else munge when the munge command is found).
+	Auth string `yaml:"auth"`
+	// Munge is the munge command.
+	Munge string `yaml:"munge"`
+	// TTL of each MUNGE credential.
+	MungeTTL time.Duration `yaml:"munge_ttl"`
+	// TLS: the server's CA, and the user's own client certificate.
 	CAFile             string `yaml:"ca_file"`
 	CertFile           string `yaml:"cert_file"`
 	KeyFile            string `yaml:"key_file"`
 	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
 	// Timeout of one request.
 	Timeout time.Duration `yaml:"timeout"`
+	// Username and Password were a setgid install's shared basic-auth
+	// credentials; they are refused so that an old file fails loudly.
+	Username string `yaml:"username"`
+	Password string `yaml:"password"`
 }
 
 // Env is what the command reads of its process, passed in for tests.
@@ -70,11 +82,6 @@ type Env struct {
 	Getenv func(string) string
 	// Now is the clock.
 	Now func() time.Time
-	// Privileged says the process runs setgid (effective group differs
-	// from the real one): only the default config file is read, no
-	// --config or --url, and DropPrivileges is called once it is read.
-	Privileged     bool
-	DropPrivileges func() error
 	// Location is the time zone of the table (time.Local).
 	Location *time.Location
 }
@@ -99,6 +106,8 @@ type usageError struct{ error }
 
 type options struct {
 	config, url, token    string
+	auth, cert, key       string
+	munge                 string
 	start, end            string
 	jobs, projects, users string
 	format                string
@@ -119,9 +128,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env Env) 
 	var o options
 	fs := flag.NewFlagSet("wattrace acct", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.config, "config", DefaultConfigFile, "client configuration: server URL and credentials (not with a setgid install)")
-	fs.StringVar(&o.url, "url", env.Getenv("WATTRACE_API_URL"), "API server URL (with --token; env WATTRACE_API_URL)")
+	fs.StringVar(&o.config, "config", DefaultConfigFile, "client configuration: server URL, CA, auth (no secrets)")
+	fs.StringVar(&o.url, "url", env.Getenv("WATTRACE_API_URL"), "API server URL (env WATTRACE_API_URL)")
+	fs.StringVar(&o.auth, "auth", "", "credential: munge, token or cert (default: token or cert when given, else munge)")
 	fs.StringVar(&o.token, "token", "", "personal API token (env WATTRACE_API_TOKEN)")
+	fs.StringVar(&o.cert, "cert", "", "your client certificate (PEM), with --key")
+	fs.StringVar(&o.key, "key", "", "your client certificate's key (PEM)")
+	fs.StringVar(&o.munge, "munge", "", "the munge command (default munge, or munge in the configuration)")
 	fs.StringVar(&o.start, "starttime", "", "units that ran after this time (YYYY-MM-DD[THH:MM[:SS]], RFC 3339, Unix seconds, now-7d); default 00:00 today")
 	fs.StringVar(&o.start, "S", "", "short for --starttime")
 	fs.StringVar(&o.end, "endtime", "", "units that ran before this time; default now")
@@ -205,40 +218,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env Env) 
 	return tw.Flush()
 }
 
-// client builds the HTTP client from the config file or the token.
+// client builds the HTTP client from the configuration file and flags,
+// and picks the credential.
 func (o *options) client(env Env, set map[string]bool) (*client, *url.URL, error) {
-	c := &client{user: env.User, header: "X-Grafana-User", token: o.token}
 	var cfg Config
-	if o.token == "" {
-		if env.Privileged && (set["config"] || set["url"]) {
-			return nil, nil, errors.New("--config and --url are not allowed in a setgid install: the credentials are only for the configured server")
-		}
-		b, err := os.ReadFile(o.config)
-		if env.DropPrivileges != nil {
-			if derr := env.DropPrivileges(); derr != nil {
-				return nil, nil, fmt.Errorf("dropping the group: %w", derr)
-			}
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("reading the client configuration (or give --token): %w", err)
-		}
+	b, err := os.ReadFile(o.config)
+	switch {
+	case err == nil:
 		if err := yaml.Unmarshal(b, &cfg); err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", o.config, err)
 		}
-		if cfg.Username == "" && cfg.CertFile == "" {
-			return nil, nil, fmt.Errorf("%s: neither username nor cert_file: the server would not believe the user header", o.config)
+		if cfg.Username != "" || cfg.Password != "" {
+			return nil, nil, fmt.Errorf("%s: username and password are no longer read: wattrace acct holds no shared secret; "+
+				"remove them and authenticate with MUNGE, a token or your own certificate (docs/units.md)", o.config)
 		}
-		c.username, c.password = cfg.Username, cfg.Password
-		if cfg.UserHeader != "" {
-			c.header = cfg.UserHeader
-		}
-	} else if env.DropPrivileges != nil {
-		if err := env.DropPrivileges(); err != nil {
-			return nil, nil, fmt.Errorf("dropping the group: %w", err)
-		}
+	case errors.Is(err, os.ErrNotExist) && !set["config"]:
+	default:
+		return nil, nil, fmt.Errorf("reading the client configuration: %w", err)
 	}
 	raw := cfg.URL
-	if o.url != "" && (o.token != "" || !env.Privileged) && (set["url"] || raw == "") {
+	if o.url != "" {
 		raw = o.url
 	}
 	if raw == "" {
@@ -248,7 +247,50 @@ func (o *options) client(env Env, set map[string]bool) (*client, *url.URL, error
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
 		return nil, nil, fmt.Errorf("invalid server URL %q: http(s)://host:port", raw)
 	}
+	c := &client{user: env.User, token: o.token, mungeTTL: cfg.MungeTTL}
+	if c.mungeTTL <= 0 {
+		c.mungeTTL = time.Minute
+	}
+	c.munge = firstOf(o.munge, cfg.Munge, "munge")
+	certFile, keyFile := firstOf(o.cert, cfg.CertFile), firstOf(o.key, cfg.KeyFile)
+	c.auth = firstOf(o.auth, cfg.Auth)
+	if c.auth == "" {
+		switch {
+		case o.token != "":
+			c.auth = "token"
+		case certFile != "":
+			c.auth = "cert"
+		default:
+			if _, err := exec.LookPath(c.munge); err != nil {
+				return nil, nil, fmt.Errorf("no credential: %s not found (MUNGE); give --token or --cert", c.munge)
+			}
+			c.auth = "munge"
+		}
+	}
+	switch c.auth {
+	case "token":
+		if o.token == "" {
+			return nil, nil, errors.New("--auth token: give --token or WATTRACE_API_TOKEN")
+		}
+	case "cert":
+		if certFile == "" || keyFile == "" {
+			return nil, nil, errors.New("--auth cert: give --cert and --key")
+		}
+	case "munge":
+		if _, err := exec.LookPath(c.munge); err != nil {
+			return nil, nil, fmt.Errorf("--auth munge: %w", err)
+		}
+	default:
+		return nil, nil, &usageError{fmt.Errorf("--auth %q: munge, token or cert", c.auth)}
+	}
+	if c.auth == "munge" {
+		if c.audience, err = access.Audience(base.String()); err != nil {
+			return nil, nil, err
+		}
+	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	// The server named by --url or the configuration is the only place a
+	// request goes: no proxy from the environment sees it.
 	tr.Proxy = nil
 	tc := &tls.Config{InsecureSkipVerify: cfg.InsecureSkipVerify} // #nosec G402 -- opt-in for test servers
 	if cfg.CAFile != "" {
@@ -262,10 +304,11 @@ func (o *options) client(env Env, set map[string]bool) (*client, *url.URL, error
 		}
 		tc.RootCAs = pool
 	}
-	if cfg.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile)
+	if c.auth == "cert" {
+		// Read with the user's own rights: the key is the user's.
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 		if err != nil {
-			return nil, nil, fmt.Errorf("cert_file/key_file: %w", err)
+			return nil, nil, fmt.Errorf("--cert/--key: %w", err)
 		}
 		tc.Certificates = []tls.Certificate{cert}
 	}
@@ -274,8 +317,19 @@ func (o *options) client(env Env, set map[string]bool) (*client, *url.URL, error
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
-	c.http = &http.Client{Transport: tr, Timeout: timeout}
+	c.http = &http.Client{Transport: tr, Timeout: timeout,
+		// A redirect would carry a credential made for another path.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	return c, base, nil
+}
+
+func firstOf(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
 }
 
 // query builds /api/v1/units's query string.
@@ -353,10 +407,40 @@ func parseTime(s string, now time.Time, loc *time.Location) (time.Time, error) {
 }
 
 type client struct {
-	http               *http.Client
-	user, header       string
-	username, password string
-	token              string
+	http     *http.Client
+	user     string
+	auth     string // munge, token or cert
+	token    string
+	munge    string // the munge command
+	mungeTTL time.Duration
+	audience string // the server, as the MUNGE payload names it
+}
+
+// mungeCredential runs munge for one request: a payload binding the
+// credential to this server, method and path, a random nonce, a short TTL.
+func (c *client) mungeCredential(ctx context.Context, req *http.Request) (string, error) {
+	nonce := make([]byte, 16)
+	if _, err := rand.Read(nonce); err != nil {
+		return "", err
+	}
+	payload, err := json.Marshal(access.MungePayload{V: 1, Audience: c.audience, Method: req.Method,
+		Path: req.URL.RequestURI(), Nonce: hex.EncodeToString(nonce)})
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, c.munge, "-t", strconv.Itoa(int(c.mungeTTL.Seconds())))
+	cmd.Stdin = bytes.NewReader(payload)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("%s: %w: %s", c.munge, err, strings.TrimSpace(stderr.String()))
+	}
+	cred := strings.TrimSpace(string(out))
+	if !strings.HasPrefix(cred, "MUNGE:") {
+		return "", fmt.Errorf("%s: not a MUNGE credential: %.40q", c.munge, cred)
+	}
+	return cred, nil
 }
 
 // units asks /api/v1/units.
@@ -367,13 +451,15 @@ func (c *client) units(ctx context.Context, base *url.URL, q url.Values, others 
 	if err != nil {
 		return nil, err
 	}
-	if c.token != "" {
+	switch c.auth {
+	case "token":
 		req.Header.Set("Authorization", "Bearer "+c.token)
-	} else {
-		req.Header.Set(c.header, c.user)
-		if c.username != "" {
-			req.SetBasicAuth(c.username, c.password)
+	case "munge":
+		cred, err := c.mungeCredential(ctx, req)
+		if err != nil {
+			return nil, fmt.Errorf("making a MUNGE credential: %w", err)
 		}
+		req.Header.Set("Authorization", "MUNGE "+cred)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

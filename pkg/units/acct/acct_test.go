@@ -5,8 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
+	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/units"
+	"github.com/wattrace/wattrace/pkg/units/access"
 	"github.com/wattrace/wattrace/pkg/units/api"
 	"github.com/wattrace/wattrace/pkg/units/unitstest"
 )
@@ -22,40 +24,68 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 
 var now = time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 
-// server is the real API over a store holding unitstest.Fixture, trusting
-// basic-auth requests (as a web config with basic_auth_users does) and
-// nothing else by address.
-func server(t *testing.T) string {
+// uids are the test users' uids, as the fake munge encodes them and the
+// server maps them back.
+var uids = map[string]string{"alice": "1001", "bob": "1002", "carol": "1003"}
+
+// server is the real API over a store holding unitstest.Fixture,
+// accepting MUNGE credentials made for its URL (the fake commands of
+// unitstest.FakeMunge) and bob's token; it trusts no address. It returns
+// the URL and the munge command.
+func server(t *testing.T) (string, string) {
 	t.Helper()
+	munge, unmunge := unitstest.FakeMunge(t)
+	h := &switchable{}
+	s := httptest.NewServer(h)
+	t.Cleanup(s.Close)
+	m, err := access.NewMunge(access.MungeConfig{Unmunge: unmunge, Audiences: []string{s.URL},
+		LookupUser: func(uid string) (string, error) {
+			for u, id := range uids {
+				if id == uid {
+					return u, nil
+				}
+			}
+			return "", fmt.Errorf("no uid %s", uid)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	a, err := api.New(unitstest.Store(t, unitstest.Fixture(now)), api.Config{
 		Access: api.Access{
-			UserHeader:      api.DefaultUserHeader,
-			Authenticated:   true,
-			TrustedNetworks: []netip.Prefix{},
-			Admins:          []string{"carol"},
-			Tokens:          map[string]string{api.HashToken("tok-bob"): "bob"},
+			UserHeader: api.DefaultUserHeader,
+			Admins:     []string{"carol"},
+			Tokens:     map[string]string{api.HashToken("tok-bob"): "bob"},
+			Munge:      m,
 		},
 		Now: func() time.Time { return now },
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := httptest.NewServer(a.Handler())
-	t.Cleanup(s.Close)
-	return s.URL
+	h.h = a.Handler()
+	return s.URL, munge
 }
 
-func configFile(t *testing.T, url string) string {
+// switchable lets the server's URL, known once it listens, go into the
+// API's MUNGE audiences.
+type switchable struct{ h http.Handler }
+
+func (s *switchable) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.h.ServeHTTP(w, r) }
+
+func configFile(t *testing.T, url, munge string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "acct.yaml")
-	if err := os.WriteFile(p, []byte("url: "+url+"\nusername: acct\npassword: pw\n"), 0o600); err != nil {
+	if err := os.WriteFile(p, []byte("url: "+url+"\nmunge: "+munge+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return p
 }
 
+// runAs runs acct in this process as user, whose MUNGE credentials the
+// fake munge makes with the user's uid.
 func runAs(t *testing.T, user string, args ...string) (string, string, int) {
 	t.Helper()
+	t.Setenv("FAKE_MUNGE_UID", uids[user])
 	var out, errb bytes.Buffer
 	code := Run(context.Background(), args, &out, &errb, Env{
 		User: user, Now: func() time.Time { return now }, Location: time.UTC,
@@ -85,8 +115,8 @@ func golden(t *testing.T, name, got string) {
 }
 
 func TestGolden(t *testing.T) {
-	url := server(t)
-	cfg := configFile(t, url)
+	url, munge := server(t)
+	cfg := configFile(t, url, munge)
 	day := "--starttime=2026-11-24"
 	for _, c := range []struct {
 		name, user string
@@ -112,8 +142,8 @@ func TestGolden(t *testing.T) {
 // A user sees their own jobs only, and --user for someone else is refused
 // by the server.
 func TestOwnJobsOnly(t *testing.T) {
-	url := server(t)
-	cfg := configFile(t, url)
+	url, munge := server(t)
+	cfg := configFile(t, url, munge)
 	out, stderr, code := runAs(t, "alice", "--config", cfg, "--starttime=now-2d", "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
@@ -146,46 +176,34 @@ func TestOwnJobsOnly(t *testing.T) {
 }
 
 func TestBadArguments(t *testing.T) {
-	url := server(t)
-	cfg := configFile(t, url)
+	url, munge := server(t)
+	cfg := configFile(t, url, munge)
+	old := filepath.Join(t.TempDir(), "old.yaml")
+	if err := os.WriteFile(old, []byte("url: "+url+"\nusername: acct\npassword: pw\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
 		code int
 	}{
+		{[]string{"--config", old}, "username and password are no longer read", 1},
 		{[]string{"--config", cfg, "--format=jobid,password"}, `unknown column "password"`, 2},
 		{[]string{"--config", cfg, "--starttime=last tuesday"}, "--starttime", 2},
 		{[]string{"--config", cfg, "--starttime=2026-11-24", "--endtime=2026-11-23"}, "is not before", 2},
 		{[]string{"--config", cfg, "--json", "--csv"}, "exclude each other", 2},
 		{[]string{"--config", cfg, "--starttime=2020-01-01"}, "longer than the maximum", 1},
 		{[]string{"--config", cfg, "--job=1;drop"}, "invalid id", 1},
-		{[]string{"--config", filepath.Join(t.TempDir(), "none.yaml")}, "or give --token", 1},
+		{[]string{"--config", filepath.Join(t.TempDir(), "none.yaml")}, "reading the client configuration", 1},
+		{[]string{"--url", url, "--munge", filepath.Join(t.TempDir(), "no-munge")}, "give --token or --cert", 1},
+		{[]string{"--url", url, "--auth", "token"}, "give --token", 1},
+		{[]string{"--url", url, "--auth", "cert"}, "give --cert and --key", 1},
+		{[]string{"--url", url, "--auth", "password"}, "munge, token or cert", 2},
 	} {
 		_, stderr, code := runAs(t, "alice", c.args...)
 		if code != c.code || !strings.Contains(stderr, c.want) {
 			t.Errorf("%q: exit %d %q, want %d with %q", c.args, code, stderr, c.code, c.want)
 		}
-	}
-}
-
-// A setgid install reads only the default file and refuses --config and
-// --url (which would send the credentials elsewhere), and drops the group
-// once the file is read.
-func TestPrivileged(t *testing.T) {
-	url := server(t)
-	for _, args := range [][]string{{"--config", configFile(t, url)}, {"--url", "http://evil.example"}} {
-		var out, errb bytes.Buffer
-		code := Run(context.Background(), args, &out, &errb, Env{User: "alice", Privileged: true, Now: func() time.Time { return now }})
-		if code != 1 || !strings.Contains(errb.String(), "not allowed in a setgid install") {
-			t.Errorf("%q: exit %d %q", args, code, errb.String())
-		}
-	}
-	dropped := 0
-	var out, errb bytes.Buffer
-	Run(context.Background(), nil, &out, &errb, Env{User: "alice", Privileged: true, Now: func() time.Time { return now },
-		DropPrivileges: func() error { dropped++; return nil }})
-	if dropped != 1 {
-		t.Errorf("group dropped %d times, want once after reading %s", dropped, DefaultConfigFile)
 	}
 }
 

@@ -6,8 +6,8 @@
 // {"status":"error","errorType":…,"error":…}, as CEEMS's API server
 // answers.
 //
-// Who asks comes from a header set by a trusted proxy (Access); a user sees
-// only their own units and their own projects' usage, admins see all.
+// Who asks is pkg/units/access's decision (Access); a user sees only their
+// own units and their own projects' usage, admins see all.
 // Every query parameter is validated here (params.go) before the store is
 // asked: a bad one is a 400 with a message, never a 500.
 package api

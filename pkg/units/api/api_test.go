@@ -1,8 +1,6 @@
 package api
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"math"
 	"net/http"
@@ -115,9 +113,10 @@ func TestAccess(t *testing.T) {
 		{"two user headers", "/api/v1/units", "", trusted, []string{}, 401, ""},
 		{"bad user name in header", "/api/v1/units", "al'ice", trusted, nil, 400, ""},
 		{"bearer token from anywhere", "/api/v1/units", "", untrusted, []string{"Authorization", "Bearer s3cret-alice"}, 200, "101 102"},
-		{"token wins over a forged header", "/api/v1/units", "carol", untrusted, []string{"Authorization", "Bearer s3cret-alice"}, 200, "101 102"},
+		{"a token's user may not name another", "/api/v1/units", "carol", untrusted, []string{"Authorization", "Bearer s3cret-alice"}, 403, ""},
+		{"a token's user may name herself", "/api/v1/units", "alice", untrusted, []string{"Authorization", "Bearer s3cret-alice"}, 200, "101 102"},
 		{"wrong token", "/api/v1/units", "", untrusted, []string{"Authorization", "Bearer nope"}, 401, ""},
-		{"basic auth not enforced: not trusted", "/api/v1/units", "carol", untrusted, []string{"Authorization", "Basic Y2Fyb2w6eA=="}, 403, ""},
+		{"basic auth not configured: refused", "/api/v1/units", "carol", untrusted, []string{"Authorization", "Basic Y2Fyb2w6eA=="}, 401, ""},
 		{"alice verifies her jobs", "/api/v1/units/verify?id=101&id=102", "alice", trusted, nil, 200, ""},
 		{"alice verifies bob's job", "/api/v1/units/verify?id=101,201", "alice", trusted, nil, 403, ""},
 		{"alice verifies an unknown job", "/api/v1/units/verify?id=c1/job/999", "alice", trusted, nil, 403, ""},
@@ -164,34 +163,6 @@ func TestAccess(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// Basic auth that the web configuration enforces, or a verified client
-// certificate, makes the header believed from any address.
-func TestAuthenticatedRequestsTrusted(t *testing.T) {
-	a := &Access{UserHeader: DefaultUserHeader, Authenticated: true}
-	r := httptest.NewRequest(http.MethodGet, "/", nil)
-	r.RemoteAddr = untrusted
-	r.Header.Set(DefaultUserHeader, "alice")
-	if _, err := a.identify(r); err == nil {
-		t.Fatal("header without credentials believed")
-	}
-	// A client certificate the TLS config verified.
-	tr := r.Clone(r.Context())
-	tr.TLS = &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{{}}}}
-	if id, err := a.identify(tr); err != nil || id.user != "alice" {
-		t.Fatalf("verified client certificate: %+v %v", id, err)
-	}
-	// TLS without a verified client certificate is not enough.
-	tr.TLS = &tls.ConnectionState{}
-	if _, err := a.identify(tr); err == nil {
-		t.Fatal("header over TLS without a client certificate believed")
-	}
-	r.SetBasicAuth("acct", "pw")
-	id, err := a.identify(r)
-	if err != nil || id.user != "alice" {
-		t.Fatalf("basic auth: %+v %v", id, err)
 	}
 }
 
@@ -460,27 +431,6 @@ func FuzzQuery(f *testing.F) {
 			t.Fatalf("%s?%s: %d without a message: %s", path, query, w.Code, w.Body)
 		}
 	})
-}
-
-func TestWebConfigAuthenticates(t *testing.T) {
-	dir := t.TempDir()
-	for body, want := range map[string]bool{
-		"basic_auth_users:\n  acct: $2y$10$abcdefghijklmnopqrstuu\n": true,
-		"tls_server_config:\n  cert_file: a\n  key_file: b\n":        false,
-		"basic_auth_users: {}\n":                                     false,
-	} {
-		p := dir + "/web.yml"
-		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		got, err := WebConfigAuthenticates(p)
-		if err != nil || got != want {
-			t.Errorf("%q: %v %v, want %v", body, got, err, want)
-		}
-	}
-	if got, err := WebConfigAuthenticates(""); got || err != nil {
-		t.Errorf("no file: %v %v", got, err)
-	}
 }
 
 func TestLoadTokens(t *testing.T) {
