@@ -88,6 +88,8 @@ type Config struct {
 	Updater Updater
 	Slurm   Slurm
 	API     API
+	// Guard is the query guard under /tsdb (guard.go).
+	Guard Guard
 }
 
 // Web is the HTTP server: addresses and exporter-toolkit's web config
@@ -212,6 +214,8 @@ func NewFlagSet(name string) *pflag.FlagSet {
 	fs.StringSlice(KeyAPIAdmins, nil, "Users who see every unit. Repeatable.")
 	fs.Duration(KeyAPIMaxRange, 366*24*time.Hour, "Longest time range one query may ask for.")
 	fs.String(KeyAPITokensFile, "", "YAML file mapping users to the hex SHA-256 of their bearer tokens (wattrace acct --token). Empty: no tokens.")
+
+	guardFlags(fs)
 	return fs
 }
 
@@ -294,6 +298,7 @@ func decode(d *cli.Decoder) (*Config, error) {
 			TokensFile: d.String(KeyAPITokensFile),
 		},
 	}
+	c.Guard = decodeGuard(d)
 	for _, k := range d.Strings(KeyUpdaterKinds) {
 		c.Updater.Kinds = append(c.Updater.Kinds, units.Kind(k))
 	}
@@ -410,5 +415,7 @@ func (c *Config) Validate() error {
 	if c.API.UserHeader == "" {
 		bad(KeyAPIUserHeader, "", "a header name is required")
 	}
+
+	c.Guard.validate(bad)
 	return errors.Join(errs...)
 }

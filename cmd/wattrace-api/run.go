@@ -162,6 +162,9 @@ func (s *server) routes() (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.Handle("/", apiHandler)
+	if err := s.mountGuard(mux, reg); err != nil {
+		return nil, err
+	}
 	return mux, nil
 }
 

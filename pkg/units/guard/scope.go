@@ -94,6 +94,11 @@ func ParsePublic(list []string) ([]*regexp.Regexp, error) {
 
 var labelName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 
+// ValidLabelName reports whether s is a label name the guard writes into
+// matchers (the legacy character set: owner and cluster labels are the
+// exporter's and the TSDB's own).
+func ValidLabelName(s string) bool { return labelName.MatchString(s) }
+
 // Policy is what a non-admin may read, and how their selectors are
 // narrowed to it.
 type Policy struct {
