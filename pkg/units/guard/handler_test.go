@@ -71,6 +71,7 @@ type recorder struct {
 type recorded struct {
 	method, path, contentType string
 	form                      url.Values
+	header                    http.Header
 }
 
 func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -81,7 +82,7 @@ func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		form[k] = append(form[k], v...)
 	}
 	rec.mu.Lock()
-	rec.reqs = append(rec.reqs, recorded{r.Method, r.URL.Path, r.Header.Get("Content-Type"), form})
+	rec.reqs = append(rec.reqs, recorded{r.Method, r.URL.Path, r.Header.Get("Content-Type"), form, r.Header.Clone()})
 	rec.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = io.WriteString(w, `{"status":"success","data":{"resultType":"vector","result":[]}}`)
@@ -251,6 +252,19 @@ func TestHandlerRefusesAndNeverForwards(t *testing.T) {
 
 func TestHandlerDropsUnknownParameters(t *testing.T) {
 	f := newFixture(t, "")
+	// The caller's headers (identity, credentials, cookies, tenant) are
+	// not the upstream's business: the request is built afresh.
+	r := httptest.NewRequest("GET", "/api/v1/query?query=wattrace_job_a", nil)
+	for k, v := range map[string]string{"X-User": "alice", "Authorization": "Bearer secret", "Cookie": "grafana_session=s",
+		"X-Scope-OrgID": "other-tenant", "X-Forwarded-For": "10.0.0.1"} {
+		r.Header.Set(k, v)
+	}
+	f.g.ServeHTTP(httptest.NewRecorder(), r)
+	for _, k := range []string{"X-User", "Authorization", "Cookie", "X-Scope-Orgid", "X-Forwarded-For"} {
+		if v := f.rec.last(t).header.Get(k); v != "" {
+			t.Errorf("forwarded %s: %s", k, v)
+		}
+	}
 	body := url.Values{"query": {"wattrace_job_a"}, "extra_label": {"user=bob"}, "extra_filters[]": {`{user="bob"}`},
 		"nocache": {"1"}, "dedup": {"false"}, "partial_response": {"true"}, "stats": {"all"}, "timeout": {"30"}}.Encode()
 	if code, env := f.do("POST", "/api/v1/query?nocache=1&dedup=0", "alice", body); code != 200 {

@@ -109,6 +109,10 @@ func TestScopeExprRefuses(t *testing.T) {
 			t.Errorf("%s: got %v, want a 403", q, err)
 		}
 	}
+	// An empty user name owns nothing, rather than matching user="".
+	if _, err := scope(t, p, `wattrace_job_a`, ""); err == nil {
+		t.Error("an empty user read job series")
+	}
 	// bob has no project and no VM: his pod and VM queries are refused.
 	for _, q := range []string{`wattrace_pod_a`, `wattrace_vm_a`} {
 		if _, err := scope(t, p, q, "bob"); err == nil {
