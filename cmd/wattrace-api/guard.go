@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	promconfig "github.com/prometheus/common/config"
 	"github.com/spf13/pflag"
+	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/internal/cli"
 	"github.com/wattrace/wattrace/pkg/units"
@@ -154,6 +155,8 @@ func (s *server) mountGuard(mux *http.ServeMux, reg prometheus.Registerer) error
 		return fmt.Errorf("%s: %w", KeyGuardUpstream, err)
 	}
 	mux.Handle(GuardPrefix+"/", http.StripPrefix(GuardPrefix, g))
+	s.log.Info("query guard serving "+GuardPrefix+"/api/v1/", zap.String("upstream", c.upstream.Redacted()),
+		zap.Int("families", len(c.rules)), zap.Int("public", len(c.public)))
 	return nil
 }
 
