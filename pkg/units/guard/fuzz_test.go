@@ -52,6 +52,12 @@ func FuzzScope(f *testing.F) {
 		`wattrace_job_a[5m:] offset 1h @ 100`,
 		`histogram_quantile(0.9, sum by (le) (rate(wattrace_job_b_bucket[5m])))`,
 		`-wattrace_node_a ^ 2 > bool 1`,
+		`{"wattrace_job_a.b", "user.name"="x"} # a comment`,
+		`wattrace_job_a{user=~"(?i)ALICE|.*"} offset -5m @ start()`,
+		`wattrace_job_a{user="\x00\u00ff\U0001F600"}`,
+		"wattrace_job_a{user=`raw\\`}",
+		`sum without (user) (wattrace_pod_a) or on(namespace) group_right count_values("user", wattrace_vm_a)`,
+		`limitk(1, wattrace_job_a) and sort_by_label(wattrace_job_b, "user")`,
 	} {
 		f.Add(s, false)
 		f.Add(s, true)
