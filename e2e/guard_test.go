@@ -390,14 +390,18 @@ scrape_configs:
 	if ans = ask(http.MethodGet, "/api/v1/query_exemplars", "alice", url.Values{"query": {"wattrace_job_energy_joules_total"}, "start": {"0"}, "end": {at}}, ""); ans.status != 200 {
 		t.Errorf("exemplars: %d %s", ans.status, clipRaw(ans.raw))
 	}
-	// A dashboard refresh by 50 users at once, straight to Prometheus and
-	// through the guard (docs/performance.md, "Query guard").
-	direct, guarded := guardLoad(t, prom, a.url(), 10)
-	t.Logf("50 users, query_range: Prometheus p50 %v p99 %v; through the guard p50 %v p99 %v; the guard adds %v at p50",
+	// 50 users refreshing a dashboard, straight to Prometheus and through
+	// the guard (docs/performance.md, "Query guard"): paced, each user
+	// a query every 500 ms, and back to back.
+	direct, guarded := guardLoad(t, prom, a.url(), 8, 500*time.Millisecond)
+	t.Logf("50 users, a query_range each every 500 ms: Prometheus p50 %v p99 %v; through the guard p50 %v p99 %v; the guard adds %v at p50",
 		direct[0], direct[1], guarded[0], guarded[1], guarded[0]-direct[0])
-	if guarded[0]-direct[0] > 10*time.Millisecond {
-		t.Errorf("the guard adds %v at p50 (the budget is 2 ms on an idle machine)", guarded[0]-direct[0])
+	if guarded[0]-direct[0] > 2*time.Millisecond {
+		t.Errorf("the guard adds %v at p50, over the 2 ms budget", guarded[0]-direct[0])
 	}
+	direct, guarded = guardLoad(t, prom, a.url(), 5, 0)
+	t.Logf("50 users back to back: Prometheus p50 %v p99 %v; through the guard p50 %v p99 %v",
+		direct[0], direct[1], guarded[0], guarded[1])
 	// Nothing but the query endpoints.
 	for _, p := range []string{"/api/v1/status/config", "/federate", "/api/v1/targets", "/api/v1/admin/tsdb/snapshot", "/api/v1/write"} {
 		if ans = ask(http.MethodPost, p, "root", nil, ""); ans.status != 404 || ans.errorType != "not_found" {
@@ -408,8 +412,11 @@ scrape_configs:
 
 // guardLoad sends a dashboard's range query from 50 concurrent users,
 // rounds times each, straight to Prometheus and through the guard, in
-// turns, and returns the p50 and p99 of each.
-func guardLoad(t *testing.T, prom, guardURL string, rounds int) (direct, guarded [2]time.Duration) {
+// turns, and returns the p50 and p99 of each. With a period, each user
+// sends one query per period (a refreshing dashboard, the users' starts
+// spread over the period); without, back to back (the machine
+// saturated, so latency is mostly queueing behind the other 49).
+func guardLoad(t *testing.T, prom, guardURL string, rounds int, period time.Duration) (direct, guarded [2]time.Duration) {
 	t.Helper()
 	const users = 50
 	end := time.Now()
@@ -425,7 +432,10 @@ func guardLoad(t *testing.T, prom, guardURL string, rounds int) (direct, guarded
 			go func() {
 				defer wg.Done()
 				user := []string{"alice", "bob"}[u%2]
+				next := time.Now().Add(period * time.Duration(u) / users)
 				for range rounds {
+					time.Sleep(time.Until(next))
+					next = next.Add(period)
 					req, _ := http.NewRequest(http.MethodPost, base+"/api/v1/query_range", strings.NewReader(form))
 					req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 					if via {
