@@ -198,7 +198,7 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.refuse(w, name, err)
 		return
 	}
-	g.forward(w, r.Context(), name, up)
+	g.forward(r.Context(), w, name, up)
 }
 
 // identityError gives an identification failure its status.
@@ -394,7 +394,7 @@ func (g *Guard) internal(err error) error {
 }
 
 // forward sends up to the upstream and copies its answer.
-func (g *Guard) forward(w http.ResponseWriter, ctx context.Context, name string, up *upstream) {
+func (g *Guard) forward(ctx context.Context, w http.ResponseWriter, name string, up *upstream) {
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
 	defer cancel()
 	u := *g.cfg.Upstream
