@@ -91,6 +91,8 @@ type Config struct {
 	// Identity and Timeouts are the identity and hardening block.
 	Identity Identity
 	Timeouts Timeouts
+	// Guard is the query guard under /tsdb (guard.go).
+	Guard Guard
 }
 
 // Web is the HTTP server: addresses and exporter-toolkit's web config
@@ -216,6 +218,8 @@ func NewFlagSet(name string) *pflag.FlagSet {
 	fs.Duration(KeyAPIMaxRange, 366*24*time.Hour, "Longest time range one query may ask for.")
 	fs.String(KeyAPITokensFile, "", "YAML file mapping users to the hex SHA-256 of their bearer tokens (wattrace acct --token). Empty: no tokens.")
 	addIdentityFlags(fs)
+
+	guardFlags(fs)
 	return fs
 }
 
@@ -299,6 +303,7 @@ func decode(d *cli.Decoder) (*Config, error) {
 		},
 	}
 	decodeIdentity(d, c)
+	c.Guard = decodeGuard(d)
 	for _, k := range d.Strings(KeyUpdaterKinds) {
 		c.Updater.Kinds = append(c.Updater.Kinds, units.Kind(k))
 	}
@@ -416,6 +421,8 @@ func (c *Config) Validate() error {
 		bad(KeyAPIUserHeader, "", "a header name is required")
 	}
 	c.validateIdentity(bad)
+
+	c.Guard.validate(bad)
 	return errors.Join(errs...)
 }
 

@@ -28,12 +28,17 @@ type apiDeps struct {
 	// Updater reports the TSDB cycles (Last, Stats) for /health.
 	Updater *updater.Updater
 	Log     *slog.Logger
+	// Built is the access control newAccess made from the fields above,
+	// when the caller shares it (with the query guard: one MUNGE replay
+	// cache, one set of principals); nil builds it here.
+	Built *access.Access
 }
 
-// newAPIHandler returns the handler of the API's routes: /health here
-// (the store and the updater's cycles), everything else pkg/units/api's
-// (/api/v1/…, the OpenAPI document).
-func newAPIHandler(d apiDeps) (http.Handler, error) {
+// newAccess builds who the server believes from the api.* keys, the
+// identity block and the web configuration's basic-auth users. The API and
+// the query guard share the one it returns, so a MUNGE credential spent on
+// one cannot be replayed on the other.
+func newAccess(d apiDeps) (*access.Access, error) {
 	tokens, err := access.LoadTokens(d.Access.TokensFile)
 	if err != nil {
 		return nil, err
@@ -47,8 +52,12 @@ func newAPIHandler(d apiDeps) (http.Handler, error) {
 		ones, _ := n.Mask.Size()
 		nets = append(nets, netip.PrefixFrom(addr.Unmap(), ones))
 	}
-	acc := access.Access{
-		UserHeader:      d.Access.UserHeader,
+	header := d.Access.UserHeader
+	if header == "" {
+		header = unitsapi.DefaultUserHeader
+	}
+	acc := &access.Access{
+		UserHeader:      header,
 		TrustedNetworks: nets,
 		Proxies:         d.Identity.Proxies,
 		Admins:          d.Access.Admins,
@@ -64,8 +73,22 @@ func newAPIHandler(d apiDeps) (http.Handler, error) {
 			return nil, err
 		}
 	}
+	return acc, nil
+}
+
+// newAPIHandler returns the handler of the API's routes: /health here
+// (the store and the updater's cycles), everything else pkg/units/api's
+// (/api/v1/…, the OpenAPI document).
+func newAPIHandler(d apiDeps) (http.Handler, error) {
+	acc := d.Built
+	if acc == nil {
+		var err error
+		if acc, err = newAccess(d); err != nil {
+			return nil, err
+		}
+	}
 	a, err := unitsapi.New(d.Reader, unitsapi.Config{
-		Access:   acc,
+		Access:   *acc,
 		MaxRange: d.Access.MaxRange,
 	}, d.Log)
 	if err != nil {

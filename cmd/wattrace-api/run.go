@@ -159,14 +159,23 @@ func (s *server) routes() (http.Handler, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&selfCollector{u: s.updater})
-	apiHandler, err := newAPIHandler(apiDeps{Reader: s.store, Access: s.cfg.API, Identity: s.cfg.Identity,
-		BasicUsers: s.web.Users, Updater: s.updater, Log: cli.SlogLogger(s.log, "api")})
+	deps := apiDeps{Reader: s.store, Access: s.cfg.API, Identity: s.cfg.Identity,
+		BasicUsers: s.web.Users, Updater: s.updater, Log: cli.SlogLogger(s.log, "api")}
+	acc, err := newAccess(deps)
+	if err != nil {
+		return nil, err
+	}
+	deps.Built = acc
+	apiHandler, err := newAPIHandler(deps)
 	if err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.Handle("/", apiHandler)
+	if err := s.mountGuard(mux, reg, acc); err != nil {
+		return nil, err
+	}
 	return mux, nil
 }
 

@@ -110,6 +110,8 @@ var valueSets = map[string][]string{
 		"--set", "unitsAPI.extraSecretMounts[0].name=tokens",
 		"--set", "unitsAPI.extraSecretMounts[0].secretName=wattrace-api-tokens",
 		"--set", "unitsAPI.extraSecretMounts[0].mountPath=/etc/wattrace-api/tokens",
+		"--set", "unitsAPI.guard.upstream=http://prometheus-operated.monitoring:9090",
+		"--set", "unitsAPI.guard.public={wattrace_node_.*}", "--set", "unitsAPI.guard.clusterLabel=cluster",
 	},
 	"minimal": {
 		"--set", "kubelet.enabled=false", "--set", "podResources.enabled=false",
@@ -529,6 +531,7 @@ func checkUnitsAPI(t *testing.T, objs []object) {
 		Store struct{ Driver, Path string }
 		API   map[string]any `json:"api"`
 		TSDB  struct{ URL string }
+		Guard map[string]any `json:"guard"`
 	}
 	if err := yaml.Unmarshal([]byte(cm.Data["config.yaml"]), &cfg); err != nil {
 		t.Fatalf("config.yaml: %v\n%s", err, cm.Data["config.yaml"])
@@ -542,6 +545,11 @@ func checkUnitsAPI(t *testing.T, objs []object) {
 	if fmt.Sprint(cfg.API["proxies"]) != "[grafana]" || fmt.Sprint(cfg.API["trusted-proxies"]) != "[]" ||
 		cfg.API["user-header"] != "X-Grafana-User" || cfg.TSDB.URL == "" {
 		t.Errorf("config %+v", cfg)
+	}
+	// The guard's values become wattrace-api's guard.* keys.
+	if g := cfg.Guard; g["upstream"] != "http://prometheus-operated.monitoring:9090" || fmt.Sprint(g["public"]) != "[wattrace_node_.*]" ||
+		g["cluster-label"] != "cluster" || fmt.Sprint(g["max-query-length"]) != "16384" || g["timeout"] != "2m" || g["families"] != nil {
+		t.Errorf("guard config %v", g)
 	}
 	if mounts["config"] != "/etc/wattrace-api/config" || mounts["tokens"] != "/etc/wattrace-api/tokens" || mounts["tmp"] != "/tmp" {
 		t.Errorf("mounts %v", mounts)

@@ -139,6 +139,9 @@ var Only = map[string][]string{
 	// use it.
 	"pkg/units/access":    {},
 	"pkg/units/unitstest": {"pkg/units", "pkg/units/store"},
+	// The query guard speaks PromQL and HTTP only: who asks and what
+	// they own come through its own interfaces.
+	"pkg/units/guard": {},
 }
 
 // NoSources lists packages that must import no package of the sources
