@@ -208,19 +208,27 @@ func TestMyJobsQueriesAgainstAPI(t *testing.T) {
 }
 
 // The job id links to the workloads dashboard's job_id variable, with the
-// unit's time range, from columns the table has.
+// unit's time range, from columns the table has; a link to one panel
+// (viewPanel) names a panel the dashboard has, and the GPU time links to
+// the panel of the GPUs the job held idle.
 func TestMyJobsLinks(t *testing.T) {
 	ds, err := Load()
 	if err != nil {
 		t.Fatal(err)
 	}
 	vars := map[string]map[string]bool{}
+	panels := map[string]map[string]Panel{}
 	for _, d := range ds {
 		vars[d.UID] = map[string]bool{}
 		for _, v := range d.Templating.List {
 			vars[d.UID][v.Name] = true
 		}
+		panels[d.UID] = map[string]Panel{}
+		for _, p := range d.AllPanels() {
+			panels[d.UID][strconv.Itoa(p.ID)] = p
+		}
 	}
+	gpuIdle := false
 	linkRef := regexp.MustCompile(`^/d/([a-z0-9-]+)/[a-z0-9-]+\?(.*)$`)
 	fieldRef := regexp.MustCompile(`\$\{__data\.fields\.([A-Za-z_]+)\}`)
 	found := 0
@@ -263,6 +271,18 @@ func TestMyJobsLinks(t *testing.T) {
 					if q.Get("var-job_id") == "" || q.Get("from") == "" || q.Get("to") == "" {
 						t.Errorf("link %q: want var-job_id, from and to", l.URL)
 					}
+					if v := q.Get("viewPanel"); v != "" {
+						target, ok := panels[m[1]][v]
+						if !ok {
+							t.Errorf("link %q: dashboard %s has no panel %s", l.URL, m[1], v)
+						}
+						for _, tg := range target.Targets {
+							if o.Matcher.Options == "GPU time" && strings.Contains(tg.Expr, "wattrace_gpu_allocation_idle_ratio{") &&
+								strings.Contains(tg.Expr, `job_id=~"$job_id"`) {
+								gpuIdle = true
+							}
+						}
+					}
 					found++
 				}
 			}
@@ -270,6 +290,9 @@ func TestMyJobsLinks(t *testing.T) {
 	}
 	if found == 0 {
 		t.Error("no link from a job to its time series")
+	}
+	if !gpuIdle {
+		t.Error("no link from a job's GPU time to the GPUs it held idle (a panel on wattrace_gpu_allocation_idle_ratio by job_id)")
 	}
 }
 

@@ -52,8 +52,8 @@ func testSnapshot() *snapshot.Snapshot {
 		GPUs: []snapshot.GPU{
 			{Index: 0, UUID: "GPU-0a1b", Model: "NVIDIA A100-SXM4-40GB", PCIBusID: "0000:3b:00.0", Vendor: "nvidia", Source: "nvml",
 				Method: "counter", Basis: "sm_util", EnergyJ: 900, IdleJ: 500, DynamicJ: 400, UnattributedJ: 10, PowerW: 250, Utilization: 0.9,
-				Holder:          &snapshot.GPUHolder{Kind: "pod", Namespace: "ml", Pod: "train-0", Container: "trainer"},
-				InstanceHolders: []snapshot.GPUHolder{{Kind: "slurm", JobID: "77", Instance: "0.1"}},
+				Holder:          &snapshot.GPUHolder{Kind: "pod", Namespace: "ml", Pod: "train-0", Container: "trainer", IdleObservable: true},
+				InstanceHolders: []snapshot.GPUHolder{{Kind: "slurm", JobID: "77", Instance: "0.1", IdleObservable: true, IdleRatio: 1}},
 				Processes:       []snapshot.GPUProcess{{PID: 4242, Comm: "python3", Cgroup: "/kubepods.slice/x", Namespace: "ml", Pod: "train-0", Container: "trainer", DynamicJ: 390, Alive: true}}},
 		},
 		Cgroups: []snapshot.Consumer{

@@ -25,8 +25,8 @@ func init() {
 // the per-GPU breakdown of a workload is the per-process series, or the
 // allocation series joined in PromQL.
 type gpuCollector struct {
-	energy, power, util, unattributed, procEnergy, allocation *prometheus.Desc
-	top                                                       int
+	energy, power, util, unattributed, procEnergy, allocation, idle *prometheus.Desc
+	top                                                             int
 }
 
 func newGPUCollector(top int) *gpuCollector {
@@ -39,11 +39,15 @@ func newGPUCollector(top int) *gpuCollector {
 		unattributed: newDesc("gpu", "unattributed_joules_total", "Dynamic GPU energy of intervals in which no known process used the GPU, so it could not be split among processes.", dev...),
 		procEnergy:   newDesc("gpu", "process_energy_joules_total", "Dynamic GPU energy attributed to the process on that GPU, by its share of the GPU's use (basis: sm_util, memory or engine_time). Only the top collector.process.top processes per GPU.", "pid", "comm", "gpu", "uuid", "basis", "namespace", "pod", "container", "job_id", "vm"),
 		allocation:   newDesc("gpu", "allocation_info", "1 for each GPU, or MIG instance (instance, <gpu>.<gi>), allocated to a Slurm job, pod container or VM (kind), to join other GPU exporters' series (dcgm-exporter's UUID) with workloads. passthrough is true for a GPU passed through to a VM.", "gpu", "uuid", "instance", "kind", "job_id", "namespace", "pod", "container", "vm", "passthrough"),
+		// The allocation's labels but passthrough: VMs, the only holders
+		// passed a GPU through, have no series (the host cannot see the
+		// guest's processes).
+		idle: newDesc("gpu", "allocation_idle_ratio", "Fraction (0..1) of the last accounting interval in which the holder (kind: slurm or pod) held the GPU or MIG instance and none of its processes used it (no SM or engine time; a process holding memory without running kernels is idle). 1 or 0 per interval; average it over time. NaN when usage could not be read. No series for VMs, whose processes the host cannot see.", "gpu", "uuid", "instance", "kind", "job_id", "namespace", "pod", "container", "vm"),
 	}
 }
 
 func (c *gpuCollector) describe(ch chan<- *prometheus.Desc) {
-	describeAll(ch, c.energy, c.power, c.util, c.unattributed, c.procEnergy, c.allocation)
+	describeAll(ch, c.energy, c.power, c.util, c.unattributed, c.procEnergy, c.allocation, c.idle)
 }
 
 func (c *gpuCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) error {
@@ -78,6 +82,9 @@ func (c *gpuCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapsh
 func (c *gpuCollector) alloc(ch chan<- prometheus.Metric, idx, uuid string, h *snapshot.GPUHolder) {
 	ch <- metric(c.allocation, prometheus.GaugeValue, 1, idx, uuid, h.Instance, h.Kind, h.JobID, h.Namespace, h.Pod, h.Container, h.VM,
 		strconv.FormatBool(h.Whole))
+	if h.IdleObservable {
+		ch <- metric(c.idle, prometheus.GaugeValue, h.IdleRatio, idx, uuid, h.Instance, h.Kind, h.JobID, h.Namespace, h.Pod, h.Container, h.VM)
+	}
 }
 
 // topProcs returns the top N processes by energy (all when N is 0),

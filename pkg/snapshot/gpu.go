@@ -71,6 +71,17 @@ type GPUHolder struct {
 	// Instance is the MIG instance held ("<index>.<gi>"), "" for the
 	// whole device.
 	Instance string
+	// IdleObservable: the host can see the holder's processes, so whether
+	// it uses the device can be told and IdleRatio is published. False
+	// for VMs: their processes run in the guest.
+	IdleObservable bool
+	// IdleRatio is the fraction of the latest interval in which the
+	// holder held the device (or its instance) and none of its processes
+	// used it (docs/gpu.md, "GPUs held but idle"): 1 or 0, as the sources
+	// report use per interval, not when within it. NaN when it cannot be
+	// told this interval (the device was not read, its usage unknown, the
+	// first interval) or when IdleObservable is false.
+	IdleRatio float64
 }
 
 // GPUProcess is one process's cumulative dynamic energy on one GPU.

@@ -127,6 +127,12 @@ type GPUReading struct {
 	Usage     map[int]float64
 	Basis     GPUBasis
 	Instances []GPUInstance
+	// UsageUnknown: the source could not read who used the device this
+	// interval (a per-process call failed, fdinfo unreadable, ROCm work
+	// it cannot attribute), so an empty Usage says nothing of whether the
+	// device was used. The zero value, known, is what a source that read
+	// its processes reports.
+	UsageUnknown bool
 }
 
 // HolderKind is a device holder's kind, the `kind` label of the allocation

@@ -201,15 +201,18 @@ func (g *gpuStage) read(now time.Time, dt time.Duration) {
 			hr.Whole = nd.Whole
 			dev.rec.Holders = append(dev.rec.Holders, hr)
 		}
-		if len(dev.rec.Holders) > 0 {
-			h := dev.rec.Holders[0]
-			dev.rec.Holder = &h
-		}
 		dev.rec.InstanceHolders = dev.rec.InstanceHolders[:0]
 		for _, in := range r.Instances {
 			for _, h := range nd.InstanceHolders[in.Name] {
 				dev.rec.InstanceHolders = append(dev.rec.InstanceHolders, holderRecord(h, in.Name))
 			}
+		}
+		if dt > 0 {
+			g.heldIdle(dev, nd)
+		}
+		if len(dev.rec.Holders) > 0 {
+			h := dev.rec.Holders[0]
+			dev.rec.Holder = &h
 		}
 		if dt <= 0 {
 			continue
@@ -264,9 +267,18 @@ func (g *gpuStage) read(now time.Time, dt time.Duration) {
 	}
 	for _, d := range g.devs {
 		if !d.read {
-			// Its source is down: no power, no utilization, until it is
-			// read again.
+			// Its source is down: no power, no utilization, no telling
+			// whether its holders use it, until it is read again.
 			d.rec.PowerW, d.rec.Utilization = math.NaN(), math.NaN()
+			for i := range d.rec.Holders {
+				d.rec.Holders[i].IdleRatio = math.NaN()
+			}
+			for i := range d.rec.InstanceHolders {
+				d.rec.InstanceHolders[i].IdleRatio = math.NaN()
+			}
+			if d.rec.Holder != nil {
+				d.rec.Holder.IdleRatio = math.NaN()
+			}
 		}
 		for k, p := range d.procs {
 			if !p.seen {
@@ -351,9 +363,111 @@ func (g *gpuStage) settle(*interval) {
 	}
 }
 
+// holderRecord publishes a holder. Its IdleRatio is NaN until heldIdle
+// tells; a VM's stays so, and it is not IdleObservable: the host does not
+// see the guest's processes, so an idle figure would be a guess.
 func holderRecord(h snapshot.Holder, instance string) snapshot.GPUHolder {
 	return snapshot.GPUHolder{Kind: string(h.Kind), JobID: h.JobID, Namespace: h.Namespace, Pod: h.Pod,
-		Container: h.Container, VM: h.VMName, VMUUID: h.VMUUID, Instance: instance}
+		Container: h.Container, VM: h.VMName, VMUUID: h.VMUUID, Instance: instance,
+		IdleObservable: h.Kind != snapshot.HolderVM, IdleRatio: math.NaN()}
+}
+
+// heldIdle sets, for one device's interval, each observable holder's
+// IdleRatio: 1 when none of the holder's processes used the device (or,
+// for an instance's holder, that MIG instance), 0 when one did. "Used"
+// is a positive weight in the interval's usage: SM time sampled busy
+// (sm_util), engine busy time (engine_time, engine_time_kfd), or, where
+// the source has no activity per process (basis memory: MIG, boards
+// without per-process utilization), memory held, which cannot tell a
+// resident process from a busy one. A MIG instance GPM measured at zero
+// activity was not used, whoever is resident in it. A process holding a
+// context but never sampled busy did not use it: a GPU kept by a process
+// doing nothing is as wasted as one without any.
+//
+// A process counts as the holder's unless the loop knows it belongs to
+// another workload (mayBeHolders): a process whose workload is unknown
+// (the ledger does not see it, no workload resolution, a cgroup of no
+// job, pod or VM) might be the holder's, and an idle figure must never
+// be claimed on a guess. When the source could not read the usage
+// (UsageUnknown) the ratio is NaN.
+func (g *gpuStage) heldIdle(dev *gpuDev, nd *snapshot.HeldGPUReading) {
+	r := &nd.Reading
+	ratio := func(h *snapshot.GPUHolder) {
+		if !h.IdleObservable {
+			return
+		}
+		h.IdleRatio = math.NaN()
+		if r.UsageUnknown {
+			return
+		}
+		used := func(usage map[int]float64) bool {
+			for pid, w := range usage {
+				if w > 0 && g.mayBeHolders(h, pid) {
+					return true
+				}
+			}
+			return false
+		}
+		busy := false
+		if len(r.Instances) == 0 {
+			busy = used(r.Usage)
+		}
+		for _, in := range r.Instances {
+			if h.Instance != "" && in.Name != h.Instance {
+				continue
+			}
+			if in.WeightBasis == "gpm_sm_util" && in.Weight <= 0 {
+				continue
+			}
+			if used(in.Usage) {
+				busy = true
+				break
+			}
+		}
+		h.IdleRatio = 1
+		if busy {
+			h.IdleRatio = 0
+		}
+	}
+	for i := range dev.rec.Holders {
+		ratio(&dev.rec.Holders[i])
+	}
+	for i := range dev.rec.InstanceHolders {
+		ratio(&dev.rec.InstanceHolders[i])
+	}
+}
+
+// mayBeHolders says whether pid may be one of h's processes: false only
+// when the loop knows it belongs to another workload, one of h's level
+// with other labels (another job, another pod) or one of another
+// holder's level (a pod's process is no Slurm job's). A label the
+// resolver has not learnt yet (a pod's name) proves nothing.
+func (g *gpuStage) mayBeHolders(h *snapshot.GPUHolder, pid int) bool {
+	lp, ok := g.byPID[uint32(pid)]
+	if !ok || g.ids == nil {
+		return true
+	}
+	level, match := ident.HolderMatch(*h)
+	if level == "" {
+		return true
+	}
+	id := g.ids.Resolve(lp.w.w.Cgroup)
+	if vals, member := id.LabelValues(level); member {
+		for i, name := range ident.LabelNames(level) {
+			if want, ok := match[name]; ok && i < len(vals) && vals[i] != "" && vals[i] != want {
+				return false
+			}
+		}
+		return true
+	}
+	for _, k := range []snapshot.HolderKind{snapshot.HolderSlurmJob, snapshot.HolderPod, snapshot.HolderVM} {
+		if other, _ := ident.HolderMatch(snapshot.GPUHolder{Kind: string(k)}); other != "" && other != level {
+			if _, member := id.LabelValues(other); member {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // holderMatch names the workload level and label values a holder is.

@@ -252,6 +252,11 @@ func TestGPUStagePassthrough(t *testing.T) {
 		!gpuNear(e.IdleJ, 400) || !gpuNear(e.DynamicJ, 1800) || len(g1.Processes) != 0 {
 		t.Fatalf("GPU 1 %+v; VM %+v (found %v)", g1, vm, ok)
 	}
+	// The host cannot see the guest's processes: whether the VM uses its
+	// GPU cannot be told, so no idle ratio is published.
+	if h := g1.Holders[0]; h.IdleObservable || !math.IsNaN(h.IdleRatio) || g1.Holder.IdleObservable {
+		t.Errorf("VM holder %+v: an idle ratio for a GPU whose users the host cannot see", h)
+	}
 }
 
 // BenchmarkGPUStage8GPUs100Procs: the GPU stage of one interval on 8 mock

@@ -400,14 +400,14 @@ func (s *Source) read(d *device, now time.Time) (gpu.Reading, gonvml.Return) {
 		}
 	}
 	if s.migEnabled(d) {
-		r.Instances = s.instances(d)
+		r.Instances, r.UsageUnknown = s.instances(d)
 		return r, eret
 	}
 	clear(d.usage)
 	r.Usage = d.usage
 	if d.util {
-		if s.processUtil(d, r.Interval) {
-			r.Basis = gpu.SMUtil
+		if supported, read := s.processUtil(d, r.Interval); supported {
+			r.Basis, r.UsageUnknown = gpu.SMUtil, !read
 			return r, eret
 		}
 		d.util = false
@@ -417,6 +417,7 @@ func (s *Source) read(d *device, now time.Time) (gpu.Reading, gonvml.Return) {
 	r.Basis = gpu.Memory
 	procs, ret := d.h.GetComputeRunningProcesses()
 	if ret != gonvml.SUCCESS {
+		r.UsageUnknown = true
 		return r, eret
 	}
 	memoryWeights(procs, func(p gonvml.ProcessInfo, w float64) { d.usage[int(p.Pid)] += w })
@@ -424,24 +425,25 @@ func (s *Source) read(d *device, now time.Time) (gpu.Reading, gonvml.Return) {
 }
 
 // processUtil fills d.usage with each pid's SM utilization × time from the
-// samples NVML took since the last one seen. It reports false when the
-// device does not support per-process utilization.
+// samples NVML took since the last one seen. supported is false when the
+// device does not support per-process utilization; read is false when the
+// call failed otherwise, so d.usage says nothing of who used the device.
 //
 // Each sample stands for the time since that pid's previous sample (or
 // since the last timestamp seen for its first one in this interval), so
 // a process sampled more often is not counted more. A process holding a
 // context but never sampled busy gets no share.
-func (s *Source) processUtil(d *device, interval time.Duration) bool {
+func (s *Source) processUtil(d *device, interval time.Duration) (supported, read bool) {
 	samples, ret := d.h.GetProcessUtilization(d.seen)
 	switch ret {
 	case gonvml.SUCCESS:
 	case gonvml.ERROR_NOT_FOUND: // no sample since d.seen
-		return true
+		return true, true
 	case gonvml.ERROR_NOT_SUPPORTED:
-		return false
+		return false, false
 	default:
 		s.rejects.Add(reading.Reject(reading.Unreadable, 0, "%s", ret.Error()), d.dev.Key()+" process utilization")
-		return true
+		return true, false
 	}
 	for k, v := range d.pids {
 		d.pids[k] = v[:0]
@@ -490,7 +492,7 @@ func (s *Source) processUtil(d *device, interval time.Duration) bool {
 		}
 	}
 	d.seen = newest
-	return true
+	return true, true
 }
 
 // migEnabled reports whether the board runs in MIG mode; false where the
@@ -534,13 +536,14 @@ func memoryWeights(procs []gonvml.ProcessInfo, add func(gonvml.ProcessInfo, floa
 	}
 }
 
-// instances lists the board's MIG GPU instances with their processes.
+// instances lists the board's MIG GPU instances with their processes;
+// unknown is true when the processes could not be listed.
 // NVML has no per-instance energy, and per-process utilization is not
 // supported under MIG. An instance is weighted by its SMs × its GPM SM
 // activity over the interval where the board has GPM (Hopper and newer),
 // else by its SMs while it runs processes; its processes by the memory
 // they hold.
-func (s *Source) instances(d *device) []gpu.Instance {
+func (s *Source) instances(d *device) (_ []gpu.Instance, unknown bool) {
 	var out []gpu.Instance
 	for p := 0; p < gonvml.GPU_INSTANCE_PROFILE_COUNT; p++ {
 		info, ret := d.h.GetGpuInstanceProfileInfo(p)
@@ -589,7 +592,7 @@ func (s *Source) instances(d *device) []gpu.Instance {
 	}
 	procs, ret := d.h.GetComputeRunningProcesses()
 	if ret != gonvml.SUCCESS {
-		return out
+		return out, true
 	}
 	byGI := map[uint32][]gonvml.ProcessInfo{}
 	for _, p := range procs {
@@ -606,7 +609,7 @@ func (s *Source) instances(d *device) []gpu.Instance {
 	if d.gpm {
 		s.gpmWeights(d, out)
 	}
-	return out
+	return out, false
 }
 
 // gpmWeights replaces the SM-share weights by SMs × measured SM activity

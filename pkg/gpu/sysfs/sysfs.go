@@ -440,6 +440,10 @@ func (s *Source) Read(_ context.Context, now time.Time) ([]gpu.Reading, error) {
 		// read; amdgpu's ROCm work is not in fdinfo, so only its own
 		// gpu_busy_percent says how busy the card is.
 		r.UtilizationKnown = c.dev.Vendor == gpu.Intel && err == nil && s.reason == ""
+		// Unreadable clients (fdinfo without permission) or ROCm work
+		// the kernel does not report per process: no client seen does
+		// not mean no process used the card.
+		r.UsageUnknown = err != nil || s.reason != ""
 		if c.busy != "" {
 			r.Utilization, r.UtilizationKnown = 0, false
 			if v, berr := readUint(c.busy); berr == nil {
