@@ -599,7 +599,7 @@ remote_write:
 
 	checkAccess(t, a, byKey, begin)
 	checkAcct(t, a, e, aliceToken, byKey)
-	checkAcctMunge(t, d, byKey)
+	checkAcctMunge(t, d, byKey, "")
 	watch.stop()
 	watch.check()
 }
@@ -803,8 +803,17 @@ func (w *watcher) check() {
 // acct run in an environment bob chose (GODEBUG=http2debug=2,
 // HTTPS_PROXY to his listener, SSL_KEYLOGFILE, --url to his TLS server)
 // gives him only a credential D refuses.
-func checkAcctMunge(t *testing.T, d *apiServer, jobs map[string]*e2eJob) {
+func checkAcctMunge(t *testing.T, d *apiServer, jobs map[string]*e2eJob, socket string) {
 	t.Helper()
+	// acct's arguments, with munged's socket when it is not munge's
+	// default: --munge-socket here, munge_socket in the client file bob
+	// hands alice.
+	acct := func(args ...string) []string {
+		if socket != "" {
+			args = append([]string{"--munge-socket=" + socket}, args...)
+		}
+		return append([]string{"acct"}, args...)
+	}
 	dir, err := os.MkdirTemp("", "wattrace-e2e-munge-")
 	if err != nil {
 		t.Fatal(err)
@@ -848,18 +857,18 @@ func checkAcctMunge(t *testing.T, d *apiServer, jobs map[string]*e2eJob) {
 			}
 		}
 	}
-	out, errOut, err := as("alice", "", nil, bin, "acct", "--config", cfg, "--starttime=now-1h", "--format=jobid,user,project,state,energy")
+	out, errOut, err := as("alice", "", nil, bin, acct("--config", cfg, "--starttime=now-1h", "--format=jobid,user,project,state,energy")...)
 	if err != nil {
 		t.Fatalf("wattrace acct (MUNGE) as alice: %v\n%s%s", err, out, errOut)
 	}
 	t.Logf("wattrace acct (MUNGE) as alice:\n%s", out)
 	mine(out, "alice")
-	js, errOut, err := as("alice", "", nil, bin, "acct", "--config", cfg, "--starttime=now-1h", "--json")
+	js, errOut, err := as("alice", "", nil, bin, acct("--config", cfg, "--starttime=now-1h", "--json")...)
 	var us []units.Unit
 	if err != nil || json.Unmarshal([]byte(js), &us) != nil || len(us) != 2 {
 		t.Errorf("acct --json (MUNGE) as alice: %v %d units %s", err, len(us), errOut)
 	}
-	if out, errOut, err := as("alice", "", nil, bin, "acct", "--config", cfg, "--user=bob"); err == nil || !strings.Contains(errOut, "403") {
+	if out, errOut, err := as("alice", "", nil, bin, acct("--config", cfg, "--user=bob")...); err == nil || !strings.Contains(errOut, "403") {
 		t.Errorf("acct --user=bob as alice over MUNGE: %v %s%s, want the server's 403", err, out, errOut)
 	}
 
@@ -878,6 +887,9 @@ func checkAcctMunge(t *testing.T, d *apiServer, jobs map[string]*e2eJob) {
 	}
 	mungeAs := func(user, payload string, args ...string) string {
 		t.Helper()
+		if socket != "" {
+			args = append([]string{"--socket=" + socket}, args...)
+		}
 		out, errOut, err := as(user, payload, nil, "munge", args...)
 		if err != nil {
 			t.Fatalf("munge %v as %s: %v %s", args, user, err, errOut)
@@ -934,10 +946,10 @@ func checkAcctMunge(t *testing.T, d *apiServer, jobs map[string]*e2eJob) {
 
 	// bob with the install's files and environment: his acct asks as bob.
 	env := []string{"WATTRACE_API_URL=" + d.url()}
-	if out, errOut, err := as("bob", "", env, bin, "acct", "--config", cfg, "--user=alice"); err == nil || !strings.Contains(errOut, "403") {
+	if out, errOut, err := as("bob", "", env, bin, acct("--config", cfg, "--user=alice")...); err == nil || !strings.Contains(errOut, "403") {
 		t.Errorf("bob's acct --user=alice: %v %s%s, want 403", err, out, errOut)
 	}
-	out, errOut, err = as("bob", "", env, bin, "acct", "--config", cfg, "--starttime=now-1h")
+	out, errOut, err = as("bob", "", env, bin, acct("--config", cfg, "--starttime=now-1h")...)
 	if err != nil {
 		t.Fatalf("bob's acct: %v %s", err, errOut)
 	}
@@ -960,7 +972,11 @@ func checkAcctMunge(t *testing.T, d *apiServer, jobs map[string]*e2eJob) {
 	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: evil.Certificate().Raw}), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(evilCfg, []byte("url: "+evil.URL+"\nca_file: "+ca+"\n"), 0o644); err != nil {
+	evilYAML := "url: " + evil.URL + "\nca_file: " + ca + "\n"
+	if socket != "" {
+		evilYAML += "munge_socket: " + socket + "\n"
+	}
+	if err := os.WriteFile(evilCfg, []byte(evilYAML), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	proxy, err := net.Listen("tcp", "127.0.0.1:0")

@@ -63,6 +63,9 @@ func Audience(raw string) (string, error) {
 type MungeConfig struct {
 	// Unmunge is the unmunge command (api.munge.unmunge).
 	Unmunge string
+	// Socket is munged's socket (api.munge.socket), given to unmunge;
+	// munge's default when empty.
+	Socket string
 	// Audiences are the URLs this server is known under
 	// (api.munge.audiences): a credential made for another is refused.
 	Audiences []string
@@ -221,7 +224,11 @@ func (m *Munge) unmunge(ctx context.Context, cred string) (mungeMeta, error) {
 	case <-ctx.Done():
 		return mungeMeta{}, &Error{http.StatusServiceUnavailable, "MUNGE: too many credentials being checked; try again"}
 	}
-	cmd := exec.CommandContext(ctx, m.cfg.Unmunge, "--numeric", "--keys=STATUS,ENCODE_TIME,TTL,UID")
+	args := []string{"--numeric", "--keys=STATUS,ENCODE_TIME,TTL,UID"}
+	if m.cfg.Socket != "" {
+		args = append(args, "--socket="+m.cfg.Socket)
+	}
+	cmd := exec.CommandContext(ctx, m.cfg.Unmunge, args...)
 	cmd.Stdin = strings.NewReader(cred)
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr
