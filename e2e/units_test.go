@@ -353,6 +353,7 @@ func otherAddress(t *testing.T) net.IP {
 // trusts no address: checkAcctMunge.
 func TestUnitsSlurm(t *testing.T) {
 	requireRoot(t)
+	slurmLock(t)
 	if _, err := os.Stat("/sys/fs/cgroup/cpuacct/cpuacct.usage"); err != nil {
 		t.Fatalf("Slurm's cgroup/v1 plugin needs the v1 cpuacct controller: %v", err)
 	}
