@@ -181,7 +181,7 @@ func (m *Munge) Verify(ctx context.Context, cred string, r *http.Request) (strin
 	if err != nil || !m.audiences[aud] {
 		return "", unauthorized("MUNGE credential made for %q, not this server (api.munge.audiences)", clip(p.Audience))
 	}
-	if p.Method != r.Method || p.Path != r.URL.RequestURI() {
+	if p.Method != r.Method || p.Path != requestTarget(r) {
 		return "", unauthorized("MUNGE credential made for %s %s, not this request", clip(p.Method), clip(p.Path))
 	}
 	name, err := m.cfg.LookupUser(meta.uid)
@@ -194,6 +194,19 @@ func (m *Munge) Verify(ctx context.Context, cred string, r *http.Request) (strin
 		return "", unauthorized("MUNGE credential replayed")
 	}
 	return name, nil
+}
+
+// requestTarget is the request's path and query as the client sent them,
+// which is what its credential names. A handler mounted behind
+// http.StripPrefix (the query guard under /tsdb) gets a URL without the
+// prefix, but the request line, RequestURI, is left whole.
+func requestTarget(r *http.Request) string {
+	if r.RequestURI != "" {
+		if u, err := url.ParseRequestURI(r.RequestURI); err == nil {
+			return u.RequestURI()
+		}
+	}
+	return r.URL.RequestURI()
 }
 
 // remember records a credential until forget; false when it was seen.

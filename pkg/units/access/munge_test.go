@@ -122,6 +122,46 @@ func TestMungeFake(t *testing.T) {
 	}
 }
 
+// TestMungeBehindStripPrefix: behind http.StripPrefix (the query guard
+// under /tsdb) a credential is checked against the request the client
+// sent, prefix included: acct's credential for /tsdb/api/v1/query is
+// accepted there, and one made for the unprefixed path is not.
+func TestMungeBehindStripPrefix(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	m, err := NewMunge(MungeConfig{
+		Unmunge: fakeUnmunge(t), Audiences: []string{"http://api.example:9842"},
+		LookupUser: func(uid string) (string, error) { return map[string]string{"1001": "alice"}[uid], nil },
+		Now:        func() time.Time { return now },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Access{UserHeader: header, Munge: m}
+	var got Caller
+	var gotErr error
+	h := http.StripPrefix("/tsdb", http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		got, gotErr = a.Identify(r)
+	}))
+	const target = "/tsdb/api/v1/query?query=wattrace_job_energy_joules_total&time=1"
+	for i, c := range []struct {
+		path string
+		want string
+	}{
+		{target, "alice"},
+		{strings.TrimPrefix(target, "/tsdb"), ""},
+	} {
+		p := MungePayload{V: 1, Audience: "http://api.example:9842", Method: "GET", Path: c.path, Nonce: fmt.Sprint(i)}
+		got, gotErr = Caller{}, nil
+		h.ServeHTTP(httptest.NewRecorder(), mungeRequest(fakeCred("0", 1001, now, 60, p), "GET", target))
+		if c.want != "" && (gotErr != nil || got.User != c.want) {
+			t.Errorf("credential for %s: %+v %v, want %s", c.path, got, gotErr, c.want)
+		}
+		if c.want == "" && gotErr == nil {
+			t.Errorf("credential for %s accepted on %s as %+v", c.path, target, got)
+		}
+	}
+}
+
 func TestNewMungeErrorsNameKeys(t *testing.T) {
 	unm := fakeUnmunge(t)
 	for _, c := range []struct {
