@@ -398,10 +398,18 @@ remote_write:
 		t.Fatal(err)
 	}
 	const aliceToken = "alice-e2e-token"
+	// bob's and carol's tokens are for A's query guard (checkGuard).
+	guardTokens := map[string]string{"alice": aliceToken, "bob": "bob-e2e-token", "carol": "carol-e2e-token"}
 	tokens := filepath.Join(dir, "tokens.yaml")
-	if err := os.WriteFile(tokens, []byte("alice: "+api.HashToken(aliceToken)+"\n"), 0o644); err != nil {
+	var tokensYAML string
+	for _, u := range []string{"alice", "bob", "carol"} {
+		tokensYAML += u + ": " + api.HashToken(guardTokens[u]) + "\n"
+	}
+	if err := os.WriteFile(tokens, []byte(tokensYAML), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A and D serve the query guard under /tsdb, in front of Prometheus.
+	guardArgs := []string{"--guard.upstream=" + prom, "--guard.public=wattrace_node_.*"}
 	common := func(tsdb string, delay time.Duration) []string {
 		return []string{"--cluster=e2e", "--tsdb.url=" + tsdb, "--updater.interval=2s", "--updater.delay=" + delay.String(),
 			"--updater.lookback=30m", "--slurm.source=sacct", "--slurm.interval=1m", "--slurm.lookback=1h",
@@ -435,7 +443,7 @@ remote_write:
 	if err := os.WriteFile(jwtFile, []byte(strings.TrimPrefix(jwt, "SLURM_JWT=")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a := newServer("A", nil, append(common(prom, 4*time.Second), "--store.path="+filepath.Join(dir, "a.db"))...)
+	a := newServer("A", nil, append(append(common(prom, 4*time.Second), "--store.path="+filepath.Join(dir, "a.db")), guardArgs...)...)
 	bArgs := append(common(prom, 4*time.Second), "--store.driver=postgres", "--store.dsn-file="+dsnFile,
 		"--slurm.source=restd", "--slurm.restd.url=http://127.0.0.1:6820", "--slurm.restd.user=carol", "--slurm.restd.token-file="+jwtFile)
 	b := newServer("B", nil, bArgs...)
@@ -446,6 +454,7 @@ remote_write:
 	dPort := freePort(t)
 	dArgs := append(common(prom, 4*time.Second), "--store.path="+filepath.Join(dir, "d.db"),
 		"--api.munge.enabled", fmt.Sprintf("--api.munge.audiences=http://127.0.0.1:%d", dPort))
+	dArgs = append(dArgs, guardArgs...)
 	for i, arg := range dArgs {
 		if strings.HasPrefix(arg, "--api.trusted-proxies=") {
 			dArgs = slices.Delete(dArgs, i, i+1)
@@ -601,6 +610,9 @@ remote_write:
 	checkAccess(t, a, byKey, begin)
 	checkAcct(t, a, e, aliceToken, byKey)
 	checkAcctMunge(t, d, byKey, "")
+	at := guardAt(t, prom, byKey, submitted, submitted.Add(2*time.Minute))
+	checkGuard(t, a, prom, guardTokens, byKey, at)
+	checkGuardMunge(t, d, byKey, at)
 	watch.stop()
 	watch.check()
 }
