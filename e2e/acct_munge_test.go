@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wattrace/wattrace/internal/testenv"
 	"github.com/wattrace/wattrace/pkg/units"
 	"github.com/wattrace/wattrace/pkg/units/store"
 )
@@ -19,18 +20,16 @@ import (
 // TestAcctMunge runs checkAcctMunge without the Slurm bed's jobs: the real
 // wattrace-api (MUNGE enabled, no trusted address) over a SQLite store
 // holding two jobs each of alice and bob, the real `wattrace acct` run as
-// them, and the machine's real munged (e2e/slurm.sh up starts one; the
-// users come from slurm.sh users). It leaves munged and Slurm alone, so
-// it needs no lock; TestUnitsSlurm runs the same checks on jobs Slurm ran.
+// them, and a real munged of the test's own (testenv.Munged, its socket
+// given to the server as api.munge.socket and to acct as --munge-socket).
+// It creates the users alice, bob and carol when missing and leaves the
+// Slurm bed and its munged alone, so it needs no set-up and no lock;
+// TestUnitsSlurm runs the same checks on jobs Slurm ran.
 func TestAcctMunge(t *testing.T) {
 	requireRoot(t)
-	if out, err := exec.Command("sh", "-c", "munge -n </dev/null | unmunge >/dev/null").CombinedOutput(); err != nil {
-		t.Fatalf("munged does not answer (e2e/slurm.sh up starts it): %v %s", err, out)
-	}
+	socket := testenv.Munged(t)
 	for _, u := range []string{"alice", "bob", "carol"} {
-		if err := exec.Command("id", u).Run(); err != nil {
-			t.Fatalf("user %s is missing (e2e/slurm.sh users adds them): %v", u, err)
-		}
+		ensureUser(t, u)
 	}
 	dir := t.TempDir()
 	db := filepath.Join(dir, "d.db")
@@ -58,7 +57,7 @@ func TestAcctMunge(t *testing.T) {
 	d := &apiServer{name: "D", port: port, log: filepath.Join(dir, "d.log"), t: t, args: []string{
 		fmt.Sprintf("--web.listen-address=0.0.0.0:%d", port), "--cluster=e2e", "--tsdb.url=http://127.0.0.1:1",
 		"--slurm.source=none", "--store.path=" + db, "--api.admins=carol", "--log.level=debug",
-		"--api.munge.enabled", fmt.Sprintf("--api.munge.audiences=http://127.0.0.1:%d", port)}}
+		"--api.munge.enabled", fmt.Sprintf("--api.munge.audiences=http://127.0.0.1:%d", port), "--api.munge.socket=" + socket}}
 	t.Cleanup(func() {
 		d.stop()
 		if t.Failed() {
@@ -66,7 +65,7 @@ func TestAcctMunge(t *testing.T) {
 		}
 	})
 	d.start()
-	checkAcctMunge(t, d, jobs)
+	checkAcctMunge(t, d, jobs, socket)
 	if t.Failed() {
 		return
 	}
@@ -74,4 +73,20 @@ func TestAcctMunge(t *testing.T) {
 	if n := strings.Count(string(b), "refused"); n < 8 {
 		t.Errorf("D logged %d refusals, want one per refused request", n)
 	}
+}
+
+// ensureUser creates the Unix user name (as e2e/slurm.sh users does) when
+// it is missing; the users stay, as the Slurm bed's do. Another test may
+// be adding the same user at once, so a failed useradd counts only when
+// the user is still missing.
+func ensureUser(t *testing.T, name string) {
+	t.Helper()
+	if exec.Command("id", name).Run() == nil {
+		return
+	}
+	out, err := exec.Command("useradd", "-m", "-s", "/bin/bash", name).CombinedOutput()
+	if exec.Command("id", name).Run() != nil {
+		t.Fatalf("useradd %s: %v %s", name, err, out)
+	}
+	t.Logf("created user %s", name)
 }

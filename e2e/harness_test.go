@@ -89,6 +89,13 @@ func exporterBinary(t *testing.T) string {
 // requireRoot fails under CI and skips otherwise when not root.
 func requireRoot(t *testing.T) { testenv.RequireRoot(t) }
 
+// slurmLock holds the Slurm bed's lock (testenv.SlurmLock) for the rest of
+// the test, before the test registers the bed's clean-up, so the lock is
+// released only after that has run. Tests on this machine share the one
+// bed; run them directly (the test takes the lock) or under
+// `flock /tmp/lock.slurm`, whose lock it then uses.
+func slurmLock(t *testing.T) { testenv.Lock(t, testenv.SlurmLock) }
+
 // script runs e2e/<name> args... bounded by limit, in its own process group
 // so that a timeout kills everything it started, and logs its output.
 func script(t *testing.T, limit time.Duration, name string, args ...string) (string, error) {

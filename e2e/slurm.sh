@@ -392,7 +392,26 @@ test_jobs() {
   timeout 10 scancel "$sb"
 }
 
+# close_inherited: close every descriptor above stderr that the caller left
+# open, except this script's own.  The daemons started here (munged,
+# mariadbd, slurmdbd, slurmctld, slurmd, slurmrestd) would inherit them and
+# keep them open for as long as they run: `flock /tmp/lock.slurm slurm.sh up`
+# would leave the bed's lock held after flock returned, until `down`.
+# Closing our copy releases nothing: the lock stays with whoever took it.
+close_inherited() {
+  local p fd self
+  self=$(readlink -f "$0")
+  for p in /proc/$$/fd/*; do
+    fd=${p##*/}
+    case $fd in 0|1|2) continue;; esac
+    [ "$(readlink -f "$p" 2>/dev/null)" = "$self" ] && continue
+    eval "exec $fd>&-" 2>/dev/null
+  done
+  return 0
+}
+
 [ "$(id -u)" = 0 ] || { echo "must run as root" >&2; exit 1; }
+close_inherited
 case "${1:-}" in
   up)     install_pkgs && write_config && start_munge && start_accounting && start_slurm ;;
   down)   down ;;

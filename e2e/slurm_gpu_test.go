@@ -29,6 +29,7 @@ import (
 // other mock GPU has no holder.
 func TestSlurmJobGPUs(t *testing.T) {
 	requireRoot(t)
+	slurmLock(t)
 	t.Setenv("SLURM_E2E_GPUS", "1")
 	t.Cleanup(func() {
 		if t.Failed() {

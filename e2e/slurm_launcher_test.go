@@ -32,6 +32,7 @@ const launcherRunsEnv = "WATTRACE_E2E_LAUNCHER_RUNS"
 // skipped free hooks left 4 of 20 runs 1–3% under it.
 func TestSlurmLauncherJobs(t *testing.T) {
 	requireRoot(t)
+	slurmLock(t)
 	if _, err := os.Stat("/sys/fs/cgroup/cpuacct/cpuacct.usage"); err != nil {
 		t.Fatalf("Slurm's cgroup/v1 plugin needs the v1 cpuacct controller at /sys/fs/cgroup/cpuacct: %v", err)
 	}

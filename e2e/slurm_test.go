@@ -3,12 +3,15 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -98,6 +101,7 @@ func (j *slurmJob) sample(deadline time.Time, done chan<- struct{}) {
 // job energy in the ratio of the jobs' CPU time within 2%.
 func TestSlurmJobs(t *testing.T) {
 	requireRoot(t)
+	slurmLock(t)
 	if _, err := os.Stat("/sys/fs/cgroup/cpuacct/cpuacct.usage"); err != nil {
 		t.Fatalf("Slurm's cgroup/v1 plugin needs the v1 cpuacct controller at /sys/fs/cgroup/cpuacct: %v", err)
 	}
@@ -318,5 +322,72 @@ func jobCgroups(jobs ...*slurmJob) func(*dto.Metric) bool {
 			}
 		}
 		return false
+	}
+}
+
+// TestSlurmDaemonsLeaveTheLock: `flock LOCK e2e/slurm.sh reset`, the way
+// the bed is brought up by hand, returns with LOCK free although the bed's
+// daemons (started under it) still run: slurm.sh closes the descriptors it
+// inherited before it starts them, so none of them holds the lock until it
+// stops. LOCK is a file of the test's own; the bed's lock is held by the
+// test the usual way (testenv.Lock), so both paths are exercised.
+func TestSlurmDaemonsLeaveTheLock(t *testing.T) {
+	requireRoot(t)
+	slurmLock(t)
+	t.Setenv("SLURM_E2E_ACCOUNTING", "1")
+	t.Cleanup(func() {
+		if _, err := script(t, 3*time.Minute, "slurm.sh", "clean"); err != nil {
+			t.Errorf("slurm.sh clean: %v", err)
+		}
+	})
+	lock := filepath.Join(t.TempDir(), "lock")
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "flock", lock, "bash", "slurm.sh", "reset")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.CombinedOutput()
+	t.Logf("flock %s slurm.sh reset: %v\n%s", lock, errOrOK(err), strings.TrimRight(string(out), "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Errorf("%s is still locked after flock returned: %v", lock, err)
+	}
+	want, err := os.Stat(lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	daemons := 0
+	for _, d := range []struct{ pidfile, comm string }{
+		{"/run/munge/munged.pid", "munged"}, {"/run/mysqld/mysqld.pid", "mariadbd"},
+		{"/run/slurmdbd.pid", "slurmdbd"}, {"/run/slurmctld.pid", "slurmctld"}, {"/run/slurmd.pid", "slurmd"},
+	} {
+		b, err := os.ReadFile(d.pidfile)
+		if err != nil {
+			t.Errorf("%s: %v (is %s running?)", d.pidfile, err, d.comm)
+			continue
+		}
+		pid := strings.TrimSpace(string(b))
+		if comm, _ := os.ReadFile("/proc/" + pid + "/comm"); strings.TrimSpace(string(comm)) != d.comm {
+			t.Errorf("%s names pid %s, which is %q, not %s", d.pidfile, pid, strings.TrimSpace(string(comm)), d.comm)
+			continue
+		}
+		daemons++
+		fds, _ := filepath.Glob("/proc/" + pid + "/fd/*")
+		for _, p := range fds {
+			if fi, err := os.Stat(p); err == nil && os.SameFile(fi, want) {
+				t.Errorf("%s (pid %s) holds the lock file open as %s", d.comm, pid, p)
+			}
+		}
+	}
+	if daemons != 5 {
+		t.Errorf("%d of the 5 daemons checked", daemons)
 	}
 }

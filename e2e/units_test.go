@@ -353,6 +353,7 @@ func otherAddress(t *testing.T) net.IP {
 // trusts no address: checkAcctMunge.
 func TestUnitsSlurm(t *testing.T) {
 	requireRoot(t)
+	slurmLock(t)
 	if _, err := os.Stat("/sys/fs/cgroup/cpuacct/cpuacct.usage"); err != nil {
 		t.Fatalf("Slurm's cgroup/v1 plugin needs the v1 cpuacct controller: %v", err)
 	}
@@ -397,10 +398,18 @@ remote_write:
 		t.Fatal(err)
 	}
 	const aliceToken = "alice-e2e-token"
+	// bob's and carol's tokens are for A's query guard (checkGuard).
+	guardTokens := map[string]string{"alice": aliceToken, "bob": "bob-e2e-token", "carol": "carol-e2e-token"}
 	tokens := filepath.Join(dir, "tokens.yaml")
-	if err := os.WriteFile(tokens, []byte("alice: "+api.HashToken(aliceToken)+"\n"), 0o644); err != nil {
+	var tokensYAML string
+	for _, u := range []string{"alice", "bob", "carol"} {
+		tokensYAML += u + ": " + api.HashToken(guardTokens[u]) + "\n"
+	}
+	if err := os.WriteFile(tokens, []byte(tokensYAML), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A and D serve the query guard under /tsdb, in front of Prometheus.
+	guardArgs := []string{"--guard.upstream=" + prom, "--guard.public=wattrace_node_.*"}
 	common := func(tsdb string, delay time.Duration) []string {
 		return []string{"--cluster=e2e", "--tsdb.url=" + tsdb, "--updater.interval=2s", "--updater.delay=" + delay.String(),
 			"--updater.lookback=30m", "--slurm.source=sacct", "--slurm.interval=1m", "--slurm.lookback=1h",
@@ -434,7 +443,7 @@ remote_write:
 	if err := os.WriteFile(jwtFile, []byte(strings.TrimPrefix(jwt, "SLURM_JWT=")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a := newServer("A", nil, append(common(prom, 4*time.Second), "--store.path="+filepath.Join(dir, "a.db"))...)
+	a := newServer("A", nil, append(append(common(prom, 4*time.Second), "--store.path="+filepath.Join(dir, "a.db")), guardArgs...)...)
 	bArgs := append(common(prom, 4*time.Second), "--store.driver=postgres", "--store.dsn-file="+dsnFile,
 		"--slurm.source=restd", "--slurm.restd.url=http://127.0.0.1:6820", "--slurm.restd.user=carol", "--slurm.restd.token-file="+jwtFile)
 	b := newServer("B", nil, bArgs...)
@@ -445,6 +454,7 @@ remote_write:
 	dPort := freePort(t)
 	dArgs := append(common(prom, 4*time.Second), "--store.path="+filepath.Join(dir, "d.db"),
 		"--api.munge.enabled", fmt.Sprintf("--api.munge.audiences=http://127.0.0.1:%d", dPort))
+	dArgs = append(dArgs, guardArgs...)
 	for i, arg := range dArgs {
 		if strings.HasPrefix(arg, "--api.trusted-proxies=") {
 			dArgs = slices.Delete(dArgs, i, i+1)
@@ -599,7 +609,10 @@ remote_write:
 
 	checkAccess(t, a, byKey, begin)
 	checkAcct(t, a, e, aliceToken, byKey)
-	checkAcctMunge(t, d, byKey)
+	checkAcctMunge(t, d, byKey, "")
+	at := guardAt(t, prom, byKey, submitted, submitted.Add(2*time.Minute))
+	checkGuard(t, a, prom, guardTokens, byKey, at)
+	checkGuardMunge(t, d, byKey, at)
 	watch.stop()
 	watch.check()
 }
@@ -803,8 +816,17 @@ func (w *watcher) check() {
 // acct run in an environment bob chose (GODEBUG=http2debug=2,
 // HTTPS_PROXY to his listener, SSL_KEYLOGFILE, --url to his TLS server)
 // gives him only a credential D refuses.
-func checkAcctMunge(t *testing.T, d *apiServer, jobs map[string]*e2eJob) {
+func checkAcctMunge(t *testing.T, d *apiServer, jobs map[string]*e2eJob, socket string) {
 	t.Helper()
+	// acct's arguments, with munged's socket when it is not munge's
+	// default: --munge-socket here, munge_socket in the client file bob
+	// hands alice.
+	acct := func(args ...string) []string {
+		if socket != "" {
+			args = append([]string{"--munge-socket=" + socket}, args...)
+		}
+		return append([]string{"acct"}, args...)
+	}
 	dir, err := os.MkdirTemp("", "wattrace-e2e-munge-")
 	if err != nil {
 		t.Fatal(err)
@@ -848,18 +870,18 @@ func checkAcctMunge(t *testing.T, d *apiServer, jobs map[string]*e2eJob) {
 			}
 		}
 	}
-	out, errOut, err := as("alice", "", nil, bin, "acct", "--config", cfg, "--starttime=now-1h", "--format=jobid,user,project,state,energy")
+	out, errOut, err := as("alice", "", nil, bin, acct("--config", cfg, "--starttime=now-1h", "--format=jobid,user,project,state,energy")...)
 	if err != nil {
 		t.Fatalf("wattrace acct (MUNGE) as alice: %v\n%s%s", err, out, errOut)
 	}
 	t.Logf("wattrace acct (MUNGE) as alice:\n%s", out)
 	mine(out, "alice")
-	js, errOut, err := as("alice", "", nil, bin, "acct", "--config", cfg, "--starttime=now-1h", "--json")
+	js, errOut, err := as("alice", "", nil, bin, acct("--config", cfg, "--starttime=now-1h", "--json")...)
 	var us []units.Unit
 	if err != nil || json.Unmarshal([]byte(js), &us) != nil || len(us) != 2 {
 		t.Errorf("acct --json (MUNGE) as alice: %v %d units %s", err, len(us), errOut)
 	}
-	if out, errOut, err := as("alice", "", nil, bin, "acct", "--config", cfg, "--user=bob"); err == nil || !strings.Contains(errOut, "403") {
+	if out, errOut, err := as("alice", "", nil, bin, acct("--config", cfg, "--user=bob")...); err == nil || !strings.Contains(errOut, "403") {
 		t.Errorf("acct --user=bob as alice over MUNGE: %v %s%s, want the server's 403", err, out, errOut)
 	}
 
@@ -878,6 +900,9 @@ func checkAcctMunge(t *testing.T, d *apiServer, jobs map[string]*e2eJob) {
 	}
 	mungeAs := func(user, payload string, args ...string) string {
 		t.Helper()
+		if socket != "" {
+			args = append([]string{"--socket=" + socket}, args...)
+		}
 		out, errOut, err := as(user, payload, nil, "munge", args...)
 		if err != nil {
 			t.Fatalf("munge %v as %s: %v %s", args, user, err, errOut)
@@ -934,10 +959,10 @@ func checkAcctMunge(t *testing.T, d *apiServer, jobs map[string]*e2eJob) {
 
 	// bob with the install's files and environment: his acct asks as bob.
 	env := []string{"WATTRACE_API_URL=" + d.url()}
-	if out, errOut, err := as("bob", "", env, bin, "acct", "--config", cfg, "--user=alice"); err == nil || !strings.Contains(errOut, "403") {
+	if out, errOut, err := as("bob", "", env, bin, acct("--config", cfg, "--user=alice")...); err == nil || !strings.Contains(errOut, "403") {
 		t.Errorf("bob's acct --user=alice: %v %s%s, want 403", err, out, errOut)
 	}
-	out, errOut, err = as("bob", "", env, bin, "acct", "--config", cfg, "--starttime=now-1h")
+	out, errOut, err = as("bob", "", env, bin, acct("--config", cfg, "--starttime=now-1h")...)
 	if err != nil {
 		t.Fatalf("bob's acct: %v %s", err, errOut)
 	}
@@ -960,7 +985,11 @@ func checkAcctMunge(t *testing.T, d *apiServer, jobs map[string]*e2eJob) {
 	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: evil.Certificate().Raw}), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(evilCfg, []byte("url: "+evil.URL+"\nca_file: "+ca+"\n"), 0o644); err != nil {
+	evilYAML := "url: " + evil.URL + "\nca_file: " + ca + "\n"
+	if socket != "" {
+		evilYAML += "munge_socket: " + socket + "\n"
+	}
+	if err := os.WriteFile(evilCfg, []byte(evilYAML), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	proxy, err := net.Listen("tcp", "127.0.0.1:0")

@@ -434,6 +434,7 @@ const (
 	KeyAPIMungeEnabled   = "api.munge.enabled"
 	KeyAPIMungeAudiences = "api.munge.audiences"
 	KeyAPIMungeUnmunge   = "api.munge.unmunge"
+	KeyAPIMungeSocket    = "api.munge.socket"
 	KeyAPIMungeMaxTTL    = "api.munge.max-ttl"
 
 	KeyWebReadHeaderTimeout = "web.read-header-timeout"
@@ -459,6 +460,9 @@ type MungeSettings struct {
 	Audiences []string
 	// Unmunge is the unmunge command.
 	Unmunge string
+	// Socket is munged's socket, given to unmunge (its default when
+	// empty).
+	Socket string
 	// MaxTTL is the longest-lived credential accepted.
 	MaxTTL time.Duration
 }
@@ -475,6 +479,7 @@ func addIdentityFlags(fs *pflag.FlagSet) {
 	fs.Bool(KeyAPIMungeEnabled, false, "Accept MUNGE credentials (Authorization: MUNGE …, sent by wattrace acct); needs munged and unmunge on this host.")
 	fs.StringSlice(KeyAPIMungeAudiences, nil, "URLs clients reach this server under (https://host:port); a MUNGE credential made for another is refused. Required with api.munge.enabled.")
 	fs.String(KeyAPIMungeUnmunge, "unmunge", "The unmunge command.")
+	fs.String(KeyAPIMungeSocket, "", "munged's socket, passed to unmunge as --socket (default: munge's own, /run/munge/munge.socket.2).")
 	fs.Duration(KeyAPIMungeMaxTTL, 5*time.Minute, "Longest time-to-live, and age, of a MUNGE credential accepted.")
 	fs.Duration(KeyWebReadHeaderTimeout, 10*time.Second, "Time to read a request's headers.")
 	fs.Duration(KeyWebReadTimeout, 30*time.Second, "Time to read a whole request.")
@@ -487,7 +492,7 @@ func decodeIdentity(d *cli.Decoder, c *Config) {
 		Proxies: d.Strings(KeyAPIProxies),
 		Munge: MungeSettings{
 			Enabled: d.Bool(KeyAPIMungeEnabled), Audiences: d.Strings(KeyAPIMungeAudiences),
-			Unmunge: d.String(KeyAPIMungeUnmunge), MaxTTL: d.Duration(KeyAPIMungeMaxTTL),
+			Unmunge: d.String(KeyAPIMungeUnmunge), Socket: d.String(KeyAPIMungeSocket), MaxTTL: d.Duration(KeyAPIMungeMaxTTL),
 		},
 	}
 	c.Timeouts = Timeouts{

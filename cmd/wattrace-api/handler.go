@@ -69,7 +69,7 @@ func newAccess(d apiDeps) (*access.Access, error) {
 		}
 	}
 	if m := d.Identity.Munge; m.Enabled {
-		if acc.Munge, err = access.NewMunge(access.MungeConfig{Unmunge: m.Unmunge, Audiences: m.Audiences, MaxTTL: m.MaxTTL}); err != nil {
+		if acc.Munge, err = access.NewMunge(access.MungeConfig{Unmunge: m.Unmunge, Socket: m.Socket, Audiences: m.Audiences, MaxTTL: m.MaxTTL}); err != nil {
 			return nil, err
 		}
 	}

@@ -63,6 +63,9 @@ func Audience(raw string) (string, error) {
 type MungeConfig struct {
 	// Unmunge is the unmunge command (api.munge.unmunge).
 	Unmunge string
+	// Socket is munged's socket (api.munge.socket), given to unmunge;
+	// munge's default when empty.
+	Socket string
 	// Audiences are the URLs this server is known under
 	// (api.munge.audiences): a credential made for another is refused.
 	Audiences []string
@@ -178,7 +181,7 @@ func (m *Munge) Verify(ctx context.Context, cred string, r *http.Request) (strin
 	if err != nil || !m.audiences[aud] {
 		return "", unauthorized("MUNGE credential made for %q, not this server (api.munge.audiences)", clip(p.Audience))
 	}
-	if p.Method != r.Method || p.Path != r.URL.RequestURI() {
+	if p.Method != r.Method || p.Path != requestTarget(r) {
 		return "", unauthorized("MUNGE credential made for %s %s, not this request", clip(p.Method), clip(p.Path))
 	}
 	name, err := m.cfg.LookupUser(meta.uid)
@@ -191,6 +194,19 @@ func (m *Munge) Verify(ctx context.Context, cred string, r *http.Request) (strin
 		return "", unauthorized("MUNGE credential replayed")
 	}
 	return name, nil
+}
+
+// requestTarget is the request's path and query as the client sent them,
+// which is what its credential names. A handler mounted behind
+// http.StripPrefix (the query guard under /tsdb) gets a URL without the
+// prefix, but the request line, RequestURI, is left whole.
+func requestTarget(r *http.Request) string {
+	if r.RequestURI != "" {
+		if u, err := url.ParseRequestURI(r.RequestURI); err == nil {
+			return u.RequestURI()
+		}
+	}
+	return r.URL.RequestURI()
 }
 
 // remember records a credential until forget; false when it was seen.
@@ -221,7 +237,11 @@ func (m *Munge) unmunge(ctx context.Context, cred string) (mungeMeta, error) {
 	case <-ctx.Done():
 		return mungeMeta{}, &Error{http.StatusServiceUnavailable, "MUNGE: too many credentials being checked; try again"}
 	}
-	cmd := exec.CommandContext(ctx, m.cfg.Unmunge, "--numeric", "--keys=STATUS,ENCODE_TIME,TTL,UID")
+	args := []string{"--numeric", "--keys=STATUS,ENCODE_TIME,TTL,UID"}
+	if m.cfg.Socket != "" {
+		args = append(args, "--socket="+m.cfg.Socket)
+	}
+	cmd := exec.CommandContext(ctx, m.cfg.Unmunge, args...)
 	cmd.Stdin = strings.NewReader(cred)
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wattrace/wattrace/internal/testenv"
 )
 
 func writeFile(t *testing.T, p, body string, mode os.FileMode) {
@@ -120,6 +122,46 @@ func TestMungeFake(t *testing.T) {
 	}
 }
 
+// TestMungeBehindStripPrefix: behind http.StripPrefix (the query guard
+// under /tsdb) a credential is checked against the request the client
+// sent, prefix included: acct's credential for /tsdb/api/v1/query is
+// accepted there, and one made for the unprefixed path is not.
+func TestMungeBehindStripPrefix(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	m, err := NewMunge(MungeConfig{
+		Unmunge: fakeUnmunge(t), Audiences: []string{"http://api.example:9842"},
+		LookupUser: func(uid string) (string, error) { return map[string]string{"1001": "alice"}[uid], nil },
+		Now:        func() time.Time { return now },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Access{UserHeader: header, Munge: m}
+	var got Caller
+	var gotErr error
+	h := http.StripPrefix("/tsdb", http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		got, gotErr = a.Identify(r)
+	}))
+	const target = "/tsdb/api/v1/query?query=wattrace_job_energy_joules_total&time=1"
+	for i, c := range []struct {
+		path string
+		want string
+	}{
+		{target, "alice"},
+		{strings.TrimPrefix(target, "/tsdb"), ""},
+	} {
+		p := MungePayload{V: 1, Audience: "http://api.example:9842", Method: "GET", Path: c.path, Nonce: fmt.Sprint(i)}
+		got, gotErr = Caller{}, nil
+		h.ServeHTTP(httptest.NewRecorder(), mungeRequest(fakeCred("0", 1001, now, 60, p), "GET", target))
+		if c.want != "" && (gotErr != nil || got.User != c.want) {
+			t.Errorf("credential for %s: %+v %v, want %s", c.path, got, gotErr, c.want)
+		}
+		if c.want == "" && gotErr == nil {
+			t.Errorf("credential for %s accepted on %s as %+v", c.path, target, got)
+		}
+	}
+}
+
 func TestNewMungeErrorsNameKeys(t *testing.T) {
 	unm := fakeUnmunge(t)
 	for _, c := range []struct {
@@ -177,18 +219,14 @@ func TestAudience(t *testing.T) {
 	}
 }
 
-// TestRealMunge runs the real munge and unmunge against the machine's
-// munged when one answers (the Slurm test bed starts it): a credential
-// made for this request is this process's user, and munged's own checks
-// (replay, expiry, uid restriction) refuse the rest.
+// TestRealMunge runs the real munge and unmunge against a munged of the
+// test's own (testenv.Munged, on a private socket given to unmunge as
+// api.munge.socket would): a credential made for this request is this
+// process's user, and munged's own checks (replay, expiry, uid
+// restriction) refuse the rest.
 func TestRealMunge(t *testing.T) {
-	if _, err := os.Stat("/run/munge/munge.socket.2"); err != nil {
-		t.Skip("no munged socket:", err)
-	}
-	if _, err := exec.LookPath("munge"); err != nil {
-		t.Skip("no munge command")
-	}
-	m, err := NewMunge(MungeConfig{Unmunge: "unmunge", Audiences: []string{"http://api.example:9842"}})
+	socket := testenv.Munged(t)
+	m, err := NewMunge(MungeConfig{Unmunge: "unmunge", Socket: socket, Audiences: []string{"http://api.example:9842"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +239,7 @@ func TestRealMunge(t *testing.T) {
 	encode := func(args ...string) string {
 		t.Helper()
 		b, _ := json.Marshal(MungePayload{V: 1, Audience: "http://api.example:9842", Method: "GET", Path: target, Nonce: fmt.Sprint(time.Now().UnixNano())})
-		cmd := exec.Command("munge", args...)
+		cmd := exec.Command("munge", append([]string{"--socket=" + socket}, args...)...)
 		cmd.Stdin = strings.NewReader(string(b))
 		out, err := cmd.Output()
 		if err != nil {
@@ -222,6 +260,17 @@ func TestRealMunge(t *testing.T) {
 	restricted := encode("-t", "60", "-u", "4242")
 	if _, err := a.Identify(mungeRequest(restricted, "GET", target)); err == nil || !strings.Contains(err.Error(), "Unauthorized") {
 		t.Errorf("credential restricted to uid 4242: %v", err)
+	}
+	// Without the socket unmunge asks munge's default one, which has
+	// another key or no daemon: the setting is what reached ours.
+	other, err := NewMunge(MungeConfig{Unmunge: "unmunge", Audiences: []string{"http://api.example:9842"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&Access{UserHeader: header, Munge: other}).Identify(mungeRequest(encode("-t", "60"), "GET", target)); err == nil {
+		t.Error("a credential of the private munged accepted by unmunge on the default socket")
+	} else {
+		t.Logf("default socket: %v", err)
 	}
 	short := encode("-t", "1")
 	time.Sleep(2500 * time.Millisecond)

@@ -59,6 +59,9 @@ type Config struct {
 	Auth string `yaml:"auth"`
 	// Munge is the munge command.
 	Munge string `yaml:"munge"`
+	// MungeSocket is munged's socket, passed to munge (its default
+	// when empty).
+	MungeSocket string `yaml:"munge_socket"`
 	// TTL of each MUNGE credential.
 	MungeTTL time.Duration `yaml:"munge_ttl"`
 	// TLS: the server's CA, and the user's own client certificate.
@@ -107,7 +110,7 @@ type usageError struct{ error }
 type options struct {
 	config, url, token    string
 	auth, cert, key       string
-	munge                 string
+	munge, mungeSocket    string
 	start, end            string
 	jobs, projects, users string
 	format                string
@@ -135,6 +138,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env Env) 
 	fs.StringVar(&o.cert, "cert", "", "your client certificate (PEM), with --key")
 	fs.StringVar(&o.key, "key", "", "your client certificate's key (PEM)")
 	fs.StringVar(&o.munge, "munge", "", "the munge command (default munge, or munge in the configuration)")
+	fs.StringVar(&o.mungeSocket, "munge-socket", "", "munged's socket, passed to munge as --socket (default munge's own, or munge_socket in the configuration)")
 	fs.StringVar(&o.start, "starttime", "", "units that ran after this time (YYYY-MM-DD[THH:MM[:SS]], RFC 3339, Unix seconds, now-7d); default 00:00 today")
 	fs.StringVar(&o.start, "S", "", "short for --starttime")
 	fs.StringVar(&o.end, "endtime", "", "units that ran before this time; default now")
@@ -252,6 +256,7 @@ func (o *options) client(env Env, set map[string]bool) (*client, *url.URL, error
 		c.mungeTTL = time.Minute
 	}
 	c.munge = firstOf(o.munge, cfg.Munge, "munge")
+	c.mungeSocket = firstOf(o.mungeSocket, cfg.MungeSocket)
 	certFile, keyFile := firstOf(o.cert, cfg.CertFile), firstOf(o.key, cfg.KeyFile)
 	c.auth = firstOf(o.auth, cfg.Auth)
 	if c.auth == "" {
@@ -407,13 +412,15 @@ func parseTime(s string, now time.Time, loc *time.Location) (time.Time, error) {
 }
 
 type client struct {
-	http     *http.Client
-	user     string
-	auth     string // munge, token or cert
-	token    string
-	munge    string // the munge command
-	mungeTTL time.Duration
-	audience string // the server, as the MUNGE payload names it
+	http  *http.Client
+	user  string
+	auth  string // munge, token or cert
+	token string
+	munge string // the munge command
+	// mungeSocket is munged's socket ("": munge's default).
+	mungeSocket string
+	mungeTTL    time.Duration
+	audience    string // the server, as the MUNGE payload names it
 }
 
 // mungeCredential runs munge for one request: a payload binding the
@@ -428,7 +435,11 @@ func (c *client) mungeCredential(ctx context.Context, req *http.Request) (string
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.CommandContext(ctx, c.munge, "-t", strconv.Itoa(int(c.mungeTTL.Seconds())))
+	args := []string{"-t", strconv.Itoa(int(c.mungeTTL.Seconds()))}
+	if c.mungeSocket != "" {
+		args = append(args, "--socket="+c.mungeSocket)
+	}
+	cmd := exec.CommandContext(ctx, c.munge, args...)
 	cmd.Stdin = bytes.NewReader(payload)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
