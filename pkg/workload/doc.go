@@ -33,7 +33,7 @@
 //	container  container_id, container, pod, namespace, manager
 //	pod        pod_uid, pod, namespace, qos
 //	vm         vm_uuid, vm, instance
-//	job        job_id, user, uid, slurm_node
+//	job        job_id, user, uid, slurm_node, sluid
 //	unit       unit, manager
 //
 // A cgroup belongs to every level it has fields for: a container in a pod

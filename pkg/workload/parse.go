@@ -151,6 +151,11 @@ func (p *Parser) parse(path string) (ident.Identity, string) {
 		case slurm && (prev == cSlurmRoot || prev == cSlurmUID || prev == cStepd) && p.slurm.job.into(c, &id.JobID):
 			start(ident.KindJob, ident.ManagerSlurm, id.JobID)
 			strong, cur = true, cJob
+		case slurm && prev == cStepd && p.slurm.sluid.into(c, &id.SLUID):
+			// Slurm 26.05: the job's directory is its SLUID; the
+			// numeric id is left for the Resolver.
+			start(ident.KindJob, ident.ManagerSlurm, id.SLUID)
+			strong, cur = true, cJob
 		case prev == cJob && p.slurm.step.into(c, &id.Step):
 			cur = cStep
 		case prev == cStep && c == "user":

@@ -69,6 +69,7 @@ type Resolver struct {
 
 	jobMu   sync.Mutex
 	jobUIDs map[string]string // Slurm v2 job cgroup → owner uid
+	jobIDs  map[string]string // Slurm 26.05 SLUID job cgroup → numeric job id
 }
 
 // entry is immutable once stored, except seen.
@@ -107,6 +108,7 @@ func NewResolver(o Options) *Resolver {
 		now:        time.Now,
 		cache:      map[string]*entry{},
 		jobUIDs:    map[string]string{},
+		jobIDs:     map[string]string{},
 	}
 	r.users = newPasswd(filepath.Join(o.EtcRoot, "passwd"), nss, func() time.Time { return r.now() })
 	return r
@@ -171,6 +173,11 @@ func (r *Resolver) Sweep() int {
 			delete(r.jobUIDs, b)
 		}
 	}
+	for b := range r.jobIDs {
+		if !jobs[b] {
+			delete(r.jobIDs, b)
+		}
+	}
 	r.jobMu.Unlock()
 	return n
 }
@@ -182,6 +189,15 @@ func (r *Resolver) LibvirtErr() error { return r.domains.Err() }
 // whether every source that applies answered.
 func (r *Resolver) enrich(id ident.Identity, cgPath, base string) (ident.Identity, bool) {
 	complete := true
+	if id.Kind == ident.KindJob && id.JobID == "" && id.SLUID != "" {
+		// Until the numeric id is known the job is exported under its
+		// SLUID (job_id empty), never folded into the node.
+		if jid, ok := r.jobID(id.SLUID, base); ok {
+			id.JobID, id.ID = jid, jid
+		} else {
+			complete = false
+		}
+	}
 	if id.Kind == ident.KindJob && id.UID == "" {
 		if uid, ok := r.jobUID(id, cgPath, base); ok {
 			id.UID = uid

@@ -120,15 +120,23 @@ var kinds = kindTable{
 		serviceRank: 3,
 	},
 	{
-		kind:   KindJob,
-		help:   "Enable per-job series (Slurm).",
-		labels: []string{"job_id", "user", "uid", "slurm_node"},
-		member: func(id Identity) bool { return id.JobID != "" },
-		values: func(id Identity) []string { return []string{id.JobID, id.User, id.UID, id.SlurmNode} },
+		kind: KindJob,
+		help: "Enable per-job series (Slurm).",
+		// sluid last: job_id keeps naming the numeric id, and a job
+		// named by its SLUID whose numeric id is not known (yet) is
+		// still a job of its own, keyed by all its values.
+		labels: []string{"job_id", "user", "uid", "slurm_node", "sluid"},
+		member: func(id Identity) bool { return id.JobID != "" || id.SLUID != "" },
+		values: func(id Identity) []string { return []string{id.JobID, id.User, id.UID, id.SlurmNode, id.SLUID} },
 		holder: "slurm",
 		match:  func(h snapshot.GPUHolder) map[string]string { return map[string]string{"job_id": h.JobID} },
 		// One job runs many executables: the job is the service.
-		service:     func(id Identity) string { return "slurm/" + id.JobID },
+		service: func(id Identity) string {
+			if id.JobID == "" {
+				return "slurm/" + id.SLUID
+			}
+			return "slurm/" + id.JobID
+		},
 		serviceRank: 2,
 	},
 	{
