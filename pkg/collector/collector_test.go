@@ -97,6 +97,8 @@ func testSnapshot() *snapshot.Snapshot {
 				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 2}}}},
 			{Level: string(ident.KindSystemdUnit), Manager: "systemd", Labels: []string{"a.service", "systemd"}, Resources: testResources(), CPUSeconds: 4, Alive: true,
 				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 2}}}},
+			{Level: string(ident.KindPBSJob), Manager: "pbs", Labels: []string{"12345.pbs01", "carol", "1002"}, Resources: testResources(), CPUSeconds: 3, Alive: true,
+				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 2}}}},
 		},
 	}
 }

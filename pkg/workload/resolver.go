@@ -160,7 +160,7 @@ func (r *Resolver) Sweep() int {
 		if e.seen.Load() != cur {
 			delete(r.cache, p)
 			n++
-		} else if e.id.Kind == ident.KindJob {
+		} else if e.id.Kind == ident.KindJob || e.id.Kind == ident.KindPBSJob {
 			jobs[e.base] = true
 		}
 	}
@@ -200,6 +200,13 @@ func (r *Resolver) enrich(id ident.Identity, cgPath, base string) (ident.Identit
 	}
 	if id.Kind == ident.KindJob && id.UID == "" {
 		if uid, ok := r.jobUID(id, cgPath, base); ok {
+			id.UID = uid
+		} else {
+			complete = false
+		}
+	}
+	if id.Kind == ident.KindPBSJob && id.UID == "" {
+		if uid, ok := r.pbsUID(base); ok {
 			id.UID = uid
 		} else {
 			complete = false

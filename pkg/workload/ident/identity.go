@@ -11,6 +11,7 @@ const (
 	KindVM          Kind = "vm"
 	KindJob         Kind = "job"
 	KindSystemdUnit Kind = "unit"
+	KindPBSJob      Kind = "pbs_job"
 	KindCgroup      Kind = "cgroup"
 )
 
@@ -24,6 +25,7 @@ const (
 	ManagerSlurm      = "slurm"
 	ManagerLibvirt    = "libvirt"
 	ManagerSystemd    = "systemd"
+	ManagerPBS        = "pbs"
 )
 
 // SandboxContainer is Identity.Container for a pod's sandbox ("pause")
@@ -49,8 +51,8 @@ type Identity struct {
 	// name), slurm, libvirt, systemd; "" for plain cgroups.
 	Manager string
 	// ID identifies the workload within its manager: container id, pod
-	// uid, job id (a Slurm job's SLUID until its numeric id is known),
-	// VM uuid (the
+	// uid, job id (a Slurm job's SLUID until its numeric id is known; a
+	// PBS job's id as qstat writes it, 12345.server), VM uuid (the
 	// path's VM name until the uuid is known), unit name as written in
 	// the path.
 	ID string
@@ -65,8 +67,9 @@ type Identity struct {
 	Part string
 
 	// UID and User own the workload where the path says so (Slurm v1
-	// uid_<n>, user-<n>.slice) or, for Slurm on cgroup v2, where the
-	// workload.Resolver found it from the job's processes. User comes from passwd.
+	// uid_<n>, user-<n>.slice) or, for Slurm on cgroup v2 and PBS jobs,
+	// where the workload.Resolver found it from the job's processes. User
+	// comes from passwd.
 	UID  string
 	User string
 

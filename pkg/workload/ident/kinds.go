@@ -8,8 +8,10 @@ import (
 
 // kindRow is everything the exporter knows of one aggregation level (a
 // Kind with series of its own) beyond how workload.Parse recognises its
-// cgroups: adding a level is one row in kinds plus its case in
-// workload.Parser.parse (parse.go), and its Kind constant. The
+// cgroups: adding a level is one row in kinds plus its cases in
+// workload.Parser.parse (parse.go), and its Kind constant (and an
+// enrichment in workload.Resolver when a label comes from the processes;
+// docs/architecture.md has the checklist). The
 // flag (config), the families (collector), the roll-up and GPU holders
 // (stats) and the Alloy targets all read this table.
 type kindRow struct {
@@ -138,6 +140,18 @@ var kinds = kindTable{
 			return "slurm/" + id.JobID
 		},
 		serviceRank: 2,
+	},
+	{
+		kind: KindPBSJob,
+		help: "Enable per-job series of PBS Professional and OpenPBS (its cgroup hook).",
+		// The same names as a Slurm job's, so dashboards and the units
+		// server read both alike; the family tells the batch system.
+		labels: []string{"job_id", "user", "uid"},
+		member: func(id Identity) bool { return id.Kind == KindPBSJob },
+		values: func(id Identity) []string { return []string{id.ID, id.User, id.UID} },
+		// One job runs many executables: the job is the service.
+		service:     func(id Identity) string { return "pbs/" + id.ID },
+		serviceRank: 5,
 	},
 	{
 		kind:   KindSystemdUnit,

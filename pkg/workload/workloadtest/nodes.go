@@ -104,6 +104,9 @@ func itoa(n int) string {
 //     (MULTIPLE_SLURMD: <node>_slurmstepd.scope, _set_int_cg_ns) in
 //     CgroupSlice=slurm.slice;
 //   - slurm-26.05-jobid: CgroupJobIdPaths=yes, job_<id> again;
+//   - pbs-v1, pbs-v2: OpenPBS's cgroup hook (src/hooks/cgroups/
+//     pbs_cgroups.PY), pbs_jobs.service/jobid/<job id> and
+//     pbs_jobs.service/jobs/<job id>, an array subjob among them;
 //
 // each with batch, extern, interactive and numbered steps, and cgroups of
 // no job (slurmd, the scope's system/ waiting area) beside them.
@@ -163,6 +166,38 @@ func Nodes() []Node {
 			slurmV2Job("/system.slice/slurmstepd.scope", "job_125", "125", "sEKNKTV3WPV600", "1000",
 				[]string{"extern", "batch", "0", "interactive"}, &next, procs)...)
 		n.Jobs = []Job{{Level: "job", Labels: []string{"125", "alice", "1000", "", ""}, Cgroups: 8}}
+		nodes = append(nodes, n)
+	}
+	{
+		// PBS on cgroup v1: the hook's _assemble_path puts jobs in
+		// <mount>/<prefix>.service/jobid/<job id>; the job's processes
+		// run as its owner, the MoM outside in pbs.service.
+		procs := map[string]Proc{"1": {UID: "0", Cmdline: []string{"/opt/pbs/sbin/pbs_mom"}},
+			"11": {UID: "1000", Cmdline: []string{"/bin/bash", "/var/spool/pbs/mom_priv/jobs/12345.pbs01.SC"}},
+			"12": {UID: "1000", Cmdline: []string{"./a.out"}},
+			"21": {UID: "0", Cmdline: []string{"/var/spool/pbs/mom_priv/prologue"}},
+			"22": {UID: "2001", Cmdline: []string{"./sim"}}}
+		n := Node{Name: "pbs-v1", Procs: procs, Passwd: passwd}
+		n.Cgroups = []Cgroup{{Path: "/system.slice/pbs.service", PIDs: []string{"1"}},
+			{Path: "/pbs_jobs.service"},
+			{Path: "/pbs_jobs.service/jobid"},
+			{Path: "/pbs_jobs.service/jobid/12345.pbs01", PIDs: []string{"11", "12"}},
+			{Path: "/pbs_jobs.service/jobid/12346[3].pbs01.example.org", PIDs: []string{"21", "22"}}}
+		n.Jobs = []Job{{Level: "pbs_job", Labels: []string{"12345.pbs01", "alice", "1000"}, Cgroups: 1},
+			{Level: "pbs_job", Labels: []string{"12346[3].pbs01.example.org", "bob", "2001"}, Cgroups: 1}}
+		nodes = append(nodes, n)
+	}
+	{
+		// PBS on cgroup v2: <prefix>.service/jobs/<job id>, with a
+		// cgroup the job made below its own.
+		procs := map[string]Proc{"1": {UID: "0", Cmdline: []string{"/opt/pbs/sbin/pbs_mom"}},
+			"31": {UID: "2001", Cmdline: []string{"mpirun", "./sim"}}, "32": {UID: "2001", Cmdline: []string{"./sim"}}}
+		n := Node{Name: "pbs-v2", Procs: procs, Passwd: passwd}
+		n.Cgroups = []Cgroup{{Path: "/system.slice/pbs.service", PIDs: []string{"1"}},
+			{Path: "/pbs_jobs.service/jobs/4711.srv"},
+			{Path: "/pbs_jobs.service/jobs/4711.srv/rank0", PIDs: []string{"31"}},
+			{Path: "/pbs_jobs.service/jobs/4711.srv/rank1", PIDs: []string{"32"}}}
+		n.Jobs = []Job{{Level: "pbs_job", Labels: []string{"4711.srv", "bob", "2001"}, Cgroups: 3}}
 		nodes = append(nodes, n)
 	}
 	return nodes
