@@ -1,5 +1,5 @@
 // Package units holds the vocabulary of the units store: what a unit (a
-// Slurm job, pod, VM, container or systemd unit) is, the figures it used,
+// Slurm or PBS job, pod, VM, container or systemd unit) is, the figures it used,
 // the filters and usage queries the API asks, and the Reader interface the
 // API server reads through. It has no dependencies beyond the standard
 // library, so the store (pkg/units/store), the updater (pkg/units/updater)
@@ -27,11 +27,12 @@ const (
 	KindVM          Kind = "vm"        // a libvirt/QEMU virtual machine
 	KindContainer   Kind = "container" // a docker/containerd/CRI-O/podman container
 	KindSystemdUnit Kind = "unit"      // a systemd service or scope
+	KindPBSJob      Kind = "pbs_job"   // a PBS Professional or OpenPBS job
 )
 
 // Kinds returns every kind, in a fixed order.
 func Kinds() []Kind {
-	return []Kind{KindJob, KindPod, KindVM, KindContainer, KindSystemdUnit}
+	return []Kind{KindJob, KindPod, KindVM, KindContainer, KindSystemdUnit, KindPBSJob}
 }
 
 // Valid reports whether k is one of Kinds.

@@ -184,6 +184,7 @@ var levels = []level{
 	{kind: units.KindVM, id: "vm_uuid", name: "vm"},
 	{kind: units.KindJob, id: "job_id", user: "user", node: "slurm_node"},
 	{kind: units.KindSystemdUnit, id: "unit", name: "unit"},
+	{kind: units.KindPBSJob, id: "job_id", user: "user"},
 }
 
 // Updater runs update cycles.
