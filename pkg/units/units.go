@@ -13,6 +13,7 @@ package units
 import (
 	"context"
 	"errors"
+	"regexp"
 	"time"
 )
 
@@ -225,7 +226,22 @@ type Unit struct {
 	Status Status `json:"status"`
 	// Updated is when the store last changed the unit.
 	Updated time.Time `json:"updated,omitzero"`
+	// SLUID is a Slurm job's lexicographically-sortable unique id (Slurm
+	// 26.05 and later), as sacct and slurmrestd report it. A connector
+	// sets it; the store keeps it as an alias of the job, so that series
+	// naming the job by it only (the exporter's sluid label where the
+	// job's cgroup is named by it) count into this unit. Not part of the
+	// API's answer.
+	SLUID string `json:"-"`
 }
+
+// reSLUID is a SLUID as Slurm prints it (print_sluid, src/common/sluid.c):
+// "s" and 13 digits of Crockford's base32, the first at most F (the top 4
+// of 64 bits).
+var reSLUID = regexp.MustCompile(`^s[0-9A-F][0-9A-HJKMNP-TV-Z]{12}$`)
+
+// ValidSLUID reports whether s is a SLUID in Slurm's printed form.
+func ValidSLUID(s string) bool { return reSLUID.MatchString(s) }
 
 // Key returns the unit's key.
 func (u Unit) Key() Key { return Key{Cluster: u.Cluster, Kind: u.Kind, ID: u.ID} }

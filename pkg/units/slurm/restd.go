@@ -90,13 +90,17 @@ type restdJobs struct {
 		Source      string `json:"source"`
 	} `json:"errors"`
 	Jobs []struct {
-		JobID     int64  `json:"job_id"`
-		Name      string `json:"name"`
-		User      string `json:"user"`
-		Group     string `json:"group"`
-		Account   string `json:"account"`
-		Partition string `json:"partition"`
-		Nodes     string `json:"nodes"`
+		JobID int64 `json:"job_id"`
+		// SLUID: Slurm 26.05 (v0.0.45, DUMP_FUNC(SLUID) in
+		// src/plugins/data_parser/v0.0.45/parsers.c): print_sluid's
+		// form, "" (or null) when the job has none.
+		SLUID     *string `json:"sluid"`
+		Name      string  `json:"name"`
+		User      string  `json:"user"`
+		Group     string  `json:"group"`
+		Account   string  `json:"account"`
+		Partition string  `json:"partition"`
+		Nodes     string  `json:"nodes"`
 		State     struct {
 			Current string `json:"current"`
 		} `json:"state"`
@@ -160,6 +164,12 @@ func parseDBJobs(body []byte, cluster, source string) ([]units.Unit, error) {
 		}
 		u := units.Unit{Cluster: cluster, Kind: units.KindJob, ID: strconv.FormatInt(j.JobID, 10), Name: j.Name,
 			User: j.User, Group: j.Group, Project: j.Account, Partition: j.Partition, State: state(j.State.Current)}
+		if j.SLUID != nil && *j.SLUID != "" {
+			if !units.ValidSLUID(*j.SLUID) {
+				return nil, fmt.Errorf("%s job %d: sluid %.40q", source, j.JobID, *j.SLUID)
+			}
+			u.SLUID = *j.SLUID
+		}
 		var err error
 		if u.Nodes, err = ExpandNodes(j.Nodes); err != nil {
 			return nil, fmt.Errorf("%s job %d: %w", source, j.JobID, err)
