@@ -7,6 +7,7 @@ package workloadtest
 
 import (
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"testing"
@@ -123,8 +124,8 @@ func Nodes() []Node {
 			{Path: "/slurm/uid_1000/job_4711/step_0/task_1"},
 			{Path: "/slurm/uid_2001/job_4712/step_interactive/task_0"},
 		}
-		n.Jobs = []Job{{Level: "job", Labels: []string{"4711", "alice", "1000", "", ""}, Cgroups: 4},
-			{Level: "job", Labels: []string{"4712", "bob", "2001", "", ""}, Cgroups: 1}}
+		n.Jobs = []Job{{Level: "job", Labels: []string{"4711", "alice", "1000", "", ""}, Cgroups: 8},
+			{Level: "job", Labels: []string{"4712", "bob", "2001", "", ""}, Cgroups: 3}}
 		nodes = append(nodes, n)
 	}
 	{
@@ -134,7 +135,7 @@ func Nodes() []Node {
 		n.Cgroups = append([]Cgroup{{Path: "/system.slice/slurmd.service", PIDs: []string{"1"}},
 			{Path: "/system.slice/slurmstepd.scope/system"}},
 			slurmV2Job("/system.slice/slurmstepd.scope", "job_77", "77", "", "2001", []string{"extern", "batch", "0"}, &next, procs)...)
-		n.Jobs = []Job{{Level: "job", Labels: []string{"77", "bob", "2001", "", ""}, Cgroups: 6}}
+		n.Jobs = []Job{{Level: "job", Labels: []string{"77", "bob", "2001", "", ""}, Cgroups: 13}}
 		nodes = append(nodes, n)
 	}
 	{
@@ -152,9 +153,9 @@ func Nodes() []Node {
 		// labelled by its SLUID.
 		n.Cgroups = append(n.Cgroups, Cgroup{Path: "/slurm.slice/n2_slurmstepd.scope/sEKNKTV3WPV5Z9/step_0/user/task_0"})
 		n.Jobs = []Job{
-			{Level: "job", Labels: []string{"123", "alice", "1000", "n1", "sEKNKTV3WPV500"}, Cgroups: 8},
-			{Level: "job", Labels: []string{"124", "bob", "2001", "n2", "s0G2ZRWXM8Q001"}, Cgroups: 2},
-			{Level: "job", Labels: []string{"", "", "", "n2", "sEKNKTV3WPV5Z9"}, Cgroups: 1},
+			{Level: "job", Labels: []string{"123", "alice", "1000", "n1", "sEKNKTV3WPV500"}, Cgroups: 17},
+			{Level: "job", Labels: []string{"124", "bob", "2001", "n2", "s0G2ZRWXM8Q001"}, Cgroups: 5},
+			{Level: "job", Labels: []string{"", "", "", "n2", "sEKNKTV3WPV5Z9"}, Cgroups: 4},
 		}
 		nodes = append(nodes, n)
 	}
@@ -165,7 +166,7 @@ func Nodes() []Node {
 		n.Cgroups = append([]Cgroup{{Path: "/system.slice/slurmd.service", PIDs: []string{"1"}}},
 			slurmV2Job("/system.slice/slurmstepd.scope", "job_125", "125", "sEKNKTV3WPV600", "1000",
 				[]string{"extern", "batch", "0", "interactive"}, &next, procs)...)
-		n.Jobs = []Job{{Level: "job", Labels: []string{"125", "alice", "1000", "", ""}, Cgroups: 8}}
+		n.Jobs = []Job{{Level: "job", Labels: []string{"125", "alice", "1000", "", ""}, Cgroups: 17}}
 		nodes = append(nodes, n)
 	}
 	{
@@ -200,7 +201,30 @@ func Nodes() []Node {
 		n.Jobs = []Job{{Level: "pbs_job", Labels: []string{"4711.srv", "bob", "2001"}, Cgroups: 3}}
 		nodes = append(nodes, n)
 	}
+	for i := range nodes {
+		nodes[i].Cgroups = withAncestors(nodes[i].Cgroups)
+	}
 	return nodes
+}
+
+// withAncestors adds every cgroup's ancestors below the root, as the
+// hierarchy has them (a job's and a step's own directory, the scope), with
+// no process of their own: on cgroup v2 only leaves hold processes.
+func withAncestors(cgs []Cgroup) []Cgroup {
+	have := map[string]bool{}
+	for _, c := range cgs {
+		have[c.Path] = true
+	}
+	out := cgs
+	for _, c := range cgs {
+		for p := path.Dir(c.Path); p != "/" && p != "."; p = path.Dir(p) {
+			if !have[p] {
+				have[p] = true
+				out = append(out, Cgroup{Path: p})
+			}
+		}
+	}
+	return out
 }
 
 // Write lays node out under dir: cgroup/<path>/cgroup.procs, proc/<pid>/
