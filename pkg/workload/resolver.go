@@ -70,6 +70,9 @@ type Resolver struct {
 	jobMu   sync.Mutex
 	jobUIDs map[string]string // Slurm v2 job cgroup → owner uid
 	jobIDs  map[string]string // Slurm 26.05 SLUID job cgroup → numeric job id
+	// jobSLUIDs: Slurm 26.05 job_<id> cgroup (CgroupJobIdPaths=yes) →
+	// the SLUID its owner's task carries, found with the owner.
+	jobSLUIDs map[string]string
 }
 
 // entry is immutable once stored, except seen.
@@ -109,6 +112,7 @@ func NewResolver(o Options) *Resolver {
 		cache:      map[string]*entry{},
 		jobUIDs:    map[string]string{},
 		jobIDs:     map[string]string{},
+		jobSLUIDs:  map[string]string{},
 	}
 	r.users = newPasswd(filepath.Join(o.EtcRoot, "passwd"), nss, func() time.Time { return r.now() })
 	return r
@@ -178,6 +182,11 @@ func (r *Resolver) Sweep() int {
 			delete(r.jobIDs, b)
 		}
 	}
+	for b := range r.jobSLUIDs {
+		if !jobs[b] {
+			delete(r.jobSLUIDs, b)
+		}
+	}
 	r.jobMu.Unlock()
 	return n
 }
@@ -201,6 +210,9 @@ func (r *Resolver) enrich(id ident.Identity, cgPath, base string) (ident.Identit
 	if id.Kind == ident.KindJob && id.UID == "" {
 		if uid, ok := r.jobUID(id, cgPath, base); ok {
 			id.UID = uid
+			if id.SLUID == "" {
+				id.SLUID = r.jobSLUID(base)
+			}
 		} else {
 			complete = false
 		}
@@ -355,8 +367,10 @@ func (r *Resolver) jobUID(id ident.Identity, cgPath, base string) (string, bool)
 	for _, c := range candidates {
 		for _, pid := range r.pids(c) {
 			if uid, ok := r.procUID(pid); ok {
+				sluid := r.taskSLUID(pid, id.JobID)
 				r.jobMu.Lock()
 				r.jobUIDs[base] = uid
+				r.jobSLUIDs[base] = sluid
 				r.jobMu.Unlock()
 				return uid, true
 			}

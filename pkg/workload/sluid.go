@@ -19,6 +19,40 @@ import (
 // which names nothing new.
 var reStepdTitle = regexp.MustCompile(`^slurmstepd: \[([0-9]{1,10})\.(?:[0-9]+|batch|extern|interactive)(?: stepmgr)?\]`)
 
+// reSLUID is a SLUID as print_sluid writes it.
+var reSLUID = regexp.MustCompile(`^s[0-9A-F][0-9A-HJKMNP-TV-Z]{12}$`)
+
+// taskSLUID reads the SLUID of job jobID from the environment of a task
+// (Slurm 26.05 sets SLURM_JOB_SLUID), for a job whose cgroup is named by
+// its numeric id (CgroupJobIdPaths=yes): "" when the task is not of that
+// job or carries none (before 26.05). The owner's own task could write
+// another value; nothing but the label reads it (the units server keys a
+// series with a job_id by the job_id).
+func (r *Resolver) taskSLUID(pid int, jobID string) string {
+	if jobID == "" {
+		return ""
+	}
+	env, err := procpid.ReadEnviron(r.procRoot, pid)
+	if err != nil {
+		return ""
+	}
+	if jid, ok := procpid.LookupEnviron(env, "SLURM_JOB_ID"); !ok || jid != jobID {
+		return ""
+	}
+	s, _ := procpid.LookupEnviron(env, "SLURM_JOB_SLUID")
+	if !reSLUID.MatchString(s) {
+		return ""
+	}
+	return s
+}
+
+// jobSLUID is the SLUID found with the owner of the job at base.
+func (r *Resolver) jobSLUID(base string) string {
+	r.jobMu.Lock()
+	defer r.jobMu.Unlock()
+	return r.jobSLUIDs[base]
+}
+
 // validJobID reports whether s is a Slurm job id: a 32-bit number other
 // than 0 (Slurm's NO_VAL and above are not job ids either).
 func validJobID(s string) bool {

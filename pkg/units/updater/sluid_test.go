@@ -116,3 +116,55 @@ func TestSLUIDRefused(t *testing.T) {
 		t.Error("a sluid label that is no SLUID names a unit")
 	}
 }
+
+// On a 26.05 node with CgroupJobIdPaths=yes the exporter learns the job's
+// sluid with its owner, after the job's first series: the counter goes on
+// under the new labels and is counted once.
+func TestSLUIDFilledInLater(t *testing.T) {
+	base := time.Now().UTC().Truncate(time.Minute).Add(-2 * time.Hour)
+	at := func(m int) time.Time { return base.Add(time.Duration(m) * time.Minute) }
+	labels := map[string]string{"__name__": "wattrace_job_energy_joules_total", "job_id": "125", "slurm_node": "n1",
+		"instance": "n1:9841", "job": "wattrace", "zone": "package", "source": "rapl", "method": "measured", "mode": "dynamic"}
+	value := func(t time.Time) float64 { return 4 + 2*t.Sub(at(0)).Seconds() }
+	var before, after series
+	before.labels = labels
+	after.labels = with(labels, "user", "alice", "uid", "1000", "sluid", "sEKNKTV3WPV600")
+	changed := at(5).Add(7 * time.Second)
+	for ts := at(0); !ts.After(at(20)); ts = ts.Add(15 * time.Second) {
+		if ts.Before(changed) {
+			before.ts, before.vs = append(before.ts, ts.UnixMilli()), append(before.vs, value(ts))
+			continue
+		}
+		if !ts.After(at(10)) { // retained, flat
+			before.ts, before.vs = append(before.ts, ts.UnixMilli()), append(before.vs, value(changed.Add(-7*time.Second)))
+		}
+		after.ts, after.vs = append(after.ts, ts.UnixMilli()), append(after.vs, value(ts))
+	}
+	vm := testenv.StartVictoriaMetrics(t)
+	vm.Import(t, append(before.jsonl(), after.jsonl()...))
+	ctx := context.Background()
+	var now time.Time
+	clock := func() time.Time { return now }
+	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "units.db"), Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	u, err := New(newQuerier(t, vm.URL), st, Config{Cluster: "c1", Lookback: 2 * time.Minute, Delay: time.Second, Now: clock}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := 1; m <= 25; m++ {
+		now = at(m).Add(3 * time.Second)
+		if r := u.Cycle(ctx); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	got, err := st.Unit(ctx, units.Key{Cluster: "c1", Kind: units.KindJob, ID: "125"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if truth := value(at(20)); math.Abs(got.Figures.Joules()-truth) > 1e-6*truth {
+		t.Errorf("job 125: %v J, the counter grew by %v J", got.Figures.Joules(), truth)
+	}
+}

@@ -404,6 +404,9 @@ type stream struct {
 var descriptive = map[model.LabelName]bool{
 	"namespace": true, "pod": true, "container": true, "vm": true,
 	"qos": true, "user": true, "uid": true,
+	// A job's sluid where its cgroup is named by its numeric id
+	// (CgroupJobIdPaths=yes): the exporter finds it with the owner.
+	"sluid": true,
 }
 
 // identity is the fingerprint of m's labels less the descriptive ones.

@@ -166,7 +166,7 @@ func Nodes() []Node {
 		n.Cgroups = append([]Cgroup{{Path: "/system.slice/slurmd.service", PIDs: []string{"1"}}},
 			slurmV2Job("/system.slice/slurmstepd.scope", "job_125", "125", "sEKNKTV3WPV600", "1000",
 				[]string{"extern", "batch", "0", "interactive"}, &next, procs)...)
-		n.Jobs = []Job{{Level: "job", Labels: []string{"125", "alice", "1000", "", ""}, Cgroups: 17}}
+		n.Jobs = []Job{{Level: "job", Labels: []string{"125", "alice", "1000", "", "sEKNKTV3WPV600"}, Cgroups: 17}}
 		nodes = append(nodes, n)
 	}
 	{
