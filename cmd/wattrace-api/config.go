@@ -65,6 +65,11 @@ const (
 	KeySlurmRestdUser  = "slurm.restd.user"
 	KeySlurmRestdToken = "slurm.restd.token-file"
 
+	KeyPBSSource   = "pbs.source"
+	KeyPBSInterval = "pbs.interval"
+	KeyPBSLookback = "pbs.lookback"
+	KeyPBSQstat    = "pbs.qstat.path"
+
 	KeyAPIUserHeader     = "api.user-header"
 	KeyAPITrustedProxies = "api.trusted-proxies"
 	KeyAPIAdmins         = "api.admins"
@@ -87,6 +92,7 @@ type Config struct {
 	TSDB    TSDB
 	Updater Updater
 	Slurm   Slurm
+	PBS     PBS
 	API     API
 	// Identity and Timeouts are the identity and hardening block.
 	Identity Identity
@@ -148,6 +154,16 @@ type Slurm struct {
 	RestdTokenFile string
 }
 
+// PBS says where PBS Professional and OpenPBS job metadata comes from.
+type PBS struct {
+	// Source: qstat or none. Not auto: Slurm's Torque wrappers install a
+	// qstat of their own, which a Slurm site must not be read through.
+	Source    string
+	Interval  time.Duration
+	Lookback  time.Duration
+	QstatPath string
+}
+
 // API is the access control of the HTTP API (pkg/units/api).
 type API struct {
 	// UserHeader names the header a trusted proxy sets to the user.
@@ -169,6 +185,7 @@ var (
 	LogLevels    = cli.LogLevels
 	LogFormats   = cli.LogFormats
 	SlurmSources = []string{"auto", "restd", "sacct", "none"}
+	PBSSources   = []string{"none", "qstat"}
 )
 
 // NewFlagSet returns the server's flags with their defaults.
@@ -201,7 +218,7 @@ func NewFlagSet(name string) *pflag.FlagSet {
 	fs.Duration(KeyUpdaterLookback, 6*time.Hour, "How far back the first cycle of an empty store reads.")
 	fs.String(KeyUpdaterSelector, "", "Extra label matchers for the updater's queries, e.g. job=\"wattrace\".")
 	fs.String(KeyUpdaterClusterLabel, "", "Label naming a series' cluster (e.g. an external label); the cluster setting where absent.")
-	fs.StringSlice(KeyUpdaterKinds, nil, "Workload levels read: job, pod, vm, container, unit. Empty: all.")
+	fs.StringSlice(KeyUpdaterKinds, nil, "Workload levels read: job, pod, vm, container, unit, pbs_job. Empty: all.")
 	fs.Duration(KeyUpdaterSeriesKeep, 24*time.Hour, "How long an ended unit's series state is kept, so series that return (an exporter that was unreachable) are not counted twice.")
 
 	fs.String(KeySlurmSource, "auto", "Slurm job metadata: auto (restd when slurm.restd.url is set, else sacct when found), restd, sacct or none.")
@@ -211,6 +228,10 @@ func NewFlagSet(name string) *pflag.FlagSet {
 	fs.String(KeySlurmRestdURL, "", "slurmrestd base URL, e.g. http://slurmrestd:6820 (the 22.05 API, /slurmdb/v0.0.38).")
 	fs.String(KeySlurmRestdUser, "", "User name sent to slurmrestd (X-SLURM-USER-NAME); must be a Slurm operator to list every job.")
 	fs.String(KeySlurmRestdToken, "", "File holding slurmrestd's JWT (X-SLURM-USER-TOKEN), re-read before each request.")
+	fs.String(KeyPBSSource, "none", "PBS Professional / OpenPBS job metadata: none or qstat (qstat -x -f -F json).")
+	fs.Duration(KeyPBSInterval, 15*time.Minute, "Time between reads of PBS's job history.")
+	fs.Duration(KeyPBSLookback, 24*time.Hour, "How far back the first PBS read goes.")
+	fs.String(KeyPBSQstat, "qstat", "The qstat command of PBS.")
 
 	fs.String(KeyAPIUserHeader, "X-Grafana-User", "Header a trusted proxy (Grafana) sets to the requesting user.")
 	fs.StringSlice(KeyAPITrustedProxies, nil, "Networks (CIDR or address) whose requests are a proxy without any credential, their user header believed: weaker than api.proxies, since anyone who can send from them is the proxy. Repeatable.")
@@ -296,6 +317,10 @@ func decode(d *cli.Decoder) (*Config, error) {
 			SacctPath: d.String(KeySlurmSacct), RestdURL: d.String(KeySlurmRestdURL),
 			RestdUser: d.String(KeySlurmRestdUser), RestdTokenFile: d.String(KeySlurmRestdToken),
 		},
+		PBS: PBS{
+			Source: d.String(KeyPBSSource), Interval: d.Duration(KeyPBSInterval), Lookback: d.Duration(KeyPBSLookback),
+			QstatPath: d.String(KeyPBSQstat),
+		},
 		API: API{
 			UserHeader: d.String(KeyAPIUserHeader), TrustedProxies: networks(d, KeyAPITrustedProxies),
 			Admins: d.Strings(KeyAPIAdmins), MaxRange: d.Duration(KeyAPIMaxRange),
@@ -331,6 +356,7 @@ func (c *Config) Validate() error {
 	oneOf(KeyLogLevel, c.Log.Level, LogLevels)
 	oneOf(KeyLogFormat, c.Log.Format, LogFormats)
 	oneOf(KeySlurmSource, c.Slurm.Source, SlurmSources)
+	oneOf(KeyPBSSource, c.PBS.Source, PBSSources)
 	oneOf(KeyStoreDriver, c.Store.Driver, []string{store.SQLite, store.Postgres})
 	if len(c.Web.ListenAddresses) == 0 {
 		bad(KeyWebListenAddress, "", "at least one address is required")
@@ -386,6 +412,7 @@ func (c *Config) Validate() error {
 		KeyUpdaterInterval: c.Updater.Interval, KeyUpdaterMaxWindow: c.Updater.MaxWindow,
 		KeyUpdaterLookback: c.Updater.Lookback, KeyUpdaterSeriesKeep: c.Updater.SeriesRetention,
 		KeySlurmInterval: c.Slurm.Interval, KeySlurmLookback: c.Slurm.Lookback, KeyAPIMaxRange: c.API.MaxRange,
+		KeyPBSInterval: c.PBS.Interval, KeyPBSLookback: c.PBS.Lookback,
 	}
 	for k, d := range positive {
 		if d <= 0 {
@@ -398,9 +425,12 @@ func (c *Config) Validate() error {
 	if c.Slurm.Interval > 0 && c.Slurm.Interval < time.Minute {
 		bad(KeySlurmInterval, c.Slurm.Interval, "at least 1m: sacct and slurmdbd are not for polling")
 	}
+	if c.PBS.Interval > 0 && c.PBS.Interval < time.Minute {
+		bad(KeyPBSInterval, c.PBS.Interval, "at least 1m: qstat -x lists the server's whole job history")
+	}
 	for _, k := range c.Updater.Kinds {
 		if !k.Valid() {
-			bad(KeyUpdaterKinds, k, "allowed: job, pod, vm, container, unit")
+			bad(KeyUpdaterKinds, k, "allowed: job, pod, vm, container, unit, pbs_job")
 		}
 	}
 	if c.Slurm.Source == "restd" && c.Slurm.RestdURL == "" {

@@ -39,7 +39,7 @@ guard:
 	c := must(t, "--config.file", file)
 	g := c.Guard
 	if g.Upstream != "http://tsdb:9090/prometheus" || len(g.Public) != 1 || g.ClusterLabel != "cluster" || g.MaxQueryLength != 1000 ||
-		len(g.rules) != 4 || len(g.public) != 1 || g.Timeout != 2*time.Minute || g.ScopesTTL != time.Minute {
+		len(g.rules) != 5 || len(g.public) != 1 || g.Timeout != 2*time.Minute || g.ScopesTTL != time.Minute {
 		t.Errorf("from the file: %+v", g)
 	}
 	t.Setenv("WATTRACE_API_GUARD_UPSTREAM", "http://env:9090")

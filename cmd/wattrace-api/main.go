@@ -1,7 +1,8 @@
 // Command wattrace-api keeps the units store: it discovers every unit
-// (Slurm job, pod, VM, container, systemd unit) from the exporters'
-// series in a Prometheus-compatible TSDB, counts their energy, CO2e, CPU,
-// IO and network from the counters there, adds Slurm's metadata, and
+// (Slurm or PBS job, pod, VM, container, systemd unit) from the
+// exporters' series in a Prometheus-compatible TSDB, counts their energy,
+// CO2e, CPU, IO and network from the counters there, adds Slurm's and
+// PBS's metadata, and
 // serves the units and their usage over HTTP for Grafana and `wattrace
 // acct`. It reads the TSDB, never a node's exporter or its loop.
 //

@@ -25,6 +25,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/internal/cli"
+	"github.com/wattrace/wattrace/pkg/units/pbs"
 	"github.com/wattrace/wattrace/pkg/units/slurm"
 	"github.com/wattrace/wattrace/pkg/units/store"
 	"github.com/wattrace/wattrace/pkg/units/updater"
@@ -37,6 +38,7 @@ type server struct {
 	store   *store.Store
 	updater *updater.Updater
 	feeder  *slurm.Feeder // nil without Slurm
+	pbs     *pbs.Feeder   // nil without PBS
 	handler http.Handler
 	lns     []net.Listener
 	web     *webConfig
@@ -86,6 +88,15 @@ func build(ctx context.Context, cfg *Config, log *zap.Logger) (*server, error) {
 	if src != nil {
 		s.feeder = slurm.NewFeeder(src, st, cfg.Slurm.Interval, cfg.Slurm.Lookback, log.Named("slurm"))
 		log.Info("reading Slurm job metadata", zap.String("source", src.Name()), zap.Duration("interval", cfg.Slurm.Interval))
+	}
+	if cfg.PBS.Source == "qstat" {
+		if _, err := exec.LookPath(cfg.PBS.QstatPath); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("%s %q: %w", KeyPBSQstat, cfg.PBS.QstatPath, err)
+		}
+		src := &pbs.Qstat{Path: cfg.PBS.QstatPath, Cluster: cfg.Cluster}
+		s.pbs = pbs.NewFeeder(src, st, cfg.PBS.Interval, cfg.PBS.Lookback, log.Named("pbs"))
+		log.Info("reading PBS job metadata", zap.String("source", src.Name()), zap.Duration("interval", cfg.PBS.Interval))
 	}
 	if s.web, err = loadWebConfig(cfg.Web.ConfigFile); err != nil {
 		s.Close()
@@ -214,6 +225,9 @@ func (s *server) run(ctx context.Context) error {
 	loop("updater", s.updater.Run)
 	if s.feeder != nil {
 		loop("slurm", s.feeder.Run)
+	}
+	if s.pbs != nil {
+		loop("pbs", s.pbs.Run)
 	}
 	loop("housekeeping", s.housekeeping)
 	systemd := false

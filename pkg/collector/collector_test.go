@@ -85,9 +85,9 @@ func testSnapshot() *snapshot.Snapshot {
 		MapDrops: []snapshot.MapDrops{{Map: "exited_procs"}, {Map: "exited_cgroups"}, {Map: "proc_stats", Drops: 3}, {Map: "cgroup_stats"}},
 		Workloads: []snapshot.Workload{
 			// Every resource field available, as on a hybrid host with PSI.
-			{Level: string(ident.KindJob), Manager: "slurm", Labels: []string{"42", "alice", "1000", "n1"}, Resources: testResources(), CPUSeconds: 8, ContextSwitches: 4, Alive: true, Cgroups: 2,
+			{Level: string(ident.KindJob), Manager: "slurm", Labels: []string{"42", "alice", "1000", "n1", ""}, Resources: testResources(), CPUSeconds: 8, ContextSwitches: 4, Alive: true, Cgroups: 2,
 				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 12.5, IdleJ: 1}}}},
-			{Level: string(ident.KindJob), Manager: "slurm", Labels: []string{"43", "bob", "1001", "n1"}, Resources: testResources(), CPUSeconds: 2, Alive: false,
+			{Level: string(ident.KindJob), Manager: "slurm", Labels: []string{"43", "bob", "1001", "n1", "sEKNKTV3WPV500"}, Resources: testResources(), CPUSeconds: 2, Alive: false,
 				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 3}}}},
 			{Level: string(ident.KindVM), Manager: "libvirt", Labels: []string{"c7a5fdbd-cdaf-9455-926a-d65c16db1809", "web1", ""}, Resources: testResources(), CPUSeconds: 5, Alive: true,
 				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 2}}}},
@@ -96,6 +96,8 @@ func testSnapshot() *snapshot.Snapshot {
 			{Level: string(ident.KindPod), Manager: "kubernetes", Labels: []string{"0b4c2c6e-1f2a-4b3c-9d8e-7f6a5b4c3d2e", "web-0", "default", "burstable"}, Resources: testResources(), CPUSeconds: 1, Alive: true,
 				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 2}}}},
 			{Level: string(ident.KindSystemdUnit), Manager: "systemd", Labels: []string{"a.service", "systemd"}, Resources: testResources(), CPUSeconds: 4, Alive: true,
+				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 2}}}},
+			{Level: string(ident.KindPBSJob), Manager: "pbs", Labels: []string{"12345.pbs01", "carol", "1002"}, Resources: testResources(), CPUSeconds: 3, Alive: true,
 				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 2}}}},
 		},
 	}
@@ -421,14 +423,14 @@ func TestJobSeries(t *testing.T) {
 	e := newExporter(t, testSnapshot(), Options{Levels: []ident.Kind{ident.KindJob}, IdleAttributed: true})
 	want := `# HELP wattrace_job_cpu_seconds_total CPU time of the job's tasks, exited ones included.
 # TYPE wattrace_job_cpu_seconds_total counter
-wattrace_job_cpu_seconds_total{job_id="42",slurm_node="n1",uid="1000",user="alice"} 8
-wattrace_job_cpu_seconds_total{job_id="43",slurm_node="n1",uid="1001",user="bob"} 2
+wattrace_job_cpu_seconds_total{job_id="42",sluid="",slurm_node="n1",uid="1000",user="alice"} 8
+wattrace_job_cpu_seconds_total{job_id="43",sluid="sEKNKTV3WPV500",slurm_node="n1",uid="1001",user="bob"} 2
 # HELP wattrace_job_energy_joules_total Energy attributed to the job, summed over its cgroups; mode as for wattrace_cgroup_energy_joules_total.
 # TYPE wattrace_job_energy_joules_total counter
-wattrace_job_energy_joules_total{job_id="42",method="measured",mode="dynamic",slurm_node="n1",source="rapl",uid="1000",user="alice",zone="package"} 12.5
-wattrace_job_energy_joules_total{job_id="42",method="measured",mode="idle",slurm_node="n1",source="rapl",uid="1000",user="alice",zone="package"} 1
-wattrace_job_energy_joules_total{job_id="43",method="measured",mode="dynamic",slurm_node="n1",source="rapl",uid="1001",user="bob",zone="package"} 3
-wattrace_job_energy_joules_total{job_id="43",method="measured",mode="idle",slurm_node="n1",source="rapl",uid="1001",user="bob",zone="package"} 0
+wattrace_job_energy_joules_total{job_id="42",method="measured",mode="dynamic",sluid="",slurm_node="n1",source="rapl",uid="1000",user="alice",zone="package"} 12.5
+wattrace_job_energy_joules_total{job_id="42",method="measured",mode="idle",sluid="",slurm_node="n1",source="rapl",uid="1000",user="alice",zone="package"} 1
+wattrace_job_energy_joules_total{job_id="43",method="measured",mode="dynamic",sluid="sEKNKTV3WPV500",slurm_node="n1",source="rapl",uid="1001",user="bob",zone="package"} 3
+wattrace_job_energy_joules_total{job_id="43",method="measured",mode="idle",sluid="sEKNKTV3WPV500",slurm_node="n1",source="rapl",uid="1001",user="bob",zone="package"} 0
 # HELP wattrace_units_running Workloads at each level with at least one live cgroup, per manager.
 # TYPE wattrace_units_running gauge
 wattrace_units_running{level="job",manager="slurm"} 1
@@ -445,18 +447,18 @@ func TestJobResourceSeries(t *testing.T) {
 	e := newExporter(t, snap, Options{Levels: []ident.Kind{ident.KindJob}})
 	want := `# HELP wattrace_job_memory_limit_bytes Memory limit of the job's cgroup; absent when unlimited.
 # TYPE wattrace_job_memory_limit_bytes gauge
-wattrace_job_memory_limit_bytes{job_id="42",slurm_node="n1",uid="1000",user="alice"} 2.147483648e+09
+wattrace_job_memory_limit_bytes{job_id="42",sluid="",slurm_node="n1",uid="1000",user="alice"} 2.147483648e+09
 # HELP wattrace_job_io_bytes_total Block IO bytes of the job's cgroup per device and operation.
 # TYPE wattrace_job_io_bytes_total counter
-wattrace_job_io_bytes_total{device="vda",job_id="42",op="read",slurm_node="n1",uid="1000",user="alice"} 4096
-wattrace_job_io_bytes_total{device="vda",job_id="42",op="write",slurm_node="n1",uid="1000",user="alice"} 8192
+wattrace_job_io_bytes_total{device="vda",job_id="42",op="read",sluid="",slurm_node="n1",uid="1000",user="alice"} 4096
+wattrace_job_io_bytes_total{device="vda",job_id="42",op="write",sluid="",slurm_node="n1",uid="1000",user="alice"} 8192
 # HELP wattrace_job_pressure_seconds_total Pressure stall time (PSI) of the job's cgroup: some = some task stalled, full = all stalled.
 # TYPE wattrace_job_pressure_seconds_total counter
-wattrace_job_pressure_seconds_total{job_id="42",kind="full",resource="cpu",slurm_node="n1",uid="1000",user="alice"} 0.5
-wattrace_job_pressure_seconds_total{job_id="42",kind="full",resource="io",slurm_node="n1",uid="1000",user="alice"} 0.0625
-wattrace_job_pressure_seconds_total{job_id="42",kind="some",resource="cpu",slurm_node="n1",uid="1000",user="alice"} 1.5
-wattrace_job_pressure_seconds_total{job_id="42",kind="some",resource="io",slurm_node="n1",uid="1000",user="alice"} 0.125
-wattrace_job_pressure_seconds_total{job_id="42",kind="some",resource="memory",slurm_node="n1",uid="1000",user="alice"} 0.25
+wattrace_job_pressure_seconds_total{job_id="42",kind="full",resource="cpu",sluid="",slurm_node="n1",uid="1000",user="alice"} 0.5
+wattrace_job_pressure_seconds_total{job_id="42",kind="full",resource="io",sluid="",slurm_node="n1",uid="1000",user="alice"} 0.0625
+wattrace_job_pressure_seconds_total{job_id="42",kind="some",resource="cpu",sluid="",slurm_node="n1",uid="1000",user="alice"} 1.5
+wattrace_job_pressure_seconds_total{job_id="42",kind="some",resource="io",sluid="",slurm_node="n1",uid="1000",user="alice"} 0.125
+wattrace_job_pressure_seconds_total{job_id="42",kind="some",resource="memory",sluid="",slurm_node="n1",uid="1000",user="alice"} 0.25
 `
 	if err := testutil.CollectAndCompare(e, strings.NewReader(want),
 		"wattrace_job_memory_limit_bytes", "wattrace_job_io_bytes_total", "wattrace_job_pressure_seconds_total"); err != nil {
@@ -486,7 +488,7 @@ wattrace_node_block_io_bytes_total{op="read"} 512
 wattrace_node_block_io_bytes_total{op="write"} 5120
 # HELP wattrace_job_page_cache_read_pages_total Pages read through the page cache by the job's tasks (read, splice, sendfile; not mmap).
 # TYPE wattrace_job_page_cache_read_pages_total counter
-wattrace_job_page_cache_read_pages_total{job_id="42",slurm_node="n1",uid="1000",user="alice"} 3
+wattrace_job_page_cache_read_pages_total{job_id="42",sluid="",slurm_node="n1",uid="1000",user="alice"} 3
 # HELP wattrace_unit_block_io_bytes_total Block IO bytes submitted by the unit's tasks (bios before merging; writeback of buffered writes is submitted by kernel flushers and not counted here).
 # TYPE wattrace_unit_block_io_bytes_total counter
 wattrace_unit_block_io_bytes_total{manager="systemd",op="read",unit="a.service"} 512
@@ -613,7 +615,7 @@ func TestUnlimitedMemoryLimitLeftOut(t *testing.T) {
 	e := newExporter(t, snap, Options{Levels: []ident.Kind{ident.KindJob}})
 	want := `# HELP wattrace_job_memory_limit_bytes Memory limit of the job's cgroup; absent when unlimited.
 # TYPE wattrace_job_memory_limit_bytes gauge
-wattrace_job_memory_limit_bytes{job_id="43",slurm_node="n1",uid="1001",user="bob"} 1.048576e+06
+wattrace_job_memory_limit_bytes{job_id="43",sluid="sEKNKTV3WPV500",slurm_node="n1",uid="1001",user="bob"} 1.048576e+06
 `
 	if err := testutil.CollectAndCompare(e, strings.NewReader(want), "wattrace_job_memory_limit_bytes"); err != nil {
 		t.Error(err)

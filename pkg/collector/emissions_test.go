@@ -57,10 +57,10 @@ wattrace_process_emissions_grams_total{cgroup="/user.slice",comm="big",mode="dyn
 wattrace_process_emissions_grams_total{cgroup="/user.slice",comm="bad�name",mode="dynamic",pid="400",provider="rte",zone="package"} 4
 # HELP wattrace_job_emissions_grams_total Grams of CO2-equivalent of the energy attributed to the job, summed over its cgroups, each accounting interval's joules priced at the carbon intensity in force in that interval (exact, unlike a PromQL product of averages); zone and mode as for its energy_joules_total, provider is whose factor priced them.
 # TYPE wattrace_job_emissions_grams_total counter
-wattrace_job_emissions_grams_total{job_id="42",mode="dynamic",provider="constant",slurm_node="n1",uid="1000",user="alice",zone="package"} 0.125
-wattrace_job_emissions_grams_total{job_id="42",mode="dynamic",provider="rte",slurm_node="n1",uid="1000",user="alice",zone="package"} 3
-wattrace_job_emissions_grams_total{job_id="43",mode="dynamic",provider="constant",slurm_node="n1",uid="1001",user="bob",zone="package"} 0.125
-wattrace_job_emissions_grams_total{job_id="43",mode="dynamic",provider="rte",slurm_node="n1",uid="1001",user="bob",zone="package"} 3
+wattrace_job_emissions_grams_total{job_id="42",mode="dynamic",provider="constant",sluid="",slurm_node="n1",uid="1000",user="alice",zone="package"} 0.125
+wattrace_job_emissions_grams_total{job_id="42",mode="dynamic",provider="rte",sluid="",slurm_node="n1",uid="1000",user="alice",zone="package"} 3
+wattrace_job_emissions_grams_total{job_id="43",mode="dynamic",provider="constant",sluid="sEKNKTV3WPV500",slurm_node="n1",uid="1001",user="bob",zone="package"} 0.125
+wattrace_job_emissions_grams_total{job_id="43",mode="dynamic",provider="rte",sluid="sEKNKTV3WPV500",slurm_node="n1",uid="1001",user="bob",zone="package"} 3
 # HELP wattrace_emissions_factor_grams_per_kwh Latest carbon intensity of electricity each configured provider gave for its grid zone, in grams of CO2-equivalent per kWh.
 # TYPE wattrace_emissions_factor_grams_per_kwh gauge
 wattrace_emissions_factor_grams_per_kwh{grid_zone="FR",provider="rte"} 32

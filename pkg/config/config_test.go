@@ -44,7 +44,7 @@ func TestDefaults(t *testing.T) {
 		Stats:      Stats{Interval: 5 * time.Second, Retention: 5 * time.Minute, OnDemand: true, MaxGap: time.Minute},
 		Power:      Power{IdleWatts: map[string]float64{}, UsageMetric: map[string]string{}, IdlePolicy: "none"},
 		Collector: Collector{Enabled: map[string]bool{"node": true, "cgroup": true, "process": true, "bpf-stats": false, "probes": true, "perf": false, "gpu": true},
-			LevelOn:          map[ident.Kind]bool{"container": true, "pod": true, "vm": true, "job": true, "unit": true},
+			LevelOn:          map[ident.Kind]bool{"container": true, "pod": true, "vm": true, "job": true, "pbs_job": true, "unit": true},
 			Resources:        []string{"memory"},
 			PerfEnvVars:      []string{"WATTRACE_PROFILE"},
 			PerfHardware:     []string{"cpu_cycles", "instructions", "cache_references", "cache_misses", "branch_instructions", "branch_misses"},

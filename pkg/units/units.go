@@ -1,5 +1,5 @@
 // Package units holds the vocabulary of the units store: what a unit (a
-// Slurm job, pod, VM, container or systemd unit) is, the figures it used,
+// Slurm or PBS job, pod, VM, container or systemd unit) is, the figures it used,
 // the filters and usage queries the API asks, and the Reader interface the
 // API server reads through. It has no dependencies beyond the standard
 // library, so the store (pkg/units/store), the updater (pkg/units/updater)
@@ -13,6 +13,7 @@ package units
 import (
 	"context"
 	"errors"
+	"regexp"
 	"time"
 )
 
@@ -27,11 +28,12 @@ const (
 	KindVM          Kind = "vm"        // a libvirt/QEMU virtual machine
 	KindContainer   Kind = "container" // a docker/containerd/CRI-O/podman container
 	KindSystemdUnit Kind = "unit"      // a systemd service or scope
+	KindPBSJob      Kind = "pbs_job"   // a PBS Professional or OpenPBS job
 )
 
 // Kinds returns every kind, in a fixed order.
 func Kinds() []Kind {
-	return []Kind{KindJob, KindPod, KindVM, KindContainer, KindSystemdUnit}
+	return []Kind{KindJob, KindPod, KindVM, KindContainer, KindSystemdUnit, KindPBSJob}
 }
 
 // Valid reports whether k is one of Kinds.
@@ -224,7 +226,22 @@ type Unit struct {
 	Status Status `json:"status"`
 	// Updated is when the store last changed the unit.
 	Updated time.Time `json:"updated,omitzero"`
+	// SLUID is a Slurm job's lexicographically-sortable unique id (Slurm
+	// 26.05 and later), as sacct and slurmrestd report it. A connector
+	// sets it; the store keeps it as an alias of the job, so that series
+	// naming the job by it only (the exporter's sluid label where the
+	// job's cgroup is named by it) count into this unit. Not part of the
+	// API's answer.
+	SLUID string `json:"-"`
 }
+
+// reSLUID is a SLUID as Slurm prints it (print_sluid, src/common/sluid.c):
+// "s" and 13 digits of Crockford's base32, the first at most F (the top 4
+// of 64 bits).
+var reSLUID = regexp.MustCompile(`^s[0-9A-F][0-9A-HJKMNP-TV-Z]{12}$`)
+
+// ValidSLUID reports whether s is a SLUID in Slurm's printed form.
+func ValidSLUID(s string) bool { return reSLUID.MatchString(s) }
 
 // Key returns the unit's key.
 func (u Unit) Key() Key { return Key{Cluster: u.Cluster, Kind: u.Kind, ID: u.ID} }

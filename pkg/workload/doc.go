@@ -1,6 +1,7 @@
 // Package workload resolves cgroup paths to the workloads that own them:
 // containers (docker, containerd, CRI-O, podman), Kubernetes pods, libvirt
-// VMs, Slurm jobs and systemd units, on cgroup v1, v2 and hybrid hosts.
+// VMs, Slurm and PBS jobs and systemd units, on cgroup v1, v2 and hybrid
+// hosts.
 //
 // Parse reads the path alone. A Resolver adds names from enrichment
 // sources (passwd for user names, libvirt's XML or the QEMU command line
@@ -33,7 +34,8 @@
 //	container  container_id, container, pod, namespace, manager
 //	pod        pod_uid, pod, namespace, qos
 //	vm         vm_uuid, vm, instance
-//	job        job_id, user, uid, slurm_node
+//	job        job_id, user, uid, slurm_node, sluid
+//	pbs_job    job_id, user, uid
 //	unit       unit, manager
 //
 // A cgroup belongs to every level it has fields for: a container in a pod

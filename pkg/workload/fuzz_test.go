@@ -23,10 +23,12 @@ func FuzzParse(f *testing.F) {
 		`/system.slice/systemd-fsck@dev-disk-by\x2duuid-1.service`,
 		"/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-conmon-" + cid + ".scope",
 		`machine-qemu\x2d\x31\x2dx.scope`,
+		"/slurm.slice/n1_slurmstepd.scope/sEKNKTV3WPV500/step_extern/user/task_0",
+		"/pbs_jobs.service/jobid/123[4].pbs01", "/pbs_jobs.service/jobs/7.srv/rank0",
 	} {
 		f.Add(s)
 	}
-	kinds := map[ident.Kind]bool{ident.KindContainer: true, ident.KindPod: true, ident.KindVM: true, ident.KindJob: true, ident.KindSystemdUnit: true, ident.KindCgroup: true}
+	kinds := map[ident.Kind]bool{ident.KindContainer: true, ident.KindPod: true, ident.KindVM: true, ident.KindJob: true, ident.KindSystemdUnit: true, ident.KindCgroup: true, ident.KindPBSJob: true}
 	f.Fuzz(func(t *testing.T, path string) {
 		id := Parse(path)
 		if !kinds[id.Kind] {
@@ -37,7 +39,7 @@ func FuzzParse(f *testing.F) {
 		}
 		for name, v := range map[string]string{
 			"JobID": id.JobID, "Step": id.Step, "Task": id.Task, "UID": id.UID,
-			"DomainID": id.DomainID, "SlurmNode": id.SlurmNode,
+			"DomainID": id.DomainID, "SlurmNode": id.SlurmNode, "SLUID": id.SLUID,
 		} {
 			if !strings.Contains(path, v) {
 				t.Fatalf("Parse(%q).%s = %q, not in the path", path, name, v)
@@ -52,8 +54,13 @@ func FuzzParse(f *testing.F) {
 		if id.QoS != "" && id.QoS != "guaranteed" && !strings.Contains(path, id.QoS) {
 			t.Fatalf("Parse(%q).QoS = %q, not in the path", path, id.QoS)
 		}
-		if (id.Kind == ident.KindJob) != (id.JobID != "") {
-			t.Fatalf("Parse(%q): Kind %q with JobID %q", path, id.Kind, id.JobID)
+		// A Slurm job is named by its id or (26.05) its SLUID, never both
+		// from a path.
+		if (id.Kind == ident.KindJob) != (id.JobID != "" || id.SLUID != "") || (id.JobID != "" && id.SLUID != "") {
+			t.Fatalf("Parse(%q): Kind %q with JobID %q, SLUID %q", path, id.Kind, id.JobID, id.SLUID)
+		}
+		if id.Kind == ident.KindPBSJob && (id.Manager != ident.ManagerPBS || !rePBSJob.MatchString(id.ID)) {
+			t.Fatalf("Parse(%q): PBS job %+v", path, id)
 		}
 		if (id.Kind == ident.KindPod) && id.ID != id.PodUID {
 			t.Fatalf("Parse(%q): pod ID %q != PodUID %q", path, id.ID, id.PodUID)

@@ -64,6 +64,11 @@ var (
 	// machine-qemu\x2d<name>.scope without the id.
 	reMachineID = regexp.MustCompile(`^machine-qemu\\x2d([0-9]+)\\x2d(.+)\.scope$`)
 	reMachine   = regexp.MustCompile(`^machine-qemu\\x2d(.+)\.scope$`)
+	// A PBS job id as its server writes it: <sequence>.<server>, an array
+	// job's subjob <sequence>[<index>].<server> (or the array itself,
+	// <sequence>[]) — the directory name the cgroup hook
+	// (src/hooks/cgroups/pbs_cgroups.PY, _cgroup_path) joins unchanged.
+	rePBSJob = regexp.MustCompile(`^[0-9]{1,12}(?:\[[0-9]{0,12}\])?\.[A-Za-z0-9][A-Za-z0-9.-]{0,254}$`)
 	// libvirt without systemd: qemu-<id>-<name>.libvirt-qemu, older
 	// releases <name>.libvirt-qemu.
 	reLibvirtDirID = regexp.MustCompile(`^qemu-([0-9]+)-(.+)\.libvirt-qemu$`)
@@ -99,6 +104,8 @@ const (
 	cStep
 	cStepUser
 	cVM
+	cPBS
+	cPBSJobs
 )
 
 // Parse is the method form of the package-level Parse, using p's patterns.
@@ -150,6 +157,11 @@ func (p *Parser) parse(path string) (ident.Identity, string) {
 			cur = cSlurmUID
 		case slurm && (prev == cSlurmRoot || prev == cSlurmUID || prev == cStepd) && p.slurm.job.into(c, &id.JobID):
 			start(ident.KindJob, ident.ManagerSlurm, id.JobID)
+			strong, cur = true, cJob
+		case slurm && prev == cStepd && p.slurm.sluid.into(c, &id.SLUID):
+			// Slurm 26.05: the job's directory is its SLUID; the
+			// numeric id is left for the Resolver.
+			start(ident.KindJob, ident.ManagerSlurm, id.SLUID)
 			strong, cur = true, cJob
 		case prev == cJob && p.slurm.step.into(c, &id.Step):
 			cur = cStep
@@ -237,6 +249,17 @@ func (p *Parser) parse(path string) (ident.Identity, string) {
 		case reLibvirtDir.MatchString(c):
 			startVM(&id, start, "", reLibvirtDir.FindStringSubmatch(c)[1])
 			strong, cur = true, cVM
+
+		// PBS: the cgroup hook's <cgroup_prefix>.service (pbs_jobs by
+		// default) holds jobid/<job> on cgroup v1 and jobs/<job> on v2.
+		case !strong && c == "pbs_jobs.service":
+			start(ident.KindSystemdUnit, ident.ManagerSystemd, c)
+			id.Name, cur = c, cPBS
+		case prev == cPBS && (c == "jobid" || c == "jobs"):
+			part, cur = append(part, c), cPBSJobs
+		case prev == cPBSJobs && rePBSJob.MatchString(c):
+			start(ident.KindPBSJob, ident.ManagerPBS, c)
+			strong = true
 
 		// systemd units, weakest.
 		case !strong && reUnit.MatchString(c):

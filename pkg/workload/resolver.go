@@ -69,6 +69,10 @@ type Resolver struct {
 
 	jobMu   sync.Mutex
 	jobUIDs map[string]string // Slurm v2 job cgroup → owner uid
+	jobIDs  map[string]string // Slurm 26.05 SLUID job cgroup → numeric job id
+	// jobSLUIDs: Slurm 26.05 job_<id> cgroup (CgroupJobIdPaths=yes) →
+	// the SLUID its owner's task carries, found with the owner.
+	jobSLUIDs map[string]string
 }
 
 // entry is immutable once stored, except seen.
@@ -107,6 +111,8 @@ func NewResolver(o Options) *Resolver {
 		now:        time.Now,
 		cache:      map[string]*entry{},
 		jobUIDs:    map[string]string{},
+		jobIDs:     map[string]string{},
+		jobSLUIDs:  map[string]string{},
 	}
 	r.users = newPasswd(filepath.Join(o.EtcRoot, "passwd"), nss, func() time.Time { return r.now() })
 	return r
@@ -158,7 +164,7 @@ func (r *Resolver) Sweep() int {
 		if e.seen.Load() != cur {
 			delete(r.cache, p)
 			n++
-		} else if e.id.Kind == ident.KindJob {
+		} else if e.id.Kind == ident.KindJob || e.id.Kind == ident.KindPBSJob {
 			jobs[e.base] = true
 		}
 	}
@@ -169,6 +175,16 @@ func (r *Resolver) Sweep() int {
 	for b := range r.jobUIDs {
 		if !jobs[b] {
 			delete(r.jobUIDs, b)
+		}
+	}
+	for b := range r.jobIDs {
+		if !jobs[b] {
+			delete(r.jobIDs, b)
+		}
+	}
+	for b := range r.jobSLUIDs {
+		if !jobs[b] {
+			delete(r.jobSLUIDs, b)
 		}
 	}
 	r.jobMu.Unlock()
@@ -182,8 +198,27 @@ func (r *Resolver) LibvirtErr() error { return r.domains.Err() }
 // whether every source that applies answered.
 func (r *Resolver) enrich(id ident.Identity, cgPath, base string) (ident.Identity, bool) {
 	complete := true
+	if id.Kind == ident.KindJob && id.JobID == "" && id.SLUID != "" {
+		// Until the numeric id is known the job is exported under its
+		// SLUID (job_id empty), never folded into the node.
+		if jid, ok := r.jobID(id.SLUID, base); ok {
+			id.JobID, id.ID = jid, jid
+		} else {
+			complete = false
+		}
+	}
 	if id.Kind == ident.KindJob && id.UID == "" {
 		if uid, ok := r.jobUID(id, cgPath, base); ok {
+			id.UID = uid
+			if id.SLUID == "" {
+				id.SLUID = r.jobSLUID(base)
+			}
+		} else {
+			complete = false
+		}
+	}
+	if id.Kind == ident.KindPBSJob && id.UID == "" {
+		if uid, ok := r.pbsUID(base); ok {
 			id.UID = uid
 		} else {
 			complete = false
@@ -332,8 +367,10 @@ func (r *Resolver) jobUID(id ident.Identity, cgPath, base string) (string, bool)
 	for _, c := range candidates {
 		for _, pid := range r.pids(c) {
 			if uid, ok := r.procUID(pid); ok {
+				sluid := r.taskSLUID(pid, id.JobID)
 				r.jobMu.Lock()
 				r.jobUIDs[base] = uid
+				r.jobSLUIDs[base] = sluid
 				r.jobMu.Unlock()
 				return uid, true
 			}

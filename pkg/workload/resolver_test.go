@@ -281,7 +281,7 @@ func TestLabelValues(t *testing.T) {
 		{"/system.slice/docker-" + cid + ".scope", ident.KindContainer, []string{cid, "", "", "", ident.ManagerDocker}},
 		{`/machine.slice/machine-qemu\x2d3\x2dinstance\x2d0000002a.scope/libvirt/vcpu0`, ident.KindVM,
 			[]string{"2a7d9e4b-1c3f-4a5b-8d6e-7f8091a2b3c4", "db-primary", "instance-0000002a"}},
-		{"/slurm_n7/uid_1000/job_4711/step_0/task_1", ident.KindJob, []string{"4711", "alice", "1000", "n7"}},
+		{"/slurm_n7/uid_1000/job_4711/step_0/task_1", ident.KindJob, []string{"4711", "alice", "1000", "n7", ""}},
 		{`/system.slice/system-getty.slice/getty@tty1.service`, ident.KindSystemdUnit, []string{"getty@tty1.service", ident.ManagerSystemd}},
 		{"/foo", ident.KindSystemdUnit, nil},
 	} {

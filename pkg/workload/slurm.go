@@ -13,6 +13,7 @@ import (
 //	Stepd  v2 scope, [<node>_]slurmstepd.scope:      (?P<node>…) optional
 //	UID    v1 uid_<uid> below Root:                  (?P<uid>…) required
 //	Job    job_<id> below Root, UID or Stepd:        (?P<job>…) required
+//	SLUID  the job's SLUID below Stepd (26.05):      (?P<sluid>…) required
 //	Step   step_<n> below Job:                       (?P<step>…) required
 //	Task   task_<k> below Step (v1) or Step/user (v2): (?P<task>…) required
 //
@@ -25,18 +26,28 @@ import (
 //
 // and add a row with a real path to the Slurm table in parse_test.go.
 type SlurmPatterns struct {
-	Root, Stepd, UID, Job, Step, Task []string
+	Root, Stepd, UID, Job, SLUID, Step, Task []string
 }
 
 // DefaultSlurmPatterns are the layouts of Slurm's cgroup/v1 and cgroup/v2
-// plugins (Slurm 20.11 to 24.x). Step names are numbers or batch, extern,
+// plugins (Slurm 20.11 to 26.05). Step names are numbers or batch, extern,
 // interactive; "special" is the task cgroup for processes of no task.
+//
+// From 26.05 the cgroup/v2 plugin names a job's directory by its SLUID
+// unless cgroup.conf has CgroupJobIdPaths=yes (26.05.2+), which keeps
+// job_<id>. A SLUID is printed by print_sluid (src/common/sluid.c) as a
+// lower-case "s" and 13 digits of Crockford's base32 in upper case
+// (0-9, A-Z less I, L, O, U); the first digit holds the top 4 of the 64
+// bits, so it is at most F. The directory is the only place the path
+// names the job: its numeric id comes from the job's processes (see
+// Resolver).
 func DefaultSlurmPatterns() SlurmPatterns {
 	return SlurmPatterns{
 		Root:  []string{`^slurm(?:_(?P<node>[^/]+))?$`},
 		Stepd: []string{`^(?:(?P<node>[^/]+)_)?slurmstepd\.scope$`},
 		UID:   []string{`^uid_(?P<uid>[0-9]+)$`},
 		Job:   []string{`^job_(?P<job>[0-9]+)$`},
+		SLUID: []string{`^(?P<sluid>s[0-9A-F][0-9A-HJKMNP-TV-Z]{12})$`},
 		Step:  []string{`^step_(?P<step>[0-9]+(?:\.[0-9]+)?|batch|extern|interactive)$`},
 		Task:  []string{`^task_(?P<task>[0-9]+|special)$`},
 	}
@@ -78,7 +89,7 @@ func (ps patterns) match(comp string) (string, bool) {
 }
 
 type slurmRules struct {
-	root, stepd, uid, job, step, task patterns
+	root, stepd, uid, job, sluid, step, task patterns
 }
 
 func compileSlurm(sp SlurmPatterns) (slurmRules, error) {
@@ -95,6 +106,7 @@ func compileSlurm(sp SlurmPatterns) (slurmRules, error) {
 		{"Stepd", sp.Stepd, "node", false, &r.stepd},
 		{"UID", sp.UID, "uid", true, &r.uid},
 		{"Job", sp.Job, "job", true, &r.job},
+		{"SLUID", sp.SLUID, "sluid", true, &r.sluid},
 		{"Step", sp.Step, "step", true, &r.step},
 		{"Task", sp.Task, "task", true, &r.task},
 	} {

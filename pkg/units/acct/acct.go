@@ -358,7 +358,9 @@ func (o *options) query(env Env) (url.Values, error) {
 		return nil, fmt.Errorf("--starttime %s is not before --endtime %s", start.Format(time.RFC3339), end.Format(time.RFC3339))
 	}
 	q := url.Values{}
-	q.Set("kind", "job")
+	// Batch jobs of either manager: a site runs Slurm or PBS (or both,
+	// each job's id its manager's).
+	q.Set("kind", string(units.KindJob)+","+string(units.KindPBSJob))
 	q.Set("from", start.UTC().Format(time.RFC3339))
 	q.Set("to", end.UTC().Format(time.RFC3339))
 	users := o.users

@@ -328,7 +328,7 @@ func (a *API) units(w http.ResponseWriter, r *http.Request, id identity) error {
 		return err
 	}
 	f := units.Filter{Users: sel.Users, Projects: sel.Projects, Clusters: sel.Clusters, Kinds: sel.kinds, From: sel.from, To: sel.to}
-	if f.IDs, err = p.names("id"); err != nil {
+	if f.IDs, err = p.ids("id"); err != nil {
 		return err
 	}
 	if f.Running, err = p.boolean("running"); err != nil {
@@ -464,7 +464,7 @@ func (a *API) unit(w http.ResponseWriter, r *http.Request, id identity) error {
 		return err
 	}
 	uid := r.PathValue("id")
-	if !name.MatchString(uid) {
+	if !unitID.MatchString(uid) {
 		return badf("invalid unit id %q", clip(uid))
 	}
 	k := units.Key{ID: uid}
@@ -513,7 +513,7 @@ func keys(p *params) ([]units.Key, error) {
 					return nil, badf("invalid unit %q: CLUSTER/KIND/ID or ID", clip(s))
 				}
 			}
-			if !name.MatchString(k.ID) {
+			if !unitID.MatchString(k.ID) {
 				return nil, badf("invalid unit id %q", clip(k.ID))
 			}
 			out = append(out, k)

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/wattrace/wattrace/pkg/units"
 )
 
 // badRequest is a client error: it is answered 400 with its message, never
@@ -37,8 +39,19 @@ var name = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.@:+=\-]{0,127}$`)
 // maxValues bounds repeated parameters (user=a&user=b…).
 const maxValues = 100
 
-// kinds are the unit kinds the exporters resolve (pkg/workload's levels).
-var kinds = []string{"job", "pod", "vm", "container", "unit"}
+// kinds are the unit kinds the exporters resolve (pkg/workload's levels),
+// as units.Kinds lists them.
+var kinds = func() []string {
+	var out []string
+	for _, k := range units.Kinds() {
+		out = append(out, string(k))
+	}
+	return out
+}()
+
+// unitID is a unit id: a name, or a PBS array subjob's id, whose index is
+// in brackets (123[4].server).
+var unitID = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.@:+=\-]{0,127}$|^[0-9]{1,12}\[[0-9]{0,12}\]\.[A-Za-z0-9][A-Za-z0-9.-]{0,254}$`)
 
 // minTime is the earliest time a query may name: nothing older can be in
 // the store, and it keeps year-0 and negative times out of SQL.
@@ -78,11 +91,16 @@ func (p *params) one(key string) (string, error) {
 
 // names returns every value of key, each a valid name; comma-separated
 // values are split (user=a,b is user=a&user=b).
-func (p *params) names(key string) ([]string, error) {
+func (p *params) names(key string) ([]string, error) { return p.matching(key, name) }
+
+// ids returns every value of key, each a valid unit id.
+func (p *params) ids(key string) ([]string, error) { return p.matching(key, unitID) }
+
+func (p *params) matching(key string, re *regexp.Regexp) ([]string, error) {
 	var out []string
 	for _, raw := range p.v[key] {
 		for _, s := range strings.Split(raw, ",") {
-			if !name.MatchString(s) {
+			if !re.MatchString(s) {
 				return nil, badf("invalid %s %q: a name of letters, digits and _.@:+=- (at most 128, not starting with a sign)", key, clip(s))
 			}
 			if !slices.Contains(out, s) {

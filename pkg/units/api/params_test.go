@@ -90,3 +90,27 @@ func TestUnknownParameterAndField(t *testing.T) {
 		t.Error("running=maybe accepted")
 	}
 }
+
+// PBS jobs: the kind, and ids as qstat writes them, an array subjob's
+// index in brackets; brackets go no further than that form.
+func TestPBSKindAndIDs(t *testing.T) {
+	p, _ := newParams("kind=pbs_job,job", "kind")
+	if got, err := p.kinds(); err != nil || strings.Join(got, ",") != "pbs_job,job" {
+		t.Errorf("kinds %q, %v", got, err)
+	}
+	p, _ = newParams("id="+url.QueryEscape("123[4].pbs01,4711.pbs01.example.org,42"), "id")
+	if got, err := p.ids("id"); err != nil || strings.Join(got, " ") != "123[4].pbs01 4711.pbs01.example.org 42" {
+		t.Errorf("ids %q, %v", got, err)
+	}
+	for _, v := range []string{"a[1]", "123[4]", "[1].x", "1[2][3].x", "1[a].x", "1[2].x y"} {
+		p, _ := newParams("id="+url.QueryEscape(v), "id")
+		if got, err := p.ids("id"); err == nil {
+			t.Errorf("id=%q accepted as %q", v, got)
+		}
+	}
+	// User names keep their own rule: no brackets.
+	p, _ = newParams("user="+url.QueryEscape("123[4].pbs01"), "user")
+	if _, err := p.names("user"); err == nil {
+		t.Error("a user name with brackets accepted")
+	}
+}

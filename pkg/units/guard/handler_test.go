@@ -305,10 +305,10 @@ func TestHandlerMatchers(t *testing.T) {
 	// read, never the whole TSDB; bob, with no project or VM, gets his
 	// jobs and the public families only.
 	for user, want := range map[string][]string{
-		"alice": {`{__name__=~"^(?:wattrace_job_.*)$",cluster="c1",user="alice"}`, `{__name__=~"^(?:wattrace_pod_.*)$",cluster="c1",namespace=~"a\\.b|proj_a"}`,
+		"alice": {`{__name__=~"^(?:wattrace_job_.*)$",cluster="c1",user="alice"}`, `{__name__=~"^(?:wattrace_pbs_job_.*)$",cluster="c1",user="alice"}`, `{__name__=~"^(?:wattrace_pod_.*)$",cluster="c1",namespace=~"a\\.b|proj_a"}`,
 			`{__name__=~"^(?:wattrace_container_.*)$",cluster="c1",namespace=~"a\\.b|proj_a"}`, `{__name__=~"^(?:wattrace_vm_.*)$",cluster="c1",vm_uuid=~"6f1c0c1e-0000-4000-8000-000000000001"}`,
 			`{__name__=~"^(?:wattrace_node_.*)$",cluster="c1"}`},
-		"bob": {`{__name__=~"^(?:wattrace_job_.*)$",cluster="c1",user="bob"}`, `{__name__=~"^(?:wattrace_node_.*)$",cluster="c1"}`},
+		"bob": {`{__name__=~"^(?:wattrace_job_.*)$",cluster="c1",user="bob"}`, `{__name__=~"^(?:wattrace_pbs_job_.*)$",cluster="c1",user="bob"}`, `{__name__=~"^(?:wattrace_node_.*)$",cluster="c1"}`},
 	} {
 		f.scopes.mu.Lock()
 		f.scopes.calls = 0

@@ -62,11 +62,12 @@ func ParseRule(s string) (Rule, error) {
 }
 
 // DefaultRules are the exporter's workload families and their owners: a
-// job's series carry its user, pods and containers their namespace (a
+// Slurm or PBS job's series carry its user, pods and containers their namespace (a
 // project in the units store), VMs their uuid (a VM unit in the store).
 func DefaultRules() []string {
 	return []string{
 		"wattrace_job_.*=user:user",
+		"wattrace_pbs_job_.*=user:user",
 		"wattrace_pod_.*=namespace:projects",
 		"wattrace_container_.*=namespace:projects",
 		"wattrace_vm_.*=vm_uuid:vms",

@@ -1,6 +1,7 @@
 package slurm
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -90,30 +91,39 @@ type restdJobs struct {
 		Source      string `json:"source"`
 	} `json:"errors"`
 	Jobs []struct {
-		JobID     int64  `json:"job_id"`
-		Name      string `json:"name"`
-		User      string `json:"user"`
-		Group     string `json:"group"`
-		Account   string `json:"account"`
-		Partition string `json:"partition"`
-		Nodes     string `json:"nodes"`
-		State     struct {
-			Current string `json:"current"`
+		JobID int64 `json:"job_id"`
+		// SLUID: Slurm 26.05 (v0.0.45, DUMP_FUNC(SLUID) in
+		// src/plugins/data_parser/v0.0.45/parsers.c): print_sluid's
+		// form, "" (or null) when the job has none.
+		SLUID     *string `json:"sluid"`
+		Name      string  `json:"name"`
+		User      string  `json:"user"`
+		Group     string  `json:"group"`
+		Account   string  `json:"account"`
+		Partition string  `json:"partition"`
+		Nodes     string  `json:"nodes"`
+		// From v0.0.40 (23.11; 26.05 writes v0.0.45) flags are arrays
+		// of strings (state, exit status) and numbers that may be unset
+		// are {"set","infinite","number"}: these fields are read in
+		// either form (flagOrString, noVal).
+		State struct {
+			Current json.RawMessage `json:"current"`
 		} `json:"state"`
 		Time struct {
-			Submission int64 `json:"submission"`
-			Start      int64 `json:"start"`
-			End        int64 `json:"end"`
+			Submission json.RawMessage `json:"submission"`
+			Start      json.RawMessage `json:"start"`
+			End        json.RawMessage `json:"end"`
 		} `json:"time"`
 		ExitCode struct {
-			Status     string `json:"status"`
-			ReturnCode *int   `json:"return_code"`
+			Status     json.RawMessage `json:"status"`
+			ReturnCode json.RawMessage `json:"return_code"`
 			Signal     struct {
-				SignalID *int `json:"signal_id"`
+				SignalID json.RawMessage `json:"signal_id"` // v0.0.38
+				ID       json.RawMessage `json:"id"`        // v0.0.40 and later
 			} `json:"signal"`
 		} `json:"exit_code"`
 		Required struct {
-			CPUs int `json:"CPUs"`
+			CPUs json.RawMessage `json:"CPUs"`
 		} `json:"required"`
 		TRES struct {
 			Allocated []struct {
@@ -158,27 +168,53 @@ func parseDBJobs(body []byte, cluster, source string) ([]units.Unit, error) {
 		if j.JobID <= 0 {
 			return nil, fmt.Errorf("%s: job id %d", source, j.JobID)
 		}
+		cur, err := flagOrString(j.State.Current)
+		if err != nil {
+			return nil, fmt.Errorf("%s job %d: state: %w", source, j.JobID, err)
+		}
 		u := units.Unit{Cluster: cluster, Kind: units.KindJob, ID: strconv.FormatInt(j.JobID, 10), Name: j.Name,
-			User: j.User, Group: j.Group, Project: j.Account, Partition: j.Partition, State: state(j.State.Current)}
-		var err error
+			User: j.User, Group: j.Group, Project: j.Account, Partition: j.Partition, State: state(cur)}
+		if j.SLUID != nil && *j.SLUID != "" {
+			if !units.ValidSLUID(*j.SLUID) {
+				return nil, fmt.Errorf("%s job %d: sluid %.40q", source, j.JobID, *j.SLUID)
+			}
+			u.SLUID = *j.SLUID
+		}
 		if u.Nodes, err = ExpandNodes(j.Nodes); err != nil {
 			return nil, fmt.Errorf("%s job %d: %w", source, j.JobID, err)
 		}
 		for _, p := range []struct {
-			v   int64
+			raw json.RawMessage
 			dst *time.Time
 		}{{j.Time.Submission, &u.Submit}, {j.Time.Start, &u.Start}, {j.Time.End, &u.End}} {
-			if p.v < 0 || p.v > 1<<40 {
-				return nil, fmt.Errorf("%s job %d: time %d", source, j.JobID, p.v)
+			v, set, err := noVal(p.raw)
+			if err != nil || v < 0 || v > 1<<40 {
+				return nil, fmt.Errorf("%s job %d: time %s", source, j.JobID, p.raw)
 			}
-			if p.v > 0 {
-				*p.dst = time.Unix(p.v, 0).UTC()
+			if set && v > 0 {
+				*p.dst = time.Unix(v, 0).UTC()
 			}
 		}
-		if rc := j.ExitCode.ReturnCode; rc != nil {
-			c := *rc
-			if sig := j.ExitCode.Signal.SignalID; j.ExitCode.Status == "SIGNALED" && sig != nil && *sig > 0 {
-				c = 128 + *sig
+		status, err := flagOrString(j.ExitCode.Status)
+		if err != nil {
+			return nil, fmt.Errorf("%s job %d: exit status: %w", source, j.JobID, err)
+		}
+		rc, rcSet, err := noVal(j.ExitCode.ReturnCode)
+		if err != nil || rc < 0 || rc > 255 {
+			return nil, fmt.Errorf("%s job %d: return code %s", source, j.JobID, j.ExitCode.ReturnCode)
+		}
+		sigRaw := j.ExitCode.Signal.SignalID
+		if len(sigRaw) == 0 {
+			sigRaw = j.ExitCode.Signal.ID
+		}
+		sig, sigSet, err := noVal(sigRaw)
+		if err != nil || sig < 0 || sig > 127 {
+			return nil, fmt.Errorf("%s job %d: signal %s", source, j.JobID, sigRaw)
+		}
+		if rcSet {
+			c := int(rc)
+			if status == "SIGNALED" && sigSet && sig > 0 {
+				c = 128 + int(sig)
 			}
 			// 22.05 (v0.0.38) reports SUCCESS, 0 for a job that exited
 			// 3 (sacct: 3:0, state FAILED; captured in testdata): a 0 on
@@ -212,7 +248,13 @@ func parseDBJobs(body []byte, cluster, source string) ([]units.Unit, error) {
 		}
 		u.Allocation.GPUs = int(gpus)
 		if u.Allocation.CPUs == 0 {
-			u.Allocation.CPUs = j.Required.CPUs
+			n, set, err := noVal(j.Required.CPUs)
+			if err != nil || n < 0 || n > 1<<24 {
+				return nil, fmt.Errorf("%s job %d: required CPUs %s", source, j.JobID, j.Required.CPUs)
+			}
+			if set {
+				u.Allocation.CPUs = int(n)
+			}
 		}
 		if i, dup := byID[u.ID]; dup {
 			if !u.Submit.Before(out[i].Submit) {
@@ -224,4 +266,55 @@ func parseDBJobs(body []byte, cluster, source string) ([]units.Unit, error) {
 		out = append(out, u)
 	}
 	return out, nil
+}
+
+// flagOrString reads a string (v0.0.38) or, from v0.0.40, a flag array,
+// whose first flag is the base (the job state, the exit status); "" when
+// absent or null.
+func flagOrString(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	var s string
+	if raw[0] == '"' {
+		err := json.Unmarshal(raw, &s)
+		return s, err
+	}
+	var flags []string
+	if err := json.Unmarshal(raw, &flags); err != nil {
+		return "", fmt.Errorf("%.100s: want a string or an array of strings", raw)
+	}
+	if len(flags) > 0 {
+		s = flags[0]
+	}
+	return s, nil
+}
+
+// noVal reads a number written plainly (v0.0.38, or null when unset in
+// complex mode) or, from v0.0.40, as {"set", "infinite", "number"}; set is
+// false when absent, null, unset or infinite.
+func noVal(raw json.RawMessage) (v int64, set bool, err error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return 0, false, nil
+	}
+	if raw[0] == '{' {
+		var n struct {
+			Set      bool  `json:"set"`
+			Infinite bool  `json:"infinite"`
+			Number   int64 `json:"number"`
+		}
+		if err := json.Unmarshal(raw, &n); err != nil {
+			return 0, false, err
+		}
+		if !n.Set || n.Infinite {
+			return 0, false, nil
+		}
+		return n.Number, true, nil
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return 0, false, fmt.Errorf("%.100s: want a number", raw)
+	}
+	return v, true, nil
 }

@@ -223,10 +223,12 @@ type writer struct {
 	get, insert, update, series, member         *sql.Stmt
 	rollGet, rollInsert, rollUpdate, rollDelete *sql.Stmt
 	rollup                                      map[rollupKey]*contribution
+	// touched are the units an observation of this transaction wrote.
+	touched map[units.Key]bool
 }
 
 func (s *Store) newWriter(ctx context.Context, tx *sql.Tx) (*writer, error) {
-	w := &writer{s: s, ctx: ctx, tx: tx, rollup: map[rollupKey]*contribution{}}
+	w := &writer{s: s, ctx: ctx, tx: tx, rollup: map[rollupKey]*contribution{}, touched: map[units.Key]bool{}}
 	cols := strings.Split(strings.ReplaceAll(unitColumns, "\n", ""), ",")[1:]
 	for i := range cols {
 		cols[i] = strings.TrimSpace(cols[i])
@@ -431,6 +433,10 @@ func emptyRollup(vals []any) bool {
 
 // observe applies one Observation.
 func (w *writer) observe(o *Observation, now int64) error {
+	if err := w.redirect(o); err != nil {
+		return err
+	}
+	w.touched[o.Key] = true
 	r, err := w.load(o.Key)
 	if err != nil {
 		return err
@@ -517,7 +523,13 @@ func (w *writer) describe(u *units.Unit, now int64) error {
 		r.exit = sql.NullInt64{Int64: int64(*u.ExitCode), Valid: true}
 	}
 	r.updated = now
-	return w.save(r, old)
+	if err := w.save(r, old); err != nil {
+		return err
+	}
+	if u.SLUID != "" {
+		return w.alias(u, r)
+	}
+	return nil
 }
 
 // mergeNodes adds nodes to a comma-separated list, keeping it sorted and

@@ -72,6 +72,7 @@ type Store interface {
 	ApplyCycle(ctx context.Context, cursor string, at time.Time, obs []store.Observation) error
 	MarkPending(ctx context.Context) (int64, error)
 	PruneSeries(ctx context.Context, cutoff time.Time) (int64, error)
+	Aliases(ctx context.Context, cluster string, kind units.Kind, aliases []string) (map[string]string, error)
 }
 
 var _ Store = (*store.Store)(nil)
@@ -175,6 +176,13 @@ type level struct {
 	user    model.LabelName
 	project model.LabelName
 	node    model.LabelName // where it ran, before instance
+	// alias names the unit where its id label is empty: a Slurm job's
+	// sluid, when the exporter found the job's cgroup named by its SLUID
+	// and not (yet) its numeric id. Such series count into the job the
+	// store knows the alias of (from Slurm's metadata), else into a unit
+	// keyed by the alias, which the store folds into the job once Slurm
+	// names it.
+	alias model.LabelName
 }
 
 // levels follow pkg/workload's label names (docs/metrics.md).
@@ -182,8 +190,9 @@ var levels = []level{
 	{kind: units.KindContainer, id: "container_id", name: "container", project: "namespace"},
 	{kind: units.KindPod, id: "pod_uid", name: "pod", project: "namespace"},
 	{kind: units.KindVM, id: "vm_uuid", name: "vm"},
-	{kind: units.KindJob, id: "job_id", user: "user", node: "slurm_node"},
+	{kind: units.KindJob, id: "job_id", user: "user", node: "slurm_node", alias: "sluid"},
 	{kind: units.KindSystemdUnit, id: "unit", name: "unit"},
+	{kind: units.KindPBSJob, id: "job_id", user: "user"},
 }
 
 // Updater runs update cycles.
@@ -395,6 +404,9 @@ type stream struct {
 var descriptive = map[model.LabelName]bool{
 	"namespace": true, "pod": true, "container": true, "vm": true,
 	"qos": true, "user": true, "uid": true,
+	// A job's sluid where its cgroup is named by its numeric id
+	// (CgroupJobIdPaths=yes): the exporter finds it with the owner.
+	"sluid": true,
 }
 
 // identity is the fingerprint of m's labels less the descriptive ones.
@@ -464,7 +476,7 @@ func (u *Updater) query(ctx context.Context, end time.Time, window time.Duration
 			for _, ss := range m {
 				name := string(ss.Metric[model.MetricNameLabel])
 				lvl, ok := u.levels[strings.TrimSuffix(strings.TrimPrefix(name, prefix), suffix)]
-				if !ok || ss.Metric[lvl.id] == "" {
+				if !ok || (ss.Metric[lvl.id] == "" && aliasOf(lvl, ss.Metric) == "") {
 					continue
 				}
 				answers[i].streams = append(answers[i].streams, stream{fam: fam, lvl: lvl, series: ss})
@@ -504,12 +516,16 @@ func (u *Updater) observe(ctx context.Context, streams []stream, start, end time
 	for _, t := range open {
 		known[t.Key] = t
 	}
+	aliases, err := u.aliases(ctx, streams)
+	if err != nil {
+		return nil, err
+	}
 	// Units seen now that are not open: new, or final ones come back.
 	var missing []units.Key
 	seen := map[units.Key]*acc{}
 	keys := make([]units.Key, len(streams))
 	for i, st := range streams {
-		k := u.key(st)
+		k := u.key(st, aliases)
 		keys[i] = k
 		if _, ok := seen[k]; ok {
 			continue
@@ -696,15 +712,72 @@ func lastSample(series map[string]store.SeriesState) int64 {
 	return last
 }
 
-func (u *Updater) key(st stream) units.Key {
-	m := st.series.Metric
-	cluster := u.c.Cluster
-	if u.c.ClusterLabel != "" {
-		if c := m[model.LabelName(u.c.ClusterLabel)]; c != "" {
-			cluster = string(c)
+func (u *Updater) key(st stream, aliases map[units.Key]string) units.Key {
+	k := units.Key{Cluster: u.cluster(st.series.Metric), Kind: st.lvl.kind, ID: string(st.series.Metric[st.lvl.id])}
+	if k.ID == "" {
+		k.ID = aliasOf(st.lvl, st.series.Metric)
+		if id, ok := aliases[k]; ok {
+			k.ID = id
 		}
 	}
-	return units.Key{Cluster: cluster, Kind: st.lvl.kind, ID: string(m[st.lvl.id])}
+	return k
+}
+
+func (u *Updater) cluster(m model.Metric) string {
+	if u.c.ClusterLabel != "" {
+		if c := m[model.LabelName(u.c.ClusterLabel)]; c != "" {
+			return string(c)
+		}
+	}
+	return u.c.Cluster
+}
+
+// aliasOf is the alias a series names its unit by when its id label is
+// empty, "" when it has none or one that is not a SLUID (a value from
+// outside, which becomes a unit id).
+func aliasOf(lvl level, m model.Metric) string {
+	if lvl.alias == "" || m[lvl.id] != "" {
+		return ""
+	}
+	a := string(m[lvl.alias])
+	if !units.ValidSLUID(a) {
+		return ""
+	}
+	return a
+}
+
+// aliases asks the store which units the window's aliases name, keyed by
+// the alias's own key.
+func (u *Updater) aliases(ctx context.Context, streams []stream) (map[units.Key]string, error) {
+	type group struct {
+		cluster string
+		kind    units.Kind
+	}
+	ask := map[group][]string{}
+	seen := map[units.Key]bool{}
+	for _, st := range streams {
+		a := aliasOf(st.lvl, st.series.Metric)
+		if a == "" {
+			continue
+		}
+		k := units.Key{Cluster: u.cluster(st.series.Metric), Kind: st.lvl.kind, ID: a}
+		if !seen[k] {
+			seen[k] = true
+			g := group{k.Cluster, k.Kind}
+			ask[g] = append(ask[g], a)
+		}
+	}
+	out := map[units.Key]string{}
+	for g, as := range ask {
+		m, err := u.s.Aliases(ctx, g.cluster, g.kind, as)
+		if err != nil {
+			return nil, err
+		}
+		for a, id := range m {
+			out[units.Key{Cluster: g.cluster, Kind: g.kind, ID: a}] = id
+		}
+	}
+	return out, nil
 }
 
 // node is where the series was exported: the level's own node label

@@ -11,6 +11,7 @@ const (
 	KindVM          Kind = "vm"
 	KindJob         Kind = "job"
 	KindSystemdUnit Kind = "unit"
+	KindPBSJob      Kind = "pbs_job"
 	KindCgroup      Kind = "cgroup"
 )
 
@@ -24,6 +25,7 @@ const (
 	ManagerSlurm      = "slurm"
 	ManagerLibvirt    = "libvirt"
 	ManagerSystemd    = "systemd"
+	ManagerPBS        = "pbs"
 )
 
 // SandboxContainer is Identity.Container for a pod's sandbox ("pause")
@@ -49,8 +51,10 @@ type Identity struct {
 	// name), slurm, libvirt, systemd; "" for plain cgroups.
 	Manager string
 	// ID identifies the workload within its manager: container id, pod
-	// uid, job id, VM uuid (the path's VM name until the uuid is known),
-	// unit name as written in the path.
+	// uid, job id (a Slurm job's SLUID until its numeric id is known; a
+	// PBS job's id as qstat writes it, 12345.server), VM uuid (the
+	// path's VM name until the uuid is known), unit name as written in
+	// the path.
 	ID string
 	// Name is the human name where known: container name, pod name, VM
 	// display name, unit name with systemd escapes decoded.
@@ -63,8 +67,9 @@ type Identity struct {
 	Part string
 
 	// UID and User own the workload where the path says so (Slurm v1
-	// uid_<n>, user-<n>.slice) or, for Slurm on cgroup v2, where the
-	// workload.Resolver found it from the job's processes. User comes from passwd.
+	// uid_<n>, user-<n>.slice) or, for Slurm on cgroup v2 and PBS jobs,
+	// where the workload.Resolver found it from the job's processes. User
+	// comes from passwd.
 	UID  string
 	User string
 
@@ -76,8 +81,11 @@ type Identity struct {
 	Container string // container name in the pod spec; SandboxContainer for the sandbox
 	QoS       string // guaranteed, burstable, besteffort
 
-	// Slurm.
+	// Slurm. JobID is the numeric job id; SLUID the job's Slurm
+	// lexicographically-sortable unique id (Slurm 26.05, "s" and 13
+	// Crockford base32 digits), where the path names the job by it.
 	JobID     string
+	SLUID     string
 	Step      string // 0, 1, …, batch, extern, interactive
 	Task      string // 0, 1, …, special
 	SlurmNode string // the slurmd's node name when several run on one host
@@ -96,8 +104,12 @@ type Identity struct {
 func (id Identity) Owner() (Identity, bool) {
 	switch {
 	case id.Kind == KindJob && (id.Step != "" || id.Part != ""):
-		return Identity{Kind: KindJob, Manager: ManagerSlurm, ID: id.JobID, UID: id.UID, User: id.User,
-			JobID: id.JobID, SlurmNode: id.SlurmNode}, true
+		oid := id.JobID
+		if oid == "" {
+			oid = id.SLUID
+		}
+		return Identity{Kind: KindJob, Manager: ManagerSlurm, ID: oid, UID: id.UID, User: id.User,
+			JobID: id.JobID, SLUID: id.SLUID, SlurmNode: id.SlurmNode}, true
 	case id.Kind == KindVM && id.Part != "":
 		o := id
 		o.Part = ""

@@ -8,8 +8,10 @@ import (
 
 // kindRow is everything the exporter knows of one aggregation level (a
 // Kind with series of its own) beyond how workload.Parse recognises its
-// cgroups: adding a level is one row in kinds plus its case in
-// workload.Parser.parse (parse.go), and its Kind constant. The
+// cgroups: adding a level is one row in kinds plus its cases in
+// workload.Parser.parse (parse.go), and its Kind constant (and an
+// enrichment in workload.Resolver when a label comes from the processes;
+// docs/architecture.md has the checklist). The
 // flag (config), the families (collector), the roll-up and GPU holders
 // (stats) and the Alloy targets all read this table.
 type kindRow struct {
@@ -120,16 +122,36 @@ var kinds = kindTable{
 		serviceRank: 3,
 	},
 	{
-		kind:   KindJob,
-		help:   "Enable per-job series (Slurm).",
-		labels: []string{"job_id", "user", "uid", "slurm_node"},
-		member: func(id Identity) bool { return id.JobID != "" },
-		values: func(id Identity) []string { return []string{id.JobID, id.User, id.UID, id.SlurmNode} },
+		kind: KindJob,
+		help: "Enable per-job series (Slurm).",
+		// sluid last: job_id keeps naming the numeric id, and a job
+		// named by its SLUID whose numeric id is not known (yet) is
+		// still a job of its own, keyed by all its values.
+		labels: []string{"job_id", "user", "uid", "slurm_node", "sluid"},
+		member: func(id Identity) bool { return id.JobID != "" || id.SLUID != "" },
+		values: func(id Identity) []string { return []string{id.JobID, id.User, id.UID, id.SlurmNode, id.SLUID} },
 		holder: "slurm",
 		match:  func(h snapshot.GPUHolder) map[string]string { return map[string]string{"job_id": h.JobID} },
 		// One job runs many executables: the job is the service.
-		service:     func(id Identity) string { return "slurm/" + id.JobID },
+		service: func(id Identity) string {
+			if id.JobID == "" {
+				return "slurm/" + id.SLUID
+			}
+			return "slurm/" + id.JobID
+		},
 		serviceRank: 2,
+	},
+	{
+		kind: KindPBSJob,
+		help: "Enable per-job series of PBS Professional and OpenPBS (its cgroup hook).",
+		// The same names as a Slurm job's, so dashboards and the units
+		// server read both alike; the family tells the batch system.
+		labels: []string{"job_id", "user", "uid"},
+		member: func(id Identity) bool { return id.Kind == KindPBSJob },
+		values: func(id Identity) []string { return []string{id.ID, id.User, id.UID} },
+		// One job runs many executables: the job is the service.
+		service:     func(id Identity) string { return "pbs/" + id.ID },
+		serviceRank: 5,
 	},
 	{
 		kind:   KindSystemdUnit,

@@ -5,8 +5,8 @@ import "testing"
 // Every level has label names and flag help: the config's
 // collector.<level> flags and the workloads collector are built from them.
 func TestEveryLevelIsDescribed(t *testing.T) {
-	if len(Levels()) != 5 {
-		t.Errorf("%d levels, want 5 (container, pod, vm, job, unit)", len(Levels()))
+	if len(Levels()) != 6 {
+		t.Errorf("%d levels, want 6 (container, pod, vm, job, pbs_job, unit)", len(Levels()))
 	}
 	for _, l := range Levels() {
 		if len(LabelNames(l)) == 0 || LevelHelp(l) == "" {
