@@ -398,6 +398,7 @@ func TestRealScrapeLintAndFamilies(t *testing.T) {
 	}{
 		{"system.slice/wattrace-e2e.service", []string{"unit"}},
 		{"slurm_e2e/uid_0/job_4711/step_0/task_0", []string{"job"}},
+		{"pbs_jobs.service/jobid/4712.e2e-server", []string{"pbs_job"}},
 		{"machine/qemu-7-e2e-vm.libvirt-qemu/vcpu0", []string{"vm"}},
 		{"kubepods/burstable/pod0b4c2c6e-1f2a-4b3c-9d8e-7f6a5b4c3d2e/" + strings.Repeat("ab", 32), []string{"pod", "container"}},
 	}

@@ -88,7 +88,7 @@ func TestLandingPage(t *testing.T) {
 		t.Fatalf("landing page: %d", code)
 	}
 	for _, want := range []string{`href="/metrics"`, `href="/-/healthy"`, `href="/-/ready"`,
-		"Collectors: cgroup, gpu, node, probes, process (top 20), container, vm, job, unit</li>",
+		"Collectors: cgroup, gpu, node, probes, process (top 20), container, vm, job, pbs_job, unit</li>",
 		"Waiting for the first accounting interval"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("landing page before the first interval: no %q in\n%s", want, body)
