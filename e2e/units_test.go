@@ -522,7 +522,10 @@ remote_write:
 	a.stop()
 	time.Sleep(5 * time.Second)
 	a.start()
-	// The TSDB of C goes away for more than a cycle.
+	// The TSDB of C goes away for more than a cycle, once C counts the
+	// running job (under load C, 12 s behind, may not have seen it yet,
+	// and a unit it never saw cannot go pending).
+	waitRunning(t, c, begin, 60*time.Second, byKey["running"].id)
 	vm.Stop()
 	pendingSeen := waitPending(t, c, begin, 30*time.Second, byKey["running"].id)
 	vm.Start()
@@ -748,6 +751,21 @@ func waitPending(t *testing.T, s *apiServer, begin time.Time, limit time.Duratio
 		time.Sleep(500 * time.Millisecond)
 	}
 	return false
+}
+
+// waitRunning waits until s counts unit id as running with some energy.
+func waitRunning(t *testing.T, s *apiServer, begin time.Time, limit time.Duration, id string) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		if us, err := s.units("carol", begin); err == nil {
+			if u, ok := us[id]; ok && u.Status == units.StatusRunning && u.Totals.Joules > 0 {
+				return
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Errorf("%s: job %s not counted as running within %s", s.name, id, limit)
 }
 
 // watcher polls a server's units and remembers the most each one had.
