@@ -182,7 +182,7 @@ func TestScrapeWithGPUFixture(t *testing.T) {
 	if v, ok := sum(fams, "wattrace_source_up", map[string]string{"source": "gpu-sysfs/0000:03:00.0"}); !ok || v != 1 {
 		t.Errorf("no GPU source health in wattrace_source_up (%v, %v)", v, ok)
 	}
-	for _, fam := range []string{"wattrace_gpu_allocation_info{", "wattrace_gpu_allocation_idle_ratio{"} {
+	for _, fam := range []string{"wattrace_gpu_allocation_info{", "wattrace_gpu_allocation_idle_ratio{", "wattrace_gpu_allocation_idle_seconds_total{"} {
 		if strings.Contains(string(body), fam) {
 			t.Errorf("%s series without an allocation source", fam)
 		}

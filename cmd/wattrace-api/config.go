@@ -13,6 +13,7 @@ import (
 
 	"github.com/wattrace/wattrace/internal/cli"
 	"github.com/wattrace/wattrace/pkg/units"
+	"github.com/wattrace/wattrace/pkg/units/slurm"
 	"github.com/wattrace/wattrace/pkg/units/store"
 )
 
@@ -64,6 +65,7 @@ const (
 	KeySlurmRestdURL   = "slurm.restd.url"
 	KeySlurmRestdUser  = "slurm.restd.user"
 	KeySlurmRestdToken = "slurm.restd.token-file"
+	KeySlurmRestdVer   = "slurm.restd.version"
 
 	KeyPBSSource   = "pbs.source"
 	KeyPBSInterval = "pbs.interval"
@@ -152,6 +154,9 @@ type Slurm struct {
 	RestdURL       string
 	RestdUser      string
 	RestdTokenFile string
+	// RestdVersion: auto (probe slurmrestd's data_parser versions, newest
+	// first) or one of slurm.RestdVersions.
+	RestdVersion string
 }
 
 // PBS says where PBS Professional and OpenPBS job metadata comes from.
@@ -225,9 +230,10 @@ func NewFlagSet(name string) *pflag.FlagSet {
 	fs.Duration(KeySlurmInterval, 15*time.Minute, "Time between reads of Slurm's accounting.")
 	fs.Duration(KeySlurmLookback, 24*time.Hour, "How far back the first read goes.")
 	fs.String(KeySlurmSacct, "sacct", "The sacct command.")
-	fs.String(KeySlurmRestdURL, "", "slurmrestd base URL, e.g. http://slurmrestd:6820 (the 22.05 API, /slurmdb/v0.0.38).")
+	fs.String(KeySlurmRestdURL, "", "slurmrestd base URL, e.g. http://slurmrestd:6820 (its accounting API, /slurmdb/<version>/jobs).")
 	fs.String(KeySlurmRestdUser, "", "User name sent to slurmrestd (X-SLURM-USER-NAME); must be a Slurm operator to list every job.")
 	fs.String(KeySlurmRestdToken, "", "File holding slurmrestd's JWT (X-SLURM-USER-TOKEN), re-read before each request.")
+	fs.String(KeySlurmRestdVer, "auto", "slurmrestd data_parser version: auto (the newest it serves of v0.0.45 to v0.0.38: 26.05 serves v0.0.45, 22.05 v0.0.38) or a fixed one, e.g. v0.0.45.")
 	fs.String(KeyPBSSource, "none", "PBS Professional / OpenPBS job metadata: none or qstat (qstat -x -f -F json).")
 	fs.Duration(KeyPBSInterval, 15*time.Minute, "Time between reads of PBS's job history.")
 	fs.Duration(KeyPBSLookback, 24*time.Hour, "How far back the first PBS read goes.")
@@ -316,6 +322,7 @@ func decode(d *cli.Decoder) (*Config, error) {
 			Source: d.String(KeySlurmSource), Interval: d.Duration(KeySlurmInterval), Lookback: d.Duration(KeySlurmLookback),
 			SacctPath: d.String(KeySlurmSacct), RestdURL: d.String(KeySlurmRestdURL),
 			RestdUser: d.String(KeySlurmRestdUser), RestdTokenFile: d.String(KeySlurmRestdToken),
+			RestdVersion: d.String(KeySlurmRestdVer),
 		},
 		PBS: PBS{
 			Source: d.String(KeyPBSSource), Interval: d.Duration(KeyPBSInterval), Lookback: d.Duration(KeyPBSLookback),
@@ -435,6 +442,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Slurm.Source == "restd" && c.Slurm.RestdURL == "" {
 		bad(KeySlurmRestdURL, "", "required with slurm.source restd")
+	}
+	if !slurm.ValidRestdVersion(c.Slurm.RestdVersion) {
+		bad(KeySlurmRestdVer, c.Slurm.RestdVersion, "want auto or one of "+strings.Join(slurm.RestdVersions, ", "))
 	}
 	if c.Slurm.RestdURL != "" {
 		if u, err := url.Parse(c.Slurm.RestdURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

@@ -85,6 +85,8 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{append(ok, "--slurm.source=restd"), "slurm.restd.url"},
 		{append(ok, "--slurm.restd.url=http://r:6820"), "slurm.restd.user"},
 		{append(ok, "--slurm.source=pbs"), "slurm.source"},
+		{append(ok, "--slurm.restd.version=v0.0.37"), "slurm.restd.version"},
+		{append(ok, "--slurm.restd.version="), "slurm.restd.version"},
 		{append(ok, "--api.trusted-proxies=10.0.0.0/33"), "api.trusted-proxies"},
 		{append(ok, "--api.max-range=0s"), "api.max-range"},
 		{append(ok, "--api.user-header="), "api.user-header"},

@@ -113,7 +113,7 @@ func build(ctx context.Context, cfg *Config, log *zap.Logger) (*server, error) {
 // slurmSource picks slurmrestd when configured, else sacct when found.
 func slurmSource(cfg *Config) (slurm.Source, error) {
 	c := cfg.Slurm
-	restd := &slurm.Restd{URL: c.RestdURL, User: c.RestdUser, TokenFile: c.RestdTokenFile, Cluster: cfg.Cluster}
+	restd := &slurm.Restd{URL: c.RestdURL, User: c.RestdUser, TokenFile: c.RestdTokenFile, Cluster: cfg.Cluster, Version: c.RestdVersion}
 	sacct := &slurm.Sacct{Path: c.SacctPath, Cluster: cfg.Cluster}
 	switch c.Source {
 	case "none":

@@ -271,3 +271,47 @@ func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
 }
+
+// The workloads dashboard's job panels and job variable read PBS jobs
+// (wattrace_pbs_job_*) wherever they read Slurm's, and a panel that groups
+// Slurm jobs by job_id keeps sluid, so Slurm 26.05 jobs known only by
+// their SLUID (empty job_id) are not summed into one.
+func TestWorkloadsJobsCoverPBSAndSLUID(t *testing.T) {
+	ds, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d *Dashboard
+	for _, x := range ds {
+		if x.UID == "wattrace-workloads" {
+			d = x
+		}
+	}
+	if d == nil {
+		t.Fatal("no workloads dashboard")
+	}
+	slurm := regexp.MustCompile(`\bwattrace_job_(\w+)\{`)
+	byJob := regexp.MustCompile(`by \(([^)]*\bjob_id\b[^)]*)\)`)
+	n := 0
+	for _, q := range d.Queries() {
+		for _, m := range slurm.FindAllStringSubmatch(q.Expr, -1) {
+			n++
+			if !strings.Contains(q.Expr, "wattrace_pbs_job_"+m[1]+"{") {
+				t.Errorf("%s reads wattrace_job_%s but not wattrace_pbs_job_%s: %s", q, m[1], m[1], q.Expr)
+			}
+		}
+		for _, m := range byJob.FindAllStringSubmatch(q.Expr, -1) {
+			if strings.Contains(q.Expr, "wattrace_job_") && !strings.Contains(m[1], "sluid") {
+				t.Errorf("%s groups Slurm jobs by (%s) without sluid", q, m[1])
+			}
+		}
+	}
+	if n < 5 {
+		t.Errorf("only %d Slurm job selectors: panels lost?", n)
+	}
+	for _, v := range d.Templating.List {
+		if v.Name == "job_id" && !strings.Contains(string(v.Query), "wattrace_(job|pbs_job)_") {
+			t.Errorf("job_id variable %s: not over Slurm and PBS jobs", v.Query)
+		}
+	}
+}

@@ -159,6 +159,7 @@ func TestMyJobsQueriesAgainstAPI(t *testing.T) {
 	}
 	d := loadMyJobs(t)
 	n := 0
+	idle := false
 	for _, p := range d.Panels {
 		for _, tg := range p.Targets {
 			q := url.Values{}
@@ -186,6 +187,20 @@ func TestMyJobsQueriesAgainstAPI(t *testing.T) {
 			if len(env.Data) == 0 {
 				t.Errorf("panel %q: %s: no rows for alice", p.Title, target)
 			}
+			// The fixture's job 101 held two GPUs for its hour, one idle
+			// for half of it: the column shows its 1800 s.
+			for _, c := range tg.Columns {
+				if c.Text != "GPU held idle" {
+					continue
+				}
+				idle = true
+				for _, row := range env.Data {
+					v, _ := selectPath(row, c.Selector)
+					if row["id"] == "101" && v != 1800.0 || row["id"] == "102" && v != 0.0 {
+						t.Errorf("panel %q: job %v GPU held idle %v, want 1800 for 101, 0 for 102", p.Title, row["id"], v)
+					}
+				}
+			}
 			// A column may be empty in some rows (a running unit has no
 			// end), not in all.
 			for _, c := range tg.Columns {
@@ -204,6 +219,9 @@ func TestMyJobsQueriesAgainstAPI(t *testing.T) {
 	}
 	if n < 5 {
 		t.Errorf("only %d queries checked", n)
+	}
+	if !idle {
+		t.Error("no GPU held idle column")
 	}
 }
 
@@ -277,7 +295,7 @@ func TestMyJobsLinks(t *testing.T) {
 							t.Errorf("link %q: dashboard %s has no panel %s", l.URL, m[1], v)
 						}
 						for _, tg := range target.Targets {
-							if o.Matcher.Options == "GPU time" && strings.Contains(tg.Expr, "wattrace_gpu_allocation_idle_ratio{") &&
+							if (o.Matcher.Options == "GPU time" || o.Matcher.Options == "GPU held idle") && strings.Contains(tg.Expr, "wattrace_gpu_allocation_idle_ratio{") &&
 								strings.Contains(tg.Expr, `job_id=~"$job_id"`) {
 								gpuIdle = true
 							}

@@ -25,8 +25,8 @@ func init() {
 // the per-GPU breakdown of a workload is the per-process series, or the
 // allocation series joined in PromQL.
 type gpuCollector struct {
-	energy, power, util, unattributed, procEnergy, allocation, idle *prometheus.Desc
-	top                                                             int
+	energy, power, util, unattributed, procEnergy, allocation, idle, idleSeconds *prometheus.Desc
+	top                                                                          int
 }
 
 func newGPUCollector(top int) *gpuCollector {
@@ -42,12 +42,13 @@ func newGPUCollector(top int) *gpuCollector {
 		// The allocation's labels but passthrough: VMs, the only holders
 		// passed a GPU through, have no series (the host cannot see the
 		// guest's processes).
-		idle: newDesc("gpu", "allocation_idle_ratio", "Fraction (0..1) of the last accounting interval in which the holder (kind: slurm or pod) held the GPU or MIG instance and none of its processes used it (no SM or engine time; a process holding memory without running kernels is idle). 1 or 0 per interval; average it over time. NaN when usage could not be read. No series for VMs, whose processes the host cannot see.", "gpu", "uuid", "instance", "kind", "job_id", "namespace", "pod", "container", "vm"),
+		idleSeconds: newDesc("gpu", "allocation_idle_seconds_total", "Seconds the holder (kind: slurm or pod) held the GPU or MIG instance with none of its processes using it: wattrace_gpu_allocation_idle_ratio summed over accounting intervals, each idle interval adding its exact length. Starts at 0 when the holder is first seen holding the device. No series for VMs.", "gpu", "uuid", "instance", "kind", "job_id", "namespace", "pod", "container", "vm"),
+		idle:        newDesc("gpu", "allocation_idle_ratio", "Fraction (0..1) of the last accounting interval in which the holder (kind: slurm or pod) held the GPU or MIG instance and none of its processes used it (no SM or engine time; a process holding memory without running kernels is idle). 1 or 0 per interval; average it over time. NaN when usage could not be read. No series for VMs, whose processes the host cannot see.", "gpu", "uuid", "instance", "kind", "job_id", "namespace", "pod", "container", "vm"),
 	}
 }
 
 func (c *gpuCollector) describe(ch chan<- *prometheus.Desc) {
-	describeAll(ch, c.energy, c.power, c.util, c.unattributed, c.procEnergy, c.allocation, c.idle)
+	describeAll(ch, c.energy, c.power, c.util, c.unattributed, c.procEnergy, c.allocation, c.idle, c.idleSeconds)
 }
 
 func (c *gpuCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) error {
@@ -84,6 +85,7 @@ func (c *gpuCollector) alloc(ch chan<- prometheus.Metric, idx, uuid string, h *s
 		strconv.FormatBool(h.Whole))
 	if h.IdleObservable {
 		ch <- metric(c.idle, prometheus.GaugeValue, h.IdleRatio, idx, uuid, h.Instance, h.Kind, h.JobID, h.Namespace, h.Pod, h.Container, h.VM)
+		ch <- metric(c.idleSeconds, prometheus.CounterValue, h.IdleSeconds, idx, uuid, h.Instance, h.Kind, h.JobID, h.Namespace, h.Pod, h.Container, h.VM)
 	}
 }
 

@@ -16,9 +16,9 @@ import (
 func TestGPUAllocationIdleRatio(t *testing.T) {
 	snap := &snapshot.Snapshot{GPUs: []snapshot.GPU{
 		{Index: 0, UUID: "GPU-a", Holders: []snapshot.GPUHolder{
-			{Kind: "slurm", JobID: "42", IdleObservable: true, IdleRatio: 1},
+			{Kind: "slurm", JobID: "42", IdleObservable: true, IdleRatio: 1, IdleSeconds: 1800},
 			{Kind: "pod", Namespace: "ml", Pod: "p", Container: "c", IdleObservable: true, IdleRatio: 0}}},
-		{Index: 1, UUID: "GPU-b", Holders: []snapshot.GPUHolder{{Kind: "slurm", JobID: "42", IdleObservable: true, IdleRatio: math.NaN()}},
+		{Index: 1, UUID: "GPU-b", Holders: []snapshot.GPUHolder{{Kind: "slurm", JobID: "42", IdleObservable: true, IdleRatio: math.NaN(), IdleSeconds: 12.5}},
 			InstanceHolders: []snapshot.GPUHolder{{Kind: "slurm", JobID: "43", Instance: "1.2", IdleObservable: true, IdleRatio: 0}}},
 		{Index: 2, UUID: "GPU-c", Holders: []snapshot.GPUHolder{{Kind: "vm", VM: "vm1", Whole: true, IdleRatio: math.NaN()}}},
 	}}
@@ -29,7 +29,7 @@ func TestGPUAllocationIdleRatio(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]float64{}
+	got, secs := map[string]float64{}, map[string]float64{}
 	var allocs int
 	for _, mf := range mfs {
 		switch mf.GetName() {
@@ -38,6 +38,10 @@ func TestGPUAllocationIdleRatio(t *testing.T) {
 		case "wattrace_gpu_allocation_idle_ratio":
 			for _, m := range mf.GetMetric() {
 				got[key(m)] = m.GetGauge().GetValue()
+			}
+		case "wattrace_gpu_allocation_idle_seconds_total":
+			for _, m := range mf.GetMetric() {
+				secs[key(m)] = m.GetCounter().GetValue()
 			}
 		}
 	}
@@ -54,6 +58,21 @@ func TestGPUAllocationIdleRatio(t *testing.T) {
 		g, ok := got[k]
 		if !ok || !(g == w || math.IsNaN(g) && math.IsNaN(w)) {
 			t.Errorf("%s: %v (present %v), want %v", k, g, ok, w)
+		}
+	}
+	// The counter has the ratio's series (no VM), with the seconds.
+	wantSecs := map[string]float64{
+		"container=,gpu=0,instance=,job_id=42,kind=slurm,namespace=,pod=,uuid=GPU-a,vm=":    1800,
+		"container=c,gpu=0,instance=,job_id=,kind=pod,namespace=ml,pod=p,uuid=GPU-a,vm=":    0,
+		"container=,gpu=1,instance=1.2,job_id=43,kind=slurm,namespace=,pod=,uuid=GPU-b,vm=": 0,
+		"container=,gpu=1,instance=,job_id=42,kind=slurm,namespace=,pod=,uuid=GPU-b,vm=":    12.5,
+	}
+	if len(secs) != len(wantSecs) {
+		t.Fatalf("idle seconds %v, want %v", secs, wantSecs)
+	}
+	for k, w := range wantSecs {
+		if g, ok := secs[k]; !ok || g != w {
+			t.Errorf("idle seconds %s: %v (present %v), want %v", k, g, ok, w)
 		}
 	}
 }

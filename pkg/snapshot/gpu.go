@@ -82,6 +82,11 @@ type GPUHolder struct {
 	// told this interval (the device was not read, its usage unknown, the
 	// first interval) or when IdleObservable is false.
 	IdleRatio float64
+	// IdleSeconds is the seconds the holder has held the device (or its
+	// instance) idle since it was first seen holding it: each interval
+	// whose IdleRatio is 1 adds its exact length, one whose ratio is NaN
+	// adds nothing. 0 when IdleObservable is false.
+	IdleSeconds float64
 }
 
 // GPUProcess is one process's cumulative dynamic energy on one GPU.

@@ -70,6 +70,12 @@ type gpuDev struct {
 	// node.GPUs.Devices lists them), so it never collides with another
 	// source's device index; the meters number their GPU zones after it.
 	zone int
+	// idleS is each holder's held-idle seconds on this device (its
+	// instance for a MIG holder), kept across intervals because the
+	// holder records are rebuilt each one; a holder that no longer holds
+	// the device is dropped, so its counter starts again from 0 if it
+	// comes back (a reset, which rate() and the units updater absorb).
+	idleS map[snapshot.GPUHolder]float64
 }
 
 // liveProc is a process the ledger saw alive this interval.
@@ -208,7 +214,9 @@ func (g *gpuStage) read(now time.Time, dt time.Duration) {
 			}
 		}
 		if dt > 0 {
-			g.heldIdle(dev, nd)
+			g.heldIdle(dev, nd, dt)
+		} else {
+			dev.keepIdleSeconds()
 		}
 		if len(dev.rec.Holders) > 0 {
 			h := dev.rec.Holders[0]
@@ -390,7 +398,11 @@ func holderRecord(h snapshot.Holder, instance string) snapshot.GPUHolder {
 // job, pod or VM) might be the holder's, and an idle figure must never
 // be claimed on a guess. When the source could not read the usage
 // (UsageUnknown) the ratio is NaN.
-func (g *gpuStage) heldIdle(dev *gpuDev, nd *snapshot.HeldGPUReading) {
+//
+// Each idle interval adds its exact length dt to the holder's IdleSeconds,
+// so the counter is the ratio summed over intervals in seconds, whatever
+// the scrape interval; a NaN interval adds nothing.
+func (g *gpuStage) heldIdle(dev *gpuDev, nd *snapshot.HeldGPUReading, dt time.Duration) {
 	r := &nd.Reading
 	ratio := func(h *snapshot.GPUHolder) {
 		if !h.IdleObservable {
@@ -429,12 +441,46 @@ func (g *gpuStage) heldIdle(dev *gpuDev, nd *snapshot.HeldGPUReading) {
 			h.IdleRatio = 0
 		}
 	}
+	prev := dev.idleS
+	dev.idleS = make(map[snapshot.GPUHolder]float64, len(dev.rec.Holders)+len(dev.rec.InstanceHolders))
+	count := func(h *snapshot.GPUHolder) {
+		ratio(h)
+		if !h.IdleObservable {
+			return
+		}
+		k := holderKey(h)
+		s := prev[k]
+		if h.IdleRatio == 1 {
+			s += dt.Seconds()
+		}
+		h.IdleSeconds = s
+		dev.idleS[k] = s
+	}
 	for i := range dev.rec.Holders {
-		ratio(&dev.rec.Holders[i])
+		count(&dev.rec.Holders[i])
 	}
 	for i := range dev.rec.InstanceHolders {
-		ratio(&dev.rec.InstanceHolders[i])
+		count(&dev.rec.InstanceHolders[i])
 	}
+}
+
+// keepIdleSeconds shows the holders' counters as they stand, for an
+// interval that does not tell idleness.
+func (dev *gpuDev) keepIdleSeconds() {
+	for i := range dev.rec.Holders {
+		dev.rec.Holders[i].IdleSeconds = dev.idleS[holderKey(&dev.rec.Holders[i])]
+	}
+	for i := range dev.rec.InstanceHolders {
+		dev.rec.InstanceHolders[i].IdleSeconds = dev.idleS[holderKey(&dev.rec.InstanceHolders[i])]
+	}
+}
+
+// holderKey is a holder's identity for its held-idle counter: the
+// figures zeroed, so only who holds what is compared.
+func holderKey(h *snapshot.GPUHolder) snapshot.GPUHolder {
+	k := *h
+	k.IdleRatio, k.IdleSeconds = 0, 0
+	return k
 }
 
 // mayBeHolders says whether pid may be one of h's processes: false only

@@ -70,6 +70,9 @@ func TestGPUHeldIdleNVML(t *testing.T) {
 	for k := 1; k <= 5; k++ {
 		step(k, 1, 0)
 	}
+	if s0, s1 := holderIdleSeconds(l.Snapshot(), 0, "43"), holderIdleSeconds(l.Snapshot(), 1, "43"); s0 != 5 || s1 != 0 {
+		t.Fatalf("job 43 held idle %v s on GPU 0, %v s on GPU 1; want 5, 0", s0, s1)
+	}
 	bs[0].SM = map[uint32]uint32{300: 20}
 	step(6, 0, 0)
 	d0 := srv.Devices[0].(*server.Device)
@@ -77,6 +80,10 @@ func TestGPUHeldIdleNVML(t *testing.T) {
 		return nil, gonvml.ERROR_UNKNOWN
 	}
 	step(7, math.NaN(), 0)
+	// Neither a used nor an unknown interval adds to the count.
+	if s0 := holderIdleSeconds(l.Snapshot(), 0, "43"); s0 != 5 {
+		t.Fatalf("job 43 held idle %v s on GPU 0 after used and unknown intervals, want 5", s0)
+	}
 }
 
 // MIG on mock NVML, by memory (no per-process activity under MIG): job 77

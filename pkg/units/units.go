@@ -109,6 +109,10 @@ type Figures struct {
 	CPUSeconds float64 `json:"cpu_seconds"`
 	// GPUSeconds is GPU allocation time: allocated GPUs × wall time.
 	GPUSeconds float64 `json:"gpu_seconds,omitempty"`
+	// GPUIdleSeconds is the time the unit held GPUs none of its processes
+	// used, summed over the GPUs (wattrace_gpu_allocation_idle_seconds_total;
+	// docs/gpu.md, "GPUs held but idle"): at most GPUSeconds.
+	GPUIdleSeconds float64 `json:"gpu_idle_seconds,omitempty"`
 	// IO and network bytes where the exporters export them
 	// (wattrace_<level>_io_bytes_total, _network_payload_bytes_total).
 	IOReadBytes      float64 `json:"io_read_bytes,omitempty"`

@@ -535,6 +535,9 @@ var columns = []column{
 	{"elapsed", "Elapsed", func(u units.Unit, env Env) string { return duration(u.WallSeconds(env.Now())) }},
 	{"cputime", "TotalCPU", func(u units.Unit, _ Env) string { return duration(u.Figures.CPUSeconds) }},
 	{"gputime", "GPUTime", func(u units.Unit, _ Env) string { return duration(u.Figures.GPUSeconds) }},
+	// Of GPUTime, the time GPUs were held with none of the job's processes
+	// on them: what a user can give back.
+	{"gpuidle", "GPUHeldIdle", func(u units.Unit, _ Env) string { return duration(u.Figures.GPUIdleSeconds) }},
 	{"energy", "Energy(kWh)", func(u units.Unit, _ Env) string { return number(u.Figures.Joules()/3.6e6, 4) }},
 	{"gpuenergy", "GPUEnergy(kWh)", func(u units.Unit, _ Env) string { return number(u.Figures.GPUJoules()/3.6e6, 4) }},
 	{"co2e", "CO2e(g)", func(u units.Unit, _ Env) string { return number(u.Figures.Grams(""), 2) }},

@@ -125,6 +125,7 @@ func TestGolden(t *testing.T) {
 		{"alice_table", "alice", []string{"--config", cfg, day}},
 		{"alice_csv", "alice", []string{"--config", cfg, day, "--csv"}},
 		{"alice_format", "alice", []string{"--config", cfg, day, "--format=jobid,user,state,end,energy,gpuenergy,co2e,cputime"}},
+		{"alice_gpuidle", "alice", []string{"--config", cfg, day, "--format=jobid,gputime,gpuidle"}},
 		{"bob_token", "bob", []string{"--url", url, "--token", "tok-bob", day}},
 		{"carol_admin_all_users", "carol", []string{"--config", cfg, day, "--user=alice,bob,carol", "--format=jobid,user,project,state,energy"}},
 		{"carol_project", "carol", []string{"--config", cfg, day, "--project=proj_a", "--user=alice,carol", "--format=jobid,user,project"}},

@@ -388,8 +388,12 @@ type totals struct {
 	WallSeconds float64 `json:"wall_seconds"`
 	CPUSeconds  float64 `json:"cpu_seconds"`
 	GPUSeconds  float64 `json:"gpu_seconds"`
-	StartMs     int64   `json:"start_ms,omitempty"`
-	EndMs       int64   `json:"end_ms,omitempty"`
+	// GPUIdleSeconds: of GPUSeconds, the time the unit held GPUs none of
+	// its processes used (always present, unlike the figure, so a
+	// dashboard column has a value for every unit).
+	GPUIdleSeconds float64 `json:"gpu_idle_seconds"`
+	StartMs        int64   `json:"start_ms,omitempty"`
+	EndMs          int64   `json:"end_ms,omitempty"`
 }
 
 // usageView is a usage bucket with its totals (as view's).
@@ -423,7 +427,7 @@ func views(us []units.Unit, now time.Time) []view {
 
 func newView(u units.Unit, now time.Time) view {
 	v := view{Unit: u, Totals: totals{energyTotals: energyOf(u.Figures), WallSeconds: u.WallSeconds(now),
-		CPUSeconds: u.Figures.CPUSeconds, GPUSeconds: u.Figures.GPUSeconds}}
+		CPUSeconds: u.Figures.CPUSeconds, GPUSeconds: u.Figures.GPUSeconds, GPUIdleSeconds: u.Figures.GPUIdleSeconds}}
 	if !u.Start.IsZero() {
 		v.Totals.StartMs = u.Start.UnixMilli()
 		end := u.End

@@ -203,7 +203,7 @@ func TestFields(t *testing.T) {
 	}
 	sort.Slice(tot, func(i, j int) bool { return tot[i].ID < tot[j].ID })
 	want := []totals{
-		{energyTotals: energyTotals{Joules: 39600, KWh: 0.011, Grams: 0.5}, WallSeconds: 3600, CPUSeconds: 3600, StartMs: testNow.Add(-6 * time.Hour).UnixMilli(), EndMs: testNow.Add(-5 * time.Hour).UnixMilli()},
+		{energyTotals: energyTotals{Joules: 39600, KWh: 0.011, Grams: 0.5}, WallSeconds: 3600, CPUSeconds: 3600, GPUSeconds: 7200, GPUIdleSeconds: 1800, StartMs: testNow.Add(-6 * time.Hour).UnixMilli(), EndMs: testNow.Add(-5 * time.Hour).UnixMilli()},
 		{energyTotals: energyTotals{Joules: 7920, KWh: 0.0022, Grams: 0.1}, WallSeconds: 4 * 3600, CPUSeconds: 720, StartMs: testNow.Add(-4 * time.Hour).UnixMilli(), EndMs: testNow.UnixMilli()},
 	}
 	for i, w := range want {

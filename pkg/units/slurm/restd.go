@@ -10,15 +10,17 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/units"
 )
 
-// Restd reads jobs from slurmrestd's accounting API (Slurm 22.05's
-// /slurmdb/v0.0.38/jobs) with JWT authentication.
+// Restd reads jobs from slurmrestd's accounting API
+// (/slurmdb/<version>/jobs) with JWT authentication.
 type Restd struct {
 	// URL is slurmrestd's base URL (http://host:6820).
 	URL string
@@ -31,7 +33,30 @@ type Restd struct {
 	Cluster string
 	// Client is the HTTP client (a 2 min timeout by default).
 	Client *http.Client
+	// Version is the data_parser version asked for (one of RestdVersions),
+	// or "" or "auto" to probe them newest first: each Slurm release serves
+	// only a few (22.05 v0.0.38 alone, 26.05 v0.0.42 to v0.0.45).
+	Version string
+
+	mu sync.Mutex
+	// found is the version that answered last in auto mode; it is asked
+	// first, and forgotten when it is no longer served (slurmrestd
+	// upgraded under a running server).
+	found string
 }
+
+// RestdVersions are the data_parser versions whose jobs documents
+// parseDBJobs reads, newest first.
+var RestdVersions = []string{"v0.0.45", "v0.0.44", "v0.0.43", "v0.0.42", "v0.0.41", "v0.0.40", "v0.0.39", "v0.0.38"}
+
+// ValidRestdVersion reports whether v is "auto" or one of RestdVersions.
+func ValidRestdVersion(v string) bool {
+	return v == "auto" || slices.Contains(RestdVersions, v)
+}
+
+// errNotServed is a version slurmrestd does not serve (404): the next one
+// is tried.
+var errNotServed = errors.New("not served")
 
 var _ Source = (*Restd)(nil)
 
@@ -48,13 +73,54 @@ func (r *Restd) Jobs(ctx context.Context, since time.Time) ([]units.Unit, error)
 	if err != nil {
 		return nil, fmt.Errorf("token: %w", err)
 	}
-	u, err := url.Parse(strings.TrimRight(r.URL, "/") + "/slurmdb/v0.0.38/jobs")
+	if r.Version != "" && r.Version != "auto" {
+		if !ValidRestdVersion(r.Version) {
+			return nil, fmt.Errorf("slurmrestd version %q: want auto or one of %s", r.Version, strings.Join(RestdVersions, ", "))
+		}
+		return r.get(ctx, r.Version, since, token)
+	}
+	r.mu.Lock()
+	found := r.found
+	r.mu.Unlock()
+	try := RestdVersions
+	if found != "" {
+		try = append([]string{found}, RestdVersions...)
+	}
+	var notServed []string
+	for _, v := range try {
+		if slices.Contains(notServed, v) {
+			continue
+		}
+		jobs, err := r.get(ctx, v, since, token)
+		if errors.Is(err, errNotServed) {
+			notServed = append(notServed, v)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		r.mu.Lock()
+		r.found = v
+		r.mu.Unlock()
+		return jobs, nil
+	}
+	r.mu.Lock()
+	r.found = ""
+	r.mu.Unlock()
+	return nil, fmt.Errorf("slurmrestd %s serves none of %s at /slurmdb/<version>/jobs", r.URL, strings.Join(RestdVersions, ", "))
+}
+
+// get asks one version's jobs; a 404 is errNotServed.
+func (r *Restd) get(ctx context.Context, version string, since time.Time, token []byte) ([]units.Unit, error) {
+	u, err := url.Parse(strings.TrimRight(r.URL, "/") + "/slurmdb/" + version + "/jobs")
 	if err != nil {
 		return nil, err
 	}
 	q := u.Query()
 	// 22.05 refuses Unix seconds here ("not RFC7320 compliant"); it takes
-	// Slurm's own time format, read in slurmrestd's time zone: UTC.
+	// Slurm's own time format, read in slurmrestd's time zone: UTC. Later
+	// versions parse a string with the same parse_time (data_parser's
+	// TIMESTAMP), so one form serves all.
 	q.Set("start_time", since.UTC().Format("2006-01-02T15:04:05"))
 	u.RawQuery = q.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
@@ -77,13 +143,16 @@ func (r *Restd) Jobs(ctx context.Context, since time.Time) ([]units.Unit, error)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", u.Redacted(), err)
 	}
+	if resp.StatusCode == http.StatusNotFound {
+		return nil, fmt.Errorf("%s: %w", u.Redacted(), errNotServed)
+	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%s: %s: %.200s", u.Redacted(), resp.Status, body)
 	}
 	return ParseRestd(body, r.Cluster)
 }
 
-// restdJobs is the part of a v0.0.38 jobs answer that is read.
+// restdJobs is the part of a jobs answer (v0.0.38 to v0.0.45) that is read.
 type restdJobs struct {
 	Errors []struct {
 		Description string `json:"description"`
@@ -135,7 +204,7 @@ type restdJobs struct {
 	} `json:"jobs"`
 }
 
-// ParseRestd parses a /slurmdb/v0.0.38/jobs answer. Errors in the answer
+// ParseRestd parses a /slurmdb/<version>/jobs answer. Errors in the answer
 // are an error; a job seen twice (a job id reused after slurmctld's state
 // was reset) keeps its latest submission.
 func ParseRestd(body []byte, cluster string) ([]units.Unit, error) {

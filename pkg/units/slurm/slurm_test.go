@@ -168,7 +168,7 @@ func TestExpandNodes(t *testing.T) {
 	}
 }
 
-// TestRestdRequest checks what is sent to slurmrestd: the v0.0.38 path,
+// TestRestdRequest checks what is sent to slurmrestd: the version's path,
 // the JWT headers (the token file re-read), start_time in Slurm's format.
 func TestRestdRequest(t *testing.T) {
 	body, _ := os.ReadFile("testdata/restd-jobs-22.05.json")
@@ -184,7 +184,7 @@ func TestRestdRequest(t *testing.T) {
 	defer srv.Close()
 	tokenFile := filepath.Join(t.TempDir(), "jwt")
 	os.WriteFile(tokenFile, []byte("SLURM_JWT=tok1\n"), 0o600)
-	r := &Restd{URL: srv.URL + "/", User: "carol", TokenFile: tokenFile, Cluster: "c"}
+	r := &Restd{URL: srv.URL + "/", User: "carol", TokenFile: tokenFile, Cluster: "c", Version: "v0.0.38"}
 	since := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	if _, err := r.Jobs(context.Background(), since); err == nil || !strings.Contains(err.Error(), "401") {
 		t.Errorf("refused token: %v", err)

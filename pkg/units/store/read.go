@@ -411,7 +411,7 @@ func (u *usageSum) result() []units.Usage {
 			Units: int64(s[sUnits] + 0.5), WallSeconds: s[sWall],
 			Figures: units.Figures{
 				Energy: energyList(b.c.energy), Emissions: emissionList(b.c.grams),
-				CPUSeconds: s[sCPU], GPUSeconds: s[sGPU],
+				CPUSeconds: s[sCPU], GPUSeconds: s[sGPU], GPUIdleSeconds: s[sGPUIdle],
 				IOReadBytes: s[sIORead], IOWriteBytes: s[sIOWrite],
 				NetSentBytes: s[sNetSent], NetReceivedBytes: s[sNetRecv],
 			},

@@ -15,7 +15,7 @@ import (
 // unitColumns are the units table's columns in the order row.scan reads.
 const unitColumns = `ref, cluster, kind, unit_id, name, usr, grp, project, part, nodes, state,
 	submit_ms, start_ms, end_ms, alloc_cpus, alloc_mem, alloc_gpus, exit_code, status, updated_ms,
-	meta, first_ms, last_ms, cpu_s, io_read, io_write, net_sent, net_recv, energy, emissions`
+	meta, first_ms, last_ms, cpu_s, io_read, io_write, net_sent, net_recv, energy, emissions, gpu_idle_s`
 
 // row is one units row.
 type row struct {
@@ -32,6 +32,8 @@ type row struct {
 	cpu, ioRead, ioWrite, netSent, netRecv              float64
 	energy                                              map[zoneMethod]float64
 	emissions                                           map[zoneProvider]float64
+	// gpuIdle: seconds the unit held GPUs idle (summed over devices).
+	gpuIdle float64
 }
 
 type zoneMethod struct{ zone, method string }
@@ -45,7 +47,7 @@ func scanRow(sc scanner) (*row, error) {
 	err := sc.Scan(&r.ref, &r.cluster, &r.kind, &r.id, &r.name, &r.user, &r.group, &r.project, &r.partition,
 		&r.nodes, &r.state, &r.submit, &r.start, &r.end, &r.allocCPUs, &r.allocMem, &r.allocGPUs, &r.exit,
 		&r.status, &r.updated, &r.meta, &r.first, &r.last, &r.cpu, &r.ioRead, &r.ioWrite, &r.netSent,
-		&r.netRecv, &energy, &emissions)
+		&r.netRecv, &energy, &emissions, &r.gpuIdle)
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +65,7 @@ func (r *row) args() []any {
 	return []any{r.cluster, r.kind, r.id, r.name, r.user, r.group, r.project, r.partition, r.nodes, r.state,
 		r.submit, r.start, r.end, r.allocCPUs, r.allocMem, r.allocGPUs, r.exit, r.status, r.updated,
 		r.meta, r.first, r.last, r.cpu, r.ioRead, r.ioWrite, r.netSent, r.netRecv,
-		encodeEnergy(r.energy), encodeEmissions(r.emissions)}
+		encodeEnergy(r.energy), encodeEmissions(r.emissions), r.gpuIdle}
 }
 
 // unit converts the row to the API's Unit.
@@ -89,7 +91,7 @@ func (r *row) unit() units.Unit {
 
 func (r *row) figures() units.Figures {
 	f := units.Figures{CPUSeconds: r.cpu, IOReadBytes: r.ioRead, IOWriteBytes: r.ioWrite,
-		NetSentBytes: r.netSent, NetReceivedBytes: r.netRecv}
+		NetSentBytes: r.netSent, NetReceivedBytes: r.netRecv, GPUIdleSeconds: r.gpuIdle}
 	f.Energy = energyList(r.energy)
 	f.Emissions = emissionList(r.emissions)
 	return f
@@ -136,6 +138,7 @@ func (r *row) addFigures(f units.Figures) {
 	r.ioWrite += f.IOWriteBytes
 	r.netSent += f.NetSentBytes
 	r.netRecv += f.NetReceivedBytes
+	r.gpuIdle += f.GPUIdleSeconds
 	if len(f.Energy) > 0 && r.energy == nil {
 		r.energy = map[zoneMethod]float64{}
 	}
@@ -272,10 +275,11 @@ const (
 	sWCPUs   // Σ cpu·(cpu/wall)
 	sWEff    // Σ cpu·(cpu/wall/alloc) over units with an allocation
 	sWEffCPU // Σ cpu over those units
+	sGPUIdle
 	rollupSums
 )
 
-const rollupColumns = "units, wall_s, cpu_s, gpu_s, io_read, io_write, net_sent, net_recv, w_power, w_cpus, w_eff, w_eff_cpu"
+const rollupColumns = "units, wall_s, cpu_s, gpu_s, io_read, io_write, net_sent, net_recv, w_power, w_cpus, w_eff, w_eff_cpu, gpu_idle_s"
 
 func (r *row) contribution() contribution {
 	c := contribution{key: rollupKey{r.user, r.day(), r.project, r.cluster, r.kind}}
@@ -288,6 +292,7 @@ func (r *row) contribution() contribution {
 	c.sums[sIOWrite] = r.ioWrite
 	c.sums[sNetSent] = r.netSent
 	c.sums[sNetRecv] = r.netRecv
+	c.sums[sGPUIdle] = r.gpuIdle
 	if wall > 0 {
 		joules := r.figures().Joules()
 		c.sums[sWPower] = r.cpu * joules / wall

@@ -45,7 +45,8 @@ func Store(t testing.TB, us []units.Unit) *store.Store {
 }
 
 // Fixture: alice runs jobs 101 (ended) and 102 (running) in proj_a, bob
-// 201 in proj_b, carol 301 in proj_a; carol is an admin.
+// 201 in proj_b, carol 301 in proj_a; carol is an admin. Job 101 held two
+// GPUs for its hour and left one idle for half of it (1800 s held idle).
 func Fixture(now time.Time) []units.Unit {
 	t0 := now.Add(-6 * time.Hour)
 	energy := func(j float64) units.Figures {
@@ -57,7 +58,8 @@ func Fixture(now time.Time) []units.Unit {
 	}
 	return []units.Unit{
 		{Cluster: "c1", Kind: units.KindJob, ID: "101", Name: "multi", User: "alice", Project: "proj_a", State: "COMPLETED",
-			Start: t0, End: t0.Add(time.Hour), Figures: energy(36000), Status: units.StatusFinal, Nodes: []string{"n1"}},
+			Start: t0, End: t0.Add(time.Hour), Figures: gpuIdle(energy(36000), 1800), Status: units.StatusFinal, Nodes: []string{"n1"},
+			Allocation: units.Allocation{GPUs: 2}},
 		{Cluster: "c1", Kind: units.KindJob, ID: "102", Name: "long", User: "alice", Project: "proj_a", State: "RUNNING",
 			Start: t0.Add(2 * time.Hour), Figures: energy(7200), Status: units.StatusRunning, Nodes: []string{"n1"}},
 		{Cluster: "c1", Kind: units.KindJob, ID: "201", Name: "bobs", User: "bob", Project: "proj_b", State: "CANCELLED",
@@ -65,4 +67,9 @@ func Fixture(now time.Time) []units.Unit {
 		{Cluster: "c1", Kind: units.KindJob, ID: "301", Name: "carols", User: "carol", Project: "proj_a", State: "COMPLETED",
 			Start: t0.Add(3 * time.Hour), End: t0.Add(4 * time.Hour), Figures: energy(3600), Status: units.StatusFinal, Nodes: []string{"n1"}},
 	}
+}
+
+func gpuIdle(f units.Figures, s float64) units.Figures {
+	f.GPUIdleSeconds = s
+	return f
 }

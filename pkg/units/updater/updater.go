@@ -4,7 +4,7 @@
 //
 // Each cycle reads the raw samples of the last window, (cursor, end], with
 // one range-vector instant query per family for every unit and level at
-// once (families below: five queries a cycle, whatever the number of
+// once (families below: six queries a cycle, whatever the number of
 // units). From the samples it adds each series' exact increase: the
 // difference to the series' previous sample, or the new value when the
 // counter went down (a reset: the exporter restarted, so the counter
@@ -119,17 +119,31 @@ const (
 	DefaultSeriesRetention = 24 * time.Hour
 )
 
-// family is one counter family of every workload level.
+// family is one counter family of every workload level, or of GPU
+// holders.
 type family struct {
-	name string // wattrace_<level>_<name>
+	name string // wattrace_<level>_<name>, or wattrace_gpu_<name> for holder
 	add  func(f *units.Figures, m model.Metric, d float64)
+	// holder: a family of the GPU allocations, one series per holder and
+	// device, which names its holder by kind and id labels rather than by
+	// a level prefix. Only Slurm jobs' (kind="slurm", job_id) are read:
+	// a pod holder carries no pod_uid, its unit's id. Its series say
+	// nothing of where the job ran (no slurm_node), so they add no node.
+	holder bool
 }
+
+// holderKind is the holder kind of the GPU allocation series counted, and
+// holderLevel the level its units are.
+const (
+	holderKind  = "slurm"
+	holderLevel = units.KindJob
+)
 
 // families are the counters the updater reads. Energy and emissions are
 // kept per zone (zones overlap, units.Figures.Joules picks the ones to
 // sum); IO is summed over devices, network over protocols.
 var families = []family{
-	{"energy_joules_total", func(f *units.Figures, m model.Metric, d float64) {
+	{name: "energy_joules_total", add: func(f *units.Figures, m model.Metric, d float64) {
 		zone, method := string(m["zone"]), string(m["method"])
 		for i := range f.Energy {
 			if f.Energy[i].Zone == zone && f.Energy[i].Method == method {
@@ -139,7 +153,7 @@ var families = []family{
 		}
 		f.Energy = append(f.Energy, units.ZoneEnergy{Zone: zone, Method: method, Joules: d})
 	}},
-	{"emissions_grams_total", func(f *units.Figures, m model.Metric, d float64) {
+	{name: "emissions_grams_total", add: func(f *units.Figures, m model.Metric, d float64) {
 		zone, provider := string(m["zone"]), string(m["provider"])
 		for i := range f.Emissions {
 			if f.Emissions[i].Zone == zone && f.Emissions[i].Provider == provider {
@@ -149,8 +163,8 @@ var families = []family{
 		}
 		f.Emissions = append(f.Emissions, units.Emission{Zone: zone, Provider: provider, Grams: d})
 	}},
-	{"cpu_seconds_total", func(f *units.Figures, _ model.Metric, d float64) { f.CPUSeconds += d }},
-	{"io_bytes_total", func(f *units.Figures, m model.Metric, d float64) {
+	{name: "cpu_seconds_total", add: func(f *units.Figures, _ model.Metric, d float64) { f.CPUSeconds += d }},
+	{name: "io_bytes_total", add: func(f *units.Figures, m model.Metric, d float64) {
 		switch m["op"] {
 		case "read":
 			f.IOReadBytes += d
@@ -158,7 +172,7 @@ var families = []family{
 			f.IOWriteBytes += d
 		}
 	}},
-	{"network_payload_bytes_total", func(f *units.Figures, m model.Metric, d float64) {
+	{name: "network_payload_bytes_total", add: func(f *units.Figures, m model.Metric, d float64) {
 		switch m["direction"] {
 		case "sent":
 			f.NetSentBytes += d
@@ -166,6 +180,8 @@ var families = []family{
 			f.NetReceivedBytes += d
 		}
 	}},
+	// Summed over the job's GPUs (and MIG instances), as GPUSeconds is.
+	{name: "allocation_idle_seconds_total", add: func(f *units.Figures, _ model.Metric, d float64) { f.GPUIdleSeconds += d }, holder: true},
 }
 
 // level says how a workload level's series name their unit.
@@ -452,10 +468,18 @@ func (u *Updater) query(ctx context.Context, end time.Time, window time.Duration
 		err     error
 	}
 	answers := make([]answer, len(families))
+	holderLvl, holders := u.levels[string(holderLevel)]
 	var wg sync.WaitGroup
 	for i := range families {
 		fam := &families[i]
 		q := fmt.Sprintf(`{__name__=~"wattrace_(%s)_%s"%s}[%dms]`, strings.Join(names, "|"), fam.name, sel, window.Milliseconds())
+		if fam.holder {
+			if !holders {
+				continue
+			}
+			q = fmt.Sprintf(`{__name__="wattrace_gpu_%s",kind=%q%s}[%dms]`, fam.name, holderKind, sel, window.Milliseconds())
+		}
+		r.Queries++
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -474,6 +498,12 @@ func (u *Updater) query(ctx context.Context, end time.Time, window time.Duration
 			}
 			prefix, suffix := "wattrace_", "_"+fam.name
 			for _, ss := range m {
+				if fam.holder {
+					if ss.Metric["kind"] == holderKind && ss.Metric[holderLvl.id] != "" {
+						answers[i].streams = append(answers[i].streams, stream{fam: fam, lvl: holderLvl, series: ss})
+					}
+					continue
+				}
 				name := string(ss.Metric[model.MetricNameLabel])
 				lvl, ok := u.levels[strings.TrimSuffix(strings.TrimPrefix(name, prefix), suffix)]
 				if !ok || (ss.Metric[lvl.id] == "" && aliasOf(lvl, ss.Metric) == "") {
@@ -484,7 +514,6 @@ func (u *Updater) query(ctx context.Context, end time.Time, window time.Duration
 		}()
 	}
 	wg.Wait()
-	r.Queries = len(families)
 	var out []stream
 	var errs []error
 	for _, a := range answers {
@@ -640,7 +669,7 @@ func (u *Updater) observe(ctx context.Context, streams []stream, start, end time
 		}
 		if counted {
 			a.obs.Series[id] = prev
-			if n := u.node(st); n != "" {
+			if n := u.node(st); n != "" && !st.fam.holder {
 				a.nodes[n] = true
 			}
 		}

@@ -271,8 +271,8 @@ func (sc *scenario) exercise(t *testing.T, url string, stop, start func()) {
 		if r.Err != nil {
 			t.Fatalf("cycle at %v: %v", now, r.Err)
 		}
-		if n := q.n.Load() - before; n != 5 || r.Queries != 5 {
-			t.Fatalf("cycle sent %d queries, want 5", n)
+		if n := q.n.Load() - before; n != 6 || r.Queries != 6 {
+			t.Fatalf("cycle sent %d queries, want 6", n)
 		}
 		return r
 	}
