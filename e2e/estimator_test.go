@@ -37,7 +37,7 @@ func specpowerData(t *testing.T) string {
 	return ""
 }
 
-// TestEstimatorAccuracy is issue 21's acceptance for the estimator: on the
+// TestEstimatorAccuracy measures how far off the estimator is: on the
 // SPECpower results the model was not fitted on (curves.HeldOut), from
 // what a node knows (CPU model string, sockets, threads, memory), over
 // every load level from active idle to 100%, the whole-server estimate's

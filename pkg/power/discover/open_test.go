@@ -79,7 +79,7 @@ func platformJoules(m power.Meter) (float64, bool) {
 	return 0, false
 }
 
-// Issue 10 case 2: a configured BMC that answers 500 at start is no longer
+// A configured BMC that answers 500 at start is no longer
 // dropped for good with one info line. Start-up logs it at warn, the node
 // carries on (here on the estimator, as nothing else measures), the meter
 // shows down in Health, and it is adopted once the BMC answers.
@@ -132,7 +132,7 @@ func TestOpenRetriesConfiguredRedfish(t *testing.T) {
 	recoveredFrom(t, logs, "redfish")
 }
 
-// Issue 10 case 2, the missing password file: a configuration error that
+// The missing password file: a configuration error that
 // stops start-up and names the key, rather than a BMC to wait for.
 func TestOpenMissingPasswordFile(t *testing.T) {
 	b := newBMC(t)
@@ -149,7 +149,7 @@ func TestOpenMissingPasswordFile(t *testing.T) {
 	}
 }
 
-// Issue 10 case 5: per-CPU watts that are NaN, infinite, negative or absurd
+// Per-CPU watts that are NaN, infinite, negative or absurd
 // are refused, and the error names the key.
 func TestValidateEstimatorWatts(t *testing.T) {
 	for _, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1), -1, 1e308, 1001} {
@@ -261,7 +261,7 @@ func (c dcmiConn) Do(context.Context, ipmi.Request) ([]byte, error) {
 	return ipmi.EncodePowerReading(ipmi.PowerReading{Current: 250, Timestamp: time.Now(), Active: true}), nil
 }
 
-// Issue 10 case 2 for IPMI: the OpenIPMI device exists but the BMC is busy
+// The OpenIPMI device exists but the BMC is busy
 // at start; the meter is retried and adopted for the platform, and hwmon's
 // power_meter does not take the zone meanwhile.
 func TestOpenRetriesIPMIDevice(t *testing.T) {
