@@ -20,7 +20,7 @@ LDFLAGS := -s -w \
 	-X $(VERSION_PKG).BuildUser=$(shell id -un 2>/dev/null)@$(shell hostname 2>/dev/null) \
 	-X $(VERSION_PKG).BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 
-.PHONY: all build run test manifests e2e bench footprint fuzz generate vmlinux lint check-generate clean
+.PHONY: all build run test manifests e2e bench bench-compare bench-baseline footprint fuzz generate vmlinux lint check-generate clean
 
 all: lint test build
 
@@ -71,6 +71,15 @@ fuzz:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# The benchmarks behind docs/performance.md's figures that need no root or
+# hardware, against bench/baseline.txt with benchstat (from tools/go.mod):
+# a few minutes. bench-baseline rewrites the baseline from a run here.
+bench-compare:
+	GO=$(GO) ./scripts/bench-compare.sh
+
+bench-baseline:
+	GO=$(GO) ./scripts/bench-compare.sh -baseline
 
 # wattrace beside Debian's node_exporter on 200 Slurm-like cgroups of 5
 # processes, interleaved rounds, medians (root; docs/performance.md).

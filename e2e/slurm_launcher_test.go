@@ -14,8 +14,8 @@ import (
 )
 
 // launcherRunsEnv sets how many launcher-style jobs TestSlurmLauncherJobs
-// runs on its one Slurm bring-up (issue 19 asks for 20 in a row; make e2e
-// runs 3 to keep its time).
+// runs on its one Slurm bring-up: 20 in a row shows the launcher path
+// holding up over many jobs; make e2e runs 3 to keep its time.
 const launcherRunsEnv = "WATTRACE_E2E_LAUNCHER_RUNS"
 
 // TestSlurmLauncherJobs runs, one after another on one real Slurm, jobs

@@ -197,7 +197,7 @@ func with(m map[string]string, k, v string) map[string]string {
 	return out
 }
 
-// Acceptance (issue 20, item 4): a Cray node's pm_counters with accel0
+// A Cray node's pm_counters with accel0
 // and accel1 plus one DRM card the GPU stage reads. The card is accel0:
 // its energy reaches the node and the workloads once, as the stage's
 // zone gpu/0 (source sysfs), and pm_counters keeps only accel1, a GPU

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/wattrace/wattrace/internal/testenv"
 )
 
 // exeRss is the resident KiB of this process's mappings of its executable.
@@ -42,7 +44,7 @@ func TestReleaseBinaryPages(t *testing.T) {
 	before := exeRss(t)
 	n, err := releaseBinaryPages()
 	if err != nil {
-		t.Skipf("the kernel refused MADV_PAGEOUT here: %v", err)
+		testenv.Need(t, "the kernel refused MADV_PAGEOUT here: %v", err)
 	}
 	after := exeRss(t)
 	t.Logf("executable resident: %d KiB before, %d KiB after releasing %d KiB", before, after, n/1024)

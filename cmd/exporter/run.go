@@ -48,7 +48,7 @@ func endedProcesses(cfg *config.Config) int {
 // startupGCPercent is the garbage collector's target while the exporter
 // builds its parts. Loading the BPF objects decodes the kernel's BTF: many
 // MB of short-lived garbage that, at the default GOGC=100, set the process's
-// peak RSS (VmHWM) well above what it uses afterwards (issue 11).
+// peak RSS (VmHWM) well above what it uses afterwards.
 const startupGCPercent = 20
 
 // buildTight is build under startupGCPercent, unless GOGC was set by the

@@ -1,7 +1,6 @@
 package grafana
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,15 +8,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/wattrace/wattrace/internal/testenv"
 )
-
-// linterModule is Grafana's dashboard-linter at a tagged release. Its
-// releases depend on Grafana pseudo-versions that some module proxies
-// refuse; where it can't be installed the checks below still run.
-const linterModule = "github.com/grafana/dashboard-linter@v0.3.0"
 
 // The three dashboards exist with the titles the README and the chart name.
 func TestDashboardsLoad(t *testing.T) {
@@ -217,19 +210,24 @@ func TestDashboardQueriesParse(t *testing.T) {
 	}
 }
 
-// Grafana's own dashboard-linter, installed with go install when missing.
-// Its releases can't be built from every module proxy (see linterModule);
-// then the test logs why and relies on the checks above.
+// Grafana's own dashboard-linter, where one is installed (on PATH or in
+// GOBIN): it prints its version, passes every dashboard with --strict and
+// fails a copy of one whose panel names a datasource by a fixed uid, which
+// its panel-datasource-rule forbids.
+//
+// It can't be installed from this project's module proxy: v0.3.0 needs
+// github.com/grafana/grafana/apps/dashboard at a pseudo-version the proxy
+// refuses (403), and that module and grafana/loki/v3, also required, are
+// AGPL, which this project does not take on even as a build tool. So
+// the test skips where the linter is absent, CI included, and the checks
+// above stand in for it; skipAllowed in internal/layers says so.
 func TestGrafanaDashboardLinter(t *testing.T) {
 	linter := findLinter()
 	if linter == "" {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		out, err := exec.CommandContext(ctx, "go", "install", linterModule).CombinedOutput()
-		if linter = findLinter(); linter == "" {
-			t.Skipf("dashboard-linter not installable here (%v): %s", err, lastLine(string(out)))
-		}
+		t.Skip("dashboard-linter is not installed, and can't be from this module proxy (its grafana/apps/dashboard dependency is refused and AGPL)")
 	}
+	ver, err := exec.Command(linter, "--version").CombinedOutput()
+	t.Logf("%s --version: %v %s", linter, err, strings.TrimSpace(string(ver)))
 	ds, err := Load()
 	if err != nil {
 		t.Fatal(err)
@@ -239,6 +237,21 @@ func TestGrafanaDashboardLinter(t *testing.T) {
 		if err != nil {
 			t.Errorf("dashboard-linter lint %s: %v\n%s", d.File, err, out)
 		}
+	}
+	src, err := os.ReadFile(filepath.Join("dashboards", ds[0].File))
+	if err != nil {
+		t.Fatal(err)
+	}
+	planted := strings.Replace(string(src), `"uid": "${datasource}"`, `"uid": "planted-fixed-uid"`, 1)
+	if planted == string(src) {
+		t.Fatalf("%s has no panel datasource ${datasource} to plant an error in", ds[0].File)
+	}
+	f := filepath.Join(t.TempDir(), ds[0].File)
+	if err := os.WriteFile(f, []byte(planted), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(linter, "lint", "--strict", f).CombinedOutput(); err == nil {
+		t.Errorf("dashboard-linter passed %s with a panel datasource of fixed uid:\n%s", ds[0].File, out)
 	}
 }
 
@@ -265,11 +278,6 @@ func findLinter() string {
 		}
 	}
 	return ""
-}
-
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return lines[len(lines)-1]
 }
 
 // The workloads dashboard's job panels and job variable read PBS jobs

@@ -25,10 +25,33 @@ func RequireRoot(t testing.TB) {
 	if os.Geteuid() == 0 {
 		return
 	}
+	Need(t, "this test needs root: run the tests as root")
+}
+
+// Need is the one place that decides what becomes of a test whose host
+// lacks what it needs (root, BPF, kernel BTF, a cgroup hierarchy, a tool,
+// a fixture file): it skips the test on a developer's machine and fails it
+// under CI (CI set to anything), whose machines are meant to have all of
+// it, so a test that needs something can't quietly stop running there.
+// The message says what is missing. internal/layers' TestSkipsGoThroughTestenv
+// keeps tests from calling t.Skip themselves.
+func Need(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
 	if os.Getenv("CI") != "" {
-		t.Fatal("this test needs root and CI is set: run the tests as root")
+		t.Fatal(msg + " (CI is set, so this is a failure)")
 	}
-	t.Skip("needs root (set CI to make this a failure)")
+	t.Skip(msg + " (set CI to make this a failure)")
+}
+
+// NotApplicable skips a test whose subject does not exist on this host,
+// CI included, for a reason no set-up can change: the numbers it checks
+// are another architecture's, the kernel already has what the test makes
+// it lack, the machine has the GPUs whose absence the test is about. Use
+// Need instead for anything a CI machine is meant to provide.
+func NotApplicable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	t.Skipf("not applicable here: "+format, args...)
 }
 
 // StartIn starts argv as a process that enters cgroup dir before it execs,

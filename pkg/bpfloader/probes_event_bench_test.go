@@ -11,7 +11,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
-// BenchmarkProbesPerEvent is issue 11's figure: the counting probes (all
+// BenchmarkProbesPerEvent is docs/performance.md's per-event figure: the counting probes (all
 // but the perf counters) beside the do-nothing sched_switch floor, in one
 // run, under `stress-ng --sock 1 --hdd 1 --switch 1` for 5 s, with a
 // collection (Probes.Read) every second as the exporter does at its

@@ -449,7 +449,7 @@ func TestProbeBlockDirect(t *testing.T) {
 		t.Fatal(err)
 	}
 	if unix.Major(st.Dev) == 0 {
-		t.Skipf("%s is on no block device (device %d:%d): nothing to measure", dir, unix.Major(st.Dev), unix.Minor(st.Dev))
+		testenv.Need(t, "%s is on no block device (device %d:%d): nothing to measure", dir, unix.Major(st.Dev), unix.Minor(st.Dev))
 	}
 	cg := testenv.Cgroup(t, h.Mount, "blk")
 	id := testenv.Inode(t, cg)
@@ -472,7 +472,7 @@ func TestProbeRefusedIsolated(t *testing.T) {
 	if spec, err := btf.LoadKernelSpec(); err == nil {
 		var td *btf.Typedef
 		if spec.TypeByName("btf_trace_writeback_dirty_page", &td) == nil {
-			t.Skip("this kernel has writeback_dirty_page: the broken probe would load")
+			testenv.NotApplicable(t, "this kernel has writeback_dirty_page, so the broken probe would load")
 		}
 	}
 	p, h := loadProbesForTest(t, ProbeOptions{defs: defs, Disable: []string{snapshot.ProbeCounters}})
@@ -493,10 +493,7 @@ func TestProbeRefusedIsolated(t *testing.T) {
 func TestPickVariant(t *testing.T) {
 	kspec, err := btf.LoadKernelSpec()
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("kernel BTF: %v", err)
-		}
-		t.Skipf("kernel BTF: %v", err)
+		testenv.Need(t, "kernel BTF: %v", err)
 	}
 	def := probeDef{"x", [][]hook{
 		{{"a", "no_such_tracepoint", nil}},

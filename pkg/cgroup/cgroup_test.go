@@ -1,9 +1,11 @@
 package cgroup
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -161,25 +163,37 @@ func TestParseCPUStatUsage(t *testing.T) {
 	}
 }
 
+// FuzzParseCPUStatUsage: what the parser returns is the number on the
+// first usage_usec line, read by strconv from that line alone, and any
+// value it returns comes back unchanged from a cpu.stat the kernel would
+// write around it (round trip).
 func FuzzParseCPUStatUsage(f *testing.F) {
 	f.Add([]byte("usage_usec 145599551\nuser_usec 1\n"))
 	f.Add([]byte("nr_periods 0\nusage_usec 18446744073709551615\n"))
 	f.Add([]byte("usage_usec \n"))
+	f.Add([]byte("user_usec 7\nusage_usec  42 \nusage_usec 9\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		v, err := parseCPUStatUsage(data)
 		if err != nil {
 			return
 		}
-		// A successful parse must come from a usage_usec line holding v.
-		found := false
-		for line := range strings.SplitSeq(string(data), "\n") {
-			if key, val, ok := strings.Cut(line, " "); ok && key == "usage_usec" && strings.TrimSpace(val) != "" {
-				found = true
+		var line string
+		for l := range strings.SplitSeq(string(data), "\n") {
+			if strings.HasPrefix(l, "usage_usec ") {
+				line = l
 				break
 			}
 		}
-		if !found {
+		if line == "" {
 			t.Fatalf("parsed %d from %q without a usage_usec line", v, data)
+		}
+		want, werr := strconv.ParseUint(strings.TrimSpace(strings.TrimPrefix(line, "usage_usec ")), 10, 64)
+		if werr != nil || v != want {
+			t.Fatalf("parseCPUStatUsage(%q) = %d; its first usage_usec line %q holds %d (%v)", data, v, line, want, werr)
+		}
+		stat := fmt.Sprintf("usage_usec %d\nuser_usec 1\nsystem_usec 2\nnr_periods 0\n", v)
+		if again, err := parseCPUStatUsage([]byte(stat)); err != nil || again != v {
+			t.Fatalf("round trip of %d: %d, %v", v, again, err)
 		}
 	})
 }

@@ -193,7 +193,7 @@ func TestUsageHost(t *testing.T) {
 		if _, err := r.Usage(relA); !errors.Is(err, ErrUsageUnavailable) {
 			t.Fatalf("Usage on v1 cpu = %v, want ErrUsageUnavailable", err)
 		}
-		t.Skip("usage needs cpuacct")
+		testenv.Need(t, "the rest needs usage, which needs the cpuacct or cgroup2 hierarchy; this host's is v1 cpu")
 	}
 	u0, err := r.Usage(relA)
 	if err != nil {

@@ -151,10 +151,32 @@ func FuzzParseMounts(f *testing.F) {
 	})
 }
 
+// FuzzParseDevName: the byte-slice parsers of a uevent file and of
+// cgroup.procs agree with a reference written with strings.Split, which
+// is too slow for the loop (it allocates) but plainly right: DEVNAME is
+// the first non-empty DEVNAME= line's value, and the task count is the
+// number of lines that hold more than blanks.
 func FuzzParseDevName(f *testing.F) {
 	f.Add([]byte("MAJOR=8\nMINOR=0\nDEVNAME=sda\n"))
+	f.Add([]byte("DEVNAME=\nDEVNAME=nvme0n1"))
+	f.Add([]byte("1\n2\n\n \t\n3"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		_, _ = parseDevName(data)
-		_ = countLines(data)
+		var wantName string
+		wantOK := false
+		var wantLines uint64
+		for _, line := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, "DEVNAME="); ok && v != "" && !wantOK {
+				wantName, wantOK = v, true
+			}
+			if strings.TrimSpace(line) != "" {
+				wantLines++
+			}
+		}
+		if name, ok := parseDevName(data); ok != wantOK || string(name) != wantName {
+			t.Errorf("parseDevName(%q) = %q %v, want %q %v", data, name, ok, wantName, wantOK)
+		}
+		if n := countLines(data); n != wantLines {
+			t.Errorf("countLines(%q) = %d, want %d", data, n, wantLines)
+		}
 	})
 }

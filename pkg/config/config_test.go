@@ -228,7 +228,7 @@ func TestLoadErrors(t *testing.T) {
 		{name: "unknown file key", file: "stats.intervall: 5s\nlog: {levl: x}\n", want: "unknown keys log.levl, stats.intervall"},
 		{name: "missing file", args: []string{"--config.file=/nonexistent/wattrace.yml"}, want: "reading config file /nonexistent/wattrace.yml"},
 		{name: "stray argument", args: []string{"metrics"}, want: "unexpected arguments"},
-		// Issue 10, case 9: each of these used to be accepted silently or
+		// Each of these used to be accepted silently or
 		// to fail only once the exporter was serving, without the key.
 		{name: "idle watts zone typo", args: []string{"--power.idle-watts=pakage=5"}, want: `invalid zone "pakage" in power.idle-watts: allowed core, dram, gpu, package`},
 		{name: "idle watts zone typo in file", file: "power.idle-watts: {dram: 2, packge: 5}\n", want: `invalid zone "packge" in power.idle-watts`},
@@ -299,7 +299,7 @@ func TestValidate(t *testing.T) {
 		{"estimator negative", func(c *Config) { c.Power.MinWattsPerCPU = -1 }, `invalid value "-1" for power.estimator.min-watts-per-cpu`},
 		{"estimator max < min", func(c *Config) { c.Power.MinWattsPerCPU, c.Power.MaxWattsPerCPU = 5, 2 }, `invalid value "2" for power.estimator.max-watts-per-cpu: must be >= power.estimator.min-watts-per-cpu (5)`},
 		{"estimator max only", func(c *Config) { c.Power.MaxWattsPerCPU = 2 }, ""},
-		// Issue 10 case 5: NaN passed the ">= 0" check and was silently
+		// NaN passed the ">= 0" check and was silently
 		// replaced by the table; 1e308 gave NaN power.
 		{"estimator min NaN", func(c *Config) { c.Power.MinWattsPerCPU = math.NaN() }, `invalid value "NaN" for power.estimator.min-watts-per-cpu`},
 		{"estimator max Inf", func(c *Config) { c.Power.MaxWattsPerCPU = math.Inf(1) }, `invalid value "+Inf" for power.estimator.max-watts-per-cpu`},

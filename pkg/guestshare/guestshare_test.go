@@ -191,36 +191,79 @@ func TestWriterAtomic(t *testing.T) {
 	}
 }
 
+// fixed serves one snapshot, which the test changes, and counts the
+// times Run asked for it (each is one write).
 type fixed struct {
-	s atomic.Pointer[snapshot.Snapshot]
+	s     atomic.Pointer[snapshot.Snapshot]
+	calls atomic.Int64
 }
 
-func (f *fixed) Fresh(time.Duration) *snapshot.Snapshot { return f.s.Load() }
+func (f *fixed) Fresh(time.Duration) *snapshot.Snapshot {
+	f.calls.Add(1)
+	return f.s.Load()
+}
 
-// Run writes at its interval and once more when stopped.
+// Run writes at its interval, each new snapshot while it runs (not only the
+// last), no more often than the interval, and once more when stopped.
 func TestWriterRun(t *testing.T) {
+	const interval = 20 * time.Millisecond
 	root := t.TempDir()
-	w, err := New(Config{Dir: root, Interval: 20 * time.Millisecond, Host: "hv1"})
+	w, err := New(Config{Dir: root, Interval: interval, Host: "hv1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	src := &fixed{}
 	src.s.Store(snap(1, 5, 0))
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	done := make(chan error)
 	go func() { done <- w.Run(ctx, src) }()
 	dir := filepath.Join(root, strings.ToLower(uuid))
-	deadline := time.Now().Add(5 * time.Second)
-	for !hostshare.Present(dir) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	// Each snapshot in turn reaches the file while Run goes on.
+	for i, want := range []float64{5, 8, 13} {
+		src.s.Store(snap(1+i, want, 0))
+		deadline := time.Now().Add(5 * time.Second)
+		for !(hostshare.Present(dir) && fileJ(t, dir) == want) {
+			if time.Now().After(deadline) {
+				t.Fatalf("snapshot %d (%v J) not written within 5 s of a %v interval", i+1, want, interval)
+			}
+			time.Sleep(time.Millisecond)
+		}
 	}
-	src.s.Store(snap(2, 8, 0))
+	// Over 300 ms a 20 ms ticker fires at most 15 times (plus one tick
+	// already pending), and a ticker that fired at all fires more than
+	// twice even on a loaded machine.
+	before := src.calls.Load()
+	time.Sleep(300 * time.Millisecond)
+	if n := src.calls.Load() - before; n < 3 || n > 16 {
+		t.Errorf("%d writes in 300 ms at a %v interval, want 3 to 16", n, interval)
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if j := fileJ(t, dir); j != 8 {
-		t.Errorf("after stop: %v J, want 8 (the final snapshot)", j)
+
+	// Stopped before its first tick, Run still writes the snapshot it has.
+	root = t.TempDir()
+	w, err = New(Config{Dir: root, Interval: time.Hour, Host: "hv1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src = &fixed{}
+	src.s.Store(snap(1, 21, 0))
+	ctx, cancel = context.WithCancel(context.Background())
+	go func() { done <- w.Run(ctx, src) }()
+	time.Sleep(20 * time.Millisecond)
+	dir = filepath.Join(root, strings.ToLower(uuid))
+	if hostshare.Present(dir) {
+		t.Error("written before the first tick of an hour's interval")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if j := fileJ(t, dir); j != 21 || src.calls.Load() != 1 {
+		t.Errorf("after stop: %v J in %d writes, want 21 J in 1 (the stop's)", j, src.calls.Load())
 	}
 }
 

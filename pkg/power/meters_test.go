@@ -1,11 +1,14 @@
 package power
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -362,19 +365,42 @@ func FuzzParsePMValue(f *testing.F) {
 	})
 }
 
+// FuzzParseHwmonValue: an hwmon value file is read exactly as strconv
+// reads a base-10 uint64 after trimming blanks, the reference parser the
+// allocation-free one replaces (FuzzParseUint checks the round trip; this
+// checks agreement, rejections and overflow included).
 func FuzzParseHwmonValue(f *testing.F) {
-	for _, s := range []string{"245000000\n", "-5", "", "1e6", "18446744073709551615"} {
+	for _, s := range []string{"245000000\n", "-5", "", "1e6", "18446744073709551615", "18446744073709551616", "+7", "0x10", " 12 \n", "1_000"} {
 		f.Add([]byte(s))
 	}
-	f.Fuzz(func(t *testing.T, b []byte) { _, _ = ParseHwmonValue(b) })
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, err := ParseHwmonValue(b)
+		want, werr := strconv.ParseUint(string(bytes.TrimSpace(b)), 10, 64)
+		if werr != nil {
+			want = 0 // strconv gives the maximum on overflow; ours gives 0 with any error
+		}
+		if (err == nil) != (werr == nil) || v != want {
+			t.Fatalf("ParseHwmonValue(%q) = %d, %v; strconv gives %d, %v", b, v, err, want, werr)
+		}
+	})
 }
 
 func FuzzParsePerfEvent(f *testing.F) {
 	for _, s := range []string{"event=0x02", "event=0x02,umask=0x1", "event=2", "event=0x", "2.3283064365386962890625e-10", "0,28-29", "3-1"} {
 		f.Add(s)
 	}
+	f.Add("umask=0x1, event = 0x10")
 	f.Fuzz(func(t *testing.T, s string) {
-		_, _ = ParsePerfEventConfig(s)
+		// What the config parser accepts it also reads back from the
+		// kernel's own rendering of that value, wherever the term stands
+		// among others: the event code is the hex after event=, no more.
+		if v, err := ParsePerfEventConfig(s); err == nil {
+			for _, r := range []string{fmt.Sprintf("event=%#x", v), fmt.Sprintf("umask=0x3,event=%#x,any=0x1", v)} {
+				if again, err := ParsePerfEventConfig(r); err != nil || again != v {
+					t.Fatalf("ParsePerfEventConfig(%q) = %#x, but %q gives %#x, %v", s, v, r, again, err)
+				}
+			}
+		}
 		if v, err := ParsePerfScale(s); err == nil && !(v > 0 && v <= 1) {
 			t.Fatalf("scale %v accepted", v)
 		}

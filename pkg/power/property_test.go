@@ -119,7 +119,7 @@ func raplSequence(t *testing.T, r *rand.Rand, steps int, kinds func(i int, prevB
 	}
 }
 
-// Property (issue 10): over random sequences of good readings, wraps, steps
+// Property: over random sequences of good readings, wraps, steps
 // back, jumps, values beyond the range, garbage, empty and missing files,
 // the package energy never decreases, is never NaN/Inf, never grows faster
 // than the ceiling, and every good interval is credited. A value glitch is

@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 )
 
-// Issue 10 case 3: energy_uj stepping back 100 J is no wraparound (on
+// energy_uj stepping back 100 J is no wraparound (on
 // main it credited 262,041 J in one second), and a forward jump of 200 kJ
 // in 1 s (200 kW) is no reading. Both are counted and logged at warn; the
 // good intervals around them are credited in full.

@@ -241,6 +241,39 @@ func TestGapFromWrappingMeter(t *testing.T) {
 	if got, want := l.Gap(), time.Duration(131071664425); got != want {
 		t.Errorf("gap %v, want %v", got, want)
 	}
+	// And a read at that gap counts a wrap. The exporter's RAPL meter
+	// (ceilings, on a clock the test sets) starts both counters 5 J below
+	// their range; they run at 90% of their ceilings for the whole gap,
+	// so each wraps once, and the node's energy still grows by watts ×
+	// gap: nothing lost to the wrap, nothing rejected as too fast.
+	t0 := time.Unix(0, 0)
+	clock := t0
+	cmeter, err := power.NewRAPLWith(tree.root, power.MeterOptions{Now: func() time.Time { return clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l = mustLoop(t, Config{Interval: 5 * time.Second, OnDemand: true, MaxGap: time.Hour}, &fakeSource{}, cmeter, anyName{})
+	gap := l.Gap()
+	if gap != time.Duration(131071664425) {
+		t.Fatalf("gap %v with the ceilings applied, want 131.07 s", gap)
+	}
+	l.Step(t0)
+	before := zoneEnergy(l.Snapshot())
+	pkg0, dram0 := tree.uj["intel-rapl:0"], tree.uj["intel-rapl:0:0"]
+	wantPkg, wantDram := 900*gap.Seconds(), 450*gap.Seconds()
+	tree.advance("intel-rapl:0", uint64(math.Round(wantPkg*1e6)))
+	tree.advance("intel-rapl:0:0", uint64(math.Round(wantDram*1e6)))
+	if tree.uj["intel-rapl:0"] >= pkg0 || tree.uj["intel-rapl:0:0"] >= dram0 {
+		t.Fatalf("the counters did not wrap: package %d -> %d, dram %d -> %d", pkg0, tree.uj["intel-rapl:0"], dram0, tree.uj["intel-rapl:0:0"])
+	}
+	clock = t0.Add(gap)
+	l.Step(clock)
+	after := zoneEnergy(l.Snapshot())
+	for zone, want := range map[string]float64{"package": wantPkg, "dram": wantDram} {
+		if got := after[zone] - before[zone]; math.Abs(got-want) > 1e-6 {
+			t.Errorf("%s grew %.6f J across a wrap in %v, want %.6f J", zone, got, gap, want)
+		}
+	}
 	l = mustLoop(t, Config{Interval: 5 * time.Second, OnDemand: true, MaxGap: 30 * time.Second}, &fakeSource{}, meter, anyName{})
 	if got := l.Gap(); got != 30*time.Second {
 		t.Errorf("gap %v, want stats.max-gap 30s", got)
@@ -252,6 +285,15 @@ func TestGapFromWrappingMeter(t *testing.T) {
 	if _, err := New(Config{Interval: time.Second, IdlePolicy: "none", MaxGap: -1}, &fakeSource{}, meter, anyName{}, nil); err == nil {
 		t.Error("a negative stats.max-gap was accepted")
 	}
+}
+
+// zoneEnergy is each zone's node energy in s, by zone name.
+func zoneEnergy(s *snapshot.Snapshot) map[string]float64 {
+	out := map[string]float64{}
+	for _, z := range s.Zones {
+		out[z.Name] += z.EnergyJ
+	}
+	return out
 }
 
 // switchingIntensity is a carbon-intensity source whose factor the test

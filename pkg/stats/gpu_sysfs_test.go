@@ -141,7 +141,7 @@ func TestSplitFromFixtureTrees(t *testing.T) {
 	}
 }
 
-// Acceptance (issue 9), AMD and Intel through the stats loop: the real
+// AMD and Intel GPUs end to end through the stats loop: the real
 // sysfs source on a fixture tree, an amdgpu card (power integrated, 200 W)
 // with pids 101/102/103 busy 60/30/10 % and an i915 card (energy counter,
 // 150 J per interval) with pid 201. Idle is 30 W (by PCI address) and

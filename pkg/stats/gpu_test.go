@@ -34,7 +34,7 @@ func (a staticAllocs) Allocations(context.Context) ([]alloc.Allocation, error) {
 	return a, nil
 }
 
-// Acceptance (issue 9) through the stats loop on mock NVML: two A100s,
+// NVIDIA GPUs end to end through the stats loop on mock NVML: two A100s,
 // pids 100/101/102 time-sliced on GPU 0 at SM 60/30/10 (pid 103 holds a
 // context, never sampled busy), pid 200 alone on GPU 1. 100 intervals of
 // 300 J and 220 J (+ jitter). GPU 0 idle is configured (50 W by UUID),
@@ -455,7 +455,7 @@ func TestGPUStagePIDReuse(t *testing.T) {
 	}
 }
 
-// Acceptance (issue 20, item 2): a mock NVML that lacks the GPM symbols
+// A mock NVML that lacks the GPM symbols
 // and fails init or device count with each error other than "no driver"
 // leaves the exporter up: the stats loop runs, CPU energy flows to the
 // process, and the GPU source's health is down with the reason. Once
@@ -579,7 +579,7 @@ func (r *rotatingAllocs) Allocations(context.Context) ([]alloc.Allocation, error
 	return append(append([]alloc.Allocation(nil), r.as[k:]...), r.as[:k]...), nil
 }
 
-// Acceptance (issue 20, item 8): four holders share GPU 1 (Slurm shards
+// Four holders share GPU 1 (Slurm shards
 // or time-slicing replicas), listed in a different order each interval.
 // Under the holder policy its 40 W idle is split evenly and always the
 // same way: 10 J a second each. Each holder's credit carries its grams,

@@ -14,7 +14,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/gpu/sysfs/sysfstest"
 )
 
-// Acceptance (issue 20, item 12): without the permission to read other
+// Without the permission to read other
 // users' /proc/PID/fd (the kernel's ptrace access check), the source says
 // so: its health carries the reason fdinfo_no_permission, one warning is
 // logged (not one per interval), and an Intel card's utilization is not

@@ -152,7 +152,7 @@ func TestUtilizationKnownOnlyWhereMeasured(t *testing.T) {
 	}
 }
 
-// Acceptance (issue 20, item 5): an AMD APU (its KFD node has CPU cores
+// An AMD APU (its KFD node has CPU cores
 // and SIMDs) reports socket power, CPU included: it is not a GPU device,
 // and APUs names it for the meters to leave out; a discrete card beside
 // it is read as usual.
@@ -174,7 +174,7 @@ func TestAPUIsNotAGPU(t *testing.T) {
 	}
 }
 
-// Acceptance (issue 20, item 6): ROCm work goes through /dev/kfd, which
+// ROCm work goes through /dev/kfd, which
 // DRM fdinfo does not see. Two KFD processes on an MI-class card (120
 // CUs) occupying 30 and 10 CUs split its use 3:1, as the occupied share
 // × the interval in nanoseconds; the basis says engine_time_kfd. A third
@@ -206,7 +206,7 @@ func TestKFDProcessesSplitByTheirUsage(t *testing.T) {
 	}
 }
 
-// Acceptance (issue 20, item 10): amdgpu gives only power. It is sampled
+// amdgpu gives only power. It is sampled
 // at the meter interval and integrated with the trapezoid rule, so a step
 // from 100 W to 300 W late in the interval costs what it drew, not 300 W
 // × the whole interval as one sample at the read would make it.

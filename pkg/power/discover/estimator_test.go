@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/power/curves"
@@ -39,6 +40,23 @@ func nodeTree(t *testing.T, model, flags string, sockets, threads int, memKB uin
 		}
 	}
 	return root
+}
+
+// readJoules reads the meter once, each node-wide zone's energy by name.
+func readJoules(t *testing.T, e *power.Estimator) map[string]float64 {
+	t.Helper()
+	samples, err := e.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, s := range samples {
+		if s.Socket != -1 {
+			t.Errorf("zone %s on socket %d, want node-wide (-1)", s.Zone, s.Socket)
+		}
+		out[s.Zone] = s.Joules
+	}
+	return out
 }
 
 func openEstimatorOn(t *testing.T, cfg Config) *power.Estimator {
@@ -80,6 +98,18 @@ func TestEstimatorBareMetal(t *testing.T) {
 	if w, _ := e.IdleWatts(power.ZonePlatform); w != server.Points[0].Watts || w < 50 || w > 500 {
 		t.Errorf("platform idle %v W, want the model's %v", w, server.Points[0].Watts)
 	}
+	// Read gives each zone the model's curve integrated over what was
+	// advanced: 30 s at half load, from the model's figures, not the
+	// estimator's own.
+	e.Advance(0.5, 30*time.Second)
+	got := readJoules(t, e)
+	wantPkg, wantServer := 30*pkg.At(0.5).Watts, 30*server.At(0.5).Watts
+	if len(got) != 2 || math.Abs(got[power.ZonePackage]-wantPkg) > 1e-9 || math.Abs(got[power.ZonePlatform]-wantServer) > 1e-9 {
+		t.Errorf("read %v J after 30 s at half load, want package %.3f J and platform %.3f J", got, wantPkg, wantServer)
+	}
+	if !(wantPkg > 0 && wantPkg < wantServer) {
+		t.Errorf("package %.3f J, platform %.3f J: the package is part of the platform", wantPkg, wantServer)
+	}
 	est := e.Estimates()
 	if est[1].Curve != "server" || est[1].Tier != curves.TierCPU || est[1].Arch != "Cascade Lake" || est[0].Curve != "package" {
 		t.Errorf("estimates %+v", est)
@@ -100,6 +130,13 @@ func TestEstimatorVM(t *testing.T) {
 	}
 	if full := zs[0].Curve.Points[curves.NumLevels-1]; math.Abs(full.Watts-4*1.96) > 1e-9 || !(full.Lower < full.Watts && full.Watts < full.Upper) {
 		t.Errorf("full load %+v, want 4 x 1.96 W inside a band", full)
+	}
+	// What the meter reads is that curve integrated: 10 s idle and 10 s
+	// with every vCPU busy are 4 × (0.46 + 1.96) W × 10 s = 96.8 J.
+	e.Advance(0, 10*time.Second)
+	e.Advance(1, 10*time.Second)
+	if got := readJoules(t, e); len(got) != 1 || math.Abs(got[power.ZonePackage]-96.8) > 1e-9 {
+		t.Errorf("read %v J after 10 s idle and 10 s busy, want package 96.8 J", got)
 	}
 
 	// Operator figures replace CCF's; the one not set comes from the table.

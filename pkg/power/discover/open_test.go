@@ -79,7 +79,7 @@ func platformJoules(m power.Meter) (float64, bool) {
 	return 0, false
 }
 
-// Issue 10 case 2: a configured BMC that answers 500 at start is no longer
+// A configured BMC that answers 500 at start is no longer
 // dropped for good with one info line. Start-up logs it at warn, the node
 // carries on (here on the estimator, as nothing else measures), the meter
 // shows down in Health, and it is adopted once the BMC answers.
@@ -129,12 +129,10 @@ func TestOpenRetriesConfiguredRedfish(t *testing.T) {
 	if h := c.Health(); !h[1].Up || h[1].Source != "redfish" {
 		t.Fatalf("health after recovery %+v", h)
 	}
-	if logs.FilterMessage("configured power meter recovered and adopted").Len() != 1 {
-		t.Fatal("no warn line on recovery")
-	}
+	recoveredFrom(t, logs, "redfish")
 }
 
-// Issue 10 case 2, the missing password file: a configuration error that
+// The missing password file: a configuration error that
 // stops start-up and names the key, rather than a BMC to wait for.
 func TestOpenMissingPasswordFile(t *testing.T) {
 	b := newBMC(t)
@@ -151,7 +149,7 @@ func TestOpenMissingPasswordFile(t *testing.T) {
 	}
 }
 
-// Issue 10 case 5: per-CPU watts that are NaN, infinite, negative or absurd
+// Per-CPU watts that are NaN, infinite, negative or absurd
 // are refused, and the error names the key.
 func TestValidateEstimatorWatts(t *testing.T) {
 	for _, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1), -1, 1e308, 1001} {
@@ -263,7 +261,7 @@ func (c dcmiConn) Do(context.Context, ipmi.Request) ([]byte, error) {
 	return ipmi.EncodePowerReading(ipmi.PowerReading{Current: 250, Timestamp: time.Now(), Active: true}), nil
 }
 
-// Issue 10 case 2 for IPMI: the OpenIPMI device exists but the BMC is busy
+// The OpenIPMI device exists but the BMC is busy
 // at start; the meter is retried and adopted for the platform, and hwmon's
 // power_meter does not take the zone meanwhile.
 func TestOpenRetriesIPMIDevice(t *testing.T) {
@@ -285,8 +283,12 @@ func TestOpenRetriesIPMIDevice(t *testing.T) {
 	if z := strings.Join(zones(t, m), " "); z != "hwmon:gpu hwmon:gpu" {
 		t.Fatalf("zones while the BMC is busy: %q", z)
 	}
-	if logs.FilterMessage("power meter discovery").Len() != 1 {
-		t.Fatalf("want one warn discovery line: %v", logs.All())
+	// The discovery line tells an operator what is wrong and what happens
+	// next: which meter, on which device, why, and that it is retried.
+	d := oneLine(t, logs, "power meter discovery")
+	if r, _ := d.ContextMap()["result"].(string); d.Level != zapcore.WarnLevel ||
+		!strings.HasPrefix(r, "ipmi: configured but unusable, retried in the background: /dev/ipmi0 (DCMI)") || !strings.Contains(r, "node busy") {
+		t.Errorf("discovery line at %s: %q, want a warning naming ipmi, /dev/ipmi0, the retry and the BMC's node busy", d.Level, r)
 	}
 	up.Store(true)
 	deadline := time.Now().Add(5 * time.Second)
@@ -298,6 +300,35 @@ func TestOpenRetriesIPMIDevice(t *testing.T) {
 			t.Fatalf("ipmi not adopted: zones %v", zones(t, m))
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	recoveredFrom(t, logs, "ipmi")
+}
+
+// oneLine is the one log entry with message msg; any other count fails.
+func oneLine(t *testing.T, logs *observer.ObservedLogs, msg string) observer.LoggedEntry {
+	t.Helper()
+	es := logs.FilterMessage(msg).All()
+	if len(es) != 1 {
+		t.Fatalf("%d %q lines, want 1; logs %v", len(es), msg, logs.All())
+	}
+	return es[0]
+}
+
+// recoveredFrom checks the line that says a retried meter came back: a
+// warning (an operator saw the earlier one), naming the meter and how
+// many attempts it took.
+func recoveredFrom(t *testing.T, logs *observer.ObservedLogs, source string) {
+	t.Helper()
+	// The retrier adopts the meter and then logs: the meter can show up
+	// in Read a moment before its line does.
+	const msg = "configured power meter recovered and adopted"
+	for deadline := time.Now().Add(5 * time.Second); logs.FilterMessage(msg).Len() == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	e := oneLine(t, logs, msg)
+	f := e.ContextMap()
+	if n, _ := f["attempts"].(uint64); e.Level != zapcore.WarnLevel || f["source"] != source || n < 1 {
+		t.Errorf("recovery line at %s with %v, want a warning with source %s and attempts >= 1", e.Level, f, source)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/wattrace/wattrace/internal/testenv"
 	"github.com/wattrace/wattrace/pkg/power"
 )
 
@@ -74,7 +75,7 @@ func TestDecodePowerReading(t *testing.T) {
 
 func TestIoctlNumbers(t *testing.T) {
 	if unsafe.Sizeof(uintptr(0)) != 8 {
-		t.Skip("numbers below are the 64-bit ABI")
+		testenv.NotApplicable(t, "the numbers below are the 64-bit ABI")
 	}
 	// From <linux/ipmi.h> on x86_64/arm64.
 	if ioctlSendCommand != 0x8028690D || ioctlReceiveMsgTrunc != 0xC030690B {

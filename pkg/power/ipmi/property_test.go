@@ -21,7 +21,7 @@ type scriptConn struct {
 
 func (c *scriptConn) Do(context.Context, Request) ([]byte, error) { return c.resp, c.err }
 
-// Property (issue 10): a BMC answering DCMI with completion errors,
+// Property: a BMC answering DCMI with completion errors,
 // inactive measurement, transport errors, 65535 W glitches and repeated
 // samples never makes platform energy decrease, NaN/Inf or outrun the
 // ceiling; the energy is the trapezoid integral over the good samples.

@@ -13,7 +13,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/power/powertest"
 )
 
-// Property (issue 10): a BMC that misbehaves on a random schedule (HTTP
+// Property: a BMC that misbehaves on a random schedule (HTTP
 // 500, readings of 1e308 W, 5e6 W, 700 W above the sensor's
 // ReadingRangeMax of 600, negative watts, a sample that did not advance)
 // never makes platform energy decrease, NaN/Inf or grow faster than the

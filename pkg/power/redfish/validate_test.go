@@ -13,7 +13,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/power"
 )
 
-// Issue 10 case 1: one reading of 1e308 W (a BMC glitch) made platform
+// One reading of 1e308 W (a BMC glitch) made platform
 // power NaN and froze its energy for good while up stayed 1; 5e6 W was
 // accepted although the sensor declares ReadingRangeMax 600. Now both are
 // rejected, counted and logged; energy stays finite and the good samples
@@ -61,7 +61,7 @@ func TestGlitchesRejected(t *testing.T) {
 	}
 }
 
-// Issue 10 case 9 (meters): a failing read is logged at warn, rate
+// A failing read is logged at warn, rate
 // limited, not only counted.
 func TestReadErrorsLoggedAtWarn(t *testing.T) {
 	b := newFakeBMC(t)

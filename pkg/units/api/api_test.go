@@ -60,8 +60,10 @@ func get(t testing.TB, h http.Handler, target, user, remote string, hdr ...strin
 	if user != "" {
 		r.Header.Set(DefaultUserHeader, user)
 	}
+	// Add, not Set: a name given twice is sent twice (a request that
+	// repeats the user header is one the API must refuse).
 	for i := 0; i+1 < len(hdr); i += 2 {
-		r.Header.Set(hdr[i], hdr[i+1])
+		r.Header.Add(hdr[i], hdr[i+1])
 	}
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
@@ -110,7 +112,7 @@ func TestAccess(t *testing.T) {
 		{"forged header, IPv4-mapped untrusted", "/api/v1/units", "carol", "[::ffff:192.0.2.7]:1", nil, 403, ""},
 		{"IPv6 loopback trusted", "/api/v1/units", "bob", "[::1]:1", nil, 200, "201"},
 		{"no user header", "/api/v1/units", "", trusted, nil, 401, ""},
-		{"two user headers", "/api/v1/units", "", trusted, []string{}, 401, ""},
+		{"two user headers", "/api/v1/units", "", trusted, []string{DefaultUserHeader, "alice", DefaultUserHeader, "carol"}, 400, ""},
 		{"bad user name in header", "/api/v1/units", "al'ice", trusted, nil, 400, ""},
 		{"bearer token from anywhere", "/api/v1/units", "", untrusted, []string{"Authorization", "Bearer s3cret-alice"}, 200, "101 102"},
 		{"a token's user may not name another", "/api/v1/units", "carol", untrusted, []string{"Authorization", "Bearer s3cret-alice"}, 403, ""},
@@ -132,18 +134,6 @@ func TestAccess(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if c.name == "two user headers" {
-				r := httptest.NewRequest(http.MethodGet, "http://api"+c.target, nil)
-				r.RemoteAddr = c.remote
-				r.Header.Add(DefaultUserHeader, "alice")
-				r.Header.Add(DefaultUserHeader, "carol")
-				w := httptest.NewRecorder()
-				h.ServeHTTP(w, r)
-				if w.Code != 400 {
-					t.Fatalf("two headers: %d %s", w.Code, w.Body)
-				}
-				return
-			}
 			a := get(t, h, c.target, c.user, c.remote, c.hdr...)
 			if a.code != c.code {
 				t.Fatalf("%s as %q from %s: %d %s, want %d", c.target, c.user, c.remote, a.code, a.body, c.code)

@@ -14,7 +14,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/units"
 )
 
-// The scale of the benchmarks (issue 17): a year of 1 M units from 10 k
+// The scale of the benchmarks (a large site): a year of 1 M units from 10 k
 // users in 1 k projects.
 const (
 	benchUnits    = 1_000_000

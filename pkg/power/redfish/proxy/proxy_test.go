@@ -145,7 +145,7 @@ func urlPort(t *testing.T, raw string) int {
 	return n
 }
 
-// Issue 10 case 7: an allowed host is reachable only on the allowed ports
+// An allowed host is reachable only on the allowed ports
 // (443 when none is configured), and nothing the far end sends on an error
 // (a service banner, an error page) comes back through the proxy.
 func TestProxyPortsAndNoEcho(t *testing.T) {
