@@ -18,9 +18,9 @@ import (
 	"github.com/wattrace/wattrace/pkg/bpfloader"
 	"github.com/wattrace/wattrace/pkg/carbon"
 	"github.com/wattrace/wattrace/pkg/cgroup"
+	"github.com/wattrace/wattrace/pkg/compose"
 	"github.com/wattrace/wattrace/pkg/gpu/node"
 	"github.com/wattrace/wattrace/pkg/power"
-	"github.com/wattrace/wattrace/pkg/power/discover"
 )
 
 // Compile-time checks of the seams.
@@ -33,29 +33,13 @@ var (
 // the command's stdout is its own. helperArgs are the arguments that make
 // this binary call Helper ("measure" for the wattrace binary).
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, helperArgs []string) int {
-	return mainWith(ctx, args, stdin, stdout, stderr, helperArgs, openGPUs)
+	return mainWith(ctx, args, stdin, stdout, stderr, helperArgs, nil)
 }
 
-// openGPUs opens the node's GPU sources; nil when there are none.
-func openGPUs(o *Options) (GPUReader, func(), error) {
-	if o.GPU == "off" {
-		return nil, func() {}, nil
-	}
-	g, err := node.Open(gpuConfig(o), zap.NewNop())
-	if err != nil {
-		return nil, func() {}, fmt.Errorf("GPUs: %w", err)
-	}
-	if len(g.Devices()) == 0 {
-		_ = g.Close()
-		return nil, func() {}, nil
-	}
-	return g, func() { _ = g.Close() }, nil
-}
-
-// mainWith is Main with the GPU sources' opener given (tests fake the
-// GPUs, which this machine lacks).
+// mainWith is Main with the GPU sources' opener given (nil: node.Open;
+// tests fake the GPUs, which this machine lacks).
 func mainWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, helperArgs []string,
-	gpus func(*Options) (GPUReader, func(), error)) int {
+	gpus func(node.Config, *zap.Logger) (*node.GPUs, error)) int {
 	if IsHelper() {
 		return Helper(args)
 	}
@@ -150,7 +134,7 @@ func unwrapExec(err error) error {
 
 // setup opens the meter, the accounting and the placement, falling back
 // as the flags allow; the returned function closes what was opened.
-func setup(o *Options, e *Env, rep *Report, gpus func(*Options) (GPUReader, func(), error)) (func(), error) {
+func setup(o *Options, e *Env, rep *Report, gpus func(node.Config, *zap.Logger) (*node.GPUs, error)) (func(), error) {
 	var closers []func()
 	closeAll := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -195,24 +179,17 @@ func setup(o *Options, e *Env, rep *Report, gpus func(*Options) (GPUReader, func
 		rep.CarbonSource = fmt.Sprintf("static %s %d", s.Country.Alpha2, s.Country.Year)
 	}
 
-	m, err := discover.Open(context.Background(), discover.Config{
-		Source: o.PowerSource, SysfsRoot: o.SysfsRoot, ProcfsRoot: o.ProcfsRoot, IPMI: o.IPMI,
-	}, log)
-	if err != nil {
-		return closeAll, fmt.Errorf("power meter: %w", err)
-	}
-	e.Meter = m
-	closers = append(closers, func() {
-		if c, ok := m.(io.Closer); ok {
-			_ = c.Close()
-		}
-	})
-	g, closeG, err := gpus(o)
+	// The exporter's composition: the same meters and GPU sources, with
+	// the same exclusions between them.
+	n, err := compose.Open(context.Background(), composeConfig(o, gpus), log)
 	if err != nil {
 		return closeAll, err
 	}
-	closers = append(closers, closeG)
-	e.GPUs = g
+	closers = append(closers, func() { _ = n.Close() })
+	e.Meter = n.Meter
+	if n.GPUs != nil {
+		e.GPUs, e.GPUZone = n.GPUs, n.GPUZone
+	}
 
 	if n, err := power.OnlineCPUs(o.SysfsRoot); err == nil && n > 0 {
 		e.CPUs = n

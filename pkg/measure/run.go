@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/wattrace/wattrace/pkg/gpu"
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/usage"
 )
@@ -53,8 +54,10 @@ type Env struct {
 	// CgroupCPU: without Acct, the command's CPU is its cgroup's own
 	// accounting (Placement.KernelCPU) rather than rusage.
 	CgroupCPU bool
-	// GPUs are the node's GPUs; nil when there are none.
-	GPUs GPUReader
+	// GPUs are the node's GPUs; nil when there are none. GPUZone numbers
+	// their zones as the exporter does (pkg/compose).
+	GPUs    GPUReader
+	GPUZone func(gpu.Device) int
 	// Sockets maps CPUs to sockets and NSockets counts them; with more
 	// than one, each socket's zones are split by the usage on that socket.
 	Sockets  map[int]int
@@ -359,7 +362,7 @@ wait:
 			break wait
 		case now := <-tick:
 			if e.GPUs != nil {
-				r.gpu = append(r.gpu, gpuRead(ctx, e.GPUs, now, member)...)
+				r.gpu = append(r.gpu, e.gpuRead(ctx, now, member)...)
 			}
 			if !sockets {
 				continue
@@ -415,7 +418,7 @@ wait:
 	fin.at = end
 	r.nodeNs = nodeDelta(start, fin)
 	if e.GPUs != nil {
-		r.gpu = append(r.gpu, gpuRead(ctx, e.GPUs, end, member)...)
+		r.gpu = append(r.gpu, e.gpuRead(ctx, end, member)...)
 	}
 	e.advance(start.at, r.nodeNs, end)
 	if err := e.readMeter(&fin); err != nil {
