@@ -85,7 +85,7 @@ func mainWith(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return fail(ExitSetup, fmt.Errorf("find this binary (for the cgroup helper): %w", err))
 	}
 	e := &Env{Stdin: stdin, Stdout: stdout, Stderr: stderr, Signals: sigs, Self: self, HelperArgs: helperArgs,
-		Settle: 50 * time.Millisecond, CPUs: runtime.NumCPU()}
+		Settle: 250 * time.Millisecond, CPUs: runtime.NumCPU()}
 	rep := Report{Cgroup: PlaceNone, Accounting: "rusage+procfs"}
 	closeAll, err := setup(&o, e, &rep, gpus)
 	defer closeAll()
