@@ -180,16 +180,37 @@ func setup(o *Options, e *Env, rep *Report, gpus func(node.Config, *zap.Logger) 
 	}
 
 	// The exporter's composition: the same meters and GPU sources, with
-	// the same exclusions between them.
-	n, err := compose.Open(context.Background(), composeConfig(o, gpus), log)
-	if err != nil {
-		return closeAll, err
+	// the same exclusions between them. It opens while the cgroup and the
+	// BPF accounting are set up: a meter that must prove its counters
+	// advance (perf RAPL: up to 250 ms where a hypervisor's power PMU
+	// counts nothing) then costs no more than the longer of the two.
+	type opened struct {
+		n   *compose.Node
+		err error
 	}
-	closers = append(closers, func() { _ = n.Close() })
-	e.Meter = n.Meter
-	if n.GPUs != nil {
-		e.GPUs, e.GPUZone = n.GPUs, n.GPUZone
+	sources := make(chan opened, 1)
+	go func() {
+		n, err := compose.Open(context.Background(), composeConfig(o, gpus), log)
+		sources <- opened{n, err}
+	}()
+	joined := false
+	join := func() error {
+		if joined {
+			return nil
+		}
+		joined = true
+		got := <-sources
+		if got.err != nil {
+			return got.err
+		}
+		closers = append(closers, func() { _ = got.n.Close() })
+		e.Meter = got.n.Meter
+		if got.n.GPUs != nil {
+			e.GPUs, e.GPUZone = got.n.GPUs, got.n.GPUZone
+		}
+		return nil
 	}
+	defer func() { _ = join() }() // never leave the meters open behind us
 
 	if n, err := power.OnlineCPUs(o.SysfsRoot); err == nil && n > 0 {
 		e.CPUs = n
@@ -207,15 +228,15 @@ func setup(o *Options, e *Env, rep *Report, gpus func(node.Config, *zap.Logger) 
 		if o.Cgroup == PlaceAuto {
 			rep.Warnings = append(rep.Warnings, "--accounting=rusage: the command runs without a cgroup of its own")
 		}
-		return closeAll, nil
+		return closeAll, join()
 	}
 	h, err := cgroup.Detect(o.ProcfsRoot, "", o.Hierarchy)
 	if err != nil {
-		return closeAll, fallback(o, rep, fmt.Errorf("cgroup hierarchy: %w", err))
+		return closeAll, errors.Join(fallback(o, rep, fmt.Errorf("cgroup hierarchy: %w", err)), join())
 	}
 	place, how, err := placement(o, h)
 	if err != nil {
-		return closeAll, fallback(o, rep, err)
+		return closeAll, errors.Join(fallback(o, rep, err), join())
 	}
 	if o.Accounting == AcctAuto || o.Accounting == AcctBPF {
 		a, err := bpfloader.Load(bpfloader.Options{Hierarchy: h, Log: log})
@@ -244,7 +265,7 @@ func setup(o *Options, e *Env, rep *Report, gpus func(node.Config, *zap.Logger) 
 	}
 	e.Place = place
 	rep.Cgroup, rep.Hierarchy = how, string(h.Kind)
-	return closeAll, nil
+	return closeAll, join()
 }
 
 // fallback decides whether a failure of the cgroup or BPF path is fatal
