@@ -86,6 +86,14 @@ func mainWith(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	e := &Env{Stdin: stdin, Stdout: stdout, Stderr: stderr, Signals: sigs, Self: self, HelperArgs: helperArgs,
 		Settle: 250 * time.Millisecond, CPUs: runtime.NumCPU()}
+	switch o.Input {
+	case "":
+	case "null":
+		e.OpenStdin = func() (*os.File, error) { return os.Open(os.DevNull) }
+	default:
+		file := o.Input
+		e.OpenStdin = func() (*os.File, error) { return os.Open(file) }
+	}
 	rep := Report{Cgroup: PlaceNone, Accounting: "rusage+procfs"}
 	closeAll, err := setup(&o, e, &rep, gpus)
 	defer closeAll()

@@ -49,8 +49,11 @@ type Env struct {
 	Self       string
 	HelperArgs []string
 	Stdin      io.Reader
-	Stdout     io.Writer
-	Stderr     io.Writer
+	// OpenStdin, when set, gives each run its own stdin (--input); the
+	// run closes it.
+	OpenStdin func() (*os.File, error)
+	Stdout    io.Writer
+	Stderr    io.Writer
 	// CgroupCPU: without Acct, the command's CPU is its cgroup's own
 	// accounting (Placement.KernelCPU) rather than rusage.
 	CgroupCPU bool
@@ -65,6 +68,9 @@ type Env struct {
 	// Signals are forwarded to the command; SIGINT, SIGTERM and SIGHUP
 	// also end the measurement after the current run.
 	Signals <-chan os.Signal
+	// stopSig is the interrupt that stopped the measurement while no
+	// command ran.
+	stopSig os.Signal
 	// Settle bounds the wait, after the command exits, for its tasks'
 	// last slices: the dead hook claims them at each task's final context
 	// switch, the free hook an RCU grace period later (docs/kernel.md).
@@ -257,6 +263,7 @@ type raw struct {
 	haveKernel  bool
 	exit        int
 	interrupted bool
+	stopSig     os.Signal
 	signals     []string
 	warnings    []string
 }
@@ -289,6 +296,14 @@ func (e *Env) runOnce(ctx context.Context, path string, argv []string) (r raw, _
 	cmd := exec.Command(path, argv[1:]...)
 	cmd.Args[0] = argv[0]
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.Stdin, e.Stdout, e.Stderr
+	if e.OpenStdin != nil {
+		in, err := e.OpenStdin()
+		if err != nil {
+			return r, fmt.Errorf("--input: %w", err)
+		}
+		defer in.Close()
+		cmd.Stdin = in
+	}
 	h := hooks{}
 	if place != nil {
 		var err error
@@ -371,6 +386,7 @@ wait:
 			r.signals = append(r.signals, sig.String())
 			if isInterrupt(sig) {
 				r.interrupted = true
+				r.stopSig = sig
 			}
 			if !ttyDelivered(sig) {
 				_ = cmd.Process.Signal(sig)
