@@ -56,9 +56,12 @@ func mainWith(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	path, err := exec.LookPath(o.Command[0])
 	if err != nil {
-		code := ExitNotFound
-		if errors.Is(err, os.ErrPermission) || errors.Is(err, exec.ErrNotFound) && fileExists(o.Command[0]) {
-			code = ExitNotExecutable
+		// As the shells: 127 only when there is nothing by that name;
+		// something there that cannot run (no x bit, a directory) is
+		// 126.
+		code := ExitNotExecutable
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, exec.ErrNotFound) && !fileExists(o.Command[0]) {
+			code = ExitNotFound
 		}
 		return fail(code, fmt.Errorf("%s: %w", o.Command[0], unwrapExec(err)))
 	}
@@ -245,6 +248,13 @@ func setup(o *Options, e *Env, rep *Report, gpus func(node.Config, *zap.Logger) 
 	place, how, err := placement(o, h)
 	if err != nil {
 		return closeAll, errors.Join(fallback(o, rep, err), join())
+	}
+	if how == PlaceChild {
+		parent := o.CgroupParent
+		if parent == "" {
+			parent = h.Mount
+		}
+		rep.Warnings = append(rep.Warnings, sweepStale(parent)...)
 	}
 	if o.Accounting == AcctAuto || o.Accounting == AcctBPF {
 		a, err := bpfloader.Load(bpfloader.Options{Hierarchy: h, Log: log})

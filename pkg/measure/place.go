@@ -98,8 +98,20 @@ func cgroupIn(file string, k cgroup.Kind) (string, error) {
 	return "", fmt.Errorf("no %s line in %s", k, file)
 }
 
+// threadCPU is the calling thread's CPU time in nanoseconds.
+func threadCPU() float64 {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) != nil {
+		return 0
+	}
+	return float64(ts.Nano())
+}
+
 // Placement is the command's own cgroup in the key hierarchy.
 type Placement struct {
+	// startCharge is the CPU time (ns) measure's starting thread spent in
+	// the cgroup (cgroup v1): not the command's.
+	startCharge float64
 	// How is "child" or "systemd".
 	How  string
 	Dir  string
@@ -143,8 +155,13 @@ func (p *Placement) prepareScope(cmd *exec.Cmd, self string, helperArgs []string
 		_ = w.Close()
 		defer r.Close()
 		b, err := io.ReadAll(r)
-		if err != nil || len(b) == 0 {
-			return fmt.Errorf("systemd scope %s: the helper reported no cgroup (%v)", p.scope, err)
+		switch {
+		case err != nil:
+			return fmt.Errorf("systemd scope %s: reading the helper's cgroup: %w", p.scope, err)
+		case len(b) == 0:
+			// systemd-run failed before it ran the helper: its own
+			// message is on stderr.
+			return fmt.Errorf("systemd scope %s: systemd-run did not start the command (its message is above)", p.scope)
 		}
 		p.Dir = filepath.Join(p.mount, string(b))
 		p.id, err = inode(p.Dir)
@@ -231,8 +248,10 @@ func (p *Placement) prepare(cmd *exec.Cmd, self string, helperArgs []string) (ho
 
 // startFromThread runs start on a thread of its own moved into the
 // cgroup, then moves the thread back. The runtime the thread spends in
-// the cgroup (the fork itself, microseconds) is charged to the command by
-// the kernel and by the BPF accounting alike. A thread that cannot be
+// the cgroup starting the command (exec.Cmd's set-up and the fork, tens
+// to hundreds of microseconds) is charged to the cgroup by the kernel and
+// by the BPF accounting alike; it is measured (startCharge) and taken
+// out of both, so the command's figure is its own. A thread that cannot be
 // moved back is never handed back to the Go scheduler: its goroutine
 // returns still locked, which ends the thread.
 func (p *Placement) startFromThread(start func() error) error {
@@ -251,7 +270,9 @@ func (p *Placement) startFromThread(start func() error) error {
 			done <- fmt.Errorf("move the starting thread into cgroup %s: %w", p.Dir, err)
 			return
 		}
+		t0 := threadCPU()
 		serr := start()
+		p.startCharge = threadCPU() - t0
 		if err := os.WriteFile(filepath.Join(p.mount, home, "tasks"), []byte(tid), 0); err != nil {
 			// Stays locked: the thread ends with this goroutine.
 			done <- errors.Join(serr, fmt.Errorf("move the starting thread back to %s: %w", home, err))
@@ -332,11 +353,75 @@ func (p *Placement) Remove() error {
 		}
 		return nil
 	})
+	return removeTree(dirs)
+}
+
+// removeTree removes cgroup directories, deepest first; a cgroup kept
+// busy is named with the processes that keep it.
+func removeTree(dirs []string) error {
 	var errs []error
 	for i := len(dirs) - 1; i >= 0; i-- {
 		if err := syscall.Rmdir(dirs[i]); err != nil && !errors.Is(err, syscall.ENOENT) {
+			if errors.Is(err, syscall.EBUSY) {
+				if procs := procsIn(dirs[i]); len(procs) > 0 {
+					err = fmt.Errorf("%w: %s still in it (the next measure removes the cgroup once it is empty)", err, strings.Join(procs, ", "))
+				}
+			}
 			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", dirs[i], err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// procsIn names the processes in a cgroup: "PID (comm)".
+func procsIn(dir string) []string {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, f := range strings.Fields(string(b)) {
+		comm, _ := os.ReadFile(filepath.Join("/proc", f, "comm"))
+		out = append(out, fmt.Sprintf("%s (%s)", f, strings.TrimSpace(string(comm))))
+	}
+	return out
+}
+
+// sweepStale removes the cgroups earlier measures left under parent (a
+// command's background process kept them busy): those whose measure is
+// gone and which are now empty. One still kept busy is named, with its
+// processes, in the returned warnings. A live measure's cgroups (its PID
+// is in their name) are never touched.
+func sweepStale(parent string) []string {
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return nil
+	}
+	var warns []string
+	for _, ent := range entries {
+		rest, ok := strings.CutPrefix(ent.Name(), "wattrace-measure-")
+		if !ok || !ent.IsDir() {
+			continue
+		}
+		pidStr, _, _ := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidStr)
+		if err != nil || pid <= 0 || pid == os.Getpid() {
+			continue
+		}
+		if err := syscall.Kill(pid, 0); err == nil || errors.Is(err, syscall.EPERM) {
+			continue // that measure still runs (or its PID was reused: leave it)
+		}
+		dir := filepath.Join(parent, ent.Name())
+		var dirs []string
+		_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, path)
+			}
+			return nil
+		})
+		if err := removeTree(dirs); err != nil {
+			warns = append(warns, fmt.Sprintf("a cgroup an earlier measure (PID %d, gone) left is still busy: %v", pid, err))
+		}
+	}
+	return warns
 }

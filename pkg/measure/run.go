@@ -459,6 +459,12 @@ wait:
 	}
 	if place != nil {
 		r.kernelCPU, r.haveKernel = place.KernelCPU()
+		// The starting thread's time in the cgroup is in both figures
+		// and is measure's, not the command's.
+		r.kernelCPU = max(r.kernelCPU-place.startCharge/1e9, 0)
+		if e.Acct != nil {
+			r.cmdNs = max(r.cmdNs-place.startCharge, 0)
+		}
 	}
 	switch {
 	case place != nil && e.Acct != nil:
@@ -561,11 +567,18 @@ func isInterrupt(sig os.Signal) bool {
 // ttyDelivered: a Ctrl-C or Ctrl-\ typed at the terminal reaches the
 // whole foreground process group, the command included; forwarding it
 // again would make a command that counts its interrupts (a second Ctrl-C
-// forces many tools to quit) see two.
+// forces many tools to quit) see two. The foreground group is the
+// controlling terminal's (/dev/tty), whatever fd 0 is: with stdin
+// redirected, fd 0 is no terminal, yet Ctrl-C still reaches the group.
 func ttyDelivered(sig os.Signal) bool {
 	if sig != syscall.SIGINT && sig != syscall.SIGQUIT {
 		return false
 	}
-	fg, err := unix.IoctlGetInt(0, unix.TIOCGPGRP)
+	tty, err := unix.Open("/dev/tty", unix.O_RDONLY|unix.O_NOCTTY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return false // no controlling terminal: the signal was sent, not typed
+	}
+	defer unix.Close(tty)
+	fg, err := unix.IoctlGetInt(tty, unix.TIOCGPGRP)
 	return err == nil && fg == unix.Getpgrp()
 }
