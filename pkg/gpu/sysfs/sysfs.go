@@ -136,7 +136,11 @@ func Open(opts Options, log *zap.Logger) (*Source, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("gpu sysfs: %w", err)
+		// An unreadable DRM class (an odd mount, a broken sysfs) costs
+		// the DRM GPUs only: the exporter and measure start without
+		// them rather than not at all.
+		log.Warn("DRM GPU source off: cannot list the DRM cards", zap.String("dir", drm), zap.Error(err))
+		return nil, nil
 	}
 	rej := reading.NewRejects("gpu-sysfs", log)
 	kfd := kfdTopology(opts.SysfsRoot)
