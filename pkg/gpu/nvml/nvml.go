@@ -97,6 +97,10 @@ type device struct {
 	dev     gpu.Device
 	meter   *gpu.Meter
 	counter bool   // GetTotalEnergyConsumption works
+	// probe: the energy counter failed at start for another reason than
+	// NOT_SUPPORTED (a driver busy initialising), so it is asked again at
+	// each read until it answers or says it is not supported.
+	probe bool
 	seen    uint64 // last process-utilization timestamp, µs
 	util    bool   // GetProcessUtilization supported
 	usage   map[int]float64
@@ -225,6 +229,7 @@ func (s *Source) start() error {
 		s.log.Info("NVML functions this driver lacks are not called; their features are off",
 			zap.Strings("missing", s.feat.missing))
 	}
+	s.freeSamples()
 	s.devs, s.list = s.devs[:0], s.list[:0]
 	for i := 0; i < n; i++ {
 		h, ret := lib.DeviceGetHandleByIndex(i)
@@ -243,6 +248,7 @@ func (s *Source) start() error {
 		if s.feat.energy {
 			_, ret = h.GetTotalEnergyConsumption()
 			d.counter = ret == gonvml.SUCCESS
+			d.probe = ret != gonvml.SUCCESS && ret != gonvml.ERROR_NOT_SUPPORTED
 		}
 		if m := s.meters[d.dev.Key()]; m != nil {
 			m.Restart()
@@ -261,6 +267,23 @@ func (s *Source) start() error {
 		s.list = append(s.list, d.dev)
 	}
 	return nil
+}
+
+// freeSamples frees the devices' GPM samples (the library allocated
+// them): before NVML shuts down, and before a re-initialisation replaces
+// the devices, which would otherwise leak every sample at each driver
+// reload.
+func (s *Source) freeSamples() {
+	for _, d := range s.devs {
+		for id, p := range d.samples {
+			for _, smp := range p.s {
+				if smp != nil {
+					smp.Free()
+				}
+			}
+			delete(d.samples, id)
+		}
+	}
 }
 
 // degrade marks the source down for err and schedules the next attempt.
@@ -305,7 +328,7 @@ func pciAddr(p gonvml.PciInfo) string {
 
 func (s *Source) Name() string              { return "nvml" }
 func (s *Source) Devices() []gpu.Device     { return slices.Clone(s.list) }
-func (s *Source) Close() error              { s.lib.Shutdown(); return nil }
+func (s *Source) Close() error              { s.freeSamples(); s.lib.Shutdown(); return nil }
 func (s *Source) Rejects() *reading.Rejects { return s.rejects }
 
 // Health reports one entry per device ever seen; while the source is
@@ -360,6 +383,7 @@ func (s *Source) Read(_ context.Context, now time.Time) ([]gpu.Reading, error) {
 	}
 	if failed > 0 && failed == len(s.devs) {
 		err := &nvmlError{"energy", last}
+		s.freeSamples()
 		s.lib.Shutdown()
 		s.degrade(err, time.Time{})
 		s.retryAt = now // re-initialise at the next read
@@ -392,6 +416,9 @@ func (s *Source) read(d *device, now time.Time) (gpu.Reading, gonvml.Return) {
 		}
 	}
 	r.Interval, r.PowerW = d.meter.Interval(), d.meter.PowerW()
+	if d.probe {
+		s.probeEnergy(d, now)
+	}
 	if u, ret := d.h.GetUtilizationRates(); ret == gonvml.SUCCESS {
 		if err := reading.CheckGauge(float64(u.Gpu), 100); err == nil {
 			r.Utilization, r.UtilizationKnown = float64(u.Gpu)/100, true
@@ -422,6 +449,23 @@ func (s *Source) read(d *device, now time.Time) (gpu.Reading, gonvml.Return) {
 	}
 	memoryWeights(procs, func(p gonvml.ProcessInfo, w float64) { d.usage[int(p.Pid)] += w })
 	return r, eret
+}
+
+// probeEnergy asks again for the energy counter a start-up error denied.
+// Once it answers, this interval's energy stays the power integration's
+// and the counter's reading is the baseline of the next: the meter
+// restarts on the counter, so no interval mixes the two.
+func (s *Source) probeEnergy(d *device, now time.Time) {
+	mj, ret := d.h.GetTotalEnergyConsumption()
+	switch ret {
+	case gonvml.SUCCESS:
+		d.counter, d.probe = true, false
+		d.meter.Restart()
+		d.meter.Counter(float64(mj)/1e3, now)
+		s.log.Info("NVIDIA GPU energy counter answers now; energy is read from it", zap.String("gpu", d.dev.Key()))
+	case gonvml.ERROR_NOT_SUPPORTED:
+		d.probe = false
+	}
 }
 
 // processUtil fills d.usage with each pid's SM utilization × time from the
