@@ -110,6 +110,10 @@ type device struct {
 	// instance, alternating.
 	gpm     bool
 	samples map[int]*gpmPair
+	// migReason says why the board's MIG instances could not be listed
+	// at the latest read (its energy then goes unattributed); "" when
+	// they were.
+	migReason string
 }
 
 type gpmPair struct {
@@ -340,6 +344,11 @@ func (s *Source) Health() []snapshot.SourceHealth {
 	for _, k := range s.order {
 		h := s.meters[k].Health(s.now)
 		h.Rejected = rej
+		for _, d := range s.devs {
+			if d.dev.Key() == k && d.migReason != "" && h.Reason == "" {
+				h.Reason = d.migReason
+			}
+		}
 		if s.down != nil {
 			h.Up, h.Reason = false, s.reason
 		}
@@ -589,18 +598,34 @@ func memoryWeights(procs []gonvml.ProcessInfo, add func(gonvml.ProcessInfo, floa
 // they hold.
 func (s *Source) instances(d *device) (_ []gpu.Instance, unknown bool) {
 	var out []gpu.Instance
+	d.migReason = ""
+	failed := func(what string, ret gonvml.Return) {
+		// A profile the board does not offer is no failure; anything
+		// else leaves instances out, so their energy would be
+		// unattributed without a word.
+		if ret == gonvml.ERROR_NOT_SUPPORTED || ret == gonvml.ERROR_INVALID_ARGUMENT || ret == gonvml.ERROR_NOT_FOUND {
+			return
+		}
+		if d.migReason == "" {
+			d.migReason = "mig_instances_unlisted"
+			s.rejects.Add(reading.Reject(reading.Unreadable, 0, "%s: %s", what, ret.Error()), d.dev.Key()+" mig instances")
+		}
+	}
 	for p := 0; p < gonvml.GPU_INSTANCE_PROFILE_COUNT; p++ {
 		info, ret := d.h.GetGpuInstanceProfileInfo(p)
 		if ret != gonvml.SUCCESS {
+			failed("GPU instance profile", ret)
 			continue
 		}
 		gis, ret := d.h.GetGpuInstances(&info)
 		if ret != gonvml.SUCCESS {
+			failed("GPU instances", ret)
 			continue
 		}
 		for _, gi := range gis {
 			gii, ret := gi.GetInfo()
 			if ret != gonvml.SUCCESS {
+				failed("GPU instance info", ret)
 				continue
 			}
 			out = append(out, gpu.Instance{
@@ -635,7 +660,7 @@ func (s *Source) instances(d *device) (_ []gpu.Instance, unknown bool) {
 		}
 	}
 	procs, ret := d.h.GetComputeRunningProcesses()
-	if ret != gonvml.SUCCESS {
+	if ret != gonvml.SUCCESS || d.migReason != "" {
 		return out, true
 	}
 	byGI := map[uint32][]gonvml.ProcessInfo{}

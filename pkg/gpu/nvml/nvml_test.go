@@ -224,3 +224,33 @@ func TestGPMSamplesFreedOnReinit(t *testing.T) {
 		t.Errorf("%d GPM samples live after Close", len(live))
 	}
 }
+
+// A MIG board whose instances cannot be listed says so: the reading's
+// usage is unknown and the device's health carries the reason, until a
+// listing succeeds again.
+func TestMIGListingFailureHasAReason(t *testing.T) {
+	srv := dgxh100.New()
+	for _, o := range srv.Devices {
+		nvmltest.Wire(o.(*server.Device), &board{EnergyMJ: 1_000_000})
+	}
+	d := srv.Devices[0].(*server.Device)
+	d.SetMigMode(gonvml.DEVICE_MIG_ENABLE)
+	info, _ := d.GetGpuInstanceProfileInfo(gonvml.GPU_INSTANCE_PROFILE_3_SLICE)
+	if _, ret := d.CreateGpuInstance(&info); ret != gonvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	list := d.GetGpuInstancesFunc
+	d.GetGpuInstancesFunc = func(*gonvml.GpuInstanceProfileInfo) ([]gonvml.GpuInstance, gonvml.Return) {
+		return nil, gonvml.ERROR_UNKNOWN
+	}
+	src, _ := New(srv, Options{}, nil)
+	rs, _ := src.Read(context.Background(), t0)
+	if !rs[0].UsageUnknown || src.Health()[0].Reason != "mig_instances_unlisted" {
+		t.Errorf("usage unknown %v, health %+v", rs[0].UsageUnknown, src.Health()[0])
+	}
+	d.GetGpuInstancesFunc = list
+	rs, _ = src.Read(context.Background(), t0.Add(time.Second))
+	if rs[0].UsageUnknown || src.Health()[0].Reason != "" || len(rs[0].Instances) != 1 {
+		t.Errorf("after a good listing: usage unknown %v, %d instances, health %+v", rs[0].UsageUnknown, len(rs[0].Instances), src.Health()[0])
+	}
+}
