@@ -46,6 +46,9 @@ type Node struct {
 	// order of their zones (gpu socket 0, 1, …); the meters' own GPU
 	// zones are numbered after them.
 	GPUDevices []string
+	// GPUAccels are their accelerator numbers (the vendor's index), for
+	// pm_counters' accelN.
+	GPUAccels []int
 	// Meter is the node's meter, without the GPU zones GPUs reads.
 	Meter power.Meter
 	zones map[string]int
@@ -73,12 +76,13 @@ func Open(ctx context.Context, cfg Config, log *zap.Logger) (*Node, error) {
 			n.GPUs = g
 			for i, d := range g.Devices() {
 				n.GPUDevices = append(n.GPUDevices, d.PCIBusID)
+				n.GPUAccels = append(n.GPUAccels, d.Index)
 				n.zones[d.Key()] = i
 			}
 		}
 	}
 	pc := cfg.Power
-	pc.GPUDevices = n.GPUDevices
+	pc.GPUDevices, pc.GPUAccels = n.GPUDevices, n.GPUAccels
 	sys := pc.SysfsRoot
 	if sys == "" {
 		sys = "/sys"

@@ -115,19 +115,38 @@ func pmRank(zone string) int {
 // Name implements Meter.
 func (p *PMCounters) Name() string { return "pm_counters" }
 
-// LeaveOutAccels drops the accelN_energy zones with N < n: the GPU stage
-// reads n GPUs itself, per device, and accelN is the Nth GPU (HPE numbers
-// a node's accelerators in PCI bus order, as NVML does). The zones it
-// keeps are GPUs the stage cannot read, numbered N >= n, after the
-// stage's own zones. Call it before the first Read. It returns how many
-// zones are left.
-func (p *PMCounters) LeaveOutAccels(n int) int {
+// LeaveOutAccels drops the accelN_energy zones of the GPUs the GPU stage
+// reads itself, per device (read: their accelerator numbers; accelN is
+// the node's Nth GPU: HPE numbers a node's accelerators in PCI bus order,
+// as NVML does, so an NVIDIA device's NVML index is its N). The zones it
+// keeps are GPUs the stage cannot read, numbered from first on (the
+// stage's own zones come before them: first is how many it has), in
+// accelerator order. A skipped device (an NVML handle that failed) so
+// neither shifts which accelerators are left out nor lets a kept zone
+// take a stage zone's number. Call it before the first Read. It returns
+// how many zones are left.
+func (p *PMCounters) LeaveOutAccels(read map[int]bool, first int) int {
+	var kept []int
+	for _, f := range p.files {
+		if f.zone == ZoneGPU && !read[f.socket] {
+			kept = append(kept, f.socket)
+		}
+	}
+	sort.Ints(kept)
+	renumber := make(map[int]int, len(kept))
+	for i, n := range kept {
+		renumber[n] = first + i
+	}
 	var files []pmFile
 	var ctrs []reading.Counter
 	for i, f := range p.files {
-		if f.zone != ZoneGPU || f.socket >= n {
-			files, ctrs = append(files, f), append(ctrs, p.ctrs[i])
+		if f.zone == ZoneGPU {
+			if read[f.socket] {
+				continue
+			}
+			f.socket = renumber[f.socket]
 		}
+		files, ctrs = append(files, f), append(ctrs, p.ctrs[i])
 	}
 	p.files, p.ctrs, p.totalJ = files, ctrs, make([]float64, len(files))
 	return len(files)

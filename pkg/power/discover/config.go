@@ -71,6 +71,12 @@ type Config struct {
 	// out, so no GPU feeds workloads twice; the GPU zones of devices the
 	// stage cannot read stay, numbered after the stage's.
 	GPUDevices []string
+	// GPUAccels are those devices' accelerator numbers (NVML's index, a
+	// DRM GPU's place among the node's GPUs), in the same order: Cray
+	// pm_counters' accelN is the node's Nth GPU, whichever the stage
+	// could open. Without them, the stage's devices are taken to be
+	// accel0 … accel(len−1).
+	GPUAccels []int
 	// APUs are the PCI addresses of AMD APUs, whose amdgpu power sensor
 	// reports the whole socket, CPU included: never a GPU zone, since the
 	// package zone counts that energy already.

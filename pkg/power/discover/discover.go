@@ -492,7 +492,15 @@ func openPMCounters(_ context.Context, e *Env) (power.Meter, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	if pm.LeaveOutAccels(len(e.Cfg.GPUDevices)) == 0 {
+	read := map[int]bool{}
+	for i := range e.Cfg.GPUDevices {
+		n := i
+		if i < len(e.Cfg.GPUAccels) {
+			n = e.Cfg.GPUAccels[i]
+		}
+		read[n] = true
+	}
+	if pm.LeaveOutAccels(read, len(e.Cfg.GPUDevices)) == 0 {
 		return nil, "its only counters are GPUs the GPU stage reads per device", nil
 	}
 	if _, err := pm.Read(); err != nil {
