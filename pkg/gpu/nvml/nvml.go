@@ -96,15 +96,15 @@ type device struct {
 	h       gonvml.Device
 	dev     gpu.Device
 	meter   *gpu.Meter
-	counter bool   // GetTotalEnergyConsumption works
+	counter bool // GetTotalEnergyConsumption works
 	// probe: the energy counter failed at start for another reason than
 	// NOT_SUPPORTED (a driver busy initialising), so it is asked again at
 	// each read until it answers or says it is not supported.
 	probe bool
-	seen    uint64 // last process-utilization timestamp, µs
-	util    bool   // GetProcessUtilization supported
-	usage   map[int]float64
-	pids    map[int][]gonvml.ProcessUtilizationSample
+	seen  uint64 // last process-utilization timestamp, µs
+	util  bool   // GetProcessUtilization supported
+	usage map[int]float64
+	pids  map[int][]gonvml.ProcessUtilizationSample
 	// gpm: the board supports GPM (Hopper and newer), so MIG instances
 	// are weighted by their measured SM activity; two samples per
 	// instance, alternating.

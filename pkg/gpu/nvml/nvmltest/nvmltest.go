@@ -28,7 +28,7 @@ type Board struct {
 	// transient driver error rather than NoEnergy's NOT_SUPPORTED).
 	EnergyErr gonvml.Return
 	PowerMW   uint32
-	LastSeen []uint64
+	LastSeen  []uint64
 }
 
 // Wire answers the device's NVML calls from b.
