@@ -145,11 +145,15 @@ func Open(opts Options, log *zap.Logger) (*Source, error) {
 	rej := reading.NewRejects("gpu-sysfs", log)
 	kfd := kfdTopology(opts.SysfsRoot)
 	s := &Source{log: log, sysRoot: opts.SysfsRoot, kfd: kfd, kfdUse: map[string]map[int]float64{}, scanner: fdinfo.NewScanner(opts.ProcfsRoot), debugfs: filepath.Join(opts.SysfsRoot, "kernel", "debug"), rejects: rej, tracker: fdinfo.NewTracker(rej)}
+	ordinal := gpuOrdinals(drm, ents)
 	for _, e := range ents {
 		if !cardRE.MatchString(e.Name()) {
 			continue
 		}
 		c, why := probe(filepath.Join(drm, e.Name()), e.Name())
+		if c != nil {
+			c.dev.Index = ordinal[e.Name()]
+		}
 		if c != nil && kfd[c.dev.PCIBusID].APU {
 			c, why = nil, "an APU: its power sensor reports the whole socket, CPU included, which the CPU's package zone counts"
 		}
@@ -254,6 +258,35 @@ func (c *card) integrate(now time.Time) {
 
 // probe returns the card at dir, or nil and why not ("" for cards of
 // drivers we do not read, which are not worth a log line).
+// gpuOrdinals numbers the DRM cards bound to a GPU driver (amdgpu, i915,
+// xe) 0, 1, … in card order: a device's index is its place among the
+// node's GPUs, as Slurm's GPU index and ROCm's are, not its DRM card
+// number, which a BMC's VGA device (ast, mgag200: card0 on many servers)
+// shifts by one.
+func gpuOrdinals(drm string, ents []os.DirEntry) map[string]int {
+	var nums []int
+	for _, e := range ents {
+		if !cardRE.MatchString(e.Name()) {
+			continue
+		}
+		drv, err := os.Readlink(filepath.Join(drm, e.Name(), "device", "driver"))
+		if err != nil {
+			continue
+		}
+		if _, ok := drivers[filepath.Base(drv)]; !ok {
+			continue
+		}
+		n, _ := strconv.Atoi(strings.TrimPrefix(e.Name(), "card"))
+		nums = append(nums, n)
+	}
+	slices.Sort(nums)
+	out := make(map[string]int, len(nums))
+	for i, n := range nums {
+		out[fmt.Sprintf("card%d", n)] = i
+	}
+	return out
+}
+
 func probe(dir, name string) (*card, string) {
 	devDir := filepath.Join(dir, "device")
 	pciDir, err := filepath.EvalSymlinks(devDir)
