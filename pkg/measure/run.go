@@ -481,7 +481,7 @@ wait:
 // task reaches its last context switch microseconds after its parent
 // reaps it, unless it is preempted on the way.
 const (
-	settleFirstPoll = 500 * time.Microsecond
+	settleFirstPoll = 200 * time.Microsecond
 	settleMaxPoll   = 8 * time.Millisecond
 )
 
