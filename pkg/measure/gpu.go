@@ -193,13 +193,27 @@ func (a *attribution) gpuZones(slices []gpuSlice) ([]Zone, error) {
 	return out, nil
 }
 
+// verdictDir is where a stalled power PMU is remembered for the boot
+// (discover.Config.VerdictDir): a tmpfs that reboots empty, root's or
+// the user's own.
+func verdictDir() string {
+	if os.Geteuid() == 0 {
+		return "/run/wattrace"
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "wattrace")
+	}
+	return ""
+}
+
 // composeConfig is the exporter's composition (pkg/compose) from
 // measure's flags: the meter table with its defaults, and the GPU sources
 // without allocation sources (the command's cgroup says whose work is
 // whose).
 func composeConfig(o *Options, gpus func(node.Config, *zap.Logger) (*node.GPUs, error)) compose.Config {
 	return compose.Config{
-		Power:    discover.Config{Source: o.PowerSource, SysfsRoot: o.SysfsRoot, ProcfsRoot: o.ProcfsRoot, IPMI: o.IPMI},
+		Power: discover.Config{Source: o.PowerSource, SysfsRoot: o.SysfsRoot, ProcfsRoot: o.ProcfsRoot, IPMI: o.IPMI,
+			VerdictDir: verdictDir()},
 		GPU:      node.Config{NVML: o.GPU, Sysfs: o.GPU, SysfsRoot: o.SysfsRoot, ProcfsRoot: o.ProcfsRoot},
 		GPUOff:   o.GPU == "off",
 		OpenGPUs: gpus,

@@ -81,6 +81,11 @@ type Config struct {
 	// reports the whole socket, CPU included: never a GPU zone, since the
 	// package zone counts that energy already.
 	APUs []string
+	// VerdictDir, when set, keeps for the rest of the boot that the power
+	// PMU's counters did not advance (advance.go), so that a later
+	// process skips the check's 250 ms; `wattrace measure` sets it, the
+	// exporter, which checks once, does not.
+	VerdictDir string
 	// Retry tunes the background retries of configured meters that fail
 	// at start (5s doubling to 5m when zero); its Log is set by Open.
 	Retry power.RetryOptions

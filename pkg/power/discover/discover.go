@@ -472,6 +472,10 @@ func openRAPL(_ context.Context, e *Env) (power.Meter, string, error) {
 }
 
 func openPerfRAPL(ctx context.Context, e *Env) (power.Meter, string, error) {
+	verdict := verdictPath(e.Cfg.VerdictDir, e.Cfg.ProcfsRoot, e.Cfg.SysfsRoot)
+	if why := stalledThisBoot(verdict); why != "" {
+		return nil, "", fmt.Errorf("%s (found earlier this boot, %s)", why, verdict)
+	}
 	p, err := power.NewPerfRAPL(e.Cfg.SysfsRoot, e.opts())
 	if err != nil {
 		return nil, "", err
@@ -482,6 +486,9 @@ func openPerfRAPL(ctx context.Context, e *Env) (power.Meter, string, error) {
 	}
 	if err := mustAdvance(ctx, p, advanceWindow, 5*time.Millisecond); err != nil {
 		_ = p.Close()
+		if ctx.Err() == nil {
+			rememberStalled(verdict, err)
+		}
 		return nil, "", err
 	}
 	return p, "power PMU opened: powercap unusable", nil
