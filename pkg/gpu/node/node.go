@@ -58,7 +58,7 @@ func Open(cfg Config, log *zap.Logger) (*GPUs, error) {
 	// a node without GPUs (most nodes) says so once, at info.
 	quiet := log.WithOptions(zap.IncreaseLevel(zap.WarnLevel))
 	var srcs []gpu.Source
-	if s, err := nvml.Open(nvml.Options{Mode: cfg.NVML, MaxWatts: cfg.MaxWatts}, quiet); err != nil {
+	if s, err := nvml.Open(nvml.Options{Mode: cfg.NVML, MaxWatts: cfg.MaxWatts, SampleEvery: cfg.SampleEvery}, quiet); err != nil {
 		return nil, fmt.Errorf("gpu.nvml: %w", err)
 	} else if s != nil {
 		srcs = append(srcs, s)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -90,6 +91,10 @@ type Source struct {
 	retryAt  time.Time
 	backoff  time.Duration
 	attempts uint64
+	// mu guards the devices list and the power boards' samples, which
+	// the background sampler reads and adds to.
+	mu            sync.Mutex
+	stop, stopped chan struct{}
 }
 
 type device struct {
@@ -101,10 +106,15 @@ type device struct {
 	// NOT_SUPPORTED (a driver busy initialising), so it is asked again at
 	// each read until it answers or says it is not supported.
 	probe bool
-	seen  uint64 // last process-utilization timestamp, µs
-	util  bool   // GetProcessUtilization supported
-	usage map[int]float64
-	pids  map[int][]gonvml.ProcessUtilizationSample
+	// pw integrates a board's power samples (boards without the energy
+	// counter); sampleErr is why its latest sample failed.
+	pw        gpu.Trapezoid
+	sampleErr error
+	maxW      float64
+	seen      uint64 // last process-utilization timestamp, µs
+	util      bool   // GetProcessUtilization supported
+	usage     map[int]float64
+	pids      map[int][]gonvml.ProcessUtilizationSample
 	// gpm: the board supports GPM (Hopper and newer), so MIG instances
 	// are weighted by their measured SM activity; two samples per
 	// instance, alternating.
@@ -199,9 +209,15 @@ func New(lib gonvml.Interface, opts Options, log *zap.Logger) (*Source, error) {
 		log = zap.NewNop()
 	}
 	s := &Source{lib: lib, log: log, opts: opts, rejects: reading.NewRejects("nvml", log), meters: map[string]*gpu.Meter{}}
-	switch err := s.start(); {
-	case errors.Is(err, errNoDriver):
+	err := s.start()
+	if errors.Is(err, errNoDriver) {
 		return nil, err
+	}
+	if opts.SampleEvery > 0 {
+		s.stop, s.stopped = make(chan struct{}), make(chan struct{})
+		go s.sampler(opts.SampleEvery)
+	}
+	switch {
 	case err != nil:
 		s.degrade(err, time.Time{})
 		log.Warn("NVIDIA GPU source down, retrying in the background; CPU and node energy are unaffected", zap.Error(err))
@@ -234,14 +250,24 @@ func (s *Source) start() error {
 			zap.Strings("missing", s.feat.missing))
 	}
 	s.freeSamples()
-	s.devs, s.list = s.devs[:0], s.list[:0]
+	var devs []*device
+	var list []gpu.Device
+	defer func() {
+		s.mu.Lock()
+		s.devs, s.list = devs, list
+		s.mu.Unlock()
+	}()
 	for i := 0; i < n; i++ {
 		h, ret := lib.DeviceGetHandleByIndex(i)
 		if ret != gonvml.SUCCESS {
 			s.log.Warn("NVML device skipped", zap.Int("index", i), zap.String("error", ret.Error()))
 			continue
 		}
-		d := &device{h: h, util: s.feat.procUtil, usage: map[int]float64{}, pids: map[int][]gonvml.ProcessUtilizationSample{}}
+		d := &device{h: h, util: s.feat.procUtil, usage: map[int]float64{}, pids: map[int][]gonvml.ProcessUtilizationSample{},
+			maxW: s.opts.MaxWatts}
+		if d.maxW <= 0 {
+			d.maxW = gpu.DefaultMaxWatts
+		}
 		d.dev = gpu.Device{Index: i, Vendor: gpu.NVIDIA, Source: "nvml"}
 		d.dev.UUID, _ = h.GetUUID()
 		d.dev.Model, _ = h.GetName()
@@ -267,8 +293,8 @@ func (s *Source) start() error {
 				d.gpm, d.samples = true, map[int]*gpmPair{}
 			}
 		}
-		s.devs = append(s.devs, d)
-		s.list = append(s.list, d.dev)
+		devs = append(devs, d)
+		list = append(list, d.dev)
 	}
 	return nil
 }
@@ -307,7 +333,9 @@ func (s *Source) degrade(err error, now time.Time) {
 		s.backoff = min(2*s.backoff, retryMax)
 	}
 	s.retryAt = now.Add(s.backoff)
-	s.devs, s.list = s.devs[:0], s.list[:0]
+	s.mu.Lock()
+	s.devs, s.list = nil, nil
+	s.mu.Unlock()
 }
 
 // Down reports why the source is down, nil while it is up.
@@ -330,9 +358,20 @@ func pciAddr(p gonvml.PciInfo) string {
 	return fmt.Sprintf("%04x:%02x:%02x.0", p.Domain, p.Bus, p.Device)
 }
 
-func (s *Source) Name() string              { return "nvml" }
-func (s *Source) Devices() []gpu.Device     { return slices.Clone(s.list) }
-func (s *Source) Close() error              { s.freeSamples(); s.lib.Shutdown(); return nil }
+func (s *Source) Name() string          { return "nvml" }
+func (s *Source) Devices() []gpu.Device { return slices.Clone(s.list) }
+
+// Close stops the sampler, frees the GPM samples and shuts NVML down.
+func (s *Source) Close() error {
+	if s.stop != nil {
+		close(s.stop)
+		<-s.stopped
+		s.stop = nil
+	}
+	s.freeSamples()
+	s.lib.Shutdown()
+	return nil
+}
 func (s *Source) Rejects() *reading.Rejects { return s.rejects }
 
 // Health reports one entry per device ever seen; while the source is
@@ -415,13 +454,26 @@ func (s *Source) read(d *device, now time.Time) (gpu.Reading, gonvml.Return) {
 			r.EnergyJ, r.OK = d.meter.Counter(float64(mj)/1e3, now)
 		}
 	} else {
+		// The power sampled within the interval (in the background) and
+		// at its end (now), integrated with the trapezoid rule, through
+		// the meter's counter validation as any energy counter.
 		r.Method = gpu.PowerIntegrated
-		mw, ret := d.h.GetPowerUsage()
-		eret = ret
-		if ret != gonvml.SUCCESS {
-			d.meter.Fail(fmt.Errorf("power: %s", ret.Error()), now)
-		} else {
-			r.EnergyJ, r.OK = d.meter.Power(float64(mw)/1e3, now)
+		eret = s.samplePower(d, now)
+		s.mu.Lock()
+		j, at := d.pw.Integrate(now)
+		serr := d.sampleErr
+		s.mu.Unlock()
+		switch {
+		case serr != nil:
+			// The interval's end is unknown: nothing is credited now,
+			// and the next read's energy spans the gap.
+			d.meter.Fail(fmt.Errorf("power sample: %v", serr), now)
+		case at.IsZero():
+			d.meter.Fail(errors.New("no power sample yet"), now)
+		case !at.Equal(now):
+			d.meter.Fail(errors.New("no power sample at the read"), now)
+		default:
+			r.EnergyJ, r.OK = d.meter.Counter(j, now)
 		}
 	}
 	r.Interval, r.PowerW = d.meter.Interval(), d.meter.PowerW()
@@ -460,6 +512,51 @@ func (s *Source) read(d *device, now time.Time) (gpu.Reading, gonvml.Return) {
 	return r, eret
 }
 
+// samplePower samples a power board once at now; ret is NVML's answer.
+func (s *Source) samplePower(d *device, now time.Time) gonvml.Return {
+	mw, ret := d.h.GetPowerUsage()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ret != gonvml.SUCCESS {
+		d.sampleErr = fmt.Errorf("power: %s", ret.Error())
+		return ret
+	}
+	w := float64(mw) / 1e3
+	if err := reading.CheckGauge(w, d.maxW); err != nil {
+		s.rejects.Add(err, d.dev.Key()+" power")
+		d.sampleErr = err
+		return ret
+	}
+	d.sampleErr = nil
+	d.pw.Add(now, w)
+	return ret
+}
+
+// sampler samples the power boards every interval until Close.
+func (s *Source) sampler(every time.Duration) {
+	defer close(s.stopped)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case now := <-t.C:
+			var power []*device
+			s.mu.Lock()
+			for _, d := range s.devs {
+				if !d.counter {
+					power = append(power, d)
+				}
+			}
+			s.mu.Unlock()
+			for _, d := range power {
+				s.samplePower(d, now)
+			}
+		}
+	}
+}
+
 // probeEnergy asks again for the energy counter a start-up error denied.
 // Once it answers, this interval's energy stays the power integration's
 // and the counter's reading is the baseline of the next: the meter
@@ -468,7 +565,10 @@ func (s *Source) probeEnergy(d *device, now time.Time) {
 	mj, ret := d.h.GetTotalEnergyConsumption()
 	switch ret {
 	case gonvml.SUCCESS:
+		s.mu.Lock()
 		d.counter, d.probe = true, false
+		d.pw.Reset()
+		s.mu.Unlock()
 		d.meter.Restart()
 		d.meter.Counter(float64(mj)/1e3, now)
 		s.log.Info("NVIDIA GPU energy counter answers now; energy is read from it", zap.String("gpu", d.dev.Key()))

@@ -254,3 +254,57 @@ func TestMIGListingFailureHasAReason(t *testing.T) {
 		t.Errorf("after a good listing: usage unknown %v, %d instances, health %+v", rs[0].UsageUnknown, len(rs[0].Instances), src.Health()[0])
 	}
 }
+
+// A board without the energy counter: its power, sampled within the
+// interval and at its end, is integrated with the trapezoid rule, as
+// amdgpu's is. 100 W at the start, 500 W half-way, 300 W at the end of
+// a 1 s interval is 150 + 200 = 350 J; one sample per interval taken as
+// a rectangle said 300 J.
+func TestPowerBoardTrapezoid(t *testing.T) {
+	srv, bs := twoGPUs(t)
+	bs[0].NoEnergy = true
+	src, _ := New(srv, Options{}, nil)
+	defer src.Close()
+	bs[0].PowerMW = 100_000
+	if rs, _ := src.Read(context.Background(), t0); rs[0].OK || rs[0].Method != gpu.PowerIntegrated {
+		t.Fatalf("first read: %+v", rs[0])
+	}
+	bs[0].PowerMW = 500_000
+	src.samplePower(src.devs[0], t0.Add(500*time.Millisecond))
+	bs[0].PowerMW = 300_000
+	rs, _ := src.Read(context.Background(), t0.Add(time.Second))
+	if !rs[0].OK || !near(rs[0].EnergyJ, 350) || rs[0].Interval != time.Second {
+		t.Errorf("interval: %v J over %v (ok %v), want 350 J over 1s", rs[0].EnergyJ, rs[0].Interval, rs[0].OK)
+	}
+	// A sample above the board's ceiling is rejected, not integrated.
+	bs[0].PowerMW = 5_000_000
+	src.samplePower(src.devs[0], t0.Add(1500*time.Millisecond))
+	bs[0].PowerMW = 300_000
+	rs, _ = src.Read(context.Background(), t0.Add(2*time.Second))
+	if !rs[0].OK || !near(rs[0].EnergyJ, 300) {
+		t.Errorf("after a rejected sample: %v J, want 300 J", rs[0].EnergyJ)
+	}
+}
+
+// With SampleEvery the board is sampled in the background between reads.
+func TestPowerBoardSampledInTheBackground(t *testing.T) {
+	srv, bs := twoGPUs(t)
+	bs[0].NoEnergy = true
+	bs[0].PowerMW = 200_000
+	src, _ := New(srv, Options{SampleEvery: 10 * time.Millisecond}, nil)
+	defer src.Close()
+	start := time.Now()
+	_, _ = src.Read(context.Background(), start)
+	time.Sleep(100 * time.Millisecond)
+	src.mu.Lock()
+	n := len(src.devs[0].pw.Pending())
+	src.mu.Unlock()
+	if n < 3 {
+		t.Errorf("%d background samples in 100 ms at 10 ms", n)
+	}
+	end := time.Now()
+	rs, _ := src.Read(context.Background(), end)
+	if !rs[0].OK || !near(rs[0].EnergyJ, 200*end.Sub(start).Seconds()) {
+		t.Errorf("%v J over %v, want 200 W's", rs[0].EnergyJ, end.Sub(start))
+	}
+}
