@@ -60,27 +60,14 @@ type card struct {
 	counter bool
 	// usage merges DRM and KFD usage (reused).
 	usage map[int]float64
-	// For power cards: the energy integrated so far with the trapezoid
-	// rule over the samples (joules), and the last accepted sample.
-	joules float64
-	prevW  float64
-	prevT  time.Time
-	// sampleErr is why the latest sample failed or was rejected.
+	// For power cards: the samples integrated with the trapezoid rule
+	// (shared with NVML's power boards), and why the latest sample
+	// failed or was rejected.
+	pw        gpu.Trapezoid
 	sampleErr error
-	// pending are samples not integrated yet.
-	pending []powerSample
 	// busy is amdgpu's gpu_busy_percent, the whole card's utilization
 	// (graphics, DRM and ROCm/KFD work alike); "" when absent.
 	busy string
-}
-
-// maxPending bounds a card's samples awaiting a read (an hour at 1 s).
-const maxPending = 3600
-
-// powerSample is one power reading of a card and when it was taken.
-type powerSample struct {
-	t time.Time
-	w float64
 }
 
 // Source reads the DRM cards found at Open.
@@ -223,37 +210,8 @@ func (s *Source) sample(now time.Time) {
 			c.sampleErr = err
 			continue
 		}
-		if len(c.pending) >= maxPending {
-			// No read for a long while: keep the newest samples.
-			c.pending = append(c.pending[:0], c.pending[len(c.pending)/2:]...)
-		}
-		c.pending = append(c.pending, powerSample{now, w})
+		c.pw.Add(now, w)
 	}
-}
-
-// integrate folds c's pending samples taken up to now into its energy
-// with the trapezoid rule, as the hwmon meter does, in time order; samples
-// taken after now (the sampler's clock ran ahead of the loop's) wait for
-// the next read, and one not newer than the last folded is dropped, so no
-// span is integrated twice. Called with s.mu held.
-func (c *card) integrate(now time.Time) {
-	slices.SortFunc(c.pending, func(a, b powerSample) int { return a.t.Compare(b.t) })
-	k := 0
-	for _, p := range c.pending {
-		if p.t.After(now) {
-			c.pending[k] = p
-			k++
-			continue
-		}
-		if !c.prevT.IsZero() {
-			if !p.t.After(c.prevT) {
-				continue
-			}
-			c.joules += (c.prevW + p.w) / 2 * p.t.Sub(c.prevT).Seconds()
-		}
-		c.prevW, c.prevT = p.w, p.t
-	}
-	c.pending = c.pending[:k]
 }
 
 // probe returns the card at dir, or nil and why not ("" for cards of
@@ -431,8 +389,8 @@ func (s *Source) Read(_ context.Context, now time.Time) ([]gpu.Reading, error) {
 			// validation as any energy counter.
 			s.sample(now)
 			s.mu.Lock()
-			c.integrate(now)
-			j, at, serr := c.joules, c.prevT, c.sampleErr
+			j, at := c.pw.Integrate(now)
+			serr := c.sampleErr
 			s.mu.Unlock()
 			switch {
 			case serr != nil:

@@ -240,7 +240,7 @@ func TestAMDGPUPowerTrapezoid(t *testing.T) {
 	for deadline := time.Now().Add(5 * time.Second); !sampled && time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond)
 		bg.mu.Lock()
-		sampled = len(bg.cards[0].pending) > 0
+		sampled = len(bg.cards[0].pw.Pending()) > 0
 		bg.mu.Unlock()
 	}
 	if err := bg.Close(); err != nil || !sampled {
