@@ -83,6 +83,7 @@ func Open(ctx context.Context, cfg Config, log *zap.Logger) (*Node, error) {
 	}
 	pc := cfg.Power
 	pc.GPUDevices, pc.GPUAccels = n.GPUDevices, n.GPUAccels
+	pc.GPUPending = n.GPUs != nil && n.GPUs.Pending()
 	sys := pc.SysfsRoot
 	if sys == "" {
 		sys = "/sys"
@@ -94,7 +95,37 @@ func Open(ctx context.Context, cfg Config, log *zap.Logger) (*Node, error) {
 		return nil, fmt.Errorf("power meter: %w", err)
 	}
 	n.Meter = m
+	if n.GPUs != nil {
+		if pm := pmCounters(m); pm != nil {
+			// What the meters leave out follows the GPU sources' state,
+			// not only their state at start: a source that comes up
+			// later (NVML recovering) takes its accelerators from
+			// pm_counters then.
+			n.GPUs.OnDevices(func(devs []gpu.Device) {
+				read := make(map[int]bool, len(devs))
+				for _, d := range devs {
+					read[d.Index] = true
+				}
+				pm.SkipAccels(read)
+			})
+		}
+	}
 	return n, nil
+}
+
+// pmCounters finds the pm_counters meter among the meters m combines.
+func pmCounters(m power.Meter) *power.PMCounters {
+	switch t := m.(type) {
+	case *power.PMCounters:
+		return t
+	case interface{ Meters() []power.Meter }:
+		for _, x := range t.Meters() {
+			if pm := pmCounters(x); pm != nil {
+				return pm
+			}
+		}
+	}
+	return nil
 }
 
 // GPUZone is the zone socket of a device the GPU sources read: its place

@@ -2,6 +2,7 @@ package compose
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -91,5 +92,109 @@ func TestSkippedHandleKeepsTheAccelMapping(t *testing.T) {
 	}
 	if strings.Join(got, ",") != "gpu/1 10 J" {
 		t.Errorf("meter GPU zones %v, want accel0's 10 J as gpu/1", got)
+	}
+}
+
+// recovering is an NVML that is down at start and lists its devices once
+// up: the state a driver still loading leaves the node in.
+type recovering struct {
+	up   bool
+	devs []gpu.Device
+}
+
+func (r *recovering) Name() string                    { return "nvml" }
+func (r *recovering) Close() error                    { return nil }
+func (r *recovering) Health() []snapshot.SourceHealth { return nil }
+func (r *recovering) Down() error {
+	if r.up {
+		return nil
+	}
+	return errors.New("nvml init: driver not loaded")
+}
+func (r *recovering) Devices() []gpu.Device {
+	if !r.up {
+		return nil
+	}
+	return r.devs
+}
+func (r *recovering) Read(_ context.Context, now time.Time) ([]gpu.Reading, error) {
+	var out []gpu.Reading
+	for _, d := range r.Devices() {
+		out = append(out, gpu.Reading{Device: d, OK: true, Interval: time.Second})
+	}
+	return out, nil
+}
+
+// NVML down at start: pm_counters keeps its accelerator zones, numbered
+// after every accelerator (gpu/2, gpu/3), never where the GPU stage will
+// number the devices it finds later (gpu/0, gpu/1). When NVML comes up,
+// pm_counters stops reporting the accelerators it now reads: each GPU is
+// counted once, before and after, and no zone identity is shared.
+func TestExclusionsFollowAGPUSourceThatRecovers(t *testing.T) {
+	root := t.TempDir()
+	copyTree(t, "../power/testdata/pm-counters", root)
+	nv := &recovering{devs: []gpu.Device{
+		{Index: 0, UUID: "GPU-a", PCIBusID: "0000:3b:00.0", Vendor: gpu.NVIDIA, Source: "nvml"},
+		{Index: 1, UUID: "GPU-b", PCIBusID: "0000:86:00.0", Vendor: gpu.NVIDIA, Source: "nvml"},
+	}}
+	n, err := Open(context.Background(), Config{
+		Power: discover.Config{Source: "auto", SysfsRoot: root, IPMI: "off",
+			LookPath: func(string) (string, error) { return "", os.ErrNotExist }},
+		OpenGPUs: func(node.Config, *zap.Logger) (*node.GPUs, error) {
+			return node.New(node.Config{}, []gpu.Source{nv}, nil, nil), nil
+		},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	gpuZones := func() string {
+		s, err := n.Meter.Read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, z := range s {
+			if z.Zone == "gpu" {
+				got = append(got, fmt.Sprintf("gpu/%d", z.Socket))
+			}
+		}
+		return strings.Join(got, ",")
+	}
+	_ = n.GPUs.Interval(context.Background(), time.Now())
+	if got := gpuZones(); got != "gpu/2,gpu/3" {
+		t.Fatalf("NVML down: pm_counters' GPU zones %q, want gpu/2,gpu/3", got)
+	}
+	nv.up = true
+	iv := n.GPUs.Interval(context.Background(), time.Now())
+	if got := gpuZones(); got != "" {
+		t.Errorf("NVML up: pm_counters still reports %q", got)
+	}
+	for i, d := range iv.Devices {
+		if z := n.GPUZone(d.Reading.Device); z != i {
+			t.Errorf("%s: zone %d, want %d", d.Reading.Device.Key(), z, i)
+		}
+	}
+	// 20 J on accel0 while NVML reads it: the stage's, not pm_counters'.
+	time.Sleep(100 * time.Millisecond)
+	acc0 := filepath.Join(root, "cray", "pm_counters", "accel0_energy")
+	if err := os.WriteFile(acc0, []byte("902234 J\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_ = gpuZones()
+	nv.up = false
+	_ = n.GPUs.Interval(context.Background(), time.Now())
+	s, err := n.Meter.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, z := range s {
+		if z.Zone == "gpu" {
+			got = append(got, fmt.Sprintf("gpu/%d %.0f J", z.Socket, z.Joules))
+		}
+	}
+	if strings.Join(got, ",") != "gpu/2 0 J,gpu/3 0 J" {
+		t.Errorf("NVML down again: pm_counters' GPU zones %q, want them back without the energy NVML counted", got)
 	}
 }

@@ -40,12 +40,16 @@ type PMCounters struct {
 	startup string
 	ctrs    []reading.Counter // one per file: validates each reading against the zone's ceiling
 	totalJ  []float64
+	// skip are accelerators a GPU source came to read after start
+	// (SkipAccels): their counters are still read, never reported.
+	skip map[int]bool
 }
 
 type pmFile struct {
 	name   string // file name, e.g. "accel0_energy"
 	zone   string
 	socket int
+	accel  int // N of accelN_energy; -1 for the other counters
 }
 
 var pmAccelRe = regexp.MustCompile(`^accel([0-9]+)_energy$`)
@@ -67,16 +71,16 @@ func newPMCounters(sysfsRoot string, readFile func(string) ([]byte, error), o Me
 		n := e.Name()
 		switch {
 		case n == "energy":
-			p.files = append(p.files, pmFile{n, ZonePlatform, -1})
+			p.files = append(p.files, pmFile{n, ZonePlatform, -1, -1})
 		case n == "cpu_energy":
-			p.files = append(p.files, pmFile{n, ZonePackage, -1})
+			p.files = append(p.files, pmFile{n, ZonePackage, -1, -1})
 		case n == "memory_energy":
-			p.files = append(p.files, pmFile{n, ZoneDRAM, -1})
+			p.files = append(p.files, pmFile{n, ZoneDRAM, -1, -1})
 		default:
 			if m := pmAccelRe.FindStringSubmatch(n); m != nil {
 				i, err := strconv.Atoi(m[1])
 				if err == nil {
-					p.files = append(p.files, pmFile{n, ZoneGPU, i})
+					p.files = append(p.files, pmFile{n, ZoneGPU, i, i})
 				}
 			}
 		}
@@ -128,8 +132,8 @@ func (p *PMCounters) Name() string { return "pm_counters" }
 func (p *PMCounters) LeaveOutAccels(read map[int]bool, first int) int {
 	var kept []int
 	for _, f := range p.files {
-		if f.zone == ZoneGPU && !read[f.socket] {
-			kept = append(kept, f.socket)
+		if f.zone == ZoneGPU && !read[f.accel] {
+			kept = append(kept, f.accel)
 		}
 	}
 	sort.Ints(kept)
@@ -141,15 +145,38 @@ func (p *PMCounters) LeaveOutAccels(read map[int]bool, first int) int {
 	var ctrs []reading.Counter
 	for i, f := range p.files {
 		if f.zone == ZoneGPU {
-			if read[f.socket] {
+			if read[f.accel] {
 				continue
 			}
-			f.socket = renumber[f.socket]
+			f.socket = renumber[f.accel]
 		}
 		files, ctrs = append(files, f), append(ctrs, p.ctrs[i])
 	}
 	p.files, p.ctrs, p.totalJ = files, ctrs, make([]float64, len(files))
 	return len(files)
+}
+
+// Accels is how many accelN_energy counters the node has.
+func (p *PMCounters) Accels() int {
+	n := 0
+	for _, f := range p.files {
+		if f.zone == ZoneGPU {
+			n++
+		}
+	}
+	return n
+}
+
+// SkipAccels stops reporting the accelerators in read: a GPU source
+// that was down at start (NVML) reads them per device now, and the two
+// must not both count them. Exclusions follow the sources' state, not
+// only their state at start; an accelerator the source no longer reads
+// (it went down) is reported again, resuming from its total before the
+// skip: the energy in between was the source's.
+func (p *PMCounters) SkipAccels(read map[int]bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.skip = read
 }
 
 // Estimated implements Meter.
@@ -172,14 +199,19 @@ func (p *PMCounters) Read() ([]ZoneSample, error) {
 		}
 	}
 	p.startup = startup
-	out := make([]ZoneSample, len(p.files))
+	out := make([]ZoneSample, 0, len(p.files))
 	for i, f := range p.files {
 		d, err := p.ctrs[i].Observe(float64(cur[i]), now)
 		if err != nil {
 			p.tall.Reject(err, filepath.Join(p.dir, f.name))
 		}
+		if f.accel >= 0 && p.skip[f.accel] {
+			// Read, so its counter's baseline stays current; its energy
+			// is the GPU source's meanwhile, never added here.
+			continue
+		}
 		p.totalJ[i] += d
-		out[i] = ZoneSample{Zone: f.zone, Socket: f.socket, Joules: p.totalJ[i]}
+		out = append(out, ZoneSample{Zone: f.zone, Socket: f.socket, Joules: p.totalJ[i]})
 	}
 	return out, nil
 }

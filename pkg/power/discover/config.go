@@ -77,6 +77,12 @@ type Config struct {
 	// could open. Without them, the stage's devices are taken to be
 	// accel0 … accel(len−1).
 	GPUAccels []int
+	// GPUPending: a GPU source is open but down (NVML failing at start),
+	// so the stage may read more devices later. The meters' GPU zones are
+	// then numbered after every accelerator the node has, never where the
+	// stage's later zones will be; which of them the meters stop
+	// reporting follows the stage (pkg/compose).
+	GPUPending bool
 	// APUs are the PCI addresses of AMD APUs, whose amdgpu power sensor
 	// reports the whole socket, CPU included: never a GPU zone, since the
 	// package zone counts that energy already.

@@ -507,7 +507,13 @@ func openPMCounters(_ context.Context, e *Env) (power.Meter, string, error) {
 		}
 		read[n] = true
 	}
-	if pm.LeaveOutAccels(read, len(e.Cfg.GPUDevices)) == 0 {
+	first := len(e.Cfg.GPUDevices)
+	if e.Cfg.GPUPending {
+		// The stage will number devices it finds later from 0 on: the
+		// meter's zones start after every accelerator the node has.
+		first = max(first, pm.Accels())
+	}
+	if pm.LeaveOutAccels(read, first) == 0 {
 		return nil, "its only counters are GPUs the GPU stage reads per device", nil
 	}
 	if _, err := pm.Read(); err != nil {
