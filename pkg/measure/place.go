@@ -274,8 +274,10 @@ func (p *Placement) startFromThread(start func() error) error {
 		serr := start()
 		p.startCharge = threadCPU() - t0
 		if err := os.WriteFile(filepath.Join(p.mount, home, "tasks"), []byte(tid), 0); err != nil {
-			// Stays locked: the thread ends with this goroutine.
-			done <- errors.Join(serr, fmt.Errorf("move the starting thread back to %s: %w", home, err))
+			// Stays locked: the thread, still in the command's cgroup,
+			// ends with this goroutine, and measure goes on without it.
+			// The command started all the same.
+			done <- serr
 			return
 		}
 		runtime.UnlockOSThread()
