@@ -1,6 +1,7 @@
-// Package compose opens the node's energy sources, the GPU sources and the
-// meters, in the one order and with the one set of exclusions that both
-// the exporter and `wattrace measure` use: the meters leave out the GPU
+// Package compose opens the node's sources, the per-task CPU accounting
+// (accounting.go), the GPU sources and the meters, in the one order and
+// with the one set of exclusions that both the exporter and `wattrace
+// measure` use: the meters leave out the GPU
 // zones of the devices the GPU sources read per device (hwmon's amdgpu,
 // i915 and xe chips; pm_counters' accelN zones) and every APU's socket
 // sensor. A rule about which meter counts what is written here (or in the

@@ -257,16 +257,23 @@ func setup(o *Options, e *Env, rep *Report, gpus func(node.Config, *zap.Logger) 
 		rep.Warnings = append(rep.Warnings, sweepStale(parent)...)
 	}
 	if o.Accounting == AcctAuto || o.Accounting == AcctBPF {
-		a, err := bpfloader.Load(bpfloader.Options{Hierarchy: h, Log: log})
+		// The exporter's accounting, through the same composition; where
+		// BPF cannot load, measure falls back to the command's own cgroup
+		// (below), not to procfs.
+		mode := compose.AcctAuto
+		if o.Accounting == AcctBPF {
+			mode = compose.AcctBPF
+		}
+		a, err := compose.OpenAccounting(compose.AccountingConfig{Mode: mode, Hierarchy: h, NoProcfs: true}, log)
 		switch {
-		case err == nil:
-			closers = append(closers, func() { _ = a.Close() })
-			e.Acct = a
-			rep.Accounting = bpfloader.Mode
-		case o.Accounting == AcctBPF:
+		case err != nil:
 			return closeAll, fmt.Errorf("BPF accounting: %w", err)
+		case a.BPF != nil:
+			closers = append(closers, func() { _ = a.BPF.Close() })
+			e.Acct = a.BPF
+			rep.Accounting = bpfloader.Mode
 		default:
-			rep.Warnings = append(rep.Warnings, "BPF accounting unavailable: "+err.Error())
+			rep.Warnings = append(rep.Warnings, "BPF accounting unavailable: "+a.Fallback.Error())
 		}
 	}
 	if e.Acct == nil && o.Accounting != AcctRusage {
