@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/procfs"
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/wattrace/wattrace/pkg/bpfloader"
 	"github.com/wattrace/wattrace/pkg/carbon"
@@ -98,6 +99,9 @@ func mainWith(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		e.OpenStdin = func() (*os.File, error) { return os.Open(file) }
 	}
 	rep := Report{Cgroup: PlaceNone, Accounting: "rusage+procfs"}
+	if o.Input == "" && o.Repeat+o.Warmup > 1 && stdinIsData(stdin) {
+		rep.Warnings = append(rep.Warnings, "the runs share measure's stdin, which the first may consume: --input FILE gives every run the whole file, --input null none")
+	}
 	closeAll, err := setup(&o, e, &rep, gpus)
 	defer closeAll()
 	if err != nil {
@@ -122,6 +126,17 @@ func mainWith(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return fail(ExitSetup, fmt.Errorf("write report: %w", werr))
 	}
 	return exitCode(rep, err)
+}
+
+// stdinIsData: stdin is a file or a pipe, not a terminal, so a run can
+// read it to its end and leave the next run nothing.
+func stdinIsData(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err != nil
 }
 
 func isStart(err error) bool {

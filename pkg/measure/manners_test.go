@@ -266,3 +266,30 @@ func TestCtrlCFromTheTerminalWithStdinRedirected(t *testing.T) {
 		}
 	}
 }
+
+// Repeated runs on measure's own stdin, a file: a warning says the first
+// run may consume it and --input gives each run the file.
+func TestSharedStdinWarned(t *testing.T) {
+	testenv.RequireRoot(t)
+	sys := fixturePower(t, wattsPerCPU)
+	in := filepath.Join(t.TempDir(), "in")
+	if err := os.WriteFile(in, []byte("abc"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out, errb strings.Builder
+	code := Main(context.Background(), []string{"--path.sysfs", sys, "--json", "-r", "2", "--", "cat"}, f, &out, &errb, []string{"measure"})
+	if code != 0 {
+		t.Fatalf("status %d: %s", code, errb.String())
+	}
+	if out.String() != "abc" {
+		t.Errorf("stdout %q: the first run reads the file, the second nothing", out.String())
+	}
+	if !strings.Contains(errb.String(), "--input FILE gives every run the whole file") {
+		t.Errorf("no warning in %s", errb.String())
+	}
+}
