@@ -121,7 +121,7 @@ func TestOpenMeterEstimatorOverrides(t *testing.T) {
 	cfg.Path.Sysfs = t.TempDir()  // no powercap, no cpu list
 	cfg.Power.MinWattsPerCPU, cfg.Power.MaxWattsPerCPU = 1, 4
 	cfg.Power.IPMI = "off"
-	m, err := openMeter(context.Background(), cfg, 0, nil, zap.NewNop())
+	m, err := openMeter(context.Background(), cfg, 0, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestOpenMeterEstimatorOverrides(t *testing.T) {
 		t.Errorf("auto without RAPL gave %s (estimated %v), want the estimator", m.Name(), m.Estimated())
 	}
 	cfg.Power.Source = "rapl"
-	if _, err := openMeter(context.Background(), cfg, 0, nil, zap.NewNop()); err == nil || !strings.Contains(err.Error(), "power.source=rapl") {
+	if _, err := openMeter(context.Background(), cfg, 0, zap.NewNop()); err == nil || !strings.Contains(err.Error(), "power.source=rapl") {
 		t.Errorf("forced RAPL without RAPL: %v, want an error naming power.source=rapl", err)
 	}
 }
@@ -140,7 +140,7 @@ func TestOpenMeterDiscovers(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Path.Sysfs = "../../pkg/power/testdata/pm-counters"
 	cfg.Power.IPMI = "off"
-	m, err := openMeter(context.Background(), cfg, 0, nil, zap.NewNop())
+	m, err := openMeter(context.Background(), cfg, 0, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,8 +41,7 @@ var parts = []part{
 	{"cgroup hierarchy", openHierarchy},
 	{"node", readNode},
 	{"accounting", openAccountingPart},
-	{"GPUs", openGPUsPart},
-	{"meter", openMeterPart},
+	{"GPUs and meters", openSourcesPart},
 	{"workloads", openWorkloadsPart},
 	{"profiler", openProfiler},
 	{"cgroup names", openCgroupNames},
@@ -65,7 +63,6 @@ type state struct {
 	cpus    int         // online CPUs, read once
 	sockets map[int]int // CPU → socket; nil: one socket
 	acc     accounting
-	gpuDevs []string // PCI addresses of the devices the GPU stage reads
 	meter   power.Meter
 	ids     *workload.Resolver // names workloads; nil when nothing needs it
 	// stats are the loop's optional stages' options, added by their parts.
@@ -168,30 +165,21 @@ func openAccountingPart(cfg *config.Config, st *state, c *components) error {
 	return nil
 }
 
-// openGPUsPart opens the GPUs before the meter: the meters leave out the
-// GPU zones of the devices the GPU stage reads itself.
-func openGPUsPart(cfg *config.Config, st *state, c *components) error {
-	gpus, devs, err := openGPUs(cfg, c)
+// openSourcesPart opens the GPU sources and the meters through the
+// composition `wattrace measure` shares (pkg/compose): the meters leave
+// out the GPU zones of the devices the GPU stage reads itself.
+func openSourcesPart(cfg *config.Config, st *state, c *components) error {
+	n, err := openSources(c.ctx, cfg, st.cpus, c.log)
 	if err != nil {
 		return err
 	}
-	if gpus != nil {
-		st.stats = append(st.stats, gpus)
+	// Closes the GPU sources, logs out of Redfish, closes /dev/ipmi0 and
+	// perf descriptors.
+	c.closeLater("GPU sources and meters", n)
+	if g := gpuStage(cfg, n, c.log.Named("gpu")); g != nil {
+		st.stats = append(st.stats, g)
 	}
-	st.gpuDevs = devs
-	return nil
-}
-
-func openMeterPart(cfg *config.Config, st *state, c *components) error {
-	m, err := openMeter(c.ctx, cfg, st.cpus, st.gpuDevs, c.log)
-	if err != nil {
-		return err
-	}
-	if cl, ok := m.(io.Closer); ok {
-		// Logs out of Redfish, closes /dev/ipmi0 and perf descriptors.
-		c.closeLater("meter", cl)
-	}
-	st.meter = m
+	st.meter = n.Meter
 	return nil
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -10,8 +11,8 @@ import (
 	"github.com/wattrace/wattrace/pkg/alloy"
 	"github.com/wattrace/wattrace/pkg/bpfloader"
 	"github.com/wattrace/wattrace/pkg/cgroup"
+	"github.com/wattrace/wattrace/pkg/compose"
 	"github.com/wattrace/wattrace/pkg/config"
-	"github.com/wattrace/wattrace/pkg/procfs"
 	"github.com/wattrace/wattrace/pkg/profiling"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/stats"
@@ -31,45 +32,24 @@ type accounting struct {
 // probes and the BPF program statistics exist only then.
 func (a accounting) bpfMode() bool { return a.src.Mode() == bpfloader.Mode }
 
-// openAccounting picks the per-task CPU accounting source. In auto mode a
-// BPF failure is not fatal: procfs works everywhere, just less precisely,
+// openAccounting picks the per-task CPU accounting source, through the
+// composition `wattrace measure` shares (pkg/compose). In auto mode a BPF
+// failure is not fatal: procfs works everywhere, just less precisely,
 // and wattrace_accounting_mode tells which one runs.
 func openAccounting(cfg *config.Config, hier cgroup.Hierarchy, res *cgroup.Resolver, cpus int, log *zap.Logger) (accounting, error) {
-	openProcfs := func() (usage.Source, error) {
-		s, err := procfs.New(procfs.Options{ProcfsRoot: cfg.Path.Procfs, Hierarchy: hier, Resolver: res,
-			Logger: log.Named("procfs"), CPUs: cpus})
-		if err != nil {
-			return nil, fmt.Errorf("procfs accounting: %w", err)
-		}
-		return s, nil
-	}
-	switch cfg.Accounting.Mode {
-	case "procfs":
-		s, err := openProcfs()
-		if err != nil {
-			return accounting{}, fmt.Errorf("accounting.mode=procfs: %w", err)
-		}
-		log.Info("accounting mode", zap.String("mode", s.Mode()))
-		return accounting{src: s}, nil
-	case "bpf", "auto":
-		acc, err := bpfloader.Load(bpfloader.Options{Hierarchy: hier, Log: log.Named("bpf")})
-		if err == nil {
-			log.Info("accounting mode", zap.String("mode", acc.Mode()))
-			return accounting{src: acc, bpf: acc}, nil
-		}
-		if cfg.Accounting.Mode == "bpf" {
-			return accounting{}, fmt.Errorf("accounting.mode=bpf: loading BPF programs: %w", err)
-		}
-		log.Warn("BPF accounting unavailable, falling back to procfs; set accounting.mode=bpf to make this fatal", zap.Error(err))
-		s, perr := openProcfs()
-		if perr != nil {
-			return accounting{}, fmt.Errorf("accounting.mode=auto: BPF failed (%v) and %w", err, perr)
-		}
-		log.Info("accounting mode", zap.String("mode", s.Mode()))
-		return accounting{src: s}, nil
-	default:
+	acc, err := compose.OpenAccounting(compose.AccountingConfig{Mode: cfg.Accounting.Mode, Hierarchy: hier,
+		Resolver: res, ProcfsRoot: cfg.Path.Procfs, CPUs: cpus}, log)
+	switch {
+	case errors.Is(err, compose.ErrAccountingMode):
 		return accounting{}, fmt.Errorf("invalid value %q for accounting.mode: allowed %v", cfg.Accounting.Mode, config.AccountingModes)
+	case err != nil:
+		return accounting{}, fmt.Errorf("accounting.mode=%s: %w", cfg.Accounting.Mode, err)
 	}
+	if acc.Fallback != nil {
+		log.Warn("BPF accounting unavailable, falling back to procfs; set accounting.mode=bpf to make this fatal", zap.Error(acc.Fallback))
+	}
+	log.Info("accounting mode", zap.String("mode", acc.Src.Mode()))
+	return accounting{src: acc.Src, bpf: acc.BPF}, nil
 }
 
 // openWorkloads builds the resolver that names cgroups after the workloads

@@ -90,6 +90,9 @@ var Layers = map[string]Layer{
 	"pkg/gpu":          Sources,
 	"pkg/gpu/...":      Sources,
 	"pkg/carbon":       Sources,
+	// The node's energy sources composed once, with the exclusions
+	// between them, for the exporter and measure alike.
+	"pkg/compose": Sources,
 	// The units store, its feeders (TSDB updater, Slurm) and its API: they
 	// read the TSDB and the managers, never the exporter's loop (see Only).
 	"pkg/units/...": Sources,

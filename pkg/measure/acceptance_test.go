@@ -416,9 +416,10 @@ func TestUnprivilegedFallback(t *testing.T) {
 	}
 }
 
-// The helper's systemd half (systemd itself is not on the test machines):
-// started with the report variable it writes its own cgroup to fd 3,
-// then execs the command.
+// The helper (systemd scopes; systemd itself is not on the test
+// machines): started with the report variable it writes its own cgroup
+// to fd 3, then execs the command's path with argv[0] as the user gave
+// it.
 func TestHelperReportsItsCgroup(t *testing.T) {
 	h, err := cgroup.Detect("/proc", "", "auto")
 	if err != nil {
@@ -429,7 +430,7 @@ func TestHelperReportsItsCgroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(self, "measure", "--", "/bin/sh", "-c", "echo ran")
+	cmd := exec.Command(self, "measure", "--", "/bin/sh", "my-sh", "-c", `echo ran as "$0"`)
 	cmd.Env = append(os.Environ(), helperReport+"="+string(h.Kind))
 	cmd.ExtraFiles = []*os.File{w}
 	var out bytes.Buffer
@@ -446,18 +447,19 @@ func TestHelperReportsItsCgroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(path) != want || out.String() != "ran\n" {
+	if string(path) != want || out.String() != "ran as my-sh\n" {
 		t.Errorf("helper reported %q and printed %q, want %q and the command's output", path, out.String(), want)
 	}
 	// And the wrapping: systemd-run runs the helper in a new scope.
 	p := newScope("/usr/bin/systemd-run", h)
 	c := exec.Command("/bin/true", "a")
+	c.Args[0] = "true"
 	if _, err := p.prepare(c, "/bin/wattrace", []string{"measure"}); err != nil {
 		t.Fatal(err)
 	}
 	got := strings.Join(c.Args, " ")
 	if !strings.HasPrefix(got, "/usr/bin/systemd-run --scope --quiet --collect --unit="+p.scope+" -p CPUAccounting=yes") ||
-		!strings.HasSuffix(got, "-- /bin/wattrace measure -- /bin/true a") || c.Path != "/usr/bin/systemd-run" {
+		!strings.HasSuffix(got, "-- /bin/wattrace measure -- /bin/true true a") || c.Path != "/usr/bin/systemd-run" {
 		t.Errorf("systemd-run argv %q", got)
 	}
 }

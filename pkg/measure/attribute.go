@@ -368,15 +368,15 @@ func (e *Env) baseline(d time.Duration, sleep func(time.Duration) bool) (Baselin
 		b.Watts[zoneKey(z.Zone, z.Socket)] = w
 	}
 	if e.GPUs != nil {
-		for _, g := range gpuRead(context.Background(), e.GPUs, s1.at, func(int) bool { return false }) {
+		for _, g := range e.gpuRead(context.Background(), s1.at, func(int) bool { return false }) {
 			if g.dt <= 0 {
 				continue
 			}
 			w := g.energyJ / g.dt.Seconds()
 			if err := reading.CheckGauge(w, math.MaxFloat64); err != nil {
-				return b, fmt.Errorf("idle baseline of %s: %w", gpuKey(g.dev), err)
+				return b, fmt.Errorf("idle baseline of %s: %w", gpuKey(g), err)
 			}
-			b.Watts[gpuKey(g.dev)] = w
+			b.Watts[gpuKey(g)] = w
 		}
 	}
 	return b, nil

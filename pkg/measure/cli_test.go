@@ -34,6 +34,11 @@ func TestBadInput(t *testing.T) {
 		{"missing binary", []string{"--", "no-such-binary-wattrace"}, ExitNotFound, "no-such-binary-wattrace: executable file not found"},
 		{"missing path", []string{"--", "/nonexistent/x"}, ExitNotFound, "/nonexistent/x"},
 		{"not executable", []string{"--", notExec}, ExitNotExecutable, "permission denied"},
+		// As sh, bash and zsh say: a directory exists, but cannot run.
+		{"a directory", []string{"--", dir}, ExitNotExecutable, "is a directory"},
+		{"bad warmup", []string{"--warmup", "-1", "--", "true"}, ExitUsage, "--warmup"},
+		{"input missing", []string{"--input", "/nonexistent/in", "--", "true"}, ExitUsage, "--input"},
+		{"input a directory", []string{"--input", dir, "--", "true"}, ExitUsage, "is a directory"},
 		{"-o unwritable", []string{"-o", "/nonexistent/dir/report", "--", "true"}, ExitSetup, "-o: open /nonexistent/dir/report"},
 		{"bad country", []string{"--emissions.country", "XX", "--", "true"}, ExitUsage, "--emissions.country"},
 	} {

@@ -10,10 +10,14 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
+	"github.com/wattrace/wattrace/pkg/compose"
 	"github.com/wattrace/wattrace/pkg/gpu"
 	"github.com/wattrace/wattrace/pkg/gpu/node"
 	"github.com/wattrace/wattrace/pkg/model"
 	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/power/discover"
 	"github.com/wattrace/wattrace/pkg/reading"
 )
 
@@ -28,7 +32,11 @@ var _ GPUReader = (*node.GPUs)(nil)
 // gpuSlice is one device over one GPU interval: its energy, and the
 // weights of the command's processes and of everyone's.
 type gpuSlice struct {
-	dev        gpu.Device
+	dev gpu.Device
+	// zone is the device's zone socket: the exporter's numbering (its
+	// place among the composition's GPU devices), never its vendor's
+	// index, which NVML device 0 and DRM card0 share.
+	zone       int
 	energyJ    float64
 	dt         time.Duration
 	cmdW, allW float64
@@ -92,11 +100,20 @@ func parentOf(pid int) int {
 	return ppid
 }
 
+// gpuZone numbers a device as the composition does; without it (tests
+// that build Env themselves), by its index.
+func (e *Env) gpuZone(d gpu.Device) int {
+	if e.GPUZone != nil {
+		return e.GPUZone(d)
+	}
+	return d.Index
+}
+
 // gpuRead takes one GPU interval and keeps, per device with a valid
 // reading, its energy and whose processes weighed what. MIG boards are
 // taken as a whole (their instances' weights scaled by each instance's).
-func gpuRead(ctx context.Context, g GPUReader, now time.Time, member func(int) bool) []gpuSlice {
-	in := g.Interval(ctx, now)
+func (e *Env) gpuRead(ctx context.Context, now time.Time, member func(int) bool) []gpuSlice {
+	in := e.GPUs.Interval(ctx, now)
 	if in == nil {
 		return nil
 	}
@@ -106,7 +123,7 @@ func gpuRead(ctx context.Context, g GPUReader, now time.Time, member func(int) b
 		if !r.OK {
 			continue
 		}
-		s := gpuSlice{dev: r.Device, energyJ: r.EnergyJ, dt: r.Interval}
+		s := gpuSlice{dev: r.Device, zone: e.gpuZone(r.Device), energyJ: r.EnergyJ, dt: r.Interval}
 		add := func(usage map[int]float64, scale float64) {
 			for pid, w := range usage {
 				if !(w > 0 && w <= math.MaxFloat64) {
@@ -127,7 +144,7 @@ func gpuRead(ctx context.Context, g GPUReader, now time.Time, member func(int) b
 	return out
 }
 
-func gpuKey(d gpu.Device) string { return zoneKey(power.ZoneGPU, d.Index) }
+func gpuKey(s gpuSlice) string { return zoneKey(power.ZoneGPU, s.zone) }
 
 // gpuZones splits each device's energy, interval by interval, between the
 // command and the rest by their processes' GPU weights (an interval
@@ -143,19 +160,19 @@ func (a *attribution) gpuZones(slices []gpuSlice) ([]Zone, error) {
 	var order []string
 	var cmdW, allW = map[string]float64{}, map[string]float64{}
 	for _, s := range slices {
-		k := gpuKey(s.dev)
+		k := gpuKey(s)
 		if err := reading.CheckGauge(s.energyJ, math.MaxFloat64); err != nil {
 			return nil, fmt.Errorf("GPU %s: %w", k, err)
 		}
 		z := byDev[k]
 		if z == nil {
-			z = &Zone{Zone: power.ZoneGPU, Socket: s.dev.Index, Source: s.dev.Source, Method: MethodMeasured}
+			z = &Zone{Zone: power.ZoneGPU, Socket: s.zone, Source: s.dev.Source, Method: MethodMeasured}
 			byDev[k] = z
 			order = append(order, k)
 		}
 		dyn, idle := map[key]float64{}, map[key]float64{}
 		res := model.Split(model.Interval[key]{
-			EnergyJ: s.energyJ, IdleJ: a.idleWatts(power.ZoneGPU, s.dev.Index) * s.dt.Seconds(),
+			EnergyJ: s.energyJ, IdleJ: a.idleWatts(power.ZoneGPU, s.zone) * s.dt.Seconds(),
 			Usage: map[key]float64{command: s.cmdW, rest: s.allW - s.cmdW}, Policy: a.policy,
 		}, dyn, idle)
 		z.NodeJ += s.energyJ
@@ -176,8 +193,29 @@ func (a *attribution) gpuZones(slices []gpuSlice) ([]Zone, error) {
 	return out, nil
 }
 
-// gpuConfig is the GPU sources measure opens: the exporter's defaults
-// (NVML and the DRM cards' sysfs), no allocation sources.
-func gpuConfig(o *Options) node.Config {
-	return node.Config{NVML: o.GPU, Sysfs: o.GPU, SysfsRoot: o.SysfsRoot, ProcfsRoot: o.ProcfsRoot}
+// verdictDir is where a stalled power PMU is remembered for the boot
+// (discover.Config.VerdictDir): a tmpfs that reboots empty, root's or
+// the user's own.
+func verdictDir() string {
+	if os.Geteuid() == 0 {
+		return "/run/wattrace"
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "wattrace")
+	}
+	return ""
+}
+
+// composeConfig is the exporter's composition (pkg/compose) from
+// measure's flags: the meter table with its defaults, and the GPU sources
+// without allocation sources (the command's cgroup says whose work is
+// whose).
+func composeConfig(o *Options, gpus func(node.Config, *zap.Logger) (*node.GPUs, error)) compose.Config {
+	return compose.Config{
+		Power: discover.Config{Source: o.PowerSource, SysfsRoot: o.SysfsRoot, ProcfsRoot: o.ProcfsRoot, IPMI: o.IPMI,
+			VerdictDir: verdictDir()},
+		GPU:      node.Config{NVML: o.GPU, Sysfs: o.GPU, SysfsRoot: o.SysfsRoot, ProcfsRoot: o.ProcfsRoot},
+		GPUOff:   o.GPU == "off",
+		OpenGPUs: gpus,
+	}
 }

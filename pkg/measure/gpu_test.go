@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/wattrace/wattrace/internal/testenv"
 	"github.com/wattrace/wattrace/pkg/gpu"
 	"github.com/wattrace/wattrace/pkg/gpu/node"
@@ -140,8 +142,8 @@ func TestGPUShare(t *testing.T) {
 	// this fake GPU. It once made the "command" 0.86 of the samples.
 	marker := fmt.Sprintf("WATTRACE_MEASURE_TEST_GPU=%d-%d", os.Getpid(), time.Now().UnixNano())
 	fake := newFakeGPU(t, 100, marker)
-	gpus := func(*Options) (GPUReader, func(), error) {
-		return node.New(node.Config{}, []gpu.Source{fake}, nil, nil), func() {}, nil
+	gpus := func(node.Config, *zap.Logger) (*node.GPUs, error) {
+		return node.New(node.Config{}, []gpu.Source{fake}, nil, nil), nil
 	}
 	out := filepath.Join(t.TempDir(), "r.json")
 	var stdout, stderr strings.Builder
@@ -177,4 +179,56 @@ func TestGPUShare(t *testing.T) {
 		}
 	}
 	within(t, "total: package + gpu", r.EnergyJ, pkg+g.DynamicJ+g.IdleJ, 1e-9)
+}
+
+// constGPU draws watts on one device, with no process weights.
+type constGPU struct {
+	dev   gpu.Device
+	watts float64
+	last  time.Time
+}
+
+func (c *constGPU) Name() string                    { return c.dev.Source }
+func (c *constGPU) Devices() []gpu.Device           { return []gpu.Device{c.dev} }
+func (c *constGPU) Close() error                    { return nil }
+func (c *constGPU) Health() []snapshot.SourceHealth { return nil }
+func (c *constGPU) Read(_ context.Context, now time.Time) ([]gpu.Reading, error) {
+	dt := now.Sub(c.last)
+	if c.last.IsZero() {
+		dt = 0
+	}
+	c.last = now
+	return []gpu.Reading{{Device: c.dev, OK: true, EnergyJ: c.watts * dt.Seconds(), Method: gpu.Counter,
+		Interval: dt, PowerW: c.watts, Basis: gpu.None}}, nil
+}
+
+// NVML's device 0 and DRM's card0 are two devices with the same vendor
+// index: each is a zone of its own, numbered as the exporter numbers them
+// (gpu/0, gpu/1), and neither's energy lands in the other's.
+func TestGPUZonesKeyedByDeviceNotVendorIndex(t *testing.T) {
+	testenv.RequireRoot(t)
+	sys := fixturePower(t, wattsPerCPU)
+	nv := &constGPU{dev: gpu.Device{Index: 0, UUID: "GPU-nv", PCIBusID: "0000:3b:00.0", Vendor: gpu.NVIDIA, Source: "nvml"}, watts: 100}
+	amd := &constGPU{dev: gpu.Device{Index: 0, PCIBusID: "0000:03:00.0", Vendor: gpu.AMD, Source: "sysfs"}, watts: 40}
+	gpus := func(node.Config, *zap.Logger) (*node.GPUs, error) {
+		return node.New(node.Config{}, []gpu.Source{nv, amd}, nil, nil), nil
+	}
+	out := filepath.Join(t.TempDir(), "r.json")
+	var stdout, stderr strings.Builder
+	args := []string{"--json", "-o", out, "--path.sysfs", sys, "--cgroup=none", "--accounting=rusage", "--", "sleep", "0.3"}
+	if code := mainWith(context.Background(), args, strings.NewReader(""), &stdout, &stderr, []string{"measure"}, gpus); code != 0 {
+		t.Fatalf("status %d: %s", code, stderr.String())
+	}
+	r := readReport(t, out).Runs[0]
+	got := map[string]float64{}
+	for _, z := range r.Zones {
+		if z.Zone == "gpu" {
+			got[fmt.Sprintf("%s/%d", z.Source, z.Socket)] = z.NodeJ / r.WallSeconds
+		}
+	}
+	if len(got) != 2 {
+		t.Fatalf("GPU zones %v, want nvml/0 and sysfs/1", got)
+	}
+	within(t, "nvml/0 power", got["nvml/0"], 100, 0.1)
+	within(t, "sysfs/1 power", got["sysfs/1"], 40, 0.1)
 }

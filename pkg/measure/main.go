@@ -14,13 +14,14 @@ import (
 
 	"github.com/prometheus/procfs"
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/wattrace/wattrace/pkg/bpfloader"
 	"github.com/wattrace/wattrace/pkg/carbon"
 	"github.com/wattrace/wattrace/pkg/cgroup"
+	"github.com/wattrace/wattrace/pkg/compose"
 	"github.com/wattrace/wattrace/pkg/gpu/node"
 	"github.com/wattrace/wattrace/pkg/power"
-	"github.com/wattrace/wattrace/pkg/power/discover"
 )
 
 // Compile-time checks of the seams.
@@ -33,29 +34,13 @@ var (
 // the command's stdout is its own. helperArgs are the arguments that make
 // this binary call Helper ("measure" for the wattrace binary).
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, helperArgs []string) int {
-	return mainWith(ctx, args, stdin, stdout, stderr, helperArgs, openGPUs)
+	return mainWith(ctx, args, stdin, stdout, stderr, helperArgs, nil)
 }
 
-// openGPUs opens the node's GPU sources; nil when there are none.
-func openGPUs(o *Options) (GPUReader, func(), error) {
-	if o.GPU == "off" {
-		return nil, func() {}, nil
-	}
-	g, err := node.Open(gpuConfig(o), zap.NewNop())
-	if err != nil {
-		return nil, func() {}, fmt.Errorf("GPUs: %w", err)
-	}
-	if len(g.Devices()) == 0 {
-		_ = g.Close()
-		return nil, func() {}, nil
-	}
-	return g, func() { _ = g.Close() }, nil
-}
-
-// mainWith is Main with the GPU sources' opener given (tests fake the
-// GPUs, which this machine lacks).
+// mainWith is Main with the GPU sources' opener given (nil: node.Open;
+// tests fake the GPUs, which this machine lacks).
 func mainWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, helperArgs []string,
-	gpus func(*Options) (GPUReader, func(), error)) int {
+	gpus func(node.Config, *zap.Logger) (*node.GPUs, error)) int {
 	if IsHelper() {
 		return Helper(args)
 	}
@@ -72,9 +57,12 @@ func mainWith(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	path, err := exec.LookPath(o.Command[0])
 	if err != nil {
-		code := ExitNotFound
-		if errors.Is(err, os.ErrPermission) || errors.Is(err, exec.ErrNotFound) && fileExists(o.Command[0]) {
-			code = ExitNotExecutable
+		// As the shells: 127 only when there is nothing by that name;
+		// something there that cannot run (no x bit, a directory) is
+		// 126.
+		code := ExitNotExecutable
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, exec.ErrNotFound) && !fileExists(o.Command[0]) {
+			code = ExitNotFound
 		}
 		return fail(code, fmt.Errorf("%s: %w", o.Command[0], unwrapExec(err)))
 	}
@@ -101,8 +89,19 @@ func mainWith(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return fail(ExitSetup, fmt.Errorf("find this binary (for the cgroup helper): %w", err))
 	}
 	e := &Env{Stdin: stdin, Stdout: stdout, Stderr: stderr, Signals: sigs, Self: self, HelperArgs: helperArgs,
-		Settle: 50 * time.Millisecond, CPUs: runtime.NumCPU()}
+		Settle: 250 * time.Millisecond, CPUs: runtime.NumCPU()}
+	switch o.Input {
+	case "":
+	case "null":
+		e.OpenStdin = func() (*os.File, error) { return os.Open(os.DevNull) }
+	default:
+		file := o.Input
+		e.OpenStdin = func() (*os.File, error) { return os.Open(file) }
+	}
 	rep := Report{Cgroup: PlaceNone, Accounting: "rusage+procfs"}
+	if o.Input == "" && o.Repeat+o.Warmup > 1 && stdinIsData(stdin) {
+		rep.Warnings = append(rep.Warnings, "the runs share measure's stdin, which the first may consume: --input FILE gives every run the whole file, --input null none")
+	}
 	closeAll, err := setup(&o, e, &rep, gpus)
 	defer closeAll()
 	if err != nil {
@@ -129,6 +128,17 @@ func mainWith(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	return exitCode(rep, err)
 }
 
+// stdinIsData: stdin is a file or a pipe, not a terminal, so a run can
+// read it to its end and leave the next run nothing.
+func stdinIsData(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err != nil
+}
+
 func isStart(err error) bool {
 	var se startError
 	return errors.As(err, &se)
@@ -150,7 +160,7 @@ func unwrapExec(err error) error {
 
 // setup opens the meter, the accounting and the placement, falling back
 // as the flags allow; the returned function closes what was opened.
-func setup(o *Options, e *Env, rep *Report, gpus func(*Options) (GPUReader, func(), error)) (func(), error) {
+func setup(o *Options, e *Env, rep *Report, gpus func(node.Config, *zap.Logger) (*node.GPUs, error)) (func(), error) {
 	var closers []func()
 	closeAll := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -195,24 +205,38 @@ func setup(o *Options, e *Env, rep *Report, gpus func(*Options) (GPUReader, func
 		rep.CarbonSource = fmt.Sprintf("static %s %d", s.Country.Alpha2, s.Country.Year)
 	}
 
-	m, err := discover.Open(context.Background(), discover.Config{
-		Source: o.PowerSource, SysfsRoot: o.SysfsRoot, ProcfsRoot: o.ProcfsRoot, IPMI: o.IPMI,
-	}, log)
-	if err != nil {
-		return closeAll, fmt.Errorf("power meter: %w", err)
+	// The exporter's composition: the same meters and GPU sources, with
+	// the same exclusions between them. It opens while the cgroup and the
+	// BPF accounting are set up: a meter that must prove its counters
+	// advance (perf RAPL: up to 250 ms where a hypervisor's power PMU
+	// counts nothing) then costs no more than the longer of the two.
+	type opened struct {
+		n   *compose.Node
+		err error
 	}
-	e.Meter = m
-	closers = append(closers, func() {
-		if c, ok := m.(io.Closer); ok {
-			_ = c.Close()
+	sources := make(chan opened, 1)
+	go func() {
+		n, err := compose.Open(context.Background(), composeConfig(o, gpus), log)
+		sources <- opened{n, err}
+	}()
+	joined := false
+	join := func() error {
+		if joined {
+			return nil
 		}
-	})
-	g, closeG, err := gpus(o)
-	if err != nil {
-		return closeAll, err
+		joined = true
+		got := <-sources
+		if got.err != nil {
+			return got.err
+		}
+		closers = append(closers, func() { _ = got.n.Close() })
+		e.Meter = got.n.Meter
+		if got.n.GPUs != nil {
+			e.GPUs, e.GPUZone = got.n.GPUs, got.n.GPUZone
+		}
+		return nil
 	}
-	closers = append(closers, closeG)
-	e.GPUs = g
+	defer func() { _ = join() }() // never leave the meters open behind us
 
 	if n, err := power.OnlineCPUs(o.SysfsRoot); err == nil && n > 0 {
 		e.CPUs = n
@@ -230,27 +254,41 @@ func setup(o *Options, e *Env, rep *Report, gpus func(*Options) (GPUReader, func
 		if o.Cgroup == PlaceAuto {
 			rep.Warnings = append(rep.Warnings, "--accounting=rusage: the command runs without a cgroup of its own")
 		}
-		return closeAll, nil
+		return closeAll, join()
 	}
 	h, err := cgroup.Detect(o.ProcfsRoot, "", o.Hierarchy)
 	if err != nil {
-		return closeAll, fallback(o, rep, fmt.Errorf("cgroup hierarchy: %w", err))
+		return closeAll, errors.Join(fallback(o, rep, fmt.Errorf("cgroup hierarchy: %w", err)), join())
 	}
 	place, how, err := placement(o, h)
 	if err != nil {
-		return closeAll, fallback(o, rep, err)
+		return closeAll, errors.Join(fallback(o, rep, err), join())
+	}
+	if how == PlaceChild {
+		parent := o.CgroupParent
+		if parent == "" {
+			parent = h.Mount
+		}
+		rep.Warnings = append(rep.Warnings, sweepStale(parent)...)
 	}
 	if o.Accounting == AcctAuto || o.Accounting == AcctBPF {
-		a, err := bpfloader.Load(bpfloader.Options{Hierarchy: h, Log: log})
+		// The exporter's accounting, through the same composition; where
+		// BPF cannot load, measure falls back to the command's own cgroup
+		// (below), not to procfs.
+		mode := compose.AcctAuto
+		if o.Accounting == AcctBPF {
+			mode = compose.AcctBPF
+		}
+		a, err := compose.OpenAccounting(compose.AccountingConfig{Mode: mode, Hierarchy: h, NoProcfs: true}, log)
 		switch {
-		case err == nil:
-			closers = append(closers, func() { _ = a.Close() })
-			e.Acct = a
-			rep.Accounting = bpfloader.Mode
-		case o.Accounting == AcctBPF:
+		case err != nil:
 			return closeAll, fmt.Errorf("BPF accounting: %w", err)
+		case a.BPF != nil:
+			closers = append(closers, func() { _ = a.BPF.Close() })
+			e.Acct = a.BPF
+			rep.Accounting = bpfloader.Mode
 		default:
-			rep.Warnings = append(rep.Warnings, "BPF accounting unavailable: "+err.Error())
+			rep.Warnings = append(rep.Warnings, "BPF accounting unavailable: "+a.Fallback.Error())
 		}
 	}
 	if e.Acct == nil && o.Accounting != AcctRusage {
@@ -267,7 +305,7 @@ func setup(o *Options, e *Env, rep *Report, gpus func(*Options) (GPUReader, func
 	}
 	e.Place = place
 	rep.Cgroup, rep.Hierarchy = how, string(h.Kind)
-	return closeAll, nil
+	return closeAll, join()
 }
 
 // fallback decides whether a failure of the cgroup or BPF path is fatal

@@ -22,6 +22,8 @@ import (
 const (
 	envMain = "WATTRACE_MEASURE_TEST_MAIN"
 	envBurn = "WATTRACE_MEASURE_TEST_BURN"
+	// envTTY prints whether a SIGINT would have come from the terminal.
+	envTTY = "WATTRACE_MEASURE_TEST_TTY"
 )
 
 func TestMain(m *testing.M) {
@@ -31,6 +33,9 @@ func TestMain(m *testing.M) {
 	case os.Getenv(envMain) != "":
 		_ = os.Unsetenv(envMain)
 		os.Exit(Main(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr, []string{"measure"}))
+	case os.Getenv(envTTY) != "":
+		fmt.Println(ttyDelivered(syscall.SIGINT))
+		os.Exit(0)
 	case os.Getenv(envBurn) != "":
 		secs, _ := strconv.ParseFloat(os.Getenv(envBurn), 64)
 		burn(secs)

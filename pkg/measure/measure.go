@@ -4,7 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Schema names the JSON report's version (docs/measure.md).
@@ -48,10 +53,7 @@ func Measure(ctx context.Context, o Options, e *Env, path string, rep Report) (R
 	if o.Idle > 0 {
 		b, err := e.baseline(o.Idle, func(d time.Duration) bool { return e.sleep(ctx, d) })
 		if errors.Is(err, errInterrupted) {
-			rep.Summary.Interrupted = true
-			rep.Summary.ExitStatus = 130
-			rep.Warnings = append(rep.Warnings, "interrupted during the idle baseline: the command was not run")
-			return rep, nil
+			return e.interrupted(rep, "during the idle baseline"), nil
 		}
 		if err != nil {
 			return rep, err
@@ -61,15 +63,32 @@ func Measure(ctx context.Context, o Options, e *Env, path string, rep Report) (R
 		a.baseline = modelBaseline(e.Meter)
 	}
 	rep.Baseline = a.baseline
+	for i := 1; i <= o.Warmup; i++ {
+		if e.interruptPending() {
+			return e.interrupted(rep, fmt.Sprintf("before warm-up run %d of %d", i, o.Warmup)), nil
+		}
+		r, err := e.runOnce(ctx, path, o.Command)
+		rep.Warnings = append(rep.Warnings, r.warnings...)
+		if err != nil {
+			return rep, err
+		}
+		if r.interrupted {
+			e.stopSig = r.stopSig
+			return e.interrupted(rep, fmt.Sprintf("during warm-up run %d of %d", i, o.Warmup)), nil
+		}
+		if r.exit != 0 {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("warm-up run %d exited with status %d", i, r.exit))
+		}
+	}
 	for i := 1; i <= o.Repeat; i++ {
 		if e.interruptPending() {
 			// Before a run (during the set-up, or between two runs):
 			// start no more.
+			if len(rep.Runs) == 0 {
+				return e.interrupted(rep, "before the first run"), nil
+			}
 			rep.Summary = summarize(rep.Runs)
 			rep.Summary.Interrupted = true
-			if rep.Summary.ExitStatus == 0 && len(rep.Runs) == 0 {
-				rep.Summary.ExitStatus = 130 // as a shell reports SIGINT
-			}
 			rep.Warnings = append(rep.Warnings, fmt.Sprintf("interrupted after run %d of %d", i-1, o.Repeat))
 			return rep, nil
 		}
@@ -90,7 +109,40 @@ func Measure(ctx context.Context, o Options, e *Env, path string, rep Report) (R
 		}
 	}
 	rep.Summary = summarize(rep.Runs)
+	if out := rep.Summary.OutlierRuns; len(out) > 0 {
+		w := fmt.Sprintf("statistical outliers: run %s (wall time or energy more than %.2f median absolute deviations from the median, hyperfine's rule): other work on the node or cold caches", joinInts(out), outlierScore)
+		if out[0] == 1 && o.Warmup == 0 {
+			w += "; the first run was one: --warmup N runs the command unrecorded first"
+		}
+		rep.Warnings = append(rep.Warnings, w)
+	}
 	return rep, nil
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ", ")
+}
+
+// interrupted is the report of a measurement stopped before any run was
+// recorded (when says when): the command was never measured, so the
+// status is the shell's for the signal that stopped measure (128+N), and
+// the report says it was measure, not the command, that was stopped.
+func (e *Env) interrupted(rep Report, when string) Report {
+	rep.Summary = summarize(rep.Runs)
+	rep.Summary.Interrupted = true
+	rep.Summary.NotMeasured = true
+	sig := "an interrupt"
+	rep.Summary.ExitStatus = 130
+	if s, ok := e.stopSig.(syscall.Signal); ok {
+		rep.Summary.ExitStatus = 128 + int(s)
+		sig = unix.SignalName(s)
+	}
+	rep.Warnings = append(rep.Warnings, fmt.Sprintf("measure was stopped by %s %s: the command was not measured", sig, when))
+	return rep
 }
 
 // interruptPending takes the signals that arrived while no command ran
@@ -100,6 +152,7 @@ func (e *Env) interruptPending() bool {
 		select {
 		case sig := <-e.Signals:
 			if isInterrupt(sig) {
+				e.stopSig = sig
 				return true
 			}
 		default:
@@ -120,6 +173,7 @@ func (e *Env) sleep(ctx context.Context, d time.Duration) bool {
 			return false
 		case sig := <-e.Signals:
 			if isInterrupt(sig) {
+				e.stopSig = sig
 				return false
 			}
 		}

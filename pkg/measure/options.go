@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strings"
 	"time"
 
@@ -58,7 +59,14 @@ const (
 
 // Options are measure's flags.
 type Options struct {
-	Repeat       int
+	Repeat int
+	// Warmup runs the command this many times first, unrecorded (caches,
+	// page cache, CPU frequency), as hyperfine's --warmup.
+	Warmup int
+	// Input is every run's stdin: a file (opened afresh for each run),
+	// "null" (/dev/null), or "" (measure's own stdin, which only the
+	// first run may find unread).
+	Input        string
 	Idle         time.Duration
 	Format       string
 	Output       string
@@ -97,10 +105,12 @@ func Parse(args []string, help io.Writer) (Options, error) {
 	fs := pflag.NewFlagSet("measure", pflag.ContinueOnError)
 	fs.SetInterspersed(false)
 	fs.SetOutput(io.Discard)
-	fs.IntVarP(&o.Repeat, "repeat", "r", 1, "Run the command N times and report mean ± standard deviation and a 95% confidence interval.")
+	fs.IntVarP(&o.Repeat, "repeat", "r", 1, "Run the command N times and report mean ± standard error of the mean, σ, min, median, max and a 95% confidence interval.")
+	fs.IntVar(&o.Warmup, "warmup", 0, "Run the command N times first without recording them (warm caches), as hyperfine does.")
+	fs.StringVar(&o.Input, "input", "", "Every run's stdin: FILE (read from its start by each run) or null (/dev/null). Default: measure's stdin, which the first run may consume.")
 	idle := fs.Float64("idle", 0, "Measure the node's baseline power for S seconds first and subtract it as idle energy.")
 	asJSON := fs.Bool("json", false, "Write the report as JSON (one record per run and a summary; docs/measure.md).")
-	asCSV := fs.Bool("csv", false, "Write the report as CSV (one row per run and zone, then summary rows).")
+	asCSV := fs.Bool("csv", false, "Write the report as CSV (one row per run, then summary rows; per-zone figures are in --json only).")
 	fs.StringVarP(&o.Output, "output", "o", "", "Write the report to FILE instead of stderr.")
 	policy := fs.String("idle-policy", string(model.IdleNone), "The command's share of idle energy: none (kept at node level), cpu (by its CPU share), even (half: the command and the rest of the node).")
 	fs.StringVar(&o.Accounting, "accounting", AcctAuto, "CPU accounting: auto (BPF, else the cgroup's own, else rusage), bpf, cgroupfs (the command's cgroup's own counters), rusage (the child tree's rusage); the node's time is /proc/stat's without BPF.")
@@ -138,6 +148,20 @@ func Parse(args []string, help io.Writer) (Options, error) {
 	}
 	if o.Repeat < 1 {
 		return o, usagef("invalid value %d for -r/--repeat: must be at least 1", o.Repeat)
+	}
+	if o.Warmup < 0 {
+		return o, usagef("invalid value %d for --warmup: must be at least 0", o.Warmup)
+	}
+	if o.Input != "" && o.Input != "null" {
+		f, err := os.Open(o.Input)
+		if err != nil {
+			return o, usagef("--input: %v", err)
+		}
+		st, err := f.Stat()
+		_ = f.Close()
+		if err == nil && st.IsDir() {
+			return o, usagef("--input %s: is a directory", o.Input)
+		}
 	}
 	if math.IsNaN(*idle) || *idle < 0 || *idle > 3600 {
 		return o, usagef("invalid value %v for --idle: want seconds in [0, 3600]", *idle)

@@ -11,71 +11,48 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/wattrace/wattrace/pkg/cgroup"
 )
 
-// The helper: on cgroup v1 (and the v1 key of hybrid hosts) clone3's
-// CLONE_INTO_CGROUP is not available (it takes cgroup2 directories only),
-// so the command is started as this binary again, as Helper: it says it
-// is ready on fd 4 and waits on fd 3. Meanwhile measure moves it into the
-// cgroup and takes the run's first reading; then it lets the helper exec
-// the command. So the command and everything it spawns run in the cgroup
-// from their first instruction, and the helper's own start-up (the Go
-// runtime's) stays out of both our figure and the kernel's: it ran before
-// the move and was claimed by the first reading.
-const (
-	// helperHold makes Helper wait for measure before it execs.
-	helperHold = "WATTRACE_MEASURE_HOLD"
-	// helperReport asks the helper to write its own cgroup path in the
-	// hierarchy named by the value to fd 3 (systemd scopes: systemd-run
-	// has already placed it).
-	helperReport = "WATTRACE_MEASURE_REPORT"
-)
+// The helper: in a systemd scope, systemd-run moves itself into the new
+// scope and execs this binary again, as Helper, which writes its cgroup
+// path in the hierarchy named by helperReport to fd 3 and execs the
+// command in place.
+const helperReport = "WATTRACE_MEASURE_REPORT"
 
 // IsHelper reports whether this process was started as measure's helper;
 // main (and test binaries) call Helper then, before anything else.
 func IsHelper() bool {
-	return os.Getenv(helperHold) != "" || os.Getenv(helperReport) != ""
+	return os.Getenv(helperReport) != ""
 }
 
-// Helper waits for measure or reports its cgroup, as the environment
-// says, and execs argv; it returns only when that fails, with the status
-// to exit with.
-func Helper(argv []string) int {
-	hold, report := os.Getenv(helperHold), os.Getenv(helperReport)
+// Helper reports its cgroup and execs the command; args are "--", the
+// command's path and its argv (argv[0] as the user gave it). It returns
+// only when that fails, with the status to exit with.
+func Helper(args []string) int {
+	report := os.Getenv(helperReport)
 	// The command and its children must not act as helpers.
-	_ = os.Unsetenv(helperHold)
 	_ = os.Unsetenv(helperReport)
-	if len(argv) > 0 && argv[0] == "--" {
-		argv = argv[1:]
+	if len(args) > 0 && args[0] == "--" {
+		args = args[1:]
 	}
-	if len(argv) == 0 {
+	if len(args) < 2 {
 		fmt.Fprintln(os.Stderr, "wattrace measure: helper started without a command")
 		return ExitSetup
 	}
-	if hold != "" {
-		wait, ready := os.NewFile(3, "go"), os.NewFile(4, "ready")
-		_, err := ready.Write([]byte{1})
-		_ = ready.Close()
-		var b [1]byte
-		if err == nil {
-			_, err = wait.Read(b[:])
-		}
-		_ = wait.Close()
-		if err != nil {
-			// measure is gone or gave up: run nothing.
-			return ExitSetup
-		}
-	}
+	path, argv := args[0], args[1:]
 	if report != "" {
 		f := os.NewFile(3, "report")
-		path, err := ownCgroup(os.Getpid(), cgroup.Kind(report))
+		cg, err := ownCgroup(os.Getpid(), cgroup.Kind(report))
 		if err == nil {
-			_, err = f.WriteString(path)
+			_, err = f.WriteString(cg)
 		}
 		_ = f.Close()
 		if err != nil {
@@ -83,7 +60,7 @@ func Helper(argv []string) int {
 			return ExitSetup
 		}
 	}
-	err := syscall.Exec(argv[0], argv, os.Environ())
+	err := syscall.Exec(path, argv, os.Environ())
 	fmt.Fprintf(os.Stderr, "wattrace measure: %s: %v\n", argv[0], err)
 	if errors.Is(err, syscall.ENOENT) {
 		return ExitNotFound
@@ -93,7 +70,13 @@ func Helper(argv []string) int {
 
 // ownCgroup reads pid's cgroup path in hierarchy k from /proc.
 func ownCgroup(pid int, k cgroup.Kind) (string, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	return cgroupIn(fmt.Sprintf("/proc/%d/cgroup", pid), k)
+}
+
+// cgroupIn reads the cgroup path in hierarchy k from a /proc cgroup file
+// (a process's, or one thread's: /proc/thread-self/cgroup).
+func cgroupIn(file string, k cgroup.Kind) (string, error) {
+	b, err := os.ReadFile(file)
 	if err != nil {
 		return "", err
 	}
@@ -112,11 +95,23 @@ func ownCgroup(pid int, k cgroup.Kind) (string, error) {
 			}
 		}
 	}
-	return "", fmt.Errorf("no %s line in /proc/%d/cgroup", k, pid)
+	return "", fmt.Errorf("no %s line in %s", k, file)
+}
+
+// threadCPU is the calling thread's CPU time in nanoseconds.
+func threadCPU() float64 {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) != nil {
+		return 0
+	}
+	return float64(ts.Nano())
 }
 
 // Placement is the command's own cgroup in the key hierarchy.
 type Placement struct {
+	// startCharge is the CPU time (ns) measure's starting thread spent in
+	// the cgroup (cgroup v1): not the command's.
+	startCharge float64
 	// How is "child" or "systemd".
 	How  string
 	Dir  string
@@ -147,7 +142,7 @@ func (p *Placement) prepareScope(cmd *exec.Cmd, self string, helperArgs []string
 	if err != nil {
 		return nil, err
 	}
-	argv := append([]string{cmd.Path}, cmd.Args[1:]...)
+	argv := append([]string{cmd.Path}, cmd.Args...)
 	sd := []string{p.systemdRun, "--scope", "--quiet", "--collect", "--unit=" + p.scope, "-p", "CPUAccounting=yes"}
 	if os.Geteuid() != 0 {
 		sd = append(sd, "--user")
@@ -160,8 +155,13 @@ func (p *Placement) prepareScope(cmd *exec.Cmd, self string, helperArgs []string
 		_ = w.Close()
 		defer r.Close()
 		b, err := io.ReadAll(r)
-		if err != nil || len(b) == 0 {
-			return fmt.Errorf("systemd scope %s: the helper reported no cgroup (%v)", p.scope, err)
+		switch {
+		case err != nil:
+			return fmt.Errorf("systemd scope %s: reading the helper's cgroup: %w", p.scope, err)
+		case len(b) == 0:
+			// systemd-run failed before it ran the helper: its own
+			// message is on stderr.
+			return fmt.Errorf("systemd scope %s: systemd-run did not start the command (its message is above)", p.scope)
 		}
 		p.Dir = filepath.Join(p.mount, string(b))
 		p.id, err = inode(p.Dir)
@@ -210,24 +210,19 @@ func inode(dir string) (uint64, error) {
 	return st.Ino, nil
 }
 
-// hooks are what runOnce calls around the command's start: started once
-// cmd.Start returned (the helper is then waiting, in the cgroup), release
-// after the run's first reading (the helper execs the command). Both
-// always run, release even when started failed.
+// hooks are what runOnce calls around the command's start: start wraps
+// cmd.Start (nil: called as is), started runs once it returned.
 type hooks struct {
-	started, release func() error
-	// held: the command waits for release, so the run's first reading
-	// is taken after started rather than before the start.
-	held bool
+	start   func(func() error) error
+	started func() error
 }
 
 // prepare sets cmd up to start in the placement; self is this binary,
 // helperArgs the arguments that make it Helper.
 func (p *Placement) prepare(cmd *exec.Cmd, self string, helperArgs []string) (hooks, error) {
-	nop := func() error { return nil }
 	if p.How == PlaceSystemd {
 		started, err := p.prepareScope(cmd, self, helperArgs)
-		return hooks{started, nop, false}, err
+		return hooks{started: started}, err
 	}
 	if p.Kind == cgroup.V2 {
 		// clone3(CLONE_INTO_CGROUP): the child is born in the cgroup.
@@ -240,43 +235,55 @@ func (p *Placement) prepare(cmd *exec.Cmd, self string, helperArgs []string) (ho
 		}
 		cmd.SysProcAttr.UseCgroupFD = true
 		cmd.SysProcAttr.CgroupFD = int(f.Fd())
-		return hooks{f.Close, nop, false}, nil
+		return hooks{started: f.Close}, nil
 	}
-	goR, goW, err := os.Pipe()
-	if err != nil {
-		return hooks{}, err
-	}
-	readyR, readyW, err := os.Pipe()
-	if err != nil {
-		goR.Close()
-		goW.Close()
-		return hooks{}, err
-	}
-	argv := append([]string{cmd.Path}, cmd.Args[1:]...)
-	cmd.Path = self
-	cmd.Args = append(append([]string{self}, helperArgs...), append([]string{"--"}, argv...)...)
-	cmd.Env = append(envOrSelf(cmd.Env), helperHold+"=1")
-	cmd.ExtraFiles = append(cmd.ExtraFiles, goR, readyW) // fds 3 and 4
-	started := func() error {
-		_ = goR.Close()
-		_ = readyW.Close()
-		defer readyR.Close()
-		var b [1]byte
-		if _, err := readyR.Read(b[:]); err != nil {
-			return fmt.Errorf("cgroup helper did not start: %w", err)
+	// cgroup v1: clone3 cannot name a v1 cgroup, but a child is born in
+	// the cgroup of the thread that forks it, and v1 moves single threads.
+	// The thread that starts the command moves into the cgroup for the
+	// fork and back out: the command is in it before its first
+	// instruction, with no helper process to start (which cost a run
+	// milliseconds, and its start-up showed in the command's rusage).
+	return hooks{start: func(start func() error) error { return p.startFromThread(start) }}, nil
+}
+
+// startFromThread runs start on a thread of its own moved into the
+// cgroup, then moves the thread back. The runtime the thread spends in
+// the cgroup starting the command (exec.Cmd's set-up and the fork, tens
+// to hundreds of microseconds) is charged to the cgroup by the kernel and
+// by the BPF accounting alike; it is measured (startCharge) and taken
+// out of both, so the command's figure is its own. A thread that cannot be
+// moved back is never handed back to the Go scheduler: its goroutine
+// returns still locked, which ends the thread.
+func (p *Placement) startFromThread(start func() error) error {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		tid := strconv.Itoa(unix.Gettid())
+		home, err := cgroupIn("/proc/thread-self/cgroup", p.Kind)
+		if err != nil {
+			runtime.UnlockOSThread()
+			done <- fmt.Errorf("this thread's cgroup: %w", err)
+			return
 		}
-		pid := strconv.Itoa(cmd.Process.Pid)
-		if err := os.WriteFile(filepath.Join(p.Dir, "cgroup.procs"), []byte(pid), 0); err != nil {
-			return fmt.Errorf("move the command into cgroup %s: %w", p.Dir, err)
+		if err := os.WriteFile(filepath.Join(p.Dir, "tasks"), []byte(tid), 0); err != nil {
+			runtime.UnlockOSThread()
+			done <- fmt.Errorf("move the starting thread into cgroup %s: %w", p.Dir, err)
+			return
 		}
-		return nil
-	}
-	release := func() error {
-		defer goW.Close()
-		_, err := goW.Write([]byte{1})
-		return err
-	}
-	return hooks{started, release, true}, nil
+		t0 := threadCPU()
+		serr := start()
+		p.startCharge = threadCPU() - t0
+		if err := os.WriteFile(filepath.Join(p.mount, home, "tasks"), []byte(tid), 0); err != nil {
+			// Stays locked: the thread, still in the command's cgroup,
+			// ends with this goroutine, and measure goes on without it.
+			// The command started all the same.
+			done <- serr
+			return
+		}
+		runtime.UnlockOSThread()
+		done <- serr
+	}()
+	return <-done
 }
 
 func envOrSelf(env []string) []string {
@@ -348,11 +355,75 @@ func (p *Placement) Remove() error {
 		}
 		return nil
 	})
+	return removeTree(dirs)
+}
+
+// removeTree removes cgroup directories, deepest first; a cgroup kept
+// busy is named with the processes that keep it.
+func removeTree(dirs []string) error {
 	var errs []error
 	for i := len(dirs) - 1; i >= 0; i-- {
 		if err := syscall.Rmdir(dirs[i]); err != nil && !errors.Is(err, syscall.ENOENT) {
+			if errors.Is(err, syscall.EBUSY) {
+				if procs := procsIn(dirs[i]); len(procs) > 0 {
+					err = fmt.Errorf("%w: %s still in it (the next measure removes the cgroup once it is empty)", err, strings.Join(procs, ", "))
+				}
+			}
 			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", dirs[i], err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// procsIn names the processes in a cgroup: "PID (comm)".
+func procsIn(dir string) []string {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, f := range strings.Fields(string(b)) {
+		comm, _ := os.ReadFile(filepath.Join("/proc", f, "comm"))
+		out = append(out, fmt.Sprintf("%s (%s)", f, strings.TrimSpace(string(comm))))
+	}
+	return out
+}
+
+// sweepStale removes the cgroups earlier measures left under parent (a
+// command's background process kept them busy): those whose measure is
+// gone and which are now empty. One still kept busy is named, with its
+// processes, in the returned warnings. A live measure's cgroups (its PID
+// is in their name) are never touched.
+func sweepStale(parent string) []string {
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return nil
+	}
+	var warns []string
+	for _, ent := range entries {
+		rest, ok := strings.CutPrefix(ent.Name(), "wattrace-measure-")
+		if !ok || !ent.IsDir() {
+			continue
+		}
+		pidStr, _, _ := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidStr)
+		if err != nil || pid <= 0 || pid == os.Getpid() {
+			continue
+		}
+		if err := syscall.Kill(pid, 0); err == nil || errors.Is(err, syscall.EPERM) {
+			continue // that measure still runs (or its PID was reused: leave it)
+		}
+		dir := filepath.Join(parent, ent.Name())
+		var dirs []string
+		_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, path)
+			}
+			return nil
+		})
+		if err := removeTree(dirs); err != nil {
+			warns = append(warns, fmt.Sprintf("a cgroup an earlier measure (PID %d, gone) left is still busy: %v", pid, err))
+		}
+	}
+	return warns
 }

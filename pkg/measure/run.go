@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/wattrace/wattrace/pkg/gpu"
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/usage"
 )
@@ -48,13 +49,18 @@ type Env struct {
 	Self       string
 	HelperArgs []string
 	Stdin      io.Reader
-	Stdout     io.Writer
-	Stderr     io.Writer
+	// OpenStdin, when set, gives each run its own stdin (--input); the
+	// run closes it.
+	OpenStdin func() (*os.File, error)
+	Stdout    io.Writer
+	Stderr    io.Writer
 	// CgroupCPU: without Acct, the command's CPU is its cgroup's own
 	// accounting (Placement.KernelCPU) rather than rusage.
 	CgroupCPU bool
-	// GPUs are the node's GPUs; nil when there are none.
-	GPUs GPUReader
+	// GPUs are the node's GPUs; nil when there are none. GPUZone numbers
+	// their zones as the exporter does (pkg/compose).
+	GPUs    GPUReader
+	GPUZone func(gpu.Device) int
 	// Sockets maps CPUs to sockets and NSockets counts them; with more
 	// than one, each socket's zones are split by the usage on that socket.
 	Sockets  map[int]int
@@ -62,9 +68,14 @@ type Env struct {
 	// Signals are forwarded to the command; SIGINT, SIGTERM and SIGHUP
 	// also end the measurement after the current run.
 	Signals <-chan os.Signal
-	// Settle is how long to wait after the command exits before the last
-	// accounting read: a task's final slice is claimed by the free hook an
-	// RCU grace period after its exit (docs/kernel.md).
+	// stopSig is the interrupt that stopped the measurement while no
+	// command ran.
+	stopSig os.Signal
+	// Settle bounds the wait, after the command exits, for its tasks'
+	// last slices: the dead hook claims them at each task's final context
+	// switch, the free hook an RCU grace period later (docs/kernel.md).
+	// The accounting is read until it stops moving; only a command that
+	// leaves processes running waits this long.
 	Settle time.Duration
 }
 
@@ -252,6 +263,7 @@ type raw struct {
 	haveKernel  bool
 	exit        int
 	interrupted bool
+	stopSig     os.Signal
 	signals     []string
 	warnings    []string
 }
@@ -284,44 +296,42 @@ func (e *Env) runOnce(ctx context.Context, path string, argv []string) (r raw, _
 	cmd := exec.Command(path, argv[1:]...)
 	cmd.Args[0] = argv[0]
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.Stdin, e.Stdout, e.Stderr
-	h := hooks{started: func() error { return nil }, release: func() error { return nil }}
+	if e.OpenStdin != nil {
+		in, err := e.OpenStdin()
+		if err != nil {
+			return r, fmt.Errorf("--input: %w", err)
+		}
+		defer in.Close()
+		cmd.Stdin = in
+	}
+	h := hooks{}
 	if place != nil {
 		var err error
 		if h, err = place.prepare(cmd, e.Self, e.HelperArgs); err != nil {
 			return r, err
 		}
 	}
-	// The first reading comes before the command runs: before Start,
-	// or, with a held helper, while it waits in the cgroup.
-	var start sample
-	var err error
-	if !h.held {
-		if start, err = e.read(true); err != nil {
-			_ = h.release()
-			return r, err
+	// The first reading comes before the command runs.
+	start, err := e.read(true)
+	if err != nil {
+		if h.started != nil {
+			_ = h.started()
 		}
+		return r, err
 	}
-	err = cmd.Start()
-	if err == nil {
-		if err := h.started(); err != nil {
-			// A held helper runs nothing unless told to go: end it
-			// and say why.
-			_ = cmd.Process.Kill()
-			_ = h.release()
-			_ = cmd.Wait()
-			return r, err
-		}
-		if h.held {
-			if start, err = e.read(true); err != nil {
-				_ = cmd.Process.Kill()
-				_ = h.release()
-				_ = cmd.Wait()
-				return r, err
-			}
-		}
-		err = h.release()
+	if h.start != nil {
+		err = h.start(cmd.Start)
 	} else {
-		_ = h.release()
+		err = cmd.Start()
+	}
+	if h.started != nil {
+		if serr := h.started(); err == nil && serr != nil {
+			// The command runs, but not where it can be measured:
+			// end it and say why.
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return r, serr
+		}
 	}
 	r.start = start
 	if err != nil {
@@ -359,7 +369,7 @@ wait:
 			break wait
 		case now := <-tick:
 			if e.GPUs != nil {
-				r.gpu = append(r.gpu, gpuRead(ctx, e.GPUs, now, member)...)
+				r.gpu = append(r.gpu, e.gpuRead(ctx, now, member)...)
 			}
 			if !sockets {
 				continue
@@ -376,6 +386,7 @@ wait:
 			r.signals = append(r.signals, sig.String())
 			if isInterrupt(sig) {
 				r.interrupted = true
+				r.stopSig = sig
 			}
 			if !ttyDelivered(sig) {
 				_ = cmd.Process.Signal(sig)
@@ -415,7 +426,7 @@ wait:
 	fin.at = end
 	r.nodeNs = nodeDelta(start, fin)
 	if e.GPUs != nil {
-		r.gpu = append(r.gpu, gpuRead(ctx, e.GPUs, end, member)...)
+		r.gpu = append(r.gpu, e.gpuRead(ctx, end, member)...)
 	}
 	e.advance(start.at, r.nodeNs, end)
 	if err := e.readMeter(&fin); err != nil {
@@ -426,21 +437,9 @@ wait:
 	if place != nil && e.Acct != nil {
 		ids := place.ids()
 		in := func(id uint64) bool { return ids[id] }
-		// Read again until the command's figure stops growing: under
-		// load a grace period (and so the free hooks) can take longer
-		// than one settle.
-		var late sample
-		for i := 0; i < 10; i++ {
-			time.Sleep(e.Settle)
-			cur, err := e.read(false)
-			if err != nil {
-				return r, err
-			}
-			grew := i == 0 || cgDelta(late.cgCPU, cur.cgCPU, in) > 0
-			late = cur
-			if !grew {
-				break
-			}
+		late, err := e.settle(fin, in, place)
+		if err != nil {
+			return r, err
 		}
 		r.cmdNs = cgDelta(start.cgCPU, late.cgCPU, in)
 		if r.cmdSock != nil {
@@ -454,11 +453,18 @@ wait:
 		// belongs to the interval too.
 		r.nodeNs += cgDelta(fin.cgCPU, late.cgCPU, in)
 	} else if place != nil && e.CgroupCPU {
-		// The cgroup is new: its counter is the command's CPU time.
-		time.Sleep(e.Settle)
+		// The cgroup is new: its counter is the command's CPU time, final
+		// once its tasks' last slices are charged.
+		e.settleKernel(place)
 	}
 	if place != nil {
 		r.kernelCPU, r.haveKernel = place.KernelCPU()
+		// The starting thread's time in the cgroup is in both figures
+		// and is measure's, not the command's.
+		r.kernelCPU = max(r.kernelCPU-place.startCharge/1e9, 0)
+		if e.Acct != nil {
+			r.cmdNs = max(r.cmdNs-place.startCharge, 0)
+		}
 	}
 	switch {
 	case place != nil && e.Acct != nil:
@@ -468,6 +474,94 @@ wait:
 		r.cmdNs = (r.user + r.sys) * 1e9
 	}
 	return r, nil
+}
+
+// settleFirstPoll is the first gap between two reads while the
+// command's tasks finish exiting; it doubles up to settleMaxPoll. A dying
+// task reaches its last context switch microseconds after its parent
+// reaps it, unless it is preempted on the way.
+const (
+	settleFirstPoll = 50 * time.Microsecond
+	settleMaxPoll   = 8 * time.Millisecond
+)
+
+// nap sleeps d in the kernel (nanosleep): the Go runtime's timers wake
+// a sleeping goroutine about a millisecond late on this kind of VM, which
+// made each run's first settle read cost 1.1 ms for a 50 µs wait.
+func nap(d time.Duration) {
+	ts := unix.NsecToTimespec(d.Nanoseconds())
+	for {
+		var rem unix.Timespec
+		if err := unix.Nanosleep(&ts, &rem); err != unix.EINTR {
+			return
+		}
+		ts = rem
+	}
+}
+
+// settle reads the accounting after the command's exit (fin) until the
+// command's CPU time stops moving: a read that adds nothing to the one
+// before it, twice in a row, or once when the cgroup's own kernel
+// counter, which the scheduler charges as the tasks run, shows no more
+// than ours (a dying task preempted before its last switch shows in the
+// kernel's counter first). The wait is bounded by Settle.
+func (e *Env) settle(fin sample, in func(uint64) bool, place *Placement) (sample, error) {
+	last := fin
+	deadline := time.Now().Add(e.Settle)
+	gap, quiet := settleFirstPoll, 0
+	haveKernel := false
+	if place != nil {
+		_, haveKernel = place.KernelCPU()
+	}
+	for time.Now().Before(deadline) {
+		nap(gap)
+		cur, err := e.read(false)
+		if err != nil {
+			return last, err
+		}
+		if cgDelta(last.cgCPU, cur.cgCPU, in) > 0 {
+			quiet = 0
+		} else {
+			quiet++
+		}
+		last = cur
+		if quiet >= 2 || quiet == 1 && haveKernel && !e.behindKernel(place, cur, in) {
+			return last, nil
+		}
+		gap = min(2*gap, settleMaxPoll)
+	}
+	return last, nil
+}
+
+// behindKernel: the cgroup's own counter holds more than the accounting
+// has claimed for it (beyond the two's usual difference, 0.2% and 50 µs:
+// cgroup2 counts whole microseconds).
+func (e *Env) behindKernel(place *Placement, s sample, in func(uint64) bool) bool {
+	k, ok := place.KernelCPU()
+	if !ok {
+		return false
+	}
+	ours := cgDelta(nil, s.cgCPU, in) / 1e9
+	return ours < k*0.998-50e-6
+}
+
+// settleKernel waits, bounded by Settle, until the cgroup's own counter
+// stops moving (twice in a row).
+func (e *Env) settleKernel(place *Placement) {
+	deadline := time.Now().Add(e.Settle)
+	last, _ := place.KernelCPU()
+	gap, quiet := settleFirstPoll, 0
+	for quiet < 2 && time.Now().Before(deadline) {
+		nap(gap)
+		cur, _ := place.KernelCPU()
+		if cur > last {
+			quiet = 0
+		} else {
+			quiet++
+		}
+		last = cur
+		gap = min(2*gap, settleMaxPoll)
+	}
 }
 
 func tv(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
@@ -487,11 +581,18 @@ func isInterrupt(sig os.Signal) bool {
 // ttyDelivered: a Ctrl-C or Ctrl-\ typed at the terminal reaches the
 // whole foreground process group, the command included; forwarding it
 // again would make a command that counts its interrupts (a second Ctrl-C
-// forces many tools to quit) see two.
+// forces many tools to quit) see two. The foreground group is the
+// controlling terminal's (/dev/tty), whatever fd 0 is: with stdin
+// redirected, fd 0 is no terminal, yet Ctrl-C still reaches the group.
 func ttyDelivered(sig os.Signal) bool {
 	if sig != syscall.SIGINT && sig != syscall.SIGQUIT {
 		return false
 	}
-	fg, err := unix.IoctlGetInt(0, unix.TIOCGPGRP)
+	tty, err := unix.Open("/dev/tty", unix.O_RDONLY|unix.O_NOCTTY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return false // no controlling terminal: the signal was sent, not typed
+	}
+	defer unix.Close(tty)
+	fg, err := unix.IoctlGetInt(tty, unix.TIOCGPGRP)
 	return err == nil && fg == unix.Getpgrp()
 }

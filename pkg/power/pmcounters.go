@@ -40,12 +40,16 @@ type PMCounters struct {
 	startup string
 	ctrs    []reading.Counter // one per file: validates each reading against the zone's ceiling
 	totalJ  []float64
+	// skip are accelerators a GPU source came to read after start
+	// (SkipAccels): their counters are still read, never reported.
+	skip map[int]bool
 }
 
 type pmFile struct {
 	name   string // file name, e.g. "accel0_energy"
 	zone   string
 	socket int
+	accel  int // N of accelN_energy; -1 for the other counters
 }
 
 var pmAccelRe = regexp.MustCompile(`^accel([0-9]+)_energy$`)
@@ -67,16 +71,16 @@ func newPMCounters(sysfsRoot string, readFile func(string) ([]byte, error), o Me
 		n := e.Name()
 		switch {
 		case n == "energy":
-			p.files = append(p.files, pmFile{n, ZonePlatform, -1})
+			p.files = append(p.files, pmFile{n, ZonePlatform, -1, -1})
 		case n == "cpu_energy":
-			p.files = append(p.files, pmFile{n, ZonePackage, -1})
+			p.files = append(p.files, pmFile{n, ZonePackage, -1, -1})
 		case n == "memory_energy":
-			p.files = append(p.files, pmFile{n, ZoneDRAM, -1})
+			p.files = append(p.files, pmFile{n, ZoneDRAM, -1, -1})
 		default:
 			if m := pmAccelRe.FindStringSubmatch(n); m != nil {
 				i, err := strconv.Atoi(m[1])
 				if err == nil {
-					p.files = append(p.files, pmFile{n, ZoneGPU, i})
+					p.files = append(p.files, pmFile{n, ZoneGPU, i, i})
 				}
 			}
 		}
@@ -115,22 +119,64 @@ func pmRank(zone string) int {
 // Name implements Meter.
 func (p *PMCounters) Name() string { return "pm_counters" }
 
-// LeaveOutAccels drops the accelN_energy zones with N < n: the GPU stage
-// reads n GPUs itself, per device, and accelN is the Nth GPU (HPE numbers
-// a node's accelerators in PCI bus order, as NVML does). The zones it
-// keeps are GPUs the stage cannot read, numbered N >= n, after the
-// stage's own zones. Call it before the first Read. It returns how many
-// zones are left.
-func (p *PMCounters) LeaveOutAccels(n int) int {
+// LeaveOutAccels drops the accelN_energy zones of the GPUs the GPU stage
+// reads itself, per device (read: their accelerator numbers; accelN is
+// the node's Nth GPU: HPE numbers a node's accelerators in PCI bus order,
+// as NVML does, so an NVIDIA device's NVML index is its N). The zones it
+// keeps are GPUs the stage cannot read, numbered from first on (the
+// stage's own zones come before them: first is how many it has), in
+// accelerator order. A skipped device (an NVML handle that failed) so
+// neither shifts which accelerators are left out nor lets a kept zone
+// take a stage zone's number. Call it before the first Read. It returns
+// how many zones are left.
+func (p *PMCounters) LeaveOutAccels(read map[int]bool, first int) int {
+	var kept []int
+	for _, f := range p.files {
+		if f.zone == ZoneGPU && !read[f.accel] {
+			kept = append(kept, f.accel)
+		}
+	}
+	sort.Ints(kept)
+	renumber := make(map[int]int, len(kept))
+	for i, n := range kept {
+		renumber[n] = first + i
+	}
 	var files []pmFile
 	var ctrs []reading.Counter
 	for i, f := range p.files {
-		if f.zone != ZoneGPU || f.socket >= n {
-			files, ctrs = append(files, f), append(ctrs, p.ctrs[i])
+		if f.zone == ZoneGPU {
+			if read[f.accel] {
+				continue
+			}
+			f.socket = renumber[f.accel]
 		}
+		files, ctrs = append(files, f), append(ctrs, p.ctrs[i])
 	}
 	p.files, p.ctrs, p.totalJ = files, ctrs, make([]float64, len(files))
 	return len(files)
+}
+
+// Accels is how many accelN_energy counters the node has.
+func (p *PMCounters) Accels() int {
+	n := 0
+	for _, f := range p.files {
+		if f.zone == ZoneGPU {
+			n++
+		}
+	}
+	return n
+}
+
+// SkipAccels stops reporting the accelerators in read: a GPU source
+// that was down at start (NVML) reads them per device now, and the two
+// must not both count them. Exclusions follow the sources' state, not
+// only their state at start; an accelerator the source no longer reads
+// (it went down) is reported again, resuming from its total before the
+// skip: the energy in between was the source's.
+func (p *PMCounters) SkipAccels(read map[int]bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.skip = read
 }
 
 // Estimated implements Meter.
@@ -153,14 +199,19 @@ func (p *PMCounters) Read() ([]ZoneSample, error) {
 		}
 	}
 	p.startup = startup
-	out := make([]ZoneSample, len(p.files))
+	out := make([]ZoneSample, 0, len(p.files))
 	for i, f := range p.files {
 		d, err := p.ctrs[i].Observe(float64(cur[i]), now)
 		if err != nil {
 			p.tall.Reject(err, filepath.Join(p.dir, f.name))
 		}
+		if f.accel >= 0 && p.skip[f.accel] {
+			// Read, so its counter's baseline stays current; its energy
+			// is the GPU source's meanwhile, never added here.
+			continue
+		}
 		p.totalJ[i] += d
-		out[i] = ZoneSample{Zone: f.zone, Socket: f.socket, Joules: p.totalJ[i]}
+		out = append(out, ZoneSample{Zone: f.zone, Socket: f.socket, Joules: p.totalJ[i]})
 	}
 	return out, nil
 }

@@ -2,6 +2,7 @@ package alloc
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -206,5 +207,31 @@ func TestResolvePrecedence(t *testing.T) {
 	r := Resolve(devs, []Allocation{vm, job, ghost}, nil)
 	if len(r) != 1 || r[Key{Device: "GPU-aaaa"}].Holder.VMName != "a" {
 		t.Errorf("%+v", r)
+	}
+}
+
+// A PID reused between two scans is another process: the new job's
+// process is read, not the cached allocations of the one that had its
+// PID before.
+func TestSlurmPIDReused(t *testing.T) {
+	proc := t.TempDir()
+	stat := func(start int) string {
+		return fmt.Sprintf("500 (my (job)) S 1 500 500 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 %d 0 0\n", start)
+	}
+	write(t, filepath.Join(proc, "500", "stat"), stat(1000))
+	write(t, filepath.Join(proc, "500", "environ"), environ("SLURM_JOB_ID=1", "SLURM_JOB_GPUS=0"))
+	s := &Slurm{ProcRoot: proc}
+	if got, _ := s.Allocations(context.Background()); len(got) != 1 || got[0].Holder.JobID != "1" {
+		t.Fatalf("first scan %+v", got)
+	}
+	// Job 1's process ends; job 2's gets PID 500.
+	write(t, filepath.Join(proc, "500", "stat"), stat(2000))
+	write(t, filepath.Join(proc, "500", "environ"), environ("SLURM_JOB_ID=2", "SLURM_JOB_GPUS=1"))
+	got, _ := s.Allocations(context.Background())
+	if len(got) != 1 || got[0].Holder.JobID != "2" || got[0].Device.Index != "1" {
+		t.Errorf("after the PID was reused: %+v, want job 2 on GPU 1", got)
+	}
+	if len(s.cache) != 1 {
+		t.Errorf("cache holds %d processes, want the live one", len(s.cache))
 	}
 }

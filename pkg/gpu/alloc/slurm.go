@@ -1,11 +1,13 @@
 package alloc
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -52,9 +54,11 @@ func ParseOrderMap(s string) (OrderMap, error) {
 type Slurm struct {
 	ProcRoot string
 	Order    OrderMap
-	// cache: pid → allocations, because a process's initial environment
-	// never changes; pids that vanish are dropped at each scan.
-	cache map[int][]Allocation
+	// cache: process → allocations, because a process's initial
+	// environment never changes; processes that vanish are dropped at
+	// each scan. A process is its PID and its start time: a PID reused
+	// between two scans (a new job's process) is another process.
+	cache map[procID][]Allocation
 	// denied counts, in the latest scan, processes whose environ could
 	// not be read for lack of permission.
 	denied int
@@ -66,6 +70,32 @@ type Slurm struct {
 func (s *Slurm) Denied() int { return s.denied }
 
 func (s *Slurm) Name() string { return "slurm" }
+
+// procID is a process: its PID and start time (clock ticks since boot,
+// /proc/PID/stat's 22nd field; 0 when unreadable).
+type procID struct {
+	pid   int
+	start uint64
+}
+
+// startTime reads a process's start time from /proc/PID/stat.
+func startTime(root string, pid int) uint64 {
+	b, err := os.ReadFile(filepath.Join(root, strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0
+	}
+	// pid (comm) state ppid …: comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return 0
+	}
+	v, _ := strconv.ParseUint(f[19], 10, 64)
+	return v
+}
 
 // Allocations scans /proc/*/environ. One process per job is enough; every
 // job is reported once per device.
@@ -79,9 +109,9 @@ func (s *Slurm) Allocations(context.Context) ([]Allocation, error) {
 		return nil, fmt.Errorf("slurm gpu allocations: %w", err)
 	}
 	if s.cache == nil {
-		s.cache = map[int][]Allocation{}
+		s.cache = map[procID][]Allocation{}
 	}
-	live := make(map[int]bool, len(ents))
+	live := make(map[procID]bool, len(ents))
 	s.denied = 0
 	type jd struct{ job, dev string }
 	seen := map[jd]bool{}
@@ -91,8 +121,9 @@ func (s *Slurm) Allocations(context.Context) ([]Allocation, error) {
 		if err != nil {
 			continue
 		}
-		live[pid] = true
-		as, ok := s.cache[pid]
+		id := procID{pid, startTime(root, pid)}
+		live[id] = true
+		as, ok := s.cache[id]
 		if !ok {
 			b, err := procpid.ReadEnviron(root, pid)
 			if errors.Is(err, fs.ErrPermission) {
@@ -103,7 +134,7 @@ func (s *Slurm) Allocations(context.Context) ([]Allocation, error) {
 				continue // gone, or a kernel thread; try again next time
 			}
 			as = s.parse(b)
-			s.cache[pid] = as
+			s.cache[id] = as
 		}
 		for _, a := range as {
 			k := jd{a.Holder.JobID, a.Device.Index + a.Device.UUID}
@@ -113,9 +144,9 @@ func (s *Slurm) Allocations(context.Context) ([]Allocation, error) {
 			}
 		}
 	}
-	for pid := range s.cache {
-		if !live[pid] {
-			delete(s.cache, pid)
+	for id := range s.cache {
+		if !live[id] {
+			delete(s.cache, id)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {

@@ -38,6 +38,10 @@ type GPUs struct {
 	closers []func() error
 	// warned: allocation sources whose missing permission was logged.
 	warned map[string]bool
+	// onDevices is called from Interval when the devices read change
+	// (a source came up or went down); seen is the last set, by key.
+	onDevices func([]gpu.Device)
+	seen      map[string]bool
 }
 
 // denier is an allocation source that reads other users' processes and
@@ -58,7 +62,7 @@ func Open(cfg Config, log *zap.Logger) (*GPUs, error) {
 	// a node without GPUs (most nodes) says so once, at info.
 	quiet := log.WithOptions(zap.IncreaseLevel(zap.WarnLevel))
 	var srcs []gpu.Source
-	if s, err := nvml.Open(nvml.Options{Mode: cfg.NVML, MaxWatts: cfg.MaxWatts}, quiet); err != nil {
+	if s, err := nvml.Open(nvml.Options{Mode: cfg.NVML, MaxWatts: cfg.MaxWatts, SampleEvery: cfg.SampleEvery}, quiet); err != nil {
 		return nil, fmt.Errorf("gpu.nvml: %w", err)
 	} else if s != nil {
 		srcs = append(srcs, s)
@@ -120,6 +124,22 @@ func (g *GPUs) Config() Config { return g.cfg }
 // retries) has no devices yet and still counts.
 func (g *GPUs) Empty() bool { return len(g.sources) == 0 }
 
+// Pending reports whether a source is open but down (NVML failing at
+// start, retried in the background): it may list devices later.
+func (g *GPUs) Pending() bool {
+	for _, s := range g.sources {
+		if d, ok := s.(interface{ Down() error }); ok && d.Down() != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// OnDevices calls f, from Interval, with the devices read whenever they
+// change from the interval before (the first interval included), so
+// that what other sources leave out follows the GPU sources' state.
+func (g *GPUs) OnDevices(f func([]gpu.Device)) { g.onDevices = f }
+
 // Devices lists every device of every source.
 func (g *GPUs) Devices() []gpu.Device {
 	var out []gpu.Device
@@ -171,6 +191,7 @@ func (g *GPUs) Interval(ctx context.Context, now time.Time) *Interval {
 		g.out.Health = append(g.out.Health, *h)
 	}
 	devs := make([]gpu.Device, len(readings))
+	defer g.devicesChanged(devs)
 	mig := map[string]string{}
 	for i, r := range readings {
 		devs[i] = r.Device
@@ -208,6 +229,26 @@ func (g *GPUs) Interval(ctx context.Context, now time.Time) *Interval {
 		}
 	}
 	return &g.out
+}
+
+// devicesChanged tells OnDevices' function of a change in the devices
+// read.
+func (g *GPUs) devicesChanged(devs []gpu.Device) {
+	if g.onDevices == nil {
+		return
+	}
+	changed := g.seen == nil || len(devs) != len(g.seen)
+	for _, d := range devs {
+		changed = changed || !g.seen[d.Key()]
+	}
+	if !changed {
+		return
+	}
+	g.seen = make(map[string]bool, len(devs))
+	for _, d := range devs {
+		g.seen[d.Key()] = true
+	}
+	g.onDevices(devs)
 }
 
 // Close closes every source.

@@ -10,10 +10,12 @@ import (
 	"time"
 )
 
-// End to end on a fixture tree: an amdgpu card (DRM card 1) used by two
-// processes of Slurm job 31 (SLURM_JOB_GPUS=0, order map 0:1) at 3:1 busy
-// time, configured idle 25 W by PCI address, idle policy "holder": the job
-// holds the card, carries its idle energy, and every interval conserves.
+// End to end on a fixture tree: an amdgpu card (DRM card 1, card 0 being
+// the BMC's VGA device, driver ast) used by two processes of Slurm job 31
+// at 3:1 busy time, configured idle 25 W by PCI address, idle policy
+// "holder". Slurm calls the card GPU 0, as the node's first GPU; so does
+// the source (no order map needed to skip the BMC's card): the job holds
+// the card, carries its idle energy, and every interval conserves.
 func TestSysfsSlurmEndToEnd(t *testing.T) {
 	root := t.TempDir()
 	sys, proc := filepath.Join(root, "sys"), filepath.Join(root, "proc")
@@ -36,6 +38,13 @@ func TestSysfsSlurmEndToEnd(t *testing.T) {
 	write(power, "300000000\n")
 	must(os.MkdirAll(filepath.Join(sys, "class", "drm", "card1"), 0o755))
 	must(os.Symlink(dev, filepath.Join(sys, "class", "drm", "card1", "device")))
+	bmc := filepath.Join(sys, "devices", "pci0000:00", "0000:02:00.0")
+	ast := filepath.Join(sys, "bus", "pci", "drivers", "ast")
+	must(os.MkdirAll(ast, 0o755))
+	must(os.MkdirAll(bmc, 0o755))
+	must(os.Symlink(ast, filepath.Join(bmc, "driver")))
+	must(os.MkdirAll(filepath.Join(sys, "class", "drm", "card0"), 0o755))
+	must(os.Symlink(bmc, filepath.Join(sys, "class", "drm", "card0", "device")))
 	fdinfo := map[int]string{}
 	for _, pid := range []int{500, 501} {
 		p := filepath.Join(proc, fmt.Sprint(pid))
@@ -45,7 +54,7 @@ func TestSysfsSlurmEndToEnd(t *testing.T) {
 		fdinfo[pid] = filepath.Join(p, "fdinfo", "5")
 	}
 	cfg := Config{Sysfs: "auto", NVML: "off", SysfsRoot: sys, ProcfsRoot: proc, Slurm: true,
-		SlurmGPUOrderMap: "0:1", IdleWatts: map[string]float64{"0000:0a:00.0": 25}}
+		IdleWatts: map[string]float64{"0000:0a:00.0": 25}}
 	g, err := Open(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +75,7 @@ func TestSysfsSlurmEndToEnd(t *testing.T) {
 			continue
 		}
 		r := d.Reading
-		if !d.HasHolder || d.Holder.JobID != "31" || d.Whole || !r.OK || math.Abs(r.EnergyJ-300) > 300e-9 {
+		if r.Device.Index != 0 || !d.HasHolder || d.Holder.JobID != "31" || d.Whole || !r.OK || math.Abs(r.EnergyJ-300) > 300e-9 {
 			t.Fatalf("interval %d: %+v", k, d)
 		}
 		p500 += r.Usage[500]

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -90,22 +91,39 @@ type Source struct {
 	retryAt  time.Time
 	backoff  time.Duration
 	attempts uint64
+	// mu guards the devices list and the power boards' samples, which
+	// the background sampler reads and adds to.
+	mu            sync.Mutex
+	stop, stopped chan struct{}
 }
 
 type device struct {
 	h       gonvml.Device
 	dev     gpu.Device
 	meter   *gpu.Meter
-	counter bool   // GetTotalEnergyConsumption works
-	seen    uint64 // last process-utilization timestamp, µs
-	util    bool   // GetProcessUtilization supported
-	usage   map[int]float64
-	pids    map[int][]gonvml.ProcessUtilizationSample
+	counter bool // GetTotalEnergyConsumption works
+	// probe: the energy counter failed at start for another reason than
+	// NOT_SUPPORTED (a driver busy initialising), so it is asked again at
+	// each read until it answers or says it is not supported.
+	probe bool
+	// pw integrates a board's power samples (boards without the energy
+	// counter); sampleErr is why its latest sample failed.
+	pw        gpu.Trapezoid
+	sampleErr error
+	maxW      float64
+	seen      uint64 // last process-utilization timestamp, µs
+	util      bool   // GetProcessUtilization supported
+	usage     map[int]float64
+	pids      map[int][]gonvml.ProcessUtilizationSample
 	// gpm: the board supports GPM (Hopper and newer), so MIG instances
 	// are weighted by their measured SM activity; two samples per
 	// instance, alternating.
 	gpm     bool
 	samples map[int]*gpmPair
+	// migReason says why the board's MIG instances could not be listed
+	// at the latest read (its energy then goes unattributed); "" when
+	// they were.
+	migReason string
 }
 
 type gpmPair struct {
@@ -191,9 +209,15 @@ func New(lib gonvml.Interface, opts Options, log *zap.Logger) (*Source, error) {
 		log = zap.NewNop()
 	}
 	s := &Source{lib: lib, log: log, opts: opts, rejects: reading.NewRejects("nvml", log), meters: map[string]*gpu.Meter{}}
-	switch err := s.start(); {
-	case errors.Is(err, errNoDriver):
+	err := s.start()
+	if errors.Is(err, errNoDriver) {
 		return nil, err
+	}
+	if opts.SampleEvery > 0 {
+		s.stop, s.stopped = make(chan struct{}), make(chan struct{})
+		go s.sampler(opts.SampleEvery)
+	}
+	switch {
 	case err != nil:
 		s.degrade(err, time.Time{})
 		log.Warn("NVIDIA GPU source down, retrying in the background; CPU and node energy are unaffected", zap.Error(err))
@@ -225,14 +249,25 @@ func (s *Source) start() error {
 		s.log.Info("NVML functions this driver lacks are not called; their features are off",
 			zap.Strings("missing", s.feat.missing))
 	}
-	s.devs, s.list = s.devs[:0], s.list[:0]
+	s.freeSamples()
+	var devs []*device
+	var list []gpu.Device
+	defer func() {
+		s.mu.Lock()
+		s.devs, s.list = devs, list
+		s.mu.Unlock()
+	}()
 	for i := 0; i < n; i++ {
 		h, ret := lib.DeviceGetHandleByIndex(i)
 		if ret != gonvml.SUCCESS {
 			s.log.Warn("NVML device skipped", zap.Int("index", i), zap.String("error", ret.Error()))
 			continue
 		}
-		d := &device{h: h, util: s.feat.procUtil, usage: map[int]float64{}, pids: map[int][]gonvml.ProcessUtilizationSample{}}
+		d := &device{h: h, util: s.feat.procUtil, usage: map[int]float64{}, pids: map[int][]gonvml.ProcessUtilizationSample{},
+			maxW: s.opts.MaxWatts}
+		if d.maxW <= 0 {
+			d.maxW = gpu.DefaultMaxWatts
+		}
 		d.dev = gpu.Device{Index: i, Vendor: gpu.NVIDIA, Source: "nvml"}
 		d.dev.UUID, _ = h.GetUUID()
 		d.dev.Model, _ = h.GetName()
@@ -243,6 +278,7 @@ func (s *Source) start() error {
 		if s.feat.energy {
 			_, ret = h.GetTotalEnergyConsumption()
 			d.counter = ret == gonvml.SUCCESS
+			d.probe = ret != gonvml.SUCCESS && ret != gonvml.ERROR_NOT_SUPPORTED
 		}
 		if m := s.meters[d.dev.Key()]; m != nil {
 			m.Restart()
@@ -257,10 +293,27 @@ func (s *Source) start() error {
 				d.gpm, d.samples = true, map[int]*gpmPair{}
 			}
 		}
-		s.devs = append(s.devs, d)
-		s.list = append(s.list, d.dev)
+		devs = append(devs, d)
+		list = append(list, d.dev)
 	}
 	return nil
+}
+
+// freeSamples frees the devices' GPM samples (the library allocated
+// them): before NVML shuts down, and before a re-initialisation replaces
+// the devices, which would otherwise leak every sample at each driver
+// reload.
+func (s *Source) freeSamples() {
+	for _, d := range s.devs {
+		for id, p := range d.samples {
+			for _, smp := range p.s {
+				if smp != nil {
+					smp.Free()
+				}
+			}
+			delete(d.samples, id)
+		}
+	}
 }
 
 // degrade marks the source down for err and schedules the next attempt.
@@ -280,7 +333,9 @@ func (s *Source) degrade(err error, now time.Time) {
 		s.backoff = min(2*s.backoff, retryMax)
 	}
 	s.retryAt = now.Add(s.backoff)
-	s.devs, s.list = s.devs[:0], s.list[:0]
+	s.mu.Lock()
+	s.devs, s.list = nil, nil
+	s.mu.Unlock()
 }
 
 // Down reports why the source is down, nil while it is up.
@@ -303,9 +358,20 @@ func pciAddr(p gonvml.PciInfo) string {
 	return fmt.Sprintf("%04x:%02x:%02x.0", p.Domain, p.Bus, p.Device)
 }
 
-func (s *Source) Name() string              { return "nvml" }
-func (s *Source) Devices() []gpu.Device     { return slices.Clone(s.list) }
-func (s *Source) Close() error              { s.lib.Shutdown(); return nil }
+func (s *Source) Name() string          { return "nvml" }
+func (s *Source) Devices() []gpu.Device { return slices.Clone(s.list) }
+
+// Close stops the sampler, frees the GPM samples and shuts NVML down.
+func (s *Source) Close() error {
+	if s.stop != nil {
+		close(s.stop)
+		<-s.stopped
+		s.stop = nil
+	}
+	s.freeSamples()
+	s.lib.Shutdown()
+	return nil
+}
 func (s *Source) Rejects() *reading.Rejects { return s.rejects }
 
 // Health reports one entry per device ever seen; while the source is
@@ -317,6 +383,11 @@ func (s *Source) Health() []snapshot.SourceHealth {
 	for _, k := range s.order {
 		h := s.meters[k].Health(s.now)
 		h.Rejected = rej
+		for _, d := range s.devs {
+			if d.dev.Key() == k && d.migReason != "" && h.Reason == "" {
+				h.Reason = d.migReason
+			}
+		}
 		if s.down != nil {
 			h.Up, h.Reason = false, s.reason
 		}
@@ -360,6 +431,7 @@ func (s *Source) Read(_ context.Context, now time.Time) ([]gpu.Reading, error) {
 	}
 	if failed > 0 && failed == len(s.devs) {
 		err := &nvmlError{"energy", last}
+		s.freeSamples()
 		s.lib.Shutdown()
 		s.degrade(err, time.Time{})
 		s.retryAt = now // re-initialise at the next read
@@ -382,16 +454,32 @@ func (s *Source) read(d *device, now time.Time) (gpu.Reading, gonvml.Return) {
 			r.EnergyJ, r.OK = d.meter.Counter(float64(mj)/1e3, now)
 		}
 	} else {
+		// The power sampled within the interval (in the background) and
+		// at its end (now), integrated with the trapezoid rule, through
+		// the meter's counter validation as any energy counter.
 		r.Method = gpu.PowerIntegrated
-		mw, ret := d.h.GetPowerUsage()
-		eret = ret
-		if ret != gonvml.SUCCESS {
-			d.meter.Fail(fmt.Errorf("power: %s", ret.Error()), now)
-		} else {
-			r.EnergyJ, r.OK = d.meter.Power(float64(mw)/1e3, now)
+		eret = s.samplePower(d, now)
+		s.mu.Lock()
+		j, at := d.pw.Integrate(now)
+		serr := d.sampleErr
+		s.mu.Unlock()
+		switch {
+		case serr != nil:
+			// The interval's end is unknown: nothing is credited now,
+			// and the next read's energy spans the gap.
+			d.meter.Fail(fmt.Errorf("power sample: %v", serr), now)
+		case at.IsZero():
+			d.meter.Fail(errors.New("no power sample yet"), now)
+		case !at.Equal(now):
+			d.meter.Fail(errors.New("no power sample at the read"), now)
+		default:
+			r.EnergyJ, r.OK = d.meter.Counter(j, now)
 		}
 	}
 	r.Interval, r.PowerW = d.meter.Interval(), d.meter.PowerW()
+	if d.probe {
+		s.probeEnergy(d, now)
+	}
 	if u, ret := d.h.GetUtilizationRates(); ret == gonvml.SUCCESS {
 		if err := reading.CheckGauge(float64(u.Gpu), 100); err == nil {
 			r.Utilization, r.UtilizationKnown = float64(u.Gpu)/100, true
@@ -422,6 +510,71 @@ func (s *Source) read(d *device, now time.Time) (gpu.Reading, gonvml.Return) {
 	}
 	memoryWeights(procs, func(p gonvml.ProcessInfo, w float64) { d.usage[int(p.Pid)] += w })
 	return r, eret
+}
+
+// samplePower samples a power board once at now; ret is NVML's answer.
+func (s *Source) samplePower(d *device, now time.Time) gonvml.Return {
+	mw, ret := d.h.GetPowerUsage()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ret != gonvml.SUCCESS {
+		d.sampleErr = fmt.Errorf("power: %s", ret.Error())
+		return ret
+	}
+	w := float64(mw) / 1e3
+	if err := reading.CheckGauge(w, d.maxW); err != nil {
+		s.rejects.Add(err, d.dev.Key()+" power")
+		d.sampleErr = err
+		return ret
+	}
+	d.sampleErr = nil
+	d.pw.Add(now, w)
+	return ret
+}
+
+// sampler samples the power boards every interval until Close.
+func (s *Source) sampler(every time.Duration) {
+	defer close(s.stopped)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case now := <-t.C:
+			var power []*device
+			s.mu.Lock()
+			for _, d := range s.devs {
+				if !d.counter {
+					power = append(power, d)
+				}
+			}
+			s.mu.Unlock()
+			for _, d := range power {
+				s.samplePower(d, now)
+			}
+		}
+	}
+}
+
+// probeEnergy asks again for the energy counter a start-up error denied.
+// Once it answers, this interval's energy stays the power integration's
+// and the counter's reading is the baseline of the next: the meter
+// restarts on the counter, so no interval mixes the two.
+func (s *Source) probeEnergy(d *device, now time.Time) {
+	mj, ret := d.h.GetTotalEnergyConsumption()
+	switch ret {
+	case gonvml.SUCCESS:
+		s.mu.Lock()
+		d.counter, d.probe = true, false
+		d.pw.Reset()
+		s.mu.Unlock()
+		d.meter.Restart()
+		d.meter.Counter(float64(mj)/1e3, now)
+		s.log.Info("NVIDIA GPU energy counter answers now; energy is read from it", zap.String("gpu", d.dev.Key()))
+	case gonvml.ERROR_NOT_SUPPORTED:
+		d.probe = false
+	}
 }
 
 // processUtil fills d.usage with each pid's SM utilization × time from the
@@ -545,18 +698,34 @@ func memoryWeights(procs []gonvml.ProcessInfo, add func(gonvml.ProcessInfo, floa
 // they hold.
 func (s *Source) instances(d *device) (_ []gpu.Instance, unknown bool) {
 	var out []gpu.Instance
+	d.migReason = ""
+	failed := func(what string, ret gonvml.Return) {
+		// A profile the board does not offer is no failure; anything
+		// else leaves instances out, so their energy would be
+		// unattributed without a word.
+		if ret == gonvml.ERROR_NOT_SUPPORTED || ret == gonvml.ERROR_INVALID_ARGUMENT || ret == gonvml.ERROR_NOT_FOUND {
+			return
+		}
+		if d.migReason == "" {
+			d.migReason = "mig_instances_unlisted"
+			s.rejects.Add(reading.Reject(reading.Unreadable, 0, "%s: %s", what, ret.Error()), d.dev.Key()+" mig instances")
+		}
+	}
 	for p := 0; p < gonvml.GPU_INSTANCE_PROFILE_COUNT; p++ {
 		info, ret := d.h.GetGpuInstanceProfileInfo(p)
 		if ret != gonvml.SUCCESS {
+			failed("GPU instance profile", ret)
 			continue
 		}
 		gis, ret := d.h.GetGpuInstances(&info)
 		if ret != gonvml.SUCCESS {
+			failed("GPU instances", ret)
 			continue
 		}
 		for _, gi := range gis {
 			gii, ret := gi.GetInfo()
 			if ret != gonvml.SUCCESS {
+				failed("GPU instance info", ret)
 				continue
 			}
 			out = append(out, gpu.Instance{
@@ -591,7 +760,7 @@ func (s *Source) instances(d *device) (_ []gpu.Instance, unknown bool) {
 		}
 	}
 	procs, ret := d.h.GetComputeRunningProcesses()
-	if ret != gonvml.SUCCESS {
+	if ret != gonvml.SUCCESS || d.migReason != "" {
 		return out, true
 	}
 	byGI := map[uint32][]gonvml.ProcessInfo{}

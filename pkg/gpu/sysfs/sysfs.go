@@ -60,27 +60,14 @@ type card struct {
 	counter bool
 	// usage merges DRM and KFD usage (reused).
 	usage map[int]float64
-	// For power cards: the energy integrated so far with the trapezoid
-	// rule over the samples (joules), and the last accepted sample.
-	joules float64
-	prevW  float64
-	prevT  time.Time
-	// sampleErr is why the latest sample failed or was rejected.
+	// For power cards: the samples integrated with the trapezoid rule
+	// (shared with NVML's power boards), and why the latest sample
+	// failed or was rejected.
+	pw        gpu.Trapezoid
 	sampleErr error
-	// pending are samples not integrated yet.
-	pending []powerSample
 	// busy is amdgpu's gpu_busy_percent, the whole card's utilization
 	// (graphics, DRM and ROCm/KFD work alike); "" when absent.
 	busy string
-}
-
-// maxPending bounds a card's samples awaiting a read (an hour at 1 s).
-const maxPending = 3600
-
-// powerSample is one power reading of a card and when it was taken.
-type powerSample struct {
-	t time.Time
-	w float64
 }
 
 // Source reads the DRM cards found at Open.
@@ -136,16 +123,24 @@ func Open(opts Options, log *zap.Logger) (*Source, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("gpu sysfs: %w", err)
+		// An unreadable DRM class (an odd mount, a broken sysfs) costs
+		// the DRM GPUs only: the exporter and measure start without
+		// them rather than not at all.
+		log.Warn("DRM GPU source off: cannot list the DRM cards", zap.String("dir", drm), zap.Error(err))
+		return nil, nil
 	}
 	rej := reading.NewRejects("gpu-sysfs", log)
 	kfd := kfdTopology(opts.SysfsRoot)
 	s := &Source{log: log, sysRoot: opts.SysfsRoot, kfd: kfd, kfdUse: map[string]map[int]float64{}, scanner: fdinfo.NewScanner(opts.ProcfsRoot), debugfs: filepath.Join(opts.SysfsRoot, "kernel", "debug"), rejects: rej, tracker: fdinfo.NewTracker(rej)}
+	ordinal := gpuOrdinals(drm, ents)
 	for _, e := range ents {
 		if !cardRE.MatchString(e.Name()) {
 			continue
 		}
 		c, why := probe(filepath.Join(drm, e.Name()), e.Name())
+		if c != nil {
+			c.dev.Index = ordinal[e.Name()]
+		}
 		if c != nil && kfd[c.dev.PCIBusID].APU {
 			c, why = nil, "an APU: its power sensor reports the whole socket, CPU included, which the CPU's package zone counts"
 		}
@@ -215,41 +210,41 @@ func (s *Source) sample(now time.Time) {
 			c.sampleErr = err
 			continue
 		}
-		if len(c.pending) >= maxPending {
-			// No read for a long while: keep the newest samples.
-			c.pending = append(c.pending[:0], c.pending[len(c.pending)/2:]...)
-		}
-		c.pending = append(c.pending, powerSample{now, w})
+		c.pw.Add(now, w)
 	}
-}
-
-// integrate folds c's pending samples taken up to now into its energy
-// with the trapezoid rule, as the hwmon meter does, in time order; samples
-// taken after now (the sampler's clock ran ahead of the loop's) wait for
-// the next read, and one not newer than the last folded is dropped, so no
-// span is integrated twice. Called with s.mu held.
-func (c *card) integrate(now time.Time) {
-	slices.SortFunc(c.pending, func(a, b powerSample) int { return a.t.Compare(b.t) })
-	k := 0
-	for _, p := range c.pending {
-		if p.t.After(now) {
-			c.pending[k] = p
-			k++
-			continue
-		}
-		if !c.prevT.IsZero() {
-			if !p.t.After(c.prevT) {
-				continue
-			}
-			c.joules += (c.prevW + p.w) / 2 * p.t.Sub(c.prevT).Seconds()
-		}
-		c.prevW, c.prevT = p.w, p.t
-	}
-	c.pending = c.pending[:k]
 }
 
 // probe returns the card at dir, or nil and why not ("" for cards of
 // drivers we do not read, which are not worth a log line).
+// gpuOrdinals numbers the DRM cards bound to a GPU driver (amdgpu, i915,
+// xe) 0, 1, … in card order: a device's index is its place among the
+// node's GPUs, as Slurm's GPU index and ROCm's are, not its DRM card
+// number, which a BMC's VGA device (ast, mgag200: card0 on many servers)
+// shifts by one.
+func gpuOrdinals(drm string, ents []os.DirEntry) map[string]int {
+	var nums []int
+	for _, e := range ents {
+		if !cardRE.MatchString(e.Name()) {
+			continue
+		}
+		drv, err := os.Readlink(filepath.Join(drm, e.Name(), "device", "driver"))
+		if err != nil {
+			continue
+		}
+		if _, ok := drivers[filepath.Base(drv)]; !ok {
+			continue
+		}
+		n, _ := strconv.Atoi(strings.TrimPrefix(e.Name(), "card"))
+		nums = append(nums, n)
+	}
+	slices.Sort(nums)
+	out := make(map[string]int, len(nums))
+	for i, n := range nums {
+		out[fmt.Sprintf("card%d", n)] = i
+	}
+	return out
+}
+
 func probe(dir, name string) (*card, string) {
 	devDir := filepath.Join(dir, "device")
 	pciDir, err := filepath.EvalSymlinks(devDir)
@@ -394,8 +389,8 @@ func (s *Source) Read(_ context.Context, now time.Time) ([]gpu.Reading, error) {
 			// validation as any energy counter.
 			s.sample(now)
 			s.mu.Lock()
-			c.integrate(now)
-			j, at, serr := c.joules, c.prevT, c.sampleErr
+			j, at := c.pw.Integrate(now)
+			serr := c.sampleErr
 			s.mu.Unlock()
 			switch {
 			case serr != nil:

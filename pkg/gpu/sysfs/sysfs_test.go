@@ -4,9 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/wattrace/wattrace/pkg/gpu/sysfs/sysfstest"
 )
@@ -236,10 +240,31 @@ func TestAMDGPUPowerTrapezoid(t *testing.T) {
 	for deadline := time.Now().Add(5 * time.Second); !sampled && time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond)
 		bg.mu.Lock()
-		sampled = len(bg.cards[0].pending) > 0
+		sampled = len(bg.cards[0].pw.Pending()) > 0
 		bg.mu.Unlock()
 	}
 	if err := bg.Close(); err != nil || !sampled {
 		t.Fatalf("background sampler: sampled %v, close %v", sampled, err)
+	}
+}
+
+// A DRM class that cannot be listed for another reason than its absence
+// (here a file where the directory should be) turns the DRM GPU source
+// off with a warning; start-up goes on.
+func TestUnreadableDRMDegradesOnlyTheSource(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "class"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "class", "drm"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zap.WarnLevel)
+	src, err := Open(Options{SysfsRoot: root, ProcfsRoot: t.TempDir()}, zap.New(core))
+	if src != nil || err != nil {
+		t.Fatalf("source %v, error %v: want the source off and no error", src, err)
+	}
+	if logs.FilterMessageSnippet("cannot list the DRM cards").Len() != 1 {
+		t.Errorf("no warning: %v", logs.All())
 	}
 }

@@ -2,10 +2,13 @@ package discover
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/wattrace/wattrace/internal/testenv"
 	"github.com/wattrace/wattrace/pkg/power"
 )
 
@@ -45,5 +48,46 @@ func TestMustAdvance(t *testing.T) {
 	}
 	if dead.reads < 3 {
 		t.Errorf("%d reads in the window, want it polled", dead.reads)
+	}
+}
+
+// This machine's hypervisor exposes a power PMU whose events count 0 J.
+// The first discovery with a verdict directory waits out the check and
+// writes down that the counters stalled; a second process of the same
+// boot skips the check (and its 250 ms) and says why. Without the
+// directory nothing is written.
+func TestStalledPMURememberedForTheBoot(t *testing.T) {
+	testenv.RequireRoot(t)
+	if _, err := os.Stat("/sys/bus/event_source/devices/power/type"); err != nil {
+		t.Skip("no power PMU on this machine")
+	}
+	dir := t.TempDir()
+	cfg := Config{Source: "auto", IPMI: "off", LookPath: noTools, VerdictDir: dir,
+		Interval: 20 * time.Millisecond, Timeout: 20 * time.Millisecond}
+	start := time.Now()
+	_, lines, _ := discoverWith(t, cfg)
+	first := time.Since(start)
+	note := func(lines []string) string {
+		for _, l := range lines {
+			if strings.HasPrefix(l, "rapl-perf:") {
+				return l
+			}
+		}
+		return ""
+	}
+	if !strings.Contains(note(lines), "did not advance") {
+		t.Skipf("the power PMU counts energy here (%q): nothing to remember", note(lines))
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "perf-rapl-stalled-*"))
+	if len(files) != 1 || first < advanceWindow {
+		t.Fatalf("verdicts %v after a %v discovery", files, first)
+	}
+	_, lines, _ = discoverWith(t, cfg)
+	if n := note(lines); !strings.Contains(n, "found earlier this boot") || !strings.Contains(n, "did not advance") {
+		t.Errorf("second discovery: %q", n)
+	}
+	cfg.VerdictDir = ""
+	if _, lines, _ = discoverWith(t, cfg); strings.Contains(note(lines), "earlier this boot") {
+		t.Errorf("without a verdict directory: %q", note(lines))
 	}
 }

@@ -71,10 +71,27 @@ type Config struct {
 	// out, so no GPU feeds workloads twice; the GPU zones of devices the
 	// stage cannot read stay, numbered after the stage's.
 	GPUDevices []string
+	// GPUAccels are those devices' accelerator numbers (NVML's index, a
+	// DRM GPU's place among the node's GPUs), in the same order: Cray
+	// pm_counters' accelN is the node's Nth GPU, whichever the stage
+	// could open. Without them, the stage's devices are taken to be
+	// accel0 … accel(len−1).
+	GPUAccels []int
+	// GPUPending: a GPU source is open but down (NVML failing at start),
+	// so the stage may read more devices later. The meters' GPU zones are
+	// then numbered after every accelerator the node has, never where the
+	// stage's later zones will be; which of them the meters stop
+	// reporting follows the stage (pkg/compose).
+	GPUPending bool
 	// APUs are the PCI addresses of AMD APUs, whose amdgpu power sensor
 	// reports the whole socket, CPU included: never a GPU zone, since the
 	// package zone counts that energy already.
 	APUs []string
+	// VerdictDir, when set, keeps for the rest of the boot that the power
+	// PMU's counters did not advance (advance.go), so that a later
+	// process skips the check's 250 ms; `wattrace measure` sets it, the
+	// exporter, which checks once, does not.
+	VerdictDir string
 	// Retry tunes the background retries of configured meters that fail
 	// at start (5s doubling to 5m when zero); its Log is set by Open.
 	Retry power.RetryOptions

@@ -472,6 +472,10 @@ func openRAPL(_ context.Context, e *Env) (power.Meter, string, error) {
 }
 
 func openPerfRAPL(ctx context.Context, e *Env) (power.Meter, string, error) {
+	verdict := verdictPath(e.Cfg.VerdictDir, e.Cfg.ProcfsRoot, e.Cfg.SysfsRoot)
+	if why := stalledThisBoot(verdict); why != "" {
+		return nil, "", fmt.Errorf("%s (found earlier this boot, %s)", why, verdict)
+	}
 	p, err := power.NewPerfRAPL(e.Cfg.SysfsRoot, e.opts())
 	if err != nil {
 		return nil, "", err
@@ -482,6 +486,9 @@ func openPerfRAPL(ctx context.Context, e *Env) (power.Meter, string, error) {
 	}
 	if err := mustAdvance(ctx, p, advanceWindow, 5*time.Millisecond); err != nil {
 		_ = p.Close()
+		if ctx.Err() == nil {
+			rememberStalled(verdict, err)
+		}
 		return nil, "", err
 	}
 	return p, "power PMU opened: powercap unusable", nil
@@ -492,7 +499,21 @@ func openPMCounters(_ context.Context, e *Env) (power.Meter, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	if pm.LeaveOutAccels(len(e.Cfg.GPUDevices)) == 0 {
+	read := map[int]bool{}
+	for i := range e.Cfg.GPUDevices {
+		n := i
+		if i < len(e.Cfg.GPUAccels) {
+			n = e.Cfg.GPUAccels[i]
+		}
+		read[n] = true
+	}
+	first := len(e.Cfg.GPUDevices)
+	if e.Cfg.GPUPending {
+		// The stage will number devices it finds later from 0 on: the
+		// meter's zones start after every accelerator the node has.
+		first = max(first, pm.Accels())
+	}
+	if pm.LeaveOutAccels(read, first) == 0 {
 		return nil, "its only counters are GPUs the GPU stage reads per device", nil
 	}
 	if _, err := pm.Read(); err != nil {

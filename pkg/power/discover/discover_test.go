@@ -211,3 +211,42 @@ func TestDiscoverHwmonLeavesOutAPUs(t *testing.T) {
 		t.Fatalf("zones %v, want the platform and the discrete card only", got)
 	}
 }
+
+// The GPU stage reads NVML device 1 only (device 0's handle failed): it
+// is accel1, so pm_counters leaves out accel1, not accel0, and keeps
+// accel0, which nothing else reads, as gpu socket 1, after the stage's
+// one zone.
+func TestDiscoverPMCountersLeavesOutByAcceleratorNumber(t *testing.T) {
+	root := t.TempDir()
+	copyTree(t, "../testdata/pm-counters", root)
+	m, _, err := discoverWith(t, Config{Source: "auto", SysfsRoot: root, IPMI: "off", LookPath: noTools,
+		Interval: 20 * time.Millisecond, Timeout: 20 * time.Millisecond,
+		GPUDevices: []string{"0000:3b:00.0"}, GPUAccels: []int{1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Read(); err != nil {
+		t.Fatal(err)
+	}
+	// 10 J on accel0 and 3 J on accel1 over 100 ms: plausible powers.
+	time.Sleep(100 * time.Millisecond)
+	dir := filepath.Join(root, "cray", "pm_counters")
+	for f, j := range map[string]int{"accel0_energy": 902214 + 10, "accel1_energy": 899873 + 3} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(fmt.Sprintf("%d J\n", j)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := m.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, z := range s {
+		if z.Zone == power.ZoneGPU {
+			got = append(got, fmt.Sprintf("gpu/%d %.0f J", z.Socket, z.Joules))
+		}
+	}
+	if fmt.Sprint(got) != "[gpu/1 10 J]" {
+		t.Fatalf("pm_counters GPU zones %v, want accel0's 10 J as gpu/1", got)
+	}
+}

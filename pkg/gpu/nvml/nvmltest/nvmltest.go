@@ -24,8 +24,11 @@ type Board struct {
 	GI       map[uint32]uint32 // pid → GPU instance (MIG)
 	NoUtil   bool
 	NoEnergy bool
-	PowerMW  uint32
-	LastSeen []uint64
+	// EnergyErr, when set, is what the energy counter call returns (a
+	// transient driver error rather than NoEnergy's NOT_SUPPORTED).
+	EnergyErr gonvml.Return
+	PowerMW   uint32
+	LastSeen  []uint64
 }
 
 // Wire answers the device's NVML calls from b.
@@ -37,6 +40,9 @@ func Wire(d *server.Device, b *Board) {
 	d.GetTotalEnergyConsumptionFunc = func() (uint64, gonvml.Return) {
 		if b.NoEnergy {
 			return 0, gonvml.ERROR_NOT_SUPPORTED
+		}
+		if b.EnergyErr != gonvml.SUCCESS {
+			return 0, b.EnergyErr
 		}
 		return b.EnergyMJ, gonvml.SUCCESS
 	}
