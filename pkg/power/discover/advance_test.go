@@ -59,7 +59,7 @@ func TestMustAdvance(t *testing.T) {
 func TestStalledPMURememberedForTheBoot(t *testing.T) {
 	testenv.RequireRoot(t)
 	if _, err := os.Stat("/sys/bus/event_source/devices/power/type"); err != nil {
-		t.Skip("no power PMU on this machine")
+		testenv.NotApplicable(t, "no power PMU on this machine")
 	}
 	dir := t.TempDir()
 	cfg := Config{Source: "auto", IPMI: "off", LookPath: noTools, VerdictDir: dir,
@@ -76,7 +76,7 @@ func TestStalledPMURememberedForTheBoot(t *testing.T) {
 		return ""
 	}
 	if !strings.Contains(note(lines), "did not advance") {
-		t.Skipf("the power PMU counts energy here (%q): nothing to remember", note(lines))
+		testenv.NotApplicable(t, "the power PMU counts energy here (%q): nothing to remember", note(lines))
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "perf-rapl-stalled-*"))
 	if len(files) != 1 || first < advanceWindow {
