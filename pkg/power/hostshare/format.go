@@ -186,11 +186,27 @@ func Write(dir string, m *Meta, joules map[string]float64) error {
 	return WriteAtomic(dir, MetaFile, b)
 }
 
+// syncFile flushes a file or directory to stable storage. It is a
+// variable so that a test can see when, relative to the rename, each sync
+// happens: a crash leaves no trace that would tell the order otherwise.
+var syncFile = (*os.File).Sync
+
 // WriteAtomic replaces dir/name with data: a temporary file beside it,
 // renamed over it, so a reader sees the old content or the new, never a
 // part. The file is readable by everyone: QEMU reads it for the guest
 // as its own user.
+//
+// It is durable too: the temporary file is synced before the rename, so
+// a crash after the rename cannot leave a new name over empty or partial
+// content, and the directory after it, so the rename itself survives a
+// crash. Without both, a host that loses power could come back with a
+// counter lower than one a guest already read, or with an empty one.
 func WriteAtomic(dir, name string, data []byte) error {
+	return WriteAtomicMode(dir, name, data, 0o644)
+}
+
+// WriteAtomicMode is WriteAtomic with the file's permission bits.
+func WriteAtomicMode(dir, name string, data []byte, mode os.FileMode) error {
 	f, err := os.CreateTemp(dir, "."+name+".tmp-")
 	if err != nil {
 		return err
@@ -198,7 +214,10 @@ func WriteAtomic(dir, name string, data []byte) error {
 	tmp := f.Name()
 	_, err = f.Write(append(data, '\n'))
 	if err == nil {
-		err = f.Chmod(0o644)
+		err = f.Chmod(mode)
+	}
+	if err == nil {
+		err = syncFile(f)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -210,5 +229,20 @@ func WriteAtomic(dir, name string, data []byte) error {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("write %s: %w", filepath.Join(dir, name), err)
 	}
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("write %s: sync directory: %w", filepath.Join(dir, name), err)
+	}
 	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = syncFile(d)
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
