@@ -28,7 +28,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -61,9 +63,18 @@ type Config struct {
 	Log          *zap.Logger
 }
 
+// LockFile is the writer's lock in the root: one exporter at a time
+// writes a root's shares. Domain directories never start with a dot, so
+// no domain can be named like it.
+const LockFile = ".lock"
+
+// ErrLocked is returned by New when another process holds the root's lock.
+var ErrLocked = errors.New("another process writes the guests' shares here")
+
 // Writer writes the shares. Write and Run are called from one goroutine.
 type Writer struct {
 	cfg  Config
+	lock *os.File // holds the root's flock for the writer's life
 	doms map[string]*domain
 	last time.Time
 	warn map[string]bool
@@ -100,6 +111,10 @@ func New(cfg Config) (*Writer, error) {
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
+	lock, err := lockRoot(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.Host == "" {
 		cfg.Host, _ = os.Hostname()
 	}
@@ -108,7 +123,7 @@ func New(cfg Config) (*Writer, error) {
 			cfg.BootID = strings.TrimSpace(string(b))
 		}
 	}
-	w := &Writer{cfg: cfg, doms: map[string]*domain{}, warn: map[string]bool{}, uuid: -1, name: -1}
+	w := &Writer{cfg: cfg, lock: lock, doms: map[string]*domain{}, warn: map[string]bool{}, uuid: -1, name: -1}
 	for i, n := range ident.LabelNames(ident.KindVM) {
 		switch n {
 		case "vm_uuid":
@@ -120,9 +135,52 @@ func New(cfg Config) (*Writer, error) {
 	return w, nil
 }
 
+// lockRoot takes the root's writer lock, an exclusive flock(2) on
+// dir/LockFile without waiting. Two writers on one root would each
+// continue the counters from what they last read and overwrite each
+// other's totals, so the second one must not start: a guest would see its
+// counter jump back and forth. The lock goes with the process (the kernel
+// releases it when the exporter exits, however it exits), so there is no
+// stale lock to clean up. The file holds the holder's pid, for the error.
+func lockRoot(dir string) (*os.File, error) {
+	path := filepath.Join(dir, LockFile)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("guests.share.path lock %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			holder := "unknown"
+			if b, rerr := os.ReadFile(path); rerr == nil && len(strings.TrimSpace(string(b))) > 0 {
+				holder = strings.TrimSpace(string(b))
+			}
+			return nil, fmt.Errorf("guests.share.path %s: %w (lock %s held by pid %s); stop it, or give this exporter another guests.share.path",
+				dir, ErrLocked, path, holder)
+		}
+		return nil, fmt.Errorf("guests.share.path lock %s: %w", path, err)
+	}
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return f, nil
+}
+
+// Close releases the root's lock; the writer writes nothing after it.
+func (w *Writer) Close() error {
+	if w.lock == nil {
+		return nil
+	}
+	err := w.lock.Close()
+	w.lock = nil
+	return err
+}
+
 // Run writes every Interval until ctx ends, then once more from the latest
-// snapshot, so a stopped exporter leaves its final figures.
+// snapshot, so a stopped exporter leaves its final figures; then it
+// releases the root's lock.
 func (w *Writer) Run(ctx context.Context, src Snapshots) error {
+	defer w.Close()
 	t := time.NewTicker(w.cfg.Interval)
 	defer t.Stop()
 	var logged, warnedOld time.Time
@@ -155,6 +213,9 @@ func (w *Writer) Run(ctx context.Context, src Snapshots) error {
 // skipped. It returns the errors of the domains it could not write; the
 // others are written regardless.
 func (w *Writer) Write(s *snapshot.Snapshot) error {
+	if w.lock == nil {
+		return errors.New("guest shares: writer closed")
+	}
 	if s == nil || !s.Time.After(w.last) {
 		return nil
 	}

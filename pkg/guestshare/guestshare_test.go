@@ -35,6 +35,7 @@ func newWriter(t *testing.T, dir string) *Writer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { w.Close() })
 	return w
 }
 
@@ -73,8 +74,8 @@ func TestWriterPublishesVM(t *testing.T) {
 		z.Source != "rapl" || z.IdlePolicy != "even" {
 		t.Errorf("meta %+v", m)
 	}
-	if ents, _ := os.ReadDir(root); len(ents) != 1 {
-		t.Errorf("root holds %d entries, want the VM's directory only", len(ents))
+	if ents, _ := os.ReadDir(root); len(ents) != 2 || ents[0].Name() != LockFile || ents[1].Name() != strings.ToLower(uuid) {
+		t.Errorf("root holds %v, want the writer's lock and the VM's directory only", ents)
 	}
 	if left, _ := filepath.Glob(filepath.Join(dir, ".*")); len(left) != 0 {
 		t.Errorf("temporary files left: %v", left)
@@ -99,6 +100,7 @@ func TestWriterMonotonicAcrossRestart(t *testing.T) {
 	}
 	m1, _ := hostshare.ReadMeta(dir)
 	// Restart: the host's figure for the VM starts again at 0.
+	w.Close()
 	w = newWriter(t, root)
 	for i, j := range []float64{0, 4, 9} {
 		if err := w.Write(snap(10+i, j, 0)); err != nil {
@@ -134,6 +136,7 @@ func TestWriterMarksReset(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, hostshare.ZoneFile("package")), []byte("garbage"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	w.Close()
 	w = newWriter(t, root)
 	if err := w.Write(snap(2, 3, 0)); err != nil {
 		t.Fatal(err)
