@@ -30,7 +30,7 @@ type Guests struct {
 }
 
 func vmFlags(fs *pflag.FlagSet) {
-	fs.String(KeyGuestsSharePath, "", "On a libvirt host: write each VM's energy (dynamic plus the idle share power.idle-policy gives it) under this directory, one subdirectory per domain uuid, to be shared read-only with that guest (docs/vm.md), e.g. /var/lib/wattrace/guests. Empty: off.")
+	fs.String(KeyGuestsSharePath, "", "On a libvirt host: write each VM's energy (dynamic plus the idle share power.idle-policy gives it) under this directory, one subdirectory per domain (uuid-<uuid>), to be shared read-only with that guest (docs/vm.md), e.g. /var/lib/wattrace/guests. Empty: off.")
 	fs.Duration(KeyGuestsShareInterval, defaultGuestsShareEvery, "How often the guests' shares are written; each write asks the stats loop for figures no older than this.")
 }
 

@@ -50,8 +50,9 @@ type Snapshots interface {
 
 // Config configures the writer.
 type Config struct {
-	// Dir is the root (guests.share.path); each domain gets Dir/<uuid>,
-	// or Dir/<name> when libvirt gave no uuid.
+	// Dir is the root (guests.share.path); each domain gets
+	// Dir/uuid-<uuid>, or Dir/name-<name> when libvirt gave no uuid
+	// (DirName).
 	Dir string
 	// Interval is how often the shares are written (guests.share.interval).
 	Interval time.Duration
@@ -93,9 +94,34 @@ type counter struct {
 	prevJ  float64 // the host's figure of the latest snapshot, this run
 }
 
-// safeKey is what a directory name may be: a uuid or a libvirt name
-// without path separators or leading dots.
+// safeKey is what a domain's identifier may be to name a directory: a
+// uuid or a libvirt name without path separators or leading dots.
 var safeKey = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$`)
+
+// The prefixes of a domain's directory say which identifier names it. A
+// libvirt name is the domain owner's choice and may be spelled like
+// another domain's uuid; prefixed, the two can never name one directory,
+// so no domain writes into another's share.
+const (
+	uuidPrefix = "uuid-"
+	namePrefix = "name-"
+)
+
+// DirName is the directory of a domain's share under the root:
+// uuid-<lower-case uuid>, or name-<name> when libvirt gave no uuid; ""
+// when the identifier is not safe in a file name.
+func DirName(uuid, name string) string {
+	if uuid != "" {
+		if !safeKey.MatchString(uuid) {
+			return ""
+		}
+		return uuidPrefix + strings.ToLower(uuid)
+	}
+	if !safeKey.MatchString(name) {
+		return ""
+	}
+	return namePrefix + name
+}
 
 // New checks cfg and returns a writer; the root is created if missing.
 func New(cfg Config) (*Writer, error) {
@@ -233,13 +259,10 @@ func (w *Writer) Write(s *snapshot.Snapshot) error {
 		if w.name >= 0 && w.name < len(wl.Labels) {
 			name = wl.Labels[w.name]
 		}
-		key := strings.ToLower(uuid)
+		key := DirName(uuid, name)
 		if key == "" {
-			key = name
-		}
-		if !safeKey.MatchString(key) {
-			if !w.warn[key] {
-				w.warn[key] = true
+			if id := uuid + "\x00" + name; !w.warn[id] {
+				w.warn[id] = true
 				w.cfg.Log.Warn("VM not shared: its uuid or name is not a safe directory name", zap.String("uuid", uuid), zap.String("name", name))
 			}
 			continue
@@ -255,6 +278,7 @@ func (w *Writer) domain(key, uuid, name string, s *snapshot.Snapshot, wl *snapsh
 	d := w.doms[key]
 	if d == nil {
 		var err error
+		w.migrate(key, uuid, name)
 		if d, err = w.load(key); err != nil {
 			return err
 		}
@@ -310,6 +334,49 @@ func (w *Writer) domain(key, uuid, name string, s *snapshot.Snapshot, wl *snapsh
 		joules[z] = c.totalJ
 	}
 	return hostshare.Write(d.dir, &d.meta, joules)
+}
+
+// migrate moves a share written before directories were prefixed
+// (<root>/<uuid>, or <root>/<name> without a uuid) to its prefixed name,
+// so its counters continue, and leaves a symlink at the old name, so a
+// domain XML naming the old path still mounts the share at its next start.
+// A running guest keeps reading: QEMU's 9p and virtiofsd hold the shared
+// directory open, not its path. Only a directory whose metadata names
+// this very domain moves: one a domain named like a uuid wrote into
+// another's place is left alone, and its true owner starts afresh.
+func (w *Writer) migrate(key, uuid, name string) {
+	newDir := filepath.Join(w.cfg.Dir, key)
+	if _, err := os.Lstat(newDir); !errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	old := strings.ToLower(uuid)
+	if uuid == "" {
+		old = name
+	}
+	oldDir := filepath.Join(w.cfg.Dir, old)
+	if fi, err := os.Lstat(oldDir); err != nil || !fi.IsDir() {
+		return
+	}
+	meta, err := hostshare.ReadMeta(oldDir)
+	if err != nil {
+		return
+	}
+	if uuid != "" && !strings.EqualFold(meta.Domain.UUID, uuid) || uuid == "" && (meta.Domain.UUID != "" || meta.Domain.Name != name) {
+		if !w.warn["migrate\x00"+oldDir] {
+			w.warn["migrate\x00"+oldDir] = true
+			w.cfg.Log.Warn("old unprefixed guest share names another domain: not moved", zap.String("dir", oldDir),
+				zap.String("its_uuid", meta.Domain.UUID), zap.String("its_name", meta.Domain.Name))
+		}
+		return
+	}
+	if err := os.Rename(oldDir, newDir); err != nil {
+		w.cfg.Log.Warn("moving an old guest share to its prefixed name", zap.String("from", oldDir), zap.String("to", newDir), zap.Error(err))
+		return
+	}
+	if err := os.Symlink(key, oldDir); err != nil {
+		w.cfg.Log.Warn("linking the old guest share's name to the new", zap.String("link", oldDir), zap.Error(err))
+	}
+	w.cfg.Log.Info("guest share moved to its prefixed name; point the domain's XML at it", zap.String("from", oldDir), zap.String("to", newDir))
 }
 
 // load opens a domain's directory: its counters continue from what the

@@ -5,7 +5,7 @@
 //
 // # The share
 //
-// One directory per domain (on the host <guests.share.path>/<domain uuid>/,
+// One directory per domain (on the host <guests.share.path>/uuid-<domain uuid>/,
 // mounted read-only in the guest at power.host-share.path, by default
 // /run/wattrace/host) holds:
 //
