@@ -1,6 +1,10 @@
 package guestshare
 
 import (
+	"strconv"
+	"syscall"
+
+	"github.com/wattrace/wattrace/internal/testenv"
 	"os"
 	"path/filepath"
 	"strings"
@@ -97,5 +101,69 @@ func TestWriterMigratesUnprefixedShare(t *testing.T) {
 	}
 	if fi, err := os.Lstat(squat); err != nil || !fi.IsDir() {
 		t.Errorf("the squatter's old directory moved: %v", err)
+	}
+}
+
+// With a group, the domain's directory is 0750 and its files 0640, all in
+// that group, an existing directory included; without, 0755 and 0644.
+func TestWriterGroupMode(t *testing.T) {
+	gid := -1
+	if os.Geteuid() == 0 {
+		gid = 4242 // root may give files any group
+	} else {
+		groups, _ := os.Getgroups()
+		for _, g := range groups {
+			if g != os.Getgid() {
+				gid = g
+				break
+			}
+		}
+	}
+	if gid < 0 {
+		testenv.Need(t, "root, or a supplementary group to give the files")
+	}
+	root := t.TempDir()
+	lower := strings.ToLower(uuid)
+	dir := filepath.Join(root, "uuid-"+lower)
+	if err := os.Mkdir(dir, 0o755); err != nil { // made by hand before the domain started
+		t.Fatal(err)
+	}
+	w, err := New(Config{Dir: root, Interval: time.Second, Group: strconv.Itoa(gid), Host: "hv1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	if err := w.Write(snap(1, 5, 0)); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{dir, filepath.Join(dir, hostshare.MetaFile), filepath.Join(dir, hostshare.ZoneFile("package"))} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := os.FileMode(0o640)
+		if p == dir {
+			want = 0o750
+		}
+		if fi.Mode().Perm() != want || int(fi.Sys().(*syscall.Stat_t).Gid) != gid {
+			t.Errorf("%s: %v gid %d, want %v gid %d", p, fi.Mode().Perm(), fi.Sys().(*syscall.Stat_t).Gid, want, gid)
+		}
+	}
+	if _, err := New(Config{Dir: t.TempDir(), Interval: time.Second, Group: "no-such-group-wattrace"}); err == nil ||
+		!strings.Contains(err.Error(), "guests.share.group") {
+		t.Errorf("unknown group: %v", err)
+	}
+
+	root = t.TempDir()
+	w2 := newWriter(t, root)
+	if err := w2.Write(snap(1, 5, 0)); err != nil {
+		t.Fatal(err)
+	}
+	dir = filepath.Join(root, "uuid-"+lower)
+	if fi, _ := os.Stat(dir); fi.Mode().Perm() != 0o755 {
+		t.Errorf("default directory mode %v", fi.Mode().Perm())
+	}
+	if fi, _ := os.Stat(filepath.Join(dir, hostshare.MetaFile)); fi.Mode().Perm() != 0o644 {
+		t.Errorf("default file mode %v", fi.Mode().Perm())
 	}
 }

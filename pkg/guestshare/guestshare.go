@@ -25,6 +25,7 @@ import (
 	"maps"
 	"math"
 	"os"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -56,6 +57,11 @@ type Config struct {
 	Dir string
 	// Interval is how often the shares are written (guests.share.interval).
 	Interval time.Duration
+	// Group, when set (guests.share.group: a group name or a numeric
+	// gid), makes the domains' directories 0750 and their files 0640,
+	// owned by that group (QEMU's, e.g. kvm or libvirt-qemu): only QEMU
+	// reads the shares, not every local user. Empty: 0755 and 0644.
+	Group string
 	// IdlePolicy is the host's power.idle-policy, recorded in the metadata.
 	IdlePolicy string
 	// Host and BootID name the host (os.Hostname and the kernel's boot id
@@ -74,13 +80,15 @@ var ErrLocked = errors.New("another process writes the guests' shares here")
 
 // Writer writes the shares. Write and Run are called from one goroutine.
 type Writer struct {
-	cfg  Config
-	lock *os.File // holds the root's flock for the writer's life
-	doms map[string]*domain
-	last time.Time
-	warn map[string]bool
-	uuid int // label indexes of the vm level
-	name int
+	cfg     Config
+	lock    *os.File // holds the root's flock for the writer's life
+	perm    hostshare.Perm
+	dirMode os.FileMode
+	doms    map[string]*domain
+	last    time.Time
+	warn    map[string]bool
+	uuid    int // label indexes of the vm level
+	name    int
 }
 
 type domain struct {
@@ -137,6 +145,14 @@ func New(cfg Config) (*Writer, error) {
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
+	perm, dirMode := hostshare.WorldReadable, os.FileMode(0o755)
+	if cfg.Group != "" {
+		gid, err := lookupGroup(cfg.Group)
+		if err != nil {
+			return nil, fmt.Errorf("invalid value %q for guests.share.group: %w", cfg.Group, err)
+		}
+		perm, dirMode = hostshare.Perm{Mode: 0o640, Gid: gid}, 0o750
+	}
 	lock, err := lockRoot(cfg.Dir)
 	if err != nil {
 		return nil, err
@@ -149,7 +165,7 @@ func New(cfg Config) (*Writer, error) {
 			cfg.BootID = strings.TrimSpace(string(b))
 		}
 	}
-	w := &Writer{cfg: cfg, lock: lock, doms: map[string]*domain{}, warn: map[string]bool{}, uuid: -1, name: -1}
+	w := &Writer{cfg: cfg, lock: lock, perm: perm, dirMode: dirMode, doms: map[string]*domain{}, warn: map[string]bool{}, uuid: -1, name: -1}
 	for i, n := range ident.LabelNames(ident.KindVM) {
 		switch n {
 		case "vm_uuid":
@@ -159,6 +175,21 @@ func New(cfg Config) (*Writer, error) {
 		}
 	}
 	return w, nil
+}
+
+// lookupGroup resolves a group name or a numeric gid.
+func lookupGroup(g string) (int, error) {
+	if n, err := strconv.Atoi(g); err == nil {
+		if n < 0 {
+			return 0, errors.New("negative gid")
+		}
+		return n, nil
+	}
+	gr, err := user.LookupGroup(g)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(gr.Gid)
 }
 
 // lockRoot takes the root's writer lock, an exclusive flock(2) on
@@ -321,7 +352,7 @@ func (w *Writer) domain(key, uuid, name string, s *snapshot.Snapshot, wl *snapsh
 	if len(zones) == 0 {
 		return nil
 	}
-	if err := os.MkdirAll(d.dir, 0o755); err != nil {
+	if err := w.mkdir(d.dir); err != nil {
 		return fmt.Errorf("guest share %s: %w", d.dir, err)
 	}
 	d.meta.Zones = zones
@@ -333,7 +364,31 @@ func (w *Writer) domain(key, uuid, name string, s *snapshot.Snapshot, wl *snapsh
 	for z, c := range d.zones {
 		joules[z] = c.totalJ
 	}
-	return hostshare.Write(d.dir, &d.meta, joules)
+	return hostshare.WritePerm(d.dir, &d.meta, joules, w.perm)
+}
+
+// mkdir makes a domain's directory with the writer's mode and group, and
+// sets them on one that exists (made by hand, as docs/vm.md says, or
+// before guests.share.group was set), so that its files are reachable by
+// QEMU's group and no one else.
+func (w *Writer) mkdir(dir string) error {
+	if err := os.Mkdir(dir, w.dirMode); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	if w.perm.Gid < 0 {
+		return nil // the default leaves an existing directory's mode alone, as it always did
+	}
+	if err := os.Chown(dir, -1, w.perm.Gid); err != nil {
+		return err
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if fi.Mode().Perm() != w.dirMode {
+		return os.Chmod(dir, w.dirMode)
+	}
+	return nil
 }
 
 // migrate moves a share written before directories were prefixed

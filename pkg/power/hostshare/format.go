@@ -168,14 +168,31 @@ func FormatCounter(joules float64) []byte {
 	return strconv.AppendUint(nil, uint64(uj), 10)
 }
 
+// Perm is who may read a share's files: their mode, and their group
+// (Gid; below zero, the writer's own).
+type Perm struct {
+	Mode os.FileMode
+	Gid  int
+}
+
+// WorldReadable is the default Perm: 0644, so QEMU reads the files as
+// whatever user it runs as.
+var WorldReadable = Perm{Mode: 0o644, Gid: -1}
+
 // Write writes a share: each zone's counter (joules[zone]), then the
 // metadata, so a reader that sees an update's metadata sees its counters.
+// The files are WorldReadable.
 func Write(dir string, m *Meta, joules map[string]float64) error {
+	return WritePerm(dir, m, joules, WorldReadable)
+}
+
+// WritePerm is Write with the files' permissions.
+func WritePerm(dir string, m *Meta, joules map[string]float64, p Perm) error {
 	if err := m.Validate(); err != nil {
 		return fmt.Errorf("share %s: %w", dir, err)
 	}
 	for _, z := range m.Zones {
-		if err := WriteAtomic(dir, ZoneFile(z.Name), FormatCounter(joules[z.Name])); err != nil {
+		if err := WriteAtomicPerm(dir, ZoneFile(z.Name), FormatCounter(joules[z.Name]), p); err != nil {
 			return err
 		}
 	}
@@ -183,7 +200,7 @@ func Write(dir string, m *Meta, joules map[string]float64) error {
 	if err != nil {
 		return fmt.Errorf("share %s: %w", dir, err)
 	}
-	return WriteAtomic(dir, MetaFile, b)
+	return WriteAtomicPerm(dir, MetaFile, b, p)
 }
 
 // syncFile flushes a file or directory to stable storage. It is a
@@ -202,19 +219,23 @@ var syncFile = (*os.File).Sync
 // crash. Without both, a host that loses power could come back with a
 // counter lower than one a guest already read, or with an empty one.
 func WriteAtomic(dir, name string, data []byte) error {
-	return WriteAtomicMode(dir, name, data, 0o644)
+	return WriteAtomicPerm(dir, name, data, WorldReadable)
 }
 
-// WriteAtomicMode is WriteAtomic with the file's permission bits.
-func WriteAtomicMode(dir, name string, data []byte, mode os.FileMode) error {
+// WriteAtomicPerm is WriteAtomic with the file's permissions, set before
+// the rename so that the file never shows under its name with others.
+func WriteAtomicPerm(dir, name string, data []byte, p Perm) error {
 	f, err := os.CreateTemp(dir, "."+name+".tmp-")
 	if err != nil {
 		return err
 	}
 	tmp := f.Name()
 	_, err = f.Write(append(data, '\n'))
+	if err == nil && p.Gid >= 0 {
+		err = f.Chown(-1, p.Gid)
+	}
 	if err == nil {
-		err = f.Chmod(mode)
+		err = f.Chmod(p.Mode)
 	}
 	if err == nil {
 		err = syncFile(f)
