@@ -117,8 +117,13 @@ func Open(o Options) (*Meter, error) {
 	return m, nil
 }
 
-// Name implements power.Meter: "host:<host name>".
-func (m *Meter) Name() string { return m.name }
+// Name implements power.Meter: "host:<host name>", the host of the
+// latest epoch read.
+func (m *Meter) Name() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.name
+}
 
 // Estimated implements power.Meter: the host measured unless it says it
 // estimated every zone.
@@ -192,6 +197,18 @@ func (m *Meter) readLocked(now time.Time) error {
 		if m.epoch != "" {
 			m.opt.Log.Info("host share counters restarted (new epoch): taking a fresh baseline",
 				zap.String("source", m.name), zap.String("epoch", meta.Epoch), zap.Uint64("resets", meta.Resets))
+		}
+		// A new epoch may come from another host: a guest live-migrated
+		// reads the share its new host writes (a directory of its own,
+		// so a new epoch), and its figures are that host's, named so.
+		// The first epoch read names the host too when the metadata was
+		// unreadable at Open.
+		if meta.Host != "" && "host:"+meta.Host != m.name {
+			old := m.name
+			m.name = "host:" + meta.Host
+			m.tall = sourcehealth.New(m.name, sourcehealth.Options{Log: m.opt.Log})
+			m.opt.Log.Info("host share now written by another host: the source is renamed",
+				zap.String("from", old), zap.String("to", m.name))
 		}
 		for _, z := range m.zones {
 			z.ctr.Reset()

@@ -343,3 +343,54 @@ func TestFallbackEstimatesOnlyWhenFalling(t *testing.T) {
 		t.Errorf("stale share: estimates %v, want the estimator's", e)
 	}
 }
+
+// A live-migrated guest's share is written by its new host under a new
+// epoch: the meter names the new host from then on, its samples and its
+// health too, and counts on from a fresh baseline.
+func TestMeterRenamesOnNewHostEpoch(t *testing.T) {
+	c := &clock{now: time.Unix(1000, 0)}
+	s := newShare(t, "package")
+	s.set(c.now, map[string]float64{"package": 500})
+	m := open(t, s.dir, c)
+	read(t, m)
+	c.add(time.Second)
+	s.set(c.now, map[string]float64{"package": 510})
+	read(t, m)
+	c.add(time.Second)
+	s.meta.Host, s.meta.Epoch, s.meta.Seq = "hv2", "e-hv2", 0
+	s.set(c.now, map[string]float64{"package": 2})
+	ss := read(t, m)
+	if m.Name() != "host:hv2" || ss[0].Source != "host:hv2" || joulesOf(ss) != 10 {
+		t.Fatalf("after migration: name %q samples %+v, want host:hv2 and 10 J", m.Name(), ss)
+	}
+	c.add(time.Second)
+	s.set(c.now, map[string]float64{"package": 6})
+	if j := joulesOf(read(t, m)); j != 14 {
+		t.Errorf("%v J, want 14 (10 on hv1, 4 on hv2)", j)
+	}
+	if h := m.Health()[0]; h.Source != "host:hv2" || !h.Up {
+		t.Errorf("health %+v, want host:hv2 up", h)
+	}
+	// The same host under a new epoch keeps its name.
+	c.add(time.Second)
+	s.meta.Epoch = "e-hv2b"
+	s.set(c.now, map[string]float64{"package": 1})
+	if ss := read(t, m); m.Name() != "host:hv2" || ss[0].Source != "host:hv2" {
+		t.Errorf("same host, new epoch: name %q", m.Name())
+	}
+}
+
+// A share unreadable at Open is named "host" until its first metadata
+// names the host.
+func TestMeterNamesHostOnceReadable(t *testing.T) {
+	c := &clock{now: time.Unix(1000, 0)}
+	s := newShare(t, "package")
+	m := open(t, s.dir, c)
+	if m.Name() != "host" {
+		t.Fatalf("name %q before any metadata, want host", m.Name())
+	}
+	s.set(c.now, map[string]float64{"package": 5})
+	if ss := read(t, m); m.Name() != "host:hv1" || ss[0].Source != "host:hv1" {
+		t.Errorf("name %q samples %+v, want host:hv1", m.Name(), ss)
+	}
+}
