@@ -61,7 +61,15 @@ type Meter struct {
 	order     []string
 	methods   map[string]bool // zone -> estimated by the host
 	loggedErr time.Time       // the last "zone unreadable" warning
+	// hostEvery is how often the host says it writes (the metadata's
+	// interval_seconds, validated; 0 when absent or out of bounds).
+	hostEvery time.Duration
+	badEvery  bool // an out-of-bounds interval_seconds was logged
 }
+
+// maxHostInterval bounds the host's write interval the staleness follows:
+// a host claiming more would keep its guests from ever falling back.
+const maxHostInterval = time.Hour
 
 type zone struct {
 	ctr    reading.Counter
@@ -157,7 +165,25 @@ func (m *Meter) Stale() bool {
 }
 
 func (m *Meter) staleLocked(now time.Time) bool {
-	return now.Sub(m.changed) > m.opt.Staleness
+	return now.Sub(m.changed) > m.stalenessLocked()
+}
+
+// stalenessLocked is how long the share may go without a new update:
+// the setting, or three of the host's write intervals when longer. A host
+// that writes every 15 s or more would otherwise be called stale between
+// two of its own updates, and its guests would flap between its figures
+// and the estimate; three intervals let one update come late or be
+// missed.
+func (m *Meter) stalenessLocked() time.Duration {
+	return max(m.opt.Staleness, 3*m.hostEvery)
+}
+
+// Staleness is the staleness in force (the setting, or three of the
+// host's write intervals when longer).
+func (m *Meter) Staleness() time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.stalenessLocked()
 }
 
 // Read implements power.Meter: each zone's validated energy since the
@@ -216,6 +242,15 @@ func (m *Meter) readLocked(now time.Time) error {
 		m.epoch, m.seq, m.updated, m.changed = meta.Epoch, meta.Seq, meta.Updated, now
 	} else if meta.Seq != m.seq || !meta.Updated.Equal(m.updated) {
 		m.seq, m.updated, m.changed = meta.Seq, meta.Updated, now
+	}
+	m.hostEvery = 0
+	if iv := meta.IntervalSeconds; iv > 0 && iv <= maxHostInterval.Seconds() {
+		m.hostEvery = time.Duration(iv * float64(time.Second))
+	} else if iv != 0 && !m.badEvery {
+		// Not a plausible interval: the setting alone decides.
+		m.badEvery = true
+		m.opt.Log.Warn("host share's interval_seconds out of bounds: ignored for staleness",
+			zap.String("source", m.name), zap.Float64("interval_seconds", iv), zap.Duration("max", maxHostInterval))
 	}
 	var errs []error
 	for _, zm := range meta.Zones {

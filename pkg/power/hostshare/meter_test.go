@@ -394,3 +394,41 @@ func TestMeterNamesHostOnceReadable(t *testing.T) {
 		t.Errorf("name %q samples %+v, want host:hv1", m.Name(), ss)
 	}
 }
+
+// A host that writes every 20 s is stale only after three of its
+// intervals (60 s) without a new update, not after the 5 s setting; a
+// fast host after the setting; an absurd interval is ignored.
+func TestStalenessFollowsHostInterval(t *testing.T) {
+	for _, tc := range []struct {
+		every     float64
+		fresh     time.Duration // not stale this long after the last update
+		stale     time.Duration // stale this long after it
+		staleness time.Duration
+	}{
+		{every: 20, fresh: 59 * time.Second, stale: 61 * time.Second, staleness: time.Minute},
+		{every: 1, fresh: 4 * time.Second, stale: 6 * time.Second, staleness: 5 * time.Second},
+		{every: 0, fresh: 4 * time.Second, stale: 6 * time.Second, staleness: 5 * time.Second},
+		{every: -20, fresh: 4 * time.Second, stale: 6 * time.Second, staleness: 5 * time.Second},
+		{every: 1e9, fresh: 4 * time.Second, stale: 6 * time.Second, staleness: 5 * time.Second},
+	} {
+		c := &clock{now: time.Unix(1000, 0)}
+		s := newShare(t, "package")
+		s.meta.IntervalSeconds = tc.every
+		s.set(c.now, map[string]float64{"package": 1})
+		m := open(t, s.dir, c) // setting: 5 s
+		read(t, m)
+		if got := m.Staleness(); got != tc.staleness {
+			t.Errorf("interval %v s: staleness %v, want %v", tc.every, got, tc.staleness)
+		}
+		c.add(tc.fresh)
+		read(t, m)
+		if m.Stale() || !m.Health()[0].Up {
+			t.Errorf("interval %v s: stale %v after the last update", tc.every, tc.fresh)
+		}
+		c.add(tc.stale - tc.fresh)
+		read(t, m)
+		if !m.Stale() || m.Health()[0].Up {
+			t.Errorf("interval %v s: not stale %v after the last update", tc.every, tc.stale)
+		}
+	}
+}
