@@ -35,6 +35,7 @@ type Fallback struct {
 	order     []string
 	prevHost  map[string]float64
 	prevEst   map[string]float64
+	prevDyn   map[string]float64 // as prevEst, of the estimator's dynamic energy
 	lastEpoch string
 	lastSeq   uint64
 }
@@ -52,7 +53,7 @@ func NewFallback(host *Meter, est power.Meter, log *zap.Logger) *Fallback {
 		log = zap.NewNop()
 	}
 	return &Fallback{host: host, est: est, log: log, outJ: map[string]float64{}, source: map[string]string{},
-		prevHost: map[string]float64{}, prevEst: map[string]float64{}}
+		prevHost: map[string]float64{}, prevEst: map[string]float64{}, prevDyn: map[string]float64{}}
 }
 
 // Name implements power.Meter: the host's name (the source of the zones
@@ -86,12 +87,22 @@ func (f *Fallback) Read() ([]power.ZoneSample, error) {
 	hs, herr := f.host.Read()
 	stale := f.host.Stale()
 	es, eerr := f.est.Read()
+	var ds []power.ZoneSample
+	dynOK := false
+	if d, ok := f.est.(power.DynamicReader); ok {
+		var derr error
+		ds, derr = d.ReadDynamic()
+		dynOK = derr == nil
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	estJ := map[string]float64{}
+	estJ, dynJ := map[string]float64{}, map[string]float64{}
 	if eerr == nil {
 		for _, s := range es {
 			estJ[s.Zone] += s.Joules
+		}
+		for _, s := range ds {
+			dynJ[s.Zone] += s.Joules
 		}
 	}
 	switch {
@@ -115,6 +126,7 @@ func (f *Fallback) Read() ([]power.ZoneSample, error) {
 			f.lastEpoch, f.lastSeq = epoch, seq
 			for z, j := range estJ {
 				f.prevEst[z] = j
+				f.prevDyn[z] = dynJ[z]
 			}
 		}
 	case stale:
@@ -133,7 +145,13 @@ func (f *Fallback) Read() ([]power.ZoneSample, error) {
 		sort.Strings(zones)
 		for _, z := range zones {
 			d := max(estJ[z]-f.prevEst[z], 0)
-			f.prevEst[z] = estJ[z]
+			if dynOK && f.host.IdlePolicy(z) == "none" {
+				// The host's figures held no idle energy: nor does
+				// the estimate that stands in for them, or the zone
+				// would mean something else while the host is away.
+				d = max(dynJ[z]-f.prevDyn[z], 0)
+			}
+			f.prevEst[z], f.prevDyn[z] = estJ[z], dynJ[z]
 			f.credit(z, d, f.est.Name())
 		}
 	default:

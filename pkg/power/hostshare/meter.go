@@ -59,8 +59,9 @@ type Meter struct {
 	changed   time.Time // guest time of the last new update
 	zones     map[string]*zone
 	order     []string
-	methods   map[string]bool // zone -> estimated by the host
-	loggedErr time.Time       // the last "zone unreadable" warning
+	methods   map[string]bool   // zone -> estimated by the host
+	policies  map[string]string // zone -> the host's idle policy
+	loggedErr time.Time         // the last "zone unreadable" warning
 	// hostEvery is how often the host says it writes (the metadata's
 	// interval_seconds, validated; 0 when absent or out of bounds).
 	hostEvery time.Duration
@@ -121,7 +122,7 @@ func Open(o Options) (*Meter, error) {
 		o.Log.Warn("host share metadata unreadable at start; the source is named \"host\"", zap.String("dir", o.Dir), zap.Error(err))
 	}
 	m := &Meter{opt: o, name: name, tall: sourcehealth.New(name, sourcehealth.Options{Log: o.Log}),
-		zones: map[string]*zone{}, methods: map[string]bool{}, changed: o.Now()}
+		zones: map[string]*zone{}, methods: map[string]bool{}, policies: map[string]string{}, changed: o.Now()}
 	return m, nil
 }
 
@@ -147,6 +148,15 @@ func (m *Meter) Estimated() bool {
 		}
 	}
 	return true
+}
+
+// IdlePolicy is the host's power.idle-policy for zone as the latest
+// metadata read says ("" when not known): under "none" the zone holds the
+// VM's dynamic energy only.
+func (m *Meter) IdlePolicy(zone string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.policies[zone]
 }
 
 // Update identifies the latest update read: its epoch and sequence.
@@ -263,6 +273,7 @@ func (m *Meter) readLocked(now time.Time) error {
 			m.order = append(m.order, zm.Name)
 		}
 		m.methods[zm.Name] = zm.Method == "estimated"
+		m.policies[zm.Name] = zm.IdlePolicy
 		path := filepath.Join(m.opt.Dir, ZoneFile(zm.Name))
 		b, err := os.ReadFile(path)
 		if err != nil {

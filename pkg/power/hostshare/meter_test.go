@@ -432,3 +432,40 @@ func TestStalenessFollowsHostInterval(t *testing.T) {
 		}
 	}
 }
+
+// The stand-in follows the host's idle policy: under none the host's
+// figures hold the VM's dynamic energy only, and so does the estimate
+// that stands in for them; under even it holds idle too.
+func TestFallbackFollowsHostIdlePolicy(t *testing.T) {
+	for _, tc := range []struct {
+		policy string
+		wantJ  float64 // credited over the 6 s since the last update
+	}{
+		{"none", 6 * 10}, // 20 W at half load, 10 W of it idle
+		{"even", 6 * 20},
+		{"cpu", 6 * 20},
+	} {
+		c := &clock{now: time.Unix(1000, 0)}
+		s := newShare(t, "package")
+		s.meta.Zones[0].IdlePolicy = tc.policy
+		s.set(c.now, map[string]float64{"package": 1000})
+		est, err := power.NewEstimator(power.LinearZone("package", 10, 30))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := NewFallback(open(t, s.dir, c), est, nil)
+		read(t, f)
+		c.add(time.Second)
+		f.Advance(0.5, time.Second)
+		s.set(c.now, map[string]float64{"package": 1005})
+		read(t, f) // 5 J from the host; the estimate starts here
+		for i := 0; i < 6; i++ {
+			c.add(time.Second)
+			f.Advance(0.5, time.Second)
+		}
+		ss := read(t, f)
+		if !f.Falling() || ss[0].Source != "estimator" || math.Abs(sumJ(ss, "package")-(5+tc.wantJ)) > 1e-9 {
+			t.Errorf("policy %s: %v J from %q (falling %v), want %v", tc.policy, sumJ(ss, "package"), ss[0].Source, f.Falling(), 5+tc.wantJ)
+		}
+	}
+}
