@@ -32,6 +32,7 @@ type Fallback struct {
 	falling   bool
 	outJ      map[string]float64 // zone -> cumulative joules
 	source    map[string]string  // zone -> the meter its energy last came from
+	method    map[string]string  // zone -> how that meter got it
 	order     []string
 	prevHost  map[string]float64
 	prevEst   map[string]float64
@@ -52,7 +53,7 @@ func NewFallback(host *Meter, est power.Meter, log *zap.Logger) *Fallback {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Fallback{host: host, est: est, log: log, outJ: map[string]float64{}, source: map[string]string{},
+	return &Fallback{host: host, est: est, log: log, outJ: map[string]float64{}, source: map[string]string{}, method: map[string]string{},
 		prevHost: map[string]float64{}, prevEst: map[string]float64{}, prevDyn: map[string]float64{}}
 }
 
@@ -112,12 +113,12 @@ func (f *Fallback) Read() ([]power.ZoneSample, error) {
 			f.log.Info("host share fresh again: the host's figures replace the estimate", zap.String("source", f.host.Name()))
 			for _, s := range hs {
 				f.prevHost[s.Zone] = s.Joules
-				f.credit(s.Zone, 0, f.host.Name())
+				f.credit(s.Zone, 0, s.Source, s.Method)
 			}
 			break
 		}
 		for _, s := range hs {
-			f.credit(s.Zone, max(s.Joules-f.prevHost[s.Zone], 0), f.host.Name())
+			f.credit(s.Zone, max(s.Joules-f.prevHost[s.Zone], 0), s.Source, s.Method)
 			f.prevHost[s.Zone] = s.Joules
 		}
 		if epoch, seq := f.host.Update(); epoch != f.lastEpoch || seq != f.lastSeq {
@@ -152,7 +153,7 @@ func (f *Fallback) Read() ([]power.ZoneSample, error) {
 				d = max(dynJ[z]-f.prevDyn[z], 0)
 			}
 			f.prevEst[z], f.prevDyn[z] = estJ[z], dynJ[z]
-			f.credit(z, d, f.est.Name())
+			f.credit(z, d, f.est.Name(), snapshot.MethodEstimated)
 		}
 	default:
 		// Failing but not stale yet: nothing is credited; if the host
@@ -163,17 +164,17 @@ func (f *Fallback) Read() ([]power.ZoneSample, error) {
 	}
 	out := make([]power.ZoneSample, 0, len(f.order))
 	for _, z := range f.order {
-		out = append(out, power.ZoneSample{Zone: z, Socket: -1, Joules: f.outJ[z], Source: f.source[z]})
+		out = append(out, power.ZoneSample{Zone: z, Socket: -1, Joules: f.outJ[z], Source: f.source[z], Method: f.method[z]})
 	}
 	return out, nil
 }
 
-func (f *Fallback) credit(zone string, j float64, source string) {
+func (f *Fallback) credit(zone string, j float64, source, method string) {
 	if _, ok := f.outJ[zone]; !ok {
 		f.order = append(f.order, zone)
 	}
 	f.outJ[zone] += j
-	f.source[zone] = source
+	f.source[zone], f.method[zone] = source, method
 }
 
 // Health implements sourcehealth.Reporter: the host share's (down while it

@@ -211,7 +211,11 @@ func (m *Meter) Read() ([]ZoneSample, error) {
 	}
 	out := make([]ZoneSample, 0, len(m.order))
 	for _, z := range m.order {
-		out = append(out, ZoneSample{Zone: z, Socket: -1, Joules: m.zones[z].totalJ, Source: m.name})
+		method := snapshot.MethodMeasured
+		if m.methods[z] {
+			method = snapshot.MethodEstimated
+		}
+		out = append(out, ZoneSample{Zone: z, Socket: -1, Joules: m.zones[z].totalJ, Source: m.name, Method: method})
 	}
 	return out, nil
 }

@@ -469,3 +469,29 @@ func TestFallbackFollowsHostIdlePolicy(t *testing.T) {
 		}
 	}
 }
+
+// Each sample carries its zone's method as the host wrote it, through the
+// fallback too; the estimate standing in is estimated.
+func TestSamplesCarryZoneMethod(t *testing.T) {
+	c := &clock{now: time.Unix(1000, 0)}
+	s := newShare(t, "package", "dram")
+	s.meta.Zones[1].Method = "estimated"
+	s.set(c.now, map[string]float64{"package": 10, "dram": 1})
+	m := open(t, s.dir, c)
+	f := NewFallback(m, &fakeEstimator{watts: 3}, nil)
+	want := map[string]string{"package": "measured", "dram": "estimated"}
+	for _, ss := range [][]ZoneSample{read(t, m), read(t, f)} {
+		for _, x := range ss {
+			if x.Method != want[x.Zone] {
+				t.Errorf("%s: method %q, want %q", x.Zone, x.Method, want[x.Zone])
+			}
+		}
+	}
+	c.add(10 * time.Second)
+	f.Advance(0.5, 10*time.Second)
+	for _, x := range read(t, f) {
+		if x.Zone == "package" && (x.Method != "estimated" || x.Source != "estimator") {
+			t.Errorf("stale: %+v, want the estimator's, estimated", x)
+		}
+	}
+}
