@@ -200,7 +200,7 @@ func TestGuestHostShare(t *testing.T) {
 	hostSource := "host:" + hostName
 	work := t.TempDir()
 	shareRoot := filepath.Join(work, "guests")
-	share := filepath.Join(shareRoot, guestUUID)
+	share := filepath.Join(shareRoot, "uuid-"+strings.ToLower(guestUUID))
 	if err := os.MkdirAll(share, 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -26,13 +27,18 @@ var estimateCommand = command{
 type estimateArgs struct {
 	node curves.Node
 	load float64 // 0..1
+	pct  float64 // the load as given, in percent
+	json bool
+	// warnings are said on stderr (and in the JSON): input that was
+	// accepted but is likely not what was meant.
+	warnings []string
 }
 
 func parseEstimateArgs(args []string, stderr io.Writer) (estimateArgs, error) {
 	fs := pflag.NewFlagSet("wattrace estimate", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: wattrace estimate --cpu MODEL --sockets N --threads N [--memory-gib M] --load PERCENT")
+		fmt.Fprintln(stderr, "usage: wattrace estimate --cpu MODEL --sockets N --threads N [--memory-gib M] --load PERCENT [--json]")
 		fs.PrintDefaults()
 	}
 	var a estimateArgs
@@ -41,7 +47,8 @@ func parseEstimateArgs(args []string, stderr io.Writer) (estimateArgs, error) {
 	fs.IntVar(&a.node.Sockets, "sockets", 0, "CPU sockets")
 	fs.IntVar(&a.node.Threads, "threads", 0, "hardware threads (vCPUs in a VM) in all")
 	fs.Float64Var(&a.node.MemoryGiB, "memory-gib", 0, "installed memory in GiB (0 or absent: assumed from the thread count)")
-	fs.StringVar(&load, "load", "", "CPU utilisation in percent, 0 to 100 (a trailing % is allowed)")
+	fs.StringVar(&load, "load", "", "CPU utilisation in percent, 0 to 100 (a trailing % is allowed; a value between 0 and 1 without it is warned about)")
+	fs.BoolVar(&a.json, "json", false, "print one JSON object (each curve's watts, band and source, the fallbacks taken, the warnings) instead of text")
 	if err := fs.Parse(args); err != nil {
 		return a, err
 	}
@@ -56,11 +63,18 @@ func parseEstimateArgs(args []string, stderr io.Writer) (estimateArgs, error) {
 	if strings.TrimSpace(a.node.CPU) == "" {
 		return a, errors.New("--cpu is empty: give the CPU model string (grep -m1 'model name' /proc/cpuinfo)")
 	}
-	pct, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(load), "%"), 64)
+	num, hasPct := strings.CutSuffix(strings.TrimSpace(load), "%")
+	pct, err := strconv.ParseFloat(num, 64)
 	if err != nil || math.IsNaN(pct) || pct < 0 || pct > 100 {
 		return a, fmt.Errorf("--load %q: want a percentage from 0 to 100", load)
 	}
-	a.load = pct / 100
+	if pct > 0 && pct < 1 && !hasPct {
+		// Utilisation is as often written as a fraction: 0.5 most
+		// likely means half load, which is 50 here. Say so, but keep
+		// the documented reading, so scripts' output does not change.
+		a.warnings = append(a.warnings, fmt.Sprintf("--load %s is read as %g%%, not %g%%: the load is in percent (0 to 100); write --load %g%% to mean %g%% and silence this", num, pct, pct*100, pct, pct))
+	}
+	a.load, a.pct = pct/100, pct
 	if err := a.node.Validate(); err != nil {
 		return a, fmt.Errorf("--sockets/--threads/--memory-gib: %w", err)
 	}
@@ -76,12 +90,19 @@ func runEstimate(_ context.Context, args []string, io stdio) int {
 		fmt.Fprintln(io.err, "wattrace estimate:", err)
 		return 2
 	}
+	for _, w := range a.warnings {
+		fmt.Fprintln(io.err, "wattrace estimate: warning:", w)
+	}
 	m, err := curves.Default()
 	if err != nil {
 		fmt.Fprintln(io.err, "wattrace estimate:", err)
 		return 1
 	}
-	if err := printEstimate(io.out, m, a); err != nil {
+	show := printEstimate
+	if a.json {
+		show = printEstimateJSON
+	}
+	if err := show(io.out, m, a); err != nil {
 		fmt.Fprintln(io.err, "wattrace estimate:", err)
 		return 1
 	}
@@ -93,16 +114,7 @@ func runEstimate(_ context.Context, args []string, io stdio) int {
 // zone), its CPU packages (the package zone, capped at the server) and
 // the node as a VM of as many vCPUs (a VM's package zone).
 func printEstimate(w io.Writer, m *curves.Model, a estimateArgs) error {
-	server, err := m.Server(a.node)
-	if err != nil {
-		return err
-	}
-	pkg, err := m.Package(a.node)
-	if err != nil {
-		return err
-	}
-	pkg = curves.CapAt(pkg, server)
-	vm, err := m.VM(a.node)
+	server, pkg, vm, err := estimateCurves(m, a)
 	if err != nil {
 		return err
 	}
@@ -124,14 +136,85 @@ func printEstimate(w io.Writer, m *curves.Model, a estimateArgs) error {
 		e := c.curve.At(a.load)
 		fmt.Fprintf(w, "%-9s %7.1f W  band %7.1f .. %7.1f W  (%s)\n", c.name+":", e.Watts, e.Lower, e.Upper, c.curve.Info.Source)
 	}
+	for _, f := range fallbacks(server, pkg, vm) {
+		fmt.Fprintf(w, "fallback: %s\n", f)
+	}
+	return nil
+}
+
+// estimateCurves are the three curves as the exporter uses them, the
+// package capped at the server.
+func estimateCurves(m *curves.Model, a estimateArgs) (server, pkg, vm curves.Curve, err error) {
+	if server, err = m.Server(a.node); err != nil {
+		return
+	}
+	if pkg, err = m.Package(a.node); err != nil {
+		return
+	}
+	pkg = curves.CapAt(pkg, server)
+	vm, err = m.VM(a.node)
+	return
+}
+
+// fallbacks are the curves' fallbacks, each once, in order.
+func fallbacks(cs ...curves.Curve) []string {
 	seen := map[string]bool{}
-	for _, c := range []curves.Curve{server, pkg, vm} {
+	out := []string{}
+	for _, c := range cs {
 		for _, f := range c.Info.Fallbacks {
 			if !seen[f] {
 				seen[f] = true
-				fmt.Fprintf(w, "fallback: %s\n", f)
+				out = append(out, f)
 			}
 		}
 	}
-	return nil
+	return out
+}
+
+// estimateJSON is `wattrace estimate --json`'s output.
+type estimateJSON struct {
+	CPU               string  `json:"cpu"`
+	Microarchitecture string  `json:"microarchitecture"` // "" when not recognised
+	Tier              string  `json:"tier"`
+	Sockets           int     `json:"sockets"`
+	Threads           int     `json:"threads"`
+	MemoryGiB         float64 `json:"memory_gib"` // 0: unknown
+	LoadPercent       float64 `json:"load_percent"`
+	// Curves: server (a bare-metal node's platform zone), package (its
+	// CPU packages, capped at the server), vm (a VM of as many vCPUs).
+	Curves    map[string]curveJSON `json:"curves"`
+	Fallbacks []string             `json:"fallbacks"`
+	Warnings  []string             `json:"warnings"`
+}
+
+type curveJSON struct {
+	Watts      float64 `json:"watts"`
+	LowerWatts float64 `json:"lower_watts"`
+	UpperWatts float64 `json:"upper_watts"`
+	Source     string  `json:"source"`
+	Tier       string  `json:"tier"`
+}
+
+// printEstimateJSON writes what printEstimate writes, as one JSON object.
+func printEstimateJSON(w io.Writer, m *curves.Model, a estimateArgs) error {
+	server, pkg, vm, err := estimateCurves(m, a)
+	if err != nil {
+		return err
+	}
+	out := estimateJSON{CPU: server.Info.CPU, Microarchitecture: server.Info.Arch, Tier: server.Info.Tier,
+		Sockets: a.node.Sockets, Threads: a.node.Threads, MemoryGiB: a.node.MemoryGiB, LoadPercent: a.pct,
+		Curves: map[string]curveJSON{}, Fallbacks: fallbacks(server, pkg, vm), Warnings: append([]string{}, a.warnings...)}
+	for name, c := range map[string]curves.Curve{"server": server, "package": pkg, "vm": vm} {
+		e := c.At(a.load)
+		for _, v := range []float64{e.Watts, e.Lower, e.Upper} {
+			if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+				// JSON cannot carry it, and no reader should get it.
+				return fmt.Errorf("%s curve at %g%%: invalid estimate %+v", name, a.load*100, e)
+			}
+		}
+		out.Curves[name] = curveJSON{Watts: e.Watts, LowerWatts: e.Lower, UpperWatts: e.Upper, Source: c.Info.Source, Tier: c.Info.Tier}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
 }

@@ -20,7 +20,7 @@ func guestShares(cfg *config.Config, loop *stats.Loop, c *components) error {
 		return nil
 	}
 	w, err := guestshare.New(guestshare.Config{Dir: cfg.Guests.SharePath, Interval: cfg.Guests.ShareInterval,
-		IdlePolicy: cfg.Power.IdlePolicy, Log: c.log.Named("guests")})
+		Group: cfg.Guests.ShareGroup, IdlePolicy: cfg.Power.IdlePolicy, Log: c.log.Named("guests")})
 	if err != nil {
 		return fmt.Errorf("guests.share: %w", err)
 	}

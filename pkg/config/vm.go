@@ -17,6 +17,7 @@ import (
 const (
 	KeyGuestsSharePath      = "guests.share.path"
 	KeyGuestsShareInterval  = "guests.share.interval"
+	KeyGuestsShareGroup     = "guests.share.group"
 	KeyPowerHostSharePath   = discover.KeyHostSharePath
 	KeyPowerHostShareStale  = discover.KeyHostShareStale
 	defaultGuestsShareEvery = 5 * time.Second
@@ -27,15 +28,20 @@ const (
 type Guests struct {
 	SharePath     string
 	ShareInterval time.Duration
+	// ShareGroup: the shares 0640 (directories 0750) in this group, a
+	// name or a numeric gid; empty: readable by everyone.
+	ShareGroup string
 }
 
 func vmFlags(fs *pflag.FlagSet) {
-	fs.String(KeyGuestsSharePath, "", "On a libvirt host: write each VM's energy (dynamic plus the idle share power.idle-policy gives it) under this directory, one subdirectory per domain uuid, to be shared read-only with that guest (docs/vm.md), e.g. /var/lib/wattrace/guests. Empty: off.")
+	fs.String(KeyGuestsSharePath, "", "On a libvirt host: write each VM's energy (dynamic plus the idle share power.idle-policy gives it) under this directory, one subdirectory per domain (uuid-<uuid>), to be shared read-only with that guest (docs/vm.md), e.g. /var/lib/wattrace/guests. Empty: off.")
 	fs.Duration(KeyGuestsShareInterval, defaultGuestsShareEvery, "How often the guests' shares are written; each write asks the stats loop for figures no older than this.")
+	fs.String(KeyGuestsShareGroup, "", "QEMU's group (a name or a numeric gid, e.g. kvm or libvirt-qemu): the shares' files are written 0640 and the domains' directories 0750 in that group, so only QEMU reads them. Empty: 0644 and 0755, readable by everyone.")
 }
 
 func decodeVM(d *decoder) Guests {
-	return Guests{SharePath: d.String(KeyGuestsSharePath), ShareInterval: d.Duration(KeyGuestsShareInterval)}
+	return Guests{SharePath: d.String(KeyGuestsSharePath), ShareInterval: d.Duration(KeyGuestsShareInterval),
+		ShareGroup: d.String(KeyGuestsShareGroup)}
 }
 
 func (c *Config) validateVM() []error {

@@ -25,10 +25,13 @@ import (
 	"maps"
 	"math"
 	"os"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -48,11 +51,17 @@ type Snapshots interface {
 
 // Config configures the writer.
 type Config struct {
-	// Dir is the root (guests.share.path); each domain gets Dir/<uuid>,
-	// or Dir/<name> when libvirt gave no uuid.
+	// Dir is the root (guests.share.path); each domain gets
+	// Dir/uuid-<uuid>, or Dir/name-<name> when libvirt gave no uuid
+	// (DirName).
 	Dir string
 	// Interval is how often the shares are written (guests.share.interval).
 	Interval time.Duration
+	// Group, when set (guests.share.group: a group name or a numeric
+	// gid), makes the domains' directories 0750 and their files 0640,
+	// owned by that group (QEMU's, e.g. kvm or libvirt-qemu): only QEMU
+	// reads the shares, not every local user. Empty: 0755 and 0644.
+	Group string
 	// IdlePolicy is the host's power.idle-policy, recorded in the metadata.
 	IdlePolicy string
 	// Host and BootID name the host (os.Hostname and the kernel's boot id
@@ -61,14 +70,25 @@ type Config struct {
 	Log          *zap.Logger
 }
 
+// LockFile is the writer's lock in the root: one exporter at a time
+// writes a root's shares. Domain directories never start with a dot, so
+// no domain can be named like it.
+const LockFile = ".lock"
+
+// ErrLocked is returned by New when another process holds the root's lock.
+var ErrLocked = errors.New("another process writes the guests' shares here")
+
 // Writer writes the shares. Write and Run are called from one goroutine.
 type Writer struct {
-	cfg  Config
-	doms map[string]*domain
-	last time.Time
-	warn map[string]bool
-	uuid int // label indexes of the vm level
-	name int
+	cfg     Config
+	lock    *os.File // holds the root's flock for the writer's life
+	perm    hostshare.Perm
+	dirMode os.FileMode
+	doms    map[string]*domain
+	last    time.Time
+	warn    map[string]bool
+	uuid    int // label indexes of the vm level
+	name    int
 }
 
 type domain struct {
@@ -82,9 +102,34 @@ type counter struct {
 	prevJ  float64 // the host's figure of the latest snapshot, this run
 }
 
-// safeKey is what a directory name may be: a uuid or a libvirt name
-// without path separators or leading dots.
+// safeKey is what a domain's identifier may be to name a directory: a
+// uuid or a libvirt name without path separators or leading dots.
 var safeKey = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$`)
+
+// The prefixes of a domain's directory say which identifier names it. A
+// libvirt name is the domain owner's choice and may be spelled like
+// another domain's uuid; prefixed, the two can never name one directory,
+// so no domain writes into another's share.
+const (
+	uuidPrefix = "uuid-"
+	namePrefix = "name-"
+)
+
+// DirName is the directory of a domain's share under the root:
+// uuid-<lower-case uuid>, or name-<name> when libvirt gave no uuid; ""
+// when the identifier is not safe in a file name.
+func DirName(uuid, name string) string {
+	if uuid != "" {
+		if !safeKey.MatchString(uuid) {
+			return ""
+		}
+		return uuidPrefix + strings.ToLower(uuid)
+	}
+	if !safeKey.MatchString(name) {
+		return ""
+	}
+	return namePrefix + name
+}
 
 // New checks cfg and returns a writer; the root is created if missing.
 func New(cfg Config) (*Writer, error) {
@@ -100,6 +145,18 @@ func New(cfg Config) (*Writer, error) {
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
+	perm, dirMode := hostshare.WorldReadable, os.FileMode(0o755)
+	if cfg.Group != "" {
+		gid, err := lookupGroup(cfg.Group)
+		if err != nil {
+			return nil, fmt.Errorf("invalid value %q for guests.share.group: %w", cfg.Group, err)
+		}
+		perm, dirMode = hostshare.Perm{Mode: 0o640, Gid: gid}, 0o750
+	}
+	lock, err := lockRoot(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.Host == "" {
 		cfg.Host, _ = os.Hostname()
 	}
@@ -108,7 +165,7 @@ func New(cfg Config) (*Writer, error) {
 			cfg.BootID = strings.TrimSpace(string(b))
 		}
 	}
-	w := &Writer{cfg: cfg, doms: map[string]*domain{}, warn: map[string]bool{}, uuid: -1, name: -1}
+	w := &Writer{cfg: cfg, lock: lock, perm: perm, dirMode: dirMode, doms: map[string]*domain{}, warn: map[string]bool{}, uuid: -1, name: -1}
 	for i, n := range ident.LabelNames(ident.KindVM) {
 		switch n {
 		case "vm_uuid":
@@ -120,9 +177,67 @@ func New(cfg Config) (*Writer, error) {
 	return w, nil
 }
 
+// lookupGroup resolves a group name or a numeric gid.
+func lookupGroup(g string) (int, error) {
+	if n, err := strconv.Atoi(g); err == nil {
+		if n < 0 {
+			return 0, errors.New("negative gid")
+		}
+		return n, nil
+	}
+	gr, err := user.LookupGroup(g)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(gr.Gid)
+}
+
+// lockRoot takes the root's writer lock, an exclusive flock(2) on
+// dir/LockFile without waiting. Two writers on one root would each
+// continue the counters from what they last read and overwrite each
+// other's totals, so the second one must not start: a guest would see its
+// counter jump back and forth. The lock goes with the process (the kernel
+// releases it when the exporter exits, however it exits), so there is no
+// stale lock to clean up. The file holds the holder's pid, for the error.
+func lockRoot(dir string) (*os.File, error) {
+	path := filepath.Join(dir, LockFile)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("guests.share.path lock %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			holder := "unknown"
+			if b, rerr := os.ReadFile(path); rerr == nil && len(strings.TrimSpace(string(b))) > 0 {
+				holder = strings.TrimSpace(string(b))
+			}
+			return nil, fmt.Errorf("guests.share.path %s: %w (lock %s held by pid %s); stop it, or give this exporter another guests.share.path",
+				dir, ErrLocked, path, holder)
+		}
+		return nil, fmt.Errorf("guests.share.path lock %s: %w", path, err)
+	}
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return f, nil
+}
+
+// Close releases the root's lock; the writer writes nothing after it.
+func (w *Writer) Close() error {
+	if w.lock == nil {
+		return nil
+	}
+	err := w.lock.Close()
+	w.lock = nil
+	return err
+}
+
 // Run writes every Interval until ctx ends, then once more from the latest
-// snapshot, so a stopped exporter leaves its final figures.
+// snapshot, so a stopped exporter leaves its final figures; then it
+// releases the root's lock.
 func (w *Writer) Run(ctx context.Context, src Snapshots) error {
+	defer w.Close()
 	t := time.NewTicker(w.cfg.Interval)
 	defer t.Stop()
 	var logged, warnedOld time.Time
@@ -155,6 +270,9 @@ func (w *Writer) Run(ctx context.Context, src Snapshots) error {
 // skipped. It returns the errors of the domains it could not write; the
 // others are written regardless.
 func (w *Writer) Write(s *snapshot.Snapshot) error {
+	if w.lock == nil {
+		return errors.New("guest shares: writer closed")
+	}
 	if s == nil || !s.Time.After(w.last) {
 		return nil
 	}
@@ -172,13 +290,10 @@ func (w *Writer) Write(s *snapshot.Snapshot) error {
 		if w.name >= 0 && w.name < len(wl.Labels) {
 			name = wl.Labels[w.name]
 		}
-		key := strings.ToLower(uuid)
+		key := DirName(uuid, name)
 		if key == "" {
-			key = name
-		}
-		if !safeKey.MatchString(key) {
-			if !w.warn[key] {
-				w.warn[key] = true
+			if id := uuid + "\x00" + name; !w.warn[id] {
+				w.warn[id] = true
 				w.cfg.Log.Warn("VM not shared: its uuid or name is not a safe directory name", zap.String("uuid", uuid), zap.String("name", name))
 			}
 			continue
@@ -194,6 +309,7 @@ func (w *Writer) domain(key, uuid, name string, s *snapshot.Snapshot, wl *snapsh
 	d := w.doms[key]
 	if d == nil {
 		var err error
+		w.migrate(key, uuid, name)
 		if d, err = w.load(key); err != nil {
 			return err
 		}
@@ -236,7 +352,7 @@ func (w *Writer) domain(key, uuid, name string, s *snapshot.Snapshot, wl *snapsh
 	if len(zones) == 0 {
 		return nil
 	}
-	if err := os.MkdirAll(d.dir, 0o755); err != nil {
+	if err := w.mkdir(d.dir); err != nil {
 		return fmt.Errorf("guest share %s: %w", d.dir, err)
 	}
 	d.meta.Zones = zones
@@ -248,7 +364,74 @@ func (w *Writer) domain(key, uuid, name string, s *snapshot.Snapshot, wl *snapsh
 	for z, c := range d.zones {
 		joules[z] = c.totalJ
 	}
-	return hostshare.Write(d.dir, &d.meta, joules)
+	return hostshare.WritePerm(d.dir, &d.meta, joules, w.perm)
+}
+
+// mkdir makes a domain's directory with the writer's mode and group, and
+// sets them on one that exists (made by hand, as docs/vm.md says, or
+// before guests.share.group was set), so that its files are reachable by
+// QEMU's group and no one else.
+func (w *Writer) mkdir(dir string) error {
+	if err := os.Mkdir(dir, w.dirMode); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	if w.perm.Gid < 0 {
+		return nil // the default leaves an existing directory's mode alone, as it always did
+	}
+	if err := os.Chown(dir, -1, w.perm.Gid); err != nil {
+		return err
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if fi.Mode().Perm() != w.dirMode {
+		return os.Chmod(dir, w.dirMode)
+	}
+	return nil
+}
+
+// migrate moves a share written before directories were prefixed
+// (<root>/<uuid>, or <root>/<name> without a uuid) to its prefixed name,
+// so its counters continue, and leaves a symlink at the old name, so a
+// domain XML naming the old path still mounts the share at its next start.
+// A running guest keeps reading: QEMU's 9p and virtiofsd hold the shared
+// directory open, not its path. Only a directory whose metadata names
+// this very domain moves: one a domain named like a uuid wrote into
+// another's place is left alone, and its true owner starts afresh.
+func (w *Writer) migrate(key, uuid, name string) {
+	newDir := filepath.Join(w.cfg.Dir, key)
+	if _, err := os.Lstat(newDir); !errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	old := strings.ToLower(uuid)
+	if uuid == "" {
+		old = name
+	}
+	oldDir := filepath.Join(w.cfg.Dir, old)
+	if fi, err := os.Lstat(oldDir); err != nil || !fi.IsDir() {
+		return
+	}
+	meta, err := hostshare.ReadMeta(oldDir)
+	if err != nil {
+		return
+	}
+	if uuid != "" && !strings.EqualFold(meta.Domain.UUID, uuid) || uuid == "" && (meta.Domain.UUID != "" || meta.Domain.Name != name) {
+		if !w.warn["migrate\x00"+oldDir] {
+			w.warn["migrate\x00"+oldDir] = true
+			w.cfg.Log.Warn("old unprefixed guest share names another domain: not moved", zap.String("dir", oldDir),
+				zap.String("its_uuid", meta.Domain.UUID), zap.String("its_name", meta.Domain.Name))
+		}
+		return
+	}
+	if err := os.Rename(oldDir, newDir); err != nil {
+		w.cfg.Log.Warn("moving an old guest share to its prefixed name", zap.String("from", oldDir), zap.String("to", newDir), zap.Error(err))
+		return
+	}
+	if err := os.Symlink(key, oldDir); err != nil {
+		w.cfg.Log.Warn("linking the old guest share's name to the new", zap.String("link", oldDir), zap.Error(err))
+	}
+	w.cfg.Log.Info("guest share moved to its prefixed name; point the domain's XML at it", zap.String("from", oldDir), zap.String("to", newDir))
 }
 
 // load opens a domain's directory: its counters continue from what the

@@ -35,6 +35,7 @@ func newWriter(t *testing.T, dir string) *Writer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { w.Close() })
 	return w
 }
 
@@ -59,7 +60,7 @@ func TestWriterPublishesVM(t *testing.T) {
 	if err := w.Write(snap(1, 30, 12.5)); err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(root, strings.ToLower(uuid))
+	dir := filepath.Join(root, "uuid-"+strings.ToLower(uuid))
 	if j := fileJ(t, dir); j != 42.5 {
 		t.Errorf("counter %v J, want 42.5 (30 dynamic + 12.5 idle)", j)
 	}
@@ -73,8 +74,8 @@ func TestWriterPublishesVM(t *testing.T) {
 		z.Source != "rapl" || z.IdlePolicy != "even" {
 		t.Errorf("meta %+v", m)
 	}
-	if ents, _ := os.ReadDir(root); len(ents) != 1 {
-		t.Errorf("root holds %d entries, want the VM's directory only", len(ents))
+	if ents, _ := os.ReadDir(root); len(ents) != 2 || ents[0].Name() != LockFile || ents[1].Name() != "uuid-"+strings.ToLower(uuid) {
+		t.Errorf("root holds %v, want the writer's lock and the VM's directory only", ents)
 	}
 	if left, _ := filepath.Glob(filepath.Join(dir, ".*")); len(left) != 0 {
 		t.Errorf("temporary files left: %v", left)
@@ -90,7 +91,7 @@ func TestWriterPublishesVM(t *testing.T) {
 // figure restarts within a run continues too.
 func TestWriterMonotonicAcrossRestart(t *testing.T) {
 	root := t.TempDir()
-	dir := filepath.Join(root, strings.ToLower(uuid))
+	dir := filepath.Join(root, "uuid-"+strings.ToLower(uuid))
 	w := newWriter(t, root)
 	for i, j := range []float64{10, 20, 35} {
 		if err := w.Write(snap(i+1, j, 0)); err != nil {
@@ -99,6 +100,7 @@ func TestWriterMonotonicAcrossRestart(t *testing.T) {
 	}
 	m1, _ := hostshare.ReadMeta(dir)
 	// Restart: the host's figure for the VM starts again at 0.
+	w.Close()
 	w = newWriter(t, root)
 	for i, j := range []float64{0, 4, 9} {
 		if err := w.Write(snap(10+i, j, 0)); err != nil {
@@ -125,7 +127,7 @@ func TestWriterMonotonicAcrossRestart(t *testing.T) {
 // marked: a new epoch and one more reset.
 func TestWriterMarksReset(t *testing.T) {
 	root := t.TempDir()
-	dir := filepath.Join(root, strings.ToLower(uuid))
+	dir := filepath.Join(root, "uuid-"+strings.ToLower(uuid))
 	w := newWriter(t, root)
 	if err := w.Write(snap(1, 50, 0)); err != nil {
 		t.Fatal(err)
@@ -134,6 +136,7 @@ func TestWriterMarksReset(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, hostshare.ZoneFile("package")), []byte("garbage"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	w.Close()
 	w = newWriter(t, root)
 	if err := w.Write(snap(2, 3, 0)); err != nil {
 		t.Fatal(err)
@@ -147,7 +150,7 @@ func TestWriterMarksReset(t *testing.T) {
 // Readers racing the writer never see a partial or decreasing file.
 func TestWriterAtomic(t *testing.T) {
 	root := t.TempDir()
-	dir := filepath.Join(root, strings.ToLower(uuid))
+	dir := filepath.Join(root, "uuid-"+strings.ToLower(uuid))
 	w := newWriter(t, root)
 	if err := w.Write(snap(0, 0, 0)); err != nil {
 		t.Fatal(err)
@@ -218,7 +221,7 @@ func TestWriterRun(t *testing.T) {
 	defer cancel()
 	done := make(chan error)
 	go func() { done <- w.Run(ctx, src) }()
-	dir := filepath.Join(root, strings.ToLower(uuid))
+	dir := filepath.Join(root, "uuid-"+strings.ToLower(uuid))
 	// Each snapshot in turn reaches the file while Run goes on.
 	for i, want := range []float64{5, 8, 13} {
 		src.s.Store(snap(1+i, want, 0))
@@ -254,7 +257,7 @@ func TestWriterRun(t *testing.T) {
 	ctx, cancel = context.WithCancel(context.Background())
 	go func() { done <- w.Run(ctx, src) }()
 	time.Sleep(20 * time.Millisecond)
-	dir = filepath.Join(root, strings.ToLower(uuid))
+	dir = filepath.Join(root, "uuid-"+strings.ToLower(uuid))
 	if hostshare.Present(dir) {
 		t.Error("written before the first tick of an hour's interval")
 	}

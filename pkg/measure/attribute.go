@@ -139,10 +139,15 @@ var _ combined = (*power.Combined)(nil)
 // the host's share (named "host" or "host:<host>") is the host's unless
 // the host estimated; a sample named by a stand-in (the estimator while
 // the host's share is stale) is what its name says.
-func (a *attribution) method(source string) string {
+// A sample that carries its method (a host's share, per zone) is what it
+// says.
+func (a *attribution) method(source, sampleMethod string) string {
 	host := source == "host" || strings.HasPrefix(source, "host:")
 	est, found := false, false
-	if c, ok := a.meter.(combined); ok {
+	if sampleMethod != "" {
+		est, found = sampleMethod == MethodEstimated, true
+	}
+	if c, ok := a.meter.(combined); ok && !found {
 		for _, m := range c.Meters() {
 			if m.Name() == source {
 				est, found = m.Estimated(), true
@@ -268,7 +273,7 @@ func (a *attribution) run(i int, r raw) (Run, error) {
 			NodeJ: dE, NodeIdleJ: res.IdleJ, NodeDynamicJ: res.DynamicJ,
 			DynamicJ: dyn[command], IdleJ: idle[command], IdleClamped: res.Clamped,
 		}
-		zone.Method = a.method(source)
+		zone.Method = a.method(source, z.Method)
 		if zone.Method == MethodEstimated {
 			lo, hi := bandOf(r.bands, source, z.Zone, z.Socket)
 			j := zone.DynamicJ + zone.IdleJ

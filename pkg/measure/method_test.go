@@ -25,8 +25,19 @@ func TestMethodPerZone(t *testing.T) {
 		"host":      MethodEstimated, // the host said it estimated every zone
 		"estimator": MethodEstimated, // standing in for a stale share
 	} {
-		if got := a.method(source); got != want {
+		if got := a.method(source, ""); got != want {
 			t.Errorf("%s: %s, want %s", source, got, want)
+		}
+	}
+	// A sample that carries its zone's method (the host measured one
+	// zone and estimated another) is what it says, whatever the meter.
+	for _, tc := range [][3]string{
+		{"host:hv1", "estimated", MethodEstimated},
+		{"host:hv1", "measured", MethodHost},
+		{"host", "measured", MethodHost},
+	} {
+		if got := a.method(tc[0], tc[1]); got != tc[2] {
+			t.Errorf("%s sample %s: %s, want %s", tc[0], tc[1], got, tc[2])
 		}
 	}
 }

@@ -68,8 +68,19 @@ type Estimator struct {
 type estZone struct {
 	EstimatedZone
 	joules float64
+	dynJ   float64 // the part above the curve's idle power
 	last   curves.Estimate
 }
+
+// DynamicReader is a model that also keeps each zone's dynamic energy:
+// what it estimated above the zone's idle power. A stand-in for figures
+// that hold no idle energy (a host share under idle policy none) counts
+// that, so the zone keeps its meaning when the model takes over.
+type DynamicReader interface {
+	ReadDynamic() ([]ZoneSample, error)
+}
+
+var _ DynamicReader = (*Estimator)(nil)
 
 // NewEstimator returns an estimator of the given zones with zero
 // accumulated energy.
@@ -106,6 +117,7 @@ func (e *Estimator) Advance(util float64, dt time.Duration) {
 		z := &e.zones[i]
 		z.last = z.Curve.At(util)
 		z.joules += z.last.Watts * dt.Seconds()
+		z.dynJ += max(z.last.Watts-z.Curve.Points[0].Watts, 0) * dt.Seconds()
 	}
 }
 
@@ -132,6 +144,18 @@ func (e *Estimator) Read() ([]ZoneSample, error) {
 	out := make([]ZoneSample, len(e.zones))
 	for i, z := range e.zones {
 		out[i] = ZoneSample{Zone: z.Zone, Socket: -1, Joules: z.joules}
+	}
+	return out, nil
+}
+
+// ReadDynamic implements DynamicReader: Read's zones holding only the
+// energy above each curve's idle power. It never fails.
+func (e *Estimator) ReadDynamic() ([]ZoneSample, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]ZoneSample, len(e.zones))
+	for i, z := range e.zones {
+		out[i] = ZoneSample{Zone: z.Zone, Socket: -1, Joules: z.dynJ}
 	}
 	return out, nil
 }

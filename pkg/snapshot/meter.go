@@ -15,7 +15,18 @@ type ZoneSample struct {
 	// the Meter's own Name (a Combine of several meters sets it on every
 	// sample); empty means Meter.Name().
 	Source string
+	// Method is "measured" or "estimated" when the meter knows it per
+	// zone (a host's share, where the host may have measured one zone and
+	// estimated another); empty means the source's, as Meter.Estimated
+	// (or a combined meter's member) says.
+	Method string
 }
+
+// Methods a ZoneSample may carry.
+const (
+	MethodMeasured  = "measured"
+	MethodEstimated = "estimated"
+)
 
 // Meter is a source of node energy. Implementations are safe for
 // concurrent use.

@@ -117,3 +117,53 @@ func idleCredited(s *snapshot.Snapshot) float64 {
 	}
 	return j
 }
+
+// The method is per zone: a host that measured its package and estimated
+// its DRAM gives a guest whose package zone is measured and whose dram
+// zone is estimated; when the host starts measuring DRAM, the guest's
+// zone is relabelled, its counter going on.
+func TestHostShareMethodPerZone(t *testing.T) {
+	now := time.Unix(5000, 0)
+	clock := func() time.Time { return now }
+	dir := t.TempDir()
+	meta := &hostshare.Meta{Version: hostshare.Version, Host: "hv1", Epoch: "e1", IntervalSeconds: 1,
+		Zones: []hostshare.Zone{{Name: "package", Method: "measured", Source: "rapl", IdlePolicy: "even"},
+			{Name: "dram", Method: "estimated", Source: "estimator", IdlePolicy: "even"}}}
+	pkgJ, dramJ := 1000.0, 100.0
+	write := func() {
+		meta.Seq++
+		meta.Updated = now
+		if err := hostshare.Write(dir, meta, map[string]float64{"package": pkgJ, "dram": dramJ}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write()
+	host, err := hostshare.Open(hostshare.Options{Dir: dir, Staleness: 3 * time.Second, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := hostshare.NewFallback(host, &stubEstimator{}, nil)
+	src := &fakeSource{}
+	src.add(1, 100, 0, 0)
+	l := mustLoop(t, Config{IdlePolicy: "even", CPUs: 2}, src, m, names{1: "/a"})
+	l.Step(now)
+	step := func() *snapshot.Snapshot {
+		now = now.Add(time.Second)
+		src.add(1, 100, 0, 3e8)
+		pkgJ, dramJ = pkgJ+10, dramJ+2
+		write()
+		l.Step(now)
+		return l.Snapshot()
+	}
+	s := step()
+	p, d := zoneOf(s, "package", -1), zoneOf(s, "dram", -1)
+	if p.Source != "host:hv1" || p.Estimated || d.Source != "host:hv1" || !d.Estimated || p.EnergyJ != 10 || d.EnergyJ != 2 {
+		t.Fatalf("package %s estimated %v %v J, dram %s estimated %v %v J; want measured 10 J and estimated 2 J, both from host:hv1",
+			p.Source, p.Estimated, p.EnergyJ, d.Source, d.Estimated, d.EnergyJ)
+	}
+	meta.Zones[1].Method, meta.Zones[1].Source = "measured", "rapl"
+	s = step()
+	if d := zoneOf(s, "dram", -1); d.Estimated || d.EnergyJ != 4 {
+		t.Errorf("dram after the host measured it: estimated %v, %v J; want measured, 4 J", d.Estimated, d.EnergyJ)
+	}
+}

@@ -76,7 +76,7 @@ func (zs *zones) read(dt time.Duration, split func(z *zoneState, dE float64)) {
 	havePlatform := false
 	for _, s := range samples {
 		id := snapshot.ZoneID{Name: s.Zone, Socket: s.Socket}
-		z := zs.zone(id, s.Source)
+		z := zs.zone(id, s.Source, s.Method)
 		if !z.seen || dt <= 0 {
 			z.prevJ, z.seen = s.Joules, true
 			continue
@@ -100,21 +100,28 @@ func (zs *zones) read(dt time.Duration, split func(z *zoneState, dE float64)) {
 }
 
 // zone returns the state of a zone, creating it on first sight.
-func (zs *zones) zone(id snapshot.ZoneID, source string) *zoneState {
+func (zs *zones) zone(id snapshot.ZoneID, source, method string) *zoneState {
 	if source == "" {
 		source = zs.meter.Name()
 	}
+	est := zs.estimated(source)
+	if method != "" {
+		// The meter knows per zone (a host's share: the host may have
+		// measured this zone and estimated another).
+		est = method == snapshot.MethodEstimated
+	}
 	z := zs.byID[id]
 	if z != nil {
-		if z.Source != source {
+		if z.Source != source || z.Estimated != est {
 			// A meter that stands in for another (the guest's estimate
-			// while the host's share is stale) names itself per sample:
-			// the zone's source and method labels follow.
-			z.Source, z.Estimated = source, zs.estimated(source)
+			// while the host's share is stale) names itself per sample,
+			// and a host's zone may change method: the zone's source and
+			// method labels follow.
+			z.Source, z.Estimated = source, est
 		}
 		return z
 	}
-	z = &zoneState{Zone: snapshot.Zone{ZoneID: id, Source: source, Estimated: zs.estimated(source)}}
+	z = &zoneState{Zone: snapshot.Zone{ZoneID: id, Source: source, Estimated: est}}
 	z.idleMd = zs.idle.model(id.Name)
 	zs.byID[id] = z
 	zs.order = append(zs.order, id)

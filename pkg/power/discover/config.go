@@ -140,7 +140,7 @@ func (c *Config) Declare(s *setting.Set) {
 		}
 		return nil
 	})
-	s.Duration(&c.HostShareStaleness, KeyHostShareStale, hostshare.DefaultStaleness, "In a guest: how long the host's share may go without an update before the host source is reported down and the estimator stands in (method estimated).")
+	s.Duration(&c.HostShareStaleness, KeyHostShareStale, hostshare.DefaultStaleness, "In a guest: how long the host's share may go without an update before the host source is reported down and the estimator stands in (method estimated); three of the host's write intervals (the share's interval_seconds) when longer.")
 	if c.rows == nil {
 		c.rows = map[string]any{}
 	}

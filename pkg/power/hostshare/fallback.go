@@ -32,9 +32,11 @@ type Fallback struct {
 	falling   bool
 	outJ      map[string]float64 // zone -> cumulative joules
 	source    map[string]string  // zone -> the meter its energy last came from
+	method    map[string]string  // zone -> how that meter got it
 	order     []string
 	prevHost  map[string]float64
 	prevEst   map[string]float64
+	prevDyn   map[string]float64 // as prevEst, of the estimator's dynamic energy
 	lastEpoch string
 	lastSeq   uint64
 }
@@ -51,8 +53,8 @@ func NewFallback(host *Meter, est power.Meter, log *zap.Logger) *Fallback {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Fallback{host: host, est: est, log: log, outJ: map[string]float64{}, source: map[string]string{},
-		prevHost: map[string]float64{}, prevEst: map[string]float64{}}
+	return &Fallback{host: host, est: est, log: log, outJ: map[string]float64{}, source: map[string]string{}, method: map[string]string{},
+		prevHost: map[string]float64{}, prevEst: map[string]float64{}, prevDyn: map[string]float64{}}
 }
 
 // Name implements power.Meter: the host's name (the source of the zones
@@ -86,12 +88,22 @@ func (f *Fallback) Read() ([]power.ZoneSample, error) {
 	hs, herr := f.host.Read()
 	stale := f.host.Stale()
 	es, eerr := f.est.Read()
+	var ds []power.ZoneSample
+	dynOK := false
+	if d, ok := f.est.(power.DynamicReader); ok {
+		var derr error
+		ds, derr = d.ReadDynamic()
+		dynOK = derr == nil
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	estJ := map[string]float64{}
+	estJ, dynJ := map[string]float64{}, map[string]float64{}
 	if eerr == nil {
 		for _, s := range es {
 			estJ[s.Zone] += s.Joules
+		}
+		for _, s := range ds {
+			dynJ[s.Zone] += s.Joules
 		}
 	}
 	switch {
@@ -101,12 +113,12 @@ func (f *Fallback) Read() ([]power.ZoneSample, error) {
 			f.log.Info("host share fresh again: the host's figures replace the estimate", zap.String("source", f.host.Name()))
 			for _, s := range hs {
 				f.prevHost[s.Zone] = s.Joules
-				f.credit(s.Zone, 0, f.host.Name())
+				f.credit(s.Zone, 0, s.Source, s.Method)
 			}
 			break
 		}
 		for _, s := range hs {
-			f.credit(s.Zone, max(s.Joules-f.prevHost[s.Zone], 0), f.host.Name())
+			f.credit(s.Zone, max(s.Joules-f.prevHost[s.Zone], 0), s.Source, s.Method)
 			f.prevHost[s.Zone] = s.Joules
 		}
 		if epoch, seq := f.host.Update(); epoch != f.lastEpoch || seq != f.lastSeq {
@@ -115,6 +127,7 @@ func (f *Fallback) Read() ([]power.ZoneSample, error) {
 			f.lastEpoch, f.lastSeq = epoch, seq
 			for z, j := range estJ {
 				f.prevEst[z] = j
+				f.prevDyn[z] = dynJ[z]
 			}
 		}
 	case stale:
@@ -133,8 +146,14 @@ func (f *Fallback) Read() ([]power.ZoneSample, error) {
 		sort.Strings(zones)
 		for _, z := range zones {
 			d := max(estJ[z]-f.prevEst[z], 0)
-			f.prevEst[z] = estJ[z]
-			f.credit(z, d, f.est.Name())
+			if dynOK && f.host.IdlePolicy(z) == "none" {
+				// The host's figures held no idle energy: nor does
+				// the estimate that stands in for them, or the zone
+				// would mean something else while the host is away.
+				d = max(dynJ[z]-f.prevDyn[z], 0)
+			}
+			f.prevEst[z], f.prevDyn[z] = estJ[z], dynJ[z]
+			f.credit(z, d, f.est.Name(), snapshot.MethodEstimated)
 		}
 	default:
 		// Failing but not stale yet: nothing is credited; if the host
@@ -145,17 +164,17 @@ func (f *Fallback) Read() ([]power.ZoneSample, error) {
 	}
 	out := make([]power.ZoneSample, 0, len(f.order))
 	for _, z := range f.order {
-		out = append(out, power.ZoneSample{Zone: z, Socket: -1, Joules: f.outJ[z], Source: f.source[z]})
+		out = append(out, power.ZoneSample{Zone: z, Socket: -1, Joules: f.outJ[z], Source: f.source[z], Method: f.method[z]})
 	}
 	return out, nil
 }
 
-func (f *Fallback) credit(zone string, j float64, source string) {
+func (f *Fallback) credit(zone string, j float64, source, method string) {
 	if _, ok := f.outJ[zone]; !ok {
 		f.order = append(f.order, zone)
 	}
 	f.outJ[zone] += j
-	f.source[zone] = source
+	f.source[zone], f.method[zone] = source, method
 }
 
 // Health implements sourcehealth.Reporter: the host share's (down while it

@@ -5,7 +5,7 @@
 //
 // # The share
 //
-// One directory per domain (on the host <guests.share.path>/<domain uuid>/,
+// One directory per domain (on the host <guests.share.path>/uuid-<domain uuid>/,
 // mounted read-only in the guest at power.host-share.path, by default
 // /run/wattrace/host) holds:
 //
@@ -168,14 +168,31 @@ func FormatCounter(joules float64) []byte {
 	return strconv.AppendUint(nil, uint64(uj), 10)
 }
 
+// Perm is who may read a share's files: their mode, and their group
+// (Gid; below zero, the writer's own).
+type Perm struct {
+	Mode os.FileMode
+	Gid  int
+}
+
+// WorldReadable is the default Perm: 0644, so QEMU reads the files as
+// whatever user it runs as.
+var WorldReadable = Perm{Mode: 0o644, Gid: -1}
+
 // Write writes a share: each zone's counter (joules[zone]), then the
 // metadata, so a reader that sees an update's metadata sees its counters.
+// The files are WorldReadable.
 func Write(dir string, m *Meta, joules map[string]float64) error {
+	return WritePerm(dir, m, joules, WorldReadable)
+}
+
+// WritePerm is Write with the files' permissions.
+func WritePerm(dir string, m *Meta, joules map[string]float64, p Perm) error {
 	if err := m.Validate(); err != nil {
 		return fmt.Errorf("share %s: %w", dir, err)
 	}
 	for _, z := range m.Zones {
-		if err := WriteAtomic(dir, ZoneFile(z.Name), FormatCounter(joules[z.Name])); err != nil {
+		if err := WriteAtomicPerm(dir, ZoneFile(z.Name), FormatCounter(joules[z.Name]), p); err != nil {
 			return err
 		}
 	}
@@ -183,22 +200,45 @@ func Write(dir string, m *Meta, joules map[string]float64) error {
 	if err != nil {
 		return fmt.Errorf("share %s: %w", dir, err)
 	}
-	return WriteAtomic(dir, MetaFile, b)
+	return WriteAtomicPerm(dir, MetaFile, b, p)
 }
+
+// syncFile flushes a file or directory to stable storage. It is a
+// variable so that a test can see when, relative to the rename, each sync
+// happens: a crash leaves no trace that would tell the order otherwise.
+var syncFile = (*os.File).Sync
 
 // WriteAtomic replaces dir/name with data: a temporary file beside it,
 // renamed over it, so a reader sees the old content or the new, never a
 // part. The file is readable by everyone: QEMU reads it for the guest
 // as its own user.
+//
+// It is durable too: the temporary file is synced before the rename, so
+// a crash after the rename cannot leave a new name over empty or partial
+// content, and the directory after it, so the rename itself survives a
+// crash. Without both, a host that loses power could come back with a
+// counter lower than one a guest already read, or with an empty one.
 func WriteAtomic(dir, name string, data []byte) error {
+	return WriteAtomicPerm(dir, name, data, WorldReadable)
+}
+
+// WriteAtomicPerm is WriteAtomic with the file's permissions, set before
+// the rename so that the file never shows under its name with others.
+func WriteAtomicPerm(dir, name string, data []byte, p Perm) error {
 	f, err := os.CreateTemp(dir, "."+name+".tmp-")
 	if err != nil {
 		return err
 	}
 	tmp := f.Name()
 	_, err = f.Write(append(data, '\n'))
+	if err == nil && p.Gid >= 0 {
+		err = f.Chown(-1, p.Gid)
+	}
 	if err == nil {
-		err = f.Chmod(0o644)
+		err = f.Chmod(p.Mode)
+	}
+	if err == nil {
+		err = syncFile(f)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -210,5 +250,20 @@ func WriteAtomic(dir, name string, data []byte) error {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("write %s: %w", filepath.Join(dir, name), err)
 	}
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("write %s: sync directory: %w", filepath.Join(dir, name), err)
+	}
 	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = syncFile(d)
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

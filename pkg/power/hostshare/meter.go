@@ -59,9 +59,18 @@ type Meter struct {
 	changed   time.Time // guest time of the last new update
 	zones     map[string]*zone
 	order     []string
-	methods   map[string]bool // zone -> estimated by the host
-	loggedErr time.Time       // the last "zone unreadable" warning
+	methods   map[string]bool   // zone -> estimated by the host
+	policies  map[string]string // zone -> the host's idle policy
+	loggedErr time.Time         // the last "zone unreadable" warning
+	// hostEvery is how often the host says it writes (the metadata's
+	// interval_seconds, validated; 0 when absent or out of bounds).
+	hostEvery time.Duration
+	badEvery  bool // an out-of-bounds interval_seconds was logged
 }
+
+// maxHostInterval bounds the host's write interval the staleness follows:
+// a host claiming more would keep its guests from ever falling back.
+const maxHostInterval = time.Hour
 
 type zone struct {
 	ctr    reading.Counter
@@ -113,12 +122,17 @@ func Open(o Options) (*Meter, error) {
 		o.Log.Warn("host share metadata unreadable at start; the source is named \"host\"", zap.String("dir", o.Dir), zap.Error(err))
 	}
 	m := &Meter{opt: o, name: name, tall: sourcehealth.New(name, sourcehealth.Options{Log: o.Log}),
-		zones: map[string]*zone{}, methods: map[string]bool{}, changed: o.Now()}
+		zones: map[string]*zone{}, methods: map[string]bool{}, policies: map[string]string{}, changed: o.Now()}
 	return m, nil
 }
 
-// Name implements power.Meter: "host:<host name>".
-func (m *Meter) Name() string { return m.name }
+// Name implements power.Meter: "host:<host name>", the host of the
+// latest epoch read.
+func (m *Meter) Name() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.name
+}
 
 // Estimated implements power.Meter: the host measured unless it says it
 // estimated every zone.
@@ -134,6 +148,15 @@ func (m *Meter) Estimated() bool {
 		}
 	}
 	return true
+}
+
+// IdlePolicy is the host's power.idle-policy for zone as the latest
+// metadata read says ("" when not known): under "none" the zone holds the
+// VM's dynamic energy only.
+func (m *Meter) IdlePolicy(zone string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.policies[zone]
 }
 
 // Update identifies the latest update read: its epoch and sequence.
@@ -152,7 +175,25 @@ func (m *Meter) Stale() bool {
 }
 
 func (m *Meter) staleLocked(now time.Time) bool {
-	return now.Sub(m.changed) > m.opt.Staleness
+	return now.Sub(m.changed) > m.stalenessLocked()
+}
+
+// stalenessLocked is how long the share may go without a new update:
+// the setting, or three of the host's write intervals when longer. A host
+// that writes every 15 s or more would otherwise be called stale between
+// two of its own updates, and its guests would flap between its figures
+// and the estimate; three intervals let one update come late or be
+// missed.
+func (m *Meter) stalenessLocked() time.Duration {
+	return max(m.opt.Staleness, 3*m.hostEvery)
+}
+
+// Staleness is the staleness in force (the setting, or three of the
+// host's write intervals when longer).
+func (m *Meter) Staleness() time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.stalenessLocked()
 }
 
 // Read implements power.Meter: each zone's validated energy since the
@@ -170,7 +211,11 @@ func (m *Meter) Read() ([]ZoneSample, error) {
 	}
 	out := make([]ZoneSample, 0, len(m.order))
 	for _, z := range m.order {
-		out = append(out, ZoneSample{Zone: z, Socket: -1, Joules: m.zones[z].totalJ, Source: m.name})
+		method := snapshot.MethodMeasured
+		if m.methods[z] {
+			method = snapshot.MethodEstimated
+		}
+		out = append(out, ZoneSample{Zone: z, Socket: -1, Joules: m.zones[z].totalJ, Source: m.name, Method: method})
 	}
 	return out, nil
 }
@@ -193,12 +238,33 @@ func (m *Meter) readLocked(now time.Time) error {
 			m.opt.Log.Info("host share counters restarted (new epoch): taking a fresh baseline",
 				zap.String("source", m.name), zap.String("epoch", meta.Epoch), zap.Uint64("resets", meta.Resets))
 		}
+		// A new epoch may come from another host: a guest live-migrated
+		// reads the share its new host writes (a directory of its own,
+		// so a new epoch), and its figures are that host's, named so.
+		// The first epoch read names the host too when the metadata was
+		// unreadable at Open.
+		if meta.Host != "" && "host:"+meta.Host != m.name {
+			old := m.name
+			m.name = "host:" + meta.Host
+			m.tall = sourcehealth.New(m.name, sourcehealth.Options{Log: m.opt.Log})
+			m.opt.Log.Info("host share now written by another host: the source is renamed",
+				zap.String("from", old), zap.String("to", m.name))
+		}
 		for _, z := range m.zones {
 			z.ctr.Reset()
 		}
 		m.epoch, m.seq, m.updated, m.changed = meta.Epoch, meta.Seq, meta.Updated, now
 	} else if meta.Seq != m.seq || !meta.Updated.Equal(m.updated) {
 		m.seq, m.updated, m.changed = meta.Seq, meta.Updated, now
+	}
+	m.hostEvery = 0
+	if iv := meta.IntervalSeconds; iv > 0 && iv <= maxHostInterval.Seconds() {
+		m.hostEvery = time.Duration(iv * float64(time.Second))
+	} else if iv != 0 && !m.badEvery {
+		// Not a plausible interval: the setting alone decides.
+		m.badEvery = true
+		m.opt.Log.Warn("host share's interval_seconds out of bounds: ignored for staleness",
+			zap.String("source", m.name), zap.Float64("interval_seconds", iv), zap.Duration("max", maxHostInterval))
 	}
 	var errs []error
 	for _, zm := range meta.Zones {
@@ -211,6 +277,7 @@ func (m *Meter) readLocked(now time.Time) error {
 			m.order = append(m.order, zm.Name)
 		}
 		m.methods[zm.Name] = zm.Method == "estimated"
+		m.policies[zm.Name] = zm.IdlePolicy
 		path := filepath.Join(m.opt.Dir, ZoneFile(zm.Name))
 		b, err := os.ReadFile(path)
 		if err != nil {

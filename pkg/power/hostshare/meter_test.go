@@ -343,3 +343,155 @@ func TestFallbackEstimatesOnlyWhenFalling(t *testing.T) {
 		t.Errorf("stale share: estimates %v, want the estimator's", e)
 	}
 }
+
+// A live-migrated guest's share is written by its new host under a new
+// epoch: the meter names the new host from then on, its samples and its
+// health too, and counts on from a fresh baseline.
+func TestMeterRenamesOnNewHostEpoch(t *testing.T) {
+	c := &clock{now: time.Unix(1000, 0)}
+	s := newShare(t, "package")
+	s.set(c.now, map[string]float64{"package": 500})
+	m := open(t, s.dir, c)
+	read(t, m)
+	c.add(time.Second)
+	s.set(c.now, map[string]float64{"package": 510})
+	read(t, m)
+	c.add(time.Second)
+	s.meta.Host, s.meta.Epoch, s.meta.Seq = "hv2", "e-hv2", 0
+	s.set(c.now, map[string]float64{"package": 2})
+	ss := read(t, m)
+	if m.Name() != "host:hv2" || ss[0].Source != "host:hv2" || joulesOf(ss) != 10 {
+		t.Fatalf("after migration: name %q samples %+v, want host:hv2 and 10 J", m.Name(), ss)
+	}
+	c.add(time.Second)
+	s.set(c.now, map[string]float64{"package": 6})
+	if j := joulesOf(read(t, m)); j != 14 {
+		t.Errorf("%v J, want 14 (10 on hv1, 4 on hv2)", j)
+	}
+	if h := m.Health()[0]; h.Source != "host:hv2" || !h.Up {
+		t.Errorf("health %+v, want host:hv2 up", h)
+	}
+	// The same host under a new epoch keeps its name.
+	c.add(time.Second)
+	s.meta.Epoch = "e-hv2b"
+	s.set(c.now, map[string]float64{"package": 1})
+	if ss := read(t, m); m.Name() != "host:hv2" || ss[0].Source != "host:hv2" {
+		t.Errorf("same host, new epoch: name %q", m.Name())
+	}
+}
+
+// A share unreadable at Open is named "host" until its first metadata
+// names the host.
+func TestMeterNamesHostOnceReadable(t *testing.T) {
+	c := &clock{now: time.Unix(1000, 0)}
+	s := newShare(t, "package")
+	m := open(t, s.dir, c)
+	if m.Name() != "host" {
+		t.Fatalf("name %q before any metadata, want host", m.Name())
+	}
+	s.set(c.now, map[string]float64{"package": 5})
+	if ss := read(t, m); m.Name() != "host:hv1" || ss[0].Source != "host:hv1" {
+		t.Errorf("name %q samples %+v, want host:hv1", m.Name(), ss)
+	}
+}
+
+// A host that writes every 20 s is stale only after three of its
+// intervals (60 s) without a new update, not after the 5 s setting; a
+// fast host after the setting; an absurd interval is ignored.
+func TestStalenessFollowsHostInterval(t *testing.T) {
+	for _, tc := range []struct {
+		every     float64
+		fresh     time.Duration // not stale this long after the last update
+		stale     time.Duration // stale this long after it
+		staleness time.Duration
+	}{
+		{every: 20, fresh: 59 * time.Second, stale: 61 * time.Second, staleness: time.Minute},
+		{every: 1, fresh: 4 * time.Second, stale: 6 * time.Second, staleness: 5 * time.Second},
+		{every: 0, fresh: 4 * time.Second, stale: 6 * time.Second, staleness: 5 * time.Second},
+		{every: -20, fresh: 4 * time.Second, stale: 6 * time.Second, staleness: 5 * time.Second},
+		{every: 1e9, fresh: 4 * time.Second, stale: 6 * time.Second, staleness: 5 * time.Second},
+	} {
+		c := &clock{now: time.Unix(1000, 0)}
+		s := newShare(t, "package")
+		s.meta.IntervalSeconds = tc.every
+		s.set(c.now, map[string]float64{"package": 1})
+		m := open(t, s.dir, c) // setting: 5 s
+		read(t, m)
+		if got := m.Staleness(); got != tc.staleness {
+			t.Errorf("interval %v s: staleness %v, want %v", tc.every, got, tc.staleness)
+		}
+		c.add(tc.fresh)
+		read(t, m)
+		if m.Stale() || !m.Health()[0].Up {
+			t.Errorf("interval %v s: stale %v after the last update", tc.every, tc.fresh)
+		}
+		c.add(tc.stale - tc.fresh)
+		read(t, m)
+		if !m.Stale() || m.Health()[0].Up {
+			t.Errorf("interval %v s: not stale %v after the last update", tc.every, tc.stale)
+		}
+	}
+}
+
+// The stand-in follows the host's idle policy: under none the host's
+// figures hold the VM's dynamic energy only, and so does the estimate
+// that stands in for them; under even it holds idle too.
+func TestFallbackFollowsHostIdlePolicy(t *testing.T) {
+	for _, tc := range []struct {
+		policy string
+		wantJ  float64 // credited over the 6 s since the last update
+	}{
+		{"none", 6 * 10}, // 20 W at half load, 10 W of it idle
+		{"even", 6 * 20},
+		{"cpu", 6 * 20},
+	} {
+		c := &clock{now: time.Unix(1000, 0)}
+		s := newShare(t, "package")
+		s.meta.Zones[0].IdlePolicy = tc.policy
+		s.set(c.now, map[string]float64{"package": 1000})
+		est, err := power.NewEstimator(power.LinearZone("package", 10, 30))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := NewFallback(open(t, s.dir, c), est, nil)
+		read(t, f)
+		c.add(time.Second)
+		f.Advance(0.5, time.Second)
+		s.set(c.now, map[string]float64{"package": 1005})
+		read(t, f) // 5 J from the host; the estimate starts here
+		for i := 0; i < 6; i++ {
+			c.add(time.Second)
+			f.Advance(0.5, time.Second)
+		}
+		ss := read(t, f)
+		if !f.Falling() || ss[0].Source != "estimator" || math.Abs(sumJ(ss, "package")-(5+tc.wantJ)) > 1e-9 {
+			t.Errorf("policy %s: %v J from %q (falling %v), want %v", tc.policy, sumJ(ss, "package"), ss[0].Source, f.Falling(), 5+tc.wantJ)
+		}
+	}
+}
+
+// Each sample carries its zone's method as the host wrote it, through the
+// fallback too; the estimate standing in is estimated.
+func TestSamplesCarryZoneMethod(t *testing.T) {
+	c := &clock{now: time.Unix(1000, 0)}
+	s := newShare(t, "package", "dram")
+	s.meta.Zones[1].Method = "estimated"
+	s.set(c.now, map[string]float64{"package": 10, "dram": 1})
+	m := open(t, s.dir, c)
+	f := NewFallback(m, &fakeEstimator{watts: 3}, nil)
+	want := map[string]string{"package": "measured", "dram": "estimated"}
+	for _, ss := range [][]ZoneSample{read(t, m), read(t, f)} {
+		for _, x := range ss {
+			if x.Method != want[x.Zone] {
+				t.Errorf("%s: method %q, want %q", x.Zone, x.Method, want[x.Zone])
+			}
+		}
+	}
+	c.add(10 * time.Second)
+	f.Advance(0.5, 10*time.Second)
+	for _, x := range read(t, f) {
+		if x.Zone == "package" && (x.Method != "estimated" || x.Source != "estimator") {
+			t.Errorf("stale: %+v, want the estimator's, estimated", x)
+		}
+	}
+}
