@@ -25,7 +25,8 @@ func (e *stubEstimator) Read() ([]snapshot.ZoneSample, error) {
 // A guest whose meter is its host's share: the guest's cgroups, idle and
 // unattributed add up to exactly what the host gave, the zone is measured
 // by "host:hv1"; once the share is stale the zone says estimator and
-// estimated, and its counter goes on from where it was.
+// estimated, in a series of its own from zero, the measured one stopping
+// where it was.
 func TestHostShareInGuest(t *testing.T) {
 	now := time.Unix(5000, 0)
 	clock := func() time.Time { return now }
@@ -95,8 +96,13 @@ func TestHostShareInGuest(t *testing.T) {
 	}
 	// Stale after 3 s, so the estimate covers the 5 s since the last
 	// update: 25 J.
-	if got := z.EnergyJ - before; math.Abs(got-25) > 1e-9 {
+	if got := z.EnergyJ; math.Abs(got-25) > 1e-9 {
 		t.Errorf("estimated %v J over the outage, want 25", got)
+	}
+	for _, o := range s.Zones {
+		if o.Name == "package" && o.Source == "host:hv1" && o.EnergyJ != before {
+			t.Errorf("measured series %v J after the outage, want %v (stopped)", o.EnergyJ, before)
+		}
 	}
 	var hostUp *snapshot.SourceHealth
 	for i := range s.Meters {
@@ -121,7 +127,8 @@ func idleCredited(s *snapshot.Snapshot) float64 {
 // The method is per zone: a host that measured its package and estimated
 // its DRAM gives a guest whose package zone is measured and whose dram
 // zone is estimated; when the host starts measuring DRAM, the guest's
-// zone is relabelled, its counter going on.
+// zone's energy goes to a measured series from zero, the estimated one
+// stopping.
 func TestHostShareMethodPerZone(t *testing.T) {
 	now := time.Unix(5000, 0)
 	clock := func() time.Time { return now }
@@ -163,7 +170,12 @@ func TestHostShareMethodPerZone(t *testing.T) {
 	}
 	meta.Zones[1].Method, meta.Zones[1].Source = "measured", "rapl"
 	s = step()
-	if d := zoneOf(s, "dram", -1); d.Estimated || d.EnergyJ != 4 {
-		t.Errorf("dram after the host measured it: estimated %v, %v J; want measured, 4 J", d.Estimated, d.EnergyJ)
+	if d := zoneOf(s, "dram", -1); d.Estimated || d.EnergyJ != 2 {
+		t.Errorf("dram after the host measured it: estimated %v, %v J; want measured, 2 J", d.Estimated, d.EnergyJ)
+	}
+	for _, d := range s.Zones {
+		if d.Name == "dram" && d.Estimated && d.EnergyJ != 2 {
+			t.Errorf("estimated dram series %v J, want 2 (stopped)", d.EnergyJ)
+		}
 	}
 }
