@@ -179,3 +179,84 @@ func TestHostShareMethodPerZone(t *testing.T) {
 		}
 	}
 }
+
+// A zone the estimator does not model (dram) ends while the estimator
+// stands in for a stale host: no series of it is published, rather than
+// one frozen under the host's measured label, and the host's source says
+// why in its degraded reason. When the host is back the measured series
+// resumes where it stopped and grows by the host's figure only.
+func TestHostShareUnestimatedZoneEnds(t *testing.T) {
+	now := time.Unix(5000, 0)
+	clock := func() time.Time { return now }
+	dir := t.TempDir()
+	meta := &hostshare.Meta{Version: hostshare.Version, Host: "hv1", Epoch: "e1", IntervalSeconds: 1,
+		Zones: []hostshare.Zone{{Name: "package", Method: "measured", Source: "rapl", IdlePolicy: "even"},
+			{Name: "dram", Method: "measured", Source: "rapl", IdlePolicy: "even"}}}
+	pkgJ, dramJ := 1000.0, 100.0
+	write := func() {
+		meta.Seq++
+		meta.Updated = now
+		if err := hostshare.Write(dir, meta, map[string]float64{"package": pkgJ, "dram": dramJ}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write()
+	host, err := hostshare.Open(hostshare.Options{Dir: dir, Staleness: 3 * time.Second, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := hostshare.NewFallback(host, &stubEstimator{}, nil)
+	src := &fakeSource{}
+	src.add(1, 100, 0, 0)
+	l := mustLoop(t, Config{IdlePolicy: "even", CPUs: 2}, src, m, names{1: "/a"})
+	l.Step(now)
+	step := func(fresh bool) *snapshot.Snapshot {
+		now = now.Add(time.Second)
+		src.add(1, 100, 0, 3e8)
+		if fresh {
+			pkgJ, dramJ = pkgJ+10, dramJ+2
+			write()
+		}
+		l.Step(now)
+		return l.Snapshot()
+	}
+	for i := 0; i < 3; i++ {
+		step(true)
+	}
+	var s *snapshot.Snapshot
+	for i := 0; i < 5; i++ { // stale after 3 s
+		s = step(false)
+	}
+	for _, z := range s.Zones {
+		if z.Name == "dram" {
+			t.Errorf("dram series %s estimated %v %v J published while the estimator stands in; want none", z.Source, z.Estimated, z.EnergyJ)
+		}
+	}
+	reason := ""
+	for _, h := range s.Meters {
+		if h.Source == "host:hv1" {
+			reason = h.Reason
+		}
+	}
+	if reason != "host_share_stale_zones_not_estimated" {
+		t.Errorf("host source's degraded reason %q, want host_share_stale_zones_not_estimated", reason)
+	}
+	for i := 0; i < 2; i++ {
+		s = step(true)
+	}
+	var dram []snapshot.Zone
+	for _, z := range s.Zones {
+		if z.Name == "dram" {
+			dram = append(dram, z)
+		}
+	}
+	// 6 J before the outage, the fresh baseline at the return, then 2 J.
+	if len(dram) != 1 || dram[0].Source != "host:hv1" || dram[0].Estimated || math.Abs(dram[0].EnergyJ-8) > 1e-9 {
+		t.Errorf("dram after the host's return: %+v; want one measured host:hv1 series of 8 J", dram)
+	}
+	for _, h := range s.Meters {
+		if h.Source == "host:hv1" && h.Reason != "" {
+			t.Errorf("host source's degraded reason %q after its return, want none", h.Reason)
+		}
+	}
+}

@@ -205,7 +205,23 @@ func (zs *zones) other(platform, components float64, dt time.Duration) {
 
 func (zs *zones) publish(_ *interval, s *snapshot.Snapshot) {
 	s.Zones = make([]snapshot.Zone, 0, len(zs.series))
+	var ended map[snapshot.ZoneID]bool
+	if e, ok := zs.meter.(snapshot.ZoneEnder); ok {
+		for _, id := range e.EndedZones() {
+			if ended == nil {
+				ended = map[snapshot.ZoneID]bool{}
+			}
+			ended[id] = true
+		}
+	}
 	for _, id := range zs.order {
+		if ended[id] {
+			// The meter no longer stands behind any figure of the zone
+			// (a guest's estimator does not model it while the host is
+			// away): a series frozen under its old labels would claim
+			// the zone still counts.
+			continue
+		}
 		// The zone's series of the moment first: readers that want one
 		// series per zone (the workloads' labels, the guests' shares)
 		// take the first.
