@@ -64,6 +64,9 @@ func makeZones(d *deps) (stage, error) {
 		counters = d.opts.probes.Counters
 	}
 	div := newSplit(d.policy, d.use, d.cfg.UsageMetric, counters, d.credits, d.log)
+	if d.opts.ids != nil && d.policy == model.IdleEven {
+		div.vms = newVMIdle(d.cfg.VMIdleSplit, d.opts.ids, d.consumers, d.log)
+	}
 	return newZones(d.meter, &idleModels{watts: d.cfg.IdleWatts, meter: d.meter}, div, d.cfg.CPUs, d.log), nil
 }
 
