@@ -70,7 +70,7 @@ type IdleModeler interface {
 
 // ZoneEnder is implemented by meters that may stop reporting a zone on
 // purpose: EndedZones lists the zones whose series end now (none of their
-// series is published until the meter samples the zone again, and then
+// node series is exported until the meter samples the zone again, and then
 // the zone's series resume where they stopped). A zone a meter merely
 // failed to read is not ended: its counter stays, frozen, so a failing
 // source shows.

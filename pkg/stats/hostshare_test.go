@@ -181,7 +181,8 @@ func TestHostShareMethodPerZone(t *testing.T) {
 }
 
 // A zone the estimator does not model (dram) ends while the estimator
-// stands in for a stale host: no series of it is published, rather than
+// stands in for a stale host: its series are marked ended (the node's are
+// not exported), rather than
 // one frozen under the host's measured label, and the host's source says
 // why in its degraded reason. When the host is back the measured series
 // resumes where it stopped and grows by the host's figure only.
@@ -228,8 +229,11 @@ func TestHostShareUnestimatedZoneEnds(t *testing.T) {
 		s = step(false)
 	}
 	for _, z := range s.Zones {
-		if z.Name == "dram" {
-			t.Errorf("dram series %s estimated %v %v J published while the estimator stands in; want none", z.Source, z.Estimated, z.EnergyJ)
+		if z.Name == "dram" && !z.Ended {
+			t.Errorf("dram series %s estimated %v %v J not ended while the estimator stands in", z.Source, z.Estimated, z.EnergyJ)
+		}
+		if z.Name == "package" && z.Ended {
+			t.Errorf("package series %s estimated %v ended; the estimator models it", z.Source, z.Estimated)
 		}
 	}
 	reason := ""
@@ -251,7 +255,7 @@ func TestHostShareUnestimatedZoneEnds(t *testing.T) {
 		}
 	}
 	// 6 J before the outage, the fresh baseline at the return, then 2 J.
-	if len(dram) != 1 || dram[0].Source != "host:hv1" || dram[0].Estimated || math.Abs(dram[0].EnergyJ-8) > 1e-9 {
+	if len(dram) != 1 || dram[0].Source != "host:hv1" || dram[0].Estimated || dram[0].Ended || math.Abs(dram[0].EnergyJ-8) > 1e-9 {
 		t.Errorf("dram after the host's return: %+v; want one measured host:hv1 series of 8 J", dram)
 	}
 	for _, h := range s.Meters {

@@ -218,21 +218,24 @@ func (zs *zones) publish(_ *interval, s *snapshot.Snapshot) {
 		}
 	}
 	for _, id := range zs.order {
-		if ended[id] {
-			// The meter no longer stands behind any figure of the zone
-			// (a guest's estimator does not model it while the host is
-			// away): a series frozen under its old labels would claim
-			// the zone still counts.
-			continue
-		}
 		// The zone's series of the moment first: readers that want one
 		// series per zone (the workloads' labels, the guests' shares)
 		// take the first.
 		cur := zs.byID[id]
+		n := len(s.Zones)
 		s.Zones = append(s.Zones, cur.Zone)
 		for _, k := range zs.keys[id] {
 			if z := zs.series[k]; z != cur {
 				s.Zones = append(s.Zones, z.Zone)
+			}
+		}
+		if ended[id] {
+			// The meter no longer stands behind any figure of the zone
+			// (a guest's estimator does not model it while the host is
+			// away): a node series frozen under its old labels would
+			// claim the zone still counts.
+			for i := n; i < len(s.Zones); i++ {
+				s.Zones[i].Ended = true
 			}
 		}
 	}
