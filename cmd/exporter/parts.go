@@ -311,6 +311,7 @@ func openLoop(cfg *config.Config, st *state, c *components) error {
 		Interval:    cfg.Stats.Interval,
 		Retention:   cfg.Stats.Retention,
 		IdlePolicy:  cfg.Power.IdlePolicy,
+		VMIdleSplit: cfg.Guests.IdleSplit,
 		IdleWatts:   cfg.Power.IdleWatts,
 		Sockets:     st.sockets,
 		CPUs:        st.cpus,

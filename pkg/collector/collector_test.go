@@ -161,6 +161,24 @@ wattrace_node_idle_clamps_total{socket="node",zone="psys"} 1
 `, "wattrace_node_energy_joules_total", "wattrace_node_power_watts", "wattrace_node_unattributed_joules_total", "wattrace_node_idle_clamps_total")
 }
 
+// An ended zone exports no node series, while a workload's series of the
+// zone keep the zone's labels.
+func TestNodeCollectorEndedZone(t *testing.T) {
+	snap := &snapshot.Snapshot{Zones: []snapshot.Zone{
+		{ZoneID: snapshot.ZoneID{Name: "package", Socket: -1}, Source: "estimator", Estimated: true, IdleJ: 7, DynamicJ: 3, PowerW: 2},
+		{ZoneID: snapshot.ZoneID{Name: "dram", Socket: -1}, Source: "host:hv1", DynamicJ: 4, PowerW: 1, Ended: true},
+	}, Cgroups: []snapshot.Consumer{
+		{Cgroup: "/", Energy: snapshot.Energy{{Zone: "dram", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 4}}}},
+	}}
+	e := newExporter(t, snap, Options{Enabled: on(NameNode, NameCgroup)})
+	gatherCompare(t, e, `
+# HELP wattrace_node_power_watts Mean power of the zone over the last accounting interval.
+# TYPE wattrace_node_power_watts gauge
+wattrace_node_power_watts{method="estimated",socket="node",source="estimator",zone="package"} 2
+`+cgroupEnergyHelp+`wattrace_cgroup_energy_joules_total{cgroup="/",method="measured",mode="dynamic",source="host:hv1",zone="dram"} 4
+`, "wattrace_node_power_watts", "wattrace_cgroup_energy_joules_total")
+}
+
 func TestNodeCollectorEstimated(t *testing.T) {
 	snap := &snapshot.Snapshot{Zones: []snapshot.Zone{
 		{ZoneID: snapshot.ZoneID{Name: "package", Socket: -1}, Source: "estimator", Estimated: true, IdleJ: 7, DynamicJ: 3, PowerW: 2},

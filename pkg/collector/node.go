@@ -44,6 +44,11 @@ func (c *nodeCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snaps
 		return errNoSnapshot
 	}
 	for _, z := range snap.Zones {
+		if z.Ended {
+			// Its meter stands behind no figure of it now: the series
+			// end rather than freeze under labels that claim it counts.
+			continue
+		}
 		socket := socketLabel(z.Socket)
 		m := method(z.Estimated)
 		ch <- metric(c.energy, prometheus.CounterValue, z.IdleJ, z.Name, socket, z.Source, m, modeIdle)

@@ -58,7 +58,7 @@ func TestDefaults(t *testing.T) {
 		Emissions: Emissions{Enabled: true, Carbon: carbon.DefaultConfig()},
 		GPU: node.Config{NVML: "auto", Sysfs: "auto", IdleWatts: map[string]float64{}, IdlePolicy: "none",
 			SampleEvery: time.Second, SysfsRoot: "/sys", ProcfsRoot: "/proc"},
-		Guests: Guests{ShareInterval: 5 * time.Second},
+		Guests: Guests{ShareInterval: 5 * time.Second, IdleSplit: "even"},
 	}
 	// The meters' settings, as pkg/power/discover declares them: its
 	// exported fields, then each row's own.

@@ -11,4 +11,5 @@ type (
 	Advancer         = snapshot.Advancer
 	EstimateReporter = snapshot.EstimateReporter
 	ReadWithin       = snapshot.ReadWithin
+	ZoneEnder        = snapshot.ZoneEnder
 )

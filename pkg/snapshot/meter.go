@@ -68,6 +68,16 @@ type IdleModeler interface {
 	IdleWatts(zone string) (float64, bool)
 }
 
+// ZoneEnder is implemented by meters that may stop reporting a zone on
+// purpose: EndedZones lists the zones whose series end now (none of their
+// node series is exported until the meter samples the zone again, and then
+// the zone's series resume where they stopped). A zone a meter merely
+// failed to read is not ended: its counter stays, frozen, so a failing
+// source shows.
+type ZoneEnder interface {
+	EndedZones() []ZoneID
+}
+
 // Advancer is implemented by meters that estimate from utilization: the
 // loop tells them each interval's utilization before it reads them.
 type Advancer interface {

@@ -92,6 +92,11 @@ type Zone struct {
 	// Grams are the zone's emissions by provider, sorted by provider;
 	// nil without emissions.
 	Grams []NodeGrams
+	// Ended is set while the meter stands behind no figure of the zone
+	// (snapshot.ZoneEnder): its node series are not exported, and it
+	// stays here only so that the workloads' series of the zone keep
+	// their labels rather than becoming "unknown".
+	Ended bool
 }
 
 // Workload is what a user recognises, at one level (a container, pod, VM,

@@ -42,9 +42,9 @@ type emissions struct {
 	// priced is per zone the cumulative energy already priced: the node's
 	// grams grow by the zone's growth, which also covers the derived
 	// zone "other" that no split sees.
-	priced map[snapshot.ZoneID]pricedJ
+	priced map[seriesKey]pricedJ
 	// grams are each zone's grams so far.
-	grams map[snapshot.ZoneID][]snapshot.NodeGrams
+	grams map[seriesKey][]snapshot.NodeGrams
 }
 
 func makeEmissions(d *deps) (stage, error) {
@@ -52,7 +52,7 @@ func makeEmissions(d *deps) (stage, error) {
 		return nil, nil
 	}
 	return &emissions{src: d.opts.intensity, log: d.log,
-		priced: map[snapshot.ZoneID]pricedJ{}, grams: map[snapshot.ZoneID][]snapshot.NodeGrams{}}, nil
+		priced: map[seriesKey]pricedJ{}, grams: map[seriesKey][]snapshot.NodeGrams{}}, nil
 }
 
 // begin fixes the factor in force for this interval, unless the step
@@ -101,7 +101,7 @@ func (e *emissions) creditedWorkload(f *figures, zone string, dynamicJ, idleJ fl
 
 // price adds to grams, under the interval's provider, the grams of a
 // zone's growth since it was last priced.
-func (e *emissions) price(id snapshot.ZoneID, now pricedJ, grams []snapshot.NodeGrams) []snapshot.NodeGrams {
+func (e *emissions) price(id seriesKey, now pricedJ, grams []snapshot.NodeGrams) []snapshot.NodeGrams {
 	p := e.priced[id]
 	e.priced[id] = now
 	if !e.ok {
@@ -132,8 +132,9 @@ func (e *emissions) price(id snapshot.ZoneID, now pricedJ, grams []snapshot.Node
 func (e *emissions) publish(_ *interval, s *snapshot.Snapshot) {
 	for i := range s.Zones {
 		z := &s.Zones[i]
-		g := e.price(z.ZoneID, pricedJ{z.DynamicJ, z.IdleJ, z.UnattributedJ}, e.grams[z.ZoneID])
-		e.grams[z.ZoneID] = g
+		k := keyOf(z)
+		g := e.price(k, pricedJ{z.DynamicJ, z.IdleJ, z.UnattributedJ}, e.grams[k])
+		e.grams[k] = g
 		z.Grams = append([]snapshot.NodeGrams(nil), g...)
 	}
 	s.Intensities = e.src.Intensities()

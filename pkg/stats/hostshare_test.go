@@ -25,7 +25,8 @@ func (e *stubEstimator) Read() ([]snapshot.ZoneSample, error) {
 // A guest whose meter is its host's share: the guest's cgroups, idle and
 // unattributed add up to exactly what the host gave, the zone is measured
 // by "host:hv1"; once the share is stale the zone says estimator and
-// estimated, and its counter goes on from where it was.
+// estimated, in a series of its own from zero, the measured one stopping
+// where it was.
 func TestHostShareInGuest(t *testing.T) {
 	now := time.Unix(5000, 0)
 	clock := func() time.Time { return now }
@@ -95,8 +96,13 @@ func TestHostShareInGuest(t *testing.T) {
 	}
 	// Stale after 3 s, so the estimate covers the 5 s since the last
 	// update: 25 J.
-	if got := z.EnergyJ - before; math.Abs(got-25) > 1e-9 {
+	if got := z.EnergyJ; math.Abs(got-25) > 1e-9 {
 		t.Errorf("estimated %v J over the outage, want 25", got)
+	}
+	for _, o := range s.Zones {
+		if o.Name == "package" && o.Source == "host:hv1" && o.EnergyJ != before {
+			t.Errorf("measured series %v J after the outage, want %v (stopped)", o.EnergyJ, before)
+		}
 	}
 	var hostUp *snapshot.SourceHealth
 	for i := range s.Meters {
@@ -121,7 +127,8 @@ func idleCredited(s *snapshot.Snapshot) float64 {
 // The method is per zone: a host that measured its package and estimated
 // its DRAM gives a guest whose package zone is measured and whose dram
 // zone is estimated; when the host starts measuring DRAM, the guest's
-// zone is relabelled, its counter going on.
+// zone's energy goes to a measured series from zero, the estimated one
+// stopping.
 func TestHostShareMethodPerZone(t *testing.T) {
 	now := time.Unix(5000, 0)
 	clock := func() time.Time { return now }
@@ -163,7 +170,97 @@ func TestHostShareMethodPerZone(t *testing.T) {
 	}
 	meta.Zones[1].Method, meta.Zones[1].Source = "measured", "rapl"
 	s = step()
-	if d := zoneOf(s, "dram", -1); d.Estimated || d.EnergyJ != 4 {
-		t.Errorf("dram after the host measured it: estimated %v, %v J; want measured, 4 J", d.Estimated, d.EnergyJ)
+	if d := zoneOf(s, "dram", -1); d.Estimated || d.EnergyJ != 2 {
+		t.Errorf("dram after the host measured it: estimated %v, %v J; want measured, 2 J", d.Estimated, d.EnergyJ)
+	}
+	for _, d := range s.Zones {
+		if d.Name == "dram" && d.Estimated && d.EnergyJ != 2 {
+			t.Errorf("estimated dram series %v J, want 2 (stopped)", d.EnergyJ)
+		}
+	}
+}
+
+// A zone the estimator does not model (dram) ends while the estimator
+// stands in for a stale host: its series are marked ended (the node's are
+// not exported), rather than
+// one frozen under the host's measured label, and the host's source says
+// why in its degraded reason. When the host is back the measured series
+// resumes where it stopped and grows by the host's figure only.
+func TestHostShareUnestimatedZoneEnds(t *testing.T) {
+	now := time.Unix(5000, 0)
+	clock := func() time.Time { return now }
+	dir := t.TempDir()
+	meta := &hostshare.Meta{Version: hostshare.Version, Host: "hv1", Epoch: "e1", IntervalSeconds: 1,
+		Zones: []hostshare.Zone{{Name: "package", Method: "measured", Source: "rapl", IdlePolicy: "even"},
+			{Name: "dram", Method: "measured", Source: "rapl", IdlePolicy: "even"}}}
+	pkgJ, dramJ := 1000.0, 100.0
+	write := func() {
+		meta.Seq++
+		meta.Updated = now
+		if err := hostshare.Write(dir, meta, map[string]float64{"package": pkgJ, "dram": dramJ}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write()
+	host, err := hostshare.Open(hostshare.Options{Dir: dir, Staleness: 3 * time.Second, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := hostshare.NewFallback(host, &stubEstimator{}, nil)
+	src := &fakeSource{}
+	src.add(1, 100, 0, 0)
+	l := mustLoop(t, Config{IdlePolicy: "even", CPUs: 2}, src, m, names{1: "/a"})
+	l.Step(now)
+	step := func(fresh bool) *snapshot.Snapshot {
+		now = now.Add(time.Second)
+		src.add(1, 100, 0, 3e8)
+		if fresh {
+			pkgJ, dramJ = pkgJ+10, dramJ+2
+			write()
+		}
+		l.Step(now)
+		return l.Snapshot()
+	}
+	for i := 0; i < 3; i++ {
+		step(true)
+	}
+	var s *snapshot.Snapshot
+	for i := 0; i < 5; i++ { // stale after 3 s
+		s = step(false)
+	}
+	for _, z := range s.Zones {
+		if z.Name == "dram" && !z.Ended {
+			t.Errorf("dram series %s estimated %v %v J not ended while the estimator stands in", z.Source, z.Estimated, z.EnergyJ)
+		}
+		if z.Name == "package" && z.Ended {
+			t.Errorf("package series %s estimated %v ended; the estimator models it", z.Source, z.Estimated)
+		}
+	}
+	reason := ""
+	for _, h := range s.Meters {
+		if h.Source == "host:hv1" {
+			reason = h.Reason
+		}
+	}
+	if reason != "host_share_stale_zones_not_estimated" {
+		t.Errorf("host source's degraded reason %q, want host_share_stale_zones_not_estimated", reason)
+	}
+	for i := 0; i < 2; i++ {
+		s = step(true)
+	}
+	var dram []snapshot.Zone
+	for _, z := range s.Zones {
+		if z.Name == "dram" {
+			dram = append(dram, z)
+		}
+	}
+	// 6 J before the outage, the fresh baseline at the return, then 2 J.
+	if len(dram) != 1 || dram[0].Source != "host:hv1" || dram[0].Estimated || dram[0].Ended || math.Abs(dram[0].EnergyJ-8) > 1e-9 {
+		t.Errorf("dram after the host's return: %+v; want one measured host:hv1 series of 8 J", dram)
+	}
+	for _, h := range s.Meters {
+		if h.Source == "host:hv1" && h.Reason != "" {
+			t.Errorf("host source's degraded reason %q after its return, want none", h.Reason)
+		}
 	}
 }

@@ -34,6 +34,11 @@ type Config struct {
 	Retention time.Duration
 	// IdlePolicy is "none", "even" or "cpu".
 	IdlePolicy string
+	// VMIdleSplit is how, under IdlePolicy "even" on a host with VMs
+	// (WithWorkloads resolving some cgroups to VMs), the idle energy is
+	// split among the VMs: "even" (the default when empty), "vcpus" or
+	// "memory" (vmidle.go).
+	VMIdleSplit string
 	// IdleWatts gives a zone's idle power by zone name; zones without an
 	// entry learn it as the lowest power seen at low utilization.
 	IdleWatts map[string]float64
@@ -110,6 +115,11 @@ func New(cfg Config, src usage.Source, meter snapshot.Meter, res CgroupPaths, lo
 	policy, err := model.ParseIdlePolicy(cfg.IdlePolicy)
 	if err != nil {
 		return nil, fmt.Errorf("power.idle-policy: %w", err)
+	}
+	switch cfg.VMIdleSplit {
+	case "", vmSplitEven, vmSplitVCPUs, vmSplitMemory:
+	default:
+		return nil, fmt.Errorf("vm.idle-split: unknown value %q (allowed: even, vcpus, memory)", cfg.VMIdleSplit)
 	}
 	for z, w := range cfg.IdleWatts {
 		if _, err := model.NewConfiguredIdle(w); err != nil {

@@ -26,6 +26,9 @@ type split struct {
 	// credits gives each share to its consumer and tells the stages that
 	// follow every credited joule (emissions prices it).
 	credits *credits
+	// vms splits the idle among a host's VMs (vmidle.go); nil unless
+	// the policy is even and workloads are resolved.
+	vms *vmIdle
 	// Scratch maps reused every interval.
 	dyn, idle map[*consumer]float64
 }
@@ -68,7 +71,19 @@ func (sp *split) among(z *zoneState, dE, idleJ float64, cg bool) model.Result {
 	if usage == nil {
 		usage = sp.use.cpu(z.Socket, cg)
 	}
-	res := model.Split(model.Interval[*consumer]{EnergyJ: dE, IdleJ: idleJ, Usage: usage, Policy: sp.policy}, sp.dyn, sp.idle)
+	policy := sp.policy
+	var vms []vmShare
+	if cg && sp.vms != nil {
+		if vms = sp.vms.shares(); len(vms) > 0 {
+			// The VMs carry the idle, not the busy cgroups: the model
+			// splits the dynamic energy alone.
+			policy = model.IdleNone
+		}
+	}
+	res := model.Split(model.Interval[*consumer]{EnergyJ: dE, IdleJ: idleJ, Usage: usage, Policy: policy}, sp.dyn, sp.idle)
+	for _, v := range vms {
+		sp.idle[v.to] += res.IdleJ * v.weight
+	}
 	for w, j := range sp.dyn {
 		sp.credits.consumer(w, z.Name, j, 0)
 	}

@@ -34,8 +34,28 @@ type zones struct {
 	div   *split
 	cpus  int
 	log   *zap.Logger
+	// byID is each zone's series of the moment: the one its samples are
+	// credited to.
 	byID  map[snapshot.ZoneID]*zoneState
 	order []snapshot.ZoneID
+	// series are all of a zone's series, one per source and method it
+	// has had: each counts its own energy from zero, and one the zone
+	// left stops where it was (a label set's counter never carries
+	// another source's joules, so a sum over a zone's series counts each
+	// joule once). A zone that returns to a source resumes its series.
+	series map[seriesKey]*zoneState
+	keys   map[snapshot.ZoneID][]seriesKey
+}
+
+// seriesKey names one (zone, socket, source, method) series.
+type seriesKey struct {
+	snapshot.ZoneID
+	Source    string
+	Estimated bool
+}
+
+func keyOf(z *snapshot.Zone) seriesKey {
+	return seriesKey{ZoneID: z.ZoneID, Source: z.Source, Estimated: z.Estimated}
 }
 
 func makeZones(d *deps) (stage, error) {
@@ -44,11 +64,15 @@ func makeZones(d *deps) (stage, error) {
 		counters = d.opts.probes.Counters
 	}
 	div := newSplit(d.policy, d.use, d.cfg.UsageMetric, counters, d.credits, d.log)
+	if d.opts.ids != nil && d.policy == model.IdleEven {
+		div.vms = newVMIdle(d.cfg.VMIdleSplit, d.opts.ids, d.consumers, d.log)
+	}
 	return newZones(d.meter, &idleModels{watts: d.cfg.IdleWatts, meter: d.meter}, div, d.cfg.CPUs, d.log), nil
 }
 
 func newZones(meter snapshot.Meter, idle *idleModels, div *split, cpus int, log *zap.Logger) *zones {
-	return &zones{meter: meter, idle: idle, div: div, cpus: cpus, log: log, byID: map[snapshot.ZoneID]*zoneState{}}
+	return &zones{meter: meter, idle: idle, div: div, cpus: cpus, log: log, byID: map[snapshot.ZoneID]*zoneState{},
+		series: map[seriesKey]*zoneState{}, keys: map[snapshot.ZoneID][]seriesKey{}}
 }
 
 // split reads the meter and divides each zone's energy of the interval,
@@ -112,20 +136,37 @@ func (zs *zones) zone(id snapshot.ZoneID, source, method string) *zoneState {
 	}
 	z := zs.byID[id]
 	if z != nil {
-		if z.Source != source || z.Estimated != est {
-			// A meter that stands in for another (the guest's estimate
-			// while the host's share is stale) names itself per sample,
-			// and a host's zone may change method: the zone's source and
-			// method labels follow.
-			z.Source, z.Estimated = source, est
+		if z.Source == source && z.Estimated == est {
+			return z
 		}
-		return z
+		// A meter that stands in for another (the guest's estimate
+		// while the host's share is stale) names itself per sample, and
+		// a host's zone may change method: the zone's energy from now on
+		// goes to the series of its new labels, the old series stops.
+		// The meter's reading stays continuous, so the baseline moves
+		// with it.
+		k := seriesKey{ZoneID: id, Source: source, Estimated: est}
+		n := zs.series[k]
+		if n == nil {
+			n = &zoneState{Zone: snapshot.Zone{ZoneID: id, Source: source, Estimated: est}}
+			zs.addSeries(n)
+		}
+		n.prevJ, n.seen, n.idleMd = z.prevJ, z.seen, z.idleMd
+		zs.byID[id] = n
+		return n
 	}
 	z = &zoneState{Zone: snapshot.Zone{ZoneID: id, Source: source, Estimated: est}}
 	z.idleMd = zs.idle.model(id.Name)
 	zs.byID[id] = z
 	zs.order = append(zs.order, id)
+	zs.addSeries(z)
 	return z
+}
+
+func (zs *zones) addSeries(z *zoneState) {
+	k := keyOf(&z.Zone)
+	zs.series[k] = z
+	zs.keys[k.ZoneID] = append(zs.keys[k.ZoneID], k)
 }
 
 // estimated tells whether a zone's source is a model: a combined meter
@@ -156,6 +197,7 @@ func (zs *zones) other(platform, components float64, dt time.Duration) {
 			Estimated: zs.byID[snapshot.ZoneID{Name: snapshot.ZonePlatform, Socket: -1}].Estimated}}
 		zs.byID[id] = z
 		zs.order = append(zs.order, id)
+		zs.addSeries(z)
 	}
 	dE := max(platform-components, 0)
 	z.EnergyJ += dE
@@ -165,8 +207,36 @@ func (zs *zones) other(platform, components float64, dt time.Duration) {
 }
 
 func (zs *zones) publish(_ *interval, s *snapshot.Snapshot) {
-	s.Zones = make([]snapshot.Zone, 0, len(zs.order))
+	s.Zones = make([]snapshot.Zone, 0, len(zs.series))
+	var ended map[snapshot.ZoneID]bool
+	if e, ok := zs.meter.(snapshot.ZoneEnder); ok {
+		for _, id := range e.EndedZones() {
+			if ended == nil {
+				ended = map[snapshot.ZoneID]bool{}
+			}
+			ended[id] = true
+		}
+	}
 	for _, id := range zs.order {
-		s.Zones = append(s.Zones, zs.byID[id].Zone)
+		// The zone's series of the moment first: readers that want one
+		// series per zone (the workloads' labels, the guests' shares)
+		// take the first.
+		cur := zs.byID[id]
+		n := len(s.Zones)
+		s.Zones = append(s.Zones, cur.Zone)
+		for _, k := range zs.keys[id] {
+			if z := zs.series[k]; z != cur {
+				s.Zones = append(s.Zones, z.Zone)
+			}
+		}
+		if ended[id] {
+			// The meter no longer stands behind any figure of the zone
+			// (a guest's estimator does not model it while the host is
+			// away): a node series frozen under its old labels would
+			// claim the zone still counts.
+			for i := n; i < len(s.Zones); i++ {
+				s.Zones[i].Ended = true
+			}
+		}
 	}
 }

@@ -293,6 +293,7 @@ func (r *Resolver) enrichVM(id *ident.Identity, cgPath, base string) bool {
 		return false
 	}
 	id.VMName, id.VMUUID, id.Name = d.Name, d.UUID, d.DisplayName
+	id.VMVCPUs, id.VMMemoryKiB = d.VCPUs, d.MemoryKiB
 	if id.Name == "" {
 		id.Name = d.Name
 	}

@@ -90,7 +90,8 @@ func TestResolveLibvirtSystemd(t *testing.T) {
 	r := h.resolver(nil)
 
 	nova := ident.Identity{Kind: ident.KindVM, Manager: ident.ManagerLibvirt, ID: "2a7d9e4b-1c3f-4a5b-8d6e-7f8091a2b3c4", Name: "db-primary",
-		VMName: "instance-0000002a", VMUUID: "2a7d9e4b-1c3f-4a5b-8d6e-7f8091a2b3c4", DomainID: "3", Instance: "instance-0000002a"}
+		VMName: "instance-0000002a", VMUUID: "2a7d9e4b-1c3f-4a5b-8d6e-7f8091a2b3c4", DomainID: "3", Instance: "instance-0000002a",
+		VMVCPUs: 2, VMMemoryKiB: 4 << 20}
 	checkResolve(t, r, `/machine.slice/machine-qemu\x2d3\x2dinstance\x2d0000002a.scope`, nova)
 	nova.Part = "vcpu1"
 	checkResolve(t, r, `/machine.slice/machine-qemu\x2d3\x2dinstance\x2d0000002a.scope/libvirt/vcpu1`, nova)
@@ -98,11 +99,11 @@ func TestResolveLibvirtSystemd(t *testing.T) {
 	long := "analytics-cluster-worker-node-with-a-very-long-descriptive-name-08"
 	checkResolve(t, r, `/machine.slice/machine-qemu\x2d6\x2danalytics\x2dcluster\x2dworker\x2dnode\x2dwith\x2da\x2dvery\x2dlong\x2ddescriptiv.scope/libvirt/emulator`,
 		ident.Identity{Kind: ident.KindVM, Manager: ident.ManagerLibvirt, ID: "e1e2f3a4-b5c6-4d7e-8f90-a1b2c3d4e5f7", Name: long, Part: "emulator",
-			VMName: long, VMUUID: "e1e2f3a4-b5c6-4d7e-8f90-a1b2c3d4e5f7", DomainID: "6"})
+			VMName: long, VMUUID: "e1e2f3a4-b5c6-4d7e-8f90-a1b2c3d4e5f7", DomainID: "6", VMVCPUs: 2, VMMemoryKiB: 4 << 20})
 	checkResolve(t, r, `/machine.slice/machine-qemu\x2d7\x2dmyvm.test.scope`,
 		ident.Identity{Kind: ident.KindVM, Manager: ident.ManagerLibvirt, ID: "0f1e2d3c-4b5a-4968-8776-655443322110", Name: "my_vm.test",
-			VMName: "my_vm.test", VMUUID: "0f1e2d3c-4b5a-4968-8776-655443322110", DomainID: "7"})
-	// No XML: the QEMU command line of the emulator's process, found from
+			VMName: "my_vm.test", VMUUID: "0f1e2d3c-4b5a-4968-8776-655443322110", DomainID: "7", VMVCPUs: 2, VMMemoryKiB: 4 << 20})
+	// No XML: no allocation known; the QEMU command line of the emulator's process, found from
 	// a threaded vcpu cgroup whose thread procfs here does not know.
 	checkResolve(t, r, ghost+"/libvirt/vcpu0",
 		ident.Identity{Kind: ident.KindVM, Manager: ident.ManagerLibvirt, ID: "77d8e9f0-a1b2-4c3d-8e4f-5a6b7c8d9e0f", Name: "ghost", Part: "vcpu0",
@@ -120,10 +121,10 @@ func TestResolveLibvirtCgroupfs(t *testing.T) {
 	r := h.resolver(nil)
 	checkResolve(t, r, "/machine/qemu-2-db01.libvirt-qemu/vcpu0",
 		ident.Identity{Kind: ident.KindVM, Manager: ident.ManagerLibvirt, ID: "3b4c5d6e-7f80-4912-a3b4-c5d6e7f80912", Name: "db01", Part: "vcpu0",
-			VMName: "db01", VMUUID: "3b4c5d6e-7f80-4912-a3b4-c5d6e7f80912", DomainID: "2"})
+			VMName: "db01", VMUUID: "3b4c5d6e-7f80-4912-a3b4-c5d6e7f80912", DomainID: "2", VMVCPUs: 2, VMMemoryKiB: 4 << 20})
 	checkResolve(t, r, "/machine/db01.libvirt-qemu",
 		ident.Identity{Kind: ident.KindVM, Manager: ident.ManagerLibvirt, ID: "3b4c5d6e-7f80-4912-a3b4-c5d6e7f80912", Name: "db01",
-			VMName: "db01", VMUUID: "3b4c5d6e-7f80-4912-a3b4-c5d6e7f80912"})
+			VMName: "db01", VMUUID: "3b4c5d6e-7f80-4912-a3b4-c5d6e7f80912", VMVCPUs: 2, VMMemoryKiB: 4 << 20})
 }
 
 // kubeletClient serves the kube package's PodList fixture from a real HTTP

@@ -2,6 +2,7 @@ package hostshare
 
 import (
 	"errors"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -39,6 +40,10 @@ type Fallback struct {
 	prevDyn   map[string]float64 // as prevEst, of the estimator's dynamic energy
 	lastEpoch string
 	lastSeq   uint64
+	// ended are the host's zones the estimator does not model, while it
+	// stands in: sorted, nil otherwise.
+	ended       []string
+	warnedEnded bool
 }
 
 var (
@@ -46,7 +51,13 @@ var (
 	_ sourcehealth.Reporter  = (*Fallback)(nil)
 	_ power.Advancer         = (*Fallback)(nil)
 	_ power.EstimateReporter = (*Fallback)(nil)
+	_ power.ZoneEnder        = (*Fallback)(nil)
 )
+
+// ReasonZonesNotEstimated is the host source's wattrace_source_degraded
+// reason while the estimator stands in and some of the host's zones
+// (dram, …) are not modelled by it: those zones' series have ended.
+const ReasonZonesNotEstimated = "host_share_stale_zones_not_estimated"
 
 // NewFallback returns the meter over host and the estimator est.
 func NewFallback(host *Meter, est power.Meter, log *zap.Logger) *Fallback {
@@ -110,6 +121,7 @@ func (f *Fallback) Read() ([]power.ZoneSample, error) {
 	case !stale && herr == nil:
 		if f.falling {
 			f.falling = false
+			f.ended, f.warnedEnded = nil, false
 			f.log.Info("host share fresh again: the host's figures replace the estimate", zap.String("source", f.host.Name()))
 			for _, s := range hs {
 				f.prevHost[s.Zone] = s.Joules
@@ -144,6 +156,21 @@ func (f *Fallback) Read() ([]power.ZoneSample, error) {
 			zones = append(zones, z)
 		}
 		sort.Strings(zones)
+		f.ended = f.ended[:0]
+		for _, z := range f.order {
+			if _, ok := estJ[z]; !ok {
+				// The estimator has no figure for this zone: its
+				// measured series ends rather than freezing under a
+				// label that says the host measures it.
+				f.ended = append(f.ended, z)
+			}
+		}
+		sort.Strings(f.ended)
+		if len(f.ended) > 0 && !f.warnedEnded {
+			f.warnedEnded = true
+			f.log.Warn("host share stale: zones the estimator does not model are no longer counted until the host is back",
+				zap.Strings("zones", f.ended))
+		}
 		for _, z := range zones {
 			d := max(estJ[z]-f.prevEst[z], 0)
 			if dynOK && f.host.IdlePolicy(z) == "none" {
@@ -164,9 +191,24 @@ func (f *Fallback) Read() ([]power.ZoneSample, error) {
 	}
 	out := make([]power.ZoneSample, 0, len(f.order))
 	for _, z := range f.order {
+		if slices.Contains(f.ended, z) {
+			continue
+		}
 		out = append(out, power.ZoneSample{Zone: z, Socket: -1, Joules: f.outJ[z], Source: f.source[z], Method: f.method[z]})
 	}
 	return out, nil
+}
+
+// EndedZones implements power.ZoneEnder: while the estimator stands in,
+// the host's zones it does not model.
+func (f *Fallback) EndedZones() []snapshot.ZoneID {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []snapshot.ZoneID
+	for _, z := range f.ended {
+		out = append(out, snapshot.ZoneID{Name: z, Socket: -1})
+	}
+	return out
 }
 
 func (f *Fallback) credit(zone string, j float64, source, method string) {
@@ -181,6 +223,11 @@ func (f *Fallback) credit(zone string, j float64, source, method string) {
 // fails or is stale) and the estimator's.
 func (f *Fallback) Health() []snapshot.SourceHealth {
 	out := f.host.Health()
+	f.mu.Lock()
+	if len(f.ended) > 0 && len(out) > 0 && out[0].Reason == "" {
+		out[0].Reason = ReasonZonesNotEstimated
+	}
+	f.mu.Unlock()
 	if h, ok := f.est.(sourcehealth.Reporter); ok {
 		out = append(out, h.Health()...)
 	}

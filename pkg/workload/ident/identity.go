@@ -91,10 +91,14 @@ type Identity struct {
 	SlurmNode string // the slurmd's node name when several run on one host
 
 	// libvirt.
-	VMName   string // domain name (from the path possibly sanitized and truncated until the XML is read)
-	VMUUID   string
-	DomainID string // libvirt's run-time domain id, from the path
-	Instance string // OpenStack instance name (instance-<8 hex>) when the domain is one
+	VMName string // domain name (from the path possibly sanitized and truncated until the XML is read)
+	VMUUID string
+	// VMVCPUs and VMMemoryKiB are a VM's allocation as libvirt's domain
+	// XML says; 0 when not known.
+	VMVCPUs     int
+	VMMemoryKiB uint64
+	DomainID    string // libvirt's run-time domain id, from the path
+	Instance    string // OpenStack instance name (instance-<8 hex>) when the domain is one
 }
 
 // Owner returns the workload that encloses id: the pod of a container (or

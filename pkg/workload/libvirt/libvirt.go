@@ -19,6 +19,11 @@ type Domain struct {
 	// DisplayName is OpenStack Nova's name for the instance
 	// (<metadata><nova:instance><nova:name>), "" elsewhere.
 	DisplayName string
+	// VCPUs is the domain's <vcpu> and MemoryKiB its <memory>, what it
+	// was allocated; 0 when the XML does not say (or says something
+	// implausible).
+	VCPUs     int
+	MemoryKiB uint64
 	// File is the XML file the domain was read from.
 	File string
 }

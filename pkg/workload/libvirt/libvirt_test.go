@@ -93,6 +93,11 @@ func TestCatalogFind(t *testing.T) {
 		{"unknown", 4, "ghost", Domain{}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.wantOK {
+				// Every domain of the test host allocates 2 vCPUs
+				// and 4 GiB.
+				tc.want.VCPUs, tc.want.MemoryKiB = 2, 4<<20
+			}
 			got, ok := c.Find(tc.id, tc.path)
 			if ok != tc.wantOK || got != tc.want {
 				t.Errorf("Find(%d, %q) = %+v, %v; want %+v, %v", tc.id, tc.path, got, ok, tc.want, tc.wantOK)
@@ -191,5 +196,29 @@ func TestParseDomainDevices(t *testing.T) {
 	want := Devices{Hostdevs: []string{"0001:3b:1f.7", "0000:5e:00.0"}, Mdevs: []string{"c2177883-f1bb-47f0-914d-32a22e3a8804"}}
 	if !reflect.DeepEqual(devs, want) {
 		t.Errorf("got %+v", devs)
+	}
+}
+
+// A domain's allocation is read from <vcpu> and <memory> in any of
+// libvirt's units; an absent or implausible value is 0 (not known).
+func TestDomainAllocation(t *testing.T) {
+	for _, tc := range []struct {
+		xml   string
+		vcpus int
+		kib   uint64
+	}{
+		{`<domain><name>a</name><vcpu placement='static'>4</vcpu><memory unit='KiB'>8388608</memory></domain>`, 4, 8388608},
+		{`<domain><name>a</name><vcpu>2</vcpu><memory unit='GiB'>24</memory></domain>`, 2, 24 << 20},
+		{`<domain><name>a</name><memory>1024</memory></domain>`, 0, 1024},
+		{`<domain><name>a</name><vcpu>0</vcpu><memory unit='parsecs'>3</memory></domain>`, 0, 0},
+		{`<domain><name>a</name><vcpu>x</vcpu><memory unit='MB'>1000</memory></domain>`, 0, 976562},
+	} {
+		d, err := parseDomainInto(strings.NewReader(tc.xml), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.VCPUs != tc.vcpus || d.MemoryKiB != tc.kib {
+			t.Errorf("%s: vcpus %d, memory %d KiB; want %d, %d", tc.xml, d.VCPUs, d.MemoryKiB, tc.vcpus, tc.kib)
+		}
 	}
 }

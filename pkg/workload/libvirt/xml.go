@@ -13,9 +13,14 @@ import (
 // is matched by local name: encoding/xml ignores the namespace of a field
 // tag that names none, and Nova's namespace URI carries a version.
 type domainXML struct {
-	ID       string `xml:"id,attr"`
-	Name     string `xml:"name"`
-	UUID     string `xml:"uuid"`
+	ID     string `xml:"id,attr"`
+	Name   string `xml:"name"`
+	UUID   string `xml:"uuid"`
+	VCPU   string `xml:"vcpu"`
+	Memory struct {
+		Unit  string `xml:"unit,attr"`
+		Value string `xml:",chardata"`
+	} `xml:"memory"`
 	Metadata struct {
 		Nova struct {
 			Name string `xml:"name"`
@@ -95,6 +100,8 @@ func decodeDomain(dec *xml.Decoder, se xml.StartElement, devs *Devices) (Domain,
 		Name:        strings.TrimSpace(x.Name),
 		UUID:        strings.ToLower(strings.TrimSpace(x.UUID)),
 		DisplayName: strings.TrimSpace(x.Metadata.Nova.Name),
+		VCPUs:       vcpus(x.VCPU),
+		MemoryKiB:   memoryKiB(x.Memory.Value, x.Memory.Unit),
 	}
 	if d.Name == "" {
 		return Domain{}, errors.New("<domain> without <name>")
@@ -139,4 +146,51 @@ func pciAddress(dom, bus, slot, fn string) (string, bool) {
 		v[i] = n
 	}
 	return fmt.Sprintf("%04x:%02x:%02x.%x", v[0], v[1], v[2], v[3]), true
+}
+
+// maxVCPUs bounds a domain's <vcpu>: more is not a count QEMU accepts, so a
+// file claiming it is read as not saying.
+const maxVCPUs = 16384
+
+// vcpus reads <vcpu> (the maximum vCPUs allocated); 0 when absent or not a
+// plausible count.
+func vcpus(s string) int {
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil || n < 1 || n > maxVCPUs {
+		return 0
+	}
+	return n
+}
+
+// memoryUnits are libvirt's <memory unit=…> multipliers to bytes (KiB
+// when the attribute is absent).
+var memoryUnits = map[string]float64{
+	"b": 1, "bytes": 1, "k": 1 << 10, "kib": 1 << 10, "kb": 1e3, "m": 1 << 20, "mib": 1 << 20, "mb": 1e6,
+	"g": 1 << 30, "gib": 1 << 30, "gb": 1e9, "t": 1 << 40, "tib": 1 << 40, "tb": 1e12,
+}
+
+// maxMemoryKiB bounds a domain's memory (16 PiB): a larger figure is a
+// broken file, read as not saying.
+const maxMemoryKiB = 1 << 44
+
+// memoryKiB reads <memory> in KiB; 0 when absent, of an unknown unit or not
+// a plausible size.
+func memoryKiB(v, unit string) uint64 {
+	n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+	if err != nil || n == 0 {
+		return 0
+	}
+	u := strings.ToLower(strings.TrimSpace(unit))
+	if u == "" {
+		u = "kib"
+	}
+	mul, ok := memoryUnits[u]
+	if !ok {
+		return 0
+	}
+	kib := float64(n) * mul / 1024
+	if kib < 1 || kib > maxMemoryKiB {
+		return 0
+	}
+	return uint64(kib)
 }
