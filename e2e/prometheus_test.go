@@ -57,13 +57,15 @@ func TestPrometheusPipeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Workload cgroups (paths in the key hierarchy) and their loads: the
-	// container and the job burn CPU, the VM and the unit wake briefly.
+	// container and the job burn CPU, the VM, the PBS job and the unit
+	// wake briefly.
 	podUID := "0b6f2a1c_7d3e_4e5f_9a8b_1c2d3e4f5a6b"
 	ctr := strings.Repeat("ab", 32)
 	cgs := map[string]string{
 		"container": "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + podUID + ".slice/cri-containerd-" + ctr + ".scope",
 		"vm":        `/machine.slice/machine-qemu\x2d7\x2dwte2e.scope`,
 		"job":       "/slurm_wte2e/uid_0/job_4242",
+		"pbs_job":   "/pbs_jobs.service/jobid/4243.wte2e",
 		"unit":      "/system.slice/wattrace-e2e-load.service",
 	}
 	loads := map[string]string{
@@ -71,8 +73,9 @@ func TestPrometheusPipeline(t *testing.T) {
 		"job":       "while :; do :; done",
 		"vm":        "while :; do i=0; while [ $i -lt 2000 ]; do i=$((i+1)); done; sleep 0.2; done",
 		"unit":      "while :; do i=0; while [ $i -lt 2000 ]; do i=$((i+1)); done; sleep 0.2; done",
+		"pbs_job":   "while :; do i=0; while [ $i -lt 2000 ]; do i=$((i+1)); done; sleep 0.2; done",
 	}
-	for _, k := range []string{"container", "vm", "job", "unit"} {
+	for _, k := range []string{"container", "vm", "job", "pbs_job", "unit"} {
 		dir := mkdirAll(t, h.Mount, cgs[k])
 		cmd := testenv.Spawn(t, dir, loads[k])
 		_ = syscall.Setpriority(syscall.PRIO_PROCESS, cmd.Process.Pid, 5)
