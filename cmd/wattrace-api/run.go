@@ -25,6 +25,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/internal/cli"
+	"github.com/wattrace/wattrace/pkg/units/feed"
 	"github.com/wattrace/wattrace/pkg/units/pbs"
 	"github.com/wattrace/wattrace/pkg/units/slurm"
 	"github.com/wattrace/wattrace/pkg/units/store"
@@ -37,8 +38,8 @@ type server struct {
 	log     *zap.Logger
 	store   *store.Store
 	updater *updater.Updater
-	feeder  *slurm.Feeder // nil without Slurm
-	pbs     *pbs.Feeder   // nil without PBS
+	feeder  *feed.Feeder // nil without Slurm
+	pbs     *feed.Feeder // nil without PBS
 	handler http.Handler
 	lns     []net.Listener
 	web     *webConfig
@@ -111,7 +112,7 @@ func build(ctx context.Context, cfg *Config, log *zap.Logger) (*server, error) {
 }
 
 // slurmSource picks slurmrestd when configured, else sacct when found.
-func slurmSource(cfg *Config) (slurm.Source, error) {
+func slurmSource(cfg *Config) (feed.Source, error) {
 	c := cfg.Slurm
 	restd := &slurm.Restd{URL: c.RestdURL, User: c.RestdUser, TokenFile: c.RestdTokenFile, Cluster: cfg.Cluster, Version: c.RestdVersion}
 	sacct := &slurm.Sacct{Path: c.SacctPath, Cluster: cfg.Cluster}

@@ -132,7 +132,9 @@ var Only = map[string][]string{
 	// must not reach into the exporter's sources, loop or snapshot.
 	"pkg/units":         {},
 	"pkg/units/store":   {"pkg/units"},
-	"pkg/units/slurm":   {"pkg/units"},
+	"pkg/units/slurm":   {"pkg/units", "pkg/units/feed"},
+	"pkg/units/pbs":     {"pkg/units", "pkg/units/feed"},
+	"pkg/units/feed":    {"pkg/units"},
 	"pkg/units/updater": {"pkg/units", "pkg/units/store", "pkg/reading"},
 	// The API and acct speak the vocabulary only: the store is reached
 	// through units.Reader, the server through HTTP.

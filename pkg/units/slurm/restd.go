@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/units"
+	"github.com/wattrace/wattrace/pkg/units/feed"
 )
 
 // Restd reads jobs from slurmrestd's accounting API
@@ -58,7 +59,7 @@ func ValidRestdVersion(v string) bool {
 // is tried.
 var errNotServed = errors.New("not served")
 
-var _ Source = (*Restd)(nil)
+var _ feed.Source = (*Restd)(nil)
 
 // Name is "slurmrestd".
 func (r *Restd) Name() string { return "slurmrestd" }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/units"
+	"github.com/wattrace/wattrace/pkg/units/feed"
 )
 
 // SacctFields are the columns asked of sacct in its delimited format, in
@@ -39,7 +40,7 @@ type Sacct struct {
 	Timeout time.Duration
 }
 
-var _ Source = (*Sacct)(nil)
+var _ feed.Source = (*Sacct)(nil)
 
 // Name is "sacct".
 func (s *Sacct) Name() string { return "sacct" }

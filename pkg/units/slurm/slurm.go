@@ -10,7 +10,6 @@
 package slurm
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -18,81 +17,16 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/wattrace/wattrace/pkg/units"
+	"github.com/wattrace/wattrace/pkg/units/feed"
 )
-
-// Source lists the jobs active at some time since a given time.
-type Source interface {
-	Jobs(ctx context.Context, since time.Time) ([]units.Unit, error)
-	Name() string
-}
-
-// Store is what the feeder needs of the units store.
-type Store interface {
-	Cursor(ctx context.Context, name string) (time.Time, bool, error)
-	UpsertJobs(ctx context.Context, cursor string, at time.Time, jobs []units.Unit) error
-}
 
 // CursorName is the store cursor of the Slurm feeder.
 const CursorName = "slurm"
 
-// Skew is read again before the cursor, for clocks that differ between
-// this server and slurmdbd and for records written late.
-const Skew = time.Minute
-
-// Feeder copies Slurm's job metadata into the store.
-type Feeder struct {
-	src      Source
-	st       Store
-	interval time.Duration
-	lookback time.Duration
-	now      func() time.Time
-	log      *zap.Logger
-}
-
-// NewFeeder reads src every interval; the first read goes lookback back.
-func NewFeeder(src Source, st Store, interval, lookback time.Duration, log *zap.Logger) *Feeder {
-	if log == nil {
-		log = zap.NewNop()
-	}
-	return &Feeder{src: src, st: st, interval: interval, lookback: lookback, now: time.Now, log: log}
-}
-
-// Sync reads the jobs active since the cursor and stores them, moving the
-// cursor to the time the read began, in one transaction.
-func (f *Feeder) Sync(ctx context.Context) (int, error) {
-	began := f.now()
-	since, ok, err := f.st.Cursor(ctx, CursorName)
-	if err != nil {
-		return 0, err
-	}
-	if !ok {
-		since = began.Add(-f.lookback)
-	}
-	jobs, err := f.src.Jobs(ctx, since.Add(-Skew))
-	if err != nil {
-		return 0, fmt.Errorf("slurm %s: %w", f.src.Name(), err)
-	}
-	if err := f.st.UpsertJobs(ctx, CursorName, began, jobs); err != nil {
-		return 0, err
-	}
-	return len(jobs), nil
-}
-
-// Run syncs every interval until ctx ends.
-func (f *Feeder) Run(ctx context.Context) error {
-	for {
-		if n, err := f.Sync(ctx); err != nil && ctx.Err() == nil {
-			f.log.Warn("reading Slurm job metadata failed; retrying at the next interval", zap.String("source", f.src.Name()), zap.Error(err))
-		} else if err == nil {
-			f.log.Debug("read Slurm job metadata", zap.String("source", f.src.Name()), zap.Int("jobs", n))
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(f.interval):
-		}
-	}
+// NewFeeder reads src into st every interval; the first read goes
+// lookback back.
+func NewFeeder(src feed.Source, st feed.Store, interval, lookback time.Duration, log *zap.Logger) *feed.Feeder {
+	return feed.New(src, st, feed.Config{Scheduler: "Slurm", Cursor: CursorName, Interval: interval, Lookback: lookback}, log)
 }
 
 // state strips what follows the state's name ("CANCELLED by 1001").

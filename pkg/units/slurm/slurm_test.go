@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/units"
+	"github.com/wattrace/wattrace/pkg/units/feed"
 	"github.com/wattrace/wattrace/pkg/units/store"
 )
 
@@ -265,17 +266,18 @@ func TestFeederSync(t *testing.T) {
 	body, _ := os.ReadFile("testdata/sacct-22.05.txt")
 	jobs, _ := ParseSacct(delimited(body), "c", testDelim)
 	src := &fakeSource{jobs: jobs}
-	f := NewFeeder(src, st, 15*time.Minute, 24*time.Hour, nil)
 	t1 := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
-	f.now = func() time.Time { return t1 }
+	now := t1
+	f := feed.New(src, st, feed.Config{Scheduler: "Slurm", Cursor: CursorName, Interval: 15 * time.Minute, Lookback: 24 * time.Hour,
+		Now: func() time.Time { return now }}, nil)
 	if n, err := f.Sync(context.Background()); err != nil || n != 5 {
 		t.Fatalf("sync %d, %v", n, err)
 	}
-	f.now = func() time.Time { return t1.Add(15 * time.Minute) }
+	now = t1.Add(15 * time.Minute)
 	if _, err := f.Sync(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if !src.since[0].Equal(t1.Add(-24*time.Hour-Skew)) || !src.since[1].Equal(t1.Add(-Skew)) {
+	if !src.since[0].Equal(t1.Add(-24*time.Hour-feed.Skew)) || !src.since[1].Equal(t1.Add(-feed.Skew)) {
 		t.Errorf("reads since %v", src.since)
 	}
 	u, err := st.Unit(context.Background(), units.Key{Cluster: "c", Kind: units.KindJob, ID: "3"})
