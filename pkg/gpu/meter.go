@@ -1,6 +1,8 @@
 package gpu
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/reading"
@@ -85,6 +87,28 @@ func (m *Meter) Power(watts float64, now time.Time) (energyJ float64, ok bool) {
 		return 0, false
 	}
 	return watts * m.lastInterval.Seconds(), true
+}
+
+// Integrated takes the energy a power integrator holds at now (joules,
+// integrated up to its last sample at) and credits it as a counter reading,
+// or records why it cannot: a failed sample (sampleErr), no sample yet, or
+// no sample at the read itself. In each of those the interval's end is
+// unknown, so nothing is credited now and the next read's energy spans the
+// gap. sampleErr is formatted with %v, not wrapped: the sample counted its
+// rejection already.
+func (m *Meter) Integrated(joules float64, at time.Time, sampleErr error, now time.Time) (energyJ float64, ok bool) {
+	switch {
+	case sampleErr != nil:
+		m.Fail(fmt.Errorf("power sample: %v", sampleErr), now)
+	case at.IsZero():
+		m.Fail(errors.New("no power sample yet"), now)
+	case !at.Equal(now):
+		// This read's own sample was not taken (raced).
+		m.Fail(errors.New("no power sample at the read"), now)
+	default:
+		return m.Counter(joules, now)
+	}
+	return 0, false
 }
 
 // Fail records a read that produced no value (the file or call failed).

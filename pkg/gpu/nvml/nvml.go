@@ -463,18 +463,7 @@ func (s *Source) read(d *device, now time.Time) (gpu.Reading, gonvml.Return) {
 		j, at := d.pw.Integrate(now)
 		serr := d.sampleErr
 		s.mu.Unlock()
-		switch {
-		case serr != nil:
-			// The interval's end is unknown: nothing is credited now,
-			// and the next read's energy spans the gap.
-			d.meter.Fail(fmt.Errorf("power sample: %v", serr), now)
-		case at.IsZero():
-			d.meter.Fail(errors.New("no power sample yet"), now)
-		case !at.Equal(now):
-			d.meter.Fail(errors.New("no power sample at the read"), now)
-		default:
-			r.EnergyJ, r.OK = d.meter.Counter(j, now)
-		}
+		r.EnergyJ, r.OK = d.meter.Integrated(j, at, serr, now)
 	}
 	r.Interval, r.PowerW = d.meter.Interval(), d.meter.PowerW()
 	if d.probe {

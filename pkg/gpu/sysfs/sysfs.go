@@ -392,21 +392,7 @@ func (s *Source) Read(_ context.Context, now time.Time) ([]gpu.Reading, error) {
 			j, at := c.pw.Integrate(now)
 			serr := c.sampleErr
 			s.mu.Unlock()
-			switch {
-			case serr != nil:
-				// The interval's end is unknown: nothing is credited
-				// now, and the next read's energy spans the gap. %v,
-				// not %w: the sample counted its rejection already.
-				c.meter.Fail(fmt.Errorf("power sample: %v", serr), now)
-			case at.IsZero():
-				c.meter.Fail(errors.New("no power sample yet"), now)
-			case !at.Equal(now):
-				// This read's own sample was not taken (raced): the end
-				// of the interval is unknown, the next read spans it.
-				c.meter.Fail(errors.New("no power sample at the read"), now)
-			default:
-				r.EnergyJ, r.OK = c.meter.Counter(j, now)
-			}
+			r.EnergyJ, r.OK = c.meter.Integrated(j, at, serr, now)
 		}
 		r.Interval, r.PowerW = c.meter.Interval(), c.meter.PowerW()
 		if u := usage[c.dev.PCIBusID]; u != nil {
