@@ -1,0 +1,349 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/wattrace/wattrace/pkg/config"
+)
+
+// The exporter's settings surface, held whole: every flag with its type,
+// default, help and environment variable (what `wattrace --help` and the
+// configuration docs show), and the exact error of each bad value. The
+// settings' declarations may move between packages; none of this may
+// change unless the golden files change with it.
+
+// surfaceFlags renders every flag as `wattrace --help` shows it (pflag's
+// usage line: name, type, help, default), one block per flag sorted by
+// name, with the environment variable and whether the file and the
+// environment may set it.
+func surfaceFlags() string {
+	fs := config.NewFlagSet("wattrace")
+	var names []string
+	fs.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	var b strings.Builder
+	for _, name := range slices.Sorted(slices.Values(names)) {
+		f := fs.Lookup(name)
+		one := pflag.NewFlagSet("one", pflag.ContinueOnError)
+		one.AddFlag(f)
+		b.WriteString(strings.TrimSpace(one.FlagUsagesWrapped(0)) + "\n")
+		from := "flag, file, env " + config.EnvVar(f.Name)
+		switch f.Name {
+		case "version":
+			from = "flag only"
+		case "config.file":
+			from = "flag, env " + config.EnvVar(f.Name)
+		}
+		fmt.Fprintf(&b, "    type %s, default %q, from %s\n", f.Value.Type(), f.DefValue, from)
+	}
+	return b.String()
+}
+
+// stablePaths matches the temporary file a case writes.
+var stablePaths = regexp.MustCompile(`/\S*/wattrace\.yml`)
+
+// badSettings are the bad values whose errors the surface holds: every
+// check of every setting, a decoding error of every kind, and the file's
+// own errors. A case is flag arguments, "ENV=value" entries, or a file
+// body (after "file:").
+var badSettings = [][]string{
+	// Decoding, one of each kind.
+	{"--log.level=x"},
+	{"WATTRACE_ACCOUNTING_MODE=ebpf"},
+	{"WATTRACE_STATS_INTERVAL=five"},
+	{"file:stats.retention: 5\n"},
+	{"WATTRACE_COLLECTOR_PROCESS_TOP=ten"},
+	{"WATTRACE_COLLECTOR_NODE=maybe"},
+	{"--power.idle-watts=package"},
+	{"--power.estimator.max-watts-per-cpu=NaN"},
+	{"--power.idle-watts=package=+Inf"},
+	{"file:power.idle-watts: {dram: x}\n"},
+	{"WATTRACE_GPU_MAX_WATTS=lots"},
+	// The file.
+	{"file:stats.intervall: 5s\nlog: {levl: x}\n"},
+	{"file:stats.interval: 5s\nstats:\n  interval: 10s\n"},
+	{"file:power.idle-watts: package=5\npower:\n  idle-watts: {dram: 2}\n"},
+	{"--config.file=/nonexistent/wattrace.yml"},
+	{"metrics"},
+	// web.*
+	{"--web.listen-address="},
+	{"file:web.listen-address: 19304\n"},
+	{"--web.listen-address=:99999"},
+	{"--web.telemetry-path=metrics"},
+	{"--web.telemetry-path=/"},
+	{"--web.telemetry-path=/-/healthy"},
+	// path.*
+	{"--path.procfs="},
+	{"--path.sysfs="},
+	{"--path.cgroupfs="},
+	// log.*, accounting, cgroup
+	{"--log.format=text"},
+	{"--log.level=INFO"},
+	{"--cgroup.hierarchy=v1"},
+	// stats.*
+	{"--stats.interval=0s"},
+	{"--stats.interval=-1s"},
+	{"--stats.retention=0s"},
+	{"--stats.max-gap=0s"},
+	{"--stats.max-gap=1s"},
+	// power.* beside the meters
+	{"--power.idle-policy=share"},
+	{"--power.idle-watts=pakage=5"},
+	{"--power.idle-watts=dram=-2"},
+	{"--power.usage-metric=dramm=cycles"},
+	{"--power.usage-metric=package=bogus"},
+	{"--power.usage-metric=package"},
+	// The meters'.
+	{"--power.source=ipmi"},
+	{"--power.ipmi=on"},
+	{"--power.estimator.min-watts-per-cpu=-1"},
+	{"--power.estimator.min-watts-per-cpu=5", "--power.estimator.max-watts-per-cpu=2"},
+	{"--power.estimator.max-watts-per-cpu=1e308"},
+	{"--power.meter-interval=0s"},
+	{"--power.meter-timeout=0s"},
+	{"--power.max-watts=pakage=400"},
+	{"--power.max-watts=platform=0"},
+	{"--power.host-share.path=mnt"},
+	{"--power.host-share.staleness=-1s"},
+	{"--power.capmc=on"},
+	{"--power.redfish.auth=digest"},
+	{"--power.redfish.url=ftp://bmc"},
+	// gpu.*
+	{"--gpu.nvml=on"},
+	{"--gpu.sysfs=x"},
+	{"--gpu.idle-policy=even"},
+	{"--gpu.idle-learn-utilization=2"},
+	{"--gpu.max-watts=-1"},
+	{"--gpu.slurm-gpu-order-map=0:x"},
+	{"--gpu.idle-watts=0=-5"},
+	// collector.*
+	{"--collector.process.top=-1"},
+	{"--collector.resources=memory,disk"},
+	// workload.*
+	{"--workload.kube.refresh=0s"},
+	// emissions.*
+	{"--emissions.provider=static", "--emissions.static.country=ZZ"},
+	{"--emissions.provider=static"},
+	{"--emissions.provider=coal"},
+	{"--emissions.fallback=static,nope", "--emissions.provider=rte", "--emissions.static.country=FR"},
+	{"--emissions.fallback=constant"},
+	{"--emissions.constant.grams-per-kwh=2500"},
+	{"--emissions.constant.grams-per-kwh=-1"},
+	{"--emissions.staleness=-1s"},
+	{"--emissions.provider=rte", "--emissions.rte.url=ftp://x"},
+	{"--emissions.provider=rte", "--emissions.rte.refresh=0s"},
+	{"--emissions.provider=electricitymaps"},
+	{"--emissions.provider=electricitymaps", "--emissions.electricitymaps.zone=DE", "--emissions.electricitymaps.timeout=0s"},
+	{"--emissions.provider=watttime", "--emissions.watttime.region=CAISO_NORTH"},
+	// guests.*, vm.*
+	{"--guests.share.path=relative"},
+	{"--guests.share.interval=0s"},
+	{"--guests.share.path=/var/lib/g", "--collector.vm=false"},
+	{"--vm.idle-split=cores"},
+	// Every problem at once, in one error.
+	{"--log.level=x", "--stats.interval=0s", "--gpu.nvml=on", "--emissions.provider=coal", "--vm.idle-split=cores"},
+}
+
+// loadCase loads one case of badSettings (or of a good value) and returns
+// its configuration and error.
+func loadCase(t *testing.T, c []string) (*config.Config, error) {
+	t.Helper()
+	var args []string
+	for _, a := range c {
+		switch {
+		case strings.HasPrefix(a, "file:"):
+			p := filepath.Join(t.TempDir(), "wattrace.yml")
+			if err := os.WriteFile(p, []byte(strings.TrimPrefix(a, "file:")), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			args = append(args, "--config.file="+p)
+		case strings.HasPrefix(a, "WATTRACE_"):
+			k, v, _ := strings.Cut(a, "=")
+			t.Setenv(k, v)
+		default:
+			args = append(args, a)
+		}
+	}
+	return config.Load(args)
+}
+
+// surfaceErrors renders each bad case and its error, file paths made
+// stable.
+func surfaceErrors(t *testing.T) string {
+	var b strings.Builder
+	for _, c := range badSettings {
+		t.Run(strings.Join(c, " "), func(t *testing.T) {
+			_, err := loadCase(t, c)
+			msg := "no error"
+			if err != nil {
+				msg = err.Error()
+			}
+			for _, a := range c {
+				if strings.HasPrefix(a, "file:") {
+					msg = stablePaths.ReplaceAllString(msg, "FILE")
+				}
+			}
+			fmt.Fprintf(&b, "%q\n    %s\n", c, strings.ReplaceAll(msg, "\n", "\n    "))
+		})
+	}
+	return b.String()
+}
+
+// TestSettingsSurface holds every key's flag, type, default, help and
+// environment variable, and every bad value's error, to the golden files
+// (go test -run TestSettingsSurface -update rewrites them).
+func TestSettingsSurface(t *testing.T) {
+	for name, got := range map[string]string{
+		"testdata/settings/flags.golden":  surfaceFlags(),
+		"testdata/settings/errors.golden": surfaceErrors(t),
+	} {
+		if *update {
+			if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(name, []byte(got), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != string(want) {
+			t.Errorf("%s differs (go test -run TestSettingsSurface -update rewrites it):\n%s", name, lineDiff(string(want), got))
+		}
+	}
+}
+
+// goodValues gives each setting a valid value other than its default
+// where the type alone does not suggest one.
+var goodValues = map[string]string{
+	"web.listen-address":                    ":9999",
+	"web.telemetry-path":                    "/m",
+	"log.level":                             "debug",
+	"log.format":                            "json",
+	"accounting.mode":                       "procfs",
+	"cgroup.hierarchy":                      "v2",
+	"stats.interval":                        "10s",
+	"power.idle-watts":                      "package=3",
+	"power.idle-policy":                     "even",
+	"power.usage-metric":                    "package=cycles",
+	"power.source":                          "rapl",
+	"power.ipmi":                            "off",
+	"power.max-watts":                       "package=400",
+	"power.redfish.url":                     "https://bmc.example.com",
+	"power.redfish.auth":                    "basic",
+	"power.capmc":                           "auto",
+	"gpu.nvml":                              "off",
+	"gpu.sysfs":                             "off",
+	"gpu.idle-watts":                        "0=50",
+	"gpu.idle-learn-utilization":            "0.5",
+	"gpu.idle-policy":                       "holder",
+	"gpu.slurm-gpu-order-map":               "0:1",
+	"collector.probes.disable":              "block",
+	"collector.resources":                   "cpu,io",
+	"collector.probes.counters":             "cycles",
+	"emissions.provider":                    "rte",
+	"emissions.fallback":                    "rte",
+	"emissions.static.country":              "FR",
+	"emissions.constant.grams-per-kwh":      "300",
+	"vm.idle-split":                         "vcpus",
+	"power.estimator.min-watts-per-cpu":     "1",
+	"power.estimator.max-watts-per-cpu":     "2",
+	"emissions.electricitymaps.url":         "https://em.example.com",
+	"emissions.rte.url":                     "https://rte.example.com",
+	"emissions.watttime.url":                "https://wt.example.com",
+	"power.redfish.external-url":            "https://proxy.example.com",
+	"power.host-share.path":                 "/mnt/host",
+	"guests.share.path":                     "/var/lib/wattrace/guests",
+	"workload.kube.url":                     "https://node:10250/pods",
+	"collector.perf.hardware-events":        "instructions",
+	"collector.perf.software-events":        "task_clock",
+	"collector.perf.cache-events":           "l1d_read_miss",
+	"power.redfish.insecure-skip-verify":    "true",
+	"workload.kube.insecure-skip-verify":    "true",
+	"collector.probes.per-cgroup":           "true",
+	"collector.cgroup.workloads":            "true",
+	"collector.probes.softirq-per-workload": "true",
+}
+
+// alsoNeeds are the other settings a good value needs.
+var alsoNeeds = map[string][]string{
+	"power.redfish.url": {"--power.redfish.username=admin", "--power.redfish.password-env=BMC_PASSWORD"},
+}
+
+// goodValue is a valid value of f other than its default.
+func goodValue(f *pflag.Flag) string {
+	if v, ok := goodValues[f.Name]; ok {
+		return v
+	}
+	switch f.Value.Type() {
+	case "bool":
+		if f.DefValue == "true" {
+			return "false"
+		}
+		return "true"
+	case "duration":
+		return "7m"
+	case "int":
+		return "3"
+	case "float64":
+		return "0.5"
+	case "stringSlice":
+		return "x,y"
+	}
+	return "/srv/" + strings.ReplaceAll(f.Name, ".", "-")
+}
+
+// TestEverySettingFromEachSource: every setting is read from its flag,
+// its environment variable and its file key (flat and nested), each
+// giving the same configuration, which differs from the defaults.
+func TestEverySettingFromEachSource(t *testing.T) {
+	def, err := config.Load(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	config.NewFlagSet("wattrace").VisitAll(func(f *pflag.Flag) {
+		if f.Name == "version" || f.Name == "config.file" {
+			return
+		}
+		v := goodValue(f)
+		t.Run(f.Name, func(t *testing.T) {
+			fromFlag, err := loadCase(t, append([]string{"--" + f.Name + "=" + v}, alsoNeeds[f.Name]...))
+			if err != nil {
+				t.Fatalf("--%s=%s: %v", f.Name, v, err)
+			}
+			if reflect.DeepEqual(fromFlag, def) {
+				t.Fatalf("--%s=%s leaves the configuration at its defaults", f.Name, v)
+			}
+			nested := f.Name
+			if i := strings.IndexByte(nested, '.'); i > 0 {
+				nested = nested[:i] + ":\n  " + nested[i+1:]
+			}
+			for _, c := range [][]string{
+				{config.EnvVar(f.Name) + "=" + v},
+				{"file:" + f.Name + ": \"" + v + "\"\n"},
+				{"file:" + nested + ": \"" + v + "\"\n"},
+			} {
+				got, err := loadCase(t, append(c, alsoNeeds[f.Name]...))
+				if err != nil {
+					t.Errorf("%q: %v", c, err)
+					continue
+				}
+				got.ConfigFile = ""
+				if !reflect.DeepEqual(got, fromFlag) {
+					t.Errorf("%q gives another configuration than --%s=%s", c, f.Name, v)
+				}
+			}
+		})
+	})
+}
