@@ -127,6 +127,7 @@ var badSettings = [][]string{
 	// collector.*
 	{"--collector.process.top=-1"},
 	{"--collector.resources=memory,disk"},
+	{"--collector.perf.max-processes=-1"},
 	// workload.*
 	{"--workload.kube.refresh=0s"},
 	// emissions.*

@@ -528,6 +528,11 @@ func (c *Config) Validate() error {
 	enum(KeyCgroupHierarchy, c.Cgroup.Hierarchy, CgroupHierarchies)
 	positive(KeyWorkloadKubeRefresh, c.Workload.Kube.Refresh)
 	enum(KeyPowerIdlePolicy, c.Power.IdlePolicy, IdlePolicies)
+	if n := c.Collector.PerfMaxProcesses; n < 0 {
+		// The profiler refuses it too, but only once collector.perf is on
+		// and without the key.
+		errs = append(errs, fmt.Errorf("invalid value \"%d\" for %s: must be >= 0 (0 = 128)", n, KeyPerfMaxProcesses))
+	}
 	for _, g := range c.Collector.Resources {
 		enum(KeyCollectorResources, g, ResourceGroups)
 	}
