@@ -8,7 +8,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/carbon"
-	"github.com/wattrace/wattrace/pkg/config"
 	"github.com/wattrace/wattrace/pkg/stats"
 )
 
@@ -17,7 +16,7 @@ import (
 // exporter. Only bad configuration fails start-up (an unreadable token
 // file, naming its key); a provider that is down never does: the loop
 // prices nothing until one answers, or uses the fallback.
-func emissionsPart(cfg *config.Config, c *components) ([]stats.Option, error) {
+func emissionsPart(cfg *Config, c *components) ([]stats.Option, error) {
 	if !cfg.Emissions.Enabled {
 		return nil, nil
 	}

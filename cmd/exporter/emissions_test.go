@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-
-	"github.com/wattrace/wattrace/pkg/config"
 )
 
 // A provider that is down never fails start-up: the chain is built, its
@@ -24,7 +22,7 @@ func TestEmissionsPartStartsWithProviderDown(t *testing.T) {
 		w.WriteHeader(http.StatusInternalServerError)
 	}))
 	defer api.Close()
-	cfg, err := config.Load([]string{"--emissions.provider=rte", "--emissions.rte.url=" + api.URL, "--emissions.rte.refresh=50ms"})
+	cfg, err := Load([]string{"--emissions.provider=rte", "--emissions.rte.url=" + api.URL, "--emissions.rte.refresh=50ms"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +48,7 @@ func TestEmissionsPartStartsWithProviderDown(t *testing.T) {
 		t.Errorf("the provider was asked %d times in 300 ms at a 50 ms refresh, want >= 2", n)
 	}
 
-	cfg, err = config.Load([]string{"--emissions.provider=electricitymaps", "--emissions.electricitymaps.zone=DE",
+	cfg, err = Load([]string{"--emissions.provider=electricitymaps", "--emissions.electricitymaps.zone=DE",
 		"--emissions.electricitymaps.token-file=/nonexistent/token"})
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +56,7 @@ func TestEmissionsPartStartsWithProviderDown(t *testing.T) {
 	if _, err := emissionsPart(cfg, newComponents(zap.NewNop())); err == nil || !strings.Contains(err.Error(), "emissions.electricitymaps.token-file") {
 		t.Errorf("missing token file: %v, want an error naming emissions.electricitymaps.token-file", err)
 	}
-	cfg, err = config.Load([]string{"--emissions.enabled=false"})
+	cfg, err = Load([]string{"--emissions.enabled=false"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/collector"
-	"github.com/wattrace/wattrace/pkg/config"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
@@ -29,9 +28,9 @@ func get(t *testing.T, h http.Handler, path string) (int, string) {
 	return rec.Code, string(b)
 }
 
-func testConfig(t *testing.T) *config.Config {
+func testConfig(t *testing.T) *Config {
 	t.Helper()
-	cfg, err := config.Load(nil)
+	cfg, err := Load(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/compose"
-	"github.com/wattrace/wattrace/pkg/config"
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/stats"
 )
@@ -15,8 +14,8 @@ import (
 // the power.* settings as discover declared and the configuration decoded
 // them, the path.* mounts, the CPU count start-up read, and gpu.*.
 // `wattrace measure` builds the same composition from its flags.
-func composeConfig(cfg *config.Config, cpus int) compose.Config {
-	m := cfg.Power.Config
+func composeConfig(cfg *Config, cpus int) compose.Config {
+	m := cfg.Power
 	m.SysfsRoot, m.ProcfsRoot = cfg.Path.Sysfs, cfg.Path.Procfs
 	m.CPUs = cpus
 	return compose.Config{Power: m, GPU: cfg.GPU}
@@ -28,13 +27,13 @@ func composeConfig(cfg *config.Config, cpus int) compose.Config {
 // so that no device is counted twice. Every configured meter that fails
 // is logged at warn and retried, and its health reaches
 // wattrace_source_*.
-func openSources(ctx context.Context, cfg *config.Config, cpus int, log *zap.Logger) (*compose.Node, error) {
+func openSources(ctx context.Context, cfg *Config, cpus int, log *zap.Logger) (*compose.Node, error) {
 	return compose.Open(ctx, composeConfig(cfg, cpus), log)
 }
 
 // openMeter opens the meters alone (the GPU sources off: every GPU zone
 // is then a meter's).
-func openMeter(ctx context.Context, cfg *config.Config, cpus int, log *zap.Logger) (power.Meter, error) {
+func openMeter(ctx context.Context, cfg *Config, cpus int, log *zap.Logger) (power.Meter, error) {
 	c := composeConfig(cfg, cpus)
 	c.GPUOff = true
 	n, err := compose.Open(ctx, c, log)
@@ -47,7 +46,7 @@ func openMeter(ctx context.Context, cfg *config.Config, cpus int, log *zap.Logge
 // gpuStage is the stats loop's GPU stage over the composition's GPU
 // sources, or nil on a node without GPUs: the loop then runs exactly as
 // it would without GPU support, and the gpu families are absent.
-func gpuStage(cfg *config.Config, n *compose.Node, log *zap.Logger) stats.Option {
+func gpuStage(cfg *Config, n *compose.Node, log *zap.Logger) stats.Option {
 	if n.GPUs == nil {
 		return nil
 	}

@@ -7,7 +7,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/wattrace/wattrace/pkg/config"
 	"github.com/wattrace/wattrace/pkg/guestshare"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/stats"
@@ -15,17 +14,18 @@ import (
 
 // guestShares adds the writer of the guests' shares (guests.share.path) as
 // a service: on a libvirt host, each VM's energy for its guest (docs/vm.md).
-func guestShares(cfg *config.Config, loop *stats.Loop, c *components) error {
-	if cfg.Guests.SharePath == "" {
+func guestShares(cfg *Config, loop *stats.Loop, c *components) error {
+	if cfg.Guests.Dir == "" {
 		return nil
 	}
-	w, err := guestshare.New(guestshare.Config{Dir: cfg.Guests.SharePath, Interval: cfg.Guests.ShareInterval,
-		Group: cfg.Guests.ShareGroup, IdlePolicy: cfg.Power.IdlePolicy, Log: c.log.Named("guests")})
+	gc := cfg.Guests
+	gc.IdlePolicy, gc.Log = cfg.Stats.IdlePolicy, c.log.Named("guests")
+	w, err := guestshare.New(gc)
 	if err != nil {
 		return fmt.Errorf("guests.share: %w", err)
 	}
-	c.log.Info("writing guests' shares", zap.String("dir", cfg.Guests.SharePath), zap.Duration("interval", cfg.Guests.ShareInterval),
-		zap.String("idle_policy", cfg.Power.IdlePolicy))
+	c.log.Info("writing guests' shares", zap.String("dir", cfg.Guests.Dir), zap.Duration("interval", cfg.Guests.Interval),
+		zap.String("idle_policy", cfg.Stats.IdlePolicy))
 	c.service("guest shares", func(ctx context.Context) error { return w.Run(ctx, latest{loop, ctx}) })
 	return nil
 }

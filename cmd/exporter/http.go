@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"html/template"
 	"log/slog"
@@ -19,9 +20,62 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 	"go.uber.org/zap"
 
+	"github.com/wattrace/wattrace/internal/setting"
 	"github.com/wattrace/wattrace/pkg/collector"
-	"github.com/wattrace/wattrace/pkg/config"
 )
+
+// DefaultListenAddress is the exporter's port. 9841 is not claimed on the
+// Prometheus "default port allocations" wiki page as far as we know; change
+// it there and here together if that turns out to be wrong.
+const DefaultListenAddress = ":9841"
+
+// webSettings are the HTTP server's settings (web.*).
+type webSettings struct {
+	ListenAddresses []string
+	// AlloyTargets serves /alloy-targets for Grafana Alloy's discovery.http.
+	AlloyTargets bool
+	// ConfigFile is an exporter-toolkit web configuration (TLS, basic auth).
+	ConfigFile    string
+	TelemetryPath string
+}
+
+// Declare declares web.*, bound to w.
+func (w *webSettings) Declare(s *setting.Set) {
+	const listen, telemetry = "web.listen-address", "web.telemetry-path"
+	s.Strings(&w.ListenAddresses, listen, []string{DefaultListenAddress}, "Addresses to listen on for the web interface and telemetry. Repeatable.").Checked(func() error {
+		if len(w.ListenAddresses) == 0 {
+			return setting.Invalid(listen, "", "at least one address is required")
+		}
+		var errs []error
+		for _, a := range w.ListenAddresses {
+			if err := checkListenAddress(a); err != nil {
+				errs = append(errs, setting.Invalid(listen, a, err.Error()+" (want host:port or :port)"))
+			}
+		}
+		return errors.Join(errs...)
+	})
+	s.String(&w.ConfigFile, "web.config.file", "", "Path to an exporter-toolkit web configuration file that enables TLS or authentication.")
+	s.String(&w.TelemetryPath, telemetry, "/metrics", "Path under which to expose metrics.").Checked(func() error {
+		if p := w.TelemetryPath; !strings.HasPrefix(p, "/") || p == "/" || strings.HasPrefix(p, "/-/") {
+			return setting.Invalid(telemetry, p, "must start with / and not be / or under /-/ (landing page and health endpoints)")
+		}
+		return nil
+	})
+	s.Bool(&w.AlloyTargets, "web.alloy-targets", true, "Serve /alloy-targets: the processes that opted in to profiling (collector.perf.env-var), as Grafana Alloy discovery.http targets for pyroscope.ebpf.")
+}
+
+// checkListenAddress parses a listen address as net.Listen would take it,
+// so that a wrong one stops start-up before anything is loaded.
+func checkListenAddress(a string) error {
+	_, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return err
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return err
+	}
+	return nil
+}
 
 // handlers serves the health endpoints.
 //
@@ -62,7 +116,7 @@ func (h *handlers) ready(w http.ResponseWriter, r *http.Request) {
 
 // newMux routes the telemetry path, the health endpoints and the landing
 // page. reg is passed in: there is no global registry.
-func newMux(cfg *config.Config, reg *prometheus.Registry, h *handlers, log *zap.Logger) (*http.ServeMux, error) {
+func newMux(cfg *Config, reg *prometheus.Registry, h *handlers, log *zap.Logger) (*http.ServeMux, error) {
 	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog: zap.NewStdLog(log.Named("promhttp")),
 		// One failing collector must not cost the others' series; its
@@ -108,7 +162,7 @@ func newMux(cfg *config.Config, reg *prometheus.Registry, h *handlers, log *zap.
 // rebuilt per request because meters and probes are known only once the
 // first interval has completed.
 type landing struct {
-	cfg  *config.Config
+	cfg  *Config
 	src  collector.SnapshotSource
 	base web.LandingConfig
 }
@@ -217,7 +271,7 @@ type webServer struct {
 // first, so a taken port or a bad address stops it at once, naming the key,
 // before BPF programs and meters are loaded. route adds the handlers once
 // they exist.
-func listenWeb(cfg *config.Config, log *slog.Logger) (*webServer, error) {
+func listenWeb(cfg *Config, log *slog.Logger) (*webServer, error) {
 	systemd := false
 	s := &webServer{log: log, flags: &web.FlagConfig{
 		WebListenAddresses: &cfg.Web.ListenAddresses,

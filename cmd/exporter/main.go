@@ -12,7 +12,6 @@ import (
 	"syscall"
 
 	"github.com/wattrace/wattrace/internal/cli"
-	"github.com/wattrace/wattrace/pkg/config"
 )
 
 func main() {
@@ -26,10 +25,10 @@ func main() {
 }
 
 // program is the exporter as internal/cli runs it.
-var program = cli.Program[*config.Config]{
+var program = cli.Program[*Config]{
 	Name:    "wattrace",
-	Load:    config.Load,
-	Version: func(c *config.Config) bool { return c.ShowVersion },
-	Log:     func(c *config.Config) (string, string) { return c.Log.Level, c.Log.Format },
+	Load:    Load,
+	Version: func(c *Config) bool { return c.ShowVersion },
+	Log:     func(c *Config) (string, string) { return c.Log.Level, c.Log.Format },
 	Run:     run,
 }

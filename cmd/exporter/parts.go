@@ -16,7 +16,6 @@ import (
 	"github.com/wattrace/wattrace/pkg/cgroup"
 	"github.com/wattrace/wattrace/pkg/cgroupstats"
 	"github.com/wattrace/wattrace/pkg/collector"
-	"github.com/wattrace/wattrace/pkg/config"
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/profiling"
 	"github.com/wattrace/wattrace/pkg/sourcehealth"
@@ -30,7 +29,7 @@ import (
 // what must be closed or run.
 type part struct {
 	name string
-	open func(cfg *config.Config, st *state, c *components) error
+	open func(cfg *Config, st *state, c *components) error
 }
 
 // parts lists every part in the order build opens them; a part reads only
@@ -79,11 +78,11 @@ type state struct {
 
 // build opens every part of parts in order. What needs closing is
 // registered with c as it is opened.
-func build(cfg *config.Config, c *components) error {
+func build(cfg *Config, c *components) error {
 	return openParts(cfg, &state{}, c, parts)
 }
 
-func openParts(cfg *config.Config, st *state, c *components, ps []part) error {
+func openParts(cfg *Config, st *state, c *components, ps []part) error {
 	for _, p := range ps {
 		if err := p.open(cfg, st, c); err != nil {
 			return err
@@ -95,7 +94,7 @@ func openParts(cfg *config.Config, st *state, c *components, ps []part) error {
 // openListeners binds the listeners before anything heavy loads, so a
 // taken port fails at once; a bad web config fails here, not on the first
 // TLS handshake.
-func openListeners(cfg *config.Config, st *state, c *components) error {
+func openListeners(cfg *Config, st *state, c *components) error {
 	if cfg.Web.ConfigFile != "" {
 		if err := web.Validate(cfg.Web.ConfigFile); err != nil {
 			return fmt.Errorf("web.config.file %s: %w", cfg.Web.ConfigFile, err)
@@ -110,7 +109,7 @@ func openListeners(cfg *config.Config, st *state, c *components) error {
 	return nil
 }
 
-func openHierarchy(cfg *config.Config, st *state, c *components) error {
+func openHierarchy(cfg *Config, st *state, c *components) error {
 	mounts, err := cgroup.ReadMounts(cfg.Path.Procfs, cfg.Path.Cgroupfs)
 	var hier cgroup.Hierarchy
 	if err == nil {
@@ -127,7 +126,7 @@ func openHierarchy(cfg *config.Config, st *state, c *components) error {
 // readNode reads the CPU count and topology once: the ledger's
 // plausibility check, procfs, cgroupfs, the estimator and the per-socket
 // split all use them.
-func readNode(cfg *config.Config, st *state, c *components) error {
+func readNode(cfg *Config, st *state, c *components) error {
 	st.cpus = power.CPUCount(cfg.Path.Sysfs, c.log)
 	sockets, err := power.CPUSockets(cfg.Path.Sysfs)
 	if err != nil {
@@ -144,7 +143,7 @@ func readNode(cfg *config.Config, st *state, c *components) error {
 	return nil
 }
 
-func openAccountingPart(cfg *config.Config, st *state, c *components) error {
+func openAccountingPart(cfg *Config, st *state, c *components) error {
 	// Before the BPF objects load (start-up's peak of heap: the kernel's
 	// BTF, decoded): the init code run so far is not needed again, and the
 	// peak RSS (VmHWM) is then that heap plus what loading touches, not
@@ -168,7 +167,7 @@ func openAccountingPart(cfg *config.Config, st *state, c *components) error {
 // openSourcesPart opens the GPU sources and the meters through the
 // composition `wattrace measure` shares (pkg/compose): the meters leave
 // out the GPU zones of the devices the GPU stage reads itself.
-func openSourcesPart(cfg *config.Config, st *state, c *components) error {
+func openSourcesPart(cfg *Config, st *state, c *components) error {
 	n, err := openSources(c.ctx, cfg, st.cpus, c.log)
 	if err != nil {
 		return err
@@ -186,7 +185,7 @@ func openSourcesPart(cfg *config.Config, st *state, c *components) error {
 // openWorkloadsPart opens workload naming (for the workload levels and
 // the Alloy targets) and, with a level on, the roll-up and the cgroup
 // resource counters.
-func openWorkloadsPart(cfg *config.Config, st *state, c *components) error {
+func openWorkloadsPart(cfg *Config, st *state, c *components) error {
 	levels := cfg.Collector.Levels()
 	if len(levels) == 0 && !cfg.Web.AlloyTargets {
 		return nil
@@ -200,10 +199,7 @@ func openWorkloadsPart(cfg *config.Config, st *state, c *components) error {
 		return nil
 	}
 	st.stats = append(st.stats, stats.WithWorkloads(ids, levels))
-	var groups cgroupstats.Group
-	for _, g := range cfg.Collector.Resources {
-		groups |= cgroupstats.GroupNames[g]
-	}
+	groups := cfg.Resources.Groups()
 	if groups == 0 {
 		return nil
 	}
@@ -221,13 +217,13 @@ func openWorkloadsPart(cfg *config.Config, st *state, c *components) error {
 	return nil
 }
 
-func openProfiler(cfg *config.Config, st *state, c *components) error {
+func openProfiler(cfg *Config, st *state, c *components) error {
 	if !cfg.Collector.Enabled[collector.NamePerf] {
 		return nil
 	}
-	prof, err := profiling.New(profiling.Config{ProcfsRoot: cfg.Path.Procfs, EnvVars: cfg.Collector.PerfEnvVars,
-		Hardware: cfg.Collector.PerfHardware, Software: cfg.Collector.PerfSoftware, Cache: cfg.Collector.PerfCache,
-		MaxProcesses: cfg.Collector.PerfMaxProcesses, Log: c.log.Named("perf")})
+	pc := cfg.Perf
+	pc.ProcfsRoot, pc.Log = cfg.Path.Procfs, c.log.Named("perf")
+	prof, err := profiling.New(pc)
 	if err != nil {
 		return fmt.Errorf("collector.perf: %w", err)
 	}
@@ -238,7 +234,7 @@ func openProfiler(cfg *config.Config, st *state, c *components) error {
 
 // openCgroupNames keeps the paths of cgroups created and removed between
 // two reads (BPF mode).
-func openCgroupNames(_ *config.Config, st *state, c *components) error {
+func openCgroupNames(_ *Config, st *state, c *components) error {
 	if !st.acc.bpfMode() {
 		return nil
 	}
@@ -255,7 +251,7 @@ func openCgroupNames(_ *config.Config, st *state, c *components) error {
 
 // openProbesPart loads the kernel probes; they need BPF mode, and the
 // probes collector runs only when they do.
-func openProbesPart(cfg *config.Config, st *state, c *components) error {
+func openProbesPart(cfg *Config, st *state, c *components) error {
 	if !st.bpfCollector(collector.NameProbes, c.log) {
 		return nil
 	}
@@ -285,7 +281,7 @@ func (st *state) bpfCollector(name string, log *zap.Logger) bool {
 
 // openBPFStats turns on the kernel's program statistics for the bpf-stats
 // collector, which needs BPF mode.
-func openBPFStats(_ *config.Config, st *state, c *components) error {
+func openBPFStats(_ *Config, st *state, c *components) error {
 	if !st.bpfCollector(collector.NameBPFStats, c.log) {
 		return nil
 	}
@@ -297,7 +293,7 @@ func openBPFStats(_ *config.Config, st *state, c *components) error {
 	return nil
 }
 
-func openEmissionsPart(cfg *config.Config, st *state, c *components) error {
+func openEmissionsPart(cfg *Config, st *state, c *components) error {
 	opts, err := emissionsPart(cfg, c)
 	if err != nil {
 		return err
@@ -306,23 +302,13 @@ func openEmissionsPart(cfg *config.Config, st *state, c *components) error {
 	return nil
 }
 
-func openLoop(cfg *config.Config, st *state, c *components) error {
-	loop, err := stats.New(stats.Config{
-		Interval:    cfg.Stats.Interval,
-		Retention:   cfg.Stats.Retention,
-		IdlePolicy:  cfg.Power.IdlePolicy,
-		VMIdleSplit: cfg.Guests.IdleSplit,
-		IdleWatts:   cfg.Power.IdleWatts,
-		Sockets:     st.sockets,
-		CPUs:        st.cpus,
-		Hierarchy:   string(st.hier.Kind),
-		UsageMetric: cfg.Power.UsageMetric,
-		OnDemand:    cfg.Stats.OnDemand,
-		MaxGap:      cfg.Stats.MaxGap,
-		// Ended processes only matter to the process families, which
-		// show the top N by energy.
-		EndedProcesses: endedProcesses(cfg),
-	}, st.acc.src, st.meter, st.res, c.log.Named("stats"), st.stats...)
+func openLoop(cfg *Config, st *state, c *components) error {
+	sc := cfg.Stats
+	sc.Sockets, sc.CPUs, sc.Hierarchy = st.sockets, st.cpus, string(st.hier.Kind)
+	// Ended processes only matter to the process families, which show the
+	// top N by energy.
+	sc.EndedProcesses = endedProcesses(cfg)
+	loop, err := stats.New(sc, st.acc.src, st.meter, st.res, c.log.Named("stats"), st.stats...)
 	if err != nil {
 		return fmt.Errorf("starting stats loop: %w", err)
 	}
@@ -331,13 +317,13 @@ func openLoop(cfg *config.Config, st *state, c *components) error {
 	return nil
 }
 
-func openGuestShares(cfg *config.Config, st *state, c *components) error {
+func openGuestShares(cfg *Config, st *state, c *components) error {
 	return guestShares(cfg, st.loop, c)
 }
 
 // openCollectors builds the collectors and registers them with the Go and
 // process collectors.
-func openCollectors(cfg *config.Config, st *state, c *components) error {
+func openCollectors(cfg *Config, st *state, c *components) error {
 	// Whether the meter reports health is its type's ability, not what its
 	// Health says at start-up: every meter's health has an entry per
 	// source from the first read on.
@@ -348,7 +334,7 @@ func openCollectors(cfg *config.Config, st *state, c *components) error {
 		Programs:       st.programs,
 		Levels:         cfg.Collector.Levels(),
 		MeterHealth:    reportsHealth || st.loop.HasGPUs(),
-		IdleAttributed: cfg.Power.IdlePolicy != "none",
+		IdleAttributed: cfg.Stats.IdlePolicy != "none",
 		Emissions:      cfg.Emissions.Enabled,
 		Log:            c.log.Named("collector"),
 	})
@@ -370,7 +356,7 @@ func openCollectors(cfg *config.Config, st *state, c *components) error {
 // openHTTP adds the HTTP server: /metrics, the health endpoints and the
 // Alloy targets. On shutdown it stops reporting ready first, so that
 // nothing new is routed here, then lets in-flight scrapes finish.
-func openHTTP(cfg *config.Config, st *state, c *components) error {
+func openHTTP(cfg *Config, st *state, c *components) error {
 	h := newHandlers(st.loop)
 	if cfg.Web.AlloyTargets {
 		var err error

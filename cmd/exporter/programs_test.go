@@ -13,7 +13,6 @@ import (
 
 	"github.com/wattrace/wattrace/internal/testenv"
 	"github.com/wattrace/wattrace/pkg/collector"
-	"github.com/wattrace/wattrace/pkg/config"
 )
 
 // Every BPF program the exporter holds, the accounting's (its task
@@ -26,7 +25,7 @@ import (
 func TestEveryProgramHasItsCost(t *testing.T) {
 	testenv.RequireRoot(t)
 	before := heldPrograms(t, os.Getpid())
-	cfg, err := config.Load([]string{"--collector.bpf-stats", "--collector.probes.counters=cpu_clock",
+	cfg, err := Load([]string{"--collector.bpf-stats", "--collector.probes.counters=cpu_clock",
 		"--accounting.mode=bpf", "--web.alloy-targets=false", "--collector.container=false", "--collector.pod=false",
 		"--collector.vm=false", "--collector.job=false", "--collector.unit=false"})
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/collector"
-	"github.com/wattrace/wattrace/pkg/config"
 )
 
 // shutdownTimeout bounds how long in-flight scrapes may take once a signal
@@ -19,7 +18,7 @@ const shutdownTimeout = 10 * time.Second
 
 // run builds the exporter's components, runs them until ctx is done or
 // one fails, and closes them (BPF programs are detached) before returning.
-func run(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
+func run(ctx context.Context, cfg *Config, log *zap.Logger) error {
 	log.Info("starting wattrace", zap.String("version", version.Info()), zap.String("build_context", version.BuildContext()))
 	c := newComponents(log)
 	defer c.close()
@@ -34,7 +33,7 @@ func run(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 
 // endedProcesses is how many ended processes the loop keeps publishing:
 // those the process families could export (stats.Config.EndedProcesses).
-func endedProcesses(cfg *config.Config) int {
+func endedProcesses(cfg *Config) int {
 	switch {
 	case !cfg.Collector.Enabled[collector.NameProcess]:
 		return -1
@@ -53,7 +52,7 @@ const startupGCPercent = 20
 
 // buildTight is build under startupGCPercent, unless GOGC was set by the
 // user; the default is restored for the running exporter.
-func buildTight(cfg *config.Config, c *components) error {
+func buildTight(cfg *Config, c *components) error {
 	if os.Getenv("GOGC") != "" {
 		return build(cfg, c)
 	}

@@ -11,8 +11,6 @@ import (
 	"testing"
 
 	"github.com/spf13/pflag"
-
-	"github.com/wattrace/wattrace/pkg/config"
 )
 
 // The exporter's settings surface, held whole: every flag with its type,
@@ -26,7 +24,7 @@ import (
 // name, with the environment variable and whether the file and the
 // environment may set it.
 func surfaceFlags() string {
-	fs := config.NewFlagSet("wattrace")
+	fs := NewFlagSet("wattrace")
 	var names []string
 	fs.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
 	var b strings.Builder
@@ -35,12 +33,12 @@ func surfaceFlags() string {
 		one := pflag.NewFlagSet("one", pflag.ContinueOnError)
 		one.AddFlag(f)
 		b.WriteString(strings.TrimSpace(one.FlagUsagesWrapped(0)) + "\n")
-		from := "flag, file, env " + config.EnvVar(f.Name)
+		from := "flag, file, env " + EnvVar(f.Name)
 		switch f.Name {
 		case "version":
 			from = "flag only"
 		case "config.file":
-			from = "flag, env " + config.EnvVar(f.Name)
+			from = "flag, env " + EnvVar(f.Name)
 		}
 		fmt.Fprintf(&b, "    type %s, default %q, from %s\n", f.Value.Type(), f.DefValue, from)
 	}
@@ -155,7 +153,7 @@ var badSettings = [][]string{
 
 // loadCase loads one case of badSettings (or of a good value) and returns
 // its configuration and error.
-func loadCase(t *testing.T, c []string) (*config.Config, error) {
+func loadCase(t *testing.T, c []string) (*Config, error) {
 	t.Helper()
 	var args []string
 	for _, a := range c {
@@ -173,7 +171,7 @@ func loadCase(t *testing.T, c []string) (*config.Config, error) {
 			args = append(args, a)
 		}
 	}
-	return config.Load(args)
+	return Load(args)
 }
 
 // surfaceErrors renders each bad case and its error, file paths made
@@ -309,11 +307,11 @@ func goodValue(f *pflag.Flag) string {
 // its environment variable and its file key (flat and nested), each
 // giving the same configuration, which differs from the defaults.
 func TestEverySettingFromEachSource(t *testing.T) {
-	def, err := config.Load(nil)
+	def, err := Load(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	config.NewFlagSet("wattrace").VisitAll(func(f *pflag.Flag) {
+	NewFlagSet("wattrace").VisitAll(func(f *pflag.Flag) {
 		if f.Name == "version" || f.Name == "config.file" {
 			return
 		}
@@ -331,7 +329,7 @@ func TestEverySettingFromEachSource(t *testing.T) {
 				nested = nested[:i] + ":\n  " + nested[i+1:]
 			}
 			for _, c := range [][]string{
-				{config.EnvVar(f.Name) + "=" + v},
+				{EnvVar(f.Name) + "=" + v},
 				{"file:" + f.Name + ": \"" + v + "\"\n"},
 				{"file:" + nested + ": \"" + v + "\"\n"},
 			} {

@@ -12,7 +12,6 @@ import (
 	"github.com/wattrace/wattrace/pkg/bpfloader"
 	"github.com/wattrace/wattrace/pkg/cgroup"
 	"github.com/wattrace/wattrace/pkg/compose"
-	"github.com/wattrace/wattrace/pkg/config"
 	"github.com/wattrace/wattrace/pkg/profiling"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/stats"
@@ -36,12 +35,13 @@ func (a accounting) bpfMode() bool { return a.src.Mode() == bpfloader.Mode }
 // composition `wattrace measure` shares (pkg/compose). In auto mode a BPF
 // failure is not fatal: procfs works everywhere, just less precisely,
 // and wattrace_accounting_mode tells which one runs.
-func openAccounting(cfg *config.Config, hier cgroup.Hierarchy, res *cgroup.Resolver, cpus int, log *zap.Logger) (accounting, error) {
-	acc, err := compose.OpenAccounting(compose.AccountingConfig{Mode: cfg.Accounting.Mode, Hierarchy: hier,
-		Resolver: res, ProcfsRoot: cfg.Path.Procfs, CPUs: cpus}, log)
+func openAccounting(cfg *Config, hier cgroup.Hierarchy, res *cgroup.Resolver, cpus int, log *zap.Logger) (accounting, error) {
+	ac := cfg.Accounting
+	ac.Hierarchy, ac.Resolver, ac.ProcfsRoot, ac.CPUs = hier, res, cfg.Path.Procfs, cpus
+	acc, err := compose.OpenAccounting(ac, log)
 	switch {
 	case errors.Is(err, compose.ErrAccountingMode):
-		return accounting{}, fmt.Errorf("invalid value %q for accounting.mode: allowed %v", cfg.Accounting.Mode, config.AccountingModes)
+		return accounting{}, fmt.Errorf("invalid value %q for accounting.mode: allowed %v", cfg.Accounting.Mode, compose.AccountingModes)
 	case err != nil:
 		return accounting{}, fmt.Errorf("accounting.mode=%s: %w", cfg.Accounting.Mode, err)
 	}
@@ -56,16 +56,11 @@ func openAccounting(cfg *config.Config, hier cgroup.Hierarchy, res *cgroup.Resol
 // owning them. The kubelet client runs as a service of its own and never
 // blocks resolution: without it, or while it is down, pods and containers
 // keep the ids their cgroup paths carry.
-func openWorkloads(cfg *config.Config, hier cgroup.Hierarchy, c *components) (*workload.Resolver, error) {
-	o := workload.Options{
-		ProcRoot:    cfg.Path.Procfs,
-		EtcRoot:     cfg.Path.Etc,
-		CgroupRoot:  hier.Mount,
-		LibvirtDirs: cfg.Workload.LibvirtDirs,
-	}
-	if k := cfg.Workload.Kube; k.URL != "" {
-		kc, err := kube.New(kube.Config{URL: k.URL, TokenFile: k.TokenFile, CAFile: k.CAFile,
-			InsecureSkipVerify: k.InsecureSkipVerify, Refresh: k.Refresh})
+func openWorkloads(cfg *Config, hier cgroup.Hierarchy, c *components) (*workload.Resolver, error) {
+	o := cfg.Workload
+	o.ProcRoot, o.EtcRoot, o.CgroupRoot = cfg.Path.Procfs, cfg.Path.Etc, hier.Mount
+	if k := cfg.Kube; k.URL != "" {
+		kc, err := kube.New(k)
 		if err != nil {
 			return nil, fmt.Errorf("workload.kube.url %s: %w", k.URL, err)
 		}
@@ -78,16 +73,16 @@ func openWorkloads(cfg *config.Config, hier cgroup.Hierarchy, c *components) (*w
 
 // openProbes loads the optional kernel probes. A probe the kernel can't
 // run is logged and left out; only a bad configuration is an error.
-func openProbes(cfg *config.Config, hier cgroup.Hierarchy, log *zap.Logger) (*bpfloader.Probes, error) {
-	counters := make([]bpfloader.CounterEvent, 0, len(cfg.Collector.ProbesCounters))
-	for _, name := range cfg.Collector.ProbesCounters {
+func openProbes(cfg *Config, hier cgroup.Hierarchy, log *zap.Logger) (*bpfloader.Probes, error) {
+	counters := make([]bpfloader.CounterEvent, 0, len(cfg.Probes.Counters))
+	for _, name := range cfg.Probes.Counters {
 		c, err := bpfloader.CounterByName(name)
 		if err != nil {
 			return nil, fmt.Errorf("collector.probes.counters: %w", err)
 		}
 		counters = append(counters, c)
 	}
-	disable := cfg.Collector.ProbesDisable
+	disable := cfg.Probes.Disable
 	if len(counters) == 0 {
 		// No counter asked for: nothing is attached at context switches.
 		disable = append(disable, snapshot.ProbeCounters)
@@ -103,8 +98,8 @@ func openProbes(cfg *config.Config, hier cgroup.Hierarchy, log *zap.Logger) (*bp
 
 // alloyTargets serves the live processes that opted in to profiling as
 // Grafana Alloy discovery.http targets, named after their workloads.
-func alloyTargets(cfg *config.Config, loop *stats.Loop, ids *workload.Resolver, log *zap.Logger) (http.Handler, error) {
-	filter, err := profiling.NewFilter(cfg.Collector.PerfEnvVars)
+func alloyTargets(cfg *Config, loop *stats.Loop, ids *workload.Resolver, log *zap.Logger) (http.Handler, error) {
+	filter, err := profiling.NewFilter(cfg.Perf.EnvVars)
 	if err != nil {
 		return nil, fmt.Errorf("collector.perf.env-var: %w", err)
 	}

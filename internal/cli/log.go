@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	zaplogfmt "github.com/jsternberg/zap-logfmt"
@@ -11,6 +12,8 @@ import (
 	"go.uber.org/zap/buffer"
 	"go.uber.org/zap/exp/zapslog"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/wattrace/wattrace/internal/setting"
 )
 
 // Log levels and formats, the allowed values of log.level and log.format.
@@ -18,6 +21,15 @@ var (
 	LogLevels  = []string{"debug", "info", "warn", "error"}
 	LogFormats = []string{"logfmt", "json"}
 )
+
+// Log is the log.* settings: the logger's level and format.
+type Log struct{ Level, Format string }
+
+// Declare declares log.level and log.format, bound to l.
+func (l *Log) Declare(s *setting.Set) {
+	s.Enum(&l.Level, "log.level", "info", LogLevels, "Log level: "+strings.Join(LogLevels, ", ")+".")
+	s.Enum(&l.Format, "log.format", "logfmt", LogFormats, "Log format: "+strings.Join(LogFormats, ", ")+".")
+}
 
 // NewLogger builds the zap logger, writing to w either logfmt, in the shape
 // node_exporter's users parse (ts=… level=info caller=file.go:12 msg=…

@@ -36,13 +36,12 @@ const (
 	// Outputs: the collectors and the Alloy targets; collectors read the
 	// snapshot only.
 	Outputs
-	// Config: configuration, built from the collectors' registry.
-	Config
-	// Commands: the binaries that wire everything together.
+	// Commands: the binaries that wire everything together, and load the
+	// settings every package declares.
 	Commands
 )
 
-var layerNames = [...]string{"base", "vocabulary", "sources", "model", "stats", "outputs", "config", "commands"}
+var layerNames = [...]string{"base", "vocabulary", "sources", "model", "stats", "outputs", "commands"}
 
 func (l Layer) String() string { return layerNames[l] }
 
@@ -56,7 +55,9 @@ var sameLayerOK = map[Layer]bool{Sources: true}
 // package must be placed here, or the check fails.
 var Layers = map[string]Layer{
 	"internal/decimal": Base,
-	// Declared settings: what a meter or collector declares beside itself.
+	// Declared settings: what every block of settings (a meter's, a
+	// collector's, the loop's, the GPU sources', …) declares beside the
+	// code that reads it.
 	"internal/setting": Base,
 	"internal/procpid": Base,
 
@@ -107,8 +108,6 @@ var Layers = map[string]Layer{
 	"pkg/alloy":     Outputs,
 	// Each VM's energy, written for its guest (reads snapshots only).
 	"pkg/guestshare": Outputs,
-
-	"pkg/config": Config,
 
 	"cmd/...":     Commands,
 	"scripts/...": Commands,

@@ -1,11 +1,13 @@
 // Package setting lets the code that uses a setting declare it: its key
 // (the flag name, the YAML key and, upper-cased, the environment
 // variable), default, help, where its value lands and how it is checked.
-// A meter or a collector declares its own settings beside itself, as
-// node_exporter's collectors declare their flags, so adding one with a
-// setting touches only its file; the configuration package turns every
+// Every block of settings is declared beside the code that reads it, as
+// node_exporter's collectors declare their flags: a meter or a collector
+// in its file, the stats loop's in pkg/stats, the GPU sources' in
+// pkg/gpu/node, and so on. The exporter (cmd/exporter) turns every
 // declared setting into a flag, decodes it from the flag, the environment
-// or the file, and runs its checks once, each error naming the key.
+// or the file (internal/cli), and runs its checks once, each error naming
+// the key.
 //
 // A Set holds no global state: each load declares into a fresh one, bound
 // to that load's values.
@@ -183,10 +185,55 @@ func (s *Set) Duration(p *time.Duration, key string, def time.Duration, help str
 	})
 }
 
+// AnyDuration declares a duration setting bound to p with no check of
+// its own: where 0 means something (never) or what is valid depends on
+// another setting, the declarer adds the checks its meaning needs.
+func (s *Set) AnyDuration(p *time.Duration, key string, def time.Duration, help string) *Setting {
+	return s.add(&Setting{Key: key, Kind: Duration, Default: def, Help: help, assign: func(v any) { *p = v.(time.Duration) }})
+}
+
 // Map declares a name=number map bound to p (zone=watts).
 func (s *Set) Map(p *map[string]float64, key, help string) *Setting {
 	return s.add(&Setting{Key: key, Kind: Map, Help: help, assign: func(v any) { *p = v.(map[string]float64) }})
 }
+
+// Parsed declares a string setting whose value parse turns into p's
+// shape (zone=metric pairs into a map, say). A value parse refuses is
+// reported by Check, naming the key, with parse's reason; the default is
+// parsed too, so it must parse.
+func Parsed[T any](s *Set, p *T, key, def, help string, parse func(string) (T, error)) *Setting {
+	var raw string
+	var perr error
+	st := s.add(&Setting{Key: key, Kind: String, Default: def, Help: help, assign: func(v any) {
+		raw = v.(string)
+		*p, perr = parse(raw)
+	}})
+	return st.Checked(func() error {
+		if perr != nil {
+			return Invalid(key, raw, perr.Error())
+		}
+		return nil
+	})
+}
+
+// BoolIn declares a bool setting stored as m[k], for a family of switches
+// kept in one map (collector.<name>). m must not be nil.
+func BoolIn[K comparable](s *Set, m map[K]bool, k K, key string, def bool, help string) *Setting {
+	return s.add(&Setting{Key: key, Kind: Bool, Default: def, Help: help, assign: func(v any) { m[k] = v.(bool) }})
+}
+
+// Declarer is a block of settings that declares itself, bound to its own
+// fields: the shape the code that uses the settings reads.
+type Declarer interface {
+	Declare(s *Set)
+}
+
+// DeclarerFunc declares settings with a function (a block that needs an
+// argument, such as the zone names it accepts).
+type DeclarerFunc func(s *Set)
+
+// Declare calls f.
+func (f DeclarerFunc) Declare(s *Set) { f(s) }
 
 // SortedKeys returns a map's keys in order, so that errors come out in a
 // stable order.

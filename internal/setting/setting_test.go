@@ -1,6 +1,7 @@
 package setting
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -61,4 +62,47 @@ func TestKeyDeclaredTwicePanics(t *testing.T) {
 	s := &Set{}
 	s.Int(&a, "x.n", 0, "", 0, "")
 	s.Int(&b, "x.n", 0, "", 0, "")
+}
+
+// Parsed keeps the user's shape and reports a value its parser refuses
+// at Check, naming the key, with the parser's reason; BoolIn stores into
+// a map; AnyDuration has no check of its own.
+func TestParsedBoolInAnyDuration(t *testing.T) {
+	var pairs map[string]string
+	on := map[string]bool{}
+	var d time.Duration
+	s := &Set{}
+	parse := func(v string) (map[string]string, error) {
+		out := map[string]string{}
+		for _, kv := range strings.Split(v, ",") {
+			if kv == "" {
+				continue
+			}
+			k, val, ok := strings.Cut(kv, "=")
+			if !ok {
+				return nil, errors.New("want k=v pairs")
+			}
+			out[k] = val
+		}
+		return out, nil
+	}
+	Parsed(s, &pairs, "x.pairs", "", "", parse)
+	BoolIn(s, on, "a", "x.a", true, "")
+	s.AnyDuration(&d, "x.never", 0, "")
+	s.FillDefaults()
+	if pairs == nil || len(pairs) != 0 || !on["a"] || d != 0 {
+		t.Fatalf("defaults: %v %v %v", pairs, on, d)
+	}
+	if err := s.Check(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	s.Lookup("x.pairs").Assign("p=1,q=2")
+	s.Lookup("x.a").Assign(false)
+	if pairs["p"] != "1" || pairs["q"] != "2" || on["a"] {
+		t.Fatalf("assigned: %v %v", pairs, on)
+	}
+	s.Lookup("x.pairs").Assign("p")
+	if err := s.Check(); err == nil || err.Error() != `invalid value "p" for x.pairs: want k=v pairs` {
+		t.Fatalf("bad pairs: %v", err)
+	}
 }

@@ -12,7 +12,8 @@ import (
 // Overlay builds and tests the module with files added or patched through
 // the go command's -overlay, so no file of the tree changes: it is how the
 // architecture checklists' "one file plus one row" claims are tested (a
-// meter and a collector in pkg/config, a workload kind in pkg/workload).
+// meter, a collector and a setting in cmd/exporter, a workload kind in
+// pkg/workload).
 type Overlay struct {
 	t       testing.TB
 	root    string // the module's root
@@ -45,11 +46,16 @@ func (o *Overlay) Add(path string, content []byte) {
 }
 
 // Patch inserts text into the tree's file at path, before anchor (after it
-// when after is set). The anchor must occur exactly once, so a test whose
-// anchor has moved says so instead of patching the wrong place.
+// when after is set); patches of one file add up. The anchor must occur
+// exactly once, so a test whose anchor has moved says so instead of
+// patching the wrong place.
 func (o *Overlay) Patch(path, anchor, text string, after bool) {
 	o.t.Helper()
-	b, err := os.ReadFile(filepath.Join(o.root, path))
+	from := filepath.Join(o.root, path)
+	if patched, ok := o.replace[from]; ok {
+		from = patched
+	}
+	b, err := os.ReadFile(from)
 	if err != nil {
 		o.t.Fatal(err)
 	}

@@ -115,8 +115,8 @@ func register(r Registration) {
 	registrations[r.Name] = r
 }
 
-// Registered lists every collector, sorted by name. Configuration builds
-// its collector.<name> flags from the Flag ones.
+// Registered lists every collector, sorted by name. Selection declares
+// the collector.<name> settings of the Flag ones.
 func Registered() []Registration {
 	out := make([]Registration, 0, len(registrations))
 	for _, r := range registrations {

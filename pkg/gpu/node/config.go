@@ -6,11 +6,13 @@ import (
 	"math"
 	"time"
 
+	"github.com/wattrace/wattrace/internal/setting"
 	"github.com/wattrace/wattrace/pkg/gpu/alloc"
 )
 
-// Config is the GPU part of the configuration. Keys are given as they
-// would appear under `gpu:` in the config file; Validate names them.
+// Config is the GPU part of the configuration: the gpu.* settings, which
+// it declares itself (Declare), and what the exporter sets at start-up.
+// Every error names its key.
 type Config struct {
 	// NVML is gpu.nvml: "auto" (default) or "off".
 	NVML string
@@ -49,30 +51,76 @@ type Config struct {
 	SysfsRoot, ProcfsRoot string
 }
 
-// Validate reports every bad key.
+// The gpu.* keys.
+const (
+	KeyNVML               = "gpu.nvml"
+	KeySysfs              = "gpu.sysfs"
+	KeyIdleWatts          = "gpu.idle-watts"
+	KeyIdleLearnUtil      = "gpu.idle-learn-utilization"
+	KeyIdlePolicy         = "gpu.idle-policy"
+	KeyMaxWatts           = "gpu.max-watts"
+	KeySlurm              = "gpu.slurm"
+	KeySlurmOrderMap      = "gpu.slurm-gpu-order-map"
+	KeyPodResourcesSocket = "gpu.pod-resources-socket"
+	KeyLibvirtRunDir      = "gpu.libvirt-run-dir"
+)
+
+// Declare declares the gpu.* settings, bound to c, each with its check;
+// SampleEvery and the roots are the exporter's to set.
+func (c *Config) Declare(s *setting.Set) {
+	s.String(&c.NVML, KeyNVML, "auto", "Read NVIDIA GPUs through NVML (libnvidia-ml.so.1, loaded at run time): auto (when the driver is there) or off.").Checked(autoOrOff(KeyNVML, &c.NVML))
+	s.String(&c.Sysfs, KeySysfs, "auto", "Read AMD (amdgpu) and Intel (i915, xe) GPUs from hwmon and DRM fdinfo: auto or off. When on, these cards leave the hwmon meter's gpu zone, so nothing is counted twice.").Checked(autoOrOff(KeySysfs, &c.Sysfs))
+	s.Map(&c.IdleWatts, KeyIdleWatts, "Fixed idle power per GPU, keyed by UUID, PCI address or index, e.g. 0=55,GPU-8f…=60. GPUs not listed learn idle power from the minimum seen at low utilization.").Checked(func() error {
+		var errs []error
+		for _, dev := range setting.SortedKeys(c.IdleWatts) {
+			if w := c.IdleWatts[dev]; dev == "" || !(w >= 0 && w <= math.MaxFloat64) {
+				errs = append(errs, fmt.Errorf("%s: device %q: %v is not a finite number of watts >= 0", KeyIdleWatts, dev, w))
+			}
+		}
+		return errors.Join(errs...)
+	})
+	s.Float(&c.IdleLearnUtilization, KeyIdleLearnUtil, 0, "Device utilization (0..1) at or below which an interval may teach a GPU's learned idle power.").Checked(func() error {
+		if !(c.IdleLearnUtilization >= 0 && c.IdleLearnUtilization <= 1) {
+			return fmt.Errorf("%s: %v is not within 0..1", KeyIdleLearnUtil, c.IdleLearnUtilization)
+		}
+		return nil
+	})
+	s.String(&c.IdlePolicy, KeyIdlePolicy, "none", "Who is credited with a GPU's idle energy: none (kept at device level) or holder (the Slurm job, pod or VM the GPU is allocated to). A passed-through GPU's whole energy always goes to its VM.").Checked(func() error {
+		if c.IdlePolicy != "" && c.IdlePolicy != "none" && c.IdlePolicy != "holder" {
+			return fmt.Errorf("%s: %q is not none or holder", KeyIdlePolicy, c.IdlePolicy)
+		}
+		return nil
+	})
+	s.Float(&c.MaxWatts, KeyMaxWatts, 0, "Ceiling on one GPU's plausible power; a reading implying more is rejected and counted. 0 = 2000.").Checked(func() error {
+		if !(c.MaxWatts >= 0 && c.MaxWatts <= 100_000) {
+			return fmt.Errorf("%s: %v is not within 0..100000", KeyMaxWatts, c.MaxWatts)
+		}
+		return nil
+	})
+	s.Bool(&c.Slurm, KeySlurm, false, "Find Slurm jobs' GPUs from SLURM_JOB_GPUS, SLURM_STEP_GPUS and CUDA_VISIBLE_DEVICES in /proc/PID/environ.")
+	s.String(&c.SlurmGPUOrderMap, KeySlurmOrderMap, "", "Slurm GPU index to device index map, e.g. 0:1,1:0.3 (MIG instance 3 of GPU 0). Empty: Slurm's index is the device index.").Checked(func() error {
+		if _, err := alloc.ParseOrderMap(c.SlurmGPUOrderMap); err != nil {
+			return fmt.Errorf("%s: %w", KeySlurmOrderMap, err)
+		}
+		return nil
+	})
+	s.String(&c.PodResourcesSocket, KeyPodResourcesSocket, "", "The kubelet's pod-resources socket (e.g. /var/lib/kubelet/pod-resources/kubelet.sock) to find the pods GPUs are allocated to. Empty: off.")
+	s.String(&c.LibvirtRunDir, KeyLibvirtRunDir, "", "libvirt's run directory of domain status XML (e.g. /run/libvirt/qemu) to find GPUs passed through to VMs. Empty: off.")
+}
+
+// autoOrOff checks gpu.nvml or gpu.sysfs; empty is auto.
+func autoOrOff(key string, v *string) func() error {
+	return func() error {
+		if *v != "" && *v != "auto" && *v != "off" {
+			return fmt.Errorf("%s: %q is not auto or off", key, *v)
+		}
+		return nil
+	}
+}
+
+// Validate reports every bad key, as the configuration's checks do.
 func (c Config) Validate() error {
-	var errs []error
-	for key, v := range map[string]string{"gpu.nvml": c.NVML, "gpu.sysfs": c.Sysfs} {
-		if v != "" && v != "auto" && v != "off" {
-			errs = append(errs, fmt.Errorf("%s: %q is not auto or off", key, v))
-		}
-	}
-	for dev, w := range c.IdleWatts {
-		if dev == "" || !(w >= 0 && w <= math.MaxFloat64) {
-			errs = append(errs, fmt.Errorf("gpu.idle-watts: device %q: %v is not a finite number of watts >= 0", dev, w))
-		}
-	}
-	if !(c.IdleLearnUtilization >= 0 && c.IdleLearnUtilization <= 1) {
-		errs = append(errs, fmt.Errorf("gpu.idle-learn-utilization: %v is not within 0..1", c.IdleLearnUtilization))
-	}
-	if c.IdlePolicy != "" && c.IdlePolicy != "none" && c.IdlePolicy != "holder" {
-		errs = append(errs, fmt.Errorf("gpu.idle-policy: %q is not none or holder", c.IdlePolicy))
-	}
-	if !(c.MaxWatts >= 0 && c.MaxWatts <= 100_000) {
-		errs = append(errs, fmt.Errorf("gpu.max-watts: %v is not within 0..100000", c.MaxWatts))
-	}
-	if _, err := alloc.ParseOrderMap(c.SlurmGPUOrderMap); err != nil {
-		errs = append(errs, fmt.Errorf("gpu.slurm-gpu-order-map: %w", err))
-	}
-	return errors.Join(errs...)
+	s := &setting.Set{}
+	c.Declare(s)
+	return s.Check()
 }

@@ -32,7 +32,7 @@ const (
 
 // Config is everything Open needs: the power.* settings, which it declares
 // itself (Declare), and what the exporter learns at start-up (paths, the
-// GPU stage's devices). The configuration package decodes into it
+// GPU stage's devices). The exporter's configuration decodes into it
 // directly, so a setting has this one shape from flag to meter.
 type Config struct {
 	// Source is power.source: auto (every meter found, the estimator when

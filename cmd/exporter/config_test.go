@@ -1,4 +1,4 @@
-package config
+package main
 
 import (
 	"errors"
@@ -10,15 +10,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
+
+	"github.com/wattrace/wattrace/internal/cli"
+	"github.com/wattrace/wattrace/pkg/carbon"
+	"github.com/wattrace/wattrace/pkg/cgroup"
+	"github.com/wattrace/wattrace/pkg/cgroupstats"
+	"github.com/wattrace/wattrace/pkg/collector"
+	"github.com/wattrace/wattrace/pkg/compose"
 	"github.com/wattrace/wattrace/pkg/gpu/node"
+	"github.com/wattrace/wattrace/pkg/guestshare"
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/power/discover"
 	"github.com/wattrace/wattrace/pkg/power/redfish"
-
-	"github.com/spf13/pflag"
-
-	"github.com/wattrace/wattrace/pkg/carbon"
+	"github.com/wattrace/wattrace/pkg/profiling"
+	"github.com/wattrace/wattrace/pkg/stats"
+	"github.com/wattrace/wattrace/pkg/workload"
 	"github.com/wattrace/wattrace/pkg/workload/ident"
+	"github.com/wattrace/wattrace/pkg/workload/kube"
 )
 
 func writeFile(t *testing.T, body string) string {
@@ -36,34 +45,32 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &Config{
-		Web:        Web{ListenAddresses: []string{":9841"}, TelemetryPath: "/metrics", AlloyTargets: true},
-		Path:       Path{Procfs: "/proc", Sysfs: "/sys", Cgroupfs: "/sys/fs/cgroup", Etc: "/etc"},
-		Log:        Log{Level: "info", Format: "logfmt"},
-		Accounting: Accounting{Mode: "auto"},
-		Cgroup:     Cgroup{Hierarchy: "auto"},
-		Stats:      Stats{Interval: 5 * time.Second, Retention: 5 * time.Minute, OnDemand: true, MaxGap: time.Minute},
-		Power:      Power{IdleWatts: map[string]float64{}, UsageMetric: map[string]string{}, IdlePolicy: "none"},
-		Collector: Collector{Enabled: map[string]bool{"node": true, "cgroup": true, "process": true, "bpf-stats": false, "probes": true, "perf": false, "gpu": true},
-			LevelOn:          map[ident.Kind]bool{"container": true, "pod": true, "vm": true, "job": true, "pbs_job": true, "unit": true},
-			Resources:        []string{"memory"},
-			PerfEnvVars:      []string{"WATTRACE_PROFILE"},
-			PerfHardware:     []string{"cpu_cycles", "instructions", "cache_references", "cache_misses", "branch_instructions", "branch_misses"},
-			PerfSoftware:     []string{"task_clock", "context_switches", "cpu_migrations", "page_faults"},
-			PerfMaxProcesses: 128},
-		Workload: Workload{
-			LibvirtDirs: []string{"/run/libvirt/qemu", "/etc/libvirt/qemu"},
-			Kube:        Kube{TokenFile: "/var/run/secrets/kubernetes.io/serviceaccount/token", Refresh: 30 * time.Second},
-		},
+		Web:        webSettings{ListenAddresses: []string{":9841"}, TelemetryPath: "/metrics", AlloyTargets: true},
+		Path:       pathSettings{Procfs: "/proc", Sysfs: "/sys", Cgroupfs: "/sys/fs/cgroup", Etc: "/etc"},
+		Log:        cli.Log{Level: "info", Format: "logfmt"},
+		Accounting: compose.AccountingConfig{Mode: "auto"},
+		Cgroup:     cgroup.Settings{Hierarchy: "auto"},
+		Stats: stats.Config{Interval: 5 * time.Second, Retention: 5 * time.Minute, OnDemand: true, MaxGap: time.Minute,
+			IdleWatts: map[string]float64{}, UsageMetric: map[string]string{}, IdlePolicy: "none", VMIdleSplit: "even"},
+		Collector: collector.Selection{Enabled: map[string]bool{"node": true, "cgroup": true, "process": true, "bpf-stats": false, "probes": true, "perf": false, "gpu": true},
+			LevelOn: map[ident.Kind]bool{"container": true, "pod": true, "vm": true, "job": true, "pbs_job": true, "unit": true}},
+		Resources: cgroupstats.Settings{Resources: []string{"memory"}},
+		Perf: profiling.Config{EnvVars: []string{"WATTRACE_PROFILE"},
+			Hardware:     []string{"cpu_cycles", "instructions", "cache_references", "cache_misses", "branch_instructions", "branch_misses"},
+			Software:     []string{"task_clock", "context_switches", "cpu_migrations", "page_faults"},
+			MaxProcesses: 128},
+		Workload: workload.Options{LibvirtDirs: []string{"/run/libvirt/qemu", "/etc/libvirt/qemu"}},
+		Kube:     kube.Config{TokenFile: "/var/run/secrets/kubernetes.io/serviceaccount/token", Refresh: 30 * time.Second},
 		// On by default with the constant provider: pkg/carbon's defaults.
-		Emissions: Emissions{Enabled: true, Carbon: carbon.DefaultConfig()},
+		Emissions: carbon.Settings{Enabled: true, Carbon: carbon.DefaultConfig()},
 		GPU: node.Config{NVML: "auto", Sysfs: "auto", IdleWatts: map[string]float64{}, IdlePolicy: "none",
 			SampleEvery: time.Second, SysfsRoot: "/sys", ProcfsRoot: "/proc"},
-		Guests: Guests{ShareInterval: 5 * time.Second, IdleSplit: "even"},
+		Guests: guestshare.Config{Interval: 5 * time.Second},
 	}
 	// The meters' settings, as pkg/power/discover declares them: its
 	// exported fields, then each row's own.
-	meters := c.Power.Config
-	c.Power.Config = discover.Config{}
+	meters := c.Power
+	c.Power = discover.Config{}
 	// The collectors' own settings, as their registrations declare them.
 	if st := c.Collector.Settings; len(st) != 3 || st.Process().Top != 20 {
 		t.Errorf("collector settings %v, process.top %d: want process, probes and cgroup's, top 20", st, st.Process().Top)
@@ -120,7 +127,7 @@ web.listen-address: [":1000", ":1001"]
 				eq(t, c.Stats.Retention, 5*time.Minute) // default kept
 				eq(t, c.Collector.Enabled["process"], true)
 				eq(t, c.Collector.Settings.Process().Top, 7)
-				eq(t, c.Power.IdleWatts, map[string]float64{"package": 12.5, "dram": 3})
+				eq(t, c.Stats.IdleWatts, map[string]float64{"package": 12.5, "dram": 3})
 				eq(t, c.Power.MaxWattsPerCPU, 9.0)
 				eq(t, c.Web.ListenAddresses, []string{":1000", ":1001"})
 			},
@@ -142,7 +149,7 @@ web.listen-address: [":1000", ":1001"]
 				eq(t, c.Collector.Settings.Process().Top, 3)
 				eq(t, c.Collector.Enabled["process"], true) // from file
 				eq(t, c.Collector.Enabled["bpf-stats"], true)
-				eq(t, c.Power.IdleWatts, map[string]float64{"package": 1})
+				eq(t, c.Stats.IdleWatts, map[string]float64{"package": 1})
 				eq(t, c.Web.ListenAddresses, []string{":2000"})
 			},
 		},
@@ -166,7 +173,7 @@ web.listen-address: [":1000", ":1001"]
 				eq(t, c.Collector.Settings.Process().Top, 0)
 				eq(t, c.Collector.Enabled["process"], false)
 				eq(t, c.Stats.Interval, time.Minute)
-				eq(t, c.Power.IdleWatts, map[string]float64{"package": 4, "dram": 0.5})
+				eq(t, c.Stats.IdleWatts, map[string]float64{"package": 4, "dram": 0.5})
 				eq(t, c.Web.ListenAddresses, []string{":3000", ":3001"})
 				eq(t, c.Power.MaxWattsPerCPU, 9.0) // from file
 			},
@@ -285,7 +292,7 @@ func TestValidate(t *testing.T) {
 		{"accounting.mode", func(c *Config) { c.Accounting.Mode = "ebpf" }, `invalid value "ebpf" for accounting.mode: allowed auto, bpf, procfs`},
 		{"cgroup.hierarchy", func(c *Config) { c.Cgroup.Hierarchy = "v1" }, `invalid value "v1" for cgroup.hierarchy: allowed auto, v2, cpuacct, cpu`},
 		{"power.source", func(c *Config) { c.Power.Source = "ipmi" }, `invalid value "ipmi" for power.source: allowed auto, rapl, estimator`},
-		{"power.idle-policy", func(c *Config) { c.Power.IdlePolicy = "share" }, `invalid value "share" for power.idle-policy: allowed none, even, cpu`},
+		{"power.idle-policy", func(c *Config) { c.Stats.IdlePolicy = "share" }, `invalid value "share" for power.idle-policy: allowed none, even, cpu`},
 		{"enum is case-sensitive", func(c *Config) { c.Log.Level = "INFO" }, `invalid value "INFO" for log.level`},
 		{"interval zero", func(c *Config) { c.Stats.Interval = 0 }, `invalid value "0s" for stats.interval: must be > 0`},
 		{"interval negative", func(c *Config) { c.Stats.Interval = -time.Second }, `invalid value "-1s" for stats.interval: must be > 0`},
@@ -294,8 +301,8 @@ func TestValidate(t *testing.T) {
 		{"max gap zero", func(c *Config) { c.Stats.MaxGap = 0 }, `invalid value "0s" for stats.max-gap: must be > 0`},
 		{"max gap below interval", func(c *Config) { c.Stats.MaxGap = time.Second }, `invalid value "1s" for stats.max-gap: must be at least stats.interval (5s)`},
 		{"process.top negative", func(c *Config) { c.Collector.Settings.Process().Top = -1 }, `invalid value "-1" for collector.process.top`},
-		{"unknown resource group", func(c *Config) { c.Collector.Resources = []string{"memory", "disk"} }, `invalid value "disk" for collector.resources`},
-		{"idle watts negative", func(c *Config) { c.Power.IdleWatts = map[string]float64{"dram": -2} }, `invalid value "-2" for power.idle-watts.dram: must be >= 0`},
+		{"unknown resource group", func(c *Config) { c.Resources.Resources = []string{"memory", "disk"} }, `invalid value "disk" for collector.resources`},
+		{"idle watts negative", func(c *Config) { c.Stats.IdleWatts = map[string]float64{"dram": -2} }, `invalid value "-2" for power.idle-watts.dram: must be >= 0`},
 		{"estimator negative", func(c *Config) { c.Power.MinWattsPerCPU = -1 }, `invalid value "-1" for power.estimator.min-watts-per-cpu`},
 		{"estimator max < min", func(c *Config) { c.Power.MinWattsPerCPU, c.Power.MaxWattsPerCPU = 5, 2 }, `invalid value "2" for power.estimator.max-watts-per-cpu: must be >= power.estimator.min-watts-per-cpu (5)`},
 		{"estimator max only", func(c *Config) { c.Power.MaxWattsPerCPU = 2 }, ""},
