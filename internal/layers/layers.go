@@ -72,6 +72,9 @@ var Layers = map[string]Layer{
 	"internal/cli":     Vocabulary,
 	"internal/testenv": Vocabulary,
 	"internal/layers":  Vocabulary,
+	// The Grafana dashboard linter (the rules of Grafana's
+	// dashboard-linter): a tool, no module imports.
+	"internal/dashlint": Vocabulary,
 	// The units store's vocabulary (Unit, Filter, Reader): no imports.
 	"pkg/units": Vocabulary,
 	// The workload vocabulary (Kind, Identity, the kinds table): what the
@@ -121,8 +124,9 @@ var Layers = map[string]Layer{
 var Only = map[string][]string{
 	// internal/setting carries no data: each collector declares its own
 	// settings with it.
-	"pkg/collector": {"pkg/snapshot", "pkg/workload/ident", "internal/setting"},
-	"pkg/snapshot":  {},
+	"pkg/collector":     {"pkg/snapshot", "pkg/workload/ident", "internal/setting"},
+	"pkg/snapshot":      {},
+	"internal/dashlint": {},
 	// Vocabulary packages build on the snapshot only where listed here.
 	"pkg/usage":          {"pkg/snapshot"},
 	"pkg/sourcehealth":   {"pkg/snapshot", "pkg/reading"},
