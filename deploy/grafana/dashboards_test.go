@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wattrace/wattrace/internal/dashlint"
 	"github.com/wattrace/wattrace/internal/testenv"
 )
 
@@ -28,150 +29,120 @@ func TestDashboardsLoad(t *testing.T) {
 	}
 }
 
-var (
-	selector    = regexp.MustCompile(`\b([a-zA-Z_:][a-zA-Z0-9_:]*)\{([^}]*)\}`)
-	metricName  = regexp.MustCompile(`\b(wattrace_[a-z0-9_]+|up|scrape_[a-z_]+|process_[a-z_]+)\b`)
-	rangeSel    = regexp.MustCompile(`\[([^\]]*)\]`)
-	counterCall = regexp.MustCompile(`(\w+)\(\s*[a-z0-9_]+_total\{`)
-)
+// dashboardDirs are the directories of dashboards, each linted with its
+// .lint file: the Prometheus dashboards and the units API's.
+var dashboardDirs = []string{"dashboards", "units"}
 
-// lint applies the rules of Grafana's dashboard-linter that matter for
-// these dashboards (template-datasource, template-job, template-instance,
-// panel-datasource, panel-title-description, panel-units,
-// target-job/instance, target-rate-interval, target-counter-agg) and
-// returns one line per finding.
-func lint(d *Dashboard) []string {
-	var out []string
-	bad := func(format string, a ...any) { out = append(out, d.File+": "+fmt.Sprintf(format, a...)) }
-	vars := map[string]Variable{}
-	for _, v := range d.Templating.List {
-		vars[v.Name] = v
-	}
-	if v, ok := vars["datasource"]; !ok || v.Type != "datasource" || string(v.Query) != `"prometheus"` {
-		bad("no datasource variable of type datasource for prometheus")
-	}
-	for _, n := range []string{"job", "instance"} {
-		v, ok := vars[n]
-		if !ok || v.Type != "query" || !strings.Contains(string(v.Query), "label_values(") {
-			bad("no %s variable from label_values", n)
-		}
-	}
-	for _, v := range d.Templating.List {
-		if v.Type == "query" && v.AllValue != ".+" {
-			bad("variable %s: allValue %q, want .+ (a regex that matches every value)", v.Name, v.AllValue)
-		}
-	}
-	if d.UID == "" || d.Title == "" || d.Description == "" {
-		bad("uid, title and description are required")
-	}
-	ids := map[int]bool{}
-	titles := map[string]bool{}
-	for _, p := range d.AllPanels() {
-		where := fmt.Sprintf("panel %q", p.Title)
-		if ids[p.ID] {
-			bad("%s: duplicate id %d", where, p.ID)
-		}
-		ids[p.ID] = true
-		if titles[p.Title] {
-			bad("%s: duplicate title", where)
-		}
-		titles[p.Title] = true
-		if p.Title == "" || p.Description == "" {
-			bad("%s: needs a title and a description", where)
-		}
-		if p.FieldConfig.Defaults.Unit == "" {
-			bad("%s: no unit", where)
-		}
-		if p.Datasource == nil || p.Datasource.UID != "${datasource}" {
-			bad("%s: datasource must be ${datasource}", where)
-		}
-		if len(p.Targets) == 0 {
-			bad("%s: no query", where)
-		}
-		for _, tg := range p.Targets {
-			if tg.Datasource == nil || tg.Datasource.UID != "${datasource}" {
-				bad("%s %s: target datasource must be ${datasource}", where, tg.RefID)
-			}
-			out = append(out, lintExpr(d.File+": "+where+" "+tg.RefID, tg.Expr)...)
-		}
-	}
-	return out
-}
-
-func lintExpr(where, expr string) []string {
-	var out []string
-	if expr == "" {
-		return []string{where + ": empty query"}
-	}
-	// Every metric is selected with both job and instance matchers.
-	sels := selector.FindAllStringSubmatch(expr, -1)
-	selected := map[string]int{}
-	for _, s := range sels {
-		if !metricName.MatchString(s[1]) || metricName.FindString(s[1]) != s[1] {
-			continue
-		}
-		selected[s[1]]++
-		if !strings.Contains(s[2], `job=~"$job"`) || !strings.Contains(s[2], `instance=~"$instance"`) {
-			out = append(out, fmt.Sprintf("%s: %s without job and instance matchers", where, s[1]))
-		}
-	}
-	for _, m := range metricName.FindAllStringIndex(expr, -1) {
-		if m[1] >= len(expr) || expr[m[1]] != '{' {
-			// names inside label_values() and legends don't occur here;
-			// a bare name is a selector without matchers.
-			out = append(out, fmt.Sprintf("%s: %s selected without matchers", where, expr[m[0]:m[1]]))
-		}
-	}
-	// Ranges are Grafana's, never hard-coded.
-	for _, r := range rangeSel.FindAllStringSubmatch(expr, -1) {
-		if r[1] != "$__rate_interval" && r[1] != "$__range" {
-			out = append(out, fmt.Sprintf("%s: range [%s], want $__rate_interval or $__range", where, r[1]))
-		}
-	}
-	// Counters only through rate or increase.
-	for _, c := range counterCall.FindAllStringSubmatch(expr, -1) {
-		if c[1] != "rate" && c[1] != "increase" {
-			out = append(out, fmt.Sprintf("%s: counter inside %s(), want rate() or increase()", where, c[1]))
-		}
-	}
-	if strings.Contains(expr, "_total{") && !strings.Contains(expr, "rate(") && !strings.Contains(expr, "increase(") {
-		out = append(out, fmt.Sprintf("%s: counter used without rate() or increase()", where))
-	}
-	return out
-}
-
-// The dashboards pass the lint rules, and the rules catch what they are
-// for (a panel without unit, a hard-coded range, a bare counter, a
-// selector without the instance matcher).
+// The dashboards pass every rule of internal/dashlint (those of Grafana's
+// dashboard-linter that apply to Prometheus dashboards) as strictly as
+// dashboard-linter's --strict: a warning fails too, and so does an entry
+// of a .lint file that excludes nothing any more.
 func TestDashboardLint(t *testing.T) {
+	t.Log(dashlint.VersionString())
+	for _, dir := range dashboardDirs {
+		files, findings, unused, err := dashlint.Dir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(files) == 0 {
+			t.Errorf("%s: no dashboard", dir)
+		}
+		for _, f := range files {
+			for _, x := range findings[f] {
+				switch {
+				case x.Excluded:
+					t.Logf("%s: %s", f, x)
+				default:
+					t.Errorf("%s: %s", f, x)
+				}
+			}
+		}
+		for _, u := range unused {
+			t.Errorf("%s/%s: %s", dir, dashlint.ConfigFile, u)
+		}
+	}
+}
+
+// A copy of each Prometheus dashboard with one breach of one rule planted
+// fails the lint, with the directory's .lint file in force: for every
+// rule, so no exclusion silences a rule for the whole dashboard unawares.
+func TestDashboardLintFailsPlantedErrors(t *testing.T) {
+	lint, err := os.ReadFile(filepath.Join("dashboards", dashlint.ConfigFile))
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	ds, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range ds {
+		src, err := FS.ReadFile("dashboards/" + d.File)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range dashlint.Rules() {
+			planted, err := dashlint.Plant(r.Name, src)
+			if err != nil {
+				t.Errorf("%s: %v", d.File, err)
+				continue
+			}
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, d.File), planted, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if lint != nil {
+				if err := os.WriteFile(filepath.Join(dir, dashlint.ConfigFile), lint, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, findings, _, err := dashlint.Dir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			caught := false
+			for _, x := range findings[filepath.Join(dir, d.File)] {
+				caught = caught || (x.Rule == r.Name && !x.Excluded)
+			}
+			if !caught {
+				t.Errorf("%s with a breach of %s planted: not caught (%v)", d.File, r.Name, findings)
+			}
+		}
+	}
+}
+
+// wattrace's own conventions beyond the linter's: a uid, title and
+// description per dashboard, unique panel ids and titles, every query
+// variable's All a regex that matches every value (.+), and no panel lost.
+func TestDashboardConventions(t *testing.T) {
 	ds, err := Load()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var n int
 	for _, d := range ds {
-		for _, f := range lint(d) {
-			t.Error(f)
+		if d.UID == "" || d.Title == "" || d.Description == "" {
+			t.Errorf("%s: uid, title and description are required", d.File)
+		}
+		for _, v := range d.Templating.List {
+			if v.Type == "query" && v.AllValue != ".+" {
+				t.Errorf("%s: variable %s: allValue %q, want .+ (a regex that matches every value)", d.File, v.Name, v.AllValue)
+			}
+		}
+		ids, titles := map[int]bool{}, map[string]bool{}
+		for _, p := range d.AllPanels() {
+			if ids[p.ID] {
+				t.Errorf("%s: panel %q: duplicate id %d", d.File, p.Title, p.ID)
+			}
+			if titles[p.Title] {
+				t.Errorf("%s: panel %q: duplicate title", d.File, p.Title)
+			}
+			ids[p.ID], titles[p.Title] = true, true
 		}
 		n += len(d.Queries())
 	}
 	t.Logf("%d dashboards, %d queries", len(ds), n)
 	if n < 40 {
 		t.Errorf("only %d queries: panels lost?", n)
-	}
-
-	broken := *ds[0]
-	p := broken.AllPanels()[0]
-	p.FieldConfig.Defaults.Unit = ""
-	p.Targets = []Target{{RefID: "A", Datasource: p.Datasource,
-		Expr: `sum(wattrace_node_energy_joules_total{job=~"$job"}) + rate(wattrace_stats_intervals_total{job=~"$job",instance=~"$instance"}[5m])`}}
-	broken.Panels = []Panel{p}
-	got := strings.Join(lint(&broken), "\n")
-	for _, want := range []string{"no unit", "wattrace_node_energy_joules_total without job and instance matchers",
-		"range [5m]", "counter inside sum()"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("lint of a broken panel: no %q in\n%s", want, got)
-		}
 	}
 }
 
@@ -208,76 +179,6 @@ func TestDashboardQueriesParse(t *testing.T) {
 	if want := fmt.Sprintf("SUCCESS: %d rules found", n); !strings.Contains(string(out), want) {
 		t.Errorf("promtool: no %q in %s", want, out)
 	}
-}
-
-// Grafana's own dashboard-linter, where one is installed (on PATH or in
-// GOBIN): it prints its version, passes every dashboard with --strict and
-// fails a copy of one whose panel names a datasource by a fixed uid, which
-// its panel-datasource-rule forbids.
-//
-// It can't be installed from this project's module proxy: v0.3.0 needs
-// github.com/grafana/grafana/apps/dashboard at a pseudo-version the proxy
-// refuses (403), and that module and grafana/loki/v3, also required, are
-// AGPL, which this project does not take on even as a build tool. So
-// the test skips where the linter is absent, CI included, and the checks
-// above stand in for it; skipAllowed in internal/layers says so.
-func TestGrafanaDashboardLinter(t *testing.T) {
-	linter := findLinter()
-	if linter == "" {
-		t.Skip("dashboard-linter is not installed, and can't be from this module proxy (its grafana/apps/dashboard dependency is refused and AGPL)")
-	}
-	ver, err := exec.Command(linter, "--version").CombinedOutput()
-	t.Logf("%s --version: %v %s", linter, err, strings.TrimSpace(string(ver)))
-	ds, err := Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range ds {
-		out, err := exec.Command(linter, "lint", "--strict", filepath.Join("dashboards", d.File)).CombinedOutput()
-		if err != nil {
-			t.Errorf("dashboard-linter lint %s: %v\n%s", d.File, err, out)
-		}
-	}
-	src, err := os.ReadFile(filepath.Join("dashboards", ds[0].File))
-	if err != nil {
-		t.Fatal(err)
-	}
-	planted := strings.Replace(string(src), `"uid": "${datasource}"`, `"uid": "planted-fixed-uid"`, 1)
-	if planted == string(src) {
-		t.Fatalf("%s has no panel datasource ${datasource} to plant an error in", ds[0].File)
-	}
-	f := filepath.Join(t.TempDir(), ds[0].File)
-	if err := os.WriteFile(f, []byte(planted), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(linter, "lint", "--strict", f).CombinedOutput(); err == nil {
-		t.Errorf("dashboard-linter passed %s with a panel datasource of fixed uid:\n%s", ds[0].File, out)
-	}
-}
-
-func findLinter() string {
-	if p, err := exec.LookPath("dashboard-linter"); err == nil {
-		return p
-	}
-	gobin, err := exec.Command("go", "env", "GOBIN", "GOPATH").Output()
-	if err != nil {
-		return ""
-	}
-	lines := strings.Split(strings.TrimSpace(string(gobin)), "\n")
-	dirs := []string{}
-	if len(lines) > 0 && lines[0] != "" {
-		dirs = append(dirs, lines[0])
-	}
-	if len(lines) > 1 {
-		dirs = append(dirs, filepath.Join(strings.Split(lines[1], ":")[0], "bin"))
-	}
-	for _, d := range dirs {
-		p := filepath.Join(d, "dashboard-linter")
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	return ""
 }
 
 // The workloads dashboard's job panels and job variable read PBS jobs

@@ -14,8 +14,7 @@ import (
 // reason it may skip in CI too. Skips under `if testing.Short()` need no
 // entry: -short is the caller asking for fewer tests, on any machine.
 var skipAllowed = map[string]string{
-	"deploy/grafana/dashboards_test.go:TestGrafanaDashboardLinter": "Grafana's dashboard-linter can't be installed from the module proxy CI uses (v0.3.0 needs grafana/apps/dashboard at a refused pseudo-version, and AGPL modules): failing CI on it would fail every run; the test's own checks stand in",
-	"pkg/units/updater/bench_test.go:BenchmarkCycle5000":           "a benchmark whose fixture holds 12 cycles of history refuses a larger -benchtime: the caller's flag, not the host",
+	"pkg/units/updater/bench_test.go:BenchmarkCycle5000": "a benchmark whose fixture holds 12 cycles of history refuses a larger -benchtime: the caller's flag, not the host",
 }
 
 // Every test that skips for want of root, BPF, a tool or a file does so
