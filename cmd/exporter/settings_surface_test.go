@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,9 @@ import (
 	"testing"
 
 	"github.com/spf13/pflag"
+	"go.uber.org/zap"
+
+	"github.com/wattrace/wattrace/internal/cli"
 )
 
 // The exporter's settings surface, held whole: every flag with its type,
@@ -345,4 +349,47 @@ func TestEverySettingFromEachSource(t *testing.T) {
 			}
 		})
 	})
+}
+
+// Bad configuration stops start-up: main's path (internal/cli.Main with
+// the exporter's program) exits 2 before anything runs, the error on
+// stderr naming the key, whether the value came from a flag, the
+// environment or the file.
+func TestBadConfigurationStopsStartUp(t *testing.T) {
+	for _, tt := range []struct {
+		in   []string
+		want string
+	}{
+		{[]string{"--stats.max-gap=1s"}, `wattrace: invalid value "1s" for stats.max-gap: must be at least stats.interval (5s)`},
+		{[]string{"WATTRACE_GPU_IDLE_POLICY=even"}, `wattrace: gpu.idle-policy: "even" is not none or holder`},
+		{[]string{"file:web:\n  telemetry-path: /-/metrics\n"}, `wattrace: invalid value "/-/metrics" for web.telemetry-path`},
+		{[]string{"file:power.usage-metric: package=watts\n"}, `wattrace: invalid value "package=watts" for power.usage-metric`},
+		{[]string{"--guests.share.path=/srv/g", "WATTRACE_COLLECTOR_VM=false"}, `wattrace: invalid value "/srv/g" for guests.share.path: collector.vm is off`},
+	} {
+		t.Run(strings.Join(tt.in, " "), func(t *testing.T) {
+			var args []string
+			for _, a := range tt.in {
+				switch {
+				case strings.HasPrefix(a, "file:"):
+					p := filepath.Join(t.TempDir(), "wattrace.yml")
+					if err := os.WriteFile(p, []byte(strings.TrimPrefix(a, "file:")), 0o600); err != nil {
+						t.Fatal(err)
+					}
+					args = append(args, "--config.file="+p)
+				case strings.HasPrefix(a, "WATTRACE_"):
+					k, v, _ := strings.Cut(a, "=")
+					t.Setenv(k, v)
+				default:
+					args = append(args, a)
+				}
+			}
+			var stdout, stderr strings.Builder
+			ran := false
+			p := program
+			p.Run = func(context.Context, *Config, *zap.Logger) error { ran = true; return nil }
+			if code := cli.Main(p, args, &stdout, &stderr); code != 2 || ran || !strings.Contains(stderr.String(), tt.want) {
+				t.Errorf("exit %d, ran %v, stderr %q, want 2 and %q", code, ran, stderr.String(), tt.want)
+			}
+		})
+	}
 }
