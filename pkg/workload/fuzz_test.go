@@ -11,21 +11,7 @@ import (
 // takes every id from the path itself: a pod uid may have had its
 // underscores turned into dashes, the only rewrite Parse does to an id.
 func FuzzParse(f *testing.F) {
-	for _, s := range []string{
-		"/", "", "/system.slice/docker-" + cid + ".scope", "/docker/" + cid,
-		"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uidU + ".slice/cri-containerd-" + cid + ".scope",
-		"/kubepods/burstable/pod" + uid + "/" + cid,
-		"/slurm_n1/uid_1000/job_4711/step_batch/task_0",
-		"/system.slice/n1_slurmstepd.scope/job_4711/step_0/user/task_0",
-		"/system.slice/slurmstepd.scope/job_4711/step_0/slurm",
-		`/machine.slice/machine-qemu\x2d1\x2dweb\x2d01.scope/libvirt/vcpu0`,
-		"/machine/qemu-2-db01.libvirt-qemu/emulator",
-		`/system.slice/systemd-fsck@dev-disk-by\x2duuid-1.service`,
-		"/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-conmon-" + cid + ".scope",
-		`machine-qemu\x2d\x31\x2dx.scope`,
-		"/slurm.slice/n1_slurmstepd.scope/sEKNKTV3WPV500/step_extern/user/task_0",
-		"/pbs_jobs.service/jobid/123[4].pbs01", "/pbs_jobs.service/jobs/7.srv/rank0",
-	} {
+	for _, s := range fuzzSeeds() {
 		f.Add(s)
 	}
 	kinds := map[ident.Kind]bool{ident.KindContainer: true, ident.KindPod: true, ident.KindVM: true, ident.KindJob: true, ident.KindSystemdUnit: true, ident.KindCgroup: true, ident.KindPBSJob: true}
@@ -66,4 +52,23 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse(%q): pod ID %q != PodUID %q", path, id.ID, id.PodUID)
 		}
 	})
+}
+
+// fuzzSeeds are FuzzParse's seeds, also read by TestParseGolden.
+func fuzzSeeds() []string {
+	return []string{
+		"/", "", "/system.slice/docker-" + cid + ".scope", "/docker/" + cid,
+		"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uidU + ".slice/cri-containerd-" + cid + ".scope",
+		"/kubepods/burstable/pod" + uid + "/" + cid,
+		"/slurm_n1/uid_1000/job_4711/step_batch/task_0",
+		"/system.slice/n1_slurmstepd.scope/job_4711/step_0/user/task_0",
+		"/system.slice/slurmstepd.scope/job_4711/step_0/slurm",
+		`/machine.slice/machine-qemu\x2d1\x2dweb\x2d01.scope/libvirt/vcpu0`,
+		"/machine/qemu-2-db01.libvirt-qemu/emulator",
+		`/system.slice/systemd-fsck@dev-disk-by\x2duuid-1.service`,
+		"/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-conmon-" + cid + ".scope",
+		`machine-qemu\x2d\x31\x2dx.scope`,
+		"/slurm.slice/n1_slurmstepd.scope/sEKNKTV3WPV500/step_extern/user/task_0",
+		"/pbs_jobs.service/jobid/123[4].pbs01", "/pbs_jobs.service/jobs/7.srv/rank0",
+	}
 }

@@ -34,8 +34,11 @@ func runParse(t *testing.T, cases []parseCase) {
 	}
 }
 
-func TestParseContainers(t *testing.T) {
-	runParse(t, []parseCase{
+func TestParseContainers(t *testing.T) { runParse(t, containerCases()) }
+
+// containerCases are TestParseContainers's cases, also read by TestParseGolden.
+func containerCases() []parseCase {
+	return []parseCase{
 		{"docker systemd", "/system.slice/docker-" + cid + ".scope",
 			ident.Identity{Kind: ident.KindContainer, Manager: ident.ManagerDocker, ID: cid}},
 		{"docker cgroupfs", "/docker/" + cid,
@@ -65,11 +68,14 @@ func TestParseContainers(t *testing.T) {
 			ident.Identity{Kind: ident.KindContainer, Manager: ident.ManagerDocker, ID: cid, Part: "init.scope"}},
 		{"short id is no container", "/system.slice/docker-3f1c9a2b7d4e.scope",
 			ident.Identity{Kind: ident.KindSystemdUnit, Manager: ident.ManagerSystemd, ID: "docker-3f1c9a2b7d4e.scope", Name: "docker-3f1c9a2b7d4e.scope"}},
-	})
+	}
 }
 
-func TestParseKubernetes(t *testing.T) {
-	runParse(t, []parseCase{
+func TestParseKubernetes(t *testing.T) { runParse(t, kubernetesCases()) }
+
+// kubernetesCases are TestParseKubernetes's cases, also read by TestParseGolden.
+func kubernetesCases() []parseCase {
+	return []parseCase{
 		{"systemd burstable container", "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uidU + ".slice/cri-containerd-" + cid + ".scope",
 			ident.Identity{Kind: ident.KindContainer, Manager: ident.ManagerContainerd, ID: cid, PodUID: uid, QoS: "burstable"}},
 		{"systemd besteffort crio", "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + uidU + ".slice/crio-" + cid + ".scope",
@@ -97,11 +103,14 @@ func TestParseKubernetes(t *testing.T) {
 			ident.Identity{Kind: ident.KindContainer, Manager: ident.ManagerCRIO, ID: cid, PodUID: uid, QoS: "burstable"}},
 		{"cgroupfs qos", "/kubepods/besteffort", ident.Identity{Kind: ident.KindCgroup, Manager: ident.ManagerKubernetes, QoS: "besteffort"}},
 		{"pod dir outside kubepods", "/pod" + uid, ident.Identity{Kind: ident.KindCgroup}},
-	})
+	}
 }
 
-func TestParseSlurm(t *testing.T) {
-	runParse(t, []parseCase{
+func TestParseSlurm(t *testing.T) { runParse(t, slurmCases()) }
+
+// slurmCases are TestParseSlurm's cases, also read by TestParseGolden.
+func slurmCases() []parseCase {
+	return []parseCase{
 		{"v1 task", "/slurm/uid_1000/job_4711/step_0/task_1",
 			ident.Identity{Kind: ident.KindJob, Manager: ident.ManagerSlurm, ID: "4711", UID: "1000", JobID: "4711", Step: "0", Task: "1"}},
 		{"v1 batch step", "/slurm/uid_1000/job_4711/step_batch",
@@ -133,7 +142,7 @@ func TestParseSlurm(t *testing.T) {
 		{"slurmd service", "/system.slice/slurmd.service",
 			ident.Identity{Kind: ident.KindSystemdUnit, Manager: ident.ManagerSystemd, ID: "slurmd.service", Name: "slurmd.service"}},
 		{"job outside slurm", "/job_4711", ident.Identity{Kind: ident.KindCgroup}},
-	})
+	}
 }
 
 func TestParseSlurmCustomPattern(t *testing.T) {
@@ -174,8 +183,11 @@ func TestNewParserRejectsBadPatterns(t *testing.T) {
 	}
 }
 
-func TestParseLibvirt(t *testing.T) {
-	runParse(t, []parseCase{
+func TestParseLibvirt(t *testing.T) { runParse(t, libvirtCases()) }
+
+// libvirtCases are TestParseLibvirt's cases, also read by TestParseGolden.
+func libvirtCases() []parseCase {
+	return []parseCase{
 		{"v2 scope", `/machine.slice/machine-qemu\x2d1\x2dweb01.scope`,
 			ident.Identity{Kind: ident.KindVM, Manager: ident.ManagerLibvirt, ID: "web01", VMName: "web01", DomainID: "1"}},
 		{"v2 vcpu", `/machine.slice/machine-qemu\x2d1\x2dweb01.scope/libvirt/vcpu3`,
@@ -198,11 +210,14 @@ func TestParseLibvirt(t *testing.T) {
 			ident.Identity{Kind: ident.KindVM, Manager: ident.ManagerLibvirt, ID: "db01", VMName: "db01"}},
 		{"nspawn machine is a unit", `/machine.slice/machine-fedora\x2d40.scope`,
 			ident.Identity{Kind: ident.KindSystemdUnit, Manager: ident.ManagerSystemd, ID: `machine-fedora\x2d40.scope`, Name: "machine-fedora-40.scope"}},
-	})
+	}
 }
 
-func TestParseUnits(t *testing.T) {
-	runParse(t, []parseCase{
+func TestParseUnits(t *testing.T) { runParse(t, unitCases()) }
+
+// unitCases are TestParseUnits's cases, also read by TestParseGolden.
+func unitCases() []parseCase {
+	return []parseCase{
 		{"service", "/system.slice/sshd.service",
 			ident.Identity{Kind: ident.KindSystemdUnit, Manager: ident.ManagerSystemd, ID: "sshd.service", Name: "sshd.service"}},
 		{"slice", "/system.slice", ident.Identity{Kind: ident.KindSystemdUnit, Manager: ident.ManagerSystemd, ID: "system.slice", Name: "system.slice"}},
@@ -219,16 +234,19 @@ func TestParseUnits(t *testing.T) {
 			ident.Identity{Kind: ident.KindSystemdUnit, Manager: ident.ManagerSystemd, ID: `systemd-fsck@dev-disk-by\x2duuid-1234.service`, Name: "systemd-fsck@dev-disk-by-uuid-1234.service"}},
 		{"delegated subtree", "/system.slice/foo.service/worker",
 			ident.Identity{Kind: ident.KindSystemdUnit, Manager: ident.ManagerSystemd, ID: "foo.service", Name: "foo.service", Part: "worker"}},
-	})
+	}
 }
 
-func TestParsePlain(t *testing.T) {
-	runParse(t, []parseCase{
+func TestParsePlain(t *testing.T) { runParse(t, plainCases()) }
+
+// plainCases are TestParsePlain's cases, also read by TestParseGolden.
+func plainCases() []parseCase {
+	return []parseCase{
 		{"root", "/", ident.Identity{Kind: ident.KindCgroup}},
 		{"empty", "", ident.Identity{Kind: ident.KindCgroup}},
 		{"plain", "/foo/bar", ident.Identity{Kind: ident.KindCgroup}},
 		{"double slashes", "//foo//", ident.Identity{Kind: ident.KindCgroup}},
-	})
+	}
 }
 
 func TestOwner(t *testing.T) {

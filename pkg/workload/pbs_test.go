@@ -6,14 +6,17 @@ import (
 	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
 
-func TestParsePBS(t *testing.T) {
+func TestParsePBS(t *testing.T) { runParse(t, pbsCases()) }
+
+// pbsCases are TestParsePBS's cases, also read by TestParseGolden.
+func pbsCases() []parseCase {
 	pbs := func(jid, part string) ident.Identity {
 		return ident.Identity{Kind: ident.KindPBSJob, Manager: ident.ManagerPBS, ID: jid, Part: part}
 	}
 	unit := func(part string) ident.Identity {
 		return ident.Identity{Kind: ident.KindSystemdUnit, Manager: ident.ManagerSystemd, ID: "pbs_jobs.service", Name: "pbs_jobs.service", Part: part}
 	}
-	runParse(t, []parseCase{
+	return []parseCase{
 		{"v1 job", "/pbs_jobs.service/jobid/12345.pbs01", pbs("12345.pbs01", "")},
 		{"v1 array subjob", "/pbs_jobs.service/jobid/12346[3].pbs01.example.org", pbs("12346[3].pbs01.example.org", "")},
 		{"v2 job", "/pbs_jobs.service/jobs/4711.srv", pbs("4711.srv", "")},
@@ -27,7 +30,7 @@ func TestParsePBS(t *testing.T) {
 			ID: "system.slice", Name: "system.slice", Part: "jobs/4711.srv"}},
 		{"inside a container", "/system.slice/docker-" + cid64 + ".scope/pbs_jobs.service/jobs/4711.srv",
 			ident.Identity{Kind: ident.KindContainer, Manager: ident.ManagerDocker, ID: cid64, Part: "pbs_jobs.service/jobs/4711.srv"}},
-	})
+	}
 }
 
 const cid64 = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"

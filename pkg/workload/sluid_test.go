@@ -41,12 +41,15 @@ func TestResolveFixtureNodes(t *testing.T) {
 	}
 }
 
-func TestParseSLUID(t *testing.T) {
+func TestParseSLUID(t *testing.T) { runParse(t, sluidCases()) }
+
+// sluidCases are TestParseSLUID's cases, also read by TestParseGolden.
+func sluidCases() []parseCase {
 	const s = "sEKNKTV3WPV500"
 	job := func(node, step, task, part string) ident.Identity {
 		return ident.Identity{Kind: ident.KindJob, Manager: ident.ManagerSlurm, ID: s, SLUID: s, SlurmNode: node, Step: step, Task: task, Part: part}
 	}
-	runParse(t, []parseCase{
+	return []parseCase{
 		{"26.05 task", "/system.slice/slurmstepd.scope/" + s + "/step_0/user/task_0", job("", "0", "0", "")},
 		{"26.05 stepd", "/system.slice/slurmstepd.scope/" + s + "/step_batch/slurm", job("", "batch", "", "stepd")},
 		{"26.05 extern", "/system.slice/slurmstepd.scope/" + s + "/step_extern/user/task_special", job("", "extern", "special", "")},
@@ -63,7 +66,7 @@ func TestParseSLUID(t *testing.T) {
 		{"short", "/system.slice/slurmstepd.scope/sEKNKTV3WPV50", stepdPart("sEKNKTV3WPV50")},
 		{"outside the scope", "/system.slice/" + s,
 			ident.Identity{Kind: ident.KindSystemdUnit, Manager: ident.ManagerSystemd, ID: "system.slice", Name: "system.slice", Part: s}},
-	})
+	}
 }
 
 func stepdPart(part string) ident.Identity {
