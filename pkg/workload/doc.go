@@ -13,7 +13,11 @@
 //
 // # Layouts
 //
-// See the tables in parse_test.go for every layout with real paths. In
+// Each level's layouts are its path grammar, in its row of the kinds table
+// (package ident, kinds.go; grammar.go there says how a grammar is read),
+// and the Parser walks them all without knowing any; see the tables in
+// parse_test.go for every layout with real paths, and testdata/parse.golden
+// for what each fixture path resolves to. In
 // short: the innermost container, pod, VM, Slurm job or container monitor
 // in the path is the workload (a systemd unit only when there is none: a
 // unit inside a container is part of it), fields of enclosing workloads

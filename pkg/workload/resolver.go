@@ -4,6 +4,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,6 +43,10 @@ type Options struct {
 	// ids of their paths.
 	Pods PodLookup
 }
+
+// reInstance is an OpenStack instance's domain name, for a VM whose name
+// enrichment learnt.
+var reInstance = regexp.MustCompile(ident.InstancePattern)
 
 // Retry delays for identities whose enrichment is incomplete: a pod the
 // kubelet does not list yet, a VM whose XML is not written yet.

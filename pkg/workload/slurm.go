@@ -1,8 +1,9 @@
 package workload
 
 import (
-	"fmt"
-	"regexp"
+	"slices"
+
+	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
 
 // SlurmPatterns recognise the components of Slurm's cgroup paths. Each field
@@ -42,96 +43,40 @@ type SlurmPatterns struct {
 // names the job: its numeric id comes from the job's processes (see
 // Resolver).
 func DefaultSlurmPatterns() SlurmPatterns {
-	return SlurmPatterns{
-		Root:  []string{`^slurm(?:_(?P<node>[^/]+))?$`},
-		Stepd: []string{`^(?:(?P<node>[^/]+)_)?slurmstepd\.scope$`},
-		UID:   []string{`^uid_(?P<uid>[0-9]+)$`},
-		Job:   []string{`^job_(?P<job>[0-9]+)$`},
-		SLUID: []string{`^(?P<sluid>s[0-9A-F][0-9A-HJKMNP-TV-Z]{12})$`},
-		Step:  []string{`^step_(?P<step>[0-9]+(?:\.[0-9]+)?|batch|extern|interactive)$`},
-		Task:  []string{`^task_(?P<task>[0-9]+|special)$`},
+	var sp SlurmPatterns
+	for _, f := range sp.slots() {
+		*f.patterns = slices.Clone(builtinSlot(f.slot))
+	}
+	return sp
+}
+
+// slurmSlot ties a SlurmPatterns field to the slot of its rules in the job
+// level's grammar (ident/kinds.go).
+type slurmSlot struct {
+	field, slot string
+	patterns    *[]string
+}
+
+func (sp *SlurmPatterns) slots() []slurmSlot {
+	return []slurmSlot{
+		{"Root", ident.SlotSlurmRoot, &sp.Root},
+		{"Stepd", ident.SlotSlurmStepd, &sp.Stepd},
+		{"UID", ident.SlotSlurmUID, &sp.UID},
+		{"Job", ident.SlotSlurmJob, &sp.Job},
+		{"SLUID", ident.SlotSlurmSLUID, &sp.SLUID},
+		{"Step", ident.SlotSlurmStep, &sp.Step},
+		{"Task", ident.SlotSlurmTask, &sp.Task},
 	}
 }
 
-// pattern is one compiled alternative and the index of the group it reads
-// (0 when the group is optional and absent from this pattern).
-type pattern struct {
-	re    *regexp.Regexp
-	group int
-}
-
-type patterns []pattern
-
-// into matches comp and stores the captured value into dst, reporting
-// whether it matched, so a switch case can match and record in one.
-func (ps patterns) into(comp string, dst *string) bool {
-	v, ok := ps.match(comp)
-	if ok {
-		*dst = v
-	}
-	return ok
-}
-
-// match returns whether comp matches and the named group's text ("" when
-// the group did not take part).
-func (ps patterns) match(comp string) (string, bool) {
-	for _, p := range ps {
-		m := p.re.FindStringSubmatchIndex(comp)
-		if m == nil {
-			continue
-		}
-		if p.group == 0 || m[2*p.group] < 0 {
-			return "", true
-		}
-		return comp[m[2*p.group]:m[2*p.group+1]], true
-	}
-	return "", false
-}
-
-type slurmRules struct {
-	root, stepd, uid, job, sluid, step, task patterns
-}
-
-func compileSlurm(sp SlurmPatterns) (slurmRules, error) {
-	var r slurmRules
-	var err error
-	for _, f := range []struct {
-		field    string
-		src      []string
-		group    string
-		required bool
-		dst      *patterns
-	}{
-		{"Root", sp.Root, "node", false, &r.root},
-		{"Stepd", sp.Stepd, "node", false, &r.stepd},
-		{"UID", sp.UID, "uid", true, &r.uid},
-		{"Job", sp.Job, "job", true, &r.job},
-		{"SLUID", sp.SLUID, "sluid", true, &r.sluid},
-		{"Step", sp.Step, "step", true, &r.step},
-		{"Task", sp.Task, "task", true, &r.task},
-	} {
-		if *f.dst, err = compilePatterns(f.src, f.group, f.required); err != nil {
-			return slurmRules{}, fmt.Errorf("slurm %s pattern: %w", f.field, err)
-		}
-	}
-	return r, nil
-}
-
-func compilePatterns(src []string, group string, required bool) (patterns, error) {
-	out := make(patterns, 0, len(src))
-	for _, s := range src {
-		re, err := regexp.Compile(s)
-		if err != nil {
-			return nil, fmt.Errorf("compile %q: %w", s, err)
-		}
-		g := re.SubexpIndex(group)
-		if g < 0 {
-			if required {
-				return nil, fmt.Errorf("%q has no (?P<%s>…) group", s, group)
+// builtinSlot returns the built-in patterns of a slot.
+func builtinSlot(slot string) []string {
+	for _, g := range ident.Grammars() {
+		for _, r := range g.Grammar.Rules {
+			if r.Slot == slot {
+				return r.Pattern
 			}
-			g = 0
 		}
-		out = append(out, pattern{re: re, group: g})
 	}
-	return out, nil
+	return nil
 }

@@ -7,13 +7,12 @@ import (
 )
 
 // kindRow is everything the exporter knows of one aggregation level (a
-// Kind with series of its own) beyond how workload.Parse recognises its
-// cgroups: adding a level is one row in kinds plus its cases in
-// workload.Parser.parse (parse.go), and its Kind constant (and an
-// enrichment in workload.Resolver when a label comes from the processes;
-// docs/architecture.md has the checklist). The
-// flag (config), the families (collector), the roll-up and GPU holders
-// (stats) and the Alloy targets all read this table.
+// Kind with series of its own), how workload.Parse recognises its cgroups
+// included: adding a level is one row in kinds and its Kind constant (and
+// an enrichment in workload.Resolver when a label comes from the
+// processes; docs/architecture.md has the checklist). The parser (its
+// grammar), the flag (config), the families (collector), the roll-up and
+// GPU holders (stats) and the Alloy targets all read this table.
 type kindRow struct {
 	kind Kind
 	// help is the collector.<kind> flag's help.
@@ -44,6 +43,9 @@ type kindRow struct {
 	// pod's namespace).
 	service     func(Identity) string
 	serviceRank int
+	// grammar is how the level's cgroups are recognised in their paths
+	// (grammar.go): the rules of the layouts that make them.
+	grammar Grammar
 }
 
 // kinds are the aggregation levels, in the order of their flags and
@@ -69,6 +71,19 @@ var kinds = kindTable{
 			return shortID(id.ID)
 		},
 		serviceRank: 1,
+		grammar: Grammar{Rules: []Rule{
+			// The docker daemon's cgroupfs driver: docker/<id>.
+			{Is: []string{"docker"}, Part: "$0", Then: "docker"},
+			{After: []string{"docker"}, Pattern: []string{hex64}, Start: KindContainer, Manager: ManagerDocker,
+				Set: []Set{{Field: FieldID, Value: "$0"}}, Raise: strong},
+			// Container monitors, before the containers: units of the
+			// runtime's, the piece "conmon".
+			conmon("crio", ManagerCRIO), conmon("libpod", ManagerPodman),
+			// Runtime scopes (systemd driver) and directories
+			// (cgroupfs driver of CRI-O and podman).
+			runtime("docker", ManagerDocker), runtime("cri-containerd", ManagerContainerd),
+			runtime("crio", ManagerCRIO), runtime("libpod", ManagerPodman), runtime("nerdctl", ManagerContainerd),
+		}},
 	},
 	{
 		kind:    KindPod,
@@ -96,6 +111,40 @@ var kinds = kindTable{
 			return name
 		},
 		serviceRank: 0,
+		grammar: Grammar{
+			Rules: []Rule{
+				// cgroupfs driver: kubepods/[burstable|besteffort/]pod<uid>/<container id>.
+				{Is: []string{"kubepods"}, Unless: strong, Plain: ManagerKubernetes, Then: "kubepods"},
+				{Is: []string{"kubepods"}, If: strong, Then: "kubepods"},
+				{After: []string{"kubepods"}, Is: []string{"burstable", "besteffort"}, Set: []Set{{Field: FieldQoS, Value: "$0"}}, Then: "qos"},
+				{After: []string{"kubepods", "qos"},
+					Pattern: []string{`^pod(?P<uid>[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[0-9a-fA-F]{32})$`},
+					Start:   KindPod, Manager: ManagerKubernetes,
+					Set: []Set{{Field: FieldPodUID, Value: "$uid"}, {Field: FieldID, Value: "$uid"}}, Raise: strong, Then: "pod"},
+				// systemd driver: kubepods-burstable-pod<uid>.slice, with
+				// "kubelet-kubepods-…" when kubelet runs with a cgroup
+				// root (kind, k3s); the uid's dashes are underscores.
+				// Static pods have a 32-hex hash instead of a uuid.
+				{Pattern: []string{`^(?:[^/]*-)?kubepods(?:-(?P<qos>burstable|besteffort))?-pod(?P<uid>[0-9a-fA-F]{8}_[0-9a-fA-F]{4}_[0-9a-fA-F]{4}_[0-9a-fA-F]{4}_[0-9a-fA-F]{12}|[0-9a-fA-F]{32})\.slice$`},
+					Start: KindPod, Manager: ManagerKubernetes,
+					Set: []Set{{Field: FieldQoS, Value: "$qos", NonEmpty: true},
+						{Field: FieldPodUID, Value: "$uid", Decode: DecodeDashes}, {Field: FieldID, Value: "$uid", Decode: DecodeDashes}},
+					Raise: strong, Then: "pod"},
+				{Unless: strong, Pattern: []string{`^(?:[^/]*-)?kubepods(?:-(?P<qos>burstable|besteffort))?\.slice$`},
+					Plain: ManagerKubernetes, Set: []Set{{Field: FieldID}, {Field: FieldName}, {Field: FieldQoS, Value: "$qos"}}},
+				// A container of the cgroupfs driver: the runtime is not
+				// in the path.
+				{After: []string{"pod"}, Pattern: []string{hex64}, Start: KindContainer, Manager: ManagerKubernetes,
+					Set: []Set{{Field: FieldID, Value: "$0"}}, Raise: strong},
+			},
+			// Guaranteed is the only class without a QoS level.
+			Finish: func(id Identity) Identity {
+				if id.PodUID != "" && id.QoS == "" {
+					id.QoS = "guaranteed"
+				}
+				return id
+			},
+		},
 	},
 	{
 		kind:   KindVM,
@@ -120,6 +169,18 @@ var kinds = kindTable{
 			return "vm/" + id.ID
 		},
 		serviceRank: 3,
+		grammar: Grammar{Rules: []Rule{
+			// libvirt's own level below the VM scope on cgroup v2.
+			{After: []string{"vm"}, Is: []string{"libvirt"}, Then: "vm"},
+			// machine-qemu\x2d<id>\x2d<name>.scope; before libvirt 3.x
+			// (2017) machine-qemu\x2d<name>.scope without the id.
+			vm(`^machine-qemu\\x2d(?P<domid>[0-9]+)\\x2d(?P<name>.+)\.scope$`, DecodeUnit),
+			vm(`^machine-qemu\\x2d(?P<name>.+)\.scope$`, DecodeUnit),
+			// libvirt without systemd: qemu-<id>-<name>.libvirt-qemu,
+			// older releases <name>.libvirt-qemu.
+			vm(`^qemu-(?P<domid>[0-9]+)-(?P<name>.+)\.libvirt-qemu$`, DecodeNone),
+			vm(`^(?P<name>.+)\.libvirt-qemu$`, DecodeNone),
+		}},
 	},
 	{
 		kind: KindJob,
@@ -140,6 +201,38 @@ var kinds = kindTable{
 			return "slurm/" + id.JobID
 		},
 		serviceRank: 2,
+		// Slurm's root and step daemon scope are broad patterns that must
+		// win over every other layout's.
+		grammar: Grammar{Rank: RankFirst, Rules: []Rule{
+			// Refinements of the job, then the job itself.
+			{After: []string{"slurm.root"}, Slot: SlotSlurmUID, Pattern: []string{`^uid_(?P<uid>[0-9]+)$`},
+				Set: []Set{{Field: FieldUID, Value: "$uid"}}, Then: "slurm.uid"},
+			{After: []string{"slurm.root", "slurm.uid", "slurm.stepd"}, Slot: SlotSlurmJob, Pattern: []string{`^job_(?P<job>[0-9]+)$`},
+				Start: KindJob, Manager: ManagerSlurm, Set: []Set{{Field: FieldJobID, Value: "$job"}, {Field: FieldID, Value: "$job"}},
+				Raise: strong, Then: "slurm.job"},
+			// Slurm 26.05: the job's directory is its SLUID; the numeric
+			// id is left for the Resolver.
+			{After: []string{"slurm.stepd"}, Slot: SlotSlurmSLUID, Pattern: []string{`^(?P<sluid>s[0-9A-F][0-9A-HJKMNP-TV-Z]{12})$`},
+				Start: KindJob, Manager: ManagerSlurm, Set: []Set{{Field: FieldSLUID, Value: "$sluid"}, {Field: FieldID, Value: "$sluid"}},
+				Raise: strong, Then: "slurm.job"},
+			{After: []string{"slurm.job"}, Slot: SlotSlurmStep, Pattern: []string{`^step_(?P<step>[0-9]+(?:\.[0-9]+)?|batch|extern|interactive)$`},
+				Set: []Set{{Field: FieldStep, Value: "$step"}}, Then: "slurm.step"},
+			{After: []string{"slurm.step"}, Is: []string{"user"}, Then: "slurm.user"},
+			{After: []string{"slurm.step"}, Is: []string{"slurm"}, Part: "stepd"},
+			{After: []string{"slurm.step", "slurm.user"}, Slot: SlotSlurmTask, Pattern: []string{`^task_(?P<task>[0-9]+|special)$`},
+				Set: []Set{{Field: FieldTask, Value: "$task"}}},
+			// v1: /slurm or /slurm_<node>, the cgroup Slurm's when in no
+			// workload.
+			{Unless: []string{"slurm", FlagStrong, FlagWorkload}, Slot: SlotSlurmRoot, Pattern: slurmRoot, Optional: []string{"node"},
+				Plain: ManagerSlurm, Set: []Set{{Field: FieldSlurmNode, Value: "$node"}}, Raise: []string{"slurm"}, Then: "slurm.root"},
+			{If: []string{FlagWorkload}, Unless: []string{"slurm", FlagStrong}, Slot: SlotSlurmRoot, Pattern: slurmRoot, Optional: []string{"node"},
+				Set: []Set{{Field: FieldSlurmNode, Value: "$node"}}, Raise: []string{"slurm"}, Then: "slurm.root"},
+			// v2: [<node>_]slurmstepd.scope, a unit of its own.
+			{Unless: []string{"slurm", FlagStrong}, Slot: SlotSlurmStepd, Pattern: []string{`^(?:(?P<node>[^/]+)_)?slurmstepd\.scope$`}, Optional: []string{"node"},
+				Start: KindSystemdUnit, Manager: ManagerSystemd,
+				Set:   []Set{{Field: FieldSlurmNode, Value: "$node"}, {Field: FieldID, Value: "$0"}, {Field: FieldName, Value: "$0", Decode: DecodeUnit}},
+				Raise: []string{"slurm"}, Then: "slurm.stepd"},
+		}},
 	},
 	{
 		kind: KindPBSJob,
@@ -152,6 +245,20 @@ var kinds = kindTable{
 		// One job runs many executables: the job is the service.
 		service:     func(id Identity) string { return "pbs/" + id.ID },
 		serviceRank: 5,
+		// The cgroup hook's <cgroup_prefix>.service (pbs_jobs by default)
+		// holds jobid/<job> on cgroup v1 and jobs/<job> on v2.
+		grammar: Grammar{Rules: []Rule{
+			{Unless: strong, Is: []string{"pbs_jobs.service"}, Start: KindSystemdUnit, Manager: ManagerSystemd,
+				Set: []Set{{Field: FieldID, Value: "$0"}, {Field: FieldName, Value: "$0"}}, Then: "pbs"},
+			{After: []string{"pbs"}, Is: []string{"jobid", "jobs"}, Part: "$0", Then: "pbs.jobs"},
+			// A PBS job id as its server writes it: <sequence>.<server>,
+			// an array job's subjob <sequence>[<index>].<server> (or the
+			// array itself, <sequence>[]): the directory name the cgroup
+			// hook (src/hooks/cgroups/pbs_cgroups.PY, _cgroup_path) joins
+			// unchanged.
+			{After: []string{"pbs.jobs"}, Pattern: []string{`^[0-9]{1,12}(?:\[[0-9]{0,12}\])?\.[A-Za-z0-9][A-Za-z0-9.-]{0,254}$`},
+				Start: KindPBSJob, Manager: ManagerPBS, Set: []Set{{Field: FieldID, Value: "$0"}}, Raise: strong},
+		}},
 	},
 	{
 		kind:   KindSystemdUnit,
@@ -166,6 +273,13 @@ var kinds = kindTable{
 			return id.ID
 		},
 		serviceRank: 4,
+		// The weakest: any other layout's cgroup may look like a unit, and
+		// a unit inside another workload is a piece of it.
+		grammar: Grammar{Rank: RankLast, Rules: []Rule{
+			unit(`^user-(?P<uid>[0-9]+)\.slice$`, true),
+			unit(`^user@(?P<uid>[0-9]+)\.service$`, true),
+			unit(`^.+\.(?:service|scope|slice|socket|mount|swap)$`, false),
+		}},
 	},
 }
 
