@@ -51,6 +51,17 @@ var probeDefs = []probeDef{
 	{snapshot.ProbeCounters, [][]hook{{{"counters_switch", "sched_switch", []string{"", "*task_struct", "*task_struct", ""}}}}},
 }
 
+// ProbeNames names every probe, in the order of probeDefs: what
+// ProbeOptions.Disable (collector.probes.disable) takes. Every list of the
+// probes is this one (TestProbeNamesEverywhere).
+func ProbeNames() []string {
+	out := make([]string, len(probeDefs))
+	for i, d := range probeDefs {
+		out[i] = d.name
+	}
+	return out
+}
+
 // ProbeOptions configures LoadProbes.
 type ProbeOptions struct {
 	Hierarchy cgroup.Hierarchy
@@ -127,8 +138,7 @@ func LoadProbes(o ProbeOptions) (*Probes, error) {
 	}
 	for _, n := range o.Disable {
 		if !known[n] {
-			return nil, fmt.Errorf("unknown probe %q to disable: allowed %s, %s, %s, %s, %s, %s, %s", n,
-				snapshot.ProbePageCacheRead, snapshot.ProbePageCacheAdd, snapshot.ProbePageCacheDirty, snapshot.ProbeSoftirq, snapshot.ProbeBlock, snapshot.ProbeNet, snapshot.ProbeCounters)
+			return nil, fmt.Errorf("unknown probe %q to disable: allowed %s", n, strings.Join(ProbeNames(), ", "))
 		}
 		disabled[n] = true
 	}

@@ -48,7 +48,7 @@ func loadProbesForTest(t testing.TB, o ProbeOptions) (*Probes, cgroup.Hierarchy)
 func TestProbesLoad(t *testing.T) {
 	p, _ := loadProbesForTest(t, ProbeOptions{})
 	t.Logf("active: %v, counters: %v", p.Active(), p.Counters())
-	for _, want := range []string{snapshot.ProbePageCacheRead, snapshot.ProbePageCacheAdd, snapshot.ProbePageCacheDirty, snapshot.ProbeSoftirq, snapshot.ProbeBlock, snapshot.ProbeNet} {
+	for _, want := range allButCounters {
 		if !slices.Contains(p.Active(), want) {
 			t.Errorf("probe %s not active", want)
 		}
@@ -86,7 +86,8 @@ func TestProbesDisable(t *testing.T) {
 // what it counts (ns) can be checked against the scheduler's runtime.
 var cpuClock = CounterEvent{Name: "cpu_clock", Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_CPU_CLOCK}
 
-var allButCounters = []string{snapshot.ProbePageCacheRead, snapshot.ProbePageCacheAdd, snapshot.ProbePageCacheDirty, snapshot.ProbeSoftirq, snapshot.ProbeBlock, snapshot.ProbeNet}
+// allButCounters are the probes other than the hardware counters.
+var allButCounters = slices.DeleteFunc(ProbeNames(), func(n string) bool { return n == snapshot.ProbeCounters })
 
 // The cpu-clock stand-in credits a busy process with its on-CPU time to 2%.
 func TestProbeCounterCPUClock(t *testing.T) {

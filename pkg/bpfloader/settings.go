@@ -1,6 +1,10 @@
 package bpfloader
 
-import "github.com/wattrace/wattrace/internal/setting"
+import (
+	"strings"
+
+	"github.com/wattrace/wattrace/internal/setting"
+)
 
 // ProbeSettings are the probes' settings as configured: probe and counter
 // names, which the exporter turns into ProbeOptions.
@@ -16,6 +20,6 @@ type ProbeSettings struct {
 // bound to p. Turning the probes on is the collector's own switch
 // (collector.probes).
 func (p *ProbeSettings) Declare(s *setting.Set) {
-	s.Strings(&p.Disable, "collector.probes.disable", nil, "Probes not to load: pagecache_read, pagecache_add, pagecache_dirty, softirq, block, net, counters.")
+	s.Strings(&p.Disable, "collector.probes.disable", nil, "Probes not to load: "+strings.Join(ProbeNames(), ", ")+".")
 	s.Strings(&p.Counters, "collector.probes.counters", nil, "Perf counters read at every context switch: cycles, instructions, cache_misses, or cpu_clock (software stand-in). Off by default: reading one costs about 450 ns per context switch on every process (docs/performance.md); none opened means the counters program is not attached.")
 }

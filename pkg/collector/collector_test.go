@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/version"
 
+	"github.com/wattrace/wattrace/pkg/bpfloader"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
@@ -74,7 +75,7 @@ func testSnapshot() *snapshot.Snapshot {
 			proc(300, "mid", 10),
 			proc(400, "bad\xffname", 20),
 		},
-		Probes:   []string{"pagecache_read", "pagecache_add", "pagecache_dirty", "softirq", "block", "net", "counters"},
+		Probes:   bpfloader.ProbeNames(),
 		Counters: []string{"cpu_clock"},
 		PerfEvents: []snapshot.PerfEvent{{Name: "instructions", Kind: snapshot.PerfKindHardware}, {Name: "page_faults", Kind: snapshot.PerfKindSoftware},
 			{Name: "task_clock", Kind: snapshot.PerfKindSoftware, Unit: "ns"}, {Name: "l1d_read_miss", Kind: snapshot.PerfKindCache}},
