@@ -175,9 +175,10 @@ func describe(path string, id ident.Identity, base string) string {
 
 // TestParseGolden holds the parser to testdata/parse.golden, which the
 // parser with one switch case per layout wrote over every fixture path
-// before the layouts became rows of the kinds table: what each path
-// resolves to, and which cgroup is its workload's own, did not change
-// with the rewrite. -update rewrites the file (only for a deliberate
+// before the layouts became rows of the kinds table (the two were compared
+// path by path and fuzzed against each other before the switch was
+// deleted): what each path resolves to, and which cgroup is its
+// workload's own, did not change with the rewrite. -update rewrites the file (only for a deliberate
 // change of what a path means, said in the commit).
 func TestParseGolden(t *testing.T) {
 	var b strings.Builder
