@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -353,12 +354,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("invalid value %q for %s: %s", fmt.Sprint(val), key, why))
 	}
 	oneOf := func(key, val string, allowed []string) {
-		for _, a := range allowed {
-			if val == a {
-				return
-			}
+		if !slices.Contains(allowed, val) {
+			bad(key, val, "allowed: "+strings.Join(allowed, ", "))
 		}
-		bad(key, val, "allowed: "+strings.Join(allowed, ", "))
 	}
 	oneOf(KeyLogLevel, c.Log.Level, LogLevels)
 	oneOf(KeyLogFormat, c.Log.Format, LogFormats)
@@ -376,6 +374,35 @@ func (c *Config) Validate() error {
 	if c.Cluster == "" {
 		bad(KeyCluster, "", "a cluster name is required")
 	}
+	c.validateStore(bad)
+	if c.TSDB.URL == "" {
+		bad(KeyTSDBURL, "", "the TSDB's query API URL is required")
+	} else if !httpURL(c.TSDB.URL) {
+		bad(KeyTSDBURL, c.TSDB.URL, "want an http(s) URL")
+	}
+	if c.TSDB.Timeout <= 0 {
+		bad(KeyTSDBTimeout, c.TSDB.Timeout, "must be positive")
+	}
+	c.validateSchedule(bad)
+	c.validateSlurm(bad)
+	if c.API.UserHeader == "" {
+		bad(KeyAPIUserHeader, "", "a header name is required")
+	}
+	c.validateIdentity(bad)
+
+	c.Guard.validate(bad)
+	return errors.Join(errs...)
+}
+
+// httpURL reports whether s is an absolute http or https URL with a host.
+func httpURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+// validateStore checks the store's keys; it reads the PostgreSQL DSN file
+// into Store.DSN.
+func (c *Config) validateStore(bad func(key string, val any, why string)) {
 	switch c.Store.Driver {
 	case store.SQLite:
 		if c.Store.Path == "" {
@@ -407,14 +434,11 @@ func (c *Config) Validate() error {
 	if c.Store.Retention < 0 {
 		bad(KeyStoreRetention, c.Store.Retention, "must not be negative")
 	}
-	if c.TSDB.URL == "" {
-		bad(KeyTSDBURL, "", "the TSDB's query API URL is required")
-	} else if u, err := url.Parse(c.TSDB.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		bad(KeyTSDBURL, c.TSDB.URL, "want an http(s) URL")
-	}
-	if c.TSDB.Timeout <= 0 {
-		bad(KeyTSDBTimeout, c.TSDB.Timeout, "must be positive")
-	}
+}
+
+// validateSchedule checks the updater's and the feeders' intervals and
+// windows, and the kinds the updater counts.
+func (c *Config) validateSchedule(bad func(key string, val any, why string)) {
 	positive := map[string]time.Duration{
 		KeyUpdaterInterval: c.Updater.Interval, KeyUpdaterMaxWindow: c.Updater.MaxWindow,
 		KeyUpdaterLookback: c.Updater.Lookback, KeyUpdaterSeriesKeep: c.Updater.SeriesRetention,
@@ -440,6 +464,10 @@ func (c *Config) Validate() error {
 			bad(KeyUpdaterKinds, k, "allowed: job, pod, vm, container, unit, pbs_job")
 		}
 	}
+}
+
+// validateSlurm checks how slurmrestd is reached.
+func (c *Config) validateSlurm(bad func(key string, val any, why string)) {
 	if c.Slurm.Source == "restd" && c.Slurm.RestdURL == "" {
 		bad(KeySlurmRestdURL, "", "required with slurm.source restd")
 	}
@@ -447,7 +475,7 @@ func (c *Config) Validate() error {
 		bad(KeySlurmRestdVer, c.Slurm.RestdVersion, "want auto or one of "+strings.Join(slurm.RestdVersions, ", "))
 	}
 	if c.Slurm.RestdURL != "" {
-		if u, err := url.Parse(c.Slurm.RestdURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		if !httpURL(c.Slurm.RestdURL) {
 			bad(KeySlurmRestdURL, c.Slurm.RestdURL, "want an http(s) URL")
 		}
 		if c.Slurm.RestdUser == "" {
@@ -457,13 +485,6 @@ func (c *Config) Validate() error {
 			bad(KeySlurmRestdToken, "", "required with slurm.restd.url")
 		}
 	}
-	if c.API.UserHeader == "" {
-		bad(KeyAPIUserHeader, "", "a header name is required")
-	}
-	c.validateIdentity(bad)
-
-	c.Guard.validate(bad)
-	return errors.Join(errs...)
 }
 
 // Identity and HTTP server hardening: who may name a user, MUNGE, and the
