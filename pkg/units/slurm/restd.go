@@ -160,49 +160,52 @@ type restdJobs struct {
 		Error       string `json:"error"`
 		Source      string `json:"source"`
 	} `json:"errors"`
-	Jobs []struct {
-		JobID int64 `json:"job_id"`
-		// SLUID: Slurm 26.05 (v0.0.45, DUMP_FUNC(SLUID) in
-		// src/plugins/data_parser/v0.0.45/parsers.c): print_sluid's
-		// form, "" (or null) when the job has none.
-		SLUID     *string `json:"sluid"`
-		Name      string  `json:"name"`
-		User      string  `json:"user"`
-		Group     string  `json:"group"`
-		Account   string  `json:"account"`
-		Partition string  `json:"partition"`
-		Nodes     string  `json:"nodes"`
-		// From v0.0.40 (23.11; 26.05 writes v0.0.45) flags are arrays
-		// of strings (state, exit status) and numbers that may be unset
-		// are {"set","infinite","number"}: these fields are read in
-		// either form (flagOrString, noVal).
-		State struct {
-			Current json.RawMessage `json:"current"`
-		} `json:"state"`
-		Time struct {
-			Submission json.RawMessage `json:"submission"`
-			Start      json.RawMessage `json:"start"`
-			End        json.RawMessage `json:"end"`
-		} `json:"time"`
-		ExitCode struct {
-			Status     json.RawMessage `json:"status"`
-			ReturnCode json.RawMessage `json:"return_code"`
-			Signal     struct {
-				SignalID json.RawMessage `json:"signal_id"` // v0.0.38
-				ID       json.RawMessage `json:"id"`        // v0.0.40 and later
-			} `json:"signal"`
-		} `json:"exit_code"`
-		Required struct {
-			CPUs json.RawMessage `json:"CPUs"`
-		} `json:"required"`
-		TRES struct {
-			Allocated []struct {
-				Type  string  `json:"type"`
-				Name  *string `json:"name"`
-				Count *int64  `json:"count"`
-			} `json:"allocated"`
-		} `json:"tres"`
-	} `json:"jobs"`
+	Jobs []restdJob `json:"jobs"`
+}
+
+// restdJob is one job of a jobs answer.
+type restdJob struct {
+	JobID int64 `json:"job_id"`
+	// SLUID: Slurm 26.05 (v0.0.45, DUMP_FUNC(SLUID) in
+	// src/plugins/data_parser/v0.0.45/parsers.c): print_sluid's
+	// form, "" (or null) when the job has none.
+	SLUID     *string `json:"sluid"`
+	Name      string  `json:"name"`
+	User      string  `json:"user"`
+	Group     string  `json:"group"`
+	Account   string  `json:"account"`
+	Partition string  `json:"partition"`
+	Nodes     string  `json:"nodes"`
+	// From v0.0.40 (23.11; 26.05 writes v0.0.45) flags are arrays
+	// of strings (state, exit status) and numbers that may be unset
+	// are {"set","infinite","number"}: these fields are read in
+	// either form (flagOrString, noVal).
+	State struct {
+		Current json.RawMessage `json:"current"`
+	} `json:"state"`
+	Time struct {
+		Submission json.RawMessage `json:"submission"`
+		Start      json.RawMessage `json:"start"`
+		End        json.RawMessage `json:"end"`
+	} `json:"time"`
+	ExitCode struct {
+		Status     json.RawMessage `json:"status"`
+		ReturnCode json.RawMessage `json:"return_code"`
+		Signal     struct {
+			SignalID json.RawMessage `json:"signal_id"` // v0.0.38
+			ID       json.RawMessage `json:"id"`        // v0.0.40 and later
+		} `json:"signal"`
+	} `json:"exit_code"`
+	Required struct {
+		CPUs json.RawMessage `json:"CPUs"`
+	} `json:"required"`
+	TRES struct {
+		Allocated []struct {
+			Type  string  `json:"type"`
+			Name  *string `json:"name"`
+			Count *int64  `json:"count"`
+		} `json:"allocated"`
+	} `json:"tres"`
 }
 
 // ParseRestd parses a /slurmdb/<version>/jobs answer. Errors in the answer
@@ -238,93 +241,9 @@ func parseDBJobs(body []byte, cluster, source string) ([]units.Unit, error) {
 		if j.JobID <= 0 {
 			return nil, fmt.Errorf("%s: job id %d", source, j.JobID)
 		}
-		cur, err := flagOrString(j.State.Current)
+		u, err := j.unit(cluster)
 		if err != nil {
-			return nil, fmt.Errorf("%s job %d: state: %w", source, j.JobID, err)
-		}
-		u := units.Unit{Cluster: cluster, Kind: units.KindJob, ID: strconv.FormatInt(j.JobID, 10), Name: j.Name,
-			User: j.User, Group: j.Group, Project: j.Account, Partition: j.Partition, State: state(cur)}
-		if j.SLUID != nil && *j.SLUID != "" {
-			if !units.ValidSLUID(*j.SLUID) {
-				return nil, fmt.Errorf("%s job %d: sluid %.40q", source, j.JobID, *j.SLUID)
-			}
-			u.SLUID = *j.SLUID
-		}
-		if u.Nodes, err = ExpandNodes(j.Nodes); err != nil {
 			return nil, fmt.Errorf("%s job %d: %w", source, j.JobID, err)
-		}
-		for _, p := range []struct {
-			raw json.RawMessage
-			dst *time.Time
-		}{{j.Time.Submission, &u.Submit}, {j.Time.Start, &u.Start}, {j.Time.End, &u.End}} {
-			v, set, err := noVal(p.raw)
-			if err != nil || v < 0 || v > 1<<40 {
-				return nil, fmt.Errorf("%s job %d: time %s", source, j.JobID, p.raw)
-			}
-			if set && v > 0 {
-				*p.dst = time.Unix(v, 0).UTC()
-			}
-		}
-		status, err := flagOrString(j.ExitCode.Status)
-		if err != nil {
-			return nil, fmt.Errorf("%s job %d: exit status: %w", source, j.JobID, err)
-		}
-		rc, rcSet, err := noVal(j.ExitCode.ReturnCode)
-		if err != nil || rc < 0 || rc > 255 {
-			return nil, fmt.Errorf("%s job %d: return code %s", source, j.JobID, j.ExitCode.ReturnCode)
-		}
-		sigRaw := j.ExitCode.Signal.SignalID
-		if len(sigRaw) == 0 {
-			sigRaw = j.ExitCode.Signal.ID
-		}
-		sig, sigSet, err := noVal(sigRaw)
-		if err != nil || sig < 0 || sig > 127 {
-			return nil, fmt.Errorf("%s job %d: signal %s", source, j.JobID, sigRaw)
-		}
-		if rcSet {
-			c := int(rc)
-			if status == "SIGNALED" && sigSet && sig > 0 {
-				c = 128 + int(sig)
-			}
-			// 22.05 (v0.0.38) reports SUCCESS, 0 for a job that exited
-			// 3 (sacct: 3:0, state FAILED; captured in testdata): a 0 on
-			// a failed job is not believed, the code is left unknown.
-			if !(c == 0 && u.State == "FAILED") {
-				u.ExitCode = &c
-			}
-		}
-		gpus, typed := int64(-1), int64(0)
-		for _, t := range j.TRES.Allocated {
-			if t.Count == nil || *t.Count < 0 {
-				continue
-			}
-			name := ""
-			if t.Name != nil {
-				name = *t.Name
-			}
-			switch {
-			case t.Type == "cpu":
-				u.Allocation.CPUs = int(*t.Count)
-			case t.Type == "mem":
-				u.Allocation.MemoryBytes = *t.Count << 20 // MB
-			case t.Type == "gres" && name == "gpu":
-				gpus = *t.Count
-			case t.Type == "gres" && isGPU(name):
-				typed += *t.Count
-			}
-		}
-		if gpus < 0 {
-			gpus = typed
-		}
-		u.Allocation.GPUs = int(gpus)
-		if u.Allocation.CPUs == 0 {
-			n, set, err := noVal(j.Required.CPUs)
-			if err != nil || n < 0 || n > 1<<24 {
-				return nil, fmt.Errorf("%s job %d: required CPUs %s", source, j.JobID, j.Required.CPUs)
-			}
-			if set {
-				u.Allocation.CPUs = int(n)
-			}
 		}
 		if i, dup := byID[u.ID]; dup {
 			if !u.Submit.Before(out[i].Submit) {
@@ -387,4 +306,117 @@ func noVal(raw json.RawMessage) (v int64, set bool, err error) {
 		return 0, false, fmt.Errorf("%.100s: want a number", raw)
 	}
 	return v, true, nil
+}
+
+// unit reads j as a unit of cluster; its errors say which field is wrong.
+func (j *restdJob) unit(cluster string) (units.Unit, error) {
+	cur, err := flagOrString(j.State.Current)
+	if err != nil {
+		return units.Unit{}, fmt.Errorf("state: %w", err)
+	}
+	u := units.Unit{Cluster: cluster, Kind: units.KindJob, ID: strconv.FormatInt(j.JobID, 10), Name: j.Name,
+		User: j.User, Group: j.Group, Project: j.Account, Partition: j.Partition, State: state(cur)}
+	if j.SLUID != nil && *j.SLUID != "" {
+		if !units.ValidSLUID(*j.SLUID) {
+			return units.Unit{}, fmt.Errorf("sluid %.40q", *j.SLUID)
+		}
+		u.SLUID = *j.SLUID
+	}
+	if u.Nodes, err = ExpandNodes(j.Nodes); err != nil {
+		return units.Unit{}, err
+	}
+	for _, p := range []struct {
+		raw json.RawMessage
+		dst *time.Time
+	}{{j.Time.Submission, &u.Submit}, {j.Time.Start, &u.Start}, {j.Time.End, &u.End}} {
+		v, set, err := noVal(p.raw)
+		if err != nil || v < 0 || v > 1<<40 {
+			return units.Unit{}, fmt.Errorf("time %s", p.raw)
+		}
+		if set && v > 0 {
+			*p.dst = time.Unix(v, 0).UTC()
+		}
+	}
+	if u.ExitCode, err = j.exitCode(u.State); err != nil {
+		return units.Unit{}, err
+	}
+	if u.Allocation, err = j.allocation(); err != nil {
+		return units.Unit{}, err
+	}
+	return u, nil
+}
+
+// exitCode is the job's exit code as sacct shows it (128 + the signal
+// for a signalled job), nil when not known.
+func (j *restdJob) exitCode(state string) (*int, error) {
+	status, err := flagOrString(j.ExitCode.Status)
+	if err != nil {
+		return nil, fmt.Errorf("exit status: %w", err)
+	}
+	rc, rcSet, err := noVal(j.ExitCode.ReturnCode)
+	if err != nil || rc < 0 || rc > 255 {
+		return nil, fmt.Errorf("return code %s", j.ExitCode.ReturnCode)
+	}
+	sigRaw := j.ExitCode.Signal.SignalID
+	if len(sigRaw) == 0 {
+		sigRaw = j.ExitCode.Signal.ID
+	}
+	sig, sigSet, err := noVal(sigRaw)
+	if err != nil || sig < 0 || sig > 127 {
+		return nil, fmt.Errorf("signal %s", sigRaw)
+	}
+	if !rcSet {
+		return nil, nil
+	}
+	c := int(rc)
+	if status == "SIGNALED" && sigSet && sig > 0 {
+		c = 128 + int(sig)
+	}
+	// 22.05 (v0.0.38) reports SUCCESS, 0 for a job that exited 3 (sacct:
+	// 3:0, state FAILED; captured in testdata): a 0 on a failed job is
+	// not believed, the code is left unknown.
+	if c == 0 && state == "FAILED" {
+		return nil, nil
+	}
+	return &c, nil
+}
+
+// allocation is what the job was allocated (TRES), its required CPUs
+// when the allocation names none.
+func (j *restdJob) allocation() (units.Allocation, error) {
+	var al units.Allocation
+	gpus, typed := int64(-1), int64(0)
+	for _, t := range j.TRES.Allocated {
+		if t.Count == nil || *t.Count < 0 {
+			continue
+		}
+		name := ""
+		if t.Name != nil {
+			name = *t.Name
+		}
+		switch {
+		case t.Type == "cpu":
+			al.CPUs = int(*t.Count)
+		case t.Type == "mem":
+			al.MemoryBytes = *t.Count << 20 // MB
+		case t.Type == "gres" && name == "gpu":
+			gpus = *t.Count
+		case t.Type == "gres" && isGPU(name):
+			typed += *t.Count
+		}
+	}
+	if gpus < 0 {
+		gpus = typed
+	}
+	al.GPUs = int(gpus)
+	if al.CPUs == 0 {
+		n, set, err := noVal(j.Required.CPUs)
+		if err != nil || n < 0 || n > 1<<24 {
+			return units.Allocation{}, fmt.Errorf("required CPUs %s", j.Required.CPUs)
+		}
+		if set {
+			al.CPUs = int(n)
+		}
+	}
+	return al, nil
 }
