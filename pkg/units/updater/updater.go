@@ -549,7 +549,55 @@ func (u *Updater) observe(ctx context.Context, streams []stream, start, end time
 	if err != nil {
 		return nil, err
 	}
-	// Units seen now that are not open: new, or final ones come back.
+	keys, seen, err := u.seen(ctx, streams, aliases, known, r)
+	if err != nil {
+		return nil, err
+	}
+	startMs := start.UnixMilli()
+	for _, i := range countOrder(streams) {
+		st, k := streams[i], keys[i]
+		a := seen[k]
+		if a.obs.Series == nil {
+			a.obs.Key = k
+			a.obs.Status = units.StatusRunning
+			a.obs.Series = map[string]store.SeriesState{}
+			for id, s := range known[k].Series {
+				a.obs.Series[id] = s
+			}
+		}
+		u.count(a, st, startMs, r)
+	}
+	out := make([]store.Observation, 0, len(seen)+len(open))
+	for _, a := range seen {
+		if !a.fresh {
+			continue // only samples counted before: nothing new
+		}
+		for n := range a.nodes {
+			a.obs.Nodes = append(a.obs.Nodes, n)
+		}
+		sort.Strings(a.obs.Nodes)
+		out = append(out, a.obs)
+		r.Running++
+	}
+	out = append(out, u.ended(open, seen, end, r)...)
+	// A fixed order: the store's writes (and their locks) in key order.
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].Key, out[j].Key
+		if a.Cluster != b.Cluster {
+			return a.Cluster < b.Cluster
+		}
+		if a.Kind != b.Kind {
+			return a.Kind < b.Kind
+		}
+		return a.ID < b.ID
+	})
+	return out, nil
+}
+
+// seen keys each stream by its unit and starts an observation per unit;
+// units seen now that are not open (new, or final ones come back) are
+// looked up in the store and added to known.
+func (u *Updater) seen(ctx context.Context, streams []stream, aliases map[units.Key]string, known map[units.Key]store.Tracked, r *Result) ([]units.Key, map[units.Key]*acc, error) {
 	var missing []units.Key
 	seen := map[units.Key]*acc{}
 	keys := make([]units.Key, len(streams))
@@ -567,16 +615,21 @@ func (u *Updater) observe(ctx context.Context, streams []stream, start, end time
 	if len(missing) > 0 {
 		found, err := u.s.Lookup(ctx, missing)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, t := range found {
 			known[t.Key] = t
 		}
 		r.New = len(missing) - len(found)
 	}
-	// Series of one counter (the same identity) in the order they began,
-	// so that one whose labels were filled in later continues from the
-	// one before it, counted first.
+	return keys, seen, nil
+}
+
+// countOrder sets each stream's id and identity and returns the order to
+// count them in: series of one counter (the same identity) in the order
+// they began, so that one whose labels were filled in later continues
+// from the one before it, counted first.
+func countOrder(streams []stream) []int {
 	firstTs := func(st stream) int64 {
 		if len(st.series.Values) == 0 {
 			return 0
@@ -598,94 +651,82 @@ func (u *Updater) observe(ctx context.Context, streams []stream, start, end time
 		}
 		return firstTs(a) < firstTs(b)
 	})
-	startMs := start.UnixMilli()
-	for _, i := range order {
-		st := streams[i]
-		k := keys[i]
-		a := seen[k]
-		if a.obs.Series == nil {
-			a.obs.Key = k
-			a.obs.Status = units.StatusRunning
-			a.obs.Series = map[string]store.SeriesState{}
-			for id, s := range known[k].Series {
-				a.obs.Series[id] = s
-			}
+	return order
+}
+
+// count adds one stream's samples after startMs to its unit's
+// observation.
+func (u *Updater) count(a *acc, st stream, startMs int64, r *Result) {
+	m := st.series.Metric
+	if a.obs.Name == "" && st.lvl.name != "" {
+		a.obs.Name = string(m[st.lvl.name])
+	}
+	if a.obs.User == "" && st.lvl.user != "" {
+		a.obs.User = string(m[st.lvl.user])
+	}
+	if a.obs.Project == "" && st.lvl.project != "" {
+		a.obs.Project = string(m[st.lvl.project])
+	}
+	id := st.id
+	prev, had := a.obs.Series[id]
+	if !had {
+		prev, had = successor(a.obs.Series, st.ident)
+	}
+	counted := false
+	r.Series++
+	for _, sp := range st.series.Values {
+		r.Samples++
+		ts := int64(sp.Timestamp)
+		// A sample at or before the window's start or the kept one was
+		// counted already (overlapping reads after a crash).
+		if ts <= startMs || (had && ts <= prev.T) {
+			continue
 		}
-		m := st.series.Metric
-		if a.obs.Name == "" && st.lvl.name != "" {
-			a.obs.Name = string(m[st.lvl.name])
+		v := float64(sp.Value)
+		if err := reading.CheckGauge(v, 0); err != nil {
+			u.rejects.Add(err, string(m[model.MetricNameLabel])+" "+m.String())
+			r.Rejected++
+			continue
 		}
-		if a.obs.User == "" && st.lvl.user != "" {
-			a.obs.User = string(m[st.lvl.user])
+		d := v // first sample, or a reset: the counter counts from 0
+		if had && v >= prev.V {
+			d = v - prev.V
 		}
-		if a.obs.Project == "" && st.lvl.project != "" {
-			a.obs.Project = string(m[st.lvl.project])
+		if d > 0 {
+			st.fam.add(&a.obs.Delta, m, d)
 		}
-		id := st.id
-		prev, had := a.obs.Series[id]
-		if !had {
-			prev, had = successor(a.obs.Series, st.ident)
+		first := !had
+		prev, had, counted = store.SeriesState{V: v, T: ts, I: st.ident}, true, true
+		a.fresh = true
+		// First and Last follow the samples that show activity (a
+		// series' first, or a counter that grew): an ended workload's
+		// counters stay exported, unchanged, for the exporter's
+		// retention, which must not stretch its end.
+		if !first && d <= 0 {
+			continue
 		}
-		counted := false
-		r.Series++
-		for _, sp := range st.series.Values {
-			r.Samples++
-			ts := int64(sp.Timestamp)
-			// A sample at or before the window's start or the kept one
-			// was counted already (overlapping reads after a crash).
-			if ts <= startMs || (had && ts <= prev.T) {
-				continue
-			}
-			v := float64(sp.Value)
-			if err := reading.CheckGauge(v, 0); err != nil {
-				u.rejects.Add(err, string(m[model.MetricNameLabel])+" "+m.String())
-				r.Rejected++
-				continue
-			}
-			d := v // first sample, or a reset: the counter counts from 0
-			if had && v >= prev.V {
-				d = v - prev.V
-			}
-			if d > 0 {
-				st.fam.add(&a.obs.Delta, m, d)
-			}
-			first := !had
-			prev, had, counted = store.SeriesState{V: v, T: ts, I: st.ident}, true, true
-			a.fresh = true
-			// First and Last follow the samples that show activity (a
-			// series' first, or a counter that grew): an ended
-			// workload's counters stay exported, unchanged, for the
-			// exporter's retention, which must not stretch its end.
-			if !first && d <= 0 {
-				continue
-			}
-			t := sp.Timestamp.Time().UTC()
-			if a.obs.First.IsZero() || t.Before(a.obs.First) {
-				a.obs.First = t
-			}
-			if t.After(a.obs.Last) {
-				a.obs.Last = t
-			}
+		t := sp.Timestamp.Time().UTC()
+		if a.obs.First.IsZero() || t.Before(a.obs.First) {
+			a.obs.First = t
 		}
-		if counted {
-			a.obs.Series[id] = prev
-			if n := u.node(st); n != "" && !st.fam.holder {
-				a.nodes[n] = true
-			}
+		if t.After(a.obs.Last) {
+			a.obs.Last = t
 		}
 	}
-	out := make([]store.Observation, 0, len(seen)+len(open))
-	for _, a := range seen {
-		if !a.fresh {
-			continue // only samples counted before: nothing new
+	if counted {
+		a.obs.Series[id] = prev
+		if n := u.node(st); n != "" && !st.fam.holder {
+			a.nodes[n] = true
 		}
-		for n := range a.nodes {
-			a.obs.Nodes = append(a.obs.Nodes, n)
-		}
-		sort.Strings(a.obs.Nodes)
-		out = append(out, a.obs)
-		r.Running++
 	}
+}
+
+// ended returns the observations of the open units that the window did
+// not see counting: final when they have been quiet for longer than a
+// running unit can be, running again when a pending one was sampled
+// recently.
+func (u *Updater) ended(open []store.Tracked, seen map[units.Key]*acc, end time.Time, r *Result) []store.Observation {
+	var out []store.Observation
 	// A running unit has a sample at least every scrape interval, which
 	// updater.delay must exceed, and normally one every cycle; a window
 	// can be shorter than that (the tail of a catch-up read in steps of
@@ -717,18 +758,7 @@ func (u *Updater) observe(ctx context.Context, streams []stream, start, end time
 		out = append(out, store.Observation{Key: t.Key, Status: units.StatusFinal})
 		r.Ended++
 	}
-	// A fixed order: the store's writes (and their locks) in key order.
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i].Key, out[j].Key
-		if a.Cluster != b.Cluster {
-			return a.Cluster < b.Cluster
-		}
-		if a.Kind != b.Kind {
-			return a.Kind < b.Kind
-		}
-		return a.ID < b.ID
-	})
-	return out, nil
+	return out
 }
 
 // lastSample is the time (Unix ms) of the newest sample counted into a
