@@ -225,20 +225,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env Env) 
 // client builds the HTTP client from the configuration file and flags,
 // and picks the credential.
 func (o *options) client(env Env, set map[string]bool) (*client, *url.URL, error) {
-	var cfg Config
-	b, err := os.ReadFile(o.config)
-	switch {
-	case err == nil:
-		if err := yaml.Unmarshal(b, &cfg); err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", o.config, err)
-		}
-		if cfg.Username != "" || cfg.Password != "" {
-			return nil, nil, fmt.Errorf("%s: username and password are no longer read: wattrace acct holds no shared secret; "+
-				"remove them and authenticate with MUNGE, a token or your own certificate (docs/units.md)", o.config)
-		}
-	case errors.Is(err, os.ErrNotExist) && !set["config"]:
-	default:
-		return nil, nil, fmt.Errorf("reading the client configuration: %w", err)
+	cfg, err := o.readConfig(set)
+	if err != nil {
+		return nil, nil, err
 	}
 	raw := cfg.URL
 	if o.url != "" {
@@ -258,35 +247,8 @@ func (o *options) client(env Env, set map[string]bool) (*client, *url.URL, error
 	c.munge = firstOf(o.munge, cfg.Munge, "munge")
 	c.mungeSocket = firstOf(o.mungeSocket, cfg.MungeSocket)
 	certFile, keyFile := firstOf(o.cert, cfg.CertFile), firstOf(o.key, cfg.KeyFile)
-	c.auth = firstOf(o.auth, cfg.Auth)
-	if c.auth == "" {
-		switch {
-		case o.token != "":
-			c.auth = "token"
-		case certFile != "":
-			c.auth = "cert"
-		default:
-			if _, err := exec.LookPath(c.munge); err != nil {
-				return nil, nil, fmt.Errorf("no credential: %s not found (MUNGE); give --token or --cert", c.munge)
-			}
-			c.auth = "munge"
-		}
-	}
-	switch c.auth {
-	case "token":
-		if o.token == "" {
-			return nil, nil, errors.New("--auth token: give --token or WATTRACE_API_TOKEN")
-		}
-	case "cert":
-		if certFile == "" || keyFile == "" {
-			return nil, nil, errors.New("--auth cert: give --cert and --key")
-		}
-	case "munge":
-		if _, err := exec.LookPath(c.munge); err != nil {
-			return nil, nil, fmt.Errorf("--auth munge: %w", err)
-		}
-	default:
-		return nil, nil, &usageError{fmt.Errorf("--auth %q: munge, token or cert", c.auth)}
+	if err := c.pickAuth(firstOf(o.auth, cfg.Auth), certFile, keyFile); err != nil {
+		return nil, nil, err
 	}
 	if c.auth == "munge" {
 		if c.audience, err = access.Audience(base.String()); err != nil {
@@ -297,27 +259,9 @@ func (o *options) client(env Env, set map[string]bool) (*client, *url.URL, error
 	// The server named by --url or the configuration is the only place a
 	// request goes: no proxy from the environment sees it.
 	tr.Proxy = nil
-	tc := &tls.Config{InsecureSkipVerify: cfg.InsecureSkipVerify} // #nosec G402 -- opt-in for test servers
-	if cfg.CAFile != "" {
-		pem, err := os.ReadFile(cfg.CAFile)
-		if err != nil {
-			return nil, nil, fmt.Errorf("ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, nil, fmt.Errorf("ca_file %s: no certificate", cfg.CAFile)
-		}
-		tc.RootCAs = pool
+	if tr.TLSClientConfig, err = tlsConfig(cfg, c.auth == "cert", certFile, keyFile); err != nil {
+		return nil, nil, err
 	}
-	if c.auth == "cert" {
-		// Read with the user's own rights: the key is the user's.
-		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--cert/--key: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	tr.TLSClientConfig = tc
 	timeout := cfg.Timeout
 	if timeout <= 0 {
 		timeout = 30 * time.Second
@@ -326,6 +270,90 @@ func (o *options) client(env Env, set map[string]bool) (*client, *url.URL, error
 		// A redirect would carry a credential made for another path.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	return c, base, nil
+}
+
+// readConfig reads the client configuration file; a missing one is an
+// empty configuration unless --config named it.
+func (o *options) readConfig(set map[string]bool) (Config, error) {
+	var cfg Config
+	b, err := os.ReadFile(o.config)
+	switch {
+	case err == nil:
+		if err := yaml.Unmarshal(b, &cfg); err != nil {
+			return Config{}, fmt.Errorf("%s: %w", o.config, err)
+		}
+		if cfg.Username != "" || cfg.Password != "" {
+			return Config{}, fmt.Errorf("%s: username and password are no longer read: wattrace acct holds no shared secret; "+
+				"remove them and authenticate with MUNGE, a token or your own certificate (docs/units.md)", o.config)
+		}
+	case errors.Is(err, os.ErrNotExist) && !set["config"]:
+	default:
+		return Config{}, fmt.Errorf("reading the client configuration: %w", err)
+	}
+	return cfg, nil
+}
+
+// pickAuth sets c.auth: auth when given, else a token when there is one,
+// the certificate when there is one, else MUNGE; and checks that the
+// credential it needs is there.
+func (c *client) pickAuth(auth, certFile, keyFile string) error {
+	c.auth = auth
+	if c.auth == "" {
+		switch {
+		case c.token != "":
+			c.auth = "token"
+		case certFile != "":
+			c.auth = "cert"
+		default:
+			if _, err := exec.LookPath(c.munge); err != nil {
+				return fmt.Errorf("no credential: %s not found (MUNGE); give --token or --cert", c.munge)
+			}
+			c.auth = "munge"
+		}
+	}
+	switch c.auth {
+	case "token":
+		if c.token == "" {
+			return errors.New("--auth token: give --token or WATTRACE_API_TOKEN")
+		}
+	case "cert":
+		if certFile == "" || keyFile == "" {
+			return errors.New("--auth cert: give --cert and --key")
+		}
+	case "munge":
+		if _, err := exec.LookPath(c.munge); err != nil {
+			return fmt.Errorf("--auth munge: %w", err)
+		}
+	default:
+		return &usageError{fmt.Errorf("--auth %q: munge, token or cert", c.auth)}
+	}
+	return nil
+}
+
+// tlsConfig is the client's TLS: the configuration's CA file, and the
+// user's certificate when it is the credential.
+func tlsConfig(cfg Config, withCert bool, certFile, keyFile string) (*tls.Config, error) {
+	tc := &tls.Config{InsecureSkipVerify: cfg.InsecureSkipVerify} // #nosec G402 -- opt-in for test servers
+	if cfg.CAFile != "" {
+		pem, err := os.ReadFile(cfg.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("ca_file %s: no certificate", cfg.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if withCert {
+		// Read with the user's own rights: the key is the user's.
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--cert/--key: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
 }
 
 func firstOf(s ...string) string {
