@@ -310,27 +310,7 @@ func TestRealScrapeLintAndFamilies(t *testing.T) {
 	// A BMC serving DMTF's public Redfish mockup, so the meter families and
 	// a measured platform zone are real too.
 	const password = "s3cret-bmc-pw"
-	bmc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if u, p, ok := r.BasicAuth(); !ok || u != "admin" || p != password {
-			w.WriteHeader(http.StatusUnauthorized)
-			return
-		}
-		rel := strings.TrimPrefix(r.URL.Path, "/redfish/v1")
-		if strings.Contains(rel, "..") || r.Method != http.MethodGet {
-			w.WriteHeader(http.StatusNotFound)
-			return
-		}
-		body, err := os.ReadFile(filepath.Join("../../pkg/power/redfish/testdata/public-rackmount1", rel, "index.json"))
-		if err != nil {
-			w.WriteHeader(http.StatusNotFound)
-			return
-		}
-		// A live BMC refreshes its sensors; the mockup's reading time
-		// is frozen in 2019, so stamp each answer with the time now.
-		body = readingTime.ReplaceAll(body, []byte(`"ReadingTime": "`+time.Now().UTC().Format(time.RFC3339)+`"`))
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(body)
-	}))
+	bmc := redfishMockup(password)
 	defer bmc.Close()
 	t.Setenv("WATTRACE_TEST_BMC_PW", password)
 	bin := buildExporter(t)
@@ -368,16 +348,7 @@ func TestRealScrapeLintAndFamilies(t *testing.T) {
 	// The workloads' work below must come after the exporter's baseline, or it is not
 	// new to the exporter: on a loaded machine loading BPF takes seconds,
 	// so wait for the first interval rather than a fixed time.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if fams, _ := scrape(t, url); fams != nil {
-			if n, _ := sum(fams, "wattrace_stats_intervals_total", nil); n >= 1 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("exporter completed no stats interval in 30 s")
-		}
-	}
+	waitForInterval(t, url)
 	var workOut syncBuffer
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -391,45 +362,8 @@ func TestRealScrapeLintAndFamilies(t *testing.T) {
 			mounts = append(mounts, m)
 		}
 	}
-	// Each layout, with the workload levels its cgroup is exported at.
-	layouts := []struct {
-		rel    string
-		levels []string
-	}{
-		{"system.slice/wattrace-e2e.service", []string{"unit"}},
-		{"slurm_e2e/uid_0/job_4711/step_0/task_0", []string{"job"}},
-		{"pbs_jobs.service/jobid/4712.e2e-server", []string{"pbs_job"}},
-		{"machine/qemu-7-e2e-vm.libvirt-qemu/vcpu0", []string{"vm"}},
-		{"kubepods/burstable/pod0b4c2c6e-1f2a-4b3c-9d8e-7f6a5b4c3d2e/" + strings.Repeat("ab", 32), []string{"pod", "container"}},
-	}
-	for _, l := range layouts {
-		rel := l.rel
-		var enter []string
-		for _, m := range mounts {
-			dir := filepath.Join(m, top)
-			if _, err := os.Stat(dir); err != nil {
-				testenv.Mkdir(t, dir)
-			}
-			for _, part := range strings.Split(rel, "/") {
-				dir = filepath.Join(dir, part)
-				if _, err := os.Stat(dir); err != nil {
-					testenv.Mkdir(t, dir)
-				}
-			}
-			enter = append(enter, fmt.Sprintf("echo $$ > %s/cgroup.procs", dir))
-		}
-		script := strings.Join(enter, " && ") + ` && i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done;
-f=/var/tmp/wattrace-e2e-$$; dd if=/dev/zero of=$f bs=64k count=4 oflag=direct status=none &&
-dd if=/dev/zero of=$f.cached bs=64k count=4 conv=fsync status=none && echo "$0: IO done"; rm -f $f $f.cached; exec sleep 60`
-		cmd := exec.Command("/bin/sh", "-c", script, rel)
-		// What the workloads said (a failed move, a failed dd) is logged if
-		// the test fails, to tell a missing family's cause.
-		cmd.Stdout, cmd.Stderr = &workOut, &workOut
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { testenv.Kill(cmd) })
-	}
+	startKindWorkloads(t, mounts, top, &workOut)
+	layouts := kindLayouts
 	var body []byte
 	var fams map[string]*dto.MetricFamily
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
@@ -470,82 +404,13 @@ dd if=/dev/zero of=$f.cached bs=64k count=4 conv=fsync status=none && echo "$0: 
 	if _, ok := sum(fams, "wattrace_cgroup_perf_clock_seconds_total", map[string]string{"cgroup": plainRel}); ok {
 		t.Errorf("a process that did not opt in was profiled")
 	}
-	resp, err := http.Get(url + "/alloy-targets")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var groups []struct {
-		Targets []string          `json:"targets"`
-		Labels  map[string]string `json:"labels"`
-	}
-	err = json.NewDecoder(resp.Body).Decode(&groups)
-	resp.Body.Close()
-	if err != nil || resp.Header.Get("Content-Type") != "application/json" {
-		t.Fatalf("/alloy-targets: %v (content type %q)", err, resp.Header.Get("Content-Type"))
-	}
-	if len(groups) != 1 || groups[0].Labels["__process_pid__"] != fmt.Sprint(optIn.Process.Pid) || groups[0].Labels["service_name"] == "" {
-		t.Errorf("/alloy-targets: %+v, want just pid %d with a service name", groups, optIn.Process.Pid)
-	}
+	checkAlloyTargets(t, url, optIn.Process.Pid)
 	if v, ok := sum(fams, "wattrace_node_energy_joules_total", map[string]string{"zone": "platform", "source": "redfish", "method": "measured"}); !ok || v <= 0 {
 		t.Errorf("no measured platform energy from the Redfish BMC (%v, %v)", v, ok)
 	}
 	testenv.Promlint(t, body)
 
-	golden, err := os.Open("../../pkg/collector/testdata/families.golden")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer golden.Close()
-	sc := bufio.NewScanner(golden)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		f := strings.Fields(line)
-		name := f[0]
-		if why, ok := needsHardware[name]; ok {
-			t.Logf("%s not checked live: %s", name, why)
-			continue
-		}
-		fam := fams[name]
-		if strings.HasPrefix(name, "wattrace_gpu_") {
-			// This machine has no GPU: the families must be absent
-			// (TestScrapeWithGPUFixture scrapes them with a GPU).
-			if fam != nil {
-				t.Errorf("%s present on a node without GPUs", name)
-			}
-			continue
-		}
-		if lvl, ok := ioFamilyLevel(name); ok && fam == nil && !ioAccounted[lvl] {
-			t.Logf("%s absent: the kernel accounted no block IO to the %s's cgroup", name, lvl)
-			continue
-		}
-		if fam == nil && mayBeAllZero(name) {
-			// A level whose workloads never used a probed resource
-			// (these test workloads don't touch the network) or never
-			// swapped, stalled or hit a limit has no family of zeros.
-			t.Logf("%s absent: all zero at its level", name)
-			continue
-		}
-		if fam == nil {
-			t.Errorf("documented family %s missing from a real scrape", name)
-			continue
-		}
-		var want []string
-		if len(f) > 2 {
-			want = strings.Split(f[2], ",")
-		}
-		sort.Strings(want)
-		var got []string
-		for _, l := range fam.GetMetric()[0].GetLabel() {
-			got = append(got, l.GetName())
-		}
-		sort.Strings(got)
-		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("%s labels %v, documented %v", name, got, want)
-		}
-	}
+	checkDocumentedFamilies(t, fams, ioAccounted)
 }
 
 // ioFamilyLevel returns the workload level of a cgroupfs IO family
@@ -630,4 +495,180 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// redfishMockup is a BMC serving DMTF's public Redfish mockup to admin
+// with password, each answer stamped with the time now.
+func redfishMockup(password string) *httptest.Server {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "admin" || p != password {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		rel := strings.TrimPrefix(r.URL.Path, "/redfish/v1")
+		if strings.Contains(rel, "..") || r.Method != http.MethodGet {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		body, err := os.ReadFile(filepath.Join("../../pkg/power/redfish/testdata/public-rackmount1", rel, "index.json"))
+		if err != nil {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		// A live BMC refreshes its sensors; the mockup's reading time
+		// is frozen in 2019, so stamp each answer with the time now.
+		body = readingTime.ReplaceAll(body, []byte(`"ReadingTime": "`+time.Now().UTC().Format(time.RFC3339)+`"`))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
+	}))
+}
+
+// waitForInterval waits for the exporter at url to complete its first
+// stats interval.
+func waitForInterval(t *testing.T, url string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if fams, _ := scrape(t, url); fams != nil {
+			if n, _ := sum(fams, "wattrace_stats_intervals_total", nil); n >= 1 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("exporter completed no stats interval in 30 s")
+		}
+	}
+}
+
+// kindLayouts are one cgroup laid out as each kind of workload the exporter
+// names, with the workload levels it is exported at.
+var kindLayouts = []struct {
+	rel    string
+	levels []string
+}{
+	{"system.slice/wattrace-e2e.service", []string{"unit"}},
+	{"slurm_e2e/uid_0/job_4711/step_0/task_0", []string{"job"}},
+	{"pbs_jobs.service/jobid/4712.e2e-server", []string{"pbs_job"}},
+	{"machine/qemu-7-e2e-vm.libvirt-qemu/vcpu0", []string{"vm"}},
+	{"kubepods/burstable/pod0b4c2c6e-1f2a-4b3c-9d8e-7f6a5b4c3d2e/" + strings.Repeat("ab", 32), []string{"pod", "container"}},
+}
+
+// startKindWorkloads starts a process in each of kindLayouts under top in
+// every mount, which works a little, writes a little (direct and
+// buffered), says "IO done" to out and sleeps.
+func startKindWorkloads(t *testing.T, mounts []string, top string, out *syncBuffer) {
+	t.Helper()
+	for _, l := range kindLayouts {
+		rel := l.rel
+		var enter []string
+		for _, m := range mounts {
+			dir := filepath.Join(m, top)
+			if _, err := os.Stat(dir); err != nil {
+				testenv.Mkdir(t, dir)
+			}
+			for _, part := range strings.Split(rel, "/") {
+				dir = filepath.Join(dir, part)
+				if _, err := os.Stat(dir); err != nil {
+					testenv.Mkdir(t, dir)
+				}
+			}
+			enter = append(enter, fmt.Sprintf("echo $$ > %s/cgroup.procs", dir))
+		}
+		script := strings.Join(enter, " && ") + ` && i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done;
+f=/var/tmp/wattrace-e2e-$$; dd if=/dev/zero of=$f bs=64k count=4 oflag=direct status=none &&
+dd if=/dev/zero of=$f.cached bs=64k count=4 conv=fsync status=none && echo "$0: IO done"; rm -f $f $f.cached; exec sleep 60`
+		cmd := exec.Command("/bin/sh", "-c", script, rel)
+		// What the workloads said (a failed move, a failed dd) is logged if
+		// the test fails, to tell a missing family's cause.
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { testenv.Kill(cmd) })
+	}
+}
+
+// checkAlloyTargets: /alloy-targets lists the opted-in process pid alone,
+// with a service name.
+func checkAlloyTargets(t *testing.T, url string, pid int) {
+	t.Helper()
+	resp, err := http.Get(url + "/alloy-targets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var groups []struct {
+		Targets []string          `json:"targets"`
+		Labels  map[string]string `json:"labels"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&groups)
+	resp.Body.Close()
+	if err != nil || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("/alloy-targets: %v (content type %q)", err, resp.Header.Get("Content-Type"))
+	}
+	if len(groups) != 1 || groups[0].Labels["__process_pid__"] != fmt.Sprint(pid) || groups[0].Labels["service_name"] == "" {
+		t.Errorf("/alloy-targets: %+v, want just pid %d with a service name", groups, pid)
+	}
+}
+
+// checkDocumentedFamilies: every family of the golden list the collector
+// tests hold to the docs is in the scrape, with its documented labels,
+// but those that need hardware this machine lacks, the GPUs' (absent
+// here), the IO families of a level the kernel charged no IO to, and the
+// families left out when all zero.
+func checkDocumentedFamilies(t *testing.T, fams map[string]*dto.MetricFamily, ioAccounted map[string]bool) {
+	t.Helper()
+	golden, err := os.Open("../../pkg/collector/testdata/families.golden")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer golden.Close()
+	sc := bufio.NewScanner(golden)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Fields(line)
+		name := f[0]
+		if why, ok := needsHardware[name]; ok {
+			t.Logf("%s not checked live: %s", name, why)
+			continue
+		}
+		fam := fams[name]
+		if strings.HasPrefix(name, "wattrace_gpu_") {
+			// This machine has no GPU: the families must be absent
+			// (TestScrapeWithGPUFixture scrapes them with a GPU).
+			if fam != nil {
+				t.Errorf("%s present on a node without GPUs", name)
+			}
+			continue
+		}
+		if lvl, ok := ioFamilyLevel(name); ok && fam == nil && !ioAccounted[lvl] {
+			t.Logf("%s absent: the kernel accounted no block IO to the %s's cgroup", name, lvl)
+			continue
+		}
+		if fam == nil && mayBeAllZero(name) {
+			// A level whose workloads never used a probed resource
+			// (these test workloads don't touch the network) or never
+			// swapped, stalled or hit a limit has no family of zeros.
+			t.Logf("%s absent: all zero at its level", name)
+			continue
+		}
+		if fam == nil {
+			t.Errorf("documented family %s missing from a real scrape", name)
+			continue
+		}
+		var want []string
+		if len(f) > 2 {
+			want = strings.Split(f[2], ",")
+		}
+		sort.Strings(want)
+		var got []string
+		for _, l := range fam.GetMetric()[0].GetLabel() {
+			got = append(got, l.GetName())
+		}
+		sort.Strings(got)
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s labels %v, documented %v", name, got, want)
+		}
+	}
 }

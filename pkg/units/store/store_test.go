@@ -135,8 +135,18 @@ func TestStoreSuite(t *testing.T) {
 	}
 }
 
+// testCycles: a unit's figures over two cycles, its end, and a failed
+// transaction, in that order on one store.
 func testCycles(t *testing.T, s *Store) {
 	ctx := context.Background()
+	testCyclesRunning(ctx, t, s)
+	testCyclesFinal(ctx, t, s)
+	testCyclesRollback(ctx, t, s)
+}
+
+// testCyclesRunning: two cycles of unit 100 add up, in the unit and in
+// the rollup, and the cursor and the open units follow.
+func testCyclesRunning(ctx context.Context, t *testing.T, s *Store) {
 	obs := []Observation{{
 		Key: key("100"), User: "alice", Nodes: []string{"n1"}, First: t0, Last: t0.Add(time.Minute),
 		Delta: energy(100, 20), Status: units.StatusRunning,
@@ -181,11 +191,16 @@ func testCycles(t *testing.T, s *Store) {
 	if err != nil || len(open) != 1 || open[0].Series["a"].V != 150 {
 		t.Fatalf("open %+v %v", open, err)
 	}
+}
+
+// testCyclesFinal: unit 100 ends, final at its last sample, and is no
+// longer open.
+func testCyclesFinal(ctx context.Context, t *testing.T, s *Store) {
 	// The unit ends: final, end at its last sample.
 	if err := s.ApplyCycle(ctx, "tsdb", t0.Add(4*time.Minute), []Observation{{Key: key("100"), Status: units.StatusFinal}}); err != nil {
 		t.Fatal(err)
 	}
-	u, _ = s.Unit(ctx, key("100"))
+	u, _ := s.Unit(ctx, key("100"))
 	if u.Status != units.StatusFinal || u.State != StateEnded || !u.End.Equal(t0.Add(3*time.Minute)) || u.Figures.Joules() != 180 {
 		t.Errorf("final unit %+v", u)
 	}
@@ -196,9 +211,13 @@ func testCycles(t *testing.T, s *Store) {
 	if err != nil || len(lk) != 1 || lk[0].Series["a"].V != 150 {
 		t.Errorf("lookup %+v %v", lk, err)
 	}
+}
+
+// testCyclesRollback: a failed transaction leaves nothing.
+func testCyclesRollback(ctx context.Context, t *testing.T, s *Store) {
 	// A failed transaction leaves nothing: an invalid described unit
 	// after a valid one rolls both back.
-	err = s.UpsertJobs(ctx, "sacct", t0, []units.Unit{{Cluster: "c1", Kind: units.KindJob, ID: "200"}, {Kind: "bogus"}})
+	err := s.UpsertJobs(ctx, "sacct", t0, []units.Unit{{Cluster: "c1", Kind: units.KindJob, ID: "200"}, {Kind: "bogus"}})
 	if !errors.Is(err, units.ErrInvalid) {
 		t.Fatalf("upsert of a bad unit: %v", err)
 	}
@@ -446,9 +465,22 @@ func testUsageRange(t *testing.T, s *Store) {
 
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
 
+// testUsage: the seeded units' usage per project, day and month, after a
+// unit moves to another project, and the queries refused.
 func testUsage(t *testing.T, s *Store) {
 	seed(t, s)
 	ctx := context.Background()
+	testUsageByProject(ctx, t, s)
+	testUsageByPeriod(ctx, t, s)
+	testUsageMoved(ctx, t, s)
+	for _, q := range []units.UsageQuery{{}, {From: t0, To: t0.Add(-time.Hour)}, {From: t0, To: t0.Add(time.Hour), Period: "week"}, {From: t0, To: t0.Add(time.Hour), By: []units.GroupBy{"node"}}} {
+		if _, err := s.Usage(ctx, q); !errors.Is(err, units.ErrInvalid) {
+			t.Errorf("usage %+v: %v, want ErrInvalid", q, err)
+		}
+	}
+}
+
+func testUsageByProject(ctx context.Context, t *testing.T, s *Store) {
 	// Per project over the whole time: pa has units 1 and 3.
 	us, err := s.Usage(ctx, units.UsageQuery{From: t0.Add(-24 * time.Hour), To: t0.Add(60 * 24 * time.Hour), By: []units.GroupBy{units.ByProject}, Kinds: []units.Kind{units.KindJob}})
 	if err != nil {
@@ -476,6 +508,9 @@ func testUsage(t *testing.T, s *Store) {
 	if len(us) != 2 {
 		t.Errorf("job usage buckets %v, want pa and pb", len(us))
 	}
+}
+
+func testUsageByPeriod(ctx context.Context, t *testing.T, s *Store) {
 	// Per day: unit 1 and 2 on t0's day, 3 on the next.
 	days, err := s.Usage(ctx, units.UsageQuery{From: t0, To: t0.Add(48 * time.Hour), Period: units.PeriodDay, Users: []string{"alice", "bob"}})
 	if err != nil {
@@ -494,6 +529,9 @@ func testUsage(t *testing.T, s *Store) {
 	if len(months) != 2 || months[0].From.Month() != time.March || months[1].From.Month() != time.April || months[0].Units != 1 || months[1].Units != 1 {
 		t.Errorf("monthly usage %+v", months)
 	}
+}
+
+func testUsageMoved(ctx context.Context, t *testing.T, s *Store) {
 	// Moving a unit to another project moves its usage; totals still
 	// equal the units'.
 	u1, _ := s.Unit(ctx, key("1"))
@@ -501,7 +539,8 @@ func testUsage(t *testing.T, s *Store) {
 	if err := s.UpsertJobs(ctx, "sacct", t0, []units.Unit{u1}); err != nil {
 		t.Fatal(err)
 	}
-	us, _ = s.Usage(ctx, units.UsageQuery{From: t0.Add(-24 * time.Hour), To: t0.Add(60 * 24 * time.Hour), By: []units.GroupBy{units.ByProject}, Kinds: []units.Kind{units.KindJob}})
+	us, _ := s.Usage(ctx, units.UsageQuery{From: t0.Add(-24 * time.Hour), To: t0.Add(60 * 24 * time.Hour), By: []units.GroupBy{units.ByProject}, Kinds: []units.Kind{units.KindJob}})
+	got := map[string]units.Usage{}
 	for _, u := range us {
 		got[u.Project] = u
 	}
@@ -515,11 +554,6 @@ func testUsage(t *testing.T, s *Store) {
 	}
 	if rolled := got["pa"].Figures.Joules() + got["pb"].Figures.Joules(); !near(rolled, sum) {
 		t.Errorf("rollup %v != units %v", rolled, sum)
-	}
-	for _, q := range []units.UsageQuery{{}, {From: t0, To: t0.Add(-time.Hour)}, {From: t0, To: t0.Add(time.Hour), Period: "week"}, {From: t0, To: t0.Add(time.Hour), By: []units.GroupBy{"node"}}} {
-		if _, err := s.Usage(ctx, q); !errors.Is(err, units.ErrInvalid) {
-			t.Errorf("usage %+v: %v, want ErrInvalid", q, err)
-		}
 	}
 }
 

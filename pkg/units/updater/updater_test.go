@@ -237,134 +237,170 @@ func newScenario() *scenario {
 // exercise runs the cycles against the loaded TSDB at url; stop and start
 // take it down and back.
 func (sc *scenario) exercise(t *testing.T, url string, stop, start func()) {
-	base, wants := sc.base, sc.wants
-	at := func(m int) time.Time { return base.Add(time.Duration(m) * time.Minute) }
-	dbPath := filepath.Join(t.TempDir(), "units.db")
-	now := at(0)
-	clock := func() time.Time { return now }
-	open := func() (*store.Store, *Updater, *countingQuerier) {
-		st, err := store.Open(context.Background(), store.Config{Path: dbPath, Now: clock})
-		if err != nil {
-			t.Fatal(err)
-		}
-		q := newQuerier(t, url)
-		u, err := New(q, st, Config{Cluster: "c1", Selector: `job="wattrace"`, Lookback: 2 * time.Minute, Now: clock, Delay: time.Second}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st, u, q
-	}
-	st, u, q := open()
-	ctx := context.Background()
-	unit := func(id string) units.Unit {
-		t.Helper()
-		un, err := st.Unit(ctx, units.Key{ID: id})
-		if err != nil {
-			t.Fatalf("unit %s: %v", id, err)
-		}
-		return un
-	}
-	cycle := func() Result {
-		t.Helper()
-		before := q.n.Load()
-		r := u.Cycle(ctx)
-		if r.Err != nil {
-			t.Fatalf("cycle at %v: %v", now, r.Err)
-		}
-		if n := q.n.Load() - before; n != 6 || r.Queries != 6 {
-			t.Fatalf("cycle sent %d queries, want 6", n)
-		}
-		return r
-	}
-	for m := 1; m <= 30; m++ {
-		now = at(m)
-		cycle()
-	}
-	if un := unit("102"); un.Status != units.StatusFinal || un.State != store.StateEnded || !un.End.Equal(at(12)) || !un.Start.Equal(at(5)) {
+	r := &run{t: t, ctx: context.Background(), url: url, dbPath: filepath.Join(t.TempDir(), "units.db"), base: sc.base}
+	r.now = r.at(0)
+	r.open()
+	r.cycles(1, 30)
+	if un := r.unit("102"); un.Status != units.StatusFinal || un.State != store.StateEnded || !un.End.Equal(r.at(12)) || !un.Start.Equal(r.at(5)) {
 		t.Errorf("job 102 after it ended: %+v", un)
 	}
-	if rej := u.Rejects()["negative"]; rej != 1 {
+	if rej := r.u.Rejects()["negative"]; rej != 1 {
 		t.Errorf("rejected negative samples %d, want 1", rej)
 	}
-	// The TSDB goes down for a cycle: nothing is written but the status.
-	before := unit("101")
-	stop()
-	now = at(31)
-	if r := u.Cycle(ctx); r.Err == nil {
-		t.Fatal("a cycle with the TSDB down succeeded")
-	}
-	during := unit("101")
-	if during.Status != units.StatusPending || during.Figures.Joules() != before.Figures.Joules() || during.Figures.Joules() == 0 {
-		t.Errorf("job 101 while the TSDB is down: status %s, %v J (before %v J)", during.Status, during.Figures.Joules(), before.Figures.Joules())
-	}
-	if un := unit("102"); un.Status != units.StatusFinal || !near(un.Figures.Joules(), wants["102"].pkg) {
-		t.Errorf("final job 102 changed while the TSDB was down: %+v", un)
-	}
-	start()
+	sc.tsdbDown(r, stop, start)
 	// The server restarts mid-way.
-	for m := 32; m <= 35; m++ {
-		now = at(m)
-		cycle()
-	}
-	st.Close()
-	st, u, q = open()
-	defer st.Close()
+	r.cycles(32, 35)
+	r.st.Close()
+	r.open()
+	defer r.st.Close()
 	for m := 36; m <= 50; m++ {
-		now = at(m)
-		r := cycle()
-		if m == 36 && !r.Start.Equal(at(35).Add(-time.Second)) {
-			t.Errorf("after the restart the window starts at %v, want the cursor %v", r.Start, at(35).Add(-time.Second))
+		r.now = r.at(m)
+		res := r.cycle()
+		if m == 36 && !res.Start.Equal(r.at(35).Add(-time.Second)) {
+			t.Errorf("after the restart the window starts at %v, want the cursor %v", res.Start, r.at(35).Add(-time.Second))
 		}
 	}
 	// A window read twice (the cursor set back, as a crash between a
 	// read and its commit would leave a shorter one) counts nothing twice.
-	db, err := sql.Open("sqlite", dbPath)
-	if err != nil {
-		t.Fatal(err)
+	r.setCursor(r.at(30))
+	r.cycles(51, 91)
+	for id, w := range sc.wants {
+		r.check(id, w)
 	}
-	if _, err := db.Exec("UPDATE cursors SET ms = ? WHERE name = ?", at(30).UnixMilli(), CursorName); err != nil {
-		t.Fatal(err)
+	sc.checkUnits(r)
+}
+
+// tsdbDown: the TSDB goes down for a cycle (at 31 min), in which nothing
+// is written but the status; then it is back.
+func (sc *scenario) tsdbDown(r *run, stop, start func()) {
+	t := r.t
+	before := r.unit("101")
+	stop()
+	r.now = r.at(31)
+	if res := r.u.Cycle(r.ctx); res.Err == nil {
+		t.Fatal("a cycle with the TSDB down succeeded")
 	}
-	db.Close()
-	for m := 51; m <= 91; m++ {
-		now = at(m)
-		cycle()
+	during := r.unit("101")
+	if during.Status != units.StatusPending || during.Figures.Joules() != before.Figures.Joules() || during.Figures.Joules() == 0 {
+		t.Errorf("job 101 while the TSDB is down: status %s, %v J (before %v J)", during.Status, during.Figures.Joules(), before.Figures.Joules())
 	}
-	check := func(id string, w *want) {
-		t.Helper()
-		un := unit(id)
-		var pkg, dram float64
-		for _, e := range un.Figures.Energy {
-			switch e.Zone {
-			case "package":
-				pkg += e.Joules
-			case "dram":
-				dram += e.Joules
-			}
-		}
-		if !near(pkg, w.pkg) || !near(dram, w.dram) || !near(un.Figures.CPUSeconds, w.cpu) ||
-			!near(un.Figures.Grams("constant"), w.grams) || !near(un.Figures.IOReadBytes, w.ioRead) || !near(un.Figures.NetSentBytes, w.netSent) {
-			t.Errorf("unit %s figures %+v\nwant %+v", id, un.Figures, *w)
-		}
+	if un := r.unit("102"); un.Status != units.StatusFinal || !near(un.Figures.Joules(), sc.wants["102"].pkg) {
+		t.Errorf("final job 102 changed while the TSDB was down: %+v", un)
 	}
-	for id, w := range wants {
-		check(id, w)
-	}
-	j := unit("101")
-	if j.Status != units.StatusFinal || j.User != "alice" || len(j.Nodes) != 2 || j.Nodes[0] != "n1" || !j.End.Equal(at(40)) {
+	start()
+}
+
+// checkUnits: job 101 and the pod as the last cycle leaves them, and
+// alice's usage equal to her unit.
+func (sc *scenario) checkUnits(r *run) {
+	t := r.t
+	j := r.unit("101")
+	if j.Status != units.StatusFinal || j.User != "alice" || len(j.Nodes) != 2 || j.Nodes[0] != "n1" || !j.End.Equal(r.at(40)) {
 		t.Errorf("job 101 %+v", j)
 	}
 	if j.Figures.Energy[0].Method != "measured" {
 		t.Errorf("job 101 energy method %+v", j.Figures.Energy)
 	}
-	p := unit("p-1")
+	p := r.unit("p-1")
 	if p.Status != units.StatusRunning || p.Kind != units.KindPod || p.Name != "web" || p.Project != "shop" || p.Nodes[0] != "n2" {
 		t.Errorf("pod %+v", p)
 	}
 	// Usage equals the units: alice's day.
-	us, err := st.Usage(ctx, units.UsageQuery{From: base.Add(-24 * time.Hour), To: base.Add(24 * time.Hour), Users: []string{"alice"}})
+	us, err := r.st.Usage(r.ctx, units.UsageQuery{From: sc.base.Add(-24 * time.Hour), To: sc.base.Add(24 * time.Hour), Users: []string{"alice"}})
 	if err != nil || len(us) != 1 || !near(us[0].Figures.Joules(), j.Figures.Joules()) || us[0].Units != 1 {
 		t.Errorf("alice's usage %+v %v", us, err)
+	}
+}
+
+// run is one exercise of a scenario: its clock, and the store and
+// updater it has open.
+type run struct {
+	t           *testing.T
+	ctx         context.Context
+	url, dbPath string
+	base, now   time.Time
+	st          *store.Store
+	u           *Updater
+	q           *countingQuerier
+}
+
+func (r *run) at(m int) time.Time { return r.base.Add(time.Duration(m) * time.Minute) }
+
+// open opens the store and a new updater on it.
+func (r *run) open() {
+	clock := func() time.Time { return r.now }
+	st, err := store.Open(context.Background(), store.Config{Path: r.dbPath, Now: clock})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	q := newQuerier(r.t, r.url)
+	u, err := New(q, st, Config{Cluster: "c1", Selector: `job="wattrace"`, Lookback: 2 * time.Minute, Now: clock, Delay: time.Second}, nil)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.st, r.u, r.q = st, u, q
+}
+
+func (r *run) unit(id string) units.Unit {
+	r.t.Helper()
+	un, err := r.st.Unit(r.ctx, units.Key{ID: id})
+	if err != nil {
+		r.t.Fatalf("unit %s: %v", id, err)
+	}
+	return un
+}
+
+// cycle runs one cycle, which must succeed with its six queries.
+func (r *run) cycle() Result {
+	r.t.Helper()
+	before := r.q.n.Load()
+	res := r.u.Cycle(r.ctx)
+	if res.Err != nil {
+		r.t.Fatalf("cycle at %v: %v", r.now, res.Err)
+	}
+	if n := r.q.n.Load() - before; n != 6 || res.Queries != 6 {
+		r.t.Fatalf("cycle sent %d queries, want 6", n)
+	}
+	return res
+}
+
+// cycles runs a cycle at each minute from one to the other.
+func (r *run) cycles(from, to int) {
+	r.t.Helper()
+	for m := from; m <= to; m++ {
+		r.now = r.at(m)
+		r.cycle()
+	}
+}
+
+// setCursor sets the updater's cursor in the store's database.
+func (r *run) setCursor(at time.Time) {
+	db, err := sql.Open("sqlite", r.dbPath)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec("UPDATE cursors SET ms = ? WHERE name = ?", at.UnixMilli(), CursorName); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// check: unit id's figures are what the scenario wants.
+func (r *run) check(id string, w *want) {
+	r.t.Helper()
+	un := r.unit(id)
+	var pkg, dram float64
+	for _, e := range un.Figures.Energy {
+		switch e.Zone {
+		case "package":
+			pkg += e.Joules
+		case "dram":
+			dram += e.Joules
+		}
+	}
+	if !near(pkg, w.pkg) || !near(dram, w.dram) || !near(un.Figures.CPUSeconds, w.cpu) ||
+		!near(un.Figures.Grams("constant"), w.grams) || !near(un.Figures.IOReadBytes, w.ioRead) || !near(un.Figures.NetSentBytes, w.netSent) {
+		r.t.Errorf("unit %s figures %+v\nwant %+v", id, un.Figures, *w)
 	}
 }
 
