@@ -234,21 +234,18 @@ func TestMyJobsLinks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vars := map[string]map[string]bool{}
-	panels := map[string]map[string]Panel{}
+	idx := dashIndex{vars: map[string]map[string]bool{}, panels: map[string]map[string]Panel{}}
 	for _, d := range ds {
-		vars[d.UID] = map[string]bool{}
+		idx.vars[d.UID] = map[string]bool{}
 		for _, v := range d.Templating.List {
-			vars[d.UID][v.Name] = true
+			idx.vars[d.UID][v.Name] = true
 		}
-		panels[d.UID] = map[string]Panel{}
+		idx.panels[d.UID] = map[string]Panel{}
 		for _, p := range d.AllPanels() {
-			panels[d.UID][strconv.Itoa(p.ID)] = p
+			idx.panels[d.UID][strconv.Itoa(p.ID)] = p
 		}
 	}
 	gpuIdle := false
-	linkRef := regexp.MustCompile(`^/d/([a-z0-9-]+)/[a-z0-9-]+\?(.*)$`)
-	fieldRef := regexp.MustCompile(`\$\{__data\.fields\.([A-Za-z_]+)\}`)
 	found := 0
 	for _, p := range loadMyJobs(t).Panels {
 		cols := map[string]bool{}
@@ -267,40 +264,11 @@ func TestMyJobsLinks(t *testing.T) {
 					t.Fatal(err)
 				}
 				for _, l := range links {
-					m := linkRef.FindStringSubmatch(l.URL)
-					if m == nil {
-						t.Errorf("link %q: not /d/UID/slug?…", l.URL)
+					ok, idle := idx.checkJobLink(t, l.URL, cols, p.Title, o.Matcher.Options)
+					if !ok {
 						continue
 					}
-					if vars[m[1]] == nil {
-						t.Errorf("link %q: no dashboard %s", l.URL, m[1])
-					}
-					q, _ := url.ParseQuery(m[2])
-					for k := range q {
-						if v, ok := strings.CutPrefix(k, "var-"); ok && !vars[m[1]][v] {
-							t.Errorf("link %q: dashboard %s has no variable %s", l.URL, m[1], v)
-						}
-					}
-					for _, f := range fieldRef.FindAllStringSubmatch(l.URL, -1) {
-						if !cols[f[1]] {
-							t.Errorf("link %q: no column %s in panel %q", l.URL, f[1], p.Title)
-						}
-					}
-					if q.Get("var-job_id") == "" || q.Get("from") == "" || q.Get("to") == "" {
-						t.Errorf("link %q: want var-job_id, from and to", l.URL)
-					}
-					if v := q.Get("viewPanel"); v != "" {
-						target, ok := panels[m[1]][v]
-						if !ok {
-							t.Errorf("link %q: dashboard %s has no panel %s", l.URL, m[1], v)
-						}
-						for _, tg := range target.Targets {
-							if (o.Matcher.Options == "GPU time" || o.Matcher.Options == "GPU held idle") && strings.Contains(tg.Expr, "wattrace_gpu_allocation_idle_ratio{") &&
-								strings.Contains(tg.Expr, `job_id=~"$job_id"`) {
-								gpuIdle = true
-							}
-						}
-					}
+					gpuIdle = gpuIdle || idle
 					found++
 				}
 			}
@@ -369,3 +337,56 @@ func keys(m map[string]any) []string {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// dashIndex holds each dashboard's variables and panels (by id), by uid.
+type dashIndex struct {
+	vars   map[string]map[string]bool
+	panels map[string]map[string]Panel
+}
+
+var (
+	linkRef  = regexp.MustCompile(`^/d/([a-z0-9-]+)/[a-z0-9-]+\?(.*)$`)
+	fieldRef = regexp.MustCompile(`\$\{__data\.fields\.([A-Za-z_]+)\}`)
+)
+
+// checkJobLink checks one link of a My jobs panel (title, its columns
+// cols) from a field matched by matcher, and reports whether it is a link
+// to a dashboard and whether it leads to the GPUs the job held idle.
+func (d dashIndex) checkJobLink(t *testing.T, link string, cols map[string]bool, title, matcher string) (ok, gpuIdle bool) {
+	t.Helper()
+	m := linkRef.FindStringSubmatch(link)
+	if m == nil {
+		t.Errorf("link %q: not /d/UID/slug?…", link)
+		return false, false
+	}
+	if d.vars[m[1]] == nil {
+		t.Errorf("link %q: no dashboard %s", link, m[1])
+	}
+	q, _ := url.ParseQuery(m[2])
+	for k := range q {
+		if v, ok := strings.CutPrefix(k, "var-"); ok && !d.vars[m[1]][v] {
+			t.Errorf("link %q: dashboard %s has no variable %s", link, m[1], v)
+		}
+	}
+	for _, f := range fieldRef.FindAllStringSubmatch(link, -1) {
+		if !cols[f[1]] {
+			t.Errorf("link %q: no column %s in panel %q", link, f[1], title)
+		}
+	}
+	if q.Get("var-job_id") == "" || q.Get("from") == "" || q.Get("to") == "" {
+		t.Errorf("link %q: want var-job_id, from and to", link)
+	}
+	if v := q.Get("viewPanel"); v != "" {
+		target, has := d.panels[m[1]][v]
+		if !has {
+			t.Errorf("link %q: dashboard %s has no panel %s", link, m[1], v)
+		}
+		for _, tg := range target.Targets {
+			if (matcher == "GPU time" || matcher == "GPU held idle") && strings.Contains(tg.Expr, "wattrace_gpu_allocation_idle_ratio{") &&
+				strings.Contains(tg.Expr, `job_id=~"$job_id"`) {
+				gpuIdle = true
+			}
+		}
+	}
+	return true, gpuIdle
+}

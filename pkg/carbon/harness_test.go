@@ -124,6 +124,41 @@ func observed() (*zap.Logger, *observer.ObservedLogs) {
 // After each failure the provider must be down, keep want, count the
 // failure (and the rejection by reason) and show an age that keeps
 // growing with the injected clock.
+// failureStep is one failure failureMatrix injects, and the error Poll
+// must return for it.
+type failureStep struct {
+	name   string
+	status int
+	body   string
+	slow   bool
+	reason reading.Reason // "" for a plain error
+	code   int
+}
+
+// check: err, which Poll returned after took, is the step's failure.
+func (s failureStep) check(t *testing.T, err error, took time.Duration) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("%s: accepted", s.name)
+	}
+	if s.slow {
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("slow: %v, want a deadline", err)
+		}
+		if took > 4*time.Second {
+			t.Fatalf("slow: Poll waited %v past its timeout", took)
+		}
+	}
+	var rej *reading.Rejection
+	if s.reason != "" && (!errors.As(err, &rej) || rej.Reason != s.reason) {
+		t.Fatalf("%s: %v, want rejection %s", s.name, err, s.reason)
+	}
+	var st *StatusError
+	if s.code != 0 && (!errors.As(err, &st) || st.Code != s.code) {
+		t.Fatalf("%s: %v, want HTTP %d", s.name, err, s.code)
+	}
+}
+
 func failureMatrix(t *testing.T, p *Provider, api *fakeAPI, clk *clock, want float64, goodAt time.Time, good string, value func(raw string) string, absurd string) {
 	t.Helper()
 	ctx := context.Background()
@@ -138,15 +173,7 @@ func failureMatrix(t *testing.T, p *Provider, api *fakeAPI, clk *clock, want flo
 	if v.Age != clk.Now().Sub(goodAt) {
 		t.Fatalf("age %v, want %v", v.Age, clk.Now().Sub(goodAt))
 	}
-	type step struct {
-		name   string
-		status int
-		body   string
-		slow   bool
-		reason reading.Reason // "" for a plain error
-		code   int
-	}
-	steps := []step{
+	steps := []failureStep{
 		{name: "500", status: 500, body: `{"error":"internal"}`, code: 500},
 		{name: "401", status: 401, body: `{"message":"invalid token"}`, code: 401},
 		{name: "garbage", status: 200, body: `<html>maintenance</html>`, reason: reading.Unreadable},
@@ -165,26 +192,7 @@ func failureMatrix(t *testing.T, p *Provider, api *fakeAPI, clk *clock, want flo
 			api.set(s.status, s.body)
 		}
 		start := time.Now()
-		err := p.Poll(ctx)
-		if err == nil {
-			t.Fatalf("%s: accepted", s.name)
-		}
-		if s.slow {
-			if !errors.Is(err, context.DeadlineExceeded) {
-				t.Fatalf("slow: %v, want a deadline", err)
-			}
-			if el := time.Since(start); el > 4*time.Second {
-				t.Fatalf("slow: Poll waited %v past its timeout", el)
-			}
-		}
-		var rej *reading.Rejection
-		if s.reason != "" && (!errors.As(err, &rej) || rej.Reason != s.reason) {
-			t.Fatalf("%s: %v, want rejection %s", s.name, err, s.reason)
-		}
-		var st *StatusError
-		if s.code != 0 && (!errors.As(err, &st) || st.Code != s.code) {
-			t.Fatalf("%s: %v, want HTTP %d", s.name, err, s.code)
-		}
+		s.check(t, p.Poll(ctx), time.Since(start))
 		v, ok := p.Current()
 		if !ok || v.GramsPerKWh != want || v.Up {
 			t.Fatalf("%s: %+v, want %g kept and down", s.name, v, want)

@@ -134,8 +134,7 @@ func TestReaderProperty(t *testing.T) {
 		truth := uint64(1e9 + rng.IntN(1e9)) // µs of user CPU
 		psi := uint64(1e6)                   // µs of cpu pressure
 		rbytes := uint64(1e9)
-		type point struct{ user, psi, rbytes float64 }
-		var outs []point
+		var outs []propertyPoint
 		var at []int
 		prevGood, wantRejected := true, 0
 		for i := 0; i < 40; i++ {
@@ -177,24 +176,8 @@ func TestReaderProperty(t *testing.T) {
 				prevGood = false
 				continue
 			}
-			o := point{s.CPUUserSeconds, s.PSI[snapshot.PSICPU].SomeSeconds, float64(s.IO[0].ReadBytes)}
-			for _, v := range []float64{o.user, o.psi, o.rbytes} {
-				if math.IsNaN(v) || math.IsInf(v, 0) {
-					t.Fatalf("seed %d step %d: exported %v", seed, i, o)
-				}
-			}
-			for k, q := range outs {
-				span := float64(i - at[k])
-				if o.user < q.user || o.psi < q.psi || o.rbytes < q.rbytes {
-					t.Fatalf("seed %d step %d: %v after %v: a counter decreased", seed, i, o, q)
-				}
-				if k > 0 && q.user == outs[k-1].user {
-					continue // not credited then: its span starts earlier
-				}
-				if o.user-q.user > cpus*span*1.000001 {
-					t.Fatalf("seed %d step %d: CPU +%v s in %v s on %d CPUs", seed, i, o.user-q.user, span, cpus)
-				}
-			}
+			o := propertyPoint{s.CPUUserSeconds, s.PSI[snapshot.PSICPU].SomeSeconds, float64(s.IO[0].ReadBytes)}
+			o.check(t, fmt.Sprintf("seed %d step %d", seed, i), outs, at, i, cpus)
 			if n := len(outs); n > 0 && good && prevGood && math.Abs(o.user-outs[n-1].user-float64(grow)/1e6) > 1e-6 {
 				t.Fatalf("seed %d step %d: good interval credited %v s, want %v", seed, i, o.user-outs[n-1].user, float64(grow)/1e6)
 			}
@@ -212,6 +195,34 @@ func TestReaderProperty(t *testing.T) {
 		}
 		if counted != wantRejected {
 			t.Fatalf("seed %d: %d rejections counted, want %d", seed, counted, wantRejected)
+		}
+	}
+}
+
+// propertyPoint is what TestReaderProperty's reader exported at one step:
+// user CPU and CPU pressure seconds, bytes read.
+type propertyPoint struct{ user, psi, rbytes float64 }
+
+// check: o, exported at step i, is finite, and against each earlier
+// output (outs, at steps at) no counter decreased and the CPU grew no
+// faster than cpus CPUs allow over the span.
+func (o propertyPoint) check(t *testing.T, where string, outs []propertyPoint, at []int, i, cpus int) {
+	t.Helper()
+	for _, v := range []float64{o.user, o.psi, o.rbytes} {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			t.Fatalf("%s: exported %v", where, o)
+		}
+	}
+	for k, q := range outs {
+		span := float64(i - at[k])
+		if o.user < q.user || o.psi < q.psi || o.rbytes < q.rbytes {
+			t.Fatalf("%s: %v after %v: a counter decreased", where, o, q)
+		}
+		if k > 0 && q.user == outs[k-1].user {
+			continue // not credited then: its span starts earlier
+		}
+		if o.user-q.user > float64(cpus)*span*1.000001 {
+			t.Fatalf("%s: CPU +%v s in %v s on %d CPUs", where, o.user-q.user, span, cpus)
 		}
 	}
 }

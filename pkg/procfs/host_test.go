@@ -144,7 +144,16 @@ func TestHost(t *testing.T) {
 		}
 	}
 
-	// Counters never decrease.
+	checkMonotonic(t, r0, r1)
+	checkKilledOnce(t, src, dirA, idA)
+
+}
+
+// checkMonotonic: no process's and no cgroup's counters went back from r0
+// to r1.
+func checkMonotonic(t *testing.T, r0, r1 usage.Reading) {
+	t.Helper()
+	p1, c0, c1 := byKey(r1), byID(r0), byID(r1)
 	for k, p := range byKey(r0) {
 		if q, ok := p1[k]; ok && (q.CPUNs < p.CPUNs || q.Switches < p.Switches) {
 			t.Errorf("process %+v went back: %+v → %+v", k, p, q)
@@ -156,8 +165,13 @@ func TestHost(t *testing.T) {
 		}
 	}
 
-	// A killed process is reported once with Alive=false, then forgotten.
-	victim := testenv.Spawn(t, dirA, "exec sleep 100")
+}
+
+// checkKilledOnce: a process killed in dir (cgroup id) is reported once
+// with Alive=false, then forgotten.
+func checkKilledOnce(t *testing.T, src *Source, dir string, id uint64) {
+	t.Helper()
+	victim := testenv.Spawn(t, dir, "exec sleep 100")
 	pid := uint32(victim.Process.Pid)
 	find := func(r usage.Reading) []usage.Process {
 		var out []usage.Process
@@ -172,7 +186,7 @@ func TestHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ps := find(r); len(ps) != 1 || !ps[0].Alive || ps[0].Cgroup != idA {
+	if ps := find(r); len(ps) != 1 || !ps[0].Alive || ps[0].Cgroup != id {
 		t.Fatalf("victim before kill: %+v", ps)
 	}
 	testenv.Kill(victim)
