@@ -107,6 +107,7 @@ lint:
 	cd deploy/checks && $(GO) vet ./...
 	$(STATICCHECK) ./...
 	$(GO) run ./scripts/dashlint -strict deploy/grafana/dashboards deploy/grafana/units
+	GO=$(GO) ./scripts/cyclo.sh
 
 # Fails when the committed BPF output is stale: regenerate, then require no
 # change and no new file.
