@@ -13,7 +13,7 @@ import (
 // probe added to probeDefs without its docs, its families or its tests
 // fails here, and a place that names a probe probeDefs lacks too. The
 // disable error (LoadProbes), the help of collector.probes.disable
-// (pkg/config), and the tests that load
+// (settings.go), and the tests that load
 // every probe (TestProbesLoad, allButCounters, pkg/stats'
 // TestCPUClockDrivesAttribution, pkg/collector's testSnapshot) are built
 // from ProbeNames; what is written by hand is checked below.
@@ -66,7 +66,7 @@ func TestProbeNamesEverywhere(t *testing.T) {
 		}
 	}
 	// The flag's rows in README.md and docs/configuration.md say what its
-	// help says (pkg/config builds the help from ProbeNames).
+	// help says (settings.go builds the help from ProbeNames).
 	want := "Probes not to load: " + strings.Join(names, ", ") + "."
 	for _, f := range []string{"../../README.md", "../../docs/configuration.md"} {
 		b, err := os.ReadFile(f)
