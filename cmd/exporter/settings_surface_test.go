@@ -130,6 +130,8 @@ var badSettings = [][]string{
 	{"--collector.process.top=-1"},
 	{"--collector.resources=memory,disk"},
 	{"--collector.perf.max-processes=-1"},
+	{"--collector.probes.disable=sched_swich"},
+	{"--collector.probes.counters=cycels"},
 	// workload.*
 	{"--workload.kube.refresh=0s"},
 	// emissions.*
