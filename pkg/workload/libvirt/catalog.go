@@ -92,6 +92,25 @@ func matches(d Domain, id int, want string) bool {
 	return MachineName(id, d.Name, false) == want || MachineName(id, d.Name, true) == want
 }
 
+// FindCID returns the running domain whose vsock context id is cid: only
+// status files count (a domain with a run-time id), since a stopped
+// domain's definition may name an id another domain now holds, and the
+// kernel gives a context id to one running guest at a time.
+func (c *Catalog) FindCID(cid uint32) (Domain, bool) {
+	if cid == 0 {
+		return Domain{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.refreshLocked()
+	for _, d := range c.domains {
+		if d.ID > 0 && d.VsockCID == cid {
+			return d, true
+		}
+	}
+	return Domain{}, false
+}
+
 // Err reports the files that could not be read or parsed at the last
 // refresh, nil when all could.
 func (c *Catalog) Err() error {

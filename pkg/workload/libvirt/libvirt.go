@@ -24,6 +24,12 @@ type Domain struct {
 	// implausible).
 	VCPUs     int
 	MemoryKiB uint64
+	// VsockCID is the guest's vsock context id (<devices><vsock><cid
+	// address='N'/>), as a running domain's status file gives it (libvirt
+	// writes the id it assigned there when the XML says auto); 0 when the
+	// domain has no vsock device or the id is not a guest's (0 to 2 are
+	// reserved, 2^32-1 means any).
+	VsockCID uint32
 	// File is the XML file the domain was read from.
 	File string
 }

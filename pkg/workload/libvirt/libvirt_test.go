@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -219,6 +220,54 @@ func TestDomainAllocation(t *testing.T) {
 		}
 		if d.VCPUs != tc.vcpus || d.MemoryKiB != tc.kib {
 			t.Errorf("%s: vcpus %d, memory %d KiB; want %d, %d", tc.xml, d.VCPUs, d.MemoryKiB, tc.vcpus, tc.kib)
+		}
+	}
+}
+
+// FindCID maps a vsock context id to the running domain holding it: the
+// id libvirt assigned (auto) as its status file records it, or a fixed
+// one; a stopped domain's definition naming the same id does not count,
+// and reserved ids name no guest.
+func TestCatalogFindCID(t *testing.T) {
+	root := t.TempDir()
+	run, etc := filepath.Join(root, "run"), filepath.Join(root, "etc")
+	for _, d := range []string{run, etc} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	status := func(id int, name, uuid, vsock string) string {
+		return `<domstatus state='running' pid='42'><domain type='kvm' id='` + strconv.Itoa(id) + `'><name>` + name +
+			`</name><uuid>` + uuid + `</uuid><devices>` + vsock + `</devices></domain></domstatus>`
+	}
+	files := map[string]string{
+		filepath.Join(run, "a.xml"):   status(1, "a", "AAAAAAAA-0000-4000-8000-000000000001", `<vsock model='virtio'><cid auto='yes' address='5'/></vsock>`),
+		filepath.Join(run, "b.xml"):   status(2, "b", "bbbbbbbb-0000-4000-8000-000000000002", `<vsock model='virtio'><cid auto='no' address='0x7'/></vsock>`),
+		filepath.Join(run, "c.xml"):   status(3, "c", "cccccccc-0000-4000-8000-000000000003", `<vsock model='virtio'><cid auto='no' address='2'/></vsock>`),
+		filepath.Join(run, "n.xml"):   status(4, "n", "dddddddd-0000-4000-8000-000000000004", ``),
+		filepath.Join(etc, "old.xml"): `<domain type='kvm'><name>old</name><uuid>eeeeeeee-0000-4000-8000-000000000005</uuid><devices><vsock model='virtio'><cid auto='no' address='9'/></vsock></devices></domain>`,
+	}
+	for p, x := range files {
+		if err := os.WriteFile(p, []byte(x), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := NewCatalog([]string{run, etc})
+	for _, tc := range []struct {
+		cid  uint32
+		want string // uuid, "" for none
+	}{
+		{5, "aaaaaaaa-0000-4000-8000-000000000001"},
+		{7, "bbbbbbbb-0000-4000-8000-000000000002"},
+		{2, ""}, // the host's id: no guest has it
+		{9, ""}, // only a stopped domain's definition names it
+		{0, ""},
+		{1<<32 - 1, ""},
+		{6, ""},
+	} {
+		d, ok := c.FindCID(tc.cid)
+		if ok != (tc.want != "") || d.UUID != tc.want {
+			t.Errorf("FindCID(%d) = %q, %v; want %q", tc.cid, d.UUID, ok, tc.want)
 		}
 	}
 }

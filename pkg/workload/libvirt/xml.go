@@ -27,6 +27,11 @@ type domainXML struct {
 		} `xml:"instance"`
 	} `xml:"metadata"`
 	Devices struct {
+		Vsock struct {
+			CID struct {
+				Address string `xml:"address,attr"`
+			} `xml:"cid"`
+		} `xml:"vsock"`
 		Hostdevs []struct {
 			Type   string `xml:"type,attr"`
 			Source struct {
@@ -102,6 +107,7 @@ func decodeDomain(dec *xml.Decoder, se xml.StartElement, devs *Devices) (Domain,
 		DisplayName: strings.TrimSpace(x.Metadata.Nova.Name),
 		VCPUs:       vcpus(x.VCPU),
 		MemoryKiB:   memoryKiB(x.Memory.Value, x.Memory.Unit),
+		VsockCID:    vsockCID(x.Devices.Vsock.CID.Address),
 	}
 	if d.Name == "" {
 		return Domain{}, errors.New("<domain> without <name>")
@@ -193,4 +199,14 @@ func memoryKiB(v, unit string) uint64 {
 		return 0
 	}
 	return uint64(kib)
+}
+
+// vsockCID is a <cid address> that names a guest: 3 to 2^32-2 (0 to 2
+// are the hypervisor, local and host ids; 2^32-1 is "any"); 0 otherwise.
+func vsockCID(v string) uint32 {
+	n, err := strconv.ParseUint(strings.TrimSpace(v), 0, 32)
+	if err != nil || n < 3 || n == 1<<32-1 {
+		return 0
+	}
+	return uint32(n)
 }
