@@ -5,6 +5,7 @@ import (
 	"math"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/wattrace/wattrace/internal/setting"
@@ -26,6 +27,7 @@ const (
 	KeyMaxWatts        = "power.max-watts"
 	KeyHostSharePath   = "power.host-share.path"
 	KeyHostShareStale  = "power.host-share.staleness"
+	KeyHostShareVsock  = "power.host-share.vsock-port"
 	defaultMeterPeriod = time.Second
 	defaultMeterWait   = 5 * time.Second
 )
@@ -60,6 +62,10 @@ type Config struct {
 	// power.host-share.staleness.
 	HostShare          string
 	HostShareStaleness time.Duration
+	// HostShareVsock is power.host-share.vsock-port: in a guest, the
+	// host's vsock port that serves its share (context id 2), read
+	// instead of power.host-share.path; 0: read the directory.
+	HostShareVsock int
 
 	// CPUs is the number of online CPUs, read once by the exporter; 0
 	// reads it from SysfsRoot.
@@ -137,6 +143,12 @@ func (c *Config) Declare(s *setting.Set) {
 	s.String(&c.HostShare, KeyHostSharePath, hostshare.DefaultMount, "In a guest: where the host's share is mounted. With power.source=auto a share found there is the node's meter (source host:<host name>, method measured). Empty: never look.").Checked(func() error {
 		if c.HostShare != "" && !filepath.IsAbs(c.HostShare) {
 			return setting.Invalid(KeyHostSharePath, c.HostShare, "want an absolute path")
+		}
+		return nil
+	})
+	s.Int(&c.HostShareVsock, KeyHostShareVsock, 0, "In a guest whose host cannot share a directory: read the host's share over vsock from this port on the host (context id 2, the host's guests.share.vsock-port) instead of "+KeyHostSharePath+"; with power.source=auto it is then the node's meter. 0: off.", 0, "want a port, 0 (off) to "+strconv.FormatUint(uint64(hostshare.MaxVsockPort), 10)).Checked(func() error {
+		if uint64(c.HostShareVsock) > uint64(hostshare.MaxVsockPort) {
+			return setting.Invalid(KeyHostShareVsock, c.HostShareVsock, "want a port, 0 (off) to "+strconv.FormatUint(uint64(hostshare.MaxVsockPort), 10))
 		}
 		return nil
 	})

@@ -326,27 +326,44 @@ func Open(ctx context.Context, cfg Config, log *zap.Logger) (power.Meter, error)
 // measured what the VM drew, with the estimator standing in while the
 // share is stale. nil when there is none (the table is walked).
 func openHostShare(cfg Config, log *zap.Logger) (power.Meter, error) {
-	if cfg.HostShare == "" {
+	opt := hostshare.Options{Dir: cfg.HostShare, Staleness: cfg.HostShareStaleness,
+		MaxWatts: cfg.MaxWatts.For(power.ZonePlatform), Log: log}
+	key, where := KeyHostSharePath, cfg.HostShare
+	switch {
+	case cfg.HostShareVsock > 0:
+		// Asked for by name: the share is the meter even while the host
+		// does not answer yet (the estimator stands in until it does).
+		port := uint32(cfg.HostShareVsock)
+		opt.Dir, opt.Dial, opt.Where = "", vsockDialer(port, vsockTimeout), hostshare.VsockWhere(port)
+		key, where = KeyHostShareVsock, opt.Where
+	case cfg.HostShare == "":
+		return nil, nil
+	case !hostshare.Present(cfg.HostShare):
+		log.Info("power meter discovery", zap.String("result", "host share: none at "+cfg.HostShare+" ("+KeyHostSharePath+")"))
 		return nil, nil
 	}
-	if !hostshare.Present(cfg.HostShare) {
-		log.Info("power meter discovery", zap.String("result", "host share: none at "+cfg.HostShare+" (power.host-share.path)"))
-		return nil, nil
-	}
-	host, err := hostshare.Open(hostshare.Options{Dir: cfg.HostShare, Staleness: cfg.HostShareStaleness,
-		MaxWatts: cfg.MaxWatts.For(power.ZonePlatform), Log: log})
+	host, err := hostshare.Open(opt)
 	if err != nil {
-		return nil, fmt.Errorf("power.host-share.path=%s: %w", cfg.HostShare, err)
+		return nil, fmt.Errorf("%s=%s: %w", key, where, err)
 	}
 	est, err := openEstimator(cfg, log, "stand-in for the host share while it is stale")
 	if err != nil {
 		return nil, err
 	}
 	log.Info("power source", zap.String("source", host.Name()), zap.String("method", "measured"),
-		zap.String("share", cfg.HostShare), zap.Duration("staleness", cfg.HostShareStaleness),
+		zap.String("share", where), zap.Duration("staleness", cfg.HostShareStaleness),
 		zap.String("fallback", est.Name()))
 	return hostshare.NewFallback(host, est, log), nil
 }
+
+// vsockTimeout bounds one read of the share over vsock (connection and
+// frame): the host answers from memory, so a read that takes longer is a
+// host that is not there, and the stats loop must not wait on it.
+const vsockTimeout = time.Second
+
+// vsockDialer dials the host's vsock port (a test serves a Unix socket
+// instead: a test machine's context id 2 is its own hypervisor).
+var vsockDialer = hostshare.VsockDialer
 
 func openEstimator(cfg Config, log *zap.Logger, why string) (power.Meter, error) {
 	return openEstimatorZones(cfg, log, why, true)

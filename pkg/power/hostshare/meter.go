@@ -3,9 +3,12 @@ package hostshare
 import (
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -30,6 +33,12 @@ const rateSlack = 10 * time.Second
 type Options struct {
 	// Dir is the share's mount point in the guest.
 	Dir string
+	// Dial, when set, reads the share over a stream instead of from Dir:
+	// each Read opens a connection and decodes the one frame the host
+	// writes on it (DecodeFrame). VsockDialer dials the host over vsock.
+	Dial func() (io.ReadCloser, error)
+	// Where names the stream in rejections and logs (e.g. vsock:2:5924).
+	Where string
 	// Staleness: a share not updated for longer is stale (DefaultStaleness
 	// when 0).
 	Staleness time.Duration
@@ -100,8 +109,11 @@ func Present(dir string) bool {
 // names the host; a share whose metadata cannot be read yet is still
 // opened (source "host") and reports itself down until it can.
 func Open(o Options) (*Meter, error) {
-	if o.Dir == "" {
-		return nil, errors.New("hostshare: no directory")
+	if o.Dir == "" && o.Dial == nil {
+		return nil, errors.New("hostshare: no directory and no stream")
+	}
+	if o.Where == "" {
+		o.Where = o.Dir
 	}
 	if o.Staleness <= 0 {
 		o.Staleness = DefaultStaleness
@@ -116,10 +128,10 @@ func Open(o Options) (*Meter, error) {
 		o.Now = time.Now
 	}
 	name := "host"
-	if meta, err := ReadMeta(o.Dir); err == nil && meta.Host != "" {
+	if meta, err := o.peekMeta(); err == nil && meta.Host != "" {
 		name = "host:" + meta.Host
 	} else if err != nil {
-		o.Log.Warn("host share metadata unreadable at start; the source is named \"host\"", zap.String("dir", o.Dir), zap.Error(err))
+		o.Log.Warn("host share metadata unreadable at start; the source is named \"host\"", zap.String("share", o.Where), zap.Error(err))
 	}
 	m := &Meter{opt: o, name: name, tall: sourcehealth.New(name, sourcehealth.Options{Log: o.Log}),
 		zones: map[string]*zone{}, methods: map[string]bool{}, policies: map[string]string{}, changed: o.Now()}
@@ -224,13 +236,22 @@ func (m *Meter) Read() ([]ZoneSample, error) {
 type ZoneSample = power.ZoneSample
 
 func (m *Meter) readLocked(now time.Time) error {
-	b, err := os.ReadFile(filepath.Join(m.opt.Dir, MetaFile))
+	sh, err := m.opt.fetch()
 	if err != nil {
+		if errors.Is(err, ErrFrame) {
+			m.tall.Reject(reading.Reject(reading.Unreadable, math.NaN(), "%v", err), m.opt.Where)
+		}
 		return fmt.Errorf("host share: %w", err)
 	}
-	meta, err := ParseMeta(b)
+	meta, err := ParseMeta(sh.meta)
 	if err != nil {
-		m.tall.Reject(reading.Reject(reading.Unreadable, math.NaN(), "%s: %v", MetaFile, err), filepath.Join(m.opt.Dir, MetaFile))
+		m.tall.Reject(reading.Reject(reading.Unreadable, math.NaN(), "%s: %v", MetaFile, err), sh.where(MetaFile))
+		return fmt.Errorf("host share: %w", err)
+	}
+	if err := sh.matches(meta); err != nil {
+		// A frame whose counters are not the zones its metadata lists
+		// is not a share: nothing of it is credited.
+		m.tall.Reject(reading.Reject(reading.Unreadable, math.NaN(), "%v", err), m.opt.Where)
 		return fmt.Errorf("host share: %w", err)
 	}
 	if meta.Epoch != m.epoch {
@@ -278,8 +299,8 @@ func (m *Meter) readLocked(now time.Time) error {
 		}
 		m.methods[zm.Name] = zm.Method == "estimated"
 		m.policies[zm.Name] = zm.IdlePolicy
-		path := filepath.Join(m.opt.Dir, ZoneFile(zm.Name))
-		b, err := os.ReadFile(path)
+		path := sh.where(ZoneFile(zm.Name))
+		b, err := sh.counter(zm.Name)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("host share: %w", err))
 			continue
@@ -322,3 +343,75 @@ func (m *Meter) Health() []snapshot.SourceHealth {
 
 // Rejected returns the rejected readings by reason (tests, logs).
 func (m *Meter) Rejected() map[string]uint64 { return m.tall.Rejects().Counts() }
+
+// fetched is one read of the host's share: the metadata's content and each
+// zone's counter content, from the directory's files or from one frame.
+type fetched struct {
+	meta    []byte
+	counter func(zone string) ([]byte, error)
+	where   func(file string) string
+	// frame: the counters a frame carried (nil for a directory, whose
+	// files are read one by one).
+	frame map[string][]byte
+}
+
+// matches checks that a frame carries a counter for each zone its
+// metadata lists, and no other.
+func (s *fetched) matches(meta *Meta) error {
+	if s.frame == nil {
+		return nil
+	}
+	want := make([]string, 0, len(meta.Zones))
+	for _, z := range meta.Zones {
+		want = append(want, z.Name)
+	}
+	slices.Sort(want)
+	if got := slices.Sorted(maps.Keys(s.frame)); !slices.Equal(got, want) {
+		return fmt.Errorf("%w: counters for %v, metadata lists %v", ErrFrame, got, want)
+	}
+	return nil
+}
+
+// fetch reads the share once: from the stream when Dial is set (one
+// frame, decoded), else the directory's metadata file (the zone files are
+// read as they are asked for).
+func (o *Options) fetch() (*fetched, error) {
+	if o.Dial == nil {
+		b, err := os.ReadFile(filepath.Join(o.Dir, MetaFile))
+		if err != nil {
+			return nil, err
+		}
+		return &fetched{meta: b,
+			counter: func(zone string) ([]byte, error) { return os.ReadFile(filepath.Join(o.Dir, ZoneFile(zone))) },
+			where:   func(file string) string { return filepath.Join(o.Dir, file) }}, nil
+	}
+	c, err := o.Dial()
+	if err != nil {
+		return nil, err
+	}
+	f, err := DecodeFrame(c)
+	if cerr := c.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	where := o.Where
+	return &fetched{meta: f.Meta, frame: f.Counters,
+		counter: func(zone string) ([]byte, error) {
+			if b, ok := f.Counters[zone]; ok {
+				return b, nil
+			}
+			return nil, fmt.Errorf("%w: no counter for zone %s", ErrFrame, zone)
+		},
+		where: func(file string) string { return where + " " + file }}, nil
+}
+
+// peekMeta reads the share's metadata once (Open names the host by it).
+func (o *Options) peekMeta() (*Meta, error) {
+	sh, err := o.fetch()
+	if err != nil {
+		return nil, err
+	}
+	return ParseMeta(sh.meta)
+}
