@@ -10,6 +10,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/guestshare"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/stats"
+	"github.com/wattrace/wattrace/pkg/workload/libvirt"
 )
 
 // guestShares adds the writer of the guests' shares (guests.share.path) as
@@ -20,12 +21,21 @@ func guestShares(cfg *Config, loop *stats.Loop, c *components) error {
 	}
 	gc := cfg.Guests
 	gc.IdlePolicy, gc.Log = cfg.Stats.IdlePolicy, c.log.Named("guests")
+	if gc.VsockPort > 0 {
+		// Which domain a vsock connection is from: the running domain
+		// whose status file holds the peer's context id.
+		cat := libvirt.NewCatalog(cfg.Workload.LibvirtDirs)
+		gc.CIDs = func(cid uint32) (string, string, bool) {
+			d, ok := cat.FindCID(cid)
+			return d.UUID, d.Name, ok
+		}
+	}
 	w, err := guestshare.New(gc)
 	if err != nil {
 		return fmt.Errorf("guests.share: %w", err)
 	}
 	c.log.Info("writing guests' shares", zap.String("dir", cfg.Guests.Dir), zap.Duration("interval", cfg.Guests.Interval),
-		zap.String("idle_policy", cfg.Stats.IdlePolicy))
+		zap.String("idle_policy", cfg.Stats.IdlePolicy), zap.Int("vsock_port", cfg.Guests.VsockPort))
 	c.service("guest shares", func(ctx context.Context) error { return w.Run(ctx, latest{loop, ctx}) })
 	return nil
 }

@@ -1,7 +1,8 @@
 // Package guestshare publishes, on a libvirt host, each VM's energy to that
 // guest alone: one directory per domain under the configured root, in the
 // format of pkg/power/hostshare, shared read-only with the guest over
-// virtio-9p or virtiofs (docs/vm.md). It reads published snapshots only.
+// virtio-9p or virtiofs, or served over vsock (vsock.go) to hosts that
+// cannot share a directory (docs/vm.md). It reads published snapshots only.
 //
 // What a guest gets: per zone, the VM's dynamic energy plus the idle energy
 // the host's power.idle-policy attributed to it (none under "none"). That
@@ -64,6 +65,14 @@ type Config struct {
 	Group string
 	// IdlePolicy is the host's power.idle-policy, recorded in the metadata.
 	IdlePolicy string
+	// VsockPort, when not 0 (guests.share.vsock-port), also serves each
+	// domain's share over vsock on that port (vsock.go): on a Unix socket
+	// per domain for hybrid vsock, and on AF_VSOCK, by the peer's context
+	// id (CIDs), on a host with vhost-vsock. 1 to hostshare.MaxVsockPort.
+	VsockPort int
+	// CIDs names the running domain of a vsock context id (libvirt's
+	// <vsock><cid address>); nil serves hybrid vsock only.
+	CIDs CIDFunc
 	// Host and BootID name the host (os.Hostname and the kernel's boot id
 	// when empty).
 	Host, BootID string
@@ -89,6 +98,7 @@ type Writer struct {
 	warn    map[string]bool
 	uuid    int // label indexes of the vm level
 	name    int
+	srv     *server // nil unless VsockPort is set
 }
 
 type domain struct {
@@ -139,6 +149,9 @@ func New(cfg Config) (*Writer, error) {
 	if cfg.Interval <= 0 {
 		return nil, fmt.Errorf("invalid value %q for guests.share.interval: must be > 0", cfg.Interval)
 	}
+	if err := checkVsockPort(cfg.VsockPort); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("guests.share.path %s: %w", cfg.Dir, err)
 	}
@@ -157,6 +170,18 @@ func New(cfg Config) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
+	var srv *server
+	if cfg.VsockPort > 0 {
+		sockMode := os.FileMode(0o666) // connecting takes write permission; readable by all, as the files
+		if perm.Gid >= 0 {
+			sockMode = 0o660
+		}
+		srv = newServer(uint32(cfg.VsockPort), sockMode, perm.Gid, cfg.CIDs, cfg.Log)
+		if err := srv.listenVsock(); err != nil {
+			lock.Close()
+			return nil, fmt.Errorf("guests.share.vsock-port: %w", err)
+		}
+	}
 	if cfg.Host == "" {
 		cfg.Host, _ = os.Hostname()
 	}
@@ -165,7 +190,7 @@ func New(cfg Config) (*Writer, error) {
 			cfg.BootID = strings.TrimSpace(string(b))
 		}
 	}
-	w := &Writer{cfg: cfg, lock: lock, perm: perm, dirMode: dirMode, doms: map[string]*domain{}, warn: map[string]bool{}, uuid: -1, name: -1}
+	w := &Writer{cfg: cfg, lock: lock, srv: srv, perm: perm, dirMode: dirMode, doms: map[string]*domain{}, warn: map[string]bool{}, uuid: -1, name: -1}
 	for i, n := range ident.LabelNames(ident.KindVM) {
 		switch n {
 		case "vm_uuid":
@@ -227,6 +252,9 @@ func lockRoot(dir string) (*os.File, error) {
 func (w *Writer) Close() error {
 	if w.lock == nil {
 		return nil
+	}
+	if w.srv != nil {
+		w.srv.close()
 	}
 	err := w.lock.Close()
 	w.lock = nil
@@ -364,7 +392,19 @@ func (w *Writer) domain(key, uuid, name string, s *snapshot.Snapshot, wl *snapsh
 	for z, c := range d.zones {
 		joules[z] = c.totalJ
 	}
-	return hostshare.WritePerm(d.dir, &d.meta, joules, w.perm)
+	if err := hostshare.WritePerm(d.dir, &d.meta, joules, w.perm); err != nil {
+		return err
+	}
+	if w.srv != nil {
+		// What the directory now holds, for the guests that read it
+		// over vsock.
+		frame, err := hostshare.EncodeFrame(&d.meta, joules)
+		if err != nil {
+			return fmt.Errorf("guest share %s: %w", d.dir, err)
+		}
+		w.srv.publish(key, d.dir, frame)
+	}
+	return nil
 }
 
 // mkdir makes a domain's directory with the writer's mode and group, and
