@@ -7,10 +7,12 @@
 #   ./guest.sh build WORKDIR EXPORTER [ARGS...]
 #       WORKDIR/vmlinuz and WORKDIR/initrd.gz. The guest's init mounts
 #       proc, sys, cgroup2 and the host's share (virtio-9p, mount tag
-#       wattrace) read-only at /run/wattrace/host, brings up eth0 for
-#       QEMU's user network (10.0.2.15), waits up to 120 s for the share's
-#       metadata, then runs `wattrace ARGS...` (its log on the serial
-#       console) and powers off when it ends.
+#       wattrace) read-only at /run/wattrace/host, loads the virtio vsock
+#       transport (for a share read over vsock instead, when the domain has
+#       a vsock device and no 9p share), brings up eth0 for QEMU's user
+#       network (10.0.2.15), waits up to 120 s for the share's metadata
+#       when the 9p share is mounted, then runs `wattrace ARGS...` (its log
+#       on the serial console) and powers off when it ends.
 #
 # The kernel comes from the installed linux-image package when there is
 # one, else from `apt-get download` (nothing is installed); busybox from
@@ -49,7 +51,8 @@ build)
   M=$KROOT/lib/modules/$K/kernel
   MODS="drivers/virtio/virtio drivers/virtio/virtio_ring drivers/virtio/virtio_pci_modern_dev
         drivers/virtio/virtio_pci_legacy_dev drivers/virtio/virtio_pci fs/netfs/netfs fs/fscache/fscache
-        net/9p/9pnet net/9p/9pnet_virtio fs/9p/9p net/core/failover drivers/net/net_failover drivers/net/virtio_net"
+        net/9p/9pnet net/9p/9pnet_virtio fs/9p/9p net/core/failover drivers/net/net_failover drivers/net/virtio_net
+        net/vmw_vsock/vsock net/vmw_vsock/vmw_vsock_virtio_transport_common net/vmw_vsock/vmw_vsock_virtio_transport"
   for m in $MODS; do
     if [ -f "$M/$m.ko" ]; then cp "$M/$m.ko" root/mods/
     elif [ -f "$M/$m.ko.xz" ]; then xz -dc "$M/$m.ko.xz" > "root/mods/$(basename "$m").ko"
@@ -63,14 +66,17 @@ build)
 /bin/busybox --install -s /bin
 mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
 mkdir -p /sys/fs/cgroup && mount -t cgroup2 none /sys/fs/cgroup
-for m in virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci netfs fscache 9pnet 9pnet_virtio 9p failover net_failover virtio_net; do
+for m in virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci netfs fscache 9pnet 9pnet_virtio 9p failover net_failover virtio_net vsock vmw_vsock_virtio_transport_common vmw_vsock_virtio_transport; do
   [ -f /mods/\$m.ko ] && { insmod /mods/\$m.ko || echo "guest: insmod \$m failed"; }
 done
-mount -t 9p -o trans=virtio,version=9p2000.L,ro wattrace /run/wattrace/host || { echo "guest: 9p mount failed"; dmesg | tail -20; }
+share=9p
+mount -t 9p -o trans=virtio,version=9p2000.L,ro wattrace /run/wattrace/host || { share=none; echo "guest: no 9p share (a share over vsock needs none)"; dmesg | tail -5; }
 ip link set lo up; ip link set eth0 up && ip addr add 10.0.2.15/24 dev eth0 && ip route add default via 10.0.2.2
-echo "guest: up, waiting for the host share"
-n=0; while [ ! -f /run/wattrace/host/meta ] && [ \$n -lt 1200 ]; do sleep 0.1; n=\$((n+1)); done
-ls -l /run/wattrace/host
+if [ \$share = 9p ]; then
+  echo "guest: up, waiting for the host share"
+  n=0; while [ ! -f /run/wattrace/host/meta ] && [ \$n -lt 1200 ]; do sleep 0.1; n=\$((n+1)); done
+  ls -l /run/wattrace/host
+fi
 echo "guest: starting wattrace"
 /bin/wattrace $args
 echo "guest: wattrace exited \$?"
