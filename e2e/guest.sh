@@ -9,7 +9,9 @@
 #       proc, sys, cgroup2 and the host's share (virtio-9p, mount tag
 #       wattrace) read-only at /run/wattrace/host, loads the virtio vsock
 #       transport (for a share read over vsock instead, when the domain has
-#       a vsock device and no 9p share), brings up eth0 for QEMU's user
+#       a vsock device and no 9p share) and the vsock loopback and
+#       vhost-vsock modules (for a host's side of vsock tested inside the
+#       guest, which this machine's kernel lacks), brings up eth0 for QEMU's user
 #       network (10.0.2.15), waits up to 120 s for the share's metadata
 #       when the 9p share is mounted, then runs `wattrace ARGS...` (its log
 #       on the serial console) and powers off when it ends.
@@ -52,7 +54,8 @@ build)
   MODS="drivers/virtio/virtio drivers/virtio/virtio_ring drivers/virtio/virtio_pci_modern_dev
         drivers/virtio/virtio_pci_legacy_dev drivers/virtio/virtio_pci fs/netfs/netfs fs/fscache/fscache
         net/9p/9pnet net/9p/9pnet_virtio fs/9p/9p net/core/failover drivers/net/net_failover drivers/net/virtio_net
-        net/vmw_vsock/vsock net/vmw_vsock/vmw_vsock_virtio_transport_common net/vmw_vsock/vmw_vsock_virtio_transport"
+        net/vmw_vsock/vsock net/vmw_vsock/vmw_vsock_virtio_transport_common net/vmw_vsock/vmw_vsock_virtio_transport
+        net/vmw_vsock/vsock_loopback drivers/vhost/vhost_iotlb drivers/vhost/vhost drivers/vhost/vhost_vsock"
   for m in $MODS; do
     if [ -f "$M/$m.ko" ]; then cp "$M/$m.ko" root/mods/
     elif [ -f "$M/$m.ko.xz" ]; then xz -dc "$M/$m.ko.xz" > "root/mods/$(basename "$m").ko"
@@ -66,7 +69,7 @@ build)
 /bin/busybox --install -s /bin
 mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
 mkdir -p /sys/fs/cgroup && mount -t cgroup2 none /sys/fs/cgroup
-for m in virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci netfs fscache 9pnet 9pnet_virtio 9p failover net_failover virtio_net vsock vmw_vsock_virtio_transport_common vmw_vsock_virtio_transport; do
+for m in virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci netfs fscache 9pnet 9pnet_virtio 9p failover net_failover virtio_net vsock vmw_vsock_virtio_transport_common vmw_vsock_virtio_transport vsock_loopback vhost_iotlb vhost vhost_vsock; do
   [ -f /mods/\$m.ko ] && { insmod /mods/\$m.ko || echo "guest: insmod \$m failed"; }
 done
 share=9p

@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/mdlayher/vsock"
+	"golang.org/x/sys/unix"
 
+	"github.com/wattrace/wattrace/internal/testenv"
 	"github.com/wattrace/wattrace/pkg/power/hostshare"
 )
 
@@ -279,4 +281,74 @@ func TestVsockSocketGroupMode(t *testing.T) {
 	if err != nil || fi.Mode().Perm() != 0o660 {
 		t.Errorf("socket %v %v, want 0660", fi.Mode(), err)
 	}
+}
+
+// On real AF_VSOCK the host names the domain by the peer context id the
+// kernel gives the accepted connection. It needs a kernel with
+// vhost-vsock (the listener is opened only where /dev/vhost-vsock exists)
+// and the loopback transport, whose connections come from context id 1
+// (VMADDR_CID_LOCAL): the end-to-end tests run it in a real guest that
+// loads both (TestVsockByContextIDInGuest). Nowhere else is it
+// attempted: on a machine that is itself a guest, a vsock connection to
+// any other context id goes to its hypervisor.
+func TestVsockByContextID(t *testing.T) {
+	if _, err := os.Stat(vhostVsockDev); err != nil {
+		testenv.NotApplicable(t, "no %s: a host whose guests use vhost-vsock has it", vhostVsockDev)
+	}
+	if _, err := os.Stat("/sys/module/vsock_loopback"); err != nil {
+		testenv.NotApplicable(t, "no vsock loopback transport (vsock_loopback) to connect to oneself with")
+	}
+	root := shortRoot(t)
+	const local = unix.VMADDR_CID_LOCAL
+	var asked []uint32
+	w, err := New(Config{Dir: root, Interval: time.Second, Host: "hv1", VsockPort: testPort,
+		CIDs: func(cid uint32) (string, string, bool) {
+			asked = append(asked, cid)
+			return uuid, "web01", cid == local
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if w.srv.vsockL == nil {
+		t.Fatal("no AF_VSOCK listener with vhost-vsock present")
+	}
+	dial := func() net.Conn {
+		t.Helper()
+		c, err := vsock.Dial(local, testPort, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		return c
+	}
+	if m, _, ok := frameOf(t, dial()); ok {
+		t.Errorf("before the domain's first share: got %+v, want nothing", m)
+	}
+	if err := w.Write(vmSnap(1, [3]any{uuid, "web01", 10.0})); err != nil {
+		t.Fatal(err)
+	}
+	m, j, ok := frameOf(t, dial())
+	if !ok || !strings.EqualFold(m.Domain.UUID, uuid) || j != 10 {
+		t.Errorf("connection from context id %d: got %+v %v J (ok %v), want web01's 10 J", local, m, j, ok)
+	}
+	if len(asked) == 0 || asked[len(asked)-1] != local {
+		t.Errorf("context ids looked up %v, want the peer's, %d", asked, local)
+	}
+	// The guest's meter over the real socket: the host's figure.
+	hm, err := hostshare.Open(hostshare.Options{Dial: func() (io.ReadCloser, error) { return dial(), nil }, Where: "vsock:1", Staleness: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hm.Read(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(vmSnap(2, [3]any{uuid, "web01", 17.5})); err != nil {
+		t.Fatal(err)
+	}
+	ss, err := hm.Read()
+	if err != nil || len(ss) != 1 || ss[0].Joules != 7.5 || hm.Name() != "host:hv1" {
+		t.Errorf("the guest's meter over AF_VSOCK: %+v %v (%s), want 7.5 J from host:hv1", ss, err, hm.Name())
+	}
+	t.Logf("AF_VSOCK: context ids looked up %v; the meter read %+v", asked, ss)
 }
