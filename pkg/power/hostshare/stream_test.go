@@ -141,6 +141,32 @@ func TestMeterOverStream(t *testing.T) {
 	if e, seq := m.Update(); e != "e1" || seq != 2 {
 		t.Errorf("update %s/%d, want e1/2", e, seq)
 	}
+	if m.Stale() {
+		t.Error("stale right after an update")
+	}
+	// A new epoch (the host's counters restarted from zero, marked) is a
+	// fresh baseline over a stream too: nothing credited, nothing
+	// rejected; the next update counts from it.
+	meta.Epoch, meta.Seq, meta.Resets = "e2", 0, 1
+	c.add(time.Second)
+	h.share(meta, c.now, map[string]float64{"package": 3, "dram": 1})
+	if j := joulesOf(read(t, m)); j != 13.75 || len(m.Rejected()) != 0 {
+		t.Errorf("new epoch: total %v J, rejections %v; want 13.75 (unchanged) and none", j, m.Rejected())
+	}
+	c.add(time.Second)
+	h.share(meta, c.now, map[string]float64{"package": 5, "dram": 1.5})
+	if j := joulesOf(read(t, m)); j != 16.25 {
+		t.Errorf("after the new epoch: total %v J, want 16.25 (13.75 + 2.5)", j)
+	}
+	// The share stale by its sequence: frames keep coming, the same
+	// update each time, and after the staleness the host is down.
+	for i := 0; i < 6; i++ {
+		c.add(time.Second)
+		read(t, m)
+	}
+	if h := m.Health()[0]; h.Up || !m.Stale() {
+		t.Errorf("six seconds on the same update (staleness 5 s): health %+v, stale %v; want down, stale", h, m.Stale())
+	}
 	// The host closing without a frame (it has no share for this guest
 	// yet) is a failed read, not a rejected reading.
 	h.set(nil)
@@ -153,6 +179,9 @@ func TestMeterOverStream(t *testing.T) {
 	}
 	if h := m.Health()[0]; h.Up || h.Errors != 1 {
 		t.Errorf("health %+v: want down with one error", h)
+	}
+	if m.Name() != "host:hv1" {
+		t.Errorf("name %q after a failed read, want host:hv1 still", m.Name())
 	}
 }
 
