@@ -62,14 +62,7 @@ func run(data, out string, cv bool, w io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", data, err)
 	}
-	var train, test []curves.Result
-	for _, r := range all {
-		if curves.HeldOut(r.ID) {
-			test = append(test, r)
-		} else {
-			train = append(train, r)
-		}
-	}
+	train, test := curves.Split(all)
 	fmt.Fprintf(w, "%s: %d results (%d skipped: first %v); fitted on %d, held out %d\n", data, len(all), skipped, why, len(train), len(test))
 	if cv {
 		return crossValidate(w, train)
@@ -123,8 +116,8 @@ func report(w io.Writer, m *curves.Model, test []curves.Result) error {
 	linear := func(r curves.Result, l int) (curves.Estimate, error) {
 		return curves.Estimate{Watts: m.Linear(node(r), curves.Levels[l]/100)}, nil
 	}
-	fmt.Fprintln(w, "| model | results | cases | median abs error | p90 abs error | median bias | in band |")
-	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+	fmt.Fprintln(w, "| model | results | cases | unanswered | median abs error | p90 abs error | median bias | in band |")
+	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	row := func(name string, rs []curves.Result, p func(curves.Result, int) (curves.Estimate, error)) error {
 		if len(rs) == 0 {
 			return nil
@@ -137,7 +130,7 @@ func report(w io.Writer, m *curves.Model, test []curves.Result) error {
 		if a.InBand == a.InBand {
 			band = fmt.Sprintf("%.1f%%", 100*a.InBand)
 		}
-		fmt.Fprintf(w, "| %s | %d | %d | %.1f%% | %.1f%% | %+.1f%% | %s |\n", name, len(rs), a.Cases, 100*a.MedianAbs, 100*a.P90Abs, 100*a.Bias, band)
+		fmt.Fprintf(w, "| %s | %d | %d | %d | %.1f%% | %.1f%% | %+.1f%% | %s |\n", name, len(rs), a.Cases, a.Unanswered, 100*a.MedianAbs, 100*a.P90Abs, 100*a.Bias, band)
 		return nil
 	}
 	if err := row("curves (all held out)", test, curve); err != nil {
@@ -159,7 +152,21 @@ func report(w io.Writer, m *curves.Model, test []curves.Result) error {
 			return err
 		}
 	}
-	return row("linear per-vCPU (replaced)", test, linear)
+	if err := row("linear per-vCPU (replaced)", test, linear); err != nil {
+		return err
+	}
+	segments(w, "held out", curves.BySegment(curves.Predict(test, curve)))
+	return nil
+}
+
+// segments prints the accuracy by load band, sockets and memory per core.
+func segments(w io.Writer, what string, segs []curves.SegmentAccuracy) {
+	fmt.Fprintf(w, "\n| %s, by segment | | results | cases | unanswered | median abs error | p90 abs error | median bias | in band |\n", what)
+	fmt.Fprintln(w, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	for _, s := range segs {
+		fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %.1f%% | %.1f%% | %+.1f%% | %.1f%% |\n", s.Axis, s.Name, s.Results, s.Cases, s.Unanswered, 100*s.MedianAbs, 100*s.P90Abs, 100*s.Bias, 100*s.InBand)
+	}
+	fmt.Fprintln(w)
 }
 
 // cvSummary is the median and p90 of |exp(residual) − 1|, the relative
@@ -184,15 +191,16 @@ func crossValidate(w io.Writer, train []curves.Result) error {
 		return err
 	}
 	fmt.Fprintf(w, "options %+v\n", curves.DefaultOptions)
-	fmt.Fprintln(w, "| cross-validated (fitted split, 5 folds) | cases | median abs error | p90 abs error | median bias | in band |")
-	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: |")
+	fmt.Fprintln(w, "| cross-validated (fitted split, 5 folds) | cases | unanswered | median abs error | p90 abs error | median bias | in band |")
+	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
 	row := func(name string, a curves.Accuracy) {
-		fmt.Fprintf(w, "| %s | %d | %.1f%% | %.1f%% | %+.1f%% | %.1f%% |\n", name, a.Cases, 100*a.MedianAbs, 100*a.P90Abs, 100*a.Bias, 100*a.InBand)
+		fmt.Fprintf(w, "| %s | %d | %d | %.1f%% | %.1f%% | %+.1f%% | %.1f%% |\n", name, a.Cases, a.Unanswered, 100*a.MedianAbs, 100*a.P90Abs, 100*a.Bias, 100*a.InBand)
 	}
 	row("all", rep.All)
 	for l, a := range rep.ByLevel {
 		fmt.Fprintf(w, "level %3.0f%%: median %.1f%%, p90 %.1f%%\n", curves.Levels[l], 100*a.MedianAbs, 100*a.P90Abs)
 	}
+	segments(w, "cross-validated", rep.Segments)
 	for _, s := range rep.Worst {
 		fmt.Fprintln(w, "worst:", s)
 	}

@@ -17,9 +17,15 @@ type CVReport struct {
 	ByTier map[string]Accuracy
 	// ByLevel is All at each load level.
 	ByLevel [NumLevels]Accuracy
+	// Segments are All by load band, sockets and memory per core.
+	Segments []SegmentAccuracy
 	// Worst lists the results with the largest mean absolute error
 	// (diagnostics), worst first.
 	Worst []string
+	// Cases are every prediction, and Tiers the tier each result was
+	// predicted by (by id).
+	Cases []Case
+	Tiers map[string]string
 }
 
 // CrossValidate runs Train folds times, each time leaving out the results
@@ -34,12 +40,8 @@ func CrossValidate(results []Result, opt Options, folds int) (CVReport, error) {
 		_, _ = h.Write([]byte("outer/" + id))
 		return int(h.Sum32() % uint32(folds))
 	}
-	type pred struct {
-		r    Result
-		tier string
-		c    Curve
-	}
-	var preds []pred
+	var cases []Case
+	tiers := map[string]string{}
 	for k := 0; k < folds; k++ {
 		var train, test []Result
 		for _, r := range results {
@@ -61,62 +63,52 @@ func CrossValidate(results []Result, opt Options, folds int) (CVReport, error) {
 		if err != nil {
 			return CVReport{}, fmt.Errorf("curves: fold %d: %w", k, err)
 		}
-		for _, r := range test {
+		cases = append(cases, Predict(test, func(r Result, l int) (Estimate, error) {
 			c, err := m.Server(Node{CPU: r.CPU, Sockets: r.Sockets, Threads: r.Threads, MemoryGiB: r.MemoryGiB})
-			if err != nil {
-				return CVReport{}, fmt.Errorf("curves: result %s: %w", r.ID, err)
-			}
-			preds = append(preds, pred{r, c.Info.Tier, c})
-		}
+			tiers[r.ID] = c.Info.Tier
+			return c.Points[l], err
+		})...)
 	}
-	score := func(keep func(pred) bool) (Accuracy, bool, error) {
-		var rs []Result
-		curves := map[string]Curve{}
-		for _, p := range preds {
-			if keep(p) {
-				rs = append(rs, p.r)
-				curves[p.r.ID] = p.c
+	keep := func(ok func(Case) bool) []Case {
+		var out []Case
+		for _, c := range cases {
+			if ok(c) {
+				out = append(out, c)
 			}
 		}
-		if len(rs) == 0 {
-			return Accuracy{}, false, nil
-		}
-		a, err := Score(rs, func(r Result, l int) (Estimate, error) { return curves[r.ID].Points[l], nil })
-		return a, true, err
+		return out
 	}
-	rep := CVReport{ByTier: map[string]Accuracy{}}
-	var err error
-	if rep.All, _, err = score(func(pred) bool { return true }); err != nil {
-		return rep, err
-	}
+	rep := CVReport{All: Summarise(cases), ByTier: map[string]Accuracy{}, Cases: cases, Tiers: tiers}
 	for _, t := range []string{TierCPU, TierArch, TierGeneric} {
-		a, ok, err := score(func(p pred) bool { return p.tier == t })
-		if err != nil {
-			return rep, err
-		}
-		if ok {
-			rep.ByTier[t] = a
+		if cs := keep(func(c Case) bool { return tiers[c.Result.ID] == t }); len(cs) > 0 {
+			rep.ByTier[t] = Summarise(cs)
 		}
 	}
 	for l := 0; l < NumLevels; l++ {
-		var abs []float64
-		for _, p := range preds {
-			abs = append(abs, math.Abs(p.c.Points[l].Watts-p.r.Watts[l])/p.r.Watts[l])
-		}
-		sort.Float64s(abs)
-		rep.ByLevel[l] = Accuracy{Cases: len(abs), MedianAbs: abs[len(abs)/2], P90Abs: abs[len(abs)*9/10]}
+		rep.ByLevel[l] = Summarise(keep(func(c Case) bool { return c.Level == l }))
 	}
-	sort.Slice(preds, func(i, j int) bool { return meanAbs(preds[i].r, preds[i].c) > meanAbs(preds[j].r, preds[j].c) })
-	for _, p := range preds[:min(15, len(preds))] {
-		rep.Worst = append(rep.Worst, fmt.Sprintf("%s %q %s s=%d t=%d m=%g: mean abs %.0f%%, idle %.0f/%.0f W, full %.0f/%.0f W", p.tier, p.r.CPU, p.r.ID, p.r.Sockets, p.r.Threads, p.r.MemoryGiB, 100*meanAbs(p.r, p.c), p.c.Points[0].Watts, p.r.Watts[0], p.c.Points[NumLevels-1].Watts, p.r.Watts[NumLevels-1]))
+	rep.Segments = BySegment(cases)
+	mean := map[string]float64{}
+	var ids []string
+	for _, c := range cases {
+		if _, ok := mean[c.Result.ID]; !ok {
+			ids = append(ids, c.Result.ID)
+		}
+		if c.Answered() {
+			mean[c.Result.ID] += math.Abs(c.Estimate.Watts-c.Result.Watts[c.Level]) / c.Result.Watts[c.Level] / NumLevels
+		} else {
+			mean[c.Result.ID] += math.Inf(1)
+		}
+	}
+	sort.SliceStable(ids, func(i, j int) bool { return mean[ids[i]] > mean[ids[j]] })
+	byID := map[string][]Case{}
+	for _, c := range cases {
+		byID[c.Result.ID] = append(byID[c.Result.ID], c)
+	}
+	for _, id := range ids[:min(15, len(ids))] {
+		cs := byID[id]
+		r := cs[0].Result
+		rep.Worst = append(rep.Worst, fmt.Sprintf("%s %q %s s=%d t=%d m=%g: mean abs %.0f%%, idle %.0f/%.0f W, full %.0f/%.0f W", tiers[id], r.CPU, id, r.Sockets, r.Threads, r.MemoryGiB, 100*mean[id], cs[0].Estimate.Watts, r.Watts[0], cs[NumLevels-1].Estimate.Watts, r.Watts[NumLevels-1]))
 	}
 	return rep, nil
-}
-
-func meanAbs(r Result, c Curve) float64 {
-	s := 0.0
-	for l := range r.Watts {
-		s += math.Abs(c.Points[l].Watts-r.Watts[l]) / r.Watts[l]
-	}
-	return s / NumLevels
 }

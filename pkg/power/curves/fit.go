@@ -1,9 +1,12 @@
 package curves
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"math"
 	"sort"
 
@@ -22,6 +25,10 @@ type Result struct {
 	Threads   int
 	MemoryGiB float64
 	Watts     [NumLevels]float64
+	// Cores are the physical cores in all (0 unknown); the model does not
+	// use them (a node's threads are what it knows for certain), the
+	// accuracy report segments by memory per core.
+	Cores int
 }
 
 // HeldOut tells whether a result belongs to the test split: one in five,
@@ -31,6 +38,37 @@ func HeldOut(id string) bool {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(id))
 	return h.Sum32()%5 == 0
+}
+
+// Split parts results into the fitted split and the held-out one, in
+// their order. The curves are trained on fitted only and scored on
+// heldOut only; no result is in both.
+func Split(results []Result) (fitted, heldOut []Result) {
+	for _, r := range results {
+		if HeldOut(r.ID) {
+			heldOut = append(heldOut, r)
+		} else {
+			fitted = append(fitted, r)
+		}
+	}
+	return fitted, heldOut
+}
+
+// IDDigest is the hex SHA-256 of the results' ids, sorted and each ended
+// by a newline: what Fit.FittedDigest records, so that a fit can be
+// checked against the split it claims without the data in the
+// repository.
+func IDDigest(results []Result) string {
+	ids := make([]string, len(results))
+	for i, r := range results {
+		ids[i] = r.ID
+	}
+	sort.Strings(ids)
+	h := sha256.New()
+	for _, id := range ids {
+		_, _ = io.WriteString(h, id+"\n")
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // SplitRule says in words what HeldOut does, for fit.json and the docs.
@@ -68,13 +106,17 @@ type Options struct {
 	CPUWeight bool
 	// Extra features for every tier (experiments).
 	Extra []string
+	// HeavyMemory is the memory per hardware thread (GiB) from which a
+	// node that gives its memory gets the memory-heavy band; 0 gives
+	// every node the same band.
+	HeavyMemory float64
 
 	weights []float64 // per result, set by trainTier; nil: all 1
 }
 
 // DefaultOptions are the options fit.json was made with.
 var DefaultOptions = Options{Quantiles: [2]float64{0.05, 0.95}, Folds: 5, Lambda: 0.1, MinGroup: 2, Shrink: 0.5, ConfigShrink: 1, Huber: true,
-	Extra: []string{"sku", "entry"}, CPUWeight: true, FamilyShrink: 2}
+	Extra: []string{"sku", "entry"}, CPUWeight: true, FamilyShrink: 2, HeavyMemory: 2}
 
 // Validate rejects results that cannot be fitted.
 func (r Result) Validate() error {
@@ -104,10 +146,10 @@ func Train(results []Result, opt Options) (Fit, error) {
 	if len(results) < 20 {
 		return Fit{}, fmt.Errorf("curves: %d results: too few to fit", len(results))
 	}
-	if opt.Folds < 2 || opt.Quantiles[0] <= 0 || opt.Quantiles[1] >= 1 || opt.Quantiles[0] >= opt.Quantiles[1] || opt.Lambda < 0 {
+	if opt.Folds < 2 || opt.Quantiles[0] <= 0 || opt.Quantiles[1] >= 1 || opt.Quantiles[0] >= opt.Quantiles[1] || opt.Lambda < 0 || !finite(opt.HeavyMemory) || opt.HeavyMemory < 0 {
 		return Fit{}, fmt.Errorf("curves: bad options %+v", opt)
 	}
-	f := Fit{Quantile: opt.Quantiles, Fitted: len(results), CPUs: map[string]CPUSpec{}, TDPPerThread: map[string]float64{}}
+	f := Fit{Quantile: opt.Quantiles, Fitted: len(results), CPUs: map[string]CPUSpec{}, TDPPerThread: map[string]float64{}, HeavyMemory: opt.HeavyMemory, FittedDigest: IDDigest(results)}
 
 	ins := make([]inputs, len(results))
 	groupCount := map[string]int{}
@@ -121,7 +163,7 @@ func Train(results []Result, opt Options) (Fit, error) {
 			return Fit{}, fmt.Errorf("curves: result %s: no memory size", r.ID)
 		}
 		key := Normalize(r.CPU)
-		in := inputs{key: key, vendor: Vendor(key), threads: float64(r.Threads), sockets: float64(r.Sockets), memG: r.MemoryGiB}
+		in := inputs{key: key, vendor: Vendor(key), threads: float64(r.Threads), sockets: float64(r.Sockets), memG: r.MemoryGiB, memGiven: true}
 		if a, ok := archs.lookupArch(key); ok {
 			in.group = a.Group
 			groupCount[a.Group]++
@@ -228,6 +270,8 @@ func trainTier(name string, feats []string, rs []Result, ins []inputs, opt Optio
 		_, _ = h.Write([]byte("fold/" + id))
 		return int(h.Sum32() % uint32(opt.Folds))
 	}
+	var resByLevel [NumLevels][]float64
+	var heavyByLevel [NumLevels][]bool
 	for l := 0; l < NumLevels; l++ {
 		beta, err := ridge(feats, rs, ins, l, opt, func(int) bool { return true })
 		if err != nil {
@@ -261,6 +305,7 @@ func trainTier(name string, feats []string, rs []Result, ins []inputs, opt Optio
 			}
 		}
 		var res, resNoMem []float64
+		var heavy []bool
 		for k := 0; k < opt.Folds; k++ {
 			in := func(i int) bool { return fold(rs[i].ID) != k }
 			b, err := ridge(feats, rs, ins, l, opt, in)
@@ -274,6 +319,7 @@ func trainTier(name string, feats []string, rs []Result, ins []inputs, opt Optio
 			for i := range rs {
 				if !in(i) {
 					res = append(res, math.Log(rs[i].Watts[l])-dot(b, feats, ins[i])-cpu[offsetKey(name, ins[i])]-cfg[configKey(ins[i])])
+					heavy = append(heavy, memoryHeavy(ins[i], opt.HeavyMemory))
 					// The same result as a node that does not say its
 					// memory: imputed, and no configuration offset.
 					nm := ins[i]
@@ -283,15 +329,73 @@ func trainTier(name string, feats []string, rs []Result, ins []inputs, opt Optio
 			}
 		}
 		t.CV = append(t.CV, res...)
-		sort.Float64s(res)
-		t.Low[l] = math.Min(stat.Quantile(opt.Quantiles[0], stat.Empirical, res, nil), 0)
-		t.High[l] = math.Max(stat.Quantile(opt.Quantiles[1], stat.Empirical, res, nil), 0)
+		resByLevel[l], heavyByLevel[l] = res, heavy
 		sort.Float64s(resNoMem)
 		t.LowNoMem[l] = math.Min(stat.Quantile(opt.Quantiles[0], stat.Empirical, resNoMem, nil), 0)
 		t.HighNoMem[l] = math.Max(stat.Quantile(opt.Quantiles[1], stat.Empirical, resNoMem, nil), 0)
 	}
+	t.bands(resByLevel, heavyByLevel, opt)
 	return t, nil
 }
+
+// memoryHeavy tells whether a node that gave its memory has at least
+// perThread GiB per hardware thread (never when perThread is 0).
+func memoryHeavy(in inputs, perThread float64) bool {
+	return perThread > 0 && in.memGiven && in.memG/in.threads >= perThread
+}
+
+// bands sets the tier's band from the cross-validated log residuals at
+// each level. Memory-heavy nodes miss about twice as far as the rest
+// (docs/performance.md), so with Options.HeavyMemory and enough of them
+// (MinHeavyResults) the rest get the quantiles of their own residuals at
+// each level and the heavy ones that band scaled by the ratio of the two
+// classes' quantiles over all levels (too few heavy results per level
+// for quantiles of their own). Otherwise every node gets the quantiles
+// of all residuals.
+func (t *Tier) bands(res [NumLevels][]float64, heavy [NumLevels][]bool, opt Options) {
+	q := func(p float64, v []float64) float64 {
+		s := append([]float64(nil), v...)
+		sort.Float64s(s)
+		return stat.Quantile(p, stat.Empirical, s, nil)
+	}
+	var light, heavyAll []float64
+	for l := range res {
+		for i, r := range res[l] {
+			if heavy[l][i] {
+				heavyAll = append(heavyAll, r)
+			} else {
+				light = append(light, r)
+			}
+		}
+	}
+	split := opt.HeavyMemory > 0 && len(heavyAll)/NumLevels >= MinHeavyResults && len(light) > 0
+	scaleLo, scaleHi := 1.0, 1.0
+	if split {
+		scaleLo = q(opt.Quantiles[0], heavyAll) / q(opt.Quantiles[0], light)
+		scaleHi = q(opt.Quantiles[1], heavyAll) / q(opt.Quantiles[1], light)
+		if !finite(scaleLo) || scaleLo <= 0 || !finite(scaleHi) || scaleHi <= 0 {
+			split, scaleLo, scaleHi = false, 1, 1
+		}
+	}
+	for l := range res {
+		keep := res[l]
+		if split {
+			keep = nil
+			for i, r := range res[l] {
+				if !heavy[l][i] {
+					keep = append(keep, r)
+				}
+			}
+		}
+		t.Low[l] = math.Min(q(opt.Quantiles[0], keep), 0)
+		t.High[l] = math.Max(q(opt.Quantiles[1], keep), 0)
+		t.LowHeavy[l], t.HighHeavy[l] = t.Low[l]*scaleLo, t.High[l]*scaleHi
+	}
+}
+
+// MinHeavyResults is how many memory-heavy results a tier needs for a
+// band of their own.
+const MinHeavyResults = 20
 
 // offsets are each CPU's mean residual over the results use keeps, shrunk
 // toward zero (sum/(n+Shrink)), and then each configuration's (CPU,
@@ -440,59 +544,4 @@ func median(v []float64) float64 {
 	s := append([]float64(nil), v...)
 	sort.Float64s(s)
 	return stat.Quantile(0.5, stat.LinInterp, s, nil)
-}
-
-// Accuracy is how a predictor did on a set of results, over every
-// (result, level) pair.
-type Accuracy struct {
-	Cases int
-	// MedianAbs and P90Abs are quantiles of |predicted − measured| /
-	// measured.
-	MedianAbs, P90Abs float64
-	// Bias is the median of (predicted − measured) / measured.
-	Bias float64
-	// InBand is the fraction of cases whose measured value lies in the
-	// band; NaN for a predictor without one.
-	InBand float64
-}
-
-// Score compares predictions with the measured values. predict returns
-// the estimate for a result at level index l; a predictor without a band
-// returns Lower = Upper = 0.
-func Score(results []Result, predict func(r Result, l int) (Estimate, error)) (Accuracy, error) {
-	var abs, rel []float64
-	in, banded := 0, false
-	for _, r := range results {
-		for l := 0; l < NumLevels; l++ {
-			e, err := predict(r, l)
-			if err != nil {
-				return Accuracy{}, fmt.Errorf("result %s: %w", r.ID, err)
-			}
-			m := r.Watts[l]
-			rel = append(rel, (e.Watts-m)/m)
-			abs = append(abs, math.Abs(e.Watts-m)/m)
-			if e.Upper > 0 {
-				banded = true
-				if e.Lower <= m && m <= e.Upper {
-					in++
-				}
-			}
-		}
-	}
-	if len(abs) == 0 {
-		return Accuracy{}, errors.New("no results to score")
-	}
-	sort.Float64s(abs)
-	sort.Float64s(rel)
-	a := Accuracy{
-		Cases:     len(abs),
-		MedianAbs: stat.Quantile(0.5, stat.Empirical, abs, nil),
-		P90Abs:    stat.Quantile(0.9, stat.Empirical, abs, nil),
-		Bias:      stat.Quantile(0.5, stat.Empirical, rel, nil),
-		InBand:    math.NaN(),
-	}
-	if banded {
-		a.InBand = float64(in) / float64(len(abs))
-	}
-	return a, nil
 }

@@ -38,6 +38,11 @@ type Tier struct {
 	// its memory (imputed from its threads).
 	LowNoMem  [NumLevels]float64 `json:"band_low_memory_unknown"`
 	HighNoMem [NumLevels]float64 `json:"band_high_memory_unknown"`
+	// LowHeavy and HighHeavy are the band for a memory-heavy node (at
+	// least Fit.HeavyMemory GiB per thread); Low and High are then the
+	// others'. Equal to Low and High when the fit has no such class.
+	LowHeavy  [NumLevels]float64 `json:"band_low_memory_heavy"`
+	HighHeavy [NumLevels]float64 `json:"band_high_memory_heavy"`
 	// Offsets are per-CPU corrections of log watts (cpu tier only): the
 	// shrunk mean residual of that CPU's fitted results.
 	Offsets map[string]*[NumLevels]float64 `json:"cpu_offsets,omitempty"`
@@ -92,14 +97,16 @@ type CPUSpec struct {
 
 // Fit is the fitted model (fit.json), written by scripts/fitpower.
 type Fit struct {
-	Source   string     `json:"source"`
-	License  string     `json:"license"`
-	Split    string     `json:"split"`
-	Fitted   int        `json:"fitted_results"`
-	HeldOut  int        `json:"held_out_results"`
-	Quantile [2]float64 `json:"band_quantiles"`
-	Groups   []string   `json:"arch_groups"`
-	Tiers    []Tier     `json:"tiers"`
+	Source  string `json:"source"`
+	License string `json:"license"`
+	Split   string `json:"split"`
+	Fitted  int    `json:"fitted_results"`
+	// FittedDigest is IDDigest of the results the fit was trained on.
+	FittedDigest string     `json:"fitted_ids_sha256"`
+	HeldOut      int        `json:"held_out_results"`
+	Quantile     [2]float64 `json:"band_quantiles"`
+	Groups       []string   `json:"arch_groups"`
+	Tiers        []Tier     `json:"tiers"`
 	// CPUs is every CPU of the fitted results, by normalised model key.
 	CPUs map[string]CPUSpec `json:"cpus"`
 	// Memory imputes log(memory GiB) from log(threads) when the memory is
@@ -110,6 +117,9 @@ type Fit struct {
 	TDPPerThread map[string]float64 `json:"tdp_per_thread"`
 	// Shape is the median of power/power-at-100% at each level.
 	Shape [NumLevels]float64 `json:"shape"`
+	// HeavyMemory is the GiB per hardware thread from which a node gets
+	// its tier's memory-heavy band (Options.HeavyMemory); 0 none.
+	HeavyMemory float64 `json:"memory_heavy_gib_per_thread"`
 }
 
 //go:embed fit.json
@@ -149,7 +159,7 @@ func New(fit, archs []byte) (*Model, error) {
 					return nil, fmt.Errorf("curves: tier %q level %v: coefficient %v", tr.Name, Levels[l], c)
 				}
 			}
-			for _, b := range [][2]float64{{tr.Low[l], tr.High[l]}, {tr.LowNoMem[l], tr.HighNoMem[l]}} {
+			for _, b := range [][2]float64{{tr.Low[l], tr.High[l]}, {tr.LowNoMem[l], tr.HighNoMem[l]}, {tr.LowHeavy[l], tr.HighHeavy[l]}} {
 				if !finite(b[0]) || !finite(b[1]) || b[0] > 0 || b[1] < 0 {
 					return nil, fmt.Errorf("curves: tier %q level %v: band [%v, %v] must hold 0", tr.Name, Levels[l], b[0], b[1])
 				}
@@ -161,6 +171,9 @@ func New(fit, archs []byte) (*Model, error) {
 		if m.tiers[name] == nil {
 			return nil, fmt.Errorf("curves: fit has no tier %q", name)
 		}
+	}
+	if !finite(f.HeavyMemory) || f.HeavyMemory < 0 {
+		return nil, fmt.Errorf("curves: fit memory_heavy_gib_per_thread %v: want 0 (none) or more", f.HeavyMemory)
 	}
 	for l, r := range f.Shape {
 		if !finite(r) || r <= 0 || r > 1.0001 || (l > 0 && r < f.Shape[l-1]) {
@@ -335,6 +348,23 @@ func feature(name string, in inputs) float64 {
 		return skuRank(in.key)
 	case name == "log_threads_sq":
 		return math.Log(in.threads) * math.Log(in.threads)
+	// The four below were tried on cross-validation (fitpower -cv -extra
+	// NAME) and not kept; docs/performance.md has their figures.
+	case name == "mem_heavy": // log of GiB per thread above 2, 0 below
+		return math.Max(0, math.Log(math.Max(in.memG, 0.5)/in.threads/2))
+	case name == "log_memory_amd":
+		if in.vendor == "amd" {
+			return math.Log(math.Max(in.memG, 0.5))
+		}
+		return 0
+	case name == "many_sockets":
+		if in.sockets >= 4 {
+			return 1
+		}
+		return 0
+	case name == "log_memory_sq":
+		v := math.Log(math.Max(in.memG, 0.5))
+		return v * v
 	case strings.HasPrefix(name, "arch:"):
 		if in.group == name[len("arch:"):] {
 			return 1
@@ -398,7 +428,7 @@ func (m *Model) predict(t *Tier, in inputs) [NumLevels]Estimate {
 		}
 		w := math.Max(math.Exp(y), prev)
 		prev = w
-		lo, hi := t.band(l, in)
+		lo, hi := m.band(t, l, in)
 		out[l] = Estimate{Watts: w, Lower: w * math.Exp(lo), Upper: w * math.Exp(hi)}
 	}
 	for l := 1; l < NumLevels; l++ {
@@ -408,13 +438,16 @@ func (m *Model) predict(t *Tier, in inputs) [NumLevels]Estimate {
 	return out
 }
 
-// band is the tier's log band at level l for a node that gave its memory
-// or not.
-func (t *Tier) band(l int, in inputs) (lo, hi float64) {
-	if in.memGiven {
-		return t.Low[l], t.High[l]
+// band is the tier's log band at level l for a node that did not give
+// its memory, gave one that is heavy for its threads, or another.
+func (m *Model) band(t *Tier, l int, in inputs) (lo, hi float64) {
+	switch {
+	case !in.memGiven:
+		return t.LowNoMem[l], t.HighNoMem[l]
+	case memoryHeavy(in, m.fit.HeavyMemory):
+		return t.LowHeavy[l], t.HighHeavy[l]
 	}
-	return t.LowNoMem[l], t.HighNoMem[l]
+	return t.Low[l], t.High[l]
 }
 
 // Server is the whole-server wall power curve of a bare-metal node: the
@@ -471,7 +504,7 @@ func (m *Model) Package(n Node) (Curve, error) {
 	c.Info = info
 	for l := 0; l < NumLevels; l++ {
 		w := tdp * packageRatio(Levels[l])
-		lo, hi := t.band(l, in)
+		lo, hi := m.band(t, l, in)
 		c.Points[l] = Estimate{Watts: w, Lower: w * math.Exp(lo), Upper: w * math.Exp(hi)}
 	}
 	return c, nil

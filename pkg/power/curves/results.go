@@ -12,9 +12,11 @@ import (
 // ReadResults reads SPECpower results in the layout of
 // shared/fixtures/specpower/results.csv (green-coding-berlin/spec-power-model's
 // cleaned data, reduced): id, cpu_name, tdp_w, chips, threads, memory_gb,
-// load_{100..10}_watts and active_idle_watts. Rows that fail Validate
-// (missing power, zero threads) are skipped and counted, with the first
-// reason; a missing column is an error.
+// load_{100..10}_watts and active_idle_watts, and cores when present (a
+// count that is not a whole number from 1 to the threads is left
+// unknown). Rows that fail Validate (missing power, zero threads) are
+// skipped and counted, with the first reason; a missing column is an
+// error.
 func ReadResults(r io.Reader) (results []Result, skipped int, firstSkip error, err error) {
 	cr := csv.NewReader(r)
 	head, err := cr.Read()
@@ -56,6 +58,11 @@ func ReadResults(r io.Reader) (results []Result, skipped int, firstSkip error, e
 			Sockets:   int(num("chips")),
 			Threads:   int(num("threads")),
 			MemoryGiB: num("memory_gb"),
+		}
+		if i, ok := col["cores"]; ok {
+			if c, err := strconv.Atoi(strings.TrimSpace(rec[i])); err == nil && c > 0 && c <= res.Threads {
+				res.Cores = c
+			}
 		}
 		if !finite(res.TDP) {
 			res.TDP = 0 // "nan": unknown
