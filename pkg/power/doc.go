@@ -38,8 +38,11 @@
 //     CCF's averages) and have no measurement here to check them; their
 //     bands are the server band, a proxy.
 //   - Utilisation inside a VM is the guest's view: it does not see the
-//     host's other tenants, hyperthread siblings or steal time, and a vCPU
-//     is assumed to cost a fixed share of a host.
+//     host's other tenants or hyperthread siblings, and a vCPU is assumed
+//     to cost a fixed share of a host. Steal time is read (Estimator.SetSteal):
+//     the load is the guest's busy time over the time it had, the dynamic
+//     part counts only that time, and the band's top widens with steal
+//     (docs/vm.md).
 //   - Clouds sometimes mask the CPU model; the generic curves are used and
 //     the fallback is logged and exported (wattrace_node_estimator_info).
 //

@@ -63,6 +63,7 @@ func (z EstimatedZone) validate() error {
 type Estimator struct {
 	mu    sync.Mutex
 	zones []estZone
+	steal *steal // a VM's; nil: nothing is stolen
 }
 
 type estZone struct {
@@ -103,21 +104,57 @@ func NewEstimator(zones ...EstimatedZone) (*Estimator, error) {
 	return e, nil
 }
 
-// Advance adds the energy used over dt at node CPU utilisation util
-// (0 = idle, 1 = every CPU busy). util is clamped to [0,1], NaN counts as
-// idle; dt <= 0 adds nothing. The integration is a rectangle rule, so util
-// should be the average over dt, not an instantaneous sample.
+// Advance adds the energy used over dt at node CPU utilization util
+// (0 = idle, 1 = every CPU busy: the CPUs' busy time over all of dt). util
+// is clamped to [0,1], NaN counts as idle; dt <= 0 adds nothing. The
+// integration is a rectangle rule, so util should be the average over dt,
+// not an instantaneous sample.
+//
+// With SetSteal (a VM), a stolen fraction s of the vCPUs' time in the
+// interval changes three things. The load on the curve is the guest's
+// busy time over the time it had, util/(1−s) (at most 1). The power is
+// the curve's idle watts, whole (the vCPUs' share of the host's idle draw
+// is theirs by allocation, stolen or not), plus its dynamic watts at that
+// load for the (1−s) of the time the vCPUs ran: idle + (1−s)·(P(load) −
+// idle); the stolen time's dynamic energy is whoever's ran then. The
+// band's upper end counts the stolen time as the guest's at the same load
+// (steal also holds the host's own work for the guest, QEMU's emulator
+// and vhost threads, which the guest cannot tell from other tenants'), so
+// it widens with steal: upper = Upper(load). Without steal all three are
+// the curve at util.
 func (e *Estimator) Advance(util float64, dt time.Duration) {
+	e.mu.Lock()
+	st := e.steal
+	e.mu.Unlock()
+	stolen := 0.0
+	if st != nil {
+		// Read even when dt is 0, so the next interval's steal is
+		// measured over the same window as its load.
+		stolen = st.observe(dt)
+	}
 	if dt <= 0 {
 		return
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	own := 1 - stolen
+	load := util
+	if stolen > 0 && own > 0 && load > 0 {
+		load = math.Min(load/own, 1)
+	}
 	for i := range e.zones {
 		z := &e.zones[i]
-		z.last = z.Curve.At(util)
+		p, idle := z.Curve.At(load), z.Curve.Points[0]
+		z.last = p
+		if stolen > 0 {
+			z.last = curves.Estimate{
+				Watts: idle.Watts + own*(p.Watts-idle.Watts),
+				Lower: idle.Lower + own*(p.Lower-idle.Lower),
+				Upper: p.Upper,
+			}
+		}
 		z.joules += z.last.Watts * dt.Seconds()
-		z.dynJ += max(z.last.Watts-z.Curve.Points[0].Watts, 0) * dt.Seconds()
+		z.dynJ += max(z.last.Watts-idle.Watts, 0) * dt.Seconds()
 	}
 }
 
@@ -186,8 +223,16 @@ func (e *Estimator) Estimates() []snapshot.Estimate {
 	return out
 }
 
-// Health implements sourcehealth.Reporter: a model is always up and never rejects
-// a reading (utilization is clamped to [0, 1] in Advance).
+// Health implements sourcehealth.Reporter: a model is always up
+// (utilization is clamped to [0, 1] in Advance); the only readings it can
+// reject are a VM's steal counter's.
 func (e *Estimator) Health() []snapshot.SourceHealth {
-	return []snapshot.SourceHealth{{Source: e.Name(), Up: true, Rejected: map[string]uint64{}}}
+	e.mu.Lock()
+	st := e.steal
+	e.mu.Unlock()
+	rej := map[string]uint64{}
+	if st != nil {
+		rej = st.rejects.Counts()
+	}
+	return []snapshot.SourceHealth{{Source: e.Name(), Up: true, Rejected: rej}}
 }

@@ -408,6 +408,17 @@ func openEstimatorZones(cfg Config, log *zap.Logger, why string, platform bool) 
 	if err != nil {
 		return nil, fmt.Errorf("estimator: %w", err)
 	}
+	if vm {
+		// A guest's load is its busy time over the time it had: what the
+		// hypervisor stole is taken out (docs/vm.md).
+		read, err := power.ProcStatSteal(cfg.ProcfsRoot)
+		if err == nil {
+			err = e.SetSteal(read, node.Threads, log)
+		}
+		if err != nil {
+			log.Warn("steal time unreadable; the VM estimate counts stolen time as idle", zap.Error(err))
+		}
+	}
 	for _, z := range zones {
 		in, lo, hi := z.Curve.Info, z.Curve.Points[0], z.Curve.Points[curves.NumLevels-1]
 		log.Info("power source: estimator; energy is modelled and exported with method=\"estimated\"",

@@ -1,0 +1,139 @@
+package power
+
+import (
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wattrace/wattrace/pkg/power/curves"
+)
+
+// bentZone is a curve that bends, as SPECpower's does (a step from idle
+// to 10%, then straight): on a straight line the steal correction would
+// not move the watts, only the band.
+func bentZone() EstimatedZone {
+	var c curves.Curve
+	for l := range c.Points {
+		w := 10.0
+		if l > 0 {
+			w = 20 + 10*float64(l)
+		}
+		c.Points[l] = curves.Estimate{Watts: w, Lower: 0.8 * w, Upper: 1.25 * w}
+	}
+	c.Info = curves.Info{Kind: curves.KindVM, Tier: "test", Source: "test"}
+	return EstimatedZone{Zone: ZonePackage, Curve: c}
+}
+
+// fakeSteal is a steal counter the test moves.
+type fakeSteal struct {
+	v   time.Duration
+	err error
+}
+
+func (f *fakeSteal) read() (time.Duration, error) { return f.v, f.err }
+
+// A 4-vCPU guest busy 14 of its 40 vCPU-seconds in a 10 s interval, 12 of
+// them stolen (30%): its load is 14/28 = 50%, and its power the curve's
+// idle plus 70% of the dynamic watts there: 10 + 0.7 × (70 − 10) = 52 W,
+// 520 J, of which 420 J dynamic; the band 8 + 0.7 × (56 − 8) = 41.6 W to
+// 87.5 W, the upper end as if the stolen time were the guest's. Ignoring
+// steal, the curve at 35% gives 55 W (550 J).
+func TestEstimatorSteal(t *testing.T) {
+	e, err := NewEstimator(bentZone())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &fakeSteal{v: 100 * time.Second}
+	if err := e.SetSteal(st.read, 4, nil); err != nil {
+		t.Fatal(err)
+	}
+	// What was stolen before the stats loop's baseline is nobody's.
+	st.v += 5 * time.Second
+	e.Advance(0, 0)
+	st.v += 12 * time.Second
+	e.Advance(0.35, 10*time.Second)
+	joules := func() (float64, float64) {
+		s, _ := e.Read()
+		d, _ := e.ReadDynamic()
+		return s[0].Joules, d[0].Joules
+	}
+	if j, dyn := joules(); math.Abs(j-520) > 1e-9 || math.Abs(dyn-420) > 1e-9 {
+		t.Errorf("30%% stolen: %v J (%v J dynamic), want 520 J (420 J)", j, dyn)
+	}
+	if f, ok := e.StolenFraction(); !ok || math.Abs(f-0.3) > 1e-12 {
+		t.Errorf("stolen fraction %v %v, want 0.3", f, ok)
+	}
+	est := e.Estimates()[0]
+	if math.Abs(est.Watts-52) > 1e-9 || math.Abs(est.LowerW-41.6) > 1e-9 || math.Abs(est.UpperW-87.5) > 1e-9 {
+		t.Errorf("estimate %+v, want 52 W in [41.6, 87.5]", est)
+	}
+	if h := e.Health()[0]; len(h.Rejected) != 0 {
+		t.Errorf("rejected %v, want none", h.Rejected)
+	}
+
+	// A counter that goes back is rejected and counted; that interval
+	// is estimated as if nothing were stolen (55 W at 35%).
+	st.v -= time.Second
+	e.Advance(0.35, 10*time.Second)
+	if j, _ := joules(); math.Abs(j-1070) > 1e-9 {
+		t.Errorf("after a backwards steal reading: %v J, want 520 + 550", j)
+	}
+	// The next good reading continues from the last accepted one, over
+	// both intervals: 12 s of 80 vCPU-seconds is 15%; at 30% busy the
+	// load is 0.3/0.85, the power 10 + 0.85 × (P(0.3529…) − 10).
+	st.v += 13 * time.Second
+	e.Advance(0.3, 10*time.Second)
+	load := 0.3 / 0.85
+	p := 20 + 100*load // the straight part of the curve
+	if j, _ := joules(); math.Abs(j-(1070+10*(10+0.85*(p-10)))) > 1e-9 {
+		t.Errorf("after the glitch: %v J, want %v", j, 1070+10*(10+0.85*(p-10)))
+	}
+	// Faster than every vCPU stolen all the time, and unreadable: both
+	// rejected and counted.
+	st.v += 41 * time.Second
+	e.Advance(0.5, 10*time.Second)
+	st.err = errors.New("gone")
+	e.Advance(0.5, 10*time.Second)
+	if h := e.Health()[0]; h.Rejected["backwards"] != 1 || h.Rejected["too_fast"] != 1 || h.Rejected["unreadable"] != 1 {
+		t.Errorf("rejected %v, want one backwards, one too_fast, one unreadable", h.Rejected)
+	}
+
+	// Without steal the estimate is the curve at the load, as before.
+	plain, _ := NewEstimator(bentZone())
+	plain.Advance(0.35, 10*time.Second)
+	if s, _ := plain.Read(); math.Abs(s[0].Joules-550) > 1e-9 {
+		t.Errorf("no steal reader: %v J, want 550", s[0].Joules)
+	}
+	if _, ok := plain.StolenFraction(); ok {
+		t.Error("an estimator without steal says it reads steal")
+	}
+	if err := plain.SetSteal((&fakeSteal{err: errors.New("no")}).read, 4, nil); err == nil {
+		t.Error("an unreadable first steal reading accepted")
+	}
+}
+
+// ProcStatSteal reads /proc/stat's steal column (USER_HZ ticks).
+func TestProcStatSteal(t *testing.T) {
+	root := t.TempDir()
+	stat := "cpu  100 0 50 1000 0 0 0 1234 0 0\ncpu0 100 0 50 1000 0 0 0 1234 0 0\nintr 0\nctxt 0\nbtime 0\nprocesses 1\nprocs_running 1\nprocs_blocked 0\n"
+	if err := os.WriteFile(filepath.Join(root, "stat"), []byte(stat), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	read, err := ProcStatSteal(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := read(); err != nil || v != 12340*time.Millisecond {
+		t.Errorf("steal %v %v, want 12.34 s", v, err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "stat"), []byte(strings.Replace(stat, "1234", "x", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := read(); err == nil {
+		t.Error("a garbled stat read")
+	}
+}
