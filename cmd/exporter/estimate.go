@@ -28,7 +28,10 @@ type estimateArgs struct {
 	node curves.Node
 	load float64 // 0..1
 	pct  float64 // the load as given, in percent
-	json bool
+	// steal is the share of the vCPUs' time the hypervisor stole, 0..1:
+	// it changes the vm curve's figures only (docs/vm.md).
+	steal float64
+	json  bool
 	// warnings are said on stderr (and in the JSON): input that was
 	// accepted but is likely not what was meant.
 	warnings []string
@@ -38,16 +41,17 @@ func parseEstimateArgs(args []string, stderr io.Writer) (estimateArgs, error) {
 	fs := pflag.NewFlagSet("wattrace estimate", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: wattrace estimate --cpu MODEL --sockets N --threads N [--memory-gib M] --load PERCENT [--json]")
+		fmt.Fprintln(stderr, "usage: wattrace estimate --cpu MODEL --sockets N --threads N [--memory-gib M] --load PERCENT [--steal PERCENT] [--json]")
 		fs.PrintDefaults()
 	}
 	var a estimateArgs
-	var load string
+	var load, steal string
 	fs.StringVar(&a.node.CPU, "cpu", "", "CPU model string, as /proc/cpuinfo's \"model name\" (e.g. \"Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz\")")
 	fs.IntVar(&a.node.Sockets, "sockets", 0, "CPU sockets")
 	fs.IntVar(&a.node.Threads, "threads", 0, "hardware threads (vCPUs in a VM) in all")
 	fs.Float64Var(&a.node.MemoryGiB, "memory-gib", 0, "installed memory in GiB (0 or absent: assumed from the thread count)")
 	fs.StringVar(&load, "load", "", "CPU utilisation in percent, 0 to 100 (a trailing % is allowed; a value between 0 and 1 without it is warned about)")
+	fs.StringVar(&steal, "steal", "0", "for the vm figures: the share of the vCPUs' time the hypervisor stole, in percent (/proc/stat's steal over the interval); --load is then the guest's busy time over the whole interval, stolen time included")
 	fs.BoolVar(&a.json, "json", false, "print one JSON object (each curve's watts, band and source, the fallbacks taken, the warnings) instead of text")
 	if err := fs.Parse(args); err != nil {
 		return a, err
@@ -75,6 +79,15 @@ func parseEstimateArgs(args []string, stderr io.Writer) (estimateArgs, error) {
 		a.warnings = append(a.warnings, fmt.Sprintf("--load %s is read as %g%%, not %g%%: the load is in percent (0 to 100); write --load %g%% to mean %g%% and silence this", num, pct, pct*100, pct, pct))
 	}
 	a.load, a.pct = pct/100, pct
+	num, _ = strings.CutSuffix(strings.TrimSpace(steal), "%")
+	st, err := strconv.ParseFloat(num, 64)
+	if err != nil || math.IsNaN(st) || st < 0 || st > 100 {
+		return a, fmt.Errorf("--steal %q: want a percentage from 0 to 100", steal)
+	}
+	if a.pct > 100-st+1e-9 {
+		return a, fmt.Errorf("--load %g%% with --steal %g%%: the guest cannot be busy more than the %g%% of the time it had", a.pct, st, 100-st)
+	}
+	a.steal = st / 100
 	if err := a.node.Validate(); err != nil {
 		return a, fmt.Errorf("--sockets/--threads/--memory-gib: %w", err)
 	}
@@ -128,12 +141,19 @@ func printEstimate(w io.Writer, m *curves.Model, a estimateArgs) error {
 		mem = fmt.Sprintf("%g GiB", a.node.MemoryGiB)
 	}
 	fmt.Fprintf(w, "cpu:      %q (microarchitecture: %s; model tier: %s)\n", in.CPU, arch, in.Tier)
-	fmt.Fprintf(w, "node:     %d socket(s), %d threads, %s; load %g%%\n", a.node.Sockets, a.node.Threads, mem, a.load*100)
+	steal := ""
+	if a.steal > 0 {
+		steal = fmt.Sprintf(", %g%% stolen (vm)", a.steal*100)
+	}
+	fmt.Fprintf(w, "node:     %d socket(s), %d threads, %s; load %g%%%s\n", a.node.Sockets, a.node.Threads, mem, a.load*100, steal)
 	for _, c := range []struct {
 		name  string
 		curve curves.Curve
 	}{{"server", server}, {"package", pkg}, {"vm", vm}} {
 		e := c.curve.At(a.load)
+		if c.name == "vm" {
+			e = c.curve.AtStolen(a.load, a.steal)
+		}
 		fmt.Fprintf(w, "%-9s %7.1f W  band %7.1f .. %7.1f W  (%s)\n", c.name+":", e.Watts, e.Lower, e.Upper, c.curve.Info.Source)
 	}
 	for _, f := range fallbacks(server, pkg, vm) {
@@ -180,6 +200,8 @@ type estimateJSON struct {
 	Threads           int     `json:"threads"`
 	MemoryGiB         float64 `json:"memory_gib"` // 0: unknown
 	LoadPercent       float64 `json:"load_percent"`
+	// StealPercent is the stolen share the vm curve's figures allow for.
+	StealPercent float64 `json:"steal_percent"`
 	// Curves: server (a bare-metal node's platform zone), package (its
 	// CPU packages, capped at the server), vm (a VM of as many vCPUs).
 	Curves    map[string]curveJSON `json:"curves"`
@@ -202,10 +224,13 @@ func printEstimateJSON(w io.Writer, m *curves.Model, a estimateArgs) error {
 		return err
 	}
 	out := estimateJSON{CPU: server.Info.CPU, Microarchitecture: server.Info.Arch, Tier: server.Info.Tier,
-		Sockets: a.node.Sockets, Threads: a.node.Threads, MemoryGiB: a.node.MemoryGiB, LoadPercent: a.pct,
+		Sockets: a.node.Sockets, Threads: a.node.Threads, MemoryGiB: a.node.MemoryGiB, LoadPercent: a.pct, StealPercent: a.steal * 100,
 		Curves: map[string]curveJSON{}, Fallbacks: fallbacks(server, pkg, vm), Warnings: append([]string{}, a.warnings...)}
 	for name, c := range map[string]curves.Curve{"server": server, "package": pkg, "vm": vm} {
 		e := c.At(a.load)
+		if name == "vm" {
+			e = c.AtStolen(a.load, a.steal)
+		}
 		for _, v := range []float64{e.Watts, e.Lower, e.Upper} {
 			if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
 				// JSON cannot carry it, and no reader should get it.

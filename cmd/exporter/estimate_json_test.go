@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -83,6 +85,49 @@ func TestEstimateCommandWarnsFractionLoad(t *testing.T) {
 		_, errs, _ = runEstimateArgs(t, append(base, "--load", tc.load)...)
 		if strings.Contains(errs, "warning:") != tc.warn {
 			t.Errorf("--load %s text: stderr %q", tc.load, errs)
+		}
+	}
+}
+
+// --steal changes the vm figures only, as the exporter's VM estimator
+// does (docs/vm.md's worked example): 4 vCPUs of a Cascade Lake host busy
+// 35% of the interval with 30% stolen run at 50% of the time they had,
+// 2.76 + 0.7 × (9.3078 − 2.76) = 7.34 W in a band 5.91 to 11.77 W.
+func TestEstimateCommandSteal(t *testing.T) {
+	args := []string{"--cpu", "Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz", "--sockets", "1", "--threads", "4", "--memory-gib", "16", "--load", "35"}
+	out, errs, code := runEstimateArgs(t, append(args, "--steal", "30%", "--json")...)
+	if code != 0 || errs != "" {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	var got estimateJSON
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	plain, _, _ := runEstimateArgs(t, append(args, "--json")...)
+	var before estimateJSON
+	if err := json.Unmarshal([]byte(plain), &before); err != nil {
+		t.Fatal(err)
+	}
+	vm := got.Curves["vm"]
+	if got.StealPercent != 30 || math.Abs(vm.Watts-7.3435) > 5e-5 || math.Abs(vm.LowerWatts-5.9119) > 5e-5 || math.Abs(vm.UpperWatts-11.7698) > 5e-5 {
+		t.Errorf("vm with 30%% stolen: %+v (steal %v), want 7.3435 W in [5.9119, 11.7698]", vm, got.StealPercent)
+	}
+	if b := before.Curves["vm"]; before.StealPercent != 0 || math.Abs(b.Watts-7.7757) > 5e-5 {
+		t.Errorf("vm without steal: %+v, want the curve at 35%%, 7.7757 W", b)
+	}
+	for _, name := range []string{"server", "package"} {
+		if got.Curves[name] != before.Curves[name] {
+			t.Errorf("%s: %+v with steal, %+v without: steal is for the vm figures only", name, got.Curves[name], before.Curves[name])
+		}
+	}
+	text, _, _ := runEstimateArgs(t, append(args, "--steal", "30")...)
+	if !strings.Contains(text, "load 35%, 30% stolen (vm)") || !strings.Contains(text, fmt.Sprintf("%-9s %7.1f W  band %7.1f .. %7.1f W", "vm:", 7.3, 5.9, 11.8)) {
+		t.Errorf("text output:\n%s", text)
+	}
+	for _, bad := range [][]string{{"--steal", "101"}, {"--steal", "x"}, {"--steal", "-1"}, {"--steal", "70", "--load", "35"}} {
+		a := append(append([]string{}, args...), bad...)
+		if _, errs, code := runEstimateArgs(t, a...); code != 2 || !strings.Contains(errs, "--") {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and the flag named", bad, code, errs)
 		}
 	}
 }

@@ -111,7 +111,7 @@ func NewEstimator(zones ...EstimatedZone) (*Estimator, error) {
 // not an instantaneous sample.
 //
 // With SetSteal (a VM), a stolen fraction s of the vCPUs' time in the
-// interval changes three things. The load on the curve is the guest's
+// interval changes three things (curves.Curve.AtStolen). The load on the curve is the guest's
 // busy time over the time it had, util/(1−s) (at most 1). The power is
 // the curve's idle watts, whole (the vCPUs' share of the host's idle draw
 // is theirs by allocation, stolen or not), plus its dynamic watts at that
@@ -137,24 +137,11 @@ func (e *Estimator) Advance(util float64, dt time.Duration) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	own := 1 - stolen
-	load := util
-	if stolen > 0 && own > 0 && load > 0 {
-		load = math.Min(load/own, 1)
-	}
 	for i := range e.zones {
 		z := &e.zones[i]
-		p, idle := z.Curve.At(load), z.Curve.Points[0]
-		z.last = p
-		if stolen > 0 {
-			z.last = curves.Estimate{
-				Watts: idle.Watts + own*(p.Watts-idle.Watts),
-				Lower: idle.Lower + own*(p.Lower-idle.Lower),
-				Upper: p.Upper,
-			}
-		}
+		z.last = z.Curve.AtStolen(util, stolen)
 		z.joules += z.last.Watts * dt.Seconds()
-		z.dynJ += max(z.last.Watts-idle.Watts, 0) * dt.Seconds()
+		z.dynJ += max(z.last.Watts-z.Curve.Points[0].Watts, 0) * dt.Seconds()
 	}
 }
 

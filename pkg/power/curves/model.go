@@ -272,6 +272,31 @@ func (c Curve) At(load float64) Estimate {
 	return Estimate{Watts: lerp(a.Watts, b.Watts), Lower: lerp(a.Lower, b.Lower), Upper: lerp(a.Upper, b.Upper)}
 }
 
+// AtStolen is a VM's estimate at utilization util (the guest's busy time
+// over the whole interval, 0..1) when the hypervisor stole the fraction
+// stolen (0..1) of its vCPUs' time: the curve's idle whole, plus its
+// dynamic part at load util/(1−stolen) (at most 1) for the 1−stolen of
+// the time the vCPUs ran; the band's lower end by the same formula on the
+// lower band, its upper end the upper band at that load, as if the stolen
+// time were the guest's (docs/vm.md, "The estimate when the hypervisor
+// steals CPU"). stolen 0 (or not in (0, 1], NaN) is At(util).
+func (c Curve) AtStolen(util, stolen float64) Estimate {
+	if !(stolen > 0) {
+		return c.At(util)
+	}
+	stolen = math.Min(stolen, 1)
+	own, load := 1-stolen, util
+	if own > 0 && load > 0 {
+		load = math.Min(load/own, 1)
+	}
+	p, idle := c.At(load), c.Points[0]
+	return Estimate{
+		Watts: idle.Watts + own*(p.Watts-idle.Watts),
+		Lower: idle.Lower + own*(p.Lower-idle.Lower),
+		Upper: p.Upper,
+	}
+}
+
 // inputs are the resolved features of a node.
 type inputs struct {
 	key, group, vendor     string
