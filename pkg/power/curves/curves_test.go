@@ -379,3 +379,36 @@ func TestNewRejectsBadFit(t *testing.T) {
 		t.Errorf("truncated: %v", err)
 	}
 }
+
+// AtStolen: the idle whole, the dynamic part at the load over the time
+// the vCPUs had, for that time only; the band's top as if the stolen time
+// were the guest's. No steal is At.
+func TestCurveAtStolen(t *testing.T) {
+	var c Curve
+	for l := range c.Points {
+		w := 10.0
+		if l > 0 {
+			w = 20 + 10*float64(l)
+		}
+		c.Points[l] = Estimate{Watts: w, Lower: 0.8 * w, Upper: 1.25 * w}
+	}
+	for _, s := range []float64{0, -0.1, math.NaN()} {
+		if got := c.AtStolen(0.35, s); got != c.At(0.35) {
+			t.Errorf("stolen %v: %+v, want At(0.35) %+v", s, got, c.At(0.35))
+		}
+	}
+	for _, tc := range []struct {
+		util, stolen float64
+		want         Estimate
+	}{
+		{0.35, 0.3, Estimate{Watts: 10 + 0.7*60, Lower: 8 + 0.7*48, Upper: 87.5}}, // load 50%
+		{0.9, 0.3, Estimate{Watts: 10 + 0.7*110, Lower: 8 + 0.7*88, Upper: 150}},  // load clamped to 100%
+		{0.2, 1, Estimate{Watts: 10, Lower: 8, Upper: 1.25 * 40}},                 // all stolen: idle only
+		{0, 0.5, Estimate{Watts: 10, Lower: 8, Upper: 12.5}},                      // idle guest
+	} {
+		got := c.AtStolen(tc.util, tc.stolen)
+		if math.Abs(got.Watts-tc.want.Watts) > 1e-9 || math.Abs(got.Lower-tc.want.Lower) > 1e-9 || math.Abs(got.Upper-tc.want.Upper) > 1e-9 {
+			t.Errorf("util %v, stolen %v: %+v, want %+v", tc.util, tc.stolen, got, tc.want)
+		}
+	}
+}
