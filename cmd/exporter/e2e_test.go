@@ -27,7 +27,7 @@ import (
 
 	"github.com/wattrace/wattrace/internal/testenv"
 	"github.com/wattrace/wattrace/pkg/cgroup"
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
 
@@ -466,7 +466,7 @@ func mayBeAllZero(name string) bool {
 	// memory_limit_bytes: a workload without a limit has none.
 	suffixes := []string{"memory_cache_bytes", "memory_swap_bytes", "memory_fail_count_total", "memory_oom_kills_total", "pressure_seconds_total",
 		"memory_limit_bytes"}
-	for _, f := range snapshot.ProbeFamilies {
+	for _, f := range reading.ProbeFamilies {
 		suffixes = append(suffixes, f.Name)
 	}
 	for _, l := range ident.Levels() {

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/collector"
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
@@ -95,8 +96,8 @@ func TestLandingPage(t *testing.T) {
 	}
 	src.snap = &snapshot.Snapshot{Mode: "bpf", Hierarchy: "v2", Probes: []string{"softirq", "block"}, Counters: []string{"cpu_clock"},
 		Zones: []snapshot.Zone{
-			{ZoneID: snapshot.ZoneID{Name: "package", Socket: 0}, Source: "rapl"},
-			{ZoneID: snapshot.ZoneID{Name: "platform", Socket: -1}, Source: "redfish<b>"},
+			{ZoneID: reading.ZoneID{Name: "package", Socket: 0}, Source: "rapl"},
+			{ZoneID: reading.ZoneID{Name: "platform", Socket: -1}, Source: "redfish<b>"},
 		}}
 	_, body = get(t, mux, "/")
 	for _, want := range []string{"Accounting: bpf, cgroup hierarchy v2</li>",

@@ -13,7 +13,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/cgroup"
 	"github.com/wattrace/wattrace/pkg/compose"
 	"github.com/wattrace/wattrace/pkg/profiling"
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/stats"
 	"github.com/wattrace/wattrace/pkg/usage"
 	"github.com/wattrace/wattrace/pkg/workload"
@@ -85,7 +85,7 @@ func openProbes(cfg *Config, hier cgroup.Hierarchy, log *zap.Logger) (*bpfloader
 	disable := cfg.Probes.Disable
 	if len(counters) == 0 {
 		// No counter asked for: nothing is attached at context switches.
-		disable = append(disable, snapshot.ProbeCounters)
+		disable = append(disable, reading.ProbeCounters)
 	}
 	p, err := bpfloader.LoadProbes(bpfloader.ProbeOptions{Hierarchy: hier, Log: log.Named("probes"),
 		Disable: disable, Counters: counters})

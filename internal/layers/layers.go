@@ -124,12 +124,12 @@ var Layers = map[string]Layer{
 var Only = map[string][]string{
 	// internal/setting carries no data: each collector declares its own
 	// settings with it.
-	"pkg/collector":     {"pkg/snapshot", "pkg/workload/ident", "internal/setting"},
-	"pkg/snapshot":      {},
+	"pkg/collector":     {"pkg/snapshot", "pkg/reading", "pkg/workload/ident", "internal/setting"},
+	"pkg/snapshot":      {"pkg/reading"},
 	"internal/dashlint": {},
 	// Vocabulary packages build on the snapshot only where listed here.
-	"pkg/usage":          {"pkg/snapshot"},
-	"pkg/sourcehealth":   {"pkg/snapshot", "pkg/reading"},
+	"pkg/usage":          {"pkg/reading"},
+	"pkg/sourcehealth":   {"pkg/reading"},
 	"pkg/workload/ident": {"pkg/snapshot"},
 	// The units side reads what the exporters published to the TSDB; it
 	// must not reach into the exporter's sources, loop or snapshot.
@@ -205,7 +205,7 @@ func Check(graph map[string][]string) []string {
 			case li > lp, li == lp && !sameLayerOK[lp] && !(limited && contains(only, imp)):
 				out = append(out, fmt.Sprintf("%s (%s) imports %s (%s): imports point from sources towards the collectors, never back", p, lp, imp, li))
 			case noSources && li == Sources:
-				out = append(out, fmt.Sprintf("%s imports %s, a source: sources reach it only through the vocabulary (pkg/snapshot)", p, imp))
+				out = append(out, fmt.Sprintf("%s imports %s, a source: sources reach it only through the vocabulary (pkg/reading)", p, imp))
 			}
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"go.uber.org/zap"
 
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // CgroupNames remembers the path of every cgroup created in the key
@@ -80,7 +80,7 @@ func (c *CgroupNames) Path(id uint64) (string, bool) {
 }
 
 // ProgramStats returns the cost of the cgroup_mkdir program.
-func (c *CgroupNames) ProgramStats() ([]snapshot.ProgramStat, error) {
+func (c *CgroupNames) ProgramStats() ([]reading.ProgramStat, error) {
 	return programStats(map[string]*ebpf.Program{"cgroup_mkdir": c.objs.CgroupMkdir})
 }
 

@@ -7,7 +7,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/wattrace/wattrace/internal/testenv"
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // fill stores made-up entries until the map refuses more; it returns how
@@ -47,7 +47,7 @@ func dropsOf(t *testing.T, p *Probes) map[string]uint64 {
 // reads files can't get entries: its events are counted as drops of each
 // map, which is what wattrace_bpf_map_drops_total exports.
 func TestProbeMapFullCountsDrops(t *testing.T) {
-	p, h := loadProbesForTest(t, ProbeOptions{Disable: []string{snapshot.ProbeCounters}})
+	p, h := loadProbesForTest(t, ProbeOptions{Disable: []string{reading.ProbeCounters}})
 	before := dropsOf(t, p)
 	if len(before) != 2 {
 		t.Fatalf("drops of %v, want proc_stats and cgroup_stats", before)

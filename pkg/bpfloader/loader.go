@@ -17,7 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wattrace/wattrace/pkg/cgroup"
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // Options configures Load.
@@ -277,7 +277,7 @@ func streamTasks(r io.Reader, buf []byte, fn func(*taskRec)) error {
 // ProgramStats returns the cost of each accounting program: the hooks,
 // which run in the kernel on their own, and the task iterator, which runs
 // on our reads and whose cost grows with the number of tasks.
-func (a *Accounting) ProgramStats() ([]snapshot.ProgramStat, error) {
+func (a *Accounting) ProgramStats() ([]reading.ProgramStat, error) {
 	return programStats(map[string]*ebpf.Program{
 		"dump_task": a.objs.DumpTask,
 		"task_exit": a.objs.TaskExit,
@@ -288,28 +288,28 @@ func (a *Accounting) ProgramStats() ([]snapshot.ProgramStat, error) {
 	})
 }
 
-func programStats(progs map[string]*ebpf.Program) ([]snapshot.ProgramStat, error) {
-	out := make([]snapshot.ProgramStat, 0, len(progs))
+func programStats(progs map[string]*ebpf.Program) ([]reading.ProgramStat, error) {
+	out := make([]reading.ProgramStat, 0, len(progs))
 	for name, p := range progs {
 		st, err := p.Stats()
 		if err != nil {
 			return nil, fmt.Errorf("program %s statistics: %w", name, err)
 		}
-		out = append(out, snapshot.ProgramStat{Name: name, RunTime: st.Runtime, RunCount: st.RunCount})
+		out = append(out, reading.ProgramStat{Name: name, RunTime: st.Runtime, RunCount: st.RunCount})
 	}
 	return out, nil
 }
 
 // MapDrops reports the exits whose entry could not be stored because
 // exited_procs or exited_cgroups was full (slots 0 and 1 of drops).
-func (a *Accounting) MapDrops() ([]snapshot.MapDrops, error) {
+func (a *Accounting) MapDrops() ([]reading.MapDrops, error) {
 	return readDrops(a.objs.Drops, "exited_procs", "exited_cgroups")
 }
 
 // readDrops sums a per-CPU drop-count array whose slot i counts the
 // events the map named maps[i] had no room for.
-func readDrops(m *ebpf.Map, maps ...string) ([]snapshot.MapDrops, error) {
-	out := make([]snapshot.MapDrops, len(maps))
+func readDrops(m *ebpf.Map, maps ...string) ([]reading.MapDrops, error) {
+	out := make([]reading.MapDrops, len(maps))
 	var vals []uint64
 	for slot, name := range maps {
 		if err := m.Lookup(uint32(slot), &vals); err != nil {

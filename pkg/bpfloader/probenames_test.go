@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // Every place that lists the probes lists probeDefs' (ProbeNames), so a
@@ -19,7 +19,7 @@ import (
 // from ProbeNames; what is written by hand is checked below.
 func TestProbeNamesEverywhere(t *testing.T) {
 	names := ProbeNames()
-	if len(names) == 0 || !slices.Contains(names, snapshot.ProbeCounters) {
+	if len(names) == 0 || !slices.Contains(names, reading.ProbeCounters) {
 		t.Fatalf("ProbeNames() = %q", names)
 	}
 	doc, err := os.ReadFile("../../docs/probes.md")
@@ -56,7 +56,7 @@ func TestProbeNamesEverywhere(t *testing.T) {
 		}
 	}
 	for _, n := range names {
-		if want := n != snapshot.ProbeCounters; seen[n] != want {
+		if want := n != reading.ProbeCounters; seen[n] != want {
 			t.Errorf("docs/probes.md's cost table lists %s: %v, want %v", n, seen[n], want)
 		}
 	}
@@ -83,18 +83,18 @@ func TestProbeNamesEverywhere(t *testing.T) {
 			t.Errorf("%s: the --collector.probes.disable row %q does not say %q", f, row, want)
 		}
 	}
-	// snapshot.ProbeFamilies: a family for every probe but counters
+	// reading.ProbeFamilies: a family for every probe but counters
 	// (whose counts are the perf collector's), each of a probe.
 	fam := map[string]bool{}
-	for _, f := range snapshot.ProbeFamilies {
+	for _, f := range reading.ProbeFamilies {
 		if !slices.Contains(names, f.Probe) {
-			t.Errorf("snapshot.ProbeFamilies: %s of %q, which is no probe", f.Name, f.Probe)
+			t.Errorf("reading.ProbeFamilies: %s of %q, which is no probe", f.Name, f.Probe)
 		}
 		fam[f.Probe] = true
 	}
 	for _, n := range names {
-		if want := n != snapshot.ProbeCounters; fam[n] != want {
-			t.Errorf("snapshot.ProbeFamilies has a family of %s: %v, want %v", n, fam[n], want)
+		if want := n != reading.ProbeCounters; fam[n] != want {
+			t.Errorf("reading.ProbeFamilies has a family of %s: %v, want %v", n, fam[n], want)
 		}
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/cgroup"
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // hook is one program and the tracepoint it attaches to. args, when set,
@@ -33,22 +33,22 @@ type probeDef struct {
 }
 
 var probeDefs = []probeDef{
-	{snapshot.ProbePageCacheRead, [][]hook{{{"pc_get_pages", "mm_filemap_get_pages", []string{"*address_space", "", ""}}}}},
-	{snapshot.ProbePageCacheAdd, [][]hook{{{"pc_add", "mm_filemap_add_to_page_cache", []string{"*folio"}}}}},
-	{snapshot.ProbePageCacheDirty, [][]hook{
+	{reading.ProbePageCacheRead, [][]hook{{{"pc_get_pages", "mm_filemap_get_pages", []string{"*address_space", "", ""}}}}},
+	{reading.ProbePageCacheAdd, [][]hook{{{"pc_add", "mm_filemap_add_to_page_cache", []string{"*folio"}}}}},
+	{reading.ProbePageCacheDirty, [][]hook{
 		{{"pc_dirty_folio", "writeback_dirty_folio", []string{"*folio", "*address_space"}}},
 		{{"pc_dirty_page", "writeback_dirty_page", []string{"*page", "*address_space"}}},
 	}},
-	{snapshot.ProbeSoftirq, [][]hook{{
+	{reading.ProbeSoftirq, [][]hook{{
 		{"softirq_in", "softirq_entry", []string{""}},
 		{"softirq_out", "softirq_exit", []string{""}},
 	}}},
-	{snapshot.ProbeBlock, [][]hook{{{"blk_bio_queue", "block_bio_queue", []string{"*bio"}}}}},
-	{snapshot.ProbeNet, [][]hook{{
+	{reading.ProbeBlock, [][]hook{{{"blk_bio_queue", "block_bio_queue", []string{"*bio"}}}}},
+	{reading.ProbeNet, [][]hook{{
 		{"net_send", "sock_send_length", []string{"*sock", "", ""}},
 		{"net_recv", "sock_recv_length", []string{"*sock", "", ""}},
 	}}},
-	{snapshot.ProbeCounters, [][]hook{{{"counters_switch", "sched_switch", []string{"", "*task_struct", "*task_struct", ""}}}}},
+	{reading.ProbeCounters, [][]hook{{{"counters_switch", "sched_switch", []string{"", "*task_struct", "*task_struct", ""}}}}},
 }
 
 // ProbeNames names every probe, in the order of probeDefs: what
@@ -132,7 +132,7 @@ func LoadProbes(o ProbeOptions) (*Probes, error) {
 	}
 	p := &Probes{log: log, maps: map[string]*ebpf.Map{}, progs: map[string]*ebpf.Program{}}
 	disabled := map[string]bool{}
-	known := map[string]bool{snapshot.ProbeCounters: true}
+	known := map[string]bool{reading.ProbeCounters: true}
 	for _, d := range probeDefs {
 		known[d.name] = true
 	}
@@ -145,7 +145,7 @@ func LoadProbes(o ProbeOptions) (*Probes, error) {
 
 	// Counters are opened first: how many opened is a constant of the
 	// programs, and none means the context-switch program is not loaded.
-	if !disabled[snapshot.ProbeCounters] {
+	if !disabled[reading.ProbeCounters] {
 		events := o.Counters
 		if events == nil {
 			events = DefaultCounters
@@ -199,7 +199,7 @@ func LoadProbes(o ProbeOptions) (*Probes, error) {
 		case disabled[def.name]:
 			log.Info("probe disabled", zap.String("probe", def.name))
 			continue
-		case def.name == snapshot.ProbeCounters && nCounters == 0:
+		case def.name == reading.ProbeCounters && nCounters == 0:
 			log.Info("probe off: no perf counter available, nothing runs at context switches",
 				zap.String("probe", def.name))
 			continue
@@ -219,7 +219,7 @@ func LoadProbes(o ProbeOptions) (*Probes, error) {
 		p.active = append(p.active, def.name)
 		log.Info("probe active", zap.String("probe", def.name))
 	}
-	if p.counters != nil && !p.isActive(snapshot.ProbeCounters) {
+	if p.counters != nil && !p.isActive(reading.ProbeCounters) {
 		p.closeCounters()
 	}
 	return p, nil
@@ -345,7 +345,7 @@ func (p *Probes) Counters() []string {
 
 // ProgramStats returns the cost of each attached program, as the kernel
 // counts it while statistics are enabled (EnableStats).
-func (p *Probes) ProgramStats() ([]snapshot.ProgramStat, error) {
+func (p *Probes) ProgramStats() ([]reading.ProgramStat, error) {
 	return programStats(p.progs)
 }
 

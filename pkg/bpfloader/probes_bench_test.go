@@ -12,7 +12,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // BenchmarkProbesCost attaches every probe (the counters probe with the
@@ -36,9 +36,9 @@ func BenchmarkProbesCost(b *testing.B) {
 	defer l.Close()
 	dir := benchDiskDir(b)
 
-	before := map[string]snapshot.ProgramStat{}
-	after := map[string]snapshot.ProgramStat{}
-	snap := func(into map[string]snapshot.ProgramStat) {
+	before := map[string]reading.ProgramStat{}
+	after := map[string]reading.ProgramStat{}
+	snap := func(into map[string]reading.ProgramStat) {
 		stats, err := p.ProgramStats()
 		if err != nil {
 			b.Fatal(err)
@@ -47,7 +47,7 @@ func BenchmarkProbesCost(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		stats = append(stats, snapshot.ProgramStat{Name: "floor_switch", RunTime: fs.Runtime, RunCount: fs.RunCount})
+		stats = append(stats, reading.ProgramStat{Name: "floor_switch", RunTime: fs.Runtime, RunCount: fs.RunCount})
 		for _, s := range stats {
 			into[s.Name] = s
 		}

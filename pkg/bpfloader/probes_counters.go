@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wattrace/wattrace/internal/cpulist"
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // CounterEvent is a perf event the context-switch program reads on every
@@ -50,8 +50,8 @@ func openCounters(events []CounterEvent, ncpu int, log *zap.Logger) (*counterSet
 	}
 	cs := &counterSet{cpus: cpus}
 	for _, ev := range events {
-		if len(cs.names) == snapshot.MaxCounters {
-			log.Warn("counter left out: too many counters", zap.String("counter", ev.Name), zap.Int("max", snapshot.MaxCounters))
+		if len(cs.names) == reading.MaxCounters {
+			log.Warn("counter left out: too many counters", zap.String("counter", ev.Name), zap.Int("max", reading.MaxCounters))
 			continue
 		}
 		fds, err := openOnCPUs(ev, cpus)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/cilium/ebpf/link"
 
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // BenchmarkProbesPerEvent is docs/performance.md's per-event figure: the counting probes (all
@@ -22,7 +22,7 @@ import (
 func BenchmarkProbesPerEvent(b *testing.B) {
 	const secs = 5
 	statsOn(b, true)
-	p, _ := loadProbesForTest(b, ProbeOptions{Disable: []string{snapshot.ProbeCounters}})
+	p, _ := loadProbesForTest(b, ProbeOptions{Disable: []string{reading.ProbeCounters}})
 	var floor floorObjects
 	if err := loadFloorObjects(&floor, nil); err != nil {
 		b.Fatal(err)
@@ -35,7 +35,7 @@ func BenchmarkProbesPerEvent(b *testing.B) {
 	defer l.Close()
 	dir := benchDiskDir(b)
 
-	snap := func() map[string]snapshot.ProgramStat {
+	snap := func() map[string]reading.ProgramStat {
 		stats, err := p.ProgramStats()
 		if err != nil {
 			b.Fatal(err)
@@ -44,14 +44,14 @@ func BenchmarkProbesPerEvent(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		stats = append(stats, snapshot.ProgramStat{Name: "floor_switch", RunTime: fs.Runtime, RunCount: fs.RunCount})
-		m := map[string]snapshot.ProgramStat{}
+		stats = append(stats, reading.ProgramStat{Name: "floor_switch", RunTime: fs.Runtime, RunCount: fs.RunCount})
+		m := map[string]reading.ProgramStat{}
 		for _, s := range stats {
 			m[s.Name] = s
 		}
 		return m
 	}
-	var before, after map[string]snapshot.ProgramStat
+	var before, after map[string]reading.ProgramStat
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if _, err := p.Read(); err != nil {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/wattrace/wattrace/internal/testenv"
 
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // foldChildEnv makes the test binary send TCP payload in two phases, each
@@ -64,7 +64,7 @@ func foldChild(args []string) error {
 // moves before any read (the move folds first); nothing is counted twice
 // when it exits (the exit and free folds take only the rest).
 func TestProbeFoldLiveMoveExit(t *testing.T) {
-	p, h := loadProbesForTest(t, ProbeOptions{Disable: []string{snapshot.ProbeCounters}})
+	p, h := loadProbesForTest(t, ProbeOptions{Disable: []string{reading.ProbeCounters}})
 	dirA, dirB := testenv.Cgroup(t, h.Mount, "folda"), testenv.Cgroup(t, h.Mount, "foldb")
 	dirR := testenv.Cgroup(t, h.Mount, "foldr")
 	idA, idB, idR := testenv.Inode(t, dirA), testenv.Inode(t, dirB), testenv.Inode(t, dirR)

@@ -7,7 +7,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/wattrace/wattrace/internal/testenv"
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // The probes' logic, run through the raw_tp test entries with
@@ -275,7 +275,7 @@ func TestLogicCounterDelta(t *testing.T) {
 // A map entry's counters land in the ProbeStats fields of the same
 // STAT_* name: Fields follows enum stat_field's order.
 func TestCountersFollowStatEnum(t *testing.T) {
-	if n := len(new(snapshot.ProbeStats).Fields()); n != int(probesStatFieldSTAT_NR) {
+	if n := len(new(reading.ProbeStats).Fields()); n != int(probesStatFieldSTAT_NR) {
 		t.Fatalf("ProbeStats has %d counters, enum stat_field %d", n, probesStatFieldSTAT_NR)
 	}
 	var v probesStats

@@ -3,14 +3,14 @@ package bpfloader
 import (
 	"fmt"
 
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/usage"
 )
 
 // countersFrom copies a map entry's counters: the entry is an array in
 // enum stat_field's order, the order of ProbeStats.Fields.
-func countersFrom(s *probesStats) snapshot.ProbeStats {
-	var c snapshot.ProbeStats
+func countersFrom(s *probesStats) reading.ProbeStats {
+	var c reading.ProbeStats
 	for i, f := range c.Fields() {
 		*f = s.V[i]
 	}
@@ -20,9 +20,9 @@ func countersFrom(s *probesStats) snapshot.ProbeStats {
 // ProbeProcess, ProbeCgroup and ProbeReading are the snapshot's: the
 // stats loop reads them without importing this package.
 type (
-	ProbeProcess = snapshot.ProbeProcess
-	ProbeCgroup  = snapshot.ProbeCgroup
-	ProbeReading = snapshot.ProbeReading
+	ProbeProcess = reading.ProbeProcess
+	ProbeCgroup  = reading.ProbeCgroup
+	ProbeReading = reading.ProbeReading
 )
 
 // SoftirqNames are the vectors in the kernel's order (softirq_to_name).
@@ -61,13 +61,13 @@ func (p *Probes) read(procs bool) (ProbeReading, error) {
 	if err != nil {
 		return r, fmt.Errorf("read cgroup_stats: %w", err)
 	}
-	if p.isActive(snapshot.ProbeSoftirq) {
+	if p.isActive(reading.ProbeSoftirq) {
 		var per []probesVecStat
 		for vec, name := range SoftirqNames {
 			if err := p.maps["softirq_node"].Lookup(uint32(vec), &per); err != nil {
 				return r, fmt.Errorf("read softirq_node[%s]: %w", name, err)
 			}
-			v := snapshot.SoftirqVector{Name: name}
+			v := reading.SoftirqVector{Name: name}
 			for _, c := range per {
 				v.Count += c.Count
 				v.Ns += c.Ns
@@ -98,6 +98,6 @@ func (p *Probes) Forget(procs []usage.ProcKey, cgroups []uint64) error {
 
 // MapDrops reports the events whose entry could not be stored because
 // proc_stats or cgroup_stats was full (slots 0 and 1 of probe_drops).
-func (p *Probes) MapDrops() ([]snapshot.MapDrops, error) {
+func (p *Probes) MapDrops() ([]reading.MapDrops, error) {
 	return readDrops(p.maps["probe_drops"], "proc_stats", "cgroup_stats")
 }

@@ -21,7 +21,7 @@ import (
 
 	"github.com/wattrace/wattrace/internal/testenv"
 	"github.com/wattrace/wattrace/pkg/cgroup"
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 func loadProbesForTest(t testing.TB, o ProbeOptions) (*Probes, cgroup.Hierarchy) {
@@ -56,7 +56,7 @@ func TestProbesLoad(t *testing.T) {
 	// The context-switch program runs only when a counter opened: without
 	// a PMU (hardware events answer ENOENT) nothing of ours is at sched_switch.
 	counters := len(p.Counters()) > 0
-	if slices.Contains(p.Active(), snapshot.ProbeCounters) != counters {
+	if slices.Contains(p.Active(), reading.ProbeCounters) != counters {
 		t.Errorf("counters probe active = %v with counters %v", !counters, p.Counters())
 	}
 	if _, attached := p.progs["counters_switch"]; attached != counters {
@@ -66,14 +66,14 @@ func TestProbesLoad(t *testing.T) {
 
 // A disabled probe is not loaded; the others are unaffected.
 func TestProbesDisable(t *testing.T) {
-	p, _ := loadProbesForTest(t, ProbeOptions{Disable: []string{snapshot.ProbeNet, snapshot.ProbeSoftirq}})
-	for _, off := range []string{snapshot.ProbeNet, snapshot.ProbeSoftirq} {
+	p, _ := loadProbesForTest(t, ProbeOptions{Disable: []string{reading.ProbeNet, reading.ProbeSoftirq}})
+	for _, off := range []string{reading.ProbeNet, reading.ProbeSoftirq} {
 		if slices.Contains(p.Active(), off) {
 			t.Errorf("disabled probe %s active", off)
 		}
 	}
-	if !slices.Contains(p.Active(), snapshot.ProbeBlock) {
-		t.Errorf("probe %s not active", snapshot.ProbeBlock)
+	if !slices.Contains(p.Active(), reading.ProbeBlock) {
+		t.Errorf("probe %s not active", reading.ProbeBlock)
 	}
 	r := readProbes(t, p)
 	if len(r.Softirqs) != 0 {
@@ -87,12 +87,12 @@ func TestProbesDisable(t *testing.T) {
 var cpuClock = CounterEvent{Name: "cpu_clock", Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_CPU_CLOCK}
 
 // allButCounters are the probes other than the hardware counters.
-var allButCounters = slices.DeleteFunc(ProbeNames(), func(n string) bool { return n == snapshot.ProbeCounters })
+var allButCounters = slices.DeleteFunc(ProbeNames(), func(n string) bool { return n == reading.ProbeCounters })
 
 // The cpu-clock stand-in credits a busy process with its on-CPU time to 2%.
 func TestProbeCounterCPUClock(t *testing.T) {
 	p, _ := loadProbesForTest(t, ProbeOptions{Disable: allButCounters, Counters: []CounterEvent{cpuClock}})
-	if !slices.Equal(p.Active(), []string{snapshot.ProbeCounters}) || !slices.Equal(p.Counters(), []string{"cpu_clock"}) {
+	if !slices.Equal(p.Active(), []string{reading.ProbeCounters}) || !slices.Equal(p.Counters(), []string{"cpu_clock"}) {
 		t.Fatalf("active %v, counters %v; want the counters probe with cpu_clock", p.Active(), p.Counters())
 	}
 	busy := exec.Command(testenv.Busy[0], testenv.Busy[1:]...)
@@ -206,7 +206,7 @@ func readProbes(t *testing.T, p *Probes) ProbeReading {
 	return r
 }
 
-func procProbe(t *testing.T, r ProbeReading, pid int) snapshot.ProbeStats {
+func procProbe(t *testing.T, r ProbeReading, pid int) reading.ProbeStats {
 	t.Helper()
 	for _, pr := range r.Processes {
 		if int(pr.Key.PID) == pid {
@@ -214,16 +214,16 @@ func procProbe(t *testing.T, r ProbeReading, pid int) snapshot.ProbeStats {
 		}
 	}
 	t.Fatalf("pid %d has no probe entry", pid)
-	return snapshot.ProbeStats{}
+	return reading.ProbeStats{}
 }
 
-func cgroupProbe(r ProbeReading, id uint64) snapshot.ProbeStats {
+func cgroupProbe(r ProbeReading, id uint64) reading.ProbeStats {
 	for _, c := range r.Cgroups {
 		if c.ID == id {
 			return c.ProbeStats
 		}
 	}
-	return snapshot.ProbeStats{}
+	return reading.ProbeStats{}
 }
 
 func within(t *testing.T, what string, got, want uint64, tol float64) {
@@ -239,7 +239,7 @@ func within(t *testing.T, what string, got, want uint64, tol float64) {
 // dropped from the cache, one read adds its P pages; writing M new pages
 // dirties M pages.
 func TestProbePageCache(t *testing.T) {
-	p, _ := loadProbesForTest(t, ProbeOptions{Disable: []string{snapshot.ProbeCounters}})
+	p, _ := loadProbesForTest(t, ProbeOptions{Disable: []string{reading.ProbeCounters}})
 	dir := diskTempDir(t)
 	const pages, times = 2560, 5 // a 10 MiB file
 	path := filepath.Join(dir, "cached")
@@ -264,7 +264,7 @@ func TestProbePageCache(t *testing.T) {
 		hot := procProbe(t, readProbes(t, p), pid)
 		what := fmt.Sprintf("cached reads of %d KiB", buf>>10)
 		within(t, what+": pages accessed", hot.PageCacheAccessed, pages*times, 0.02)
-		within(t, what+": hits", snapshot.PageCacheHits(hot.PageCacheAccessed, hot.PageCacheAdded), pages*times, 0.02)
+		within(t, what+": hits", reading.PageCacheHits(hot.PageCacheAccessed, hot.PageCacheAdded), pages*times, 0.02)
 		if hot.PageCacheAdded > pages/50 {
 			t.Errorf("%s added %d pages, want about 0", what, hot.PageCacheAdded)
 		}
@@ -347,9 +347,9 @@ func loopbackTCP(t testing.TB, n int) {
 // and NET_RX+NET_TX counts match the kernel's own /proc/softirqs over the
 // same window.
 func TestProbeSoftirq(t *testing.T) {
-	p, _ := loadProbesForTest(t, ProbeOptions{Disable: []string{snapshot.ProbeCounters}})
-	vecs := func(r ProbeReading) map[string]snapshot.SoftirqVector {
-		m := map[string]snapshot.SoftirqVector{}
+	p, _ := loadProbesForTest(t, ProbeOptions{Disable: []string{reading.ProbeCounters}})
+	vecs := func(r ProbeReading) map[string]reading.SoftirqVector {
+		m := map[string]reading.SoftirqVector{}
 		for _, v := range r.Softirqs {
 			m[v.Name] = v
 		}
@@ -395,7 +395,7 @@ func TestProbeSoftirq(t *testing.T) {
 // B payload bytes over loopback TCP, and over UDP, between two processes
 // of one cgroup are B sent and B received for that cgroup.
 func TestProbeNet(t *testing.T) {
-	p, h := loadProbesForTest(t, ProbeOptions{Disable: []string{snapshot.ProbeCounters}})
+	p, h := loadProbesForTest(t, ProbeOptions{Disable: []string{reading.ProbeCounters}})
 	t.Run("tcp", func(t *testing.T) {
 		dir := testenv.Cgroup(t, h.Mount, "tcp")
 		id := testenv.Inode(t, dir)
@@ -443,7 +443,7 @@ func TestProbeNet(t *testing.T) {
 // D bytes written with O_DIRECT are D bytes of block writes for the
 // writer's cgroup: direct IO is submitted in the writer's context.
 func TestProbeBlockDirect(t *testing.T) {
-	p, h := loadProbesForTest(t, ProbeOptions{Disable: []string{snapshot.ProbeCounters}})
+	p, h := loadProbesForTest(t, ProbeOptions{Disable: []string{reading.ProbeCounters}})
 	dir := diskTempDir(t)
 	var st unix.Stat_t
 	if err := unix.Stat(dir, &st); err != nil {
@@ -468,7 +468,7 @@ func TestProbeBlockDirect(t *testing.T) {
 func TestProbeRefusedIsolated(t *testing.T) {
 	defs := []probeDef{
 		{"broken", [][]hook{{{"pc_dirty_page", "writeback_dirty_folio", []string{"*folio", "*address_space"}}}}},
-		probeDefs[slices.IndexFunc(probeDefs, func(d probeDef) bool { return d.name == snapshot.ProbeNet })],
+		probeDefs[slices.IndexFunc(probeDefs, func(d probeDef) bool { return d.name == reading.ProbeNet })],
 	}
 	if spec, err := btf.LoadKernelSpec(); err == nil {
 		var td *btf.Typedef
@@ -476,9 +476,9 @@ func TestProbeRefusedIsolated(t *testing.T) {
 			testenv.NotApplicable(t, "this kernel has writeback_dirty_page, so the broken probe would load")
 		}
 	}
-	p, h := loadProbesForTest(t, ProbeOptions{defs: defs, Disable: []string{snapshot.ProbeCounters}})
-	if !slices.Equal(p.Active(), []string{snapshot.ProbeNet}) {
-		t.Fatalf("active %v, want only %s", p.Active(), snapshot.ProbeNet)
+	p, h := loadProbesForTest(t, ProbeOptions{defs: defs, Disable: []string{reading.ProbeCounters}})
+	if !slices.Equal(p.Active(), []string{reading.ProbeNet}) {
+		t.Fatalf("active %v, want only %s", p.Active(), reading.ProbeNet)
 	}
 	dir := testenv.Cgroup(t, h.Mount, "isolated")
 	recv, out := child(t, dir, "tcprecv")
@@ -525,7 +525,7 @@ func TestParseCPUList(t *testing.T) {
 
 // ReadCgroups gives the cgroups' counters without walking the processes'.
 func TestProbeReadCgroups(t *testing.T) {
-	p, _ := loadProbesForTest(t, ProbeOptions{Disable: []string{snapshot.ProbeCounters}})
+	p, _ := loadProbesForTest(t, ProbeOptions{Disable: []string{reading.ProbeCounters}})
 	// Some network payload from this process, so maps have entries.
 	for i := 0; i < 3; i++ {
 		if _, err := exec.Command("/bin/sh", "-c", "echo hi > /dev/null").CombinedOutput(); err != nil {

@@ -5,18 +5,18 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // JoulesPerKWh converts energy: 1 kWh = 3.6 MJ.
-const JoulesPerKWh = snapshot.JoulesPerKWh
+const JoulesPerKWh = reading.JoulesPerKWh
 
 // Grams is the mass of CO2e for joules of electricity at gPerKWh.
 func Grams(joules, gPerKWh float64) float64 { return joules / JoulesPerKWh * gPerKWh }
 
 // Factor is the factor in force for one interval, the snapshot's
 // CarbonFactor: the stats loop reads it without importing this package.
-type Factor = snapshot.CarbonFactor
+type Factor = reading.CarbonFactor
 
 // Chain picks the factor in force: the driving provider's while it is no
 // older than the staleness, else the first fallback, in the configured
@@ -65,8 +65,8 @@ func factorOf(v Value, fallback bool) Factor {
 
 // Intensities is every provider's cached factor, for the snapshot; a
 // provider without a good value yet is left out (its health says why).
-func (c *Chain) Intensities() []snapshot.Intensity {
-	out := make([]snapshot.Intensity, 0, len(c.providers))
+func (c *Chain) Intensities() []reading.Intensity {
+	out := make([]reading.Intensity, 0, len(c.providers))
 	for _, p := range c.providers {
 		if in, ok := p.Intensity(); ok {
 			out = append(out, in)
@@ -76,8 +76,8 @@ func (c *Chain) Intensities() []snapshot.Intensity {
 }
 
 // Health is every provider's health, source "carbon/<name>".
-func (c *Chain) Health() []snapshot.SourceHealth {
-	out := make([]snapshot.SourceHealth, 0, len(c.providers))
+func (c *Chain) Health() []reading.SourceHealth {
+	out := make([]reading.SourceHealth, 0, len(c.providers))
 	for _, p := range c.providers {
 		out = append(out, p.Health())
 	}

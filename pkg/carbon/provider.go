@@ -9,7 +9,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/reading"
-	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/sourcehealth"
 )
 
@@ -178,13 +177,13 @@ func (p *Provider) valueLocked() Value {
 
 // Intensity is the cached factor as the snapshot shows it; ok is false
 // before the first good value.
-func (p *Provider) Intensity() (snapshot.Intensity, bool) {
+func (p *Provider) Intensity() (reading.Intensity, bool) {
 	v, ok := p.Current()
-	return snapshot.Intensity{Provider: v.Provider, Zone: v.Zone, GramsPerKWh: v.GramsPerKWh, Age: v.Age, Up: v.Up}, ok
+	return reading.Intensity{Provider: v.Provider, Zone: v.Zone, GramsPerKWh: v.GramsPerKWh, Age: v.Age, Up: v.Up}, ok
 }
 
 // Health reports the provider as source "carbon/<name>".
-func (p *Provider) Health() snapshot.SourceHealth {
+func (p *Provider) Health() reading.SourceHealth {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	h := p.tall.Health()

@@ -2,7 +2,7 @@ package cgroupstats
 
 import (
 	"github.com/wattrace/wattrace/pkg/cgroup"
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 
 	"bytes"
 	"io/fs"
@@ -41,7 +41,7 @@ func fixtures(names ...string) [][]byte {
 }
 
 // noDuplicates checks each device appears once: device() must merge.
-func noDuplicates(t *testing.T, io []snapshot.DeviceIO) {
+func noDuplicates(t *testing.T, io []reading.DeviceIO) {
 	seen := map[[2]uint32]bool{}
 	for _, d := range io {
 		k := [2]uint32{d.Major, d.Minor}
@@ -57,7 +57,7 @@ func FuzzParseIOStat(f *testing.F) {
 	f.Add([]byte("8:0 rbytes=1 wbytes=2 rios=3 wios=4 dbytes=5 dios=6\n8:0 rbytes=9"))
 	f.Add([]byte("8:0 =1 rbytes rbytes= ==\n:\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var io []snapshot.DeviceIO
+		var io []reading.DeviceIO
 		if err := parseIOStat(data, &io); err == nil {
 			noDuplicates(t, io)
 		}
@@ -71,7 +71,7 @@ func FuzzParseBlkio(f *testing.F) {
 	f.Add([]byte("8:0 Read 1\nTotal 1\n"), false)
 	f.Add([]byte("Total\n8:0\n: Read 1\n"), true)
 	f.Fuzz(func(t *testing.T, data []byte, ops bool) {
-		var io []snapshot.DeviceIO
+		var io []reading.DeviceIO
 		if err := parseBlkio(data, ops, &io); err == nil {
 			noDuplicates(t, io)
 		}

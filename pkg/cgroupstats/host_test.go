@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wattrace/wattrace/internal/testenv"
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // These tests create real cgroups on the host, run processes in them and
@@ -83,7 +83,7 @@ func checkCPU(t *testing.T, r *Reader, rel string, busy *exec.Cmd) {
 	if err != nil {
 		t.Fatalf("Read: %v", err)
 	}
-	if !s2.Available.Has(snapshot.FieldCPU) {
+	if !s2.Available.Has(reading.FieldCPU) {
 		t.Fatalf("cpu unavailable: %b", s2.Available)
 	}
 	got := (s2.CPUUserSeconds + s2.CPUSystemSeconds) - (s1.CPUUserSeconds + s1.CPUSystemSeconds)
@@ -126,11 +126,11 @@ func TestHostV1(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Read of the empty cgroup: %v", err)
 	}
-	if s.MemoryLimit != snapshot.Unlimited || !s.Available.Has(snapshot.FieldMemoryLimit) {
+	if s.MemoryLimit != reading.Unlimited || !s.Available.Has(reading.FieldMemoryLimit) {
 		t.Errorf("new cgroup's limit = %d, want Unlimited", s.MemoryLimit)
 	}
-	if s.Tasks != 0 || !s.Available.Has(snapshot.FieldTasks) {
-		t.Errorf("empty cgroup has %d tasks (available %v), want 0", s.Tasks, s.Available.Has(snapshot.FieldTasks))
+	if s.Tasks != 0 || !s.Available.Has(reading.FieldTasks) {
+		t.Errorf("empty cgroup has %d tasks (available %v), want 0", s.Tasks, s.Available.Has(reading.FieldTasks))
 	}
 
 	const limit = 512 * mib
@@ -159,15 +159,15 @@ func TestHostV1(t *testing.T) {
 	if s.MemoryCache < fill || s.MemoryCache > s.MemoryCurrent {
 		t.Errorf("memory cache = %d, want %d to current %d", s.MemoryCache, fill, s.MemoryCurrent)
 	}
-	if !s.Available.Has(snapshot.FieldMemoryRSS|snapshot.FieldMemoryFailCount) || s.MemoryRSS > 16*mib {
+	if !s.Available.Has(reading.FieldMemoryRSS|reading.FieldMemoryFailCount) || s.MemoryRSS > 16*mib {
 		t.Errorf("memory rss = %d (available %b), want a few pages of shell", s.MemoryRSS, s.Available)
 	}
 	// sleep and the busy shell.
 	if s.Tasks != 2 {
 		t.Errorf("tasks = %d, want 2", s.Tasks)
 	}
-	if s.Available.Has(snapshot.FieldPSICPUSome) {
-		t.Logf("this kernel has cgroup v1 PSI: cpu some %.3f s", s.PSI[snapshot.PSICPU].SomeSeconds)
+	if s.Available.Has(reading.FieldPSICPUSome) {
+		t.Logf("this kernel has cgroup v1 PSI: cpu some %.3f s", s.PSI[reading.PSICPU].SomeSeconds)
 	}
 	if l.V1Roots["blkio"] != "" {
 		checkIO(t, r, rel, dirs)
@@ -225,7 +225,7 @@ func checkIO(t *testing.T, r *Reader, rel string, dirs []string) {
 	if err != nil {
 		t.Fatalf("Read: %v", err)
 	}
-	if !s.Available.Has(snapshot.FieldIO) {
+	if !s.Available.Has(reading.FieldIO) {
 		t.Fatalf("io unavailable: %b", s.Available)
 	}
 	for _, d := range s.IO {
@@ -280,33 +280,33 @@ func TestHostV2(t *testing.T) {
 		t.Fatalf("Read: %v", err)
 	}
 	t.Logf("v2: %+v", s)
-	if s.Tasks != tasks || !s.Available.Has(snapshot.FieldTasks) {
-		t.Errorf("tasks = %d (available %v), want %d", s.Tasks, s.Available.Has(snapshot.FieldTasks), tasks)
+	if s.Tasks != tasks || !s.Available.Has(reading.FieldTasks) {
+		t.Errorf("tasks = %d (available %v), want %d", s.Tasks, s.Available.Has(reading.FieldTasks), tasks)
 	}
-	if s.Available.Has(snapshot.FieldTasksRecursive) != slices.Contains(has, "pids") {
-		t.Errorf("tasks from pids.current = %v, want %v", s.Available.Has(snapshot.FieldTasksRecursive), slices.Contains(has, "pids"))
+	if s.Available.Has(reading.FieldTasksRecursive) != slices.Contains(has, "pids") {
+		t.Errorf("tasks from pids.current = %v, want %v", s.Available.Has(reading.FieldTasksRecursive), slices.Contains(has, "pids"))
 	}
-	const mem = snapshot.FieldMemoryCurrent | snapshot.FieldMemoryLimit | snapshot.FieldMemoryRSS | snapshot.FieldMemoryCache | snapshot.FieldMemoryFailCount
+	const mem = reading.FieldMemoryCurrent | reading.FieldMemoryLimit | reading.FieldMemoryRSS | reading.FieldMemoryCache | reading.FieldMemoryFailCount
 	if slices.Contains(has, "memory") {
 		if !s.Available.Has(mem) {
 			t.Errorf("memory fields unavailable: %b", s.Available)
 		}
-		if s.MemoryCurrent < 64*mib || s.MemoryCurrent > 80*mib || s.MemoryCache < 64*mib || s.MemoryLimit != snapshot.Unlimited {
+		if s.MemoryCurrent < 64*mib || s.MemoryCurrent > 80*mib || s.MemoryCache < 64*mib || s.MemoryLimit != reading.Unlimited {
 			t.Errorf("memory current %d, cache %d, limit %d: want 64 to 80 MiB, >= 64 MiB, Unlimited",
 				s.MemoryCurrent, s.MemoryCache, s.MemoryLimit)
 		}
 	} else if s.Available&mem != 0 || s.MemoryCurrent != 0 {
 		t.Errorf("memory controller not enabled, yet memory available: %b, current %d", s.Available&mem, s.MemoryCurrent)
 	}
-	if !slices.Contains(has, "io") && (s.Available.Has(snapshot.FieldIO) || len(s.IO) != 0) {
+	if !slices.Contains(has, "io") && (s.Available.Has(reading.FieldIO) || len(s.IO) != 0) {
 		t.Errorf("io controller not enabled, yet io available: %+v", s.IO)
 	}
 	// PSI is core cgroup2: cpu.pressure exists whenever the kernel has PSI.
 	if _, err := os.Stat(filepath.Join(dir, "cpu.pressure")); err == nil {
-		if !s.Available.Has(snapshot.FieldPSICPUSome) || s.PSI[snapshot.PSICPU].SomeSeconds < 0 {
+		if !s.Available.Has(reading.FieldPSICPUSome) || s.PSI[reading.PSICPU].SomeSeconds < 0 {
 			t.Errorf("cpu pressure unavailable: %b", s.Available)
 		}
-	} else if s.Available.Has(snapshot.FieldPSICPUSome) {
+	} else if s.Available.Has(reading.FieldPSICPUSome) {
 		t.Errorf("no cpu.pressure, yet PSI available")
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"slices"
 
 	"github.com/wattrace/wattrace/internal/decimal"
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // The parsers work on the Reader's buffer in place and allocate only to
@@ -72,7 +72,7 @@ const v1Unlimited = math.MaxInt64 - 1<<20
 func parseV1Limit(data []byte) (uint64, error) {
 	v, err := parseSingle(data)
 	if err == nil && v >= v1Unlimited {
-		v = snapshot.Unlimited
+		v = reading.Unlimited
 	}
 	return v, err
 }
@@ -80,7 +80,7 @@ func parseV1Limit(data []byte) (uint64, error) {
 // parseV2Max parses a v2 limit file such as memory.max: a number or "max".
 func parseV2Max(data []byte) (uint64, error) {
 	if string(bytes.TrimSpace(data)) == "max" {
-		return snapshot.Unlimited, nil
+		return reading.Unlimited, nil
 	}
 	return parseSingle(data)
 }
@@ -141,13 +141,13 @@ func parseDevice(b []byte) (maj, min uint32, ok bool) {
 // device returns the entry of io for maj:min, appending a zero one first if
 // there is none. Hosts have few block devices, so a linear search beats a
 // map and allocates nothing.
-func device(io *[]snapshot.DeviceIO, maj, min uint32) *snapshot.DeviceIO {
+func device(io *[]reading.DeviceIO, maj, min uint32) *reading.DeviceIO {
 	for i := range *io {
 		if d := &(*io)[i]; d.Major == maj && d.Minor == min {
 			return d
 		}
 	}
-	*io = append(*io, snapshot.DeviceIO{Major: maj, Minor: min})
+	*io = append(*io, reading.DeviceIO{Major: maj, Minor: min})
 	return &(*io)[len(*io)-1]
 }
 
@@ -157,7 +157,7 @@ func device(io *[]snapshot.DeviceIO, maj, min uint32) *snapshot.DeviceIO {
 // (io_serviced) or bytes (io_service_bytes). Sync, Async and Total are
 // other views of the same IO and are skipped, as is the summary line; an
 // empty file is no IO.
-func parseBlkio(data []byte, ops bool, io *[]snapshot.DeviceIO) error {
+func parseBlkio(data []byte, ops bool, io *[]reading.DeviceIO) error {
 	for n := 1; len(data) > 0; n++ {
 		var line []byte
 		line, data = nextLine(data)
@@ -205,7 +205,7 @@ func pick(first bool, a, b *uint64) *uint64 {
 // parseIOStat adds a v2 io.stat to io: one line per device, "8:0 rbytes=1
 // wbytes=2 rios=3 wios=4 dbytes=5 dios=6", possibly followed by keys of
 // io.cost or io.latency, which are skipped.
-func parseIOStat(data []byte, io *[]snapshot.DeviceIO) error {
+func parseIOStat(data []byte, io *[]reading.DeviceIO) error {
 	for n := 1; len(data) > 0; n++ {
 		var line []byte
 		line, data = nextLine(data)
@@ -254,8 +254,8 @@ func parseIOStat(data []byte, io *[]snapshot.DeviceIO) error {
 
 // sortIO orders devices by number, so output does not depend on the order
 // the kernel listed them in or on which v1 file named a device first.
-func sortIO(io []snapshot.DeviceIO) {
-	slices.SortFunc(io, func(a, b snapshot.DeviceIO) int {
+func sortIO(io []reading.DeviceIO) {
+	slices.SortFunc(io, func(a, b reading.DeviceIO) int {
 		if a.Major != b.Major {
 			return int(a.Major) - int(b.Major)
 		}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 func TestParseUint(t *testing.T) {
@@ -24,16 +24,16 @@ func TestParseUint(t *testing.T) {
 
 func TestParseLimits(t *testing.T) {
 	for in, want := range map[string]uint64{
-		"9223372036854771712\n": snapshot.Unlimited, // 4 KiB pages
-		"9223372036854710272\n": snapshot.Unlimited, // 64 KiB pages
-		"9223372036854775807\n": snapshot.Unlimited, // before 3.19
+		"9223372036854771712\n": reading.Unlimited, // 4 KiB pages
+		"9223372036854710272\n": reading.Unlimited, // 64 KiB pages
+		"9223372036854775807\n": reading.Unlimited, // before 3.19
 		"8589934592\n":          8589934592,
 	} {
 		if got, err := parseV1Limit([]byte(in)); err != nil || got != want {
 			t.Errorf("parseV1Limit(%q) = %d, %v, want %d", in, got, err, want)
 		}
 	}
-	for in, want := range map[string]uint64{"max\n": snapshot.Unlimited, "4096\n": 4096} {
+	for in, want := range map[string]uint64{"max\n": reading.Unlimited, "4096\n": 4096} {
 		if got, err := parseV2Max([]byte(in)); err != nil || got != want {
 			t.Errorf("parseV2Max(%q) = %d, %v, want %d", in, got, err, want)
 		}
@@ -55,14 +55,14 @@ func TestParseKV(t *testing.T) {
 }
 
 func TestParseBlkio(t *testing.T) {
-	var io []snapshot.DeviceIO
+	var io []reading.DeviceIO
 	if err := parseBlkio([]byte("8:0 Read 10\n8:0 Write 20\n8:0 Total 30\n8:16 Discard 4\nTotal 34\n"), false, &io); err != nil {
 		t.Fatal(err)
 	}
 	if err := parseBlkio([]byte("8:16 Read 1\n8:0 Write 2\n8:0 Frobnicate 3\nTotal 3\n"), true, &io); err != nil {
 		t.Fatal(err)
 	}
-	want := []snapshot.DeviceIO{
+	want := []reading.DeviceIO{
 		{Major: 8, Minor: 0, ReadBytes: 10, WriteBytes: 20, WriteOps: 2},
 		{Major: 8, Minor: 16, DiscardBytes: 4, ReadOps: 1},
 	}
@@ -77,7 +77,7 @@ func TestParseBlkio(t *testing.T) {
 		"4294967296:0 R 1":       `line 1 "4294967296:0 R 1": invalid device number, want major:minor`,
 		"8:0 Read 1\nRead 8:0 1": `line 2 "Read 8:0 1": invalid device number, want major:minor`,
 	} {
-		var io []snapshot.DeviceIO
+		var io []reading.DeviceIO
 		if err := parseBlkio([]byte(in), false, &io); err == nil || err.Error() != want {
 			t.Errorf("parseBlkio(%q) err = %v, want %s", in, err, want)
 		}
@@ -85,13 +85,13 @@ func TestParseBlkio(t *testing.T) {
 }
 
 func TestParseIOStat(t *testing.T) {
-	var io []snapshot.DeviceIO
+	var io []reading.DeviceIO
 	in := "259:0 rbytes=1 wbytes=2 rios=3 wios=4 dbytes=5 dios=6 cost.vrate=135.25 bogus\n8:0 rbytes=7\n"
 	if err := parseIOStat([]byte(in), &io); err != nil {
 		t.Fatal(err)
 	}
 	sortIO(io)
-	want := []snapshot.DeviceIO{
+	want := []reading.DeviceIO{
 		{Major: 8, Minor: 0, ReadBytes: 7},
 		{Major: 259, Minor: 0, ReadBytes: 1, WriteBytes: 2, ReadOps: 3, WriteOps: 4, DiscardBytes: 5, DiscardOps: 6},
 	}

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // Reader reads Stats of workload cgroups. It keeps its read buffers and a
@@ -106,8 +106,8 @@ func NewReaderWith(l Layout, o Options) *Reader {
 // that does not exist is not an error, only an unavailable field; but when
 // none of the files exists, the cgroup is gone (or was never there) and the
 // error wraps fs.ErrNotExist.
-func (r *Reader) Read(rel string) (snapshot.Resources, error) {
-	var s snapshot.Resources
+func (r *Reader) Read(rel string) (reading.Resources, error) {
+	var s reading.Resources
 	err := r.ReadInto(rel, &s)
 	return s, err
 }
@@ -115,9 +115,9 @@ func (r *Reader) Read(rel string) (snapshot.Resources, error) {
 // ReadInto is Read into s, reusing the storage of s.IO: a caller that
 // reads the same workload every interval and keeps its Stats allocates
 // nothing once device names are cached. s is overwritten entirely.
-func (r *Reader) ReadInto(rel string, s *snapshot.Resources) error {
+func (r *Reader) ReadInto(rel string, s *reading.Resources) error {
 	clean, err := cleanRel(rel)
-	*s = snapshot.Resources{IO: s.IO[:0]}
+	*s = reading.Resources{IO: s.IO[:0]}
 	if err != nil {
 		return err
 	}
@@ -161,7 +161,7 @@ func cleanRel(rel string) (string, error) {
 type readState struct {
 	r     *Reader
 	rel   string
-	s     *snapshot.Resources
+	s     *reading.Resources
 	found int // files that existed
 	errs  []error
 }
@@ -215,7 +215,7 @@ func (st *readState) fail(err error) {
 }
 
 // uint reads a one-number file through parse, setting field on success.
-func (st *readState) uint(root, name string, parse func([]byte) (uint64, error), dst *uint64, field snapshot.ResourceField) status {
+func (st *readState) uint(root, name string, parse func([]byte) (uint64, error), dst *uint64, field reading.ResourceField) status {
 	data, stat := st.read(root, name)
 	if stat != present {
 		return stat
@@ -260,7 +260,7 @@ func (st *readState) cpu() {
 			return
 		}
 		s.CPUUserSeconds, s.CPUSystemSeconds = float64(user)/1e9, float64(sys)/1e9
-		s.Available |= snapshot.FieldCPU
+		s.Available |= reading.FieldCPU
 		return
 	}
 	var v [2]uint64
@@ -269,7 +269,7 @@ func (st *readState) cpu() {
 		// USER_HZ is 100 on every architecture the kernel exports it for.
 		if st.kv(data, keysCPUAcctStat, v[:], 0b11) {
 			s.CPUUserSeconds, s.CPUSystemSeconds = float64(v[0])/100, float64(v[1])/100
-			s.Available |= snapshot.FieldCPU
+			s.Available |= reading.FieldCPU
 		}
 	}
 	if stat != absent {
@@ -280,7 +280,7 @@ func (st *readState) cpu() {
 	if data, stat := st.read(st.r.v2Root, "cpu.stat"); stat == present {
 		if st.kv(data, keysCPUStat, v[:], 0b11) {
 			s.CPUUserSeconds, s.CPUSystemSeconds = float64(v[0])/1e6, float64(v[1])/1e6
-			s.Available |= snapshot.FieldCPU
+			s.Available |= reading.FieldCPU
 		}
 	}
 }
@@ -318,8 +318,8 @@ func (st *readState) memory() {
 	s, root := st.s, st.r.memory
 	// The first file decides the hierarchy, so a cgroup's memory fields
 	// never mix v1 and v2 sources.
-	if st.uint(root, "memory.usage_in_bytes", parseSingle, &s.MemoryCurrent, snapshot.FieldMemoryCurrent) != absent {
-		st.uint(root, "memory.limit_in_bytes", parseV1Limit, &s.MemoryLimit, snapshot.FieldMemoryLimit)
+	if st.uint(root, "memory.usage_in_bytes", parseSingle, &s.MemoryCurrent, reading.FieldMemoryCurrent) != absent {
+		st.uint(root, "memory.limit_in_bytes", parseV1Limit, &s.MemoryLimit, reading.FieldMemoryLimit)
 		if data, stat := st.read(root, "memory.stat"); stat == present {
 			var v [6]uint64
 			if found, err := parseKV(data, keysMemStatV1, v[:]); err != nil {
@@ -328,28 +328,28 @@ func (st *readState) memory() {
 				st.memStatV1(found, v)
 			}
 		}
-		st.uint(root, "memory.failcnt", parseSingle, &s.MemoryFailCount, snapshot.FieldMemoryFailCount)
+		st.uint(root, "memory.failcnt", parseSingle, &s.MemoryFailCount, reading.FieldMemoryFailCount)
 		if data, stat := st.read(root, "memory.oom_control"); stat == present {
 			var v [1]uint64
 			if found, err := parseKV(data, keysOOMControl, v[:]); err != nil {
 				st.fail(err)
 			} else if found != 0 { // oom_kill appeared in 4.13
 				s.MemoryOOMKills = v[0]
-				s.Available |= snapshot.FieldMemoryOOMKills
+				s.Available |= reading.FieldMemoryOOMKills
 			}
 		}
 		return
 	}
 	root = st.r.v2Root
-	if st.uint(root, "memory.current", parseSingle, &s.MemoryCurrent, snapshot.FieldMemoryCurrent) == absent {
+	if st.uint(root, "memory.current", parseSingle, &s.MemoryCurrent, reading.FieldMemoryCurrent) == absent {
 		return
 	}
-	st.uint(root, "memory.max", parseV2Max, &s.MemoryLimit, snapshot.FieldMemoryLimit)
+	st.uint(root, "memory.max", parseV2Max, &s.MemoryLimit, reading.FieldMemoryLimit)
 	if data, stat := st.read(root, "memory.stat"); stat == present {
 		var v [2]uint64
 		if st.kv(data, keysMemStatV2, v[:], 0b11) {
 			s.MemoryRSS, s.MemoryCache = v[0], v[1]
-			s.Available |= snapshot.FieldMemoryRSS | snapshot.FieldMemoryCache
+			s.Available |= reading.FieldMemoryRSS | reading.FieldMemoryCache
 		}
 	}
 	if data, stat := st.read(root, "memory.events"); stat == present {
@@ -359,21 +359,21 @@ func (st *readState) memory() {
 		} else {
 			if found&1 != 0 {
 				s.MemoryFailCount = v[0]
-				s.Available |= snapshot.FieldMemoryFailCount
+				s.Available |= reading.FieldMemoryFailCount
 			}
 			if found&2 != 0 { // oom_kill appeared in 4.13
 				s.MemoryOOMKills = v[1]
-				s.Available |= snapshot.FieldMemoryOOMKills
+				s.Available |= reading.FieldMemoryOOMKills
 			}
 		}
 	}
-	st.uint(root, "memory.swap.current", parseSingle, &s.MemorySwap, snapshot.FieldMemorySwap)
+	st.uint(root, "memory.swap.current", parseSingle, &s.MemorySwap, reading.FieldMemorySwap)
 }
 
 // memStatV1 picks v1 memory.stat values, preferring each total_ line.
 func (st *readState) memStatV1(found uint64, v [6]uint64) {
 	s := st.s
-	set := func(i int, dst *uint64, f snapshot.ResourceField) {
+	set := func(i int, dst *uint64, f reading.ResourceField) {
 		switch {
 		case found&(1<<i) != 0:
 			*dst = v[i]
@@ -384,9 +384,9 @@ func (st *readState) memStatV1(found uint64, v [6]uint64) {
 		}
 		s.Available |= f
 	}
-	set(0, &s.MemoryRSS, snapshot.FieldMemoryRSS)
-	set(1, &s.MemoryCache, snapshot.FieldMemoryCache)
-	set(2, &s.MemorySwap, snapshot.FieldMemorySwap)
+	set(0, &s.MemoryRSS, reading.FieldMemoryRSS)
+	set(1, &s.MemoryCache, reading.FieldMemoryCache)
+	set(2, &s.MemorySwap, reading.FieldMemorySwap)
 }
 
 func (st *readState) io() {
@@ -426,7 +426,7 @@ func (st *readState) io() {
 		s.IO = s.IO[:0]
 		return
 	}
-	s.Available |= snapshot.FieldIO
+	s.Available |= reading.FieldIO
 	sortIO(s.IO)
 	for i := range s.IO {
 		s.IO[i].Device = st.r.deviceName(s.IO[i].Major, s.IO[i].Minor)
@@ -434,7 +434,7 @@ func (st *readState) io() {
 }
 
 // pressureFiles is the file of each Resource.
-var pressureFiles = [snapshot.NumPSIResources]string{"cpu.pressure", "memory.pressure", "io.pressure"}
+var pressureFiles = [reading.NumPSIResources]string{"cpu.pressure", "memory.pressure", "io.pressure"}
 
 func (st *readState) pressure() {
 	s := st.s
@@ -451,8 +451,8 @@ func (st *readState) pressure() {
 			st.fail(err)
 			continue
 		}
-		r := snapshot.PSIResource(res)
-		s.PSI[r] = snapshot.Pressure{SomeSeconds: float64(some) / 1e6, FullSeconds: float64(full) / 1e6}
+		r := reading.PSIResource(res)
+		s.PSI[r] = reading.Pressure{SomeSeconds: float64(some) / 1e6, FullSeconds: float64(full) / 1e6}
 		s.Available |= r.SomeField()
 		if hasFull {
 			s.Available |= r.FullField()
@@ -462,10 +462,10 @@ func (st *readState) pressure() {
 
 func (st *readState) tasks() {
 	s := st.s
-	if st.uint(st.r.pids, "pids.current", parseSingle, &s.Tasks, snapshot.FieldTasks|snapshot.FieldTasksRecursive) != absent {
+	if st.uint(st.r.pids, "pids.current", parseSingle, &s.Tasks, reading.FieldTasks|reading.FieldTasksRecursive) != absent {
 		return
 	}
-	if st.uint(st.r.v2Root, "pids.current", parseSingle, &s.Tasks, snapshot.FieldTasks|snapshot.FieldTasksRecursive) != absent {
+	if st.uint(st.r.v2Root, "pids.current", parseSingle, &s.Tasks, reading.FieldTasks|reading.FieldTasksRecursive) != absent {
 		return
 	}
 	// Without pids, count the threads of the cgroup itself in the first
@@ -474,14 +474,14 @@ func (st *readState) tasks() {
 		if data, stat := st.read(root, "tasks"); stat != absent {
 			if stat == present {
 				s.Tasks = countLines(data)
-				s.Available |= snapshot.FieldTasks
+				s.Available |= reading.FieldTasks
 			}
 			return
 		}
 	}
 	if data, stat := st.read(st.r.v2Root, "cgroup.threads"); stat == present {
 		s.Tasks = countLines(data)
-		s.Available |= snapshot.FieldTasks
+		s.Available |= reading.FieldTasks
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/wattrace/wattrace/internal/testenv"
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 const (
@@ -21,55 +21,55 @@ const (
 )
 
 // wantV1Step is every value of the fixture's Slurm step, read from v1.
-func wantV1Step() snapshot.Resources {
-	return snapshot.Resources{
+func wantV1Step() reading.Resources {
+	return reading.Resources{
 		CPUUserSeconds:   12.345678901, // cpuacct.usage_user, not cpuacct.stat
 		CPUSystemSeconds: 2.5,
 		MemoryCurrent:    1073741824,
-		MemoryLimit:      snapshot.Unlimited,
+		MemoryLimit:      reading.Unlimited,
 		MemoryRSS:        805306368, // total_rss, not rss
 		MemoryCache:      201326592,
 		MemorySwap:       4096,
 		MemoryFailCount:  17,
 		MemoryOOMKills:   2,
-		IO: []snapshot.DeviceIO{
+		IO: []reading.DeviceIO{
 			{Device: "sda", Major: 8, Minor: 0, ReadBytes: 1048576, WriteBytes: 2097152, ReadOps: 256, WriteOps: 512, DiscardBytes: 8192, DiscardOps: 2},
 			{Device: "253:0", Major: 253, Minor: 0, ReadBytes: 4096, ReadOps: 1},
 		},
 		Tasks: 3, // pids.current, not the 2 lines of tasks
-		Available: snapshot.FieldCPU | snapshot.FieldMemoryCurrent | snapshot.FieldMemoryLimit | snapshot.FieldMemoryRSS | snapshot.FieldMemoryCache |
-			snapshot.FieldMemorySwap | snapshot.FieldMemoryFailCount | snapshot.FieldMemoryOOMKills | snapshot.FieldIO | snapshot.FieldTasks | snapshot.FieldTasksRecursive,
+		Available: reading.FieldCPU | reading.FieldMemoryCurrent | reading.FieldMemoryLimit | reading.FieldMemoryRSS | reading.FieldMemoryCache |
+			reading.FieldMemorySwap | reading.FieldMemoryFailCount | reading.FieldMemoryOOMKills | reading.FieldIO | reading.FieldTasks | reading.FieldTasksRecursive,
 	}
 }
 
-func wantV2Job() snapshot.Resources {
-	return snapshot.Resources{
+func wantV2Job() reading.Resources {
+	return reading.Resources{
 		CPUUserSeconds:   10,
 		CPUSystemSeconds: 5,
 		MemoryCurrent:    536870912,
-		MemoryLimit:      snapshot.Unlimited,
+		MemoryLimit:      reading.Unlimited,
 		MemoryRSS:        268435456,
 		MemoryCache:      134217728,
 		MemorySwap:       8192,
 		MemoryFailCount:  5,
 		MemoryOOMKills:   1,
-		IO: []snapshot.DeviceIO{
+		IO: []reading.DeviceIO{
 			{Device: "sda", Major: 8, Minor: 0, ReadBytes: 4096, ReadOps: 1, DiscardBytes: 65536, DiscardOps: 3},
 			{Device: "nvme0n1", Major: 259, Minor: 0, ReadBytes: 1048576, WriteBytes: 4194304, ReadOps: 100, WriteOps: 200},
 		},
-		PSI: [snapshot.NumPSIResources]snapshot.Pressure{
-			snapshot.PSICPU:    {SomeSeconds: 2.5, FullSeconds: 1},
-			snapshot.PSIMemory: {SomeSeconds: 0.123456, FullSeconds: 0.1},
-			snapshot.PSIIO:     {SomeSeconds: 7, FullSeconds: 6.5},
+		PSI: [reading.NumPSIResources]reading.Pressure{
+			reading.PSICPU:    {SomeSeconds: 2.5, FullSeconds: 1},
+			reading.PSIMemory: {SomeSeconds: 0.123456, FullSeconds: 0.1},
+			reading.PSIIO:     {SomeSeconds: 7, FullSeconds: 6.5},
 		},
 		Tasks: 7,
-		Available: snapshot.FieldCPU | snapshot.FieldMemoryCurrent | snapshot.FieldMemoryLimit | snapshot.FieldMemoryRSS | snapshot.FieldMemoryCache |
-			snapshot.FieldMemorySwap | snapshot.FieldMemoryFailCount | snapshot.FieldMemoryOOMKills | snapshot.FieldIO | snapshot.FieldTasks | snapshot.FieldTasksRecursive |
-			snapshot.FieldPSICPUSome | snapshot.FieldPSICPUFull | snapshot.FieldPSIMemorySome | snapshot.FieldPSIMemoryFull | snapshot.FieldPSIIOSome | snapshot.FieldPSIIOFull,
+		Available: reading.FieldCPU | reading.FieldMemoryCurrent | reading.FieldMemoryLimit | reading.FieldMemoryRSS | reading.FieldMemoryCache |
+			reading.FieldMemorySwap | reading.FieldMemoryFailCount | reading.FieldMemoryOOMKills | reading.FieldIO | reading.FieldTasks | reading.FieldTasksRecursive |
+			reading.FieldPSICPUSome | reading.FieldPSICPUFull | reading.FieldPSIMemorySome | reading.FieldPSIMemoryFull | reading.FieldPSIIOSome | reading.FieldPSIIOFull,
 	}
 }
 
-func checkStats(t *testing.T, got, want snapshot.Resources) {
+func checkStats(t *testing.T, got, want reading.Resources) {
 	t.Helper()
 	if len(got.IO) == 0 && len(want.IO) == 0 {
 		got.IO, want.IO = nil, nil // empty and nil mean the same here
@@ -79,7 +79,7 @@ func checkStats(t *testing.T, got, want snapshot.Resources) {
 	}
 }
 
-func read(t *testing.T, r *Reader, rel string) snapshot.Resources {
+func read(t *testing.T, r *Reader, rel string) reading.Resources {
 	t.Helper()
 	s, err := r.Read(rel)
 	if err != nil {
@@ -103,7 +103,7 @@ func TestReadV1SlurmStep(t *testing.T) {
 func TestReadV1OldKernelFallbacks(t *testing.T) {
 	root := copyFixture(t)
 	r := NewReader(fixtureLayout(root, false, allV1...), filepath.Join(root, "sysfs"))
-	want := snapshot.Resources{
+	want := reading.Resources{
 		CPUUserSeconds:   12.34,
 		CPUSystemSeconds: 2.5,
 		MemoryCurrent:    2147483648,
@@ -111,10 +111,10 @@ func TestReadV1OldKernelFallbacks(t *testing.T) {
 		MemoryRSS:        1610612736,
 		MemoryCache:      536870912,
 		MemoryFailCount:  0,
-		IO:               []snapshot.DeviceIO{{Device: "8:16", Major: 8, Minor: 16, ReadBytes: 512, WriteBytes: 1024, ReadOps: 1, WriteOps: 2}},
+		IO:               []reading.DeviceIO{{Device: "8:16", Major: 8, Minor: 16, ReadBytes: 512, WriteBytes: 1024, ReadOps: 1, WriteOps: 2}},
 		Tasks:            0,
-		Available: snapshot.FieldCPU | snapshot.FieldMemoryCurrent | snapshot.FieldMemoryLimit | snapshot.FieldMemoryRSS | snapshot.FieldMemoryCache |
-			snapshot.FieldMemoryFailCount | snapshot.FieldIO | snapshot.FieldTasks,
+		Available: reading.FieldCPU | reading.FieldMemoryCurrent | reading.FieldMemoryLimit | reading.FieldMemoryRSS | reading.FieldMemoryCache |
+			reading.FieldMemoryFailCount | reading.FieldIO | reading.FieldTasks,
 	}
 	checkStats(t, read(t, r, slurmJob), want)
 }
@@ -124,17 +124,17 @@ func TestReadV2(t *testing.T) {
 	r := NewReader(fixtureLayout(root, true), filepath.Join(root, "sysfs"))
 	checkStats(t, read(t, r, v2Job), wantV2Job())
 
-	want := snapshot.Resources{
+	want := reading.Resources{
 		CPUUserSeconds:   0.0002,
 		CPUSystemSeconds: 0.00005,
 		MemoryCurrent:    1000,
 		MemoryLimit:      2147483648,
 		MemoryRSS:        600,
 		MemoryCache:      400,
-		PSI:              [snapshot.NumPSIResources]snapshot.Pressure{snapshot.PSICPU: {SomeSeconds: 0.000042}},
+		PSI:              [reading.NumPSIResources]reading.Pressure{reading.PSICPU: {SomeSeconds: 0.000042}},
 		Tasks:            2,
-		Available: snapshot.FieldCPU | snapshot.FieldMemoryCurrent | snapshot.FieldMemoryLimit | snapshot.FieldMemoryRSS | snapshot.FieldMemoryCache |
-			snapshot.FieldMemoryFailCount | snapshot.FieldIO | snapshot.FieldPSICPUSome | snapshot.FieldTasks,
+		Available: reading.FieldCPU | reading.FieldMemoryCurrent | reading.FieldMemoryLimit | reading.FieldMemoryRSS | reading.FieldMemoryCache |
+			reading.FieldMemoryFailCount | reading.FieldIO | reading.FieldPSICPUSome | reading.FieldTasks,
 	}
 	checkStats(t, read(t, r, v2Limited), want)
 }
@@ -154,7 +154,7 @@ func TestReadMissingControllerIsUnavailable(t *testing.T) {
 	want.IO = nil
 	// Without pids, tasks falls back to the step's own tasks file.
 	want.Tasks = 2
-	want.Available &^= snapshot.FieldIO | snapshot.FieldTasksRecursive
+	want.Available &^= reading.FieldIO | reading.FieldTasksRecursive
 	checkStats(t, read(t, r, slurmStep), want)
 
 	// A controller that is mounted but lacks the cgroup is the same.
@@ -162,13 +162,13 @@ func TestReadMissingControllerIsUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := read(t, r, slurmStep)
-	const mem = snapshot.FieldMemoryCurrent | snapshot.FieldMemoryLimit | snapshot.FieldMemoryRSS | snapshot.FieldMemoryCache | snapshot.FieldMemorySwap |
-		snapshot.FieldMemoryFailCount | snapshot.FieldMemoryOOMKills
+	const mem = reading.FieldMemoryCurrent | reading.FieldMemoryLimit | reading.FieldMemoryRSS | reading.FieldMemoryCache | reading.FieldMemorySwap |
+		reading.FieldMemoryFailCount | reading.FieldMemoryOOMKills
 	if s.Available&mem != 0 || s.MemoryCurrent != 0 || s.MemoryLimit != 0 {
 		t.Errorf("memory fields of a cgroup missing under memory: available %b, current %d, limit %d", s.Available&mem, s.MemoryCurrent, s.MemoryLimit)
 	}
-	if !s.Available.Has(snapshot.FieldCPU) || s.CPUUserSeconds != 12.345678901 {
-		t.Errorf("cpu = %v (available %v), want 12.345678901", s.CPUUserSeconds, s.Available.Has(snapshot.FieldCPU))
+	if !s.Available.Has(reading.FieldCPU) || s.CPUUserSeconds != 12.345678901 {
+		t.Errorf("cpu = %v (available %v), want 12.345678901", s.CPUUserSeconds, s.Available.Has(reading.FieldCPU))
 	}
 }
 
@@ -222,7 +222,7 @@ func TestReadMalformedFiles(t *testing.T) {
 	}
 	want := wantV1Step()
 	want.MemoryRSS, want.MemoryCache, want.MemorySwap, want.IO = 0, 0, 0, nil
-	want.Available &^= snapshot.FieldMemoryRSS | snapshot.FieldMemoryCache | snapshot.FieldMemorySwap | snapshot.FieldIO
+	want.Available &^= reading.FieldMemoryRSS | reading.FieldMemoryCache | reading.FieldMemorySwap | reading.FieldIO
 	checkStats(t, s, want)
 
 	// v2: a pressure line without total, and a bad io.stat value.
@@ -242,8 +242,8 @@ func TestReadMalformedFiles(t *testing.T) {
 		}
 	}
 	want = wantV2Job()
-	want.IO, want.PSI[snapshot.PSIMemory], want.MemoryLimit = nil, snapshot.Pressure{}, 0
-	want.Available &^= snapshot.FieldIO | snapshot.FieldPSIMemorySome | snapshot.FieldPSIMemoryFull | snapshot.FieldMemoryLimit
+	want.IO, want.PSI[reading.PSIMemory], want.MemoryLimit = nil, reading.Pressure{}, 0
+	want.Available &^= reading.FieldIO | reading.FieldPSIMemorySome | reading.FieldPSIMemoryFull | reading.FieldMemoryLimit
 	checkStats(t, s, want)
 }
 
@@ -261,10 +261,10 @@ func TestReadUnreadableFileDoesNotFallBack(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "read "+p+": ") {
 		t.Fatalf("err = %v, want a read error naming %s", err, p)
 	}
-	if s.Available.Has(snapshot.FieldCPU) {
+	if s.Available.Has(reading.FieldCPU) {
 		t.Errorf("cpu read from v2 although v1 cpuacct has the cgroup: %v", s.CPUUserSeconds)
 	}
-	if !s.Available.Has(snapshot.FieldMemoryCurrent) || s.MemoryCurrent != 536870912 {
+	if !s.Available.Has(reading.FieldMemoryCurrent) || s.MemoryCurrent != 536870912 {
 		t.Errorf("memory.current = %d, want 536870912 from v2", s.MemoryCurrent)
 	}
 }
@@ -298,7 +298,7 @@ func TestReadIntoAllocs(t *testing.T) {
 		{"v1", fixtureLayout(root, false, allV1...), slurmStep},
 	} {
 		r := NewReader(tc.l, filepath.Join(root, "sysfs"))
-		var s snapshot.Resources
+		var s reading.Resources
 		if err := r.ReadInto(tc.rel, &s); err != nil {
 			t.Fatal(err)
 		}
@@ -308,7 +308,7 @@ func TestReadIntoAllocs(t *testing.T) {
 		}
 	}
 	r := NewReader(fixtureLayout(root, true), filepath.Join(root, "sysfs"))
-	var s snapshot.Resources
+	var s reading.Resources
 	_ = r.ReadInto(v2Job, &s)
 	checkStats(t, s, wantV2Job())
 	io := &s.IO[0]
@@ -341,7 +341,7 @@ func BenchmarkRead(b *testing.B) {
 		})
 		b.Run(bc.name+"/ReadInto", func(b *testing.B) {
 			b.ReportAllocs()
-			var s snapshot.Resources
+			var s reading.Resources
 			for b.Loop() {
 				if err := r.ReadInto(bc.rel, &s); err != nil {
 					b.Fatal(err)
@@ -359,7 +359,7 @@ func BenchmarkReadHost(b *testing.B) {
 		testenv.Need(b, "this host's cgroupfs: %v", err)
 	}
 	r := NewReader(l, "")
-	var s snapshot.Resources
+	var s reading.Resources
 	if err := r.ReadInto("/", &s); err != nil {
 		testenv.Need(b, "this host's cgroupfs: %v", err)
 	}
@@ -379,8 +379,8 @@ func TestReadOnlyGroups(t *testing.T) {
 	full := read(t, r, slurmStep)
 	r.Only(GroupMemory)
 	got := read(t, r, slurmStep)
-	memory := snapshot.FieldMemoryCurrent | snapshot.FieldMemoryLimit | snapshot.FieldMemoryRSS | snapshot.FieldMemoryCache |
-		snapshot.FieldMemorySwap | snapshot.FieldMemoryFailCount | snapshot.FieldMemoryOOMKills
+	memory := reading.FieldMemoryCurrent | reading.FieldMemoryLimit | reading.FieldMemoryRSS | reading.FieldMemoryCache |
+		reading.FieldMemorySwap | reading.FieldMemoryFailCount | reading.FieldMemoryOOMKills
 	if got.Available&^memory != 0 || got.Available != full.Available&memory || got.Available == 0 {
 		t.Errorf("memory only: available %b, want %b", got.Available, full.Available&memory)
 	}

@@ -11,7 +11,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/reading"
-	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/sourcehealth"
 )
 
@@ -68,7 +67,7 @@ type checker struct {
 // cgroupCounters is one cgroup's counters' validation state.
 type cgroupCounters struct {
 	user, sys, failcnt, oom counter
-	psi                     [snapshot.NumPSIResources][2]counter
+	psi                     [reading.NumPSIResources][2]counter
 	io                      map[uint64]*[6]counter // by major<<32|minor
 }
 
@@ -91,7 +90,7 @@ func newChecker(o Options) *checker {
 }
 
 // check validates s, read for rel with err, in place.
-func (k *checker) check(rel string, s *snapshot.Resources, err error) {
+func (k *checker) check(rel string, s *reading.Resources, err error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if errors.Is(err, fs.ErrNotExist) {
@@ -111,18 +110,18 @@ func (k *checker) check(rel string, s *snapshot.Resources, err error) {
 	}
 	t := k.now()
 	a := s.Available
-	if a.Has(snapshot.FieldCPU) {
+	if a.Has(reading.FieldCPU) {
 		s.CPUUserSeconds = k.counter(&cc.user, s.CPUUserSeconds, t, rel, "cpu user seconds", "")
 		s.CPUSystemSeconds = k.counter(&cc.sys, s.CPUSystemSeconds, t, rel, "cpu system seconds", "")
 	}
-	if a.Has(snapshot.FieldMemoryFailCount) {
+	if a.Has(reading.FieldMemoryFailCount) {
 		s.MemoryFailCount = uint64(k.counter(&cc.failcnt, float64(s.MemoryFailCount), t, rel, "memory fail count", ""))
 	}
-	if a.Has(snapshot.FieldMemoryOOMKills) {
+	if a.Has(reading.FieldMemoryOOMKills) {
 		s.MemoryOOMKills = uint64(k.counter(&cc.oom, float64(s.MemoryOOMKills), t, rel, "memory oom kills", ""))
 	}
 	for i := range s.PSI {
-		r := snapshot.PSIResource(i)
+		r := reading.PSIResource(i)
 		if a.Has(r.SomeField()) {
 			s.PSI[i].SomeSeconds = k.counter(&cc.psi[i][0], s.PSI[i].SomeSeconds, t, rel, r.String(), " pressure some")
 		}
@@ -130,7 +129,7 @@ func (k *checker) check(rel string, s *snapshot.Resources, err error) {
 			s.PSI[i].FullSeconds = k.counter(&cc.psi[i][1], s.PSI[i].FullSeconds, t, rel, r.String(), " pressure full")
 		}
 	}
-	if a.Has(snapshot.FieldIO) {
+	if a.Has(reading.FieldIO) {
 		if cc.io == nil {
 			cc.io = map[uint64]*[6]counter{}
 		}
@@ -154,16 +153,16 @@ func (k *checker) check(rel string, s *snapshot.Resources, err error) {
 		}
 	}
 	for _, g := range []struct {
-		field snapshot.ResourceField
+		field reading.ResourceField
 		v     uint64
 		max   float64
 		what  string
 	}{
-		{snapshot.FieldMemoryCurrent, s.MemoryCurrent, maxMemoryBytes, "memory current"},
-		{snapshot.FieldMemoryRSS, s.MemoryRSS, maxMemoryBytes, "memory rss"},
-		{snapshot.FieldMemoryCache, s.MemoryCache, maxMemoryBytes, "memory cache"},
-		{snapshot.FieldMemorySwap, s.MemorySwap, maxMemoryBytes, "memory swap"},
-		{snapshot.FieldTasks, s.Tasks, maxTasks, "tasks"},
+		{reading.FieldMemoryCurrent, s.MemoryCurrent, maxMemoryBytes, "memory current"},
+		{reading.FieldMemoryRSS, s.MemoryRSS, maxMemoryBytes, "memory rss"},
+		{reading.FieldMemoryCache, s.MemoryCache, maxMemoryBytes, "memory cache"},
+		{reading.FieldMemorySwap, s.MemorySwap, maxMemoryBytes, "memory swap"},
+		{reading.FieldTasks, s.Tasks, maxTasks, "tasks"},
 	} {
 		if !a.Has(g.field) {
 			continue
@@ -191,10 +190,10 @@ func (k *checker) counter(c *counter, v float64, t time.Time, rel, what, more st
 // Health reports the reader's reads of cgroups, those with a file that
 // could not be read or parsed, and the rejected readings. It is safe to
 // call while another goroutine reads.
-func (r *Reader) Health() []snapshot.SourceHealth {
+func (r *Reader) Health() []reading.SourceHealth {
 	h := r.check.tall.Health()
 	// A cgroup that fails to read fails alone; the reader as a whole is
 	// always up.
 	h.Up = true
-	return []snapshot.SourceHealth{h}
+	return []reading.SourceHealth{h}
 }

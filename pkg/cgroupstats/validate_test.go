@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // clock is a settable time for the reader's rate checks.
@@ -38,7 +38,7 @@ func TestBadReadingsRejected(t *testing.T) {
 	cpu := func(user uint64) {
 		writeFile(t, filepath.Join(dir, "cpu.stat"), fmt.Sprintf("usage_usec %d\nuser_usec %d\nsystem_usec 5000000\n", user+5000000, user))
 	}
-	read := func() snapshot.Resources {
+	read := func() reading.Resources {
 		t.Helper()
 		s, err := r.Read(v2Job)
 		if err != nil {
@@ -73,12 +73,12 @@ func TestBadReadingsRejected(t *testing.T) {
 	// PSI: cpu some total 2.5 s; +10 s in 1 s is impossible.
 	c.t = c.t.Add(time.Second)
 	writeFile(t, filepath.Join(dir, "cpu.pressure"), "some avg10=0 avg60=0 avg300=0 total=12500000\nfull avg10=0 avg60=0 avg300=0 total=1000000\n")
-	if s := read(); s.PSI[snapshot.PSICPU].SomeSeconds != 2.5 {
-		t.Errorf("cpu pressure some %v s after a 10 s jump in 1 s, want the last good 2.5", s.PSI[snapshot.PSICPU].SomeSeconds)
+	if s := read(); s.PSI[reading.PSICPU].SomeSeconds != 2.5 {
+		t.Errorf("cpu pressure some %v s after a 10 s jump in 1 s, want the last good 2.5", s.PSI[reading.PSICPU].SomeSeconds)
 	}
 	// A memory gauge beyond a PiB is not exported.
 	writeFile(t, filepath.Join(dir, "memory.current"), "1152921504606846976\n")
-	if s := read(); s.Available.Has(snapshot.FieldMemoryCurrent) {
+	if s := read(); s.Available.Has(reading.FieldMemoryCurrent) {
 		t.Errorf("memory.current of 2^60 available (%d)", s.MemoryCurrent)
 	}
 	if got := rejected(r); got["too_fast"] != 3 || got["out_of_range"] != 1 {
@@ -169,14 +169,14 @@ func TestReaderProperty(t *testing.T) {
 			if err != nil {
 				t.Fatalf("seed %d step %d: %v", seed, i, err)
 			}
-			if !s.Available.Has(snapshot.FieldCPU) {
+			if !s.Available.Has(reading.FieldCPU) {
 				if !missing {
 					t.Fatalf("seed %d step %d: CPU unavailable", seed, i)
 				}
 				prevGood = false
 				continue
 			}
-			o := propertyPoint{s.CPUUserSeconds, s.PSI[snapshot.PSICPU].SomeSeconds, float64(s.IO[0].ReadBytes)}
+			o := propertyPoint{s.CPUUserSeconds, s.PSI[reading.PSICPU].SomeSeconds, float64(s.IO[0].ReadBytes)}
 			o.check(t, fmt.Sprintf("seed %d step %d", seed, i), outs, at, i, cpus)
 			if n := len(outs); n > 0 && good && prevGood && math.Abs(o.user-outs[n-1].user-float64(grow)/1e6) > 1e-6 {
 				t.Fatalf("seed %d step %d: good interval credited %v s, want %v", seed, i, o.user-outs[n-1].user, float64(grow)/1e6)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
@@ -39,7 +40,7 @@ func (c *bpfStatsCollector) describe(ch chan<- *prometheus.Desc) {
 
 // update does not need the snapshot: it asks the kernel directly.
 func (c *bpfStatsCollector) update(ch chan<- prometheus.Metric, _ *snapshot.Snapshot) error {
-	var ps []snapshot.ProgramStat
+	var ps []reading.ProgramStat
 	for _, src := range c.srcs {
 		p, err := src.ProgramStats()
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
@@ -28,7 +29,7 @@ type SnapshotSource interface {
 // ProgramStatsSource reports the kernel's run-time statistics of BPF
 // programs; the accounting and the probes loaders implement it.
 type ProgramStatsSource interface {
-	ProgramStats() ([]snapshot.ProgramStat, error)
+	ProgramStats() ([]reading.ProgramStat, error)
 }
 
 // Options are what the exporter knows at start-up that decides which

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/version"
 
 	"github.com/wattrace/wattrace/pkg/bpfloader"
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
@@ -22,20 +23,20 @@ type fixedSource struct{ snap *snapshot.Snapshot }
 func (f fixedSource) Snapshot() *snapshot.Snapshot { return f.snap }
 
 type fakePrograms struct {
-	stats []snapshot.ProgramStat
+	stats []reading.ProgramStat
 	err   error
 }
 
-func (f fakePrograms) ProgramStats() ([]snapshot.ProgramStat, error) { return f.stats, f.err }
+func (f fakePrograms) ProgramStats() ([]reading.ProgramStat, error) { return f.stats, f.err }
 
 // testSnapshot is a two-socket RAPL node with a node-wide psys zone.
 // Numbers are chosen so that each series is distinguishable.
-func testResources() *snapshot.Resources {
-	return &snapshot.Resources{CPUUserSeconds: 3, CPUSystemSeconds: 1, MemoryCurrent: 1 << 30, MemoryLimit: 1 << 31,
+func testResources() *reading.Resources {
+	return &reading.Resources{CPUUserSeconds: 3, CPUSystemSeconds: 1, MemoryCurrent: 1 << 30, MemoryLimit: 1 << 31,
 		MemoryRSS: 1 << 29, MemoryCache: 1 << 28, MemorySwap: 0, MemoryFailCount: 2, MemoryOOMKills: 1,
-		IO:    []snapshot.DeviceIO{{Device: "vda", ReadBytes: 4096, WriteBytes: 8192, ReadOps: 1, WriteOps: 2}},
-		PSI:   [snapshot.NumPSIResources]snapshot.Pressure{{SomeSeconds: 1.5, FullSeconds: 0.5}, {SomeSeconds: 0.25}, {SomeSeconds: 0.125, FullSeconds: 0.0625}},
-		Tasks: 7, Available: ^snapshot.ResourceField(0)}
+		IO:    []reading.DeviceIO{{Device: "vda", ReadBytes: 4096, WriteBytes: 8192, ReadOps: 1, WriteOps: 2}},
+		PSI:   [reading.NumPSIResources]reading.Pressure{{SomeSeconds: 1.5, FullSeconds: 0.5}, {SomeSeconds: 0.25}, {SomeSeconds: 0.125, FullSeconds: 0.0625}},
+		Tasks: 7, Available: ^reading.ResourceField(0)}
 }
 
 func testSnapshot() *snapshot.Snapshot {
@@ -46,9 +47,9 @@ func testSnapshot() *snapshot.Snapshot {
 		Hierarchy: "v2",
 		Intervals: 42,
 		Zones: []snapshot.Zone{
-			{ZoneID: snapshot.ZoneID{Name: "package", Socket: 0}, Source: "rapl", EnergyJ: 150, IdleJ: 100, DynamicJ: 50, UnattributedJ: 5, PowerW: 30, IdleClamps: 2},
-			{ZoneID: snapshot.ZoneID{Name: "package", Socket: 1}, Source: "rapl", EnergyJ: 120, IdleJ: 80, DynamicJ: 40, PowerW: 24},
-			{ZoneID: snapshot.ZoneID{Name: "psys", Socket: -1}, Source: "rapl", EnergyJ: 500, IdleJ: 300, DynamicJ: 200, UnattributedJ: 1.5, PowerW: 100, IdleClamps: 1},
+			{ZoneID: reading.ZoneID{Name: "package", Socket: 0}, Source: "rapl", EnergyJ: 150, IdleJ: 100, DynamicJ: 50, UnattributedJ: 5, PowerW: 30, IdleClamps: 2},
+			{ZoneID: reading.ZoneID{Name: "package", Socket: 1}, Source: "rapl", EnergyJ: 120, IdleJ: 80, DynamicJ: 40, PowerW: 24},
+			{ZoneID: reading.ZoneID{Name: "psys", Socket: -1}, Source: "rapl", EnergyJ: 500, IdleJ: 300, DynamicJ: 200, UnattributedJ: 1.5, PowerW: 100, IdleClamps: 1},
 		},
 		GPUs: []snapshot.GPU{
 			{Index: 0, UUID: "GPU-0a1b", Model: "NVIDIA A100-SXM4-40GB", PCIBusID: "0000:3b:00.0", Vendor: "nvidia", Source: "nvml",
@@ -59,7 +60,7 @@ func testSnapshot() *snapshot.Snapshot {
 		},
 		Cgroups: []snapshot.Consumer{
 			{Cgroup: "/", CgroupID: 1, CPUSeconds: 1.5, ContextSwitches: 10, Alive: true,
-				Probes: &snapshot.ProbeStats{PageCacheAccessed: 10, TCPSentBytes: 1500, BlockWriteBytes: 4096, Counters: [snapshot.MaxCounters]uint64{7}},
+				Probes: &reading.ProbeStats{PageCacheAccessed: 10, TCPSentBytes: 1500, BlockWriteBytes: 4096, Counters: [reading.MaxCounters]uint64{7}},
 				Perf:   map[string]float64{"instructions": 9e6, "page_faults": 12, "task_clock": 2.5e9, "l1d_read_miss": 4e3},
 				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 20, IdleJ: 5}}}},
 			{Cgroup: "/system.slice/a.service", CgroupID: 77, CPUSeconds: 3, ContextSwitches: 30, Alive: true,
@@ -77,13 +78,13 @@ func testSnapshot() *snapshot.Snapshot {
 		},
 		Probes:   bpfloader.ProbeNames(),
 		Counters: []string{"cpu_clock"},
-		PerfEvents: []snapshot.PerfEvent{{Name: "instructions", Kind: snapshot.PerfKindHardware}, {Name: "page_faults", Kind: snapshot.PerfKindSoftware},
-			{Name: "task_clock", Kind: snapshot.PerfKindSoftware, Unit: "ns"}, {Name: "l1d_read_miss", Kind: snapshot.PerfKindCache}},
-		Softirqs: []snapshot.SoftirqVector{{Name: "NET_RX", Count: 12, Ns: 3000}},
-		Meters: []snapshot.SourceHealth{{Source: "redfish", Age: 1500 * time.Millisecond, Up: true, Reads: 10, Errors: 1,
+		PerfEvents: []reading.PerfEvent{{Name: "instructions", Kind: reading.PerfKindHardware}, {Name: "page_faults", Kind: reading.PerfKindSoftware},
+			{Name: "task_clock", Kind: reading.PerfKindSoftware, Unit: "ns"}, {Name: "l1d_read_miss", Kind: reading.PerfKindCache}},
+		Softirqs: []reading.SoftirqVector{{Name: "NET_RX", Count: 12, Ns: 3000}},
+		Meters: []reading.SourceHealth{{Source: "redfish", Age: 1500 * time.Millisecond, Up: true, Reads: 10, Errors: 1,
 			Rejected: map[string]uint64{"not_finite": 2, "backwards": 1}},
 			{Source: "nvml", Reads: 2, Errors: 2, Reason: "nvml_gpu_lost"}},
-		MapDrops: []snapshot.MapDrops{{Map: "exited_procs"}, {Map: "exited_cgroups"}, {Map: "proc_stats", Drops: 3}, {Map: "cgroup_stats"}},
+		MapDrops: []reading.MapDrops{{Map: "exited_procs"}, {Map: "exited_cgroups"}, {Map: "proc_stats", Drops: 3}, {Map: "cgroup_stats"}},
 		Workloads: []snapshot.Workload{
 			// Every resource field available, as on a hybrid host with PSI.
 			{Level: string(ident.KindJob), Manager: "slurm", Labels: []string{"42", "alice", "1000", "n1", ""}, Resources: testResources(), CPUSeconds: 8, ContextSwitches: 4, Alive: true, Cgroups: 2,
@@ -166,8 +167,8 @@ wattrace_node_idle_clamps_total{socket="node",zone="psys"} 1
 // zone keep the zone's labels.
 func TestNodeCollectorEndedZone(t *testing.T) {
 	snap := &snapshot.Snapshot{Zones: []snapshot.Zone{
-		{ZoneID: snapshot.ZoneID{Name: "package", Socket: -1}, Source: "estimator", Estimated: true, IdleJ: 7, DynamicJ: 3, PowerW: 2},
-		{ZoneID: snapshot.ZoneID{Name: "dram", Socket: -1}, Source: "host:hv1", DynamicJ: 4, PowerW: 1, Ended: true},
+		{ZoneID: reading.ZoneID{Name: "package", Socket: -1}, Source: "estimator", Estimated: true, IdleJ: 7, DynamicJ: 3, PowerW: 2},
+		{ZoneID: reading.ZoneID{Name: "dram", Socket: -1}, Source: "host:hv1", DynamicJ: 4, PowerW: 1, Ended: true},
 	}, Cgroups: []snapshot.Consumer{
 		{Cgroup: "/", Energy: snapshot.Energy{{Zone: "dram", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 4}}}},
 	}}
@@ -182,11 +183,11 @@ wattrace_node_power_watts{method="estimated",socket="node",source="estimator",zo
 
 func TestNodeCollectorEstimated(t *testing.T) {
 	snap := &snapshot.Snapshot{Zones: []snapshot.Zone{
-		{ZoneID: snapshot.ZoneID{Name: "package", Socket: -1}, Source: "estimator", Estimated: true, IdleJ: 7, DynamicJ: 3, PowerW: 2},
+		{ZoneID: reading.ZoneID{Name: "package", Socket: -1}, Source: "estimator", Estimated: true, IdleJ: 7, DynamicJ: 3, PowerW: 2},
 	}, Cgroups: []snapshot.Consumer{
 		{Cgroup: "/", Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 3}}}},
-	}, Estimates: []snapshot.Estimate{
-		{ZoneID: snapshot.ZoneID{Name: "package", Socket: -1}, Source: "estimator", Watts: 2, LowerW: 1.5, UpperW: 2.75,
+	}, Estimates: []reading.Estimate{
+		{ZoneID: reading.ZoneID{Name: "package", Socket: -1}, Source: "estimator", Watts: 2, LowerW: 1.5, UpperW: 2.75,
 			Curve: "vm", Tier: "arch", CPU: "xeon platinum 8259cl", Arch: "Cascade Lake", Coefficients: "Cloud Carbon Footprint per-vCPU Cascade Lake shaped by SPECpower"},
 	}}
 	e := newExporter(t, snap, Options{Enabled: on(NameNode, NameCgroup)})
@@ -346,7 +347,7 @@ wattrace_stats_intervals_total 42
 // Before the first interval the exporter still answers: build info, zero
 // intervals, and success 0 for the collectors that need a snapshot.
 func TestNoSnapshotYet(t *testing.T) {
-	e := newExporter(t, nil, Options{Enabled: on(NameNode, NameCgroup, NameProcess, NameBPFStats), Settings: Settings{NameProcess: &ProcessSettings{Top: 20}}, Programs: []ProgramStatsSource{fakePrograms{stats: []snapshot.ProgramStat{{Name: "sched_switch", RunTime: time.Second, RunCount: 10}}}}})
+	e := newExporter(t, nil, Options{Enabled: on(NameNode, NameCgroup, NameProcess, NameBPFStats), Settings: Settings{NameProcess: &ProcessSettings{Top: 20}}, Programs: []ProgramStatsSource{fakePrograms{stats: []reading.ProgramStat{{Name: "sched_switch", RunTime: time.Second, RunCount: 10}}}}})
 	gatherCompare(t, e, `
 # HELP wattrace_scrape_collector_success Whether a collector succeeded (1) or failed or had no data yet (0) in this scrape.
 # TYPE wattrace_scrape_collector_success gauge
@@ -364,7 +365,7 @@ wattrace_stats_intervals_total 0
 }
 
 func TestBPFStatsCollector(t *testing.T) {
-	progs := fakePrograms{stats: []snapshot.ProgramStat{
+	progs := fakePrograms{stats: []reading.ProgramStat{
 		{Name: "handle_switch", RunTime: 1500 * time.Millisecond, RunCount: 1000},
 		{Name: "handle_exit", RunTime: 250 * time.Millisecond, RunCount: 40},
 		// Kernel names are truncated, so two programs can share one.
@@ -492,10 +493,10 @@ wattrace_job_pressure_seconds_total{job_id="42",kind="some",resource="memory",sl
 // workload of the level counted in it.
 func TestProbeSeries(t *testing.T) {
 	snap := testSnapshot()
-	snap.Cgroups[1].Probes = &snapshot.ProbeStats{BlockWriteBytes: 1024, BlockReadBytes: 512}
-	snap.Workloads[0].Probes = &snapshot.ProbeStats{PageCacheAccessed: 3}
-	snap.Workloads[1].Probes = &snapshot.ProbeStats{}
-	snap.Workloads[5].Probes = &snapshot.ProbeStats{BlockWriteBytes: 1024, BlockReadBytes: 512}
+	snap.Cgroups[1].Probes = &reading.ProbeStats{BlockWriteBytes: 1024, BlockReadBytes: 512}
+	snap.Workloads[0].Probes = &reading.ProbeStats{PageCacheAccessed: 3}
+	snap.Workloads[1].Probes = &reading.ProbeStats{}
+	snap.Workloads[5].Probes = &reading.ProbeStats{BlockWriteBytes: 1024, BlockReadBytes: 512}
 	e := newExporter(t, snap, Options{Enabled: on(NameProbes), Levels: ident.Levels()})
 	want := `# HELP wattrace_cgroup_perf_events_total Perf counter events credited to the cgroup's tasks at context switches, scaled for multiplexing.
 # TYPE wattrace_cgroup_perf_events_total counter
@@ -568,7 +569,7 @@ func on(names ...string) map[string]bool {
 // included.
 func TestResourceFamilyAllZeroLeftOut(t *testing.T) {
 	snap := testSnapshot()
-	snap.Workloads[1].Resources = &snapshot.Resources{MemoryCurrent: 0, MemoryOOMKills: 0, Available: snapshot.FieldMemoryCurrent | snapshot.FieldMemoryOOMKills}
+	snap.Workloads[1].Resources = &reading.Resources{MemoryCurrent: 0, MemoryOOMKills: 0, Available: reading.FieldMemoryCurrent | reading.FieldMemoryOOMKills}
 	e := newExporter(t, snap, Options{Levels: []ident.Kind{ident.KindJob}})
 	for name, want := range map[string]int{"wattrace_job_memory_swap_bytes": 0, "wattrace_job_memory_usage_bytes": 2, "wattrace_job_memory_oom_kills_total": 2} {
 		if n := testutil.CollectAndCount(e, name); n != want {
@@ -628,7 +629,7 @@ func TestCgroupInWorkloadExportedOnce(t *testing.T) {
 func TestUnlimitedMemoryLimitLeftOut(t *testing.T) {
 	snap := testSnapshot()
 	for i := range snap.Workloads {
-		snap.Workloads[i].Resources.MemoryLimit = snapshot.Unlimited
+		snap.Workloads[i].Resources.MemoryLimit = reading.Unlimited
 	}
 	snap.Workloads[1].Resources.MemoryLimit = 1 << 20 // job 43 has one
 	e := newExporter(t, snap, Options{Levels: []ident.Kind{ident.KindJob}})
@@ -645,8 +646,8 @@ wattrace_job_memory_limit_bytes{job_id="43",sluid="sEKNKTV3WPV500",slurm_node="n
 // always, per workload only with collector.probes.softirq-per-workload.
 func TestSoftirqPerWorkloadOnRequest(t *testing.T) {
 	snap := testSnapshot()
-	snap.Workloads[0].Probes = &snapshot.ProbeStats{SoftirqCount: 5, SoftirqNs: 1e6, PageCacheAccessed: 3}
-	snap.Cgroups[0].Probes = &snapshot.ProbeStats{SoftirqCount: 5, SoftirqNs: 1e6}
+	snap.Workloads[0].Probes = &reading.ProbeStats{SoftirqCount: 5, SoftirqNs: 1e6, PageCacheAccessed: 3}
+	snap.Cgroups[0].Probes = &reading.ProbeStats{SoftirqCount: 5, SoftirqNs: 1e6}
 	count := func(o Options) (node, job int) {
 		reg := prometheus.NewPedanticRegistry()
 		reg.MustRegister(newExporter(t, snap, o))

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
@@ -23,9 +24,9 @@ func withEmissions(s *snapshot.Snapshot) *snapshot.Snapshot {
 		s.Workloads[i].Grams = snapshot.Emissions{{Provider: "constant", Zone: "package", DynamicG: 0.125},
 			{Provider: "rte", Zone: "package", DynamicG: 3, IdleG: 0.25}}
 	}
-	s.Intensities = []snapshot.Intensity{{Provider: "rte", Zone: "FR", GramsPerKWh: 32, Age: 20 * time.Minute, Up: true},
+	s.Intensities = []reading.Intensity{{Provider: "rte", Zone: "FR", GramsPerKWh: 32, Age: 20 * time.Minute, Up: true},
 		{Provider: "constant", Zone: "world", GramsPerKWh: 436, Up: true}}
-	s.Carbon = []snapshot.SourceHealth{{Source: "carbon/rte", Up: true, Reads: 12, Errors: 3, Rejected: map[string]uint64{"out_of_range": 2}},
+	s.Carbon = []reading.SourceHealth{{Source: "carbon/rte", Up: true, Reads: 12, Errors: 3, Rejected: map[string]uint64{"out_of_range": 2}},
 		{Source: "carbon/constant", Up: true, Reads: 1}}
 	return s
 }

@@ -3,7 +3,7 @@ package collector
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // estimateFamilies are the node collector's families for modelled zones:
@@ -28,7 +28,7 @@ func (f estimateFamilies) describe(ch chan<- *prometheus.Desc) {
 	describeAll(ch, f.watts, f.lower, f.upper, f.info)
 }
 
-func (f estimateFamilies) update(ch chan<- prometheus.Metric, est []snapshot.Estimate) {
+func (f estimateFamilies) update(ch chan<- prometheus.Metric, est []reading.Estimate) {
 	for _, e := range est {
 		socket := socketLabel(e.Socket)
 		m := method(true)

@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/wattrace/wattrace/internal/testenv"
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
 
@@ -42,9 +42,9 @@ func fullRegistry(t *testing.T) *prometheus.Registry {
 	// Every probe figure non-zero on every cgroup and workload: an all-zero
 	// family is left out.
 	snap := testSnapshot()
-	snap.Estimates = []snapshot.Estimate{{ZoneID: snapshot.ZoneID{Name: "platform", Socket: -1}, Source: "estimator",
+	snap.Estimates = []reading.Estimate{{ZoneID: reading.ZoneID{Name: "platform", Socket: -1}, Source: "estimator",
 		Watts: 300, LowerW: 250, UpperW: 380, Curve: "server", Tier: "cpu", CPU: "xeon gold 6248", Arch: "Cascade Lake", Coefficients: "SPECpower_ssj2008 fit (cpu tier)"}}
-	full := snapshot.ProbeStats{}
+	full := reading.ProbeStats{}
 	for _, f := range full.Fields() {
 		*f = 1
 	}
@@ -57,13 +57,13 @@ func fullRegistry(t *testing.T) *prometheus.Registry {
 		snap.Workloads[i].Probes = &p
 		// Likewise every resource field: all-zero ones are left out.
 		r := *testResources()
-		r.MemorySwap, r.PSI[snapshot.PSIMemory].FullSeconds = 1, 1
+		r.MemorySwap, r.PSI[reading.PSIMemory].FullSeconds = 1, 1
 		snap.Workloads[i].Resources = &r
 	}
 	e := newExporter(t, withEmissions(snap), Options{Enabled: on(NameNode, NameCgroup, NameProcess, NameProbes, NamePerf, NameBPFStats, NameGPU),
 		Settings:       Settings{NameProcess: &ProcessSettings{Top: 20}, NameProbes: &probesSettings{PerCgroup: true, SoftirqWorkloads: true}},
 		IdleAttributed: true, Levels: ident.Levels(), MeterHealth: true, Emissions: true,
-		Programs: []ProgramStatsSource{fakePrograms{stats: []snapshot.ProgramStat{{Name: "handle_switch", RunTime: time.Millisecond, RunCount: 3}}}}})
+		Programs: []ProgramStatsSource{fakePrograms{stats: []reading.ProgramStat{{Name: "handle_switch", RunTime: time.Millisecond, RunCount: 3}}}}})
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(e)
 	return reg

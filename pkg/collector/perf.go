@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
@@ -45,7 +46,7 @@ func (c *perfCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snaps
 	if snap == nil {
 		return errNoSnapshot
 	}
-	kind := map[string]snapshot.PerfEvent{}
+	kind := map[string]reading.PerfEvent{}
 	for _, e := range snap.PerfEvents {
 		kind[e.Name] = e
 	}
@@ -63,9 +64,9 @@ func (c *perfCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snaps
 			switch {
 			case e.Unit == "ns":
 				ch <- metric(c.clock, prometheus.CounterValue, v/1e9, w.Cgroup, n)
-			case e.Kind == snapshot.PerfKindHardware:
+			case e.Kind == reading.PerfKindHardware:
 				ch <- metric(c.hardware, prometheus.CounterValue, v, w.Cgroup, n)
-			case e.Kind == snapshot.PerfKindCache:
+			case e.Kind == reading.PerfKindCache:
 				ch <- metric(c.cache, prometheus.CounterValue, v, w.Cgroup, n)
 			default:
 				ch <- metric(c.software, prometheus.CounterValue, v, w.Cgroup, n)

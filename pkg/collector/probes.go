@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wattrace/wattrace/internal/setting"
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
@@ -36,7 +37,7 @@ type probesSettings struct {
 }
 
 // probesCollector exports what the optional kernel probes count (the
-// families of snapshot.ProbeFamilies) for the node and, when asked, per
+// families of reading.ProbeFamilies) for the node and, when asked, per
 // cgroup, with the perf counters per cgroup; the node's softirqs by vector;
 // and which probes run. The workload levels' probe families are the
 // workloads collector's. A family appears only when its probe runs and
@@ -51,7 +52,7 @@ type probesCollector struct {
 }
 
 type probeFamily struct {
-	snapshot.ProbeFamily
+	reading.ProbeFamily
 	desc *prometheus.Desc
 }
 
@@ -64,8 +65,8 @@ type probeLevel []probeFamily
 // softirq_interrupted families.
 func newProbeLevel(sub, of string, labels []string, softirq bool) probeLevel {
 	var out probeLevel
-	for _, f := range snapshot.ProbeFamilies {
-		if f.Probe == snapshot.ProbeSoftirq && !softirq {
+	for _, f := range reading.ProbeFamilies {
+		if f.Probe == reading.ProbeSoftirq && !softirq {
 			continue
 		}
 		help := strings.ReplaceAll(f.Help, "the cgroup's", of)
@@ -86,14 +87,14 @@ func (p probeLevel) describe(ch chan<- *prometheus.Desc) {
 // that used the network used to give every job on the node eight network
 // series of zeros (2,100 series of zeros for 200 jobs in the footprint
 // harness). A family appears for a thing once it has counted something.
-func (p probeLevel) emit(ch chan<- prometheus.Metric, on map[string]bool, n int, stats func(int) *snapshot.ProbeStats, labels func(int) []string) {
+func (p probeLevel) emit(ch chan<- prometheus.Metric, on map[string]bool, n int, stats func(int) *reading.ProbeStats, labels func(int) []string) {
 	for _, f := range p {
 		if !on[f.Probe] {
 			continue
 		}
 		for i := 0; i < n; i++ {
 			st := stats(i)
-			if st == nil || !f.any(1, func(int) *snapshot.ProbeStats { return st }) {
+			if st == nil || !f.any(1, func(int) *reading.ProbeStats { return st }) {
 				continue
 			}
 			ls := labels(i)
@@ -105,7 +106,7 @@ func (p probeLevel) emit(ch chan<- prometheus.Metric, on map[string]bool, n int,
 }
 
 // any reports whether some series of the family is not zero.
-func (f probeFamily) any(n int, stats func(int) *snapshot.ProbeStats) bool {
+func (f probeFamily) any(n int, stats func(int) *reading.ProbeStats) bool {
 	for i := 0; i < n; i++ {
 		if st := stats(i); st != nil {
 			for _, s := range f.Series {
@@ -162,15 +163,15 @@ func (c *probesCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Sna
 	}
 	aggs := aggregateProbes(snap.Cgroups)
 	// The node's counters are its cgroups' sum: each task counts in one.
-	var node snapshot.ProbeStats
+	var node reading.ProbeStats
 	for _, a := range aggs {
 		node.Add(a.stats)
 	}
 	if len(aggs) > 0 {
-		c.node.emit(ch, on, 1, func(int) *snapshot.ProbeStats { return &node }, func(int) []string { return nil })
+		c.node.emit(ch, on, 1, func(int) *reading.ProbeStats { return &node }, func(int) []string { return nil })
 	}
 	if c.perCgroup {
-		c.cgroup.emit(ch, on, len(aggs), func(i int) *snapshot.ProbeStats { return &aggs[i].stats }, func(i int) []string { return []string{aggs[i].cgroup} })
+		c.cgroup.emit(ch, on, len(aggs), func(i int) *reading.ProbeStats { return &aggs[i].stats }, func(i int) []string { return []string{aggs[i].cgroup} })
 	}
 	if len(snap.Counters) == 0 {
 		return nil
@@ -187,7 +188,7 @@ func (c *probesCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Sna
 
 type probeAgg struct {
 	cgroup string
-	stats  snapshot.ProbeStats
+	stats  reading.ProbeStats
 }
 
 // aggregateProbes sums probe counters of workloads sharing a cgroup path

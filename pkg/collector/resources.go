@@ -3,7 +3,7 @@ package collector
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // resourceDescs are one level's cgroup resource families. Each is exported
@@ -46,67 +46,67 @@ func (r resourceDescs) describe(ch chan<- *prometheus.Desc) {
 
 // nonZero returns the fields of s that were read and are not zero (for IO,
 // some device's counter; for PSI, that resource and kind).
-func nonZero(s *snapshot.Resources) snapshot.ResourceField {
-	var f snapshot.ResourceField
-	set := func(field snapshot.ResourceField, nz bool) {
+func nonZero(s *reading.Resources) reading.ResourceField {
+	var f reading.ResourceField
+	set := func(field reading.ResourceField, nz bool) {
 		if nz && s.Available.Has(field) {
 			f |= field
 		}
 	}
-	set(snapshot.FieldCPU, s.CPUUserSeconds != 0 || s.CPUSystemSeconds != 0)
-	set(snapshot.FieldMemoryCurrent, s.MemoryCurrent != 0)
-	set(snapshot.FieldMemoryLimit, s.MemoryLimit != 0)
-	set(snapshot.FieldMemoryRSS, s.MemoryRSS != 0)
-	set(snapshot.FieldMemoryCache, s.MemoryCache != 0)
-	set(snapshot.FieldMemorySwap, s.MemorySwap != 0)
-	set(snapshot.FieldMemoryFailCount, s.MemoryFailCount != 0)
-	set(snapshot.FieldMemoryOOMKills, s.MemoryOOMKills != 0)
+	set(reading.FieldCPU, s.CPUUserSeconds != 0 || s.CPUSystemSeconds != 0)
+	set(reading.FieldMemoryCurrent, s.MemoryCurrent != 0)
+	set(reading.FieldMemoryLimit, s.MemoryLimit != 0)
+	set(reading.FieldMemoryRSS, s.MemoryRSS != 0)
+	set(reading.FieldMemoryCache, s.MemoryCache != 0)
+	set(reading.FieldMemorySwap, s.MemorySwap != 0)
+	set(reading.FieldMemoryFailCount, s.MemoryFailCount != 0)
+	set(reading.FieldMemoryOOMKills, s.MemoryOOMKills != 0)
 	io := false
 	for _, d := range s.IO {
 		io = io || d.ReadBytes != 0 || d.WriteBytes != 0 || d.ReadOps != 0 || d.WriteOps != 0
 	}
-	set(snapshot.FieldIO, io)
+	set(reading.FieldIO, io)
 	for i, p := range s.PSI {
-		res := snapshot.PSIResource(i)
+		res := reading.PSIResource(i)
 		set(res.SomeField(), p.SomeSeconds != 0)
 		set(res.FullField(), p.FullSeconds != 0)
 	}
-	set(snapshot.FieldTasks, s.Tasks != 0)
+	set(reading.FieldTasks, s.Tasks != 0)
 	return f
 }
 
 // emit exports the resource families of one workload: the fields read and
 // in show, the fields not zero for some workload of the level, so that no
 // family is all zeros (no swap, no OOM kill, no pressure on a calm node).
-func (r resourceDescs) emit(ch chan<- prometheus.Metric, s *snapshot.Resources, show snapshot.ResourceField, labels []string) {
+func (r resourceDescs) emit(ch chan<- prometheus.Metric, s *reading.Resources, show reading.ResourceField, labels []string) {
 	with := func(extra ...string) []string {
 		return append(append(make([]string, 0, len(labels)+len(extra)), labels...), extra...)
 	}
-	gauge := func(d *prometheus.Desc, f snapshot.ResourceField, v float64) {
+	gauge := func(d *prometheus.Desc, f reading.ResourceField, v float64) {
 		if s.Available.Has(f) && show.Has(f) {
 			ch <- metric(d, prometheus.GaugeValue, v, with()...)
 		}
 	}
-	counter := func(d *prometheus.Desc, f snapshot.ResourceField, v float64) {
+	counter := func(d *prometheus.Desc, f reading.ResourceField, v float64) {
 		if s.Available.Has(f) && show.Has(f) {
 			ch <- metric(d, prometheus.CounterValue, v, with()...)
 		}
 	}
-	counter(r.cpuUser, snapshot.FieldCPU, s.CPUUserSeconds)
-	counter(r.cpuSystem, snapshot.FieldCPU, s.CPUSystemSeconds)
-	gauge(r.memUsage, snapshot.FieldMemoryCurrent, float64(s.MemoryCurrent))
+	counter(r.cpuUser, reading.FieldCPU, s.CPUUserSeconds)
+	counter(r.cpuSystem, reading.FieldCPU, s.CPUSystemSeconds)
+	gauge(r.memUsage, reading.FieldMemoryCurrent, float64(s.MemoryCurrent))
 	// A workload without a memory limit has no limit series, as an
 	// all-zero family has none: +Inf said nothing a query could use, and
 	// cost a series per workload (most jobs and pods on a node).
-	if s.MemoryLimit != snapshot.Unlimited {
-		gauge(r.memLimit, snapshot.FieldMemoryLimit, float64(s.MemoryLimit))
+	if s.MemoryLimit != reading.Unlimited {
+		gauge(r.memLimit, reading.FieldMemoryLimit, float64(s.MemoryLimit))
 	}
-	gauge(r.memRSS, snapshot.FieldMemoryRSS, float64(s.MemoryRSS))
-	gauge(r.memCache, snapshot.FieldMemoryCache, float64(s.MemoryCache))
-	gauge(r.memSwap, snapshot.FieldMemorySwap, float64(s.MemorySwap))
-	counter(r.memFails, snapshot.FieldMemoryFailCount, float64(s.MemoryFailCount))
-	counter(r.memOOMKills, snapshot.FieldMemoryOOMKills, float64(s.MemoryOOMKills))
-	if s.Available.Has(snapshot.FieldIO) && show.Has(snapshot.FieldIO) {
+	gauge(r.memRSS, reading.FieldMemoryRSS, float64(s.MemoryRSS))
+	gauge(r.memCache, reading.FieldMemoryCache, float64(s.MemoryCache))
+	gauge(r.memSwap, reading.FieldMemorySwap, float64(s.MemorySwap))
+	counter(r.memFails, reading.FieldMemoryFailCount, float64(s.MemoryFailCount))
+	counter(r.memOOMKills, reading.FieldMemoryOOMKills, float64(s.MemoryOOMKills))
+	if s.Available.Has(reading.FieldIO) && show.Has(reading.FieldIO) {
 		for _, io := range s.IO {
 			ch <- metric(r.ioBytes, prometheus.CounterValue, float64(io.ReadBytes), with(io.Device, "read")...)
 			ch <- metric(r.ioBytes, prometheus.CounterValue, float64(io.WriteBytes), with(io.Device, "write")...)
@@ -115,7 +115,7 @@ func (r resourceDescs) emit(ch chan<- prometheus.Metric, s *snapshot.Resources, 
 		}
 	}
 	for i, p := range s.PSI {
-		res := snapshot.PSIResource(i)
+		res := reading.PSIResource(i)
 		if s.Available.Has(res.SomeField()) && show.Has(res.SomeField()) {
 			ch <- metric(r.pressure, prometheus.CounterValue, p.SomeSeconds, with(res.String(), "some")...)
 		}
@@ -123,5 +123,5 @@ func (r resourceDescs) emit(ch chan<- prometheus.Metric, s *snapshot.Resources, 
 			ch <- metric(r.pressure, prometheus.CounterValue, p.FullSeconds, with(res.String(), "full")...)
 		}
 	}
-	gauge(r.tasks, snapshot.FieldTasks, float64(s.Tasks))
+	gauge(r.tasks, reading.FieldTasks, float64(s.Tasks))
 }

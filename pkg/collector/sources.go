@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
@@ -71,7 +72,7 @@ func (c *sourceCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Sna
 	return nil
 }
 
-func (c *sourceCollector) emitRejected(ch chan<- prometheus.Metric, m snapshot.SourceHealth) {
+func (c *sourceCollector) emitRejected(ch chan<- prometheus.Metric, m reading.SourceHealth) {
 	reasons := make([]string, 0, len(m.Rejected))
 	for r := range m.Rejected {
 		reasons = append(reasons, r)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
@@ -80,7 +81,7 @@ func (c *workloadsCollector) update(ch chan<- prometheus.Metric, snap *snapshot.
 		return errNoSnapshot
 	}
 	zl := newZoneLabels(snap.Zones)
-	show := map[string]snapshot.ResourceField{}
+	show := map[string]reading.ResourceField{}
 	for i := range snap.Workloads {
 		if r := snap.WorkloadResources(i); r != nil {
 			show[snap.Workloads[i].Level] |= nonZero(r)
@@ -134,7 +135,7 @@ func (c *workloadsCollector) emitProbes(ch chan<- prometheus.Metric, snap *snaps
 		}
 	}
 	for l, us := range byLevel {
-		c.levels[l].probes.emit(ch, on, len(us), func(i int) *snapshot.ProbeStats { return us[i].Probes },
+		c.levels[l].probes.emit(ch, on, len(us), func(i int) *reading.ProbeStats { return us[i].Probes },
 			func(i int) []string { return us[i].Labels })
 	}
 }

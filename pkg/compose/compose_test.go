@@ -15,17 +15,17 @@ import (
 	"github.com/wattrace/wattrace/pkg/gpu"
 	"github.com/wattrace/wattrace/pkg/gpu/node"
 	"github.com/wattrace/wattrace/pkg/power/discover"
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // fakeNVML lists NVIDIA devices by their NVML index, as a source whose
 // other handles failed would.
 type fakeNVML struct{ devs []gpu.Device }
 
-func (f fakeNVML) Name() string                    { return "nvml" }
-func (f fakeNVML) Devices() []gpu.Device           { return f.devs }
-func (f fakeNVML) Close() error                    { return nil }
-func (f fakeNVML) Health() []snapshot.SourceHealth { return nil }
+func (f fakeNVML) Name() string                   { return "nvml" }
+func (f fakeNVML) Devices() []gpu.Device          { return f.devs }
+func (f fakeNVML) Close() error                   { return nil }
+func (f fakeNVML) Health() []reading.SourceHealth { return nil }
 func (f fakeNVML) Read(context.Context, time.Time) ([]gpu.Reading, error) {
 	return nil, nil
 }
@@ -102,9 +102,9 @@ type recovering struct {
 	devs []gpu.Device
 }
 
-func (r *recovering) Name() string                    { return "nvml" }
-func (r *recovering) Close() error                    { return nil }
-func (r *recovering) Health() []snapshot.SourceHealth { return nil }
+func (r *recovering) Name() string                   { return "nvml" }
+func (r *recovering) Close() error                   { return nil }
+func (r *recovering) Health() []reading.SourceHealth { return nil }
 func (r *recovering) Down() error {
 	if r.up {
 		return nil

@@ -15,33 +15,33 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // The readings' vocabulary is the snapshot's, so the stats loop reads GPUs
 // without importing this package; the names stay here for the readers.
 type (
-	Vendor   = snapshot.GPUVendor
-	Method   = snapshot.GPUMethod
-	Basis    = snapshot.GPUBasis
-	Device   = snapshot.GPUDevice
-	Instance = snapshot.GPUInstance
-	Reading  = snapshot.GPUReading
+	Vendor   = reading.GPUVendor
+	Method   = reading.GPUMethod
+	Basis    = reading.GPUBasis
+	Device   = reading.GPUDevice
+	Instance = reading.GPUInstance
+	Reading  = reading.GPUReading
 )
 
 const (
-	NVIDIA = snapshot.VendorNVIDIA
-	AMD    = snapshot.VendorAMD
-	Intel  = snapshot.VendorIntel
+	NVIDIA = reading.VendorNVIDIA
+	AMD    = reading.VendorAMD
+	Intel  = reading.VendorIntel
 
-	Counter         = snapshot.MethodCounter
-	PowerIntegrated = snapshot.MethodPowerIntegrated
+	Counter         = reading.MethodCounter
+	PowerIntegrated = reading.MethodPowerIntegrated
 
-	SMUtil        = snapshot.BasisSMUtil
-	Memory        = snapshot.BasisMemory
-	EngineTime    = snapshot.BasisEngineTime
-	EngineTimeKFD = snapshot.BasisEngineTimeKFD
-	None          = snapshot.BasisNone
+	SMUtil        = reading.BasisSMUtil
+	Memory        = reading.BasisMemory
+	EngineTime    = reading.BasisEngineTime
+	EngineTimeKFD = reading.BasisEngineTimeKFD
+	None          = reading.BasisNone
 )
 
 // Source reads a set of GPUs. It is owned by the stats loop's goroutine.
@@ -55,7 +55,7 @@ type Source interface {
 	// whole (the library or the sysfs root went away).
 	Read(ctx context.Context, now time.Time) ([]Reading, error)
 	// Health reports one SourceHealth per device ("nvml/GPU-…").
-	Health() []snapshot.SourceHealth
+	Health() []reading.SourceHealth
 	Close() error
 }
 

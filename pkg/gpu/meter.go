@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/reading"
-	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/sourcehealth"
 )
 
@@ -150,7 +149,7 @@ func (m *Meter) Interval() time.Duration { return m.lastInterval }
 func (m *Meter) PowerW() float64 { return m.lastPowerWatts }
 
 // Health reports the device's state at now.
-func (m *Meter) Health(now time.Time) snapshot.SourceHealth {
+func (m *Meter) Health(now time.Time) reading.SourceHealth {
 	h := m.tall.Health()
 	if !m.good.IsZero() {
 		h.Age = now.Sub(m.good)

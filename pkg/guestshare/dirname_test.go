@@ -12,13 +12,14 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/power/hostshare"
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
 // vmSnap is a snapshot at second sec of VMs given as {uuid, name, joules}.
 func vmSnap(sec int, vms ...[3]any) *snapshot.Snapshot {
 	s := &snapshot.Snapshot{Time: time.Unix(int64(1000+sec), 0),
-		Zones: []snapshot.Zone{{ZoneID: snapshot.ZoneID{Name: "package", Socket: 0}, Source: "rapl"}}}
+		Zones: []snapshot.Zone{{ZoneID: reading.ZoneID{Name: "package", Socket: 0}, Source: "rapl"}}}
 	for _, v := range vms {
 		s.Workloads = append(s.Workloads, snapshot.Workload{Level: "vm", Labels: []string{v[0].(string), v[1].(string), ""},
 			Energy: snapshot.Energy{}.Add("package", v[2].(float64), 0)})

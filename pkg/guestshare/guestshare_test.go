@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/power/hostshare"
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
@@ -21,7 +22,7 @@ const uuid = "2A7D9E4B-1C3F-4A5B-8D6E-7F8091A2B3C4"
 func snap(sec int, dyn, idle float64) *snapshot.Snapshot {
 	return &snapshot.Snapshot{
 		Time:  time.Unix(int64(1000+sec), 0),
-		Zones: []snapshot.Zone{{ZoneID: snapshot.ZoneID{Name: "package", Socket: 0}, Source: "rapl"}},
+		Zones: []snapshot.Zone{{ZoneID: reading.ZoneID{Name: "package", Socket: 0}, Source: "rapl"}},
 		Workloads: []snapshot.Workload{
 			{Level: "vm", Labels: []string{uuid, "web01", ""}, Energy: snapshot.Energy{}.Add("package", dyn, idle)},
 			{Level: "container", Labels: []string{"abc", "c", "", "", "docker"}, Energy: snapshot.Energy{}.Add("package", 1, 0)},

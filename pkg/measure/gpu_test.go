@@ -16,7 +16,7 @@ import (
 	"github.com/wattrace/wattrace/internal/testenv"
 	"github.com/wattrace/wattrace/pkg/gpu"
 	"github.com/wattrace/wattrace/pkg/gpu/node"
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // fakeGPU stands in for a GPU this machine lacks: it draws watts while
@@ -109,10 +109,10 @@ func (f *fakeGPU) users() map[int]float64 {
 
 var dev = gpu.Device{Index: 0, UUID: "GPU-fake", Model: "fake", Vendor: gpu.NVIDIA, Source: "nvml"}
 
-func (f *fakeGPU) Name() string                    { return "nvml" }
-func (f *fakeGPU) Devices() []gpu.Device           { return []gpu.Device{dev} }
-func (f *fakeGPU) Close() error                    { return nil }
-func (f *fakeGPU) Health() []snapshot.SourceHealth { return nil }
+func (f *fakeGPU) Name() string                   { return "nvml" }
+func (f *fakeGPU) Devices() []gpu.Device          { return []gpu.Device{dev} }
+func (f *fakeGPU) Close() error                   { return nil }
+func (f *fakeGPU) Health() []reading.SourceHealth { return nil }
 func (f *fakeGPU) Read(_ context.Context, now time.Time) ([]gpu.Reading, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -188,10 +188,10 @@ type constGPU struct {
 	last  time.Time
 }
 
-func (c *constGPU) Name() string                    { return c.dev.Source }
-func (c *constGPU) Devices() []gpu.Device           { return []gpu.Device{c.dev} }
-func (c *constGPU) Close() error                    { return nil }
-func (c *constGPU) Health() []snapshot.SourceHealth { return nil }
+func (c *constGPU) Name() string                   { return c.dev.Source }
+func (c *constGPU) Devices() []gpu.Device          { return []gpu.Device{c.dev} }
+func (c *constGPU) Close() error                   { return nil }
+func (c *constGPU) Health() []reading.SourceHealth { return nil }
 func (c *constGPU) Read(_ context.Context, now time.Time) ([]gpu.Reading, error) {
 	dt := now.Sub(c.last)
 	if c.last.IsZero() {

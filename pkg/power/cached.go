@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/reading"
-	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/sourcehealth"
 )
 
@@ -306,7 +305,7 @@ func (c *Cached) Reads() (total, failed uint64) {
 // SourceHealth is the device's health: reads, failures, staleness and the
 // readings rejected by validation. (Cached's Health method, reporting this
 // one source, is built on it.)
-func (c *Cached) SourceHealth() snapshot.SourceHealth {
+func (c *Cached) SourceHealth() reading.SourceHealth {
 	h := c.tall.Health()
 	h.Age = c.Age()
 	return h
@@ -348,6 +347,6 @@ func (c *Cached) Close() error {
 
 // Health implements sourcehealth.Reporter: the meter read in the background is
 // one source, up while its latest device read succeeded.
-func (c *Cached) Health() []snapshot.SourceHealth {
-	return []snapshot.SourceHealth{c.SourceHealth()}
+func (c *Cached) Health() []reading.SourceHealth {
+	return []reading.SourceHealth{c.SourceHealth()}
 }

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // Combined is a Meter that unions the zones of several meters (RAPL for
@@ -139,8 +139,8 @@ func (c *Combined) IdleWatts(zone string) (float64, bool) {
 }
 
 // Estimates implements EstimateReporter for the members that model.
-func (c *Combined) Estimates() []snapshot.Estimate {
-	var out []snapshot.Estimate
+func (c *Combined) Estimates() []reading.Estimate {
+	var out []reading.Estimate
 	for _, m := range c.meters {
 		if r, ok := m.(EstimateReporter); ok {
 			out = append(out, r.Estimates()...)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/power/curves"
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // EstimatedZone is one zone the estimator models: its power as a function
@@ -197,13 +197,13 @@ func (e *Estimator) IdleWatts(zone string) (float64, bool) {
 
 // Estimates implements EstimateReporter: each zone's power at the last
 // Advance (idle before the first) with its band.
-func (e *Estimator) Estimates() []snapshot.Estimate {
+func (e *Estimator) Estimates() []reading.Estimate {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := make([]snapshot.Estimate, len(e.zones))
+	out := make([]reading.Estimate, len(e.zones))
 	for i, z := range e.zones {
 		in := z.Curve.Info
-		out[i] = snapshot.Estimate{ZoneID: snapshot.ZoneID{Name: z.Zone, Socket: -1}, Source: e.Name(),
+		out[i] = reading.Estimate{ZoneID: reading.ZoneID{Name: z.Zone, Socket: -1}, Source: e.Name(),
 			Watts: z.last.Watts, LowerW: z.last.Lower, UpperW: z.last.Upper,
 			Curve: in.Kind, Tier: in.Tier, CPU: in.CPU, Arch: in.Arch, Coefficients: in.Source}
 	}
@@ -213,7 +213,7 @@ func (e *Estimator) Estimates() []snapshot.Estimate {
 // Health implements sourcehealth.Reporter: a model is always up
 // (utilization is clamped to [0, 1] in Advance); the only readings it can
 // reject are a VM's steal counter's.
-func (e *Estimator) Health() []snapshot.SourceHealth {
+func (e *Estimator) Health() []reading.SourceHealth {
 	e.mu.Lock()
 	st := e.steal
 	e.mu.Unlock()
@@ -221,5 +221,5 @@ func (e *Estimator) Health() []snapshot.SourceHealth {
 	if st != nil {
 		rej = st.rejects.Counts()
 	}
-	return []snapshot.SourceHealth{{Source: e.Name(), Up: true, Rejected: rej}}
+	return []reading.SourceHealth{{Source: e.Name(), Up: true, Rejected: rej}}
 }

@@ -1,7 +1,7 @@
 package power
 
 import (
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/sourcehealth"
 )
 
@@ -9,20 +9,20 @@ import (
 // Cached's SourceHealth. Every meter of this package has one of them; a
 // foreign meter without either is read synchronously by the stats loop,
 // which sees its failures, and is reported as up here.
-func healthOf(m Meter) []snapshot.SourceHealth {
+func healthOf(m Meter) []reading.SourceHealth {
 	switch h := m.(type) {
 	case sourcehealth.Reporter:
 		return h.Health()
-	case interface{ SourceHealth() snapshot.SourceHealth }:
-		return []snapshot.SourceHealth{h.SourceHealth()}
+	case interface{ SourceHealth() reading.SourceHealth }:
+		return []reading.SourceHealth{h.SourceHealth()}
 	}
-	return []snapshot.SourceHealth{{Source: m.Name(), Up: true, Rejected: map[string]uint64{}}}
+	return []reading.SourceHealth{{Source: m.Name(), Up: true, Rejected: map[string]uint64{}}}
 }
 
 // Health implements sourcehealth.Reporter: the health of every member, in
 // precedence order.
-func (c *Combined) Health() []snapshot.SourceHealth {
-	var out []snapshot.SourceHealth
+func (c *Combined) Health() []reading.SourceHealth {
+	var out []reading.SourceHealth
 	for _, m := range c.meters {
 		out = append(out, healthOf(m)...)
 	}

@@ -1,23 +1,25 @@
 package power
 
-import "github.com/wattrace/wattrace/pkg/snapshot"
+import (
+	"github.com/wattrace/wattrace/pkg/reading"
+)
 
 // ZoneSample and Meter are the snapshot's: the stats loop reads meters
 // without importing this package.
 type (
-	ZoneSample = snapshot.ZoneSample
-	Meter      = snapshot.Meter
+	ZoneSample = reading.ZoneSample
+	Meter      = reading.Meter
 )
 
 // Zone names used in ZoneSample.Zone.
 const (
-	ZonePackage  = snapshot.ZonePackage
-	ZoneCore     = snapshot.ZoneCore
-	ZoneUncore   = snapshot.ZoneUncore
-	ZoneDRAM     = snapshot.ZoneDRAM
-	ZonePsys     = snapshot.ZonePsys
-	ZoneGPU      = snapshot.ZoneGPU
-	ZonePlatform = snapshot.ZonePlatform
+	ZonePackage  = reading.ZonePackage
+	ZoneCore     = reading.ZoneCore
+	ZoneUncore   = reading.ZoneUncore
+	ZoneDRAM     = reading.ZoneDRAM
+	ZonePsys     = reading.ZonePsys
+	ZoneGPU      = reading.ZoneGPU
+	ZonePlatform = reading.ZonePlatform
 )
 
 // Compile-time checks that both meters satisfy Meter.

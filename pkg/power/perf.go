@@ -13,7 +13,6 @@ import (
 
 	"github.com/wattrace/wattrace/internal/cpulist"
 	"github.com/wattrace/wattrace/pkg/reading"
-	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/sourcehealth"
 )
 
@@ -288,7 +287,7 @@ func (p *PerfRAPL) Read() ([]ZoneSample, error) {
 }
 
 // Health implements sourcehealth.Reporter.
-func (p *PerfRAPL) Health() []snapshot.SourceHealth { return []snapshot.SourceHealth{p.tall.Health()} }
+func (p *PerfRAPL) Health() []reading.SourceHealth { return []reading.SourceHealth{p.tall.Health()} }
 
 // Close closes the perf events.
 func (p *PerfRAPL) Close() error {

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/reading"
-	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/sourcehealth"
 )
 
@@ -231,8 +230,8 @@ func (p *PMCounters) consistentScan() ([]uint64, string, error) {
 }
 
 // Health implements sourcehealth.Reporter.
-func (p *PMCounters) Health() []snapshot.SourceHealth {
-	return []snapshot.SourceHealth{p.tall.Health()}
+func (p *PMCounters) Health() []reading.SourceHealth {
+	return []reading.SourceHealth{p.tall.Health()}
 }
 
 // scan reads every counter between two reads of freshness.

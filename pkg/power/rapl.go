@@ -18,7 +18,6 @@ import (
 
 	"github.com/wattrace/wattrace/internal/decimal"
 	"github.com/wattrace/wattrace/pkg/reading"
-	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/sourcehealth"
 )
 
@@ -326,7 +325,7 @@ func (r *RAPL) Read() ([]ZoneSample, error) {
 }
 
 // Health implements sourcehealth.Reporter.
-func (r *RAPL) Health() []snapshot.SourceHealth { return []snapshot.SourceHealth{r.tall.Health()} }
+func (r *RAPL) Health() []reading.SourceHealth { return []reading.SourceHealth{r.tall.Health()} }
 
 // Dropped lists the zones left out at discovery, with the reason.
 func (r *RAPL) Dropped() []string { return append([]string(nil), r.dropped...) }

@@ -9,7 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // Retrying stands for a configured meter that could not be used at start
@@ -130,14 +130,14 @@ func (r *Retrying) Read() ([]ZoneSample, error) {
 
 // Health implements sourcehealth.Reporter: down with its failed attempts until
 // adopted, then the adopted meter's own health.
-func (r *Retrying) Health() []snapshot.SourceHealth {
+func (r *Retrying) Health() []reading.SourceHealth {
 	r.mu.Lock()
 	m := r.m
-	h := snapshot.SourceHealth{Source: r.name, Age: r.now().Sub(r.since), Reads: r.attempts, Errors: r.failures,
+	h := reading.SourceHealth{Source: r.name, Age: r.now().Sub(r.since), Reads: r.attempts, Errors: r.failures,
 		Rejected: map[string]uint64{}}
 	r.mu.Unlock()
 	if m == nil {
-		return []snapshot.SourceHealth{h}
+		return []reading.SourceHealth{h}
 	}
 	return healthOf(m)
 }

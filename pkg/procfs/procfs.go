@@ -22,7 +22,6 @@ import (
 	"github.com/wattrace/wattrace/internal/procpid"
 	"github.com/wattrace/wattrace/pkg/cgroup"
 	"github.com/wattrace/wattrace/pkg/reading"
-	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/sourcehealth"
 	"github.com/wattrace/wattrace/pkg/usage"
 )
@@ -174,8 +173,8 @@ func New(o Options) (*Source, error) {
 // Health reports the source's state: failed reads and rejected counter
 // readings (a cgroup or process counter that went back, jumped faster than
 // the CPUs can run, or could not be parsed).
-func (s *Source) Health() []snapshot.SourceHealth {
-	return []snapshot.SourceHealth{s.tall.Health()}
+func (s *Source) Health() []reading.SourceHealth {
+	return []reading.SourceHealth{s.tall.Health()}
 }
 
 // check validates one reading of a CPU counter (ns) taken at t: plausible

@@ -7,19 +7,19 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // Event kinds, the three --collector.perf.*-events flags.
 const (
-	KindHardware = snapshot.PerfKindHardware
-	KindSoftware = snapshot.PerfKindSoftware
-	KindCache    = snapshot.PerfKindCache
+	KindHardware = reading.PerfKindHardware
+	KindSoftware = reading.PerfKindSoftware
+	KindCache    = reading.PerfKindCache
 )
 
 // Event is one perf event a profiled process is counted with; the type is
 // the snapshot's, which the collectors read.
-type Event = snapshot.PerfEvent
+type Event = reading.PerfEvent
 
 var hardwareEvents = []Event{
 	{Name: "cpu_cycles", Config: unix.PERF_COUNT_HW_CPU_CYCLES},

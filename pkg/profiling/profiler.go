@@ -35,7 +35,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wattrace/wattrace/internal/procpid"
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/usage"
 )
 
@@ -72,7 +72,7 @@ type Config struct {
 
 // ProcessCounts is the snapshot's: the stats loop reads it without
 // importing this package.
-type ProcessCounts = snapshot.ProcessCounts
+type ProcessCounts = reading.ProcessCounts
 
 // Stats describes the profiler's state, for the exporter's own metrics.
 type Stats struct {

@@ -1,8 +1,20 @@
-// Package reading is the one validation step every value from a meter, a
-// BMC, a file, a BPF map or a vendor library passes before it touches a
-// counter. A reading that fails is rejected with a reason, counted and
-// logged by the source (Rejects), and never credited: one glitch must not
-// rewrite an exported counter's history.
+// Package reading is what the sources hand the stats loop, and the check
+// every value passes before it is credited.
+//
+// The readings: a meter's zone samples (meter.go), the probes' and the
+// profiler's counters (counters.go, probes.go, perf.go), the GPUs'
+// intervals and their holders (gpu.go), the carbon factor (carbon.go),
+// cgroup resources (resources.go), BPF program statistics and map drops
+// (bpf.go), the estimator's estimates (estimate.go) and a source's health
+// (health.go). Sources produce them and the loop consumes them, so neither
+// imports the other; the published snapshot (pkg/snapshot) carries them on
+// to the collectors.
+//
+// The check: every value from a meter, a BMC, a file, a BPF map or a
+// vendor library passes one validation step before it touches a counter.
+// A reading that fails is rejected with a reason, counted and logged by
+// the source (Rejects), and never credited: one glitch must not rewrite an
+// exported counter's history.
 package reading
 
 import (

@@ -1,9 +1,8 @@
-// Package snapshot holds the vocabulary that crosses from the sources to
-// the stats loop and on to the collectors: what a source hands the loop
-// (zone samples and the meters' abilities, probe and profiler counters, GPU
-// readings and their holders, the carbon factor), what it reports about
-// itself, and what the stats loop publishes each interval. It depends on
-// nothing but the standard library, so sources produce these types, the
-// stats loop assembles them without importing any source, and collectors
-// read them without importing any source.
+// Package snapshot is what the stats loop publishes each interval: the
+// node's zones, the consumers (cgroups and processes), the workloads, the
+// GPUs and the health of every source, in one immutable Snapshot that the
+// collectors, the Alloy targets and the per-VM files read without locks.
+// The readings it carries (probe counters, cgroup resources, source
+// health, estimates) are pkg/reading's types, the ones the sources hand
+// the loop; no source imports this package.
 package snapshot

@@ -2,12 +2,6 @@ package snapshot
 
 import "time"
 
-// ZoneGPU is the zone name of a GPU device. The GPU stage's devices are
-// sockets 0, 1, … in the order of its sources' devices (NVML's, then the
-// DRM cards'); a meter's GPU zones of devices the stage cannot read come
-// after them, so a zone identity is never shared.
-const ZoneGPU = "gpu"
-
 // GPU is one GPU device's cumulative figures. The device is also a zone
 // (ZoneGPU, Socket = its place among the stage's devices) in
 // Snapshot.Zones; this record carries what a

@@ -1,18 +1,22 @@
 package snapshot
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/wattrace/wattrace/pkg/reading"
+)
 
 // ResourceFill reads the resource counters of a snapshot's workloads: one
 // entry per Workloads element, in order, nil where nothing was read. The
 // stats loop provides it; it runs at most once per snapshot, on the first
 // scrape that asks, so cgroup files are read only when someone exports them.
-type ResourceFill func() []*Resources
+type ResourceFill func() []*reading.Resources
 
 // lazyResources is the part of a snapshot filled on demand.
 type lazyResources struct {
 	once sync.Once
 	fill ResourceFill
-	res  []*Resources
+	res  []*reading.Resources
 }
 
 // SetResourceFill makes WorkloadResources read through fill, once. The loop
@@ -26,7 +30,7 @@ func (s *Snapshot) SetResourceFill(fill ResourceFill) {
 // the first call for this snapshot when the loop set a fill (concurrent
 // scrapes wait for that one reading and share it), else
 // Workloads[i].Resources.
-func (s *Snapshot) WorkloadResources(i int) *Resources {
+func (s *Snapshot) WorkloadResources(i int) *reading.Resources {
 	if s.lazy != nil {
 		s.lazy.once.Do(func() { s.lazy.res = s.lazy.fill() })
 		if i < len(s.lazy.res) && s.lazy.res[i] != nil {

@@ -1,6 +1,10 @@
 package snapshot
 
-import "time"
+import (
+	"time"
+
+	"github.com/wattrace/wattrace/pkg/reading"
+)
 
 // Snapshot is what the loop publishes after each interval. It is never
 // modified after publication, so collectors read it without locks and every
@@ -32,25 +36,25 @@ type Snapshot struct {
 	Probes   []string
 	Counters []string
 	// Softirqs are the node's softirqs by vector, cumulative.
-	Softirqs []SoftirqVector
+	Softirqs []reading.SoftirqVector
 	// PerfEvents are the events counted for opted-in processes.
-	PerfEvents []PerfEvent
+	PerfEvents []reading.PerfEvent
 
 	// Meters is the health of every source that reports it: those behind
 	// the meter (RAPL, a BMC, hwmon) and the other readers (procfs,
 	// cgroupfs, the BPF maps' counters).
-	Meters []SourceHealth
+	Meters []reading.SourceHealth
 	// Estimates are the modelled zones' power with their bands; empty
 	// when every zone is measured.
-	Estimates []Estimate
+	Estimates []reading.Estimate
 	// MapDrops counts, per BPF map, the events lost because the map was
 	// full; empty unless BPF accounting runs.
-	MapDrops []MapDrops
+	MapDrops []reading.MapDrops
 
 	// Intensities are the carbon-intensity providers' latest factors and
 	// Carbon their health; empty without emissions.
-	Intensities []Intensity
-	Carbon      []SourceHealth
+	Intensities []reading.Intensity
+	Carbon      []reading.SourceHealth
 	// GPUs are the node's GPU devices (pkg/stats/gpu.go); empty on a node
 	// without GPUs.
 	GPUs []GPU
@@ -66,16 +70,10 @@ const (
 	SourceDerived = "derived"
 )
 
-// ZoneID names one energy zone of the node.
-type ZoneID struct {
-	Name   string // package, core, uncore, dram, psys, gpu, platform, other
-	Socket int    // -1 when the zone is node-wide
-}
-
 // Zone is the node's energy in one zone. All joule fields are cumulative
 // since the exporter started and never decrease.
 type Zone struct {
-	ZoneID
+	reading.ZoneID
 	Source    string // rapl, estimator, ...
 	Estimated bool
 	EnergyJ   float64 // = IdleJ + DynamicJ
@@ -93,7 +91,7 @@ type Zone struct {
 	// nil without emissions.
 	Grams []NodeGrams
 	// Ended is set while the meter stands behind no figure of the zone
-	// (snapshot.ZoneEnder): its node series are not exported, and it
+	// (reading.ZoneEnder): its node series are not exported, and it
 	// stays here only so that the workloads' series of the zone keep
 	// their labels rather than becoming "unknown".
 	Ended bool
@@ -124,10 +122,10 @@ type Workload struct {
 	// Resources are the workload's cgroup resource counters (memory, IO,
 	// pressure, ...), read from its top cgroup; nil when not read. A workload
 	// that ended keeps its last reading.
-	Resources *Resources
+	Resources *reading.Resources
 	// Probes are the kernel probes' counters summed over the workload's
 	// cgroups; nil without probes.
-	Probes *ProbeStats
+	Probes *reading.ProbeStats
 }
 
 // ZoneJoules is one consumer's or workload's cumulative energy in one zone.
@@ -158,7 +156,7 @@ type Consumer struct {
 	// Probes are the kernel probes' cumulative counters (page cache,
 	// softirqs, block IO, network, perf counters) of a cgroup; nil without
 	// probes, and for processes, whose series don't carry them.
-	Probes *ProbeStats
+	Probes *reading.ProbeStats
 	// Perf are the perf event counts of the cgroup's opted-in processes
 	// (ended ones included), by event name; nil when none opted in.
 	Perf map[string]float64

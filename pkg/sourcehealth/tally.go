@@ -13,7 +13,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/reading"
-	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
 // errLogEvery bounds the warnings about failed reads, as reading.Rejects
@@ -133,9 +132,9 @@ func (t *Tally) Up() bool {
 }
 
 // Health is the tally as the snapshot reports it.
-func (t *Tally) Health() snapshot.SourceHealth {
+func (t *Tally) Health() reading.SourceHealth {
 	t.mu.Lock()
-	h := snapshot.SourceHealth{Source: t.source, Up: t.up, Reads: t.reads, Errors: t.errors}
+	h := reading.SourceHealth{Source: t.source, Up: t.up, Reads: t.reads, Errors: t.errors}
 	if t.now != nil {
 		since := t.good
 		if since.IsZero() {

@@ -14,7 +14,10 @@ import (
 // same credits as the split, and reports how often it ran.
 const addedStage = `package stats
 
-import "github.com/wattrace/wattrace/pkg/snapshot"
+import (
+	"github.com/wattrace/wattrace/pkg/reading"
+	"github.com/wattrace/wattrace/pkg/snapshot"
+)
 
 type added struct {
 	phases
@@ -38,7 +41,7 @@ func (a *added) settle(iv *interval) {
 }
 
 func (a *added) publish(_ *interval, s *snapshot.Snapshot) {
-	s.Meters = append(s.Meters, snapshot.SourceHealth{Source: "added", Up: true, Reads: a.runs})
+	s.Meters = append(s.Meters, reading.SourceHealth{Source: "added", Up: true, Reads: a.runs})
 }
 `
 
@@ -59,7 +62,7 @@ type src struct{ r usage.Reading }
 func (s *src) Read() (usage.Reading, error) { return s.r, nil }
 func (s *src) Mode() string                 { return "procfs" }
 func (s *src) Close() error                 { return nil }
-func (s *src) Health() []snapshot.SourceHealth { return nil }
+func (s *src) Health() []reading.SourceHealth { return nil }
 
 type meter struct{ j float64 }
 
@@ -156,7 +159,7 @@ func TestAddStageIsOneFileAndOneLine(t *testing.T) {
 	write("added.go", addedStage)
 	write("added_test.go", strings.Replace(addedTest, `"github.com/wattrace/wattrace/pkg/power"`,
 		`"github.com/wattrace/wattrace/pkg/power"
-	"github.com/wattrace/wattrace/pkg/snapshot"`, 1))
+	"github.com/wattrace/wattrace/pkg/reading"`, 1))
 	run := func() (string, error) {
 		cmd := exec.Command(goBin, "test", "-count=1", "-run", "^TestAddedStage$", "./"+filepath.ToSlash(dir))
 		out, err := cmd.CombinedOutput()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/workload"
 	"github.com/wattrace/wattrace/pkg/workload/ident"
@@ -169,7 +170,7 @@ func TestFreshStepsOnDemand(t *testing.T) {
 		src := &fakeSource{}
 		src.add(1, 1, 0, 1e6)
 		l := mustLoop(t, Config{Interval: interval, OnDemand: onDemand, MaxGap: time.Hour},
-			src, &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Joules: 1}}}, anyName{})
+			src, &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Joules: 1}}}, anyName{})
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { _ = l.Run(ctx); close(done) }()
@@ -304,13 +305,13 @@ type switchingIntensity struct {
 }
 
 func (s *switchingIntensity) set(g float64) { s.mu.Lock(); s.g = g; s.mu.Unlock() }
-func (s *switchingIntensity) Factor() (snapshot.CarbonFactor, bool) {
+func (s *switchingIntensity) Factor() (reading.CarbonFactor, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return snapshot.CarbonFactor{Provider: "test", Zone: "XX", GramsPerKWh: s.g}, true
+	return reading.CarbonFactor{Provider: "test", Zone: "XX", GramsPerKWh: s.g}, true
 }
-func (*switchingIntensity) Intensities() []snapshot.Intensity { return nil }
-func (*switchingIntensity) Health() []snapshot.SourceHealth   { return nil }
+func (*switchingIntensity) Intensities() []reading.Intensity { return nil }
+func (*switchingIntensity) Health() []reading.SourceHealth   { return nil }
 
 // Emissions keep their own cadence: on demand, a change of the carbon
 // intensity steps the loop within an interval, and the energy used before
@@ -319,7 +320,7 @@ func TestFactorChangeSteps(t *testing.T) {
 	const interval = 30 * time.Millisecond
 	src := &fakeSource{}
 	src.add(1, 1, 0, 1e6)
-	meter := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Joules: 0}}}
+	meter := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Joules: 0}}}
 	var mu sync.Mutex
 	grid := &switchingIntensity{g: 100}
 	l, err := New(Config{Interval: interval, IdlePolicy: "none", OnDemand: true, MaxGap: time.Hour},
@@ -374,7 +375,7 @@ type lockedMeter struct {
 
 func (l *lockedMeter) Name() string    { return l.m.Name() }
 func (l *lockedMeter) Estimated() bool { return false }
-func (l *lockedMeter) Read() ([]snapshot.ZoneSample, error) {
+func (l *lockedMeter) Read() ([]reading.ZoneSample, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.m.Read()
@@ -389,7 +390,7 @@ func TestStepBeforeExpectedAsk(t *testing.T) {
 	src := &fakeSource{}
 	src.add(1, 1, 0, 1e6)
 	l := mustLoop(t, Config{Interval: interval, OnDemand: true, MaxGap: time.Hour},
-		src, &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Joules: 1}}}, anyName{})
+		src, &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Joules: 1}}}, anyName{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = l.Run(ctx); close(done) }()

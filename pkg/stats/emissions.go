@@ -3,6 +3,7 @@ package stats
 import (
 	"go.uber.org/zap"
 
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
@@ -10,9 +11,9 @@ import (
 // energy at; *carbon.Chain implements it. Factor must only read a cache:
 // it runs in every interval.
 type IntensitySource interface {
-	Factor() (snapshot.CarbonFactor, bool)
-	Intensities() []snapshot.Intensity
-	Health() []snapshot.SourceHealth
+	Factor() (reading.CarbonFactor, bool)
+	Intensities() []reading.Intensity
+	Health() []reading.SourceHealth
 }
 
 // WithEmissions prices every joule credited to a consumer, and every
@@ -36,7 +37,7 @@ type emissions struct {
 	phases
 	src    IntensitySource
 	log    *zap.Logger
-	f      snapshot.CarbonFactor
+	f      reading.CarbonFactor
 	ok     bool
 	warned bool
 	// priced is per zone the cumulative energy already priced: the node's

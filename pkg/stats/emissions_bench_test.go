@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/carbon"
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // BenchmarkStepEmissions is the cost of one interval over 1,000 cgroups
@@ -15,7 +15,7 @@ func BenchmarkStepEmissions(b *testing.B) {
 	for _, on := range []bool{false, true} {
 		b.Run(fmt.Sprintf("emissions=%v", on), func(b *testing.B) {
 			src := &fakeSource{}
-			m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}, {Zone: "dram", Socket: 0}}}
+			m := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Socket: 0}, {Zone: "dram", Socket: 0}}}
 			paths := names{}
 			for i := uint64(1); i <= 1000; i++ {
 				paths[i] = fmt.Sprintf("/bench/cg-%04d", i)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/wattrace/wattrace/pkg/carbon"
 	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/workload"
 	"github.com/wattrace/wattrace/pkg/workload/ident"
@@ -224,7 +225,7 @@ func TestEmissionsExactWithChangingFactor(t *testing.T) {
 // priced: 60 J at 300 g/kWh = 0.005 g, 40 J to /a, 20 J to /b.
 func TestEmissionsWaitForFirstFactor(t *testing.T) {
 	src := &fakeSource{}
-	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
+	m := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Socket: 0}}}
 	grid := &gridFetcher{}
 	p := carbon.NewProvider(grid, carbon.ProviderOptions{})
 	l, err := New(Config{Interval: time.Second, IdlePolicy: "none", IdleWatts: map[string]float64{"package": 0}},

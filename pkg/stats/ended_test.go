@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
@@ -17,7 +18,7 @@ func TestEndedProcessesKept(t *testing.T) {
 		ended, want int
 	}{{5, 6}, {0, 50}, {-1, 1}} {
 		src := &fakeSource{}
-		meter := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package"}}}
+		meter := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package"}}}
 		l := mustLoop(t, Config{Retention: time.Hour, EndedProcesses: c.ended}, src, meter, anyName{})
 		now := time.Unix(1_700_000_000, 0)
 		for pid := uint32(1); pid <= 50; pid++ {

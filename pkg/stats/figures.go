@@ -1,6 +1,9 @@
 package stats
 
-import "github.com/wattrace/wattrace/pkg/snapshot"
+import (
+	"github.com/wattrace/wattrace/pkg/reading"
+	"github.com/wattrace/wattrace/pkg/snapshot"
+)
 
 // figures are the additive figures of a consumer or a workload: cumulative,
 // summed when cgroup ids merge into one path (the ledger), passed on to
@@ -17,7 +20,7 @@ type figures struct {
 	Grams snapshot.Emissions
 	// Probes are the kernel probes' counters; nil without probes (and for
 	// processes, whose series don't carry them).
-	Probes *snapshot.ProbeStats
+	Probes *reading.ProbeStats
 }
 
 // add adds d to f.
@@ -32,7 +35,7 @@ func (f *figures) add(d *figures) {
 	}
 	if d.Probes != nil {
 		if f.Probes == nil {
-			f.Probes = &snapshot.ProbeStats{}
+			f.Probes = &reading.ProbeStats{}
 		}
 		f.Probes.Add(*d.Probes)
 	}
@@ -55,7 +58,7 @@ func (f *figures) growth(prev *figures, d *figures) {
 	}
 	d.Probes = nil
 	if f.Probes != nil {
-		var base snapshot.ProbeStats
+		var base reading.ProbeStats
 		if prev.Probes != nil {
 			base = *prev.Probes
 		}

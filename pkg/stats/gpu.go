@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/model"
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/usage"
 	"github.com/wattrace/wattrace/pkg/workload/ident"
@@ -20,7 +21,7 @@ import (
 // every device and resolves its holder; the result may be reused by the
 // next call.
 type GPUSource interface {
-	Interval(ctx context.Context, now time.Time) *snapshot.GPUInterval
+	Interval(ctx context.Context, now time.Time) *reading.GPUInterval
 }
 
 // GPUConfig is what the GPU stage needs of the gpu.* configuration.
@@ -94,7 +95,7 @@ func (p *gpuProc) liveness() (bool, bool, time.Time) { return p.rec.Alive, p.see
 // holderCredit is energy owed to an allocation holder's workload, paid
 // after the roll-up has found the workloads of this interval.
 type holderCredit struct {
-	h       snapshot.Holder
+	h       reading.Holder
 	dyn, id float64
 }
 
@@ -119,7 +120,7 @@ type gpuStage struct {
 	interval  time.Duration
 	devs      map[string]*gpuDev
 	order     []string
-	health    []snapshot.SourceHealth
+	health    []reading.SourceHealth
 	res       gpuResult
 	byPID     map[uint32]liveProc
 	owed      []holderCredit
@@ -146,7 +147,7 @@ func newGPUStage(src GPUSource, cfg GPUConfig, led consumers, cr *credits) *gpuS
 // the GPUs are read every stats.interval.
 func (g *gpuStage) maxGap() time.Duration { return g.interval }
 
-func (g *gpuStage) idleModel(d snapshot.GPUDevice) model.IdleModel {
+func (g *gpuStage) idleModel(d reading.GPUDevice) model.IdleModel {
 	// Keys compare case-insensitively: a YAML map's keys arrive
 	// lower-cased, NVML's UUIDs start "GPU-".
 	for _, k := range []string{d.UUID, d.PCIBusID, strconv.Itoa(d.Index)} {
@@ -230,7 +231,7 @@ func (g *gpuStage) read(now time.Time, dt time.Duration) {
 		if !r.OK {
 			continue
 		}
-		if g.res.Basis != snapshot.BasisNone {
+		if g.res.Basis != reading.BasisNone {
 			// Keep the last basis through intervals without one, so the
 			// per-process series' basis label does not churn.
 			dev.rec.Basis = string(g.res.Basis)
@@ -246,9 +247,9 @@ func (g *gpuStage) read(now time.Time, dt time.Duration) {
 				unattributed += j
 				continue
 			}
-			g.credits.consumer(w, snapshot.ZoneGPU, j, 0)
+			g.credits.consumer(w, reading.ZoneGPU, j, 0)
 			if cg := led.cgroup(w.w.CgroupID); cg != nil {
-				g.credits.consumer(cg, snapshot.ZoneGPU, j, 0)
+				g.credits.consumer(cg, reading.ZoneGPU, j, 0)
 			}
 			p := dev.procs[lp.k]
 			if p == nil {
@@ -306,7 +307,7 @@ func (g *gpuStage) read(now time.Time, dt time.Duration) {
 // their SMs, and each held instance's part is paid to its holders; the
 // parts of unheld instances stay at device level. g.res.HolderJ is set
 // to what is owed.
-func (g *gpuStage) payOwed(nd *snapshot.HeldGPUReading, r snapshot.GPUReading, opt gpuOptions) {
+func (g *gpuStage) payOwed(nd *reading.HeldGPUReading, r reading.GPUReading, opt gpuOptions) {
 	switch n := float64(len(nd.Holders)); {
 	case g.res.HolderJ > 0 && opt.Whole:
 		for _, h := range nd.Holders {
@@ -338,7 +339,7 @@ func (g *gpuStage) payOwed(nd *snapshot.HeldGPUReading, r snapshot.GPUReading, o
 	}
 }
 
-func (g *gpuStage) device(d snapshot.GPUDevice) *gpuDev {
+func (g *gpuStage) device(d reading.GPUDevice) *gpuDev {
 	dev := g.devs[d.Key()]
 	if dev == nil {
 		dev = &gpuDev{idle: g.idleModel(d), procs: map[usage.ProcKey]*gpuProc{}, zone: len(g.devs)}
@@ -367,17 +368,17 @@ func (g *gpuStage) settle(*interval) {
 		if level == "" {
 			continue
 		}
-		g.roll.credit(level, match, snapshot.ZoneGPU, c.dyn, c.id)
+		g.roll.credit(level, match, reading.ZoneGPU, c.dyn, c.id)
 	}
 }
 
 // holderRecord publishes a holder. Its IdleRatio is NaN until heldIdle
 // tells; a VM's stays so, and it is not IdleObservable: the host does not
 // see the guest's processes, so an idle figure would be a guess.
-func holderRecord(h snapshot.Holder, instance string) snapshot.GPUHolder {
+func holderRecord(h reading.Holder, instance string) snapshot.GPUHolder {
 	return snapshot.GPUHolder{Kind: string(h.Kind), JobID: h.JobID, Namespace: h.Namespace, Pod: h.Pod,
 		Container: h.Container, VM: h.VMName, VMUUID: h.VMUUID, Instance: instance,
-		IdleObservable: h.Kind != snapshot.HolderVM, IdleRatio: math.NaN()}
+		IdleObservable: h.Kind != reading.HolderVM, IdleRatio: math.NaN()}
 }
 
 // heldIdle sets, for one device's interval, each observable holder's
@@ -402,7 +403,7 @@ func holderRecord(h snapshot.Holder, instance string) snapshot.GPUHolder {
 // Each idle interval adds its exact length dt to the holder's IdleSeconds,
 // so the counter is the ratio summed over intervals in seconds, whatever
 // the scrape interval; a NaN interval adds nothing.
-func (g *gpuStage) heldIdle(dev *gpuDev, nd *snapshot.HeldGPUReading, dt time.Duration) {
+func (g *gpuStage) heldIdle(dev *gpuDev, nd *reading.HeldGPUReading, dt time.Duration) {
 	r := &nd.Reading
 	ratio := func(h *snapshot.GPUHolder) {
 		if !h.IdleObservable {
@@ -506,7 +507,7 @@ func (g *gpuStage) mayBeHolders(h *snapshot.GPUHolder, pid int) bool {
 		}
 		return true
 	}
-	for _, k := range []snapshot.HolderKind{snapshot.HolderSlurmJob, snapshot.HolderPod, snapshot.HolderVM} {
+	for _, k := range []reading.HolderKind{reading.HolderSlurmJob, reading.HolderPod, reading.HolderVM} {
 		if other, _ := ident.HolderMatch(snapshot.GPUHolder{Kind: string(k)}); other != "" && other != level {
 			if _, member := id.LabelValues(other); member {
 				return false
@@ -517,7 +518,7 @@ func (g *gpuStage) mayBeHolders(h *snapshot.GPUHolder, pid int) bool {
 }
 
 // holderMatch names the workload level and label values a holder is.
-func holderMatch(h snapshot.Holder) (ident.Kind, map[string]string) {
+func holderMatch(h reading.Holder) (ident.Kind, map[string]string) {
 	return ident.HolderMatch(holderRecord(h, ""))
 }
 
@@ -528,7 +529,7 @@ func (g *gpuStage) publish(iv *interval, s *snapshot.Snapshot) {
 	for _, k := range g.order {
 		d := g.devs[k]
 		rec := d.rec
-		s.Zones = append(s.Zones, snapshot.Zone{ZoneID: snapshot.ZoneID{Name: snapshot.ZoneGPU, Socket: d.zone},
+		s.Zones = append(s.Zones, snapshot.Zone{ZoneID: reading.ZoneID{Name: reading.ZoneGPU, Socket: d.zone},
 			Source: rec.Source, EnergyJ: rec.EnergyJ, IdleJ: rec.IdleJ, DynamicJ: rec.DynamicJ,
 			UnattributedJ: rec.UnattributedJ, PowerW: rec.PowerW, IdleClamps: rec.IdleClamps})
 		if rec.Holder != nil {

@@ -15,7 +15,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/gpu/alloc"
 	"github.com/wattrace/wattrace/pkg/gpu/node"
 	"github.com/wattrace/wattrace/pkg/gpu/nvml"
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/workload"
 	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
@@ -37,13 +37,13 @@ func TestGPUHeldIdleNVML(t *testing.T) {
 		t.Fatal(err)
 	}
 	devs := src.Devices()
-	job := snapshot.Holder{Kind: snapshot.HolderSlurmJob, JobID: "43"}
+	job := reading.Holder{Kind: reading.HolderSlurmJob, JobID: "43"}
 	allocs := staticAllocs{{Device: alloc.Ref{UUID: devs[0].UUID}, Holder: job}, {Device: alloc.Ref{UUID: devs[1].UUID}, Holder: job}}
 	g := node.New(node.Config{}, []gpu.Source{src}, []alloc.Source{allocs}, nil)
 	fs := &fakeSource{}
 	fs.add(4, 300, 0, 0)
 	fs.add(4, 200, 0, 0)
-	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
+	m := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Socket: 0}}}
 	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
 	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, fs, m,
 		names{4: "/slurm_n1/uid_0/job_43/step_0/task_0"}, nil,
@@ -107,14 +107,14 @@ func TestGPUHeldIdleMIG(t *testing.T) {
 		t.Fatalf("no empty instance in %+v", rs[0].Instances)
 	}
 	allocs := staticAllocs{
-		{Device: alloc.Ref{Index: "0." + gpuItoa(b)}, Holder: snapshot.Holder{Kind: snapshot.HolderSlurmJob, JobID: "77"}},
-		{Device: alloc.Ref{Index: empty}, Holder: snapshot.Holder{Kind: snapshot.HolderSlurmJob, JobID: "78"}},
+		{Device: alloc.Ref{Index: "0." + gpuItoa(b)}, Holder: reading.Holder{Kind: reading.HolderSlurmJob, JobID: "77"}},
+		{Device: alloc.Ref{Index: empty}, Holder: reading.Holder{Kind: reading.HolderSlurmJob, JobID: "78"}},
 	}
 	g := node.New(node.Config{}, []gpu.Source{src}, []alloc.Source{allocs}, nil)
 	fs := &fakeSource{}
 	fs.add(1, 12, 0, 0)
 	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
-	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
+	m := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Socket: 0}}}
 	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, fs, m,
 		names{1: "/slurm_n1/uid_0/job_77/step_0/task_0"}, nil, WithWorkloads(ids, ident.Levels()),
 		WithGPUs(g, GPUConfig{IdleWatts: map[string]float64{"0": 60}}))

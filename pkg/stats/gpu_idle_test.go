@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/gpu/node"
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/workload"
 	"github.com/wattrace/wattrace/pkg/workload/ident"
@@ -58,7 +59,7 @@ func TestGPUHeldIdleSysfs(t *testing.T) {
 	for pid, cg := range map[uint32]uint64{101: 1, 201: 4, 202: 4} {
 		fs.add(cg, pid, 0, 0)
 	}
-	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
+	m := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Socket: 0}}}
 	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
 	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, fs, m, paths, nil,
 		WithWorkloads(ids, ident.Levels()), WithGPUs(g, GPUConfig{IdleWatts: map[string]float64{"0": 30, "1": 20}}))
@@ -138,7 +139,7 @@ func TestGPUHeldIdleSeconds(t *testing.T) {
 	fs := &fakeSource{}
 	fs.add(4, 201, 0, 0)
 	fs.add(4, 202, 0, 0)
-	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
+	m := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Socket: 0}}}
 	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
 	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, fs, m,
 		names{4: "/slurm_n1/uid_0/job_43/step_0/task_0"}, nil,

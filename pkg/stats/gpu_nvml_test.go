@@ -15,7 +15,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/gpu/nvml"
 	"github.com/wattrace/wattrace/pkg/gpu/nvml/nvmltest"
 	"github.com/wattrace/wattrace/pkg/model"
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // Moved from pkg/gpu/nvml when the split moved from the GPU sources into
@@ -68,7 +68,7 @@ func TestTimeSlicedSplit(t *testing.T) {
 			continue
 		}
 		for i, r := range rs {
-			if !r.OK || r.Method != snapshot.MethodCounter || r.Basis != snapshot.BasisSMUtil || r.Interval != time.Second {
+			if !r.OK || r.Method != reading.MethodCounter || r.Basis != reading.BasisSMUtil || r.Interval != time.Second {
 				t.Fatalf("interval %d gpu %d: %+v", k, i, r)
 			}
 			splitGPU(r, idle[i], gpuOptions{}, &res)
@@ -116,7 +116,7 @@ func TestPowerAndMemoryFallback(t *testing.T) {
 	src.Read(context.Background(), gpuT0)
 	rs, _ := src.Read(context.Background(), gpuT0.Add(2*time.Second))
 	r := rs[0]
-	if !r.OK || r.Method != snapshot.MethodPowerIntegrated || !gpuNear(r.EnergyJ, 500) || r.Basis != snapshot.BasisMemory {
+	if !r.OK || r.Method != reading.MethodPowerIntegrated || !gpuNear(r.EnergyJ, 500) || r.Basis != reading.BasisMemory {
 		t.Fatalf("%+v", r)
 	}
 	var res gpuResult
@@ -327,7 +327,7 @@ func TestMIGBasisStable(t *testing.T) {
 			continue
 		}
 		splitGPU(rs[0], &model.ConfiguredIdle{Watts: 60}, gpuOptions{}, &res)
-		if res.Basis != snapshot.BasisMemory {
+		if res.Basis != reading.BasisMemory {
 			t.Fatalf("interval %d: basis %q", k, res.Basis)
 		}
 	}

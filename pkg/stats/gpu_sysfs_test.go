@@ -12,7 +12,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/gpu/node"
 	"github.com/wattrace/wattrace/pkg/gpu/sysfs"
 	"github.com/wattrace/wattrace/pkg/model"
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/workload"
 	"github.com/wattrace/wattrace/pkg/workload/ident"
 
@@ -71,8 +71,8 @@ func TestSplitFromFixtureTrees(t *testing.T) {
 		t.Fatal(src, err)
 	}
 	devs := src.Devices()
-	if len(devs) != 3 || devs[0].PCIBusID != "0000:03:00.0" || devs[0].Vendor != snapshot.VendorAMD ||
-		devs[1].Vendor != snapshot.VendorIntel || devs[2].PCIBusID != "0000:4d:00.0" {
+	if len(devs) != 3 || devs[0].PCIBusID != "0000:03:00.0" || devs[0].Vendor != reading.VendorAMD ||
+		devs[1].Vendor != reading.VendorIntel || devs[2].PCIBusID != "0000:4d:00.0" {
 		t.Fatalf("devices %+v", devs)
 	}
 	idle := []model.IdleModel{&model.ConfiguredIdle{Watts: 30}, &model.ConfiguredIdle{Watts: 10}, &model.ConfiguredIdle{Watts: 20}}
@@ -100,12 +100,12 @@ func TestSplitFromFixtureTrees(t *testing.T) {
 			continue
 		}
 		for i, r := range rs {
-			if !r.OK || r.Basis != snapshot.BasisEngineTime {
+			if !r.OK || r.Basis != reading.BasisEngineTime {
 				t.Fatalf("interval %d card %d: %+v", k, i, r)
 			}
 			// amdgpu's power: the trapezoid between the two reads.
 			wantE := []float64{200 + (float64(k)-0.5)/1000, 150, 90}[i]
-			wantM := []gpu.Method{snapshot.MethodPowerIntegrated, snapshot.MethodCounter, snapshot.MethodCounter}[i]
+			wantM := []gpu.Method{reading.MethodPowerIntegrated, reading.MethodCounter, reading.MethodCounter}[i]
 			if !sysNear(r.EnergyJ, wantE) || r.Method != wantM {
 				t.Fatalf("interval %d card %d: energy %v %s, want %v %s", k, i, r.EnergyJ, r.Method, wantE, wantM)
 			}
@@ -173,7 +173,7 @@ func TestGPUStageSysfsLoop(t *testing.T) {
 	for pid, cg := range map[uint32]uint64{101: 1, 102: 1, 103: 3, 201: 4} {
 		fs.add(cg, pid, 0, 0)
 	}
-	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
+	m := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Socket: 0}}}
 	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
 	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, fs, m, paths, nil,
 		WithWorkloads(ids, ident.Levels()),

@@ -20,6 +20,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/gpu/alloc"
 	"github.com/wattrace/wattrace/pkg/gpu/node"
 	"github.com/wattrace/wattrace/pkg/gpu/nvml"
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/usage"
 	"github.com/wattrace/wattrace/pkg/workload"
@@ -49,7 +50,7 @@ func TestGPUStageMockNVML(t *testing.T) {
 		t.Fatal(err)
 	}
 	devs := src.Devices()
-	allocs := staticAllocs{{Device: alloc.Ref{UUID: devs[1].UUID}, Holder: snapshot.Holder{Kind: snapshot.HolderSlurmJob, JobID: "43"}}}
+	allocs := staticAllocs{{Device: alloc.Ref{UUID: devs[1].UUID}, Holder: reading.Holder{Kind: reading.HolderSlurmJob, JobID: "43"}}}
 	g := node.New(node.Config{}, []gpu.Source{src}, []alloc.Source{allocs}, nil)
 	paths := names{
 		1: podPath + "aaaa000000000000000000000000000000000000000000000000000000000000.scope",
@@ -61,7 +62,7 @@ func TestGPUStageMockNVML(t *testing.T) {
 	for pid, cg := range map[uint32]uint64{100: 1, 101: 2, 102: 3, 103: 3, 200: 4} {
 		fs.add(cg, pid, 0, 0)
 	}
-	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
+	m := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Socket: 0}}}
 	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
 	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, fs, m, paths, nil,
 		WithWorkloads(ids, ident.Levels()),
@@ -73,7 +74,7 @@ func TestGPUStageMockNVML(t *testing.T) {
 	// to a process, as for any zone.
 	hooked := map[uint32]float64{}
 	l.credits.consumers = append(l.credits.consumers, func(w *consumer, zone string, dyn, idle float64) {
-		if zone == snapshot.ZoneGPU && w.w.PID != 0 {
+		if zone == reading.ZoneGPU && w.w.PID != 0 {
 			hooked[w.w.PID] += dyn + idle
 		}
 	})
@@ -102,7 +103,7 @@ func TestGPUStageMockNVML(t *testing.T) {
 				!gpuNear(d.IdleJ+d.DynamicJ, d.EnergyJ) || (k > 0 && d.UnattributedJ != 0) {
 				t.Fatalf("interval %d GPU %d: %+v (energy %v, processes %v)", k, i, d, energy[i], procs)
 			}
-			z := zoneOf(s, snapshot.ZoneGPU, i)
+			z := zoneOf(s, reading.ZoneGPU, i)
 			if z.EnergyJ != d.EnergyJ || z.IdleJ != d.IdleJ || z.Source != "nvml" {
 				t.Fatalf("zone %+v", z)
 			}
@@ -130,7 +131,7 @@ func TestGPUStageMockNVML(t *testing.T) {
 	}
 	// Processes and cgroups carry the zone; workloads sum it.
 	for _, c := range s.Processes {
-		if got := c.Energy.Get(snapshot.ZoneGPU).DynamicJ; got != pj[c.PID] {
+		if got := c.Energy.Get(reading.ZoneGPU).DynamicJ; got != pj[c.PID] {
 			t.Errorf("process %d gpu %v want %v", c.PID, got, pj[c.PID])
 		}
 	}
@@ -140,20 +141,20 @@ func TestGPUStageMockNVML(t *testing.T) {
 		}
 	}
 	pod, ok := unitBy(s, ident.KindPod, "0b4c2c6e-1f2a-4b3c-9d8e-7f6a5b4c3d2e")
-	if !ok || !gpuNear(pod.Energy.Get(snapshot.ZoneGPU).DynamicJ, pj[100]+pj[101]) {
+	if !ok || !gpuNear(pod.Energy.Get(reading.ZoneGPU).DynamicJ, pj[100]+pj[101]) {
 		t.Errorf("pod %+v", pod)
 	}
 	j42, _ := unitBy(s, ident.KindJob, "42")
 	j43, _ := unitBy(s, ident.KindJob, "43")
-	if !gpuNear(j42.Energy.Get(snapshot.ZoneGPU).DynamicJ, pj[102]) ||
-		!gpuNear(j43.Energy.Get(snapshot.ZoneGPU).DynamicJ, pj[200]) || !gpuNear(j43.Energy.Get(snapshot.ZoneGPU).IdleJ, 4000) {
+	if !gpuNear(j42.Energy.Get(reading.ZoneGPU).DynamicJ, pj[102]) ||
+		!gpuNear(j43.Energy.Get(reading.ZoneGPU).DynamicJ, pj[200]) || !gpuNear(j43.Energy.Get(reading.ZoneGPU).IdleJ, 4000) {
 		t.Errorf("jobs 42 %+v, 43 %+v", j42.Energy, j43.Energy)
 	}
 	// GPU 0's idle stays at device level (no holder): the node's GPU
 	// energy is processes + idle, nothing lost and nothing twice.
 	var cg float64
 	for _, c := range s.Cgroups {
-		cg += c.Energy.Get(snapshot.ZoneGPU).DynamicJ
+		cg += c.Energy.Get(reading.ZoneGPU).DynamicJ
 	}
 	if !gpuNear(cg+g0.IdleJ+g1.IdleJ, energy[0]+energy[1]) {
 		t.Errorf("cgroups %v + idle != %v", cg, energy[0]+energy[1])
@@ -192,7 +193,7 @@ func TestGPUStageCounterReset(t *testing.T) {
 
 func mustLoopWith(t *testing.T, fs *fakeSource, opts ...Option) *Loop {
 	t.Helper()
-	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
+	m := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Socket: 0}}}
 	l, err := New(Config{Interval: time.Second, IdlePolicy: "none"}, fs, m, anyName{}, nil, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -222,11 +223,11 @@ func TestGPUStagePassthrough(t *testing.T) {
 		t.Fatal(err)
 	}
 	devs := src.Devices()
-	allocs := staticAllocs{{Device: alloc.Ref{UUID: devs[1].UUID}, Holder: snapshot.Holder{Kind: snapshot.HolderVM, VMName: "vm1"}, Whole: true}}
+	allocs := staticAllocs{{Device: alloc.Ref{UUID: devs[1].UUID}, Holder: reading.Holder{Kind: reading.HolderVM, VMName: "vm1"}, Whole: true}}
 	g := node.New(node.Config{}, []gpu.Source{src}, []alloc.Source{allocs}, nil)
 	fs := &fakeSource{}
 	fs.add(1, 500, 0, 0)
-	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
+	m := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Socket: 0}}}
 	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
 	l, err := New(Config{Interval: time.Second, IdlePolicy: "none"}, fs, m, names{1: "/machine/qemu-1-vm1.libvirt-qemu/vcpu0"}, nil,
 		WithWorkloads(ids, ident.Levels()), WithGPUs(g, GPUConfig{IdleWatts: map[string]float64{"1": 40}}))
@@ -247,7 +248,7 @@ func TestGPUStagePassthrough(t *testing.T) {
 			vm, ok = u, true
 		}
 	}
-	e := vm.Energy.Get(snapshot.ZoneGPU)
+	e := vm.Energy.Get(reading.ZoneGPU)
 	if !ok || g1.Holder == nil || !g1.Holder.Whole || g1.Holder.VM != "vm1" || !gpuNear(g1.HolderJ, 2200) ||
 		!gpuNear(e.IdleJ, 400) || !gpuNear(e.DynamicJ, 1800) || len(g1.Processes) != 0 {
 		t.Fatalf("GPU 1 %+v; VM %+v (found %v)", g1, vm, ok)
@@ -318,7 +319,7 @@ func TestGPUStageMIG(t *testing.T) {
 		t.Fatal(err)
 	}
 	inst := "0." + gpuItoa(b)
-	allocs := staticAllocs{{Device: alloc.Ref{Index: inst}, Holder: snapshot.Holder{Kind: snapshot.HolderSlurmJob, JobID: "77"}}}
+	allocs := staticAllocs{{Device: alloc.Ref{Index: inst}, Holder: reading.Holder{Kind: reading.HolderSlurmJob, JobID: "77"}}}
 	g := node.New(node.Config{}, []gpu.Source{src}, []alloc.Source{allocs}, nil)
 	fs := &fakeSource{}
 	for _, pid := range []uint32{10, 11, 12} {
@@ -354,11 +355,11 @@ func TestGPUStageMIG(t *testing.T) {
 // fixedIntensity is a carbon-intensity source with one factor.
 type fixedIntensity struct{ g float64 }
 
-func (f fixedIntensity) Factor() (snapshot.CarbonFactor, bool) {
-	return snapshot.CarbonFactor{Provider: "test", Zone: "XX", GramsPerKWh: f.g}, true
+func (f fixedIntensity) Factor() (reading.CarbonFactor, bool) {
+	return reading.CarbonFactor{Provider: "test", Zone: "XX", GramsPerKWh: f.g}, true
 }
-func (fixedIntensity) Intensities() []snapshot.Intensity { return nil }
-func (fixedIntensity) Health() []snapshot.SourceHealth   { return nil }
+func (fixedIntensity) Intensities() []reading.Intensity { return nil }
+func (fixedIntensity) Health() []reading.SourceHealth   { return nil }
 
 // The GPUs' energy is priced like the meter's: each device zone's grams
 // are its joules at the factor, and the processes' GPU grams plus the
@@ -374,7 +375,7 @@ func TestGPUStageEmissions(t *testing.T) {
 	for pid, cg := range map[uint32]uint64{100: 1, 101: 2, 102: 3, 103: 3, 200: 4} {
 		fs.add(cg, pid, 0, 0)
 	}
-	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
+	m := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Socket: 0}}}
 	const factor = 400.0
 	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, fs, m, names{1: "/a", 2: "/b", 3: "/c", 4: "/d"}, nil,
 		WithGPUs(g, GPUConfig{IdleWatts: map[string]float64{"0": 50, "1": 40}}), WithEmissions(fixedIntensity{factor}))
@@ -392,7 +393,7 @@ func TestGPUStageEmissions(t *testing.T) {
 	}
 	s := l.Snapshot()
 	for i := range s.GPUs {
-		z := zoneOf(s, snapshot.ZoneGPU, i)
+		z := zoneOf(s, reading.ZoneGPU, i)
 		var zg snapshot.NodeGrams
 		for _, ng := range z.Grams {
 			zg.DynamicG += ng.DynamicG
@@ -407,7 +408,7 @@ func TestGPUStageEmissions(t *testing.T) {
 		for _, p := range s.GPUs[i].Processes {
 			for _, c := range s.Processes {
 				if c.PID == p.PID {
-					procs += c.Grams.Get("test", snapshot.ZoneGPU).DynamicG
+					procs += c.Grams.Get("test", reading.ZoneGPU).DynamicG
 				}
 			}
 		}
@@ -432,7 +433,7 @@ func TestGPUStagePIDReuse(t *testing.T) {
 	fs := &fakeSource{}
 	fs.r.Processes = []usage.Process{{Key: usage.ProcKey{PID: 100, StartTime: 1}, Comm: "old", Cgroup: 1, Alive: true}}
 	fs.r.Cgroups = []usage.Cgroup{{ID: 1}, {ID: 2}}
-	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
+	m := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Socket: 0}}}
 	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, fs, m, names{1: "/a", 2: "/b"}, nil,
 		WithGPUs(g, GPUConfig{IdleWatts: map[string]float64{"0": 100, "1": 100}}))
 	if err != nil {
@@ -503,7 +504,7 @@ func TestGPUStageNVMLErrorsDegradeOnlyTheGPUs(t *testing.T) {
 			g := node.New(node.Config{}, []gpu.Source{src}, nil, nil)
 			fs := &fakeSource{}
 			fs.add(1, 100, 0, 0)
-			m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
+			m := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Socket: 0}}}
 			l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, fs, m, names{1: "/a"}, nil,
 				WithGPUs(g, GPUConfig{IdleWatts: map[string]float64{"0": 100, "1": 100}}))
 			if err != nil {
@@ -556,7 +557,7 @@ func TestGPUStageNVMLErrorsDegradeOnlyTheGPUs(t *testing.T) {
 	}
 }
 
-func meterHealth(s *snapshot.Snapshot, source string) *snapshot.SourceHealth {
+func meterHealth(s *snapshot.Snapshot, source string) *reading.SourceHealth {
 	for i := range s.Meters {
 		if s.Meters[i].Source == source {
 			return &s.Meters[i]
@@ -597,12 +598,12 @@ func TestGPUStageSharedHoldersAndGrams(t *testing.T) {
 	paths := names{}
 	fs := &fakeSource{}
 	for i, job := range []string{"53", "51", "54", "52"} {
-		ra.as = append(ra.as, alloc.Allocation{Device: alloc.Ref{UUID: devs[1].UUID}, Holder: snapshot.Holder{Kind: snapshot.HolderSlurmJob, JobID: job}})
+		ra.as = append(ra.as, alloc.Allocation{Device: alloc.Ref{UUID: devs[1].UUID}, Holder: reading.Holder{Kind: reading.HolderSlurmJob, JobID: job}})
 		paths[uint64(i+1)] = "/slurm_n1/uid_0/job_" + job + "/step_0/task_0"
 		fs.add(uint64(i+1), uint32(500+i), 0, 0)
 	}
 	g := node.New(node.Config{}, []gpu.Source{src}, []alloc.Source{ra}, nil)
-	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
+	m := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Socket: 0}}}
 	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
 	const factor = 400.0
 	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, fs, m, paths, nil,
@@ -624,11 +625,11 @@ func TestGPUStageSharedHoldersAndGrams(t *testing.T) {
 		s := l.Snapshot()
 		for _, job := range []string{"51", "52", "53", "54"} {
 			u, ok := unitBy(s, ident.KindJob, job)
-			e := u.Energy.Get(snapshot.ZoneGPU)
+			e := u.Energy.Get(reading.ZoneGPU)
 			if !ok || !gpuNear(e.IdleJ, 10*float64(k)) || e.DynamicJ != 0 {
 				t.Fatalf("interval %d job %s: %+v (found %v)", k, job, e, ok)
 			}
-			gr := u.Grams.Get("test", snapshot.ZoneGPU)
+			gr := u.Grams.Get("test", reading.ZoneGPU)
 			if k > 0 && (!gpuNear(gr.IdleG, carbon.Grams(e.IdleJ, factor)) || gr.DynamicG != 0) {
 				t.Fatalf("interval %d job %s: %v J but %+v g", k, job, e.IdleJ, gr)
 			}
@@ -656,12 +657,12 @@ func TestGPUStageMIGInstanceHoldersPaid(t *testing.T) {
 		}
 	}
 	inst := "0." + gpuItoa(b)
-	allocs := staticAllocs{{Device: alloc.Ref{Index: inst}, Holder: snapshot.Holder{Kind: snapshot.HolderSlurmJob, JobID: "77"}}}
+	allocs := staticAllocs{{Device: alloc.Ref{Index: inst}, Holder: reading.Holder{Kind: reading.HolderSlurmJob, JobID: "77"}}}
 	g := node.New(node.Config{}, []gpu.Source{src}, []alloc.Source{allocs}, nil)
 	fs := &fakeSource{}
 	fs.add(1, 12, 0, 0)
 	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
-	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
+	m := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Socket: 0}}}
 	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, fs, m,
 		names{1: "/slurm_n1/uid_0/job_77/step_0/task_0"}, nil, WithWorkloads(ids, ident.Levels()),
 		WithGPUs(g, GPUConfig{IdleWatts: map[string]float64{"0": 60}, IdlePolicy: "holder"}))
@@ -676,7 +677,7 @@ func TestGPUStageMIGInstanceHoldersPaid(t *testing.T) {
 	s := l.Snapshot()
 	u, ok := unitBy(s, ident.KindJob, "77")
 	want := 600 * smB / sms
-	if e := u.Energy.Get(snapshot.ZoneGPU); !ok || !gpuNear(e.IdleJ, want) || !gpuNear(s.GPUs[0].HolderJ, want) {
+	if e := u.Energy.Get(reading.ZoneGPU); !ok || !gpuNear(e.IdleJ, want) || !gpuNear(s.GPUs[0].HolderJ, want) {
 		t.Fatalf("job 77 idle %v, device holder joules %v, want %v", e.IdleJ, s.GPUs[0].HolderJ, want)
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"math"
 
 	"github.com/wattrace/wattrace/pkg/model"
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // gpuOptions says who else than processes is credited with a device's energy.
@@ -24,7 +24,7 @@ type gpuOptions struct {
 // positive weight, or a MIG instance was active without any). HolderJ is
 // a view of the same joules (idle, or everything under Whole), not extra.
 type gpuResult struct {
-	Device                                  snapshot.GPUDevice
+	Device                                  reading.GPUDevice
 	EnergyJ, IdleJ, DynamicJ, UnattributedJ float64
 	// Clamped: the idle model asked for more than the device used.
 	Clamped bool
@@ -34,7 +34,7 @@ type gpuResult struct {
 	// among its processes).
 	Instances map[string]float64
 	HolderJ   float64
-	Basis     snapshot.GPUBasis
+	Basis     reading.GPUBasis
 }
 
 // Reset empties r for reuse, keeping its maps.
@@ -57,7 +57,7 @@ func (r *gpuResult) Reset() {
 // and then among each instance's processes. It is a pure function of its
 // arguments apart from the idle model's learning and out, which it resets
 // and fills. A reading that is not OK splits nothing (all zero).
-func splitGPU(r snapshot.GPUReading, idle model.IdleModel, opt gpuOptions, out *gpuResult) {
+func splitGPU(r reading.GPUReading, idle model.IdleModel, opt gpuOptions, out *gpuResult) {
 	out.Reset()
 	out.Device, out.Basis = r.Device, r.Basis
 	if !r.OK {
@@ -87,7 +87,7 @@ func splitGPU(r snapshot.GPUReading, idle model.IdleModel, opt gpuOptions, out *
 			// The instances' basis is the board's whether or not any
 			// is active this interval: a label that flipped to "" in
 			// quiet intervals would churn series.
-			if out.Basis == snapshot.BasisNone {
+			if out.Basis == reading.BasisNone {
 				out.Basis = in.Basis
 			}
 			if e := out.Instances[in.Name]; e > 0 {

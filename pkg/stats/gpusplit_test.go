@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/model"
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 func gpuNear(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(math.Abs(a), math.Abs(b)) }
@@ -28,7 +28,7 @@ func TestSplitConserves(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	var res gpuResult
 	for n := 0; n < 3000; n++ {
-		rd := snapshot.GPUReading{OK: true, EnergyJ: r.Float64() * 1000, Interval: time.Second, Basis: snapshot.BasisSMUtil}
+		rd := reading.GPUReading{OK: true, EnergyJ: r.Float64() * 1000, Interval: time.Second, Basis: reading.BasisSMUtil}
 		mk := func() map[int]float64 {
 			u := map[int]float64{}
 			for i := 0; i < r.IntN(120); i++ {
@@ -38,7 +38,7 @@ func TestSplitConserves(t *testing.T) {
 		}
 		if r.IntN(3) == 0 {
 			for i := 0; i < 1+r.IntN(7); i++ {
-				rd.Instances = append(rd.Instances, snapshot.GPUInstance{Name: string(rune('a' + i)), Weight: float64(r.IntN(5) * 14), Usage: mk()})
+				rd.Instances = append(rd.Instances, reading.GPUInstance{Name: string(rune('a' + i)), Weight: float64(r.IntN(5) * 14), Usage: mk()})
 			}
 		} else {
 			rd.Usage = mk()
@@ -64,20 +64,20 @@ func TestSplitConserves(t *testing.T) {
 func TestSplitIdleAndHolder(t *testing.T) {
 	learn := model.NewLearnedIdle(0)
 	var res gpuResult
-	splitGPU(snapshot.GPUReading{OK: true, EnergyJ: 60, Interval: time.Second, Utilization: 0, UtilizationKnown: true}, learn, gpuOptions{}, &res)
-	splitGPU(snapshot.GPUReading{OK: true, EnergyJ: 300, Interval: time.Second, Utilization: 0.9, UtilizationKnown: true, Usage: map[int]float64{1: 1}}, learn, gpuOptions{}, &res)
+	splitGPU(reading.GPUReading{OK: true, EnergyJ: 60, Interval: time.Second, Utilization: 0, UtilizationKnown: true}, learn, gpuOptions{}, &res)
+	splitGPU(reading.GPUReading{OK: true, EnergyJ: 300, Interval: time.Second, Utilization: 0.9, UtilizationKnown: true, Usage: map[int]float64{1: 1}}, learn, gpuOptions{}, &res)
 	if !gpuNear(res.IdleJ, 60) || !gpuNear(res.Processes[1], 240) {
 		t.Fatalf("learned idle: %+v", res)
 	}
-	splitGPU(snapshot.GPUReading{OK: true, EnergyJ: 300, Interval: time.Second}, learn, gpuOptions{Whole: true}, &res)
+	splitGPU(reading.GPUReading{OK: true, EnergyJ: 300, Interval: time.Second}, learn, gpuOptions{Whole: true}, &res)
 	if res.HolderJ != 300 || len(res.Processes) != 0 {
 		t.Fatalf("whole: %+v", res)
 	}
-	splitGPU(snapshot.GPUReading{OK: true, EnergyJ: 300, Interval: time.Second}, learn, gpuOptions{IdleToHolder: true}, &res)
+	splitGPU(reading.GPUReading{OK: true, EnergyJ: 300, Interval: time.Second}, learn, gpuOptions{IdleToHolder: true}, &res)
 	if !gpuNear(res.HolderJ, 60) || !gpuNear(res.UnattributedJ, 240) {
 		t.Fatalf("holder: %+v", res)
 	}
-	splitGPU(snapshot.GPUReading{OK: false, EnergyJ: 300, Usage: map[int]float64{1: 1}}, learn, gpuOptions{}, &res)
+	splitGPU(reading.GPUReading{OK: false, EnergyJ: 300, Usage: map[int]float64{1: 1}}, learn, gpuOptions{}, &res)
 	if res.EnergyJ != 0 || len(res.Processes) != 0 {
 		t.Fatalf("not OK credited: %+v", res)
 	}

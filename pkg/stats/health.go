@@ -3,6 +3,7 @@ package stats
 import (
 	"go.uber.org/zap"
 
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/sourcehealth"
 )
@@ -10,7 +11,7 @@ import (
 // DropReporter is implemented by the BPF sources (the accounting loader and
 // the probes): the events each of their maps had no room for.
 type DropReporter interface {
-	MapDrops() ([]snapshot.MapDrops, error)
+	MapDrops() ([]reading.MapDrops, error)
 }
 
 // health is the stage that copies the sources' own state into the
@@ -18,13 +19,13 @@ type DropReporter interface {
 // that reports it (procfs, cgroupfs, the BPF maps' counters), and the BPF
 // maps' drops, and the estimator's current estimates with their bands.
 type health struct {
-	meter   snapshot.Meter
+	meter   reading.Meter
 	reports []sourcehealth.Reporter
 	drops   []DropReporter
 	log     *zap.Logger
 }
 
-func newHealth(meter snapshot.Meter, log *zap.Logger, sources ...any) *health {
+func newHealth(meter reading.Meter, log *zap.Logger, sources ...any) *health {
 	h := &health{meter: meter, log: log}
 	for _, s := range sources {
 		if d, ok := s.(DropReporter); ok {
@@ -41,7 +42,7 @@ func (h *health) publish(s *snapshot.Snapshot) {
 	if r, ok := h.meter.(sourcehealth.Reporter); ok {
 		s.Meters = r.Health()
 	}
-	if r, ok := h.meter.(snapshot.EstimateReporter); ok {
+	if r, ok := h.meter.(reading.EstimateReporter); ok {
 		s.Estimates = r.Estimates()
 	}
 	for _, r := range h.reports {

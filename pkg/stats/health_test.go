@@ -4,29 +4,29 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 type healthyMeter struct {
 	fakeMeter
-	h []snapshot.SourceHealth
+	h []reading.SourceHealth
 }
 
-func (m *healthyMeter) Health() []snapshot.SourceHealth { return m.h }
+func (m *healthyMeter) Health() []reading.SourceHealth { return m.h }
 
 type droppingSource struct {
 	fakeSource
 	drops uint64
 }
 
-func (s *droppingSource) MapDrops() ([]snapshot.MapDrops, error) {
-	return []snapshot.MapDrops{{Map: "exited_procs", Drops: s.drops}, {Map: "exited_cgroups"}}, nil
+func (s *droppingSource) MapDrops() ([]reading.MapDrops, error) {
+	return []reading.MapDrops{{Map: "exited_procs", Drops: s.drops}, {Map: "exited_cgroups"}}, nil
 }
 
 // The snapshot carries the meter's health and the BPF maps' drops as the
 // sources report them each interval.
 func TestSnapshotCarriesHealthAndDrops(t *testing.T) {
-	m := &healthyMeter{h: []snapshot.SourceHealth{{Source: "redfish", Up: true, Age: 2 * time.Second, Reads: 4, Errors: 1}}}
+	m := &healthyMeter{h: []reading.SourceHealth{{Source: "redfish", Up: true, Age: 2 * time.Second, Reads: 4, Errors: 1}}}
 	src := &droppingSource{drops: 3}
 	l, err := New(Config{Interval: time.Second, IdlePolicy: "none"}, src, m, anyName{}, nil)
 	if err != nil {
@@ -51,9 +51,9 @@ func TestSnapshotCarriesHealthAndDrops(t *testing.T) {
 // healthyResources is a cgroup resource reader that reports its health.
 type healthyResources struct{}
 
-func (healthyResources) ReadInto(string, *snapshot.Resources) error { return nil }
-func (healthyResources) Health() []snapshot.SourceHealth {
-	return []snapshot.SourceHealth{{Source: "cgroupfs", Up: true, Reads: 3, Rejected: map[string]uint64{"backwards": 1}}}
+func (healthyResources) ReadInto(string, *reading.Resources) error { return nil }
+func (healthyResources) Health() []reading.SourceHealth {
+	return []reading.SourceHealth{{Source: "cgroupfs", Up: true, Reads: 3, Rejected: map[string]uint64{"backwards": 1}}}
 }
 
 // The cgroup resource reader's rejections reach the snapshot's health.

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // The split's two hooks, where a GPU stage and an emissions stage plug in:
@@ -15,7 +15,7 @@ func TestSplitHooks(t *testing.T) {
 	src := &fakeSource{}
 	src.add(1, 100, 0, 0)
 	src.add(2, 200, 0, 0)
-	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}, {Zone: "gpu", Socket: 0}}}
+	m := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Socket: 0}, {Zone: "gpu", Socket: 0}}}
 	l := mustLoop(t, Config{IdleWatts: map[string]float64{"package": 0, "gpu": 0}, CPUs: 2}, src, m, names{1: "/a", 2: "/b"})
 	// "GPU time": all of cgroup /b's, none of /a's, though /a used 3x the CPU.
 	sp, led := stageOf[*zones](l).div, stageOf[*ledger](l)

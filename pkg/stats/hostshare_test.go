@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/power/hostshare"
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
@@ -18,8 +19,8 @@ func (e *stubEstimator) Estimated() bool { return true }
 func (e *stubEstimator) Advance(_ float64, dt time.Duration) {
 	e.j += 5 * dt.Seconds()
 }
-func (e *stubEstimator) Read() ([]snapshot.ZoneSample, error) {
-	return []snapshot.ZoneSample{{Zone: snapshot.ZonePackage, Socket: -1, Joules: e.j}}, nil
+func (e *stubEstimator) Read() ([]reading.ZoneSample, error) {
+	return []reading.ZoneSample{{Zone: reading.ZonePackage, Socket: -1, Joules: e.j}}, nil
 }
 
 // A guest whose meter is its host's share: the guest's cgroups, idle and
@@ -104,7 +105,7 @@ func TestHostShareInGuest(t *testing.T) {
 			t.Errorf("measured series %v J after the outage, want %v (stopped)", o.EnergyJ, before)
 		}
 	}
-	var hostUp *snapshot.SourceHealth
+	var hostUp *reading.SourceHealth
 	for i := range s.Meters {
 		if s.Meters[i].Source == "host:hv1" {
 			hostUp = &s.Meters[i]

@@ -2,7 +2,7 @@ package stats
 
 import (
 	"github.com/wattrace/wattrace/pkg/model"
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // learnThreshold is the utilization below which an interval's power may
@@ -14,7 +14,7 @@ const learnThreshold = 0.1
 // quiet intervals.
 type idleModels struct {
 	watts map[string]float64
-	meter snapshot.Meter
+	meter reading.Meter
 }
 
 func (m *idleModels) model(zone string) model.IdleModel {
@@ -23,7 +23,7 @@ func (m *idleModels) model(zone string) model.IdleModel {
 			return md
 		}
 	}
-	if i, ok := m.meter.(snapshot.IdleModeler); ok {
+	if i, ok := m.meter.(reading.IdleModeler); ok {
 		if w, ok := i.IdleWatts(zone); ok {
 			if md, err := model.NewConfiguredIdle(w); err == nil {
 				return md

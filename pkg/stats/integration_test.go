@@ -12,6 +12,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/bpfloader"
 	"github.com/wattrace/wattrace/pkg/cgroup"
 	"github.com/wattrace/wattrace/pkg/procfs"
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/stats"
 	"github.com/wattrace/wattrace/pkg/usage"
@@ -22,8 +23,8 @@ type steadyMeter struct{ j float64 }
 
 func (m *steadyMeter) Name() string    { return "rapl" }
 func (m *steadyMeter) Estimated() bool { return false }
-func (m *steadyMeter) Read() ([]snapshot.ZoneSample, error) {
-	return []snapshot.ZoneSample{{Zone: "package", Socket: 0, Joules: m.j}}, nil
+func (m *steadyMeter) Read() ([]reading.ZoneSample, error) {
+	return []reading.ZoneSample{{Zone: "package", Socket: 0, Joules: m.j}}, nil
 }
 
 func find(ws []snapshot.Consumer, id uint64) snapshot.Consumer {
@@ -212,7 +213,7 @@ func TestCPUClockDrivesAttribution(t *testing.T) {
 	h, src := loadBPF(t)
 	clock, _ := bpfloader.CounterByName("cpu_clock")
 	probes, err := bpfloader.LoadProbes(bpfloader.ProbeOptions{Hierarchy: h, Counters: []bpfloader.CounterEvent{clock},
-		Disable: slices.DeleteFunc(bpfloader.ProbeNames(), func(n string) bool { return n == snapshot.ProbeCounters })})
+		Disable: slices.DeleteFunc(bpfloader.ProbeNames(), func(n string) bool { return n == reading.ProbeCounters })})
 	if err != nil {
 		t.Fatal(err)
 	}

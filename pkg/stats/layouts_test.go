@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/workload"
 	"github.com/wattrace/wattrace/pkg/workload/ident"
@@ -26,7 +27,7 @@ func TestBatchLayoutsConserveEnergy(t *testing.T) {
 				paths[uint64(i+1)] = c.Path
 			}
 			src := &fakeSource{}
-			m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
+			m := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Socket: 0}}}
 			l, err := New(Config{Interval: time.Second, Retention: 10 * time.Second, IdlePolicy: "none", CPUs: 8,
 				IdleWatts: map[string]float64{"package": 5}}, src, m, paths, nil, WithWorkloads(res, ident.Levels()))
 			if err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/usage"
 )
@@ -53,17 +54,17 @@ func (f *fakeSource) add(cg uint64, pid uint32, cpu int, ns uint64) {
 
 // fakeMeter serves cumulative zone energies set by the test.
 type fakeMeter struct {
-	samples []snapshot.ZoneSample
+	samples []reading.ZoneSample
 	err     error
 }
 
 func (m *fakeMeter) Name() string    { return "rapl" }
 func (m *fakeMeter) Estimated() bool { return false }
-func (m *fakeMeter) Read() ([]snapshot.ZoneSample, error) {
+func (m *fakeMeter) Read() ([]reading.ZoneSample, error) {
 	if m.err != nil {
 		return nil, m.err
 	}
-	return append([]snapshot.ZoneSample(nil), m.samples...), nil
+	return append([]reading.ZoneSample(nil), m.samples...), nil
 }
 
 type names map[uint64]string
@@ -75,7 +76,7 @@ func (anyName) Path(id uint64) (string, bool) { return "/x", true }
 
 func (n names) Path(id uint64) (string, bool) { p, ok := n[id]; return p, ok }
 
-func mustLoop(t *testing.T, cfg Config, src *fakeSource, m snapshot.Meter, res CgroupPaths) *Loop {
+func mustLoop(t *testing.T, cfg Config, src *fakeSource, m reading.Meter, res CgroupPaths) *Loop {
 	t.Helper()
 	if cfg.Interval == 0 {
 		cfg.Interval = time.Second
@@ -105,7 +106,7 @@ func TestSplitByCPU(t *testing.T) {
 	src := &fakeSource{}
 	src.add(1, 100, 0, 0)
 	src.add(2, 200, 0, 0)
-	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
+	m := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Socket: 0}}}
 	l := mustLoop(t, Config{IdleWatts: map[string]float64{"package": 10}, CPUs: 2}, src, m, names{1: "/a", 2: "/b"})
 	t0 := time.Unix(1000, 0)
 	l.Step(t0)
@@ -139,7 +140,7 @@ func TestSplitByCPU(t *testing.T) {
 // Σ workload dynamic + unattributed + idle = node energy to 1e-9.
 func TestConservationOver100Intervals(t *testing.T) {
 	src := &fakeSource{}
-	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}, {Zone: "dram", Socket: 0}}}
+	m := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Socket: 0}, {Zone: "dram", Socket: 0}}}
 	l := mustLoop(t, Config{IdleWatts: map[string]float64{"package": 7.5, "dram": 40}, IdlePolicy: "cpu", CPUs: 2}, src, m, anyName{})
 	t0 := time.Unix(0, 0)
 	l.Step(t0)
@@ -185,7 +186,7 @@ func TestConservationOver100Intervals(t *testing.T) {
 // energy.
 func TestTwoSockets(t *testing.T) {
 	src := &fakeSource{}
-	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}, {Zone: "package", Socket: 1}}}
+	m := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Socket: 0}, {Zone: "package", Socket: 1}}}
 	l := mustLoop(t, Config{IdleWatts: map[string]float64{"package": 0}, Sockets: map[int]int{0: 0, 1: 0, 2: 1, 3: 1}, CPUs: 4},
 		src, m, names{1: "/s0", 2: "/s1"})
 	t0 := time.Unix(0, 0)
@@ -209,7 +210,7 @@ func TestTwoSockets(t *testing.T) {
 // the next good read catches up.
 func TestFailuresLoseNothing(t *testing.T) {
 	src := &fakeSource{}
-	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
+	m := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Socket: 0}}}
 	l := mustLoop(t, Config{IdleWatts: map[string]float64{"package": 0}}, src, m, names{1: "/a"})
 	t0 := time.Unix(0, 0)
 	src.add(1, 1, 0, 0)
@@ -244,7 +245,7 @@ func TestFailuresLoseNothing(t *testing.T) {
 // counters never restart.
 func TestRetention(t *testing.T) {
 	src := &fakeSource{}
-	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
+	m := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Socket: 0}}}
 	res := names{1: "/a"}
 	l := mustLoop(t, Config{Retention: 10 * time.Second}, src, m, res)
 	t0 := time.Unix(0, 0)
@@ -290,7 +291,7 @@ func TestConfigErrors(t *testing.T) {
 // With the estimator as meter, idle is the model's own floor (its curve
 // at no load) and dynamic energy is exactly what utilization added.
 func TestEstimatorIdle(t *testing.T) {
-	est, err := power.NewEstimator(power.LinearZone(snapshot.ZonePackage, 2, 6))
+	est, err := power.NewEstimator(power.LinearZone(reading.ZonePackage, 2, 6))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +323,7 @@ func TestEstimatorIdle(t *testing.T) {
 // there is one workload for the path.
 func TestRecreatedCgroupContinues(t *testing.T) {
 	src := &fakeSource{}
-	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
+	m := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Socket: 0}}}
 	res := names{1: "/svc"}
 	l := mustLoop(t, Config{Retention: time.Minute, IdleWatts: map[string]float64{"package": 0}}, src, m, res)
 	t0 := time.Unix(0, 0)
@@ -365,8 +366,8 @@ func TestRecreatedCgroupContinues(t *testing.T) {
 // conserving energy, and "other" = platform − (package + dram) stays at
 // node level; each zone keeps its own source and method.
 func TestPlatformZone(t *testing.T) {
-	rapl := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}, {Zone: "dram", Socket: 0}}}
-	bmc := &namedMeter{fakeMeter{samples: []snapshot.ZoneSample{{Zone: "platform", Socket: -1}}}, "ipmi"}
+	rapl := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Socket: 0}, {Zone: "dram", Socket: 0}}}
+	bmc := &namedMeter{fakeMeter{samples: []reading.ZoneSample{{Zone: "platform", Socket: -1}}}, "ipmi"}
 	src := &fakeSource{}
 	l := mustLoop(t, Config{IdleWatts: map[string]float64{"package": 5, "dram": 1, "platform": 80}, IdlePolicy: "cpu"},
 		src, power.Combine(rapl, bmc), names{1: "/a", 2: "/b"})

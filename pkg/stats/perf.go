@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/usage"
 )
@@ -10,10 +11,10 @@ import (
 type Profiler interface {
 	// Scan follows the complete process list and returns the final counts
 	// of the processes that ended, once each.
-	Scan(procs []usage.Process) []snapshot.ProcessCounts
+	Scan(procs []usage.Process) []reading.ProcessCounts
 	// Read returns the live processes' cumulative counts.
-	Read() []snapshot.ProcessCounts
-	Events() []snapshot.PerfEvent
+	Read() []reading.ProcessCounts
+	Events() []reading.PerfEvent
 }
 
 // WithProfiler adds the opted-in processes' perf counts to their cgroups.

@@ -3,6 +3,7 @@ package stats
 import (
 	"go.uber.org/zap"
 
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/usage"
 )
@@ -10,7 +11,7 @@ import (
 // ProbeSource is the optional kernel probes (page cache, softirq, block
 // IO, network, perf counters); *bpfloader.Probes implements it.
 type ProbeSource interface {
-	Read() (snapshot.ProbeReading, error)
+	Read() (reading.ProbeReading, error)
 	Forget(procs []usage.ProcKey, cgroups []uint64) error
 	Active() []string
 	Counters() []string
@@ -19,7 +20,7 @@ type ProbeSource interface {
 // cgroupsOnlyReader is implemented by probe sources that can skip the
 // per-process counters (*bpfloader.Probes).
 type cgroupsOnlyReader interface {
-	ReadCgroups() (snapshot.ProbeReading, error)
+	ReadCgroups() (reading.ProbeReading, error)
 }
 
 // WithProbes adds the kernel probes' counters to cgroups and processes.
@@ -42,10 +43,10 @@ type probes struct {
 	// costs CPU and garbage for nothing.
 	perProcess bool
 	log        *zap.Logger
-	softirqs   []snapshot.SoftirqVector
+	softirqs   []reading.SoftirqVector
 	// cgPrev and procPrev are each cgroup id's and process's last reading.
-	cgPrev   map[uint64]snapshot.ProbeStats
-	procPrev map[usage.ProcKey]snapshot.ProbeStats
+	cgPrev   map[uint64]reading.ProbeStats
+	procPrev map[usage.ProcKey]reading.ProbeStats
 	// gone are the cgroup ids the ledger dropped whose entries are not
 	// forgotten yet (a failed read keeps them for the next).
 	gone []uint64
@@ -57,7 +58,7 @@ func makeProbes(d *deps) (stage, error) {
 	}
 	return &probes{src: d.opts.probes, led: d.consumers, use: d.use, log: d.log,
 		perProcess: splitsByCounter(d.cfg.UsageMetric),
-		cgPrev:     map[uint64]snapshot.ProbeStats{}, procPrev: map[usage.ProcKey]snapshot.ProbeStats{}}, nil
+		cgPrev:     map[uint64]reading.ProbeStats{}, procPrev: map[usage.ProcKey]reading.ProbeStats{}}, nil
 }
 
 func (p *probes) absorb(iv *interval) {
@@ -83,7 +84,7 @@ func (p *probes) absorb(iv *interval) {
 		d := c.ProbeStats.Delta(p.cgPrev[c.ID])
 		p.cgPrev[c.ID] = c.ProbeStats
 		if w.f.Probes == nil {
-			w.f.Probes = &snapshot.ProbeStats{}
+			w.f.Probes = &reading.ProbeStats{}
 		}
 		w.f.Probes.Add(d)
 		use.credit(true, w, counters, d.Counters[:])
@@ -125,5 +126,5 @@ func (p *probes) publish(_ *interval, s *snapshot.Snapshot) {
 	}
 	s.Probes = p.src.Active()
 	s.Counters = p.src.Counters()
-	s.Softirqs = append([]snapshot.SoftirqVector(nil), p.softirqs...)
+	s.Softirqs = append([]reading.SoftirqVector(nil), p.softirqs...)
 }

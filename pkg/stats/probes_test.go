@@ -4,18 +4,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/usage"
 	"github.com/wattrace/wattrace/pkg/workload"
 	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
 
 type fakeProbes struct {
-	r         snapshot.ProbeReading
+	r         reading.ProbeReading
 	forgotten []usage.ProcKey
 }
 
-func (f *fakeProbes) Read() (snapshot.ProbeReading, error) { return f.r, nil }
+func (f *fakeProbes) Read() (reading.ProbeReading, error) { return f.r, nil }
 func (f *fakeProbes) Forget(p []usage.ProcKey, _ []uint64) error {
 	f.forgotten = append(f.forgotten, p...)
 	return nil
@@ -28,7 +28,7 @@ func (f *fakeProbes) Counters() []string { return nil }
 // last read.
 func TestProbesAbsorbed(t *testing.T) {
 	src := &fakeSource{}
-	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
+	m := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Socket: 0}}}
 	p := &fakeProbes{}
 	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, src, m, names{1: "/a"}, nil, WithProbes(p))
 	if err != nil {
@@ -36,10 +36,10 @@ func TestProbesAbsorbed(t *testing.T) {
 	}
 	src.add(1, 7, 0, 1e9)
 	key := src.r.Processes[0].Key
-	p.r = snapshot.ProbeReading{
-		Cgroups:   []snapshot.ProbeCgroup{{ID: 1, ProbeStats: snapshot.ProbeStats{TCPSentBytes: 100}}},
-		Processes: []snapshot.ProbeProcess{{Key: key, ProbeStats: snapshot.ProbeStats{TCPSentBytes: 100}}},
-		Softirqs:  []snapshot.SoftirqVector{{Name: "NET_RX", Count: 5, Ns: 1000}},
+	p.r = reading.ProbeReading{
+		Cgroups:   []reading.ProbeCgroup{{ID: 1, ProbeStats: reading.ProbeStats{TCPSentBytes: 100}}},
+		Processes: []reading.ProbeProcess{{Key: key, ProbeStats: reading.ProbeStats{TCPSentBytes: 100}}},
+		Softirqs:  []reading.SoftirqVector{{Name: "NET_RX", Count: 5, Ns: 1000}},
 	}
 	l.Step(time.Unix(0, 0))
 	p.r.Cgroups[0].TCPSentBytes = 350
@@ -82,7 +82,7 @@ func TestUsageMetricSwitch(t *testing.T) {
 		{"instructions", 75, 25, false}, // counter not read: falls back to CPU time
 	} {
 		src := &fakeSource{}
-		m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
+		m := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Socket: 0}}}
 		p := &countingProbes{}
 		if c.counterRun {
 			p.counters = []string{"cycles", "instructions"}
@@ -97,9 +97,9 @@ func TestUsageMetricSwitch(t *testing.T) {
 		l.Step(time.Unix(0, 0))
 		src.add(1, 1, 0, 3e9)
 		src.add(2, 2, 0, 1e9)
-		p.r.Cgroups = []snapshot.ProbeCgroup{
-			{ID: 1, ProbeStats: snapshot.ProbeStats{Counters: [snapshot.MaxCounters]uint64{500, 1e6}}},
-			{ID: 2, ProbeStats: snapshot.ProbeStats{Counters: [snapshot.MaxCounters]uint64{500, 3e6}}},
+		p.r.Cgroups = []reading.ProbeCgroup{
+			{ID: 1, ProbeStats: reading.ProbeStats{Counters: [reading.MaxCounters]uint64{500, 1e6}}},
+			{ID: 2, ProbeStats: reading.ProbeStats{Counters: [reading.MaxCounters]uint64{500, 3e6}}},
 		}
 		m.samples[0].Joules = 100
 		l.Step(time.Unix(1, 0))
@@ -115,7 +115,7 @@ func TestUsageMetricSwitch(t *testing.T) {
 // of one job, read twice, give the job both steps' bytes.
 func TestProbesRollUp(t *testing.T) {
 	src := &fakeSource{}
-	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
+	m := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Socket: 0}}}
 	p := &fakeProbes{}
 	paths := names{1: "/slurm_n1/uid_0/job_42/step_0", 2: "/slurm_n1/uid_0/job_42/step_1"}
 	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
@@ -126,9 +126,9 @@ func TestProbesRollUp(t *testing.T) {
 	}
 	src.add(1, 1, 0, 1e9)
 	src.add(2, 2, 0, 1e9)
-	p.r = snapshot.ProbeReading{Cgroups: []snapshot.ProbeCgroup{
-		{ID: 1, ProbeStats: snapshot.ProbeStats{TCPSentBytes: 100, SoftirqCount: 1}},
-		{ID: 2, ProbeStats: snapshot.ProbeStats{TCPSentBytes: 10}},
+	p.r = reading.ProbeReading{Cgroups: []reading.ProbeCgroup{
+		{ID: 1, ProbeStats: reading.ProbeStats{TCPSentBytes: 100, SoftirqCount: 1}},
+		{ID: 2, ProbeStats: reading.ProbeStats{TCPSentBytes: 10}},
 	}}
 	l.Step(time.Unix(0, 0))
 	p.r.Cgroups[0].TCPSentBytes = 350

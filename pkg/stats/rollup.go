@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
@@ -25,7 +26,7 @@ type WorkloadResolver interface {
 // ResourceReader reads a cgroup's resource counters;
 // *cgroupstats.Reader implements it.
 type ResourceReader interface {
-	ReadInto(rel string, s *snapshot.Resources) error
+	ReadInto(rel string, s *reading.Resources) error
 }
 
 // WithWorkloads rolls cgroups up into the workloads that own them at the
@@ -223,11 +224,11 @@ type resourceCache struct {
 	r    ResourceReader
 	log  *zap.Logger
 	mu   sync.Mutex
-	last map[string]*snapshot.Resources // by workload key; never modified once stored
+	last map[string]*reading.Resources // by workload key; never modified once stored
 }
 
 func newResourceCache(r ResourceReader) *resourceCache {
-	return &resourceCache{r: r, log: zap.NewNop(), last: map[string]*snapshot.Resources{}}
+	return &resourceCache{r: r, log: zap.NewNop(), last: map[string]*reading.Resources{}}
 }
 
 // resourceTarget is what a fill needs of one published workload.
@@ -240,15 +241,15 @@ type resourceTarget struct {
 // cgroup once and falls back to the last reading, and forgets readings of
 // workloads no longer published.
 func (c *resourceCache) fill(ts []resourceTarget) snapshot.ResourceFill {
-	return func() []*snapshot.Resources {
+	return func() []*reading.Resources {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		out := make([]*snapshot.Resources, len(ts))
+		out := make([]*reading.Resources, len(ts))
 		keep := make(map[string]struct{}, len(ts))
 		for i, t := range ts {
 			keep[t.key] = struct{}{}
 			if t.alive && t.root != "" {
-				st := &snapshot.Resources{}
+				st := &reading.Resources{}
 				err := c.r.ReadInto(t.root, st)
 				if st.Available != 0 {
 					c.last[t.key] = st

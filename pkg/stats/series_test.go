@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // A zone whose source and method change mid-run (a host's share, then the
@@ -13,7 +13,7 @@ import (
 // zero: the old series stops where it was, the measured series never holds
 // an estimated joule, and the series of the zone sum to the energy read.
 func TestZoneSeriesPerSourceAndMethod(t *testing.T) {
-	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: -1, Joules: 500, Source: "host:hv1", Method: snapshot.MethodMeasured}}}
+	m := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Socket: -1, Joules: 500, Source: "host:hv1", Method: reading.MethodMeasured}}}
 	src := &fakeSource{}
 	src.add(1, 100, 0, 0)
 	l := mustLoop(t, Config{CPUs: 2}, src, m, names{1: "/a"})
@@ -25,13 +25,13 @@ func TestZoneSeriesPerSourceAndMethod(t *testing.T) {
 		j              float64
 		source, method string
 	}{
-		{10, "host:hv1", snapshot.MethodMeasured},
-		{20, "host:hv1", snapshot.MethodMeasured},
-		{7, "estimator", snapshot.MethodEstimated},
-		{8, "estimator", snapshot.MethodEstimated},
-		{0, "host:hv1", snapshot.MethodMeasured}, // the host back: a fresh baseline
-		{30, "host:hv1", snapshot.MethodMeasured},
-		{4, "host:hv1", snapshot.MethodEstimated}, // the host estimates this zone now
+		{10, "host:hv1", reading.MethodMeasured},
+		{20, "host:hv1", reading.MethodMeasured},
+		{7, "estimator", reading.MethodEstimated},
+		{8, "estimator", reading.MethodEstimated},
+		{0, "host:hv1", reading.MethodMeasured}, // the host back: a fresh baseline
+		{30, "host:hv1", reading.MethodMeasured},
+		{4, "host:hv1", reading.MethodEstimated}, // the host estimates this zone now
 	}
 	var read float64
 	for _, st := range steps {

@@ -4,6 +4,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/model"
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/usage"
 	"github.com/wattrace/wattrace/pkg/workload/ident"
@@ -52,7 +53,7 @@ type deps struct {
 	cfg    Config
 	policy model.IdlePolicy
 	src    usage.Source
-	meter  snapshot.Meter
+	meter  reading.Meter
 	res    CgroupPaths
 	log    *zap.Logger
 	opts   parts

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/workload"
 	"github.com/wattrace/wattrace/pkg/workload/ident"
@@ -30,7 +31,7 @@ func TestUnitsRollUp(t *testing.T) {
 		4: "/system.slice/nginx.service",
 	}
 	src := &fakeSource{}
-	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
+	m := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Socket: 0}}}
 	res := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
 	l, err := New(Config{Interval: time.Second, Retention: 10 * time.Second, IdlePolicy: "none", CPUs: 8,
 		IdleWatts: map[string]float64{"package": 0}}, src, m, paths, nil, WithWorkloads(res, ident.Levels()))
@@ -81,11 +82,11 @@ func TestUnitsRollUp(t *testing.T) {
 }
 
 type fakeResources struct {
-	m     map[string]snapshot.Resources
+	m     map[string]reading.Resources
 	reads int
 }
 
-func (f *fakeResources) ReadInto(rel string, s *snapshot.Resources) error {
+func (f *fakeResources) ReadInto(rel string, s *reading.Resources) error {
 	f.reads++
 	st, ok := f.m[rel]
 	if !ok {
@@ -100,8 +101,8 @@ func (f *fakeResources) ReadInto(rel string, s *snapshot.Resources) error {
 func TestUnitResources(t *testing.T) {
 	paths := names{1: "/slurm_n1/uid_0/job_42/step_0/task_0"}
 	src := &fakeSource{}
-	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
-	res := &fakeResources{m: map[string]snapshot.Resources{"/slurm_n1/uid_0/job_42": {MemoryCurrent: 1 << 20, Available: snapshot.FieldMemoryCurrent}}}
+	m := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Socket: 0}}}
+	res := &fakeResources{m: map[string]reading.Resources{"/slurm_n1/uid_0/job_42": {MemoryCurrent: 1 << 20, Available: reading.FieldMemoryCurrent}}}
 	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
 	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, src, m, paths, nil,
 		WithWorkloads(ids, []ident.Kind{ident.KindJob}), WithResources(res))
@@ -134,7 +135,7 @@ func TestUnitResources(t *testing.T) {
 }
 
 // unitResources finds a workload and its resources as a collector reads them.
-func unitResources(s *snapshot.Snapshot, level ident.Kind, id string) (snapshot.Workload, *snapshot.Resources, bool) {
+func unitResources(s *snapshot.Snapshot, level ident.Kind, id string) (snapshot.Workload, *reading.Resources, bool) {
 	for i, u := range s.Workloads {
 		if u.Level == string(level) && u.Labels[0] == id {
 			return u, s.WorkloadResources(i), true
@@ -148,7 +149,7 @@ func unitResources(s *snapshot.Snapshot, level ident.Kind, id string) (snapshot.
 func TestUnitGetsPlaceholderInterval(t *testing.T) {
 	paths := names{1: "/slurm_n1/uid_0/job_7/step_batch"}
 	src := &fakeSource{}
-	m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: 0}}}
+	m := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Socket: 0}}}
 	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
 	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none", IdleWatts: map[string]float64{"package": 0}},
 		src, m, paths, nil, WithWorkloads(ids, []ident.Kind{ident.KindJob}))

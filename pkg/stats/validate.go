@@ -6,7 +6,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/reading"
-	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/sourcehealth"
 )
 
@@ -83,6 +82,6 @@ func (k *cpuCheck) delta(c *reading.Counter, v uint64, what func() string) uint6
 func (k *cpuCheck) read(err error) { k.tall.Read(err) }
 
 // Health reports the reads and rejections, as the source's health.
-func (k *cpuCheck) Health() []snapshot.SourceHealth {
-	return []snapshot.SourceHealth{k.tall.Health()}
+func (k *cpuCheck) Health() []reading.SourceHealth {
+	return []reading.SourceHealth{k.tall.Health()}
 }

@@ -6,17 +6,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/usage"
 )
 
-func bpfHealth(s *snapshot.Snapshot) snapshot.SourceHealth {
+func bpfHealth(s *snapshot.Snapshot) reading.SourceHealth {
 	for _, h := range s.Meters {
 		if h.Source == "bpf" {
 			return h
 		}
 	}
-	return snapshot.SourceHealth{}
+	return reading.SourceHealth{}
 }
 
 // The BPF maps' CPU counters pass the ledger's check: one read of

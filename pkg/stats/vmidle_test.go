@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
 
@@ -59,7 +59,7 @@ func TestVMIdleSplitWorkedExample(t *testing.T) {
 		for id := uint64(1); id <= 8; id++ {
 			src.add(id, uint32(100+id), 0, 0)
 		}
-		m := &fakeMeter{samples: []snapshot.ZoneSample{{Zone: "package", Socket: -1, Joules: 0}}}
+		m := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Socket: -1, Joules: 0}}}
 		l, err := New(Config{Interval: 10 * time.Second, IdlePolicy: "even", VMIdleSplit: tc.split, CPUs: 4,
 			IdleWatts: map[string]float64{"package": 60}}, src, m, paths, nil,
 			WithWorkloads(vmResolver{bare: tc.bare}, []ident.Kind{ident.KindVM}))

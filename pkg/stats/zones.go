@@ -6,6 +6,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/model"
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
@@ -21,7 +22,7 @@ type zoneState struct {
 // combined is a meter made of members (*power.Combined), each with its
 // own source name and method.
 type combined interface {
-	Meters() []snapshot.Meter
+	Meters() []reading.Meter
 }
 
 // zones is the stage that reads the meter: each zone's energy of the
@@ -29,27 +30,27 @@ type combined interface {
 // zone "other".
 type zones struct {
 	phases
-	meter snapshot.Meter
+	meter reading.Meter
 	idle  *idleModels
 	div   *split
 	cpus  int
 	log   *zap.Logger
 	// byID is each zone's series of the moment: the one its samples are
 	// credited to.
-	byID  map[snapshot.ZoneID]*zoneState
-	order []snapshot.ZoneID
+	byID  map[reading.ZoneID]*zoneState
+	order []reading.ZoneID
 	// series are all of a zone's series, one per source and method it
 	// has had: each counts its own energy from zero, and one the zone
 	// left stops where it was (a label set's counter never carries
 	// another source's joules, so a sum over a zone's series counts each
 	// joule once). A zone that returns to a source resumes its series.
 	series map[seriesKey]*zoneState
-	keys   map[snapshot.ZoneID][]seriesKey
+	keys   map[reading.ZoneID][]seriesKey
 }
 
 // seriesKey names one (zone, socket, source, method) series.
 type seriesKey struct {
-	snapshot.ZoneID
+	reading.ZoneID
 	Source    string
 	Estimated bool
 }
@@ -70,9 +71,9 @@ func makeZones(d *deps) (stage, error) {
 	return newZones(d.meter, &idleModels{watts: d.cfg.IdleWatts, meter: d.meter}, div, d.cfg.CPUs, d.log), nil
 }
 
-func newZones(meter snapshot.Meter, idle *idleModels, div *split, cpus int, log *zap.Logger) *zones {
-	return &zones{meter: meter, idle: idle, div: div, cpus: cpus, log: log, byID: map[snapshot.ZoneID]*zoneState{},
-		series: map[seriesKey]*zoneState{}, keys: map[snapshot.ZoneID][]seriesKey{}}
+func newZones(meter reading.Meter, idle *idleModels, div *split, cpus int, log *zap.Logger) *zones {
+	return &zones{meter: meter, idle: idle, div: div, cpus: cpus, log: log, byID: map[reading.ZoneID]*zoneState{},
+		series: map[seriesKey]*zoneState{}, keys: map[reading.ZoneID][]seriesKey{}}
 }
 
 // split reads the meter and divides each zone's energy of the interval,
@@ -82,7 +83,7 @@ func (zs *zones) split(iv *interval) {
 	if !iv.baseline {
 		util = iv.cpuSeconds / (iv.dt.Seconds() * float64(zs.cpus))
 	}
-	if a, ok := zs.meter.(snapshot.Advancer); ok {
+	if a, ok := zs.meter.(reading.Advancer); ok {
 		a.Advance(util, iv.dt)
 	}
 	zs.read(iv.dt, func(z *zoneState, dE float64) { zs.div.zone(z, dE, iv.dt, util) })
@@ -99,7 +100,7 @@ func (zs *zones) read(dt time.Duration, split func(z *zoneState, dE float64)) {
 	var platform, components float64
 	havePlatform := false
 	for _, s := range samples {
-		id := snapshot.ZoneID{Name: s.Zone, Socket: s.Socket}
+		id := reading.ZoneID{Name: s.Zone, Socket: s.Socket}
 		z := zs.zone(id, s.Source, s.Method)
 		if !z.seen || dt <= 0 {
 			z.prevJ, z.seen = s.Joules, true
@@ -111,9 +112,9 @@ func (zs *zones) read(dt time.Duration, split func(z *zoneState, dE float64)) {
 			dE = 0
 		}
 		switch s.Zone {
-		case snapshot.ZonePlatform:
+		case reading.ZonePlatform:
 			platform, havePlatform = platform+dE, true
-		case snapshot.ZonePackage, snapshot.ZoneDRAM, snapshot.ZoneGPU:
+		case reading.ZonePackage, reading.ZoneDRAM, reading.ZoneGPU:
 			components += dE
 		}
 		split(z, dE)
@@ -124,7 +125,7 @@ func (zs *zones) read(dt time.Duration, split func(z *zoneState, dE float64)) {
 }
 
 // zone returns the state of a zone, creating it on first sight.
-func (zs *zones) zone(id snapshot.ZoneID, source, method string) *zoneState {
+func (zs *zones) zone(id reading.ZoneID, source, method string) *zoneState {
 	if source == "" {
 		source = zs.meter.Name()
 	}
@@ -132,7 +133,7 @@ func (zs *zones) zone(id snapshot.ZoneID, source, method string) *zoneState {
 	if method != "" {
 		// The meter knows per zone (a host's share: the host may have
 		// measured this zone and estimated another).
-		est = method == snapshot.MethodEstimated
+		est = method == reading.MethodEstimated
 	}
 	z := zs.byID[id]
 	if z != nil {
@@ -190,11 +191,11 @@ func (zs *zones) estimated(source string) bool {
 // would count it twice. A platform reading below its components (the BMC
 // and RAPL sample at different moments) books zero rather than negative.
 func (zs *zones) other(platform, components float64, dt time.Duration) {
-	id := snapshot.ZoneID{Name: snapshot.ZoneOther, Socket: -1}
+	id := reading.ZoneID{Name: snapshot.ZoneOther, Socket: -1}
 	z := zs.byID[id]
 	if z == nil {
 		z = &zoneState{Zone: snapshot.Zone{ZoneID: id, Source: snapshot.SourceDerived,
-			Estimated: zs.byID[snapshot.ZoneID{Name: snapshot.ZonePlatform, Socket: -1}].Estimated}}
+			Estimated: zs.byID[reading.ZoneID{Name: reading.ZonePlatform, Socket: -1}].Estimated}}
 		zs.byID[id] = z
 		zs.order = append(zs.order, id)
 		zs.addSeries(z)
@@ -208,11 +209,11 @@ func (zs *zones) other(platform, components float64, dt time.Duration) {
 
 func (zs *zones) publish(_ *interval, s *snapshot.Snapshot) {
 	s.Zones = make([]snapshot.Zone, 0, len(zs.series))
-	var ended map[snapshot.ZoneID]bool
-	if e, ok := zs.meter.(snapshot.ZoneEnder); ok {
+	var ended map[reading.ZoneID]bool
+	if e, ok := zs.meter.(reading.ZoneEnder); ok {
 		for _, id := range e.EndedZones() {
 			if ended == nil {
-				ended = map[snapshot.ZoneID]bool{}
+				ended = map[reading.ZoneID]bool{}
 			}
 			ended[id] = true
 		}

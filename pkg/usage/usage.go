@@ -4,11 +4,13 @@
 // importing each other.
 package usage
 
-import "github.com/wattrace/wattrace/pkg/snapshot"
+import (
+	"github.com/wattrace/wattrace/pkg/reading"
+)
 
-// ProcKey names a process across PID reuse (see snapshot.ProcKey, whose
+// ProcKey names a process across PID reuse (see reading.ProcKey, whose
 // probe and profiler counters carry it too).
-type ProcKey = snapshot.ProcKey
+type ProcKey = reading.ProcKey
 
 // Process is one process's cumulative counters. CPUNs counts every thread
 // the process ever had, exited threads included.

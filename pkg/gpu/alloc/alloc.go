@@ -13,20 +13,20 @@ import (
 	"strings"
 
 	"github.com/wattrace/wattrace/pkg/gpu"
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // Kind and Holder are the snapshot's: the stats loop reads holders
 // without importing this package.
 type (
-	Kind   = snapshot.HolderKind
-	Holder = snapshot.Holder
+	Kind   = reading.HolderKind
+	Holder = reading.Holder
 )
 
 const (
-	SlurmJob = snapshot.HolderSlurmJob
-	Pod      = snapshot.HolderPod
-	VM       = snapshot.HolderVM
+	SlurmJob = reading.HolderSlurmJob
+	Pod      = reading.HolderPod
+	VM       = reading.HolderVM
 )
 
 // Ref is how an allocation names a device: whichever of these the holder's

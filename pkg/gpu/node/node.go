@@ -17,14 +17,14 @@ import (
 	"github.com/wattrace/wattrace/pkg/gpu/alloc"
 	"github.com/wattrace/wattrace/pkg/gpu/nvml"
 	"github.com/wattrace/wattrace/pkg/gpu/sysfs"
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // Device and Interval are the snapshot's: the stats loop reads them
 // without importing this package.
 type (
-	Device   = snapshot.HeldGPUReading
-	Interval = snapshot.GPUInterval
+	Device   = reading.HeldGPUReading
+	Interval = reading.GPUInterval
 )
 
 // GPUs is the node's GPUs. Owned by the stats loop's goroutine.
@@ -34,7 +34,7 @@ type GPUs struct {
 	sources []gpu.Source
 	allocs  []alloc.Source
 	out     Interval
-	aHealth map[string]*snapshot.SourceHealth
+	aHealth map[string]*reading.SourceHealth
 	closers []func() error
 	// warned: allocation sources whose missing permission was logged.
 	warned map[string]bool
@@ -112,7 +112,7 @@ func New(cfg Config, srcs []gpu.Source, allocs []alloc.Source, log *zap.Logger) 
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &GPUs{cfg: cfg, log: log, sources: srcs, allocs: allocs, aHealth: map[string]*snapshot.SourceHealth{}, warned: map[string]bool{}}
+	return &GPUs{cfg: cfg, log: log, sources: srcs, allocs: allocs, aHealth: map[string]*reading.SourceHealth{}, warned: map[string]bool{}}
 }
 
 // Config returns the configuration GPUs was opened with (the stats stage
@@ -167,7 +167,7 @@ func (g *GPUs) Interval(ctx context.Context, now time.Time) *Interval {
 		as, err := a.Allocations(ctx)
 		h := g.aHealth[a.Name()]
 		if h == nil {
-			h = &snapshot.SourceHealth{Source: "gpu-alloc/" + a.Name()}
+			h = &reading.SourceHealth{Source: "gpu-alloc/" + a.Name()}
 			g.aHealth[a.Name()] = h
 		}
 		h.Reads++

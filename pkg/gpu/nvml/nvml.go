@@ -16,7 +16,6 @@ import (
 
 	"github.com/wattrace/wattrace/pkg/gpu"
 	"github.com/wattrace/wattrace/pkg/reading"
-	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
 // Optional NVML functions: each group is looked up in the loaded library
@@ -377,8 +376,8 @@ func (s *Source) Rejects() *reading.Rejects { return s.rejects }
 // Health reports one entry per device ever seen; while the source is
 // down every one is down with the reason, and before any device was seen
 // one entry "nvml" says so.
-func (s *Source) Health() []snapshot.SourceHealth {
-	out := make([]snapshot.SourceHealth, 0, len(s.order))
+func (s *Source) Health() []reading.SourceHealth {
+	out := make([]reading.SourceHealth, 0, len(s.order))
 	rej := s.rejects.Counts()
 	for _, k := range s.order {
 		h := s.meters[k].Health(s.now)
@@ -394,7 +393,7 @@ func (s *Source) Health() []snapshot.SourceHealth {
 		out = append(out, h)
 	}
 	if len(out) == 0 && s.down != nil {
-		out = append(out, snapshot.SourceHealth{Source: "nvml", Reads: s.attempts, Errors: s.attempts, Reason: s.reason, Rejected: rej})
+		out = append(out, reading.SourceHealth{Source: "nvml", Reads: s.attempts, Errors: s.attempts, Reason: s.reason, Rejected: rej})
 	}
 	return out
 }

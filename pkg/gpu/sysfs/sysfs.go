@@ -31,7 +31,6 @@ import (
 	"github.com/wattrace/wattrace/pkg/gpu"
 	"github.com/wattrace/wattrace/pkg/gpu/fdinfo"
 	"github.com/wattrace/wattrace/pkg/reading"
-	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
 // Options configures the sysfs source.
@@ -316,8 +315,8 @@ func (s *Source) Close() error {
 func (s *Source) Rejects() *reading.Rejects { return s.rejects }
 
 // Health reports one entry per card.
-func (s *Source) Health() []snapshot.SourceHealth {
-	out := make([]snapshot.SourceHealth, 0, len(s.cards))
+func (s *Source) Health() []reading.SourceHealth {
+	out := make([]reading.SourceHealth, 0, len(s.cards))
 	rej := s.rejects.Counts()
 	for _, c := range s.cards {
 		h := c.meter.Health(s.now)

@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/power"
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/sourcehealth"
 )
 
@@ -180,7 +180,7 @@ func (f *Fallback) Read() ([]power.ZoneSample, error) {
 				d = max(dynJ[z]-f.prevDyn[z], 0)
 			}
 			f.prevEst[z], f.prevDyn[z] = estJ[z], dynJ[z]
-			f.credit(z, d, f.est.Name(), snapshot.MethodEstimated)
+			f.credit(z, d, f.est.Name(), reading.MethodEstimated)
 		}
 	default:
 		// Failing but not stale yet: nothing is credited; if the host
@@ -201,12 +201,12 @@ func (f *Fallback) Read() ([]power.ZoneSample, error) {
 
 // EndedZones implements power.ZoneEnder: while the estimator stands in,
 // the host's zones it does not model.
-func (f *Fallback) EndedZones() []snapshot.ZoneID {
+func (f *Fallback) EndedZones() []reading.ZoneID {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []snapshot.ZoneID
+	var out []reading.ZoneID
 	for _, z := range f.ended {
-		out = append(out, snapshot.ZoneID{Name: z, Socket: -1})
+		out = append(out, reading.ZoneID{Name: z, Socket: -1})
 	}
 	return out
 }
@@ -221,7 +221,7 @@ func (f *Fallback) credit(zone string, j float64, source, method string) {
 
 // Health implements sourcehealth.Reporter: the host share's (down while it
 // fails or is stale) and the estimator's.
-func (f *Fallback) Health() []snapshot.SourceHealth {
+func (f *Fallback) Health() []reading.SourceHealth {
 	out := f.host.Health()
 	f.mu.Lock()
 	if len(f.ended) > 0 && len(out) > 0 && out[0].Reason == "" {
@@ -237,7 +237,7 @@ func (f *Fallback) Health() []snapshot.SourceHealth {
 // Estimates implements power.EstimateReporter: the estimator's bands and
 // model while it stands in for the host, none while the host's figures
 // count (they are not modelled here).
-func (f *Fallback) Estimates() []snapshot.Estimate {
+func (f *Fallback) Estimates() []reading.Estimate {
 	if !f.Falling() {
 		return nil
 	}

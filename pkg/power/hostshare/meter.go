@@ -17,7 +17,6 @@ import (
 
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/reading"
-	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/sourcehealth"
 )
 
@@ -223,9 +222,9 @@ func (m *Meter) Read() ([]ZoneSample, error) {
 	}
 	out := make([]ZoneSample, 0, len(m.order))
 	for _, z := range m.order {
-		method := snapshot.MethodMeasured
+		method := reading.MethodMeasured
 		if m.methods[z] {
-			method = snapshot.MethodEstimated
+			method = reading.MethodEstimated
 		}
 		out = append(out, ZoneSample{Zone: z, Socket: -1, Joules: m.zones[z].totalJ, Source: m.name, Method: method})
 	}
@@ -331,14 +330,14 @@ func (m *Meter) readLocked(now time.Time) error {
 
 // Health implements sourcehealth.Reporter: down while reads fail or the
 // share is stale; the age is that of the last new update.
-func (m *Meter) Health() []snapshot.SourceHealth {
+func (m *Meter) Health() []reading.SourceHealth {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.opt.Now()
 	h := m.tall.Health()
 	h.Up = h.Up && !m.staleLocked(now)
 	h.Age = now.Sub(m.changed)
-	return []snapshot.SourceHealth{h}
+	return []reading.SourceHealth{h}
 }
 
 // Rejected returns the rejected readings by reason (tests, logs).

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/power"
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // share is a host's share written by the test.
@@ -226,8 +226,8 @@ func (e *fakeEstimator) Advance(_ float64, dt time.Duration) { e.joules += e.wat
 func (e *fakeEstimator) Read() ([]ZoneSample, error) {
 	return []ZoneSample{{Zone: power.ZonePackage, Socket: -1, Joules: e.joules}}, nil
 }
-func (e *fakeEstimator) Health() []snapshot.SourceHealth {
-	return []snapshot.SourceHealth{{Source: "estimator", Up: true}}
+func (e *fakeEstimator) Health() []reading.SourceHealth {
+	return []reading.SourceHealth{{Source: "estimator", Up: true}}
 }
 
 // While the share is fresh the host's figures count; once it is older than
@@ -323,8 +323,8 @@ func TestPresent(t *testing.T) {
 	}
 }
 
-func (e *fakeEstimator) Estimates() []snapshot.Estimate {
-	return []snapshot.Estimate{{ZoneID: snapshot.ZoneID{Name: power.ZonePackage, Socket: -1}, Source: "estimator", Watts: e.watts}}
+func (e *fakeEstimator) Estimates() []reading.Estimate {
+	return []reading.Estimate{{ZoneID: reading.ZoneID{Name: power.ZonePackage, Socket: -1}, Source: "estimator", Watts: e.watts}}
 }
 
 // The estimator's bands are exported only while it stands in.

@@ -1,4 +1,4 @@
-package snapshot
+package reading
 
 // The per-process and per-cgroup counters the probes and the profiler hand
 // the stats loop. They live here, not in their sources, so the loop and its

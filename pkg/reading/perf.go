@@ -1,4 +1,4 @@
-package snapshot
+package reading
 
 // Perf event kinds, the three --collector.perf.*-events flags.
 const (

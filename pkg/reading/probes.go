@@ -1,4 +1,4 @@
-package snapshot
+package reading
 
 // Probe names, as the probe loader reports those that run.
 const (

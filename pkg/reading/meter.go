@@ -1,4 +1,4 @@
-package snapshot
+package reading
 
 import "time"
 
@@ -42,15 +42,25 @@ type Meter interface {
 	Read() ([]ZoneSample, error)
 }
 
-// Zone names used in ZoneSample.Zone.
+// ZoneID names one energy zone of the node.
+type ZoneID struct {
+	Name   string // package, core, uncore, dram, psys, gpu, platform, other
+	Socket int    // -1 when the zone is node-wide
+}
+
+// Zone names used in ZoneSample.Zone and ZoneID.Name.
 const (
 	ZonePackage = "package"
 	ZoneCore    = "core"
 	ZoneUncore  = "uncore"
 	ZoneDRAM    = "dram"
 	ZonePsys    = "psys"
-	// ZoneGPU (gpu.go) is a discrete accelerator's own draw, outside the
-	// CPU package.
+	// ZoneGPU is a discrete accelerator's own draw, outside the CPU
+	// package: the zone of a GPU device. The GPU stage's devices are
+	// sockets 0, 1, … in the order of its sources' devices (NVML's, then
+	// the DRM cards'); a meter's GPU zones of devices the stage cannot
+	// read come after them, so a zone identity is never shared.
+	ZoneGPU = "gpu"
 	// ZonePlatform is the whole node as its BMC or board meter sees it
 	// (fans, disks, NICs, PSU loss, often GPUs included); Socket is -1.
 	ZonePlatform = "platform"

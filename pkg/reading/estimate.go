@@ -1,4 +1,4 @@
-package snapshot
+package reading
 
 // Estimate is a modelled zone's power at the end of the interval, with the
 // band the model's fit says the true value lies in, and what the model
