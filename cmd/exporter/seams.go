@@ -12,8 +12,8 @@ import (
 	"github.com/wattrace/wattrace/pkg/guestshare"
 	"github.com/wattrace/wattrace/pkg/procfs"
 	"github.com/wattrace/wattrace/pkg/profiling"
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/stats"
-	"github.com/wattrace/wattrace/pkg/usage"
 	"github.com/wattrace/wattrace/pkg/workload"
 )
 
@@ -22,8 +22,8 @@ import (
 // consumer takes, which its own package cannot state without importing
 // the consumer.
 var (
-	_ usage.Source = (*bpfloader.Accounting)(nil)
-	_ usage.Source = (*procfs.Source)(nil)
+	_ reading.UsageSource = (*bpfloader.Accounting)(nil)
+	_ reading.UsageSource = (*procfs.Source)(nil)
 
 	_ stats.CgroupPaths      = (*cgroup.Resolver)(nil)
 	_ stats.CgroupPaths      = (*bpfloader.CgroupNames)(nil)

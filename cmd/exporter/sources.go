@@ -15,7 +15,6 @@ import (
 	"github.com/wattrace/wattrace/pkg/profiling"
 	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/stats"
-	"github.com/wattrace/wattrace/pkg/usage"
 	"github.com/wattrace/wattrace/pkg/workload"
 	"github.com/wattrace/wattrace/pkg/workload/kube"
 )
@@ -23,7 +22,7 @@ import (
 // accounting is the per-task CPU accounting source and its mode. bpf is
 // set in BPF mode only: the probes and the program statistics need it.
 type accounting struct {
-	src usage.Source
+	src reading.UsageSource
 	bpf *bpfloader.Accounting
 }
 

@@ -21,8 +21,8 @@ const (
 	// Base: small helpers with no module imports (parsing the kernel's
 	// numbers).
 	Base Layer = iota
-	// Vocabulary: types everyone shares (the snapshot, the validation
-	// step, the accounting interface).
+	// Vocabulary: types everyone shares (the readings the sources hand
+	// the loop and their validation, the snapshot).
 	Vocabulary
 	// Sources: what reads the kernel, the meters and the workload
 	// managers. They produce vocabulary types and may use each other
@@ -63,7 +63,6 @@ var Layers = map[string]Layer{
 
 	"pkg/snapshot": Vocabulary,
 	"pkg/reading":  Vocabulary,
-	"pkg/usage":    Vocabulary,
 	// A source's health tally and the interface that reports it.
 	"pkg/sourcehealth": Vocabulary,
 	"internal/cpulist": Vocabulary,
@@ -128,7 +127,6 @@ var Only = map[string][]string{
 	"pkg/snapshot":      {"pkg/reading"},
 	"internal/dashlint": {},
 	// Vocabulary packages build on the snapshot only where listed here.
-	"pkg/usage":          {"pkg/reading"},
 	"pkg/sourcehealth":   {"pkg/reading"},
 	"pkg/workload/ident": {"pkg/snapshot"},
 	// The units side reads what the exporters published to the TSDB; it
@@ -154,8 +152,8 @@ var Only = map[string][]string{
 
 // NoSources lists packages that must import no package of the sources
 // layer, although it ranks below them: the stats loop hears from the
-// sources only through the vocabulary (the snapshot's types, usage,
-// reading, sourcehealth, and pkg/workload/ident for workload names), so
+// sources only through the vocabulary (pkg/reading's readings,
+// sourcehealth, and pkg/workload/ident for workload names), so
 // it and its tests' fakes need no source, and the BPF loader's
 // cilium/ebpf stays out of it. There are no exceptions: what a source and
 // the loop both need to name belongs in a vocabulary package.

@@ -48,12 +48,12 @@ func TestModuleImportsPointOneWay(t *testing.T) {
 // package.
 func TestCheckFindsUpwardImports(t *testing.T) {
 	g := map[string][]string{
-		"pkg/snapshot":       {"pkg/usage"},
+		"pkg/snapshot":       {"pkg/sourcehealth"},
 		"pkg/bpfloader":      {"pkg/stats", "pkg/cgroup", "pkg/snapshot"},
 		"pkg/cgroup":         {"pkg/model"},
 		"pkg/stats":          {"pkg/collector", "pkg/bpfloader", "pkg/model", "pkg/snapshot", "pkg/workload", "pkg/workload/ident", "pkg/power/ipmi"},
-		"pkg/usage":          {"pkg/reading"},
-		"pkg/reading":        {"pkg/usage"},
+		"pkg/sourcehealth":   {"pkg/reading"},
+		"pkg/reading":        {"pkg/sourcehealth"},
 		"pkg/model":          nil,
 		"pkg/collector":      {"pkg/bpfloader", "pkg/snapshot", "pkg/workload/ident"},
 		"pkg/workload":       {"pkg/workload/ident"},
@@ -73,8 +73,8 @@ func TestCheckFindsUpwardImports(t *testing.T) {
 		"pkg/collector imports pkg/bpfloader: it may import only",
 		"pkg/newthing is in no layer",
 		"pkg/power/capmc (sources) imports pkg/guestshare (outputs)",
-		"pkg/reading (vocabulary) imports pkg/usage (vocabulary)",
-		"pkg/snapshot imports pkg/usage: it may import only [pkg/reading]",
+		"pkg/reading (vocabulary) imports pkg/sourcehealth (vocabulary)",
+		"pkg/snapshot imports pkg/sourcehealth: it may import only [pkg/reading]",
 		"pkg/stats (stats) imports pkg/collector (outputs)",
 		"pkg/stats imports pkg/bpfloader, a source",
 		"pkg/stats imports pkg/workload, a source",

@@ -17,7 +17,7 @@ import (
 
 	"github.com/wattrace/wattrace/internal/testenv"
 	"github.com/wattrace/wattrace/pkg/cgroup"
-	"github.com/wattrace/wattrace/pkg/usage"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // busyEnv makes the test binary a short-lived CPU burner, so the
@@ -52,22 +52,22 @@ func loadForTest(t testing.TB) (*Accounting, cgroup.Hierarchy, *cgroup.Resolver)
 	return a, h, cgroup.NewResolver(h)
 }
 
-func findCgroup(r usage.Reading, id uint64) usage.Cgroup {
+func findCgroup(r reading.Usage, id uint64) reading.CgroupUsage {
 	for _, c := range r.Cgroups {
 		if c.ID == id {
 			return c
 		}
 	}
-	return usage.Cgroup{ID: id}
+	return reading.CgroupUsage{ID: id}
 }
 
-func findProc(r usage.Reading, pid int) (usage.Process, bool) {
+func findProc(r reading.Usage, pid int) (reading.ProcessUsage, bool) {
 	for _, p := range r.Processes {
 		if int(p.Key.PID) == pid {
 			return p, true
 		}
 	}
-	return usage.Process{}, false
+	return reading.ProcessUsage{}, false
 }
 
 func cgUsage(t testing.TB, res *cgroup.Resolver, h cgroup.Hierarchy, dir string) uint64 {
@@ -165,7 +165,7 @@ func TestTwoCgroupsMatchKernelAccounting(t *testing.T) {
 // n copies of this test binary burning 10 ms each, two at a time, in it
 // (the launcher enters the cgroup first, so every child is born there). It
 // returns them with a reading and the kernel's usage of the cgroup before.
-func shortProcesses(t *testing.T, a *Accounting, h cgroup.Hierarchy, res *cgroup.Resolver, name string, n int) (dir string, id uint64, launcher *exec.Cmd, r0 usage.Reading, u0 uint64) {
+func shortProcesses(t *testing.T, a *Accounting, h cgroup.Hierarchy, res *cgroup.Resolver, name string, n int) (dir string, id uint64, launcher *exec.Cmd, r0 reading.Usage, u0 uint64) {
 	t.Helper()
 	dir = testenv.Cgroup(t, h.Mount, name)
 	id = testenv.Inode(t, dir)
@@ -215,7 +215,7 @@ loop:
 	elapsed := time.Since(start)
 	// Two more reads: the first sees the last remainders, the second
 	// retires the processes and deletes their entries.
-	var r1 usage.Reading
+	var r1 reading.Usage
 	for i := 0; i < 3; i++ {
 		time.Sleep(100 * time.Millisecond)
 		var err error
@@ -348,7 +348,7 @@ echo $((b0 - a0))`
 		t.Fatalf("mover's output %q: %v", out, err)
 	}
 	// The free hook runs an RCU grace period after the exit.
-	var r1 usage.Reading
+	var r1 reading.Usage
 	for i := 0; i < 2; i++ {
 		time.Sleep(100 * time.Millisecond)
 		if r1, err = a.Read(); err != nil {
@@ -397,7 +397,7 @@ func TestSkippedFreesLoseNothing(t *testing.T) {
 	if err != nil {
 		t.Fatalf("launcher: %v: %s", err, out)
 	}
-	var r1 usage.Reading
+	var r1 reading.Usage
 	for i := 0; i < 2; i++ {
 		time.Sleep(100 * time.Millisecond)
 		if r1, err = a.Read(); err != nil {

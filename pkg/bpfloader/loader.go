@@ -192,7 +192,7 @@ func explainLoadError(err error, log *zap.Logger) error {
 	return fmt.Errorf("load BPF accounting: %w", err)
 }
 
-// Accounting is the BPF accounting source; it implements usage.Source.
+// Accounting is the BPF accounting source; it implements reading.UsageSource.
 // Read must not be called concurrently.
 type Accounting struct {
 	objs  accountingObjects
@@ -213,7 +213,7 @@ type Accounting struct {
 // Mode is the accounting mode BPF accounting reports.
 const Mode = "bpf"
 
-// Mode implements usage.Source.
+// Mode implements reading.UsageSource.
 func (a *Accounting) Mode() string { return Mode }
 
 // Close detaches the programs and frees their maps.

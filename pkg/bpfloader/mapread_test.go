@@ -6,7 +6,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/wattrace/wattrace/internal/testenv"
-	"github.com/wattrace/wattrace/pkg/usage"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // statsMap makes a hash map shaped like cgroup_stats (same key, value,
@@ -170,7 +170,7 @@ func TestProbesForget(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	procs := []usage.ProcKey{{PID: 1<<30 + 1, StartTime: 7}, {PID: 1<<30 + 9, StartTime: 7}, {PID: 1<<30 + 3, StartTime: 7}, {PID: 1<<30 + 5, StartTime: 8}}
+	procs := []reading.ProcKey{{PID: 1<<30 + 1, StartTime: 7}, {PID: 1<<30 + 9, StartTime: 7}, {PID: 1<<30 + 3, StartTime: 7}, {PID: 1<<30 + 5, StartTime: 8}}
 	if err := p.Forget(procs, []uint64{cg(2), cg(99), cg(4)}); err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/wattrace/wattrace/pkg/reading"
-	"github.com/wattrace/wattrace/pkg/usage"
 )
 
 // countersFrom copies a map entry's counters: the entry is an array in
@@ -49,7 +48,7 @@ func (p *Probes) read(procs bool) (ProbeReading, error) {
 	}
 	if procs {
 		err := p.procReader.each(p.maps["proc_stats"], func(pk *probesProcKey, s *probesStats) {
-			r.Processes = append(r.Processes, ProbeProcess{Key: usage.ProcKey{PID: pk.Tgid, StartTime: pk.Start}, ProbeStats: countersFrom(s)})
+			r.Processes = append(r.Processes, ProbeProcess{Key: reading.ProcKey{PID: pk.Tgid, StartTime: pk.Start}, ProbeStats: countersFrom(s)})
 		})
 		if err != nil {
 			return r, fmt.Errorf("read proc_stats: %w", err)
@@ -82,7 +81,7 @@ func (p *Probes) read(procs bool) (ProbeReading, error) {
 // caller passes the processes the CPU accounting reported for the last
 // time (Alive false) and the cgroups it stopped reporting: per-process
 // entries are keyed alike, so the two sources retire processes together.
-func (p *Probes) Forget(procs []usage.ProcKey, cgroups []uint64) error {
+func (p *Probes) Forget(procs []reading.ProcKey, cgroups []uint64) error {
 	keys := make([]probesProcKey, 0, len(procs))
 	for _, k := range procs {
 		keys = append(keys, probesProcKey{Tgid: k.PID, Start: k.StartTime})

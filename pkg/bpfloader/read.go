@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"unsafe"
 
-	"github.com/wattrace/wattrace/pkg/usage"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // recSize is sizeof(struct task_rec) in bpf/accounting.bpf.c.
@@ -61,38 +61,38 @@ func commString(c [16]int8) string {
 	return string(b)
 }
 
-// Read implements usage.Source. The iterator's records and the exit maps
+// Read implements reading.UsageSource. The iterator's records and the exit maps
 // hold claims (see bpf/accounting.bpf.c): each nanosecond of a task's
 // runtime is claimed by exactly one of the iterator, the exit hook and the
 // free hook, so reading the maps after the iterator counts a task that
 // exits in between once, now or on the next read.
-func (a *Accounting) Read() (usage.Reading, error) {
+func (a *Accounting) Read() (reading.Usage, error) {
 	// Each record is folded into the state as it is read: at 10,000
 	// tasks, holding the raw records and their decoded copies until the
 	// iterator ended took 2 MB of heap.
 	a.state.begin()
 	if err := a.readTasks(a.state.task); err != nil {
-		return usage.Reading{}, err
+		return reading.Usage{}, err
 	}
 
 	a.procExits = a.procExits[:0]
 	err := a.procExitReader.each(a.objs.ExitedProcs, func(pk *accountingProcKey, pe *accountingProcExit) {
 		a.procExits = append(a.procExits, procExitRec{
-			key:    usage.ProcKey{PID: pk.Tgid, StartTime: pk.Start},
+			key:    reading.ProcKey{PID: pk.Tgid, StartTime: pk.Start},
 			c:      counters{runtime: pe.Runtime, switches: pe.Switches},
 			cgroup: pe.Cgroup,
 			comm:   commString(pe.Comm),
 		})
 	})
 	if err != nil {
-		return usage.Reading{}, fmt.Errorf("read exited_procs: %w", err)
+		return reading.Usage{}, fmt.Errorf("read exited_procs: %w", err)
 	}
 	a.cgExits = a.cgExits[:0]
 	err = a.cgExitReader.each(a.objs.ExitedCgroups, func(id *uint64, c *accountingCounters) {
 		a.cgExits = append(a.cgExits, cgExitRec{id: *id, c: counters{runtime: c.Runtime, switches: c.Switches}})
 	})
 	if err != nil {
-		return usage.Reading{}, fmt.Errorf("read exited_cgroups: %w", err)
+		return reading.Usage{}, fmt.Errorf("read exited_cgroups: %w", err)
 	}
 
 	r, delProcs, delCgroups := a.state.finish(a.procExits, a.cgExits)

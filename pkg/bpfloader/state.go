@@ -1,7 +1,7 @@
 package bpfloader
 
 import (
-	"github.com/wattrace/wattrace/pkg/usage"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // The bookkeeping that turns the runtime the iterator claimed per task and
@@ -37,7 +37,7 @@ type taskRec struct {
 }
 
 type procExitRec struct {
-	key    usage.ProcKey
+	key    reading.ProcKey
 	c      counters
 	cgroup uint64
 	comm   string
@@ -49,7 +49,7 @@ type cgExitRec struct {
 }
 
 type procState struct {
-	p        usage.Process
+	p        reading.ProcessUsage
 	comm     [16]byte
 	livePass uint64
 	// grace is set on the first pass without live threads: a released
@@ -59,7 +59,7 @@ type procState struct {
 }
 
 type cgState struct {
-	c        usage.Cgroup
+	c        reading.CgroupUsage
 	livePass uint64
 	exitLast counters
 	hasExit  bool
@@ -73,15 +73,15 @@ const cgIdlePasses = 120
 
 type state struct {
 	pass         uint64
-	procs        map[usage.ProcKey]*procState
-	procExitLast map[usage.ProcKey]counters
+	procs        map[reading.ProcKey]*procState
+	procExitLast map[reading.ProcKey]counters
 	cgroups      map[uint64]*cgState
 }
 
 func newState() *state {
 	return &state{
-		procs:        map[usage.ProcKey]*procState{},
-		procExitLast: map[usage.ProcKey]counters{},
+		procs:        map[reading.ProcKey]*procState{},
+		procExitLast: map[reading.ProcKey]counters{},
 		cgroups:      map[uint64]*cgState{},
 	}
 }
@@ -89,7 +89,7 @@ func newState() *state {
 func (s *state) cgroup(id uint64) *cgState {
 	cg := s.cgroups[id]
 	if cg == nil {
-		cg = &cgState{c: usage.Cgroup{ID: id}}
+		cg = &cgState{c: reading.CgroupUsage{ID: id}}
 		s.cgroups[id] = cg
 	}
 	return cg
@@ -97,7 +97,7 @@ func (s *state) cgroup(id uint64) *cgState {
 
 // update folds one read into the state. It returns the reading and the
 // exit-map keys that have had their final read and must now be deleted.
-func (s *state) update(tasks []taskRec, procExits []procExitRec, cgExits []cgExitRec) (r usage.Reading, delProcs []usage.ProcKey, delCgroups []uint64) {
+func (s *state) update(tasks []taskRec, procExits []procExitRec, cgExits []cgExitRec) (r reading.Usage, delProcs []reading.ProcKey, delCgroups []uint64) {
 	s.begin()
 	for i := range tasks {
 		s.task(&tasks[i])
@@ -111,10 +111,10 @@ func (s *state) begin() { s.pass++ }
 // task folds one record of the task iterator.
 func (s *state) task(t *taskRec) {
 	d := t.c
-	pk := usage.ProcKey{PID: t.tgid, StartTime: t.leaderStart}
+	pk := reading.ProcKey{PID: t.tgid, StartTime: t.leaderStart}
 	ps := s.procs[pk]
 	if ps == nil {
-		ps = &procState{p: usage.Process{Key: pk, Comm: cString(t.comm[:]), Cgroup: t.cgroup, CPU: int(t.cpu)}, comm: t.comm}
+		ps = &procState{p: reading.ProcessUsage{Key: pk, Comm: cString(t.comm[:]), Cgroup: t.cgroup, CPU: int(t.cpu)}, comm: t.comm}
 		s.procs[pk] = ps
 	}
 	if t.tid == t.tgid {
@@ -138,7 +138,7 @@ func (s *state) task(t *taskRec) {
 // finish folds the exit maps, read after the iterator, and returns the
 // reading and the exit-map keys that have had their final read and must
 // now be deleted.
-func (s *state) finish(procExits []procExitRec, cgExits []cgExitRec) (r usage.Reading, delProcs []usage.ProcKey, delCgroups []uint64) {
+func (s *state) finish(procExits []procExitRec, cgExits []cgExitRec) (r reading.Usage, delProcs []reading.ProcKey, delCgroups []uint64) {
 	for i := range procExits {
 		e := &procExits[i]
 		d := e.c.sub(s.procExitLast[e.key])
@@ -146,7 +146,7 @@ func (s *state) finish(procExits []procExitRec, cgExits []cgExitRec) (r usage.Re
 		ps := s.procs[e.key]
 		if ps == nil {
 			// Started and ended between two reads.
-			ps = &procState{p: usage.Process{Key: e.key, Comm: e.comm, Cgroup: e.cgroup, CPU: -1}}
+			ps = &procState{p: reading.ProcessUsage{Key: e.key, Comm: e.comm, Cgroup: e.cgroup, CPU: -1}}
 			s.procs[e.key] = ps
 		}
 		ps.p.CPUNs += d.runtime
@@ -164,7 +164,7 @@ func (s *state) finish(procExits []procExitRec, cgExits []cgExitRec) (r usage.Re
 		}
 	}
 
-	r.Processes = make([]usage.Process, 0, len(s.procs))
+	r.Processes = make([]reading.ProcessUsage, 0, len(s.procs))
 	for k, ps := range s.procs {
 		p := ps.p
 		p.Alive = true
@@ -183,7 +183,7 @@ func (s *state) finish(procExits []procExitRec, cgExits []cgExitRec) (r usage.Re
 		r.Processes = append(r.Processes, p)
 	}
 
-	r.Cgroups = make([]usage.Cgroup, 0, len(s.cgroups))
+	r.Cgroups = make([]reading.CgroupUsage, 0, len(s.cgroups))
 	for id, cg := range s.cgroups {
 		r.Cgroups = append(r.Cgroups, cg.c)
 		if cg.livePass == s.pass {

@@ -6,19 +6,19 @@ import (
 	"testing"
 	"testing/iotest"
 
-	"github.com/wattrace/wattrace/pkg/usage"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
-func proc(r usage.Reading, pid uint32) (usage.Process, bool) {
+func proc(r reading.Usage, pid uint32) (reading.ProcessUsage, bool) {
 	for _, p := range r.Processes {
 		if p.Key.PID == pid {
 			return p, true
 		}
 	}
-	return usage.Process{}, false
+	return reading.ProcessUsage{}, false
 }
 
-func cg(r usage.Reading, id uint64) uint64 {
+func cg(r reading.Usage, id uint64) uint64 {
 	for _, c := range r.Cgroups {
 		if c.ID == id {
 			return c.CPUNs
@@ -38,12 +38,12 @@ func task(tid, tgid uint32, cgroup, runtime uint64) taskRec {
 // exit maps, the process dies and is retired one read later.
 func TestStateLifecycle(t *testing.T) {
 	s := newState()
-	pk := usage.ProcKey{PID: 10, StartTime: 10000}
-	step := func(tasks []taskRec, pe []procExitRec, ce []cgExitRec) (usage.Reading, []usage.ProcKey) {
+	pk := reading.ProcKey{PID: 10, StartTime: 10000}
+	step := func(tasks []taskRec, pe []procExitRec, ce []cgExitRec) (reading.Usage, []reading.ProcKey) {
 		r, dp, _ := s.update(tasks, pe, ce)
 		return r, dp
 	}
-	check := func(r usage.Reading, wantProc, wantCg uint64, wantAlive bool) {
+	check := func(r reading.Usage, wantProc, wantCg uint64, wantAlive bool) {
 		t.Helper()
 		p, ok := proc(r, 10)
 		if !ok {
@@ -93,7 +93,7 @@ func TestStateLifecycle(t *testing.T) {
 // exit maps; it keeps its name and cgroup.
 func TestStateShortLived(t *testing.T) {
 	s := newState()
-	pk := usage.ProcKey{PID: 20, StartTime: 1}
+	pk := reading.ProcKey{PID: 20, StartTime: 1}
 	r, _, _ := s.update(nil, []procExitRec{{key: pk, c: counters{runtime: 40, switches: 3}, cgroup: 2, comm: "sh"}},
 		[]cgExitRec{{id: 2, c: counters{runtime: 40, switches: 3}}})
 	p, ok := proc(r, 20)

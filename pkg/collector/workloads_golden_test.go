@@ -17,8 +17,8 @@ import (
 
 	"github.com/wattrace/wattrace/pkg/cgroup"
 	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/stats"
-	"github.com/wattrace/wattrace/pkg/usage"
 	"github.com/wattrace/wattrace/pkg/workload"
 	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
@@ -63,10 +63,10 @@ type treeSource struct {
 	ns  []uint64
 }
 
-func (s *treeSource) Read() (usage.Reading, error) {
-	var r usage.Reading
+func (s *treeSource) Read() (reading.Usage, error) {
+	var r reading.Usage
 	for i, id := range s.ids {
-		r.Cgroups = append(r.Cgroups, usage.Cgroup{ID: id, CPUNs: s.ns[i], Switches: s.ns[i] / 1e6})
+		r.Cgroups = append(r.Cgroups, reading.CgroupUsage{ID: id, CPUNs: s.ns[i], Switches: s.ns[i] / 1e6})
 	}
 	return r, nil
 }

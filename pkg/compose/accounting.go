@@ -9,7 +9,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/bpfloader"
 	"github.com/wattrace/wattrace/pkg/cgroup"
 	"github.com/wattrace/wattrace/pkg/procfs"
-	"github.com/wattrace/wattrace/pkg/usage"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // Accounting modes (accounting.mode; measure's --accounting maps onto
@@ -40,7 +40,7 @@ type AccountingConfig struct {
 // mode only (the probes and the program statistics need it); Fallback is
 // why BPF is not used, in auto mode.
 type Accounting struct {
-	Src      usage.Source
+	Src      reading.UsageSource
 	BPF      *bpfloader.Accounting
 	Fallback error
 }
@@ -54,7 +54,7 @@ func OpenAccounting(cfg AccountingConfig, log *zap.Logger) (Accounting, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	openProcfs := func() (usage.Source, error) {
+	openProcfs := func() (reading.UsageSource, error) {
 		s, err := procfs.New(procfs.Options{ProcfsRoot: cfg.ProcfsRoot, Hierarchy: cfg.Hierarchy, Resolver: cfg.Resolver,
 			Logger: log.Named("procfs"), CPUs: cfg.CPUs})
 		if err != nil {

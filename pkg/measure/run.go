@@ -15,13 +15,13 @@ import (
 
 	"github.com/wattrace/wattrace/pkg/gpu"
 	"github.com/wattrace/wattrace/pkg/power"
-	"github.com/wattrace/wattrace/pkg/usage"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // CPUReader is what measure needs of an accounting source: cumulative
 // per-cgroup CPU time (pkg/bpfloader).
 type CPUReader interface {
-	Read() (usage.Reading, error)
+	Read() (reading.Usage, error)
 	Mode() string
 }
 
@@ -129,7 +129,7 @@ func (e *Env) fold(a, b sample, in func(uint64) bool, cmd, rest bySocket) {
 type sample struct {
 	at    time.Time
 	cgCPU map[uint64]uint64 // ns per cgroup, BPF mode
-	procs map[usage.ProcKey]procRec
+	procs map[reading.ProcKey]procRec
 	// sockBusy is each socket's busy CPU seconds (/proc/stat per CPU),
 	// multi-socket nodes only.
 	sockBusy bySocket
@@ -156,7 +156,7 @@ func (e *Env) read(withMeter bool) (sample, error) {
 					s.sockBusy[sock] += v
 				}
 			}
-			s.procs = make(map[usage.ProcKey]procRec, len(r.Processes))
+			s.procs = make(map[reading.ProcKey]procRec, len(r.Processes))
 			for _, p := range r.Processes {
 				s.procs[p.Key] = procRec{ns: p.CPUNs, cpu: p.CPU, cg: p.Cgroup}
 			}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/wattrace/wattrace/internal/testenv"
 	"github.com/wattrace/wattrace/pkg/cgroup"
-	"github.com/wattrace/wattrace/pkg/usage"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // procTicksNs reads utime+stime of pid from the real /proc, in ns.
@@ -130,7 +130,7 @@ func TestHost(t *testing.T) {
 		cg   uint64
 		want uint64
 	}{{busy.Process.Pid, idA, busyNs}, {light.Process.Pid, idB, lightNs}} {
-		var p usage.Process
+		var p reading.ProcessUsage
 		for _, q := range p1 {
 			if int(q.Key.PID) == c.pid {
 				p = q
@@ -151,7 +151,7 @@ func TestHost(t *testing.T) {
 
 // checkMonotonic: no process's and no cgroup's counters went back from r0
 // to r1.
-func checkMonotonic(t *testing.T, r0, r1 usage.Reading) {
+func checkMonotonic(t *testing.T, r0, r1 reading.Usage) {
 	t.Helper()
 	p1, c0, c1 := byKey(r1), byID(r0), byID(r1)
 	for k, p := range byKey(r0) {
@@ -173,8 +173,8 @@ func checkKilledOnce(t *testing.T, src *Source, dir string, id uint64) {
 	t.Helper()
 	victim := testenv.Spawn(t, dir, "exec sleep 100")
 	pid := uint32(victim.Process.Pid)
-	find := func(r usage.Reading) []usage.Process {
-		var out []usage.Process
+	find := func(r reading.Usage) []reading.ProcessUsage {
+		var out []reading.ProcessUsage
 		for _, p := range r.Processes {
 			if p.Key.PID == pid {
 				out = append(out, p)

@@ -1,7 +1,7 @@
 // Package procfs is the fallback accounting source, used when the BPF
 // programs cannot be loaded (no privileges, no BTF, an old kernel). It reads
 // per-process counters from procfs and per-cgroup CPU from the cgroups' own
-// accounting, and implements usage.Source.
+// accounting, and implements reading.UsageSource.
 package procfs
 
 import (
@@ -23,7 +23,6 @@ import (
 	"github.com/wattrace/wattrace/pkg/cgroup"
 	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/sourcehealth"
-	"github.com/wattrace/wattrace/pkg/usage"
 )
 
 // rateSlack allows for reading a counter a little before or after the
@@ -56,7 +55,7 @@ type Options struct {
 	CPUs int
 }
 
-// Source implements usage.Source from procfs and cgroupfs. It is safe for
+// Source implements reading.UsageSource from procfs and cgroupfs. It is safe for
 // concurrent use, though reads are serialised.
 type Source struct {
 	fs   procfs.FS
@@ -81,15 +80,15 @@ type Source struct {
 
 	mu      sync.Mutex
 	gen     uint64
-	procs   map[usage.ProcKey]*procState
+	procs   map[reading.ProcKey]*procState
 	cgroups map[uint64]*cgState
 	closed  bool
 }
 
 type procState struct {
-	p       usage.Process  // as last reported
-	threads map[int]uint64 // per-thread switch counts at the last read
-	seen    uint64         // gen of the last read that found it
+	p       reading.ProcessUsage // as last reported
+	threads map[int]uint64       // per-thread switch counts at the last read
+	seen    uint64               // gen of the last read that found it
 	cpu     reading.Counter
 }
 
@@ -165,7 +164,7 @@ func New(o Options) (*Source, error) {
 		boot:    boot,
 		now:     time.Now,
 		tall:    tall,
-		procs:   map[usage.ProcKey]*procState{},
+		procs:   map[reading.ProcKey]*procState{},
 		cgroups: map[uint64]*cgState{},
 	}, nil
 }
@@ -189,10 +188,10 @@ func (s *Source) check(c *reading.Counter, v uint64, t time.Time, what string) b
 	return ok
 }
 
-// Mode implements usage.Source.
+// Mode implements reading.UsageSource.
 func (s *Source) Mode() string { return "procfs" }
 
-// Close implements usage.Source.
+// Close implements reading.UsageSource.
 func (s *Source) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -207,24 +206,24 @@ type nodeUsage struct {
 	ok    bool
 }
 
-// Read implements usage.Source. The cgroup tree and its usage counters are
+// Read implements reading.UsageSource. The cgroup tree and its usage counters are
 // read first, each parent before its children, so nothing is changed when
 // that fails; the per-process part cannot fail once /proc is listed.
-func (s *Source) Read() (usage.Reading, error) {
+func (s *Source) Read() (reading.Usage, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return usage.Reading{}, errors.New("procfs source: read after close")
+		return reading.Usage{}, errors.New("procfs source: read after close")
 	}
 	r, err := s.read(s.now())
 	s.tall.Read(err)
 	return r, err
 }
 
-func (s *Source) read(now time.Time) (usage.Reading, error) {
+func (s *Source) read(now time.Time) (reading.Usage, error) {
 	nodes, err := s.res.Scan()
 	if err != nil {
-		return usage.Reading{}, err
+		return reading.Usage{}, err
 	}
 	present := make(map[uint64]nodeUsage, len(nodes))
 	for _, n := range nodes {
@@ -243,11 +242,11 @@ func (s *Source) read(now time.Time) (usage.Reading, error) {
 	}
 	procs, err := s.fs.AllProcs()
 	if err != nil {
-		return usage.Reading{}, fmt.Errorf("list processes in %s: %w", s.root, err)
+		return reading.Usage{}, fmt.Errorf("list processes in %s: %w", s.root, err)
 	}
 
 	s.gen++
-	var out usage.Reading
+	var out reading.Usage
 	touched := map[uint64]bool{}
 	ids := map[string]uint64{} // cgroup path → id, memoised for this read
 	for _, p := range procs {
@@ -282,7 +281,7 @@ func (s *Source) read(now time.Time) (usage.Reading, error) {
 		if !s.exact {
 			cpu = st.procCPU
 		}
-		out.Cgroups = append(out.Cgroups, usage.Cgroup{ID: id, CPUNs: cpu, Switches: st.switches})
+		out.Cgroups = append(out.Cgroups, reading.CgroupUsage{ID: id, CPUNs: cpu, Switches: st.switches})
 	}
 	return out, nil
 }
@@ -353,11 +352,11 @@ func (s *Source) updateCgroups(nodes []cgroup.Node, present map[uint64]nodeUsage
 
 // readProc reads one process and updates its state. It returns false for a
 // process that has vanished, or that could not be read and is not known.
-func (s *Source) readProc(p procfs.Proc, ids map[string]uint64, now time.Time) (usage.Process, bool) {
+func (s *Source) readProc(p procfs.Proc, ids map[string]uint64, now time.Time) (reading.ProcessUsage, bool) {
 	stat, err := p.Stat()
 	if err != nil {
 		if procpid.Vanished(err) {
-			return usage.Process{}, false
+			return reading.ProcessUsage{}, false
 		}
 		s.log.Debug("read process stat", zap.Int("pid", p.PID), zap.Error(err))
 		// Without the stat there is no key; keep whatever we know under
@@ -368,9 +367,9 @@ func (s *Source) readProc(p procfs.Proc, ids map[string]uint64, now time.Time) (
 				return st.p, true
 			}
 		}
-		return usage.Process{}, false
+		return reading.ProcessUsage{}, false
 	}
-	key := usage.ProcKey{PID: uint32(p.PID), StartTime: stat.Starttime}
+	key := reading.ProcKey{PID: uint32(p.PID), StartTime: stat.Starttime}
 	st := s.procs[key]
 	threads, err := s.threadSwitches(p.PID, stat.NumThreads)
 	if err != nil {
@@ -391,21 +390,21 @@ func (s *Source) readProc(p procfs.Proc, ids map[string]uint64, now time.Time) (
 // keep handles a process whose files failed to read after its stat: gone if
 // it vanished, else reported with its last counters, if known, rather than
 // dropped, which would read as an exit.
-func (s *Source) keep(st *procState, pid int, err error) (usage.Process, bool) {
+func (s *Source) keep(st *procState, pid int, err error) (reading.ProcessUsage, bool) {
 	if procpid.Vanished(err) {
-		return usage.Process{}, false
+		return reading.ProcessUsage{}, false
 	}
 	s.log.Debug("read process", zap.Int("pid", pid), zap.Error(err))
 	if st == nil {
-		return usage.Process{}, false
+		return reading.ProcessUsage{}, false
 	}
 	st.seen = s.gen
 	return st.p, true
 }
 
-func (s *Source) update(key usage.ProcKey, st *procState, stat procfs.ProcStat, threads map[int]uint64, cg uint64, now time.Time) usage.Process {
+func (s *Source) update(key reading.ProcKey, st *procState, stat procfs.ProcStat, threads map[int]uint64, cg uint64, now time.Time) reading.ProcessUsage {
 	if st == nil {
-		st = &procState{p: usage.Process{Key: key}}
+		st = &procState{p: reading.ProcessUsage{Key: key}}
 		s.procs[key] = st
 	}
 	st.seen = s.gen

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/cgroup"
-	"github.com/wattrace/wattrace/pkg/usage"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // copyTree copies testdata/fixture into a temporary directory, which the
@@ -80,16 +80,16 @@ func status(vol, nonvol string) string {
 	return "Name:\tx\nState:\tS (sleeping)\nvoluntary_ctxt_switches:\t" + vol + "\nnonvoluntary_ctxt_switches:\t" + nonvol + "\n"
 }
 
-func byKey(r usage.Reading) map[usage.ProcKey]usage.Process {
-	m := map[usage.ProcKey]usage.Process{}
+func byKey(r reading.Usage) map[reading.ProcKey]reading.ProcessUsage {
+	m := map[reading.ProcKey]reading.ProcessUsage{}
 	for _, p := range r.Processes {
 		m[p.Key] = p
 	}
 	return m
 }
 
-func byID(r usage.Reading) map[uint64]usage.Cgroup {
-	m := map[uint64]usage.Cgroup{}
+func byID(r reading.Usage) map[uint64]reading.CgroupUsage {
+	m := map[uint64]reading.CgroupUsage{}
 	for _, c := range r.Cgroups {
 		m[c.ID] = c
 	}
@@ -111,9 +111,9 @@ func TestFixture(t *testing.T) {
 		t.Errorf("Mode = %q", src.Mode())
 	}
 	root, a, b, c := f.ino("."), f.ino("a"), f.ino("a/b"), f.ino("c")
-	k100, k200, k300 := usage.ProcKey{PID: 100, StartTime: 1000}, usage.ProcKey{PID: 200, StartTime: 2000}, usage.ProcKey{PID: 300, StartTime: 3000}
+	k100, k200, k300 := reading.ProcKey{PID: 100, StartTime: 1000}, reading.ProcKey{PID: 200, StartTime: 2000}, reading.ProcKey{PID: 300, StartTime: 3000}
 
-	checkProcs := func(step string, r usage.Reading, want map[usage.ProcKey]usage.Process) {
+	checkProcs := func(step string, r reading.Usage, want map[reading.ProcKey]reading.ProcessUsage) {
 		t.Helper()
 		got := byKey(r)
 		if len(got) != len(r.Processes) || len(got) != len(want) {
@@ -125,7 +125,7 @@ func TestFixture(t *testing.T) {
 			}
 		}
 	}
-	checkCgroups := func(step string, r usage.Reading, want map[uint64]usage.Cgroup) {
+	checkCgroups := func(step string, r reading.Usage, want map[uint64]reading.CgroupUsage) {
 		t.Helper()
 		got := byID(r)
 		if len(got) != len(r.Cgroups) || len(got) != len(want) {
@@ -143,12 +143,12 @@ func TestFixture(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Read 1: %v", err)
 	}
-	checkProcs("read 1", r, map[usage.ProcKey]usage.Process{
+	checkProcs("read 1", r, map[reading.ProcKey]reading.ProcessUsage{
 		k100: {Key: k100, Comm: "busy (x)", Cgroup: a, CPUNs: 750 * ms, Switches: 15, CPU: 1, Alive: true},
 		k200: {Key: k200, Comm: "threaded", Cgroup: b, CPUNs: 2000 * ms, Switches: 7 + 21, CPU: 0, Alive: true},
 		k300: {Key: k300, Comm: "rootproc", Cgroup: root, CPUNs: 100 * ms, Switches: 4, CPU: 1, Alive: true},
 	})
-	checkCgroups("read 1", r, map[uint64]usage.Cgroup{
+	checkCgroups("read 1", r, map[uint64]reading.CgroupUsage{
 		root: {ID: root, CPUNs: 300 * ms, Switches: 4},
 		a:    {ID: a, CPUNs: 350 * ms, Switches: 15},
 		b:    {ID: b, CPUNs: 250 * ms, Switches: 28},
@@ -170,12 +170,12 @@ func TestFixture(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Read 2: %v", err)
 	}
-	checkProcs("read 2", r, map[usage.ProcKey]usage.Process{
+	checkProcs("read 2", r, map[reading.ProcKey]reading.ProcessUsage{
 		k100: {Key: k100, Comm: "busy (x)", Cgroup: a, CPUNs: 750 * ms, Switches: 15, CPU: 0, Alive: true},
 		k200: {Key: k200, Comm: "threaded", Cgroup: b, CPUNs: 2200 * ms, Switches: 28 + 1 + 5, CPU: 1, Alive: true},
 		k300: {Key: k300, Comm: "rootproc", Cgroup: root, CPUNs: 100 * ms, Switches: 4, CPU: 1, Alive: false},
 	})
-	checkCgroups("read 2", r, map[uint64]usage.Cgroup{
+	checkCgroups("read 2", r, map[uint64]reading.CgroupUsage{
 		root: {ID: root, CPUNs: 310 * ms, Switches: 4}, // 1050 − 640 − 100
 		a:    {ID: a, CPUNs: 350 * ms, Switches: 15},
 		b:    {ID: b, CPUNs: 300 * ms, Switches: 34},
@@ -189,17 +189,17 @@ func TestFixture(t *testing.T) {
 	f.write("cpuacct/a/cpuacct.usage", "700000000\n")
 	f.write("proc/100/stat", stat("100", "new", "1", "1", "1", "5000", "1"))
 	f.write("proc/100/status", status("1", "1"))
-	k100b := usage.ProcKey{PID: 100, StartTime: 5000}
+	k100b := reading.ProcKey{PID: 100, StartTime: 5000}
 	r, err = src.Read()
 	if err != nil {
 		t.Fatalf("Read 3: %v", err)
 	}
-	checkProcs("read 3", r, map[usage.ProcKey]usage.Process{
+	checkProcs("read 3", r, map[reading.ProcKey]reading.ProcessUsage{
 		k100:  {Key: k100, Comm: "busy (x)", Cgroup: a, CPUNs: 750 * ms, Switches: 15, CPU: 0, Alive: false},
 		k100b: {Key: k100b, Comm: "new", Cgroup: a, CPUNs: 20 * ms, Switches: 2, CPU: 1, Alive: true},
 		k200:  {Key: k200, Comm: "threaded", Cgroup: b, CPUNs: 2200 * ms, Switches: 34, CPU: 1, Alive: true},
 	})
-	checkCgroups("read 3", r, map[uint64]usage.Cgroup{
+	checkCgroups("read 3", r, map[uint64]reading.CgroupUsage{
 		// 1200 − 700 − 100 (c's last usage, retired): without retiring c,
 		// its whole usage would show up as root's own (500).
 		root: {ID: root, CPUNs: 400 * ms, Switches: 4},
@@ -214,7 +214,7 @@ func TestFixture(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Read 4: %v", err)
 	}
-	checkProcs("read 4", r, map[usage.ProcKey]usage.Process{
+	checkProcs("read 4", r, map[reading.ProcKey]reading.ProcessUsage{
 		k100b: {Key: k100b, Comm: "new", Cgroup: a, CPUNs: 20 * ms, Switches: 2, CPU: 1, Alive: true},
 		k200:  {Key: k200, Comm: "threaded", Cgroup: b, CPUNs: 2200 * ms, Switches: 34, CPU: 1, Alive: true},
 	})
@@ -244,7 +244,7 @@ func TestFixtureNoUsage(t *testing.T) {
 		t.Fatalf("Read: %v", err)
 	}
 	root, a := f.ino("."), f.ino("a")
-	want := map[uint64]usage.Cgroup{
+	want := map[uint64]reading.CgroupUsage{
 		root: {ID: root, CPUNs: 2100 * ms, Switches: 32},
 		a:    {ID: a, CPUNs: 750 * ms, Switches: 15},
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/wattrace/wattrace/pkg/cgroup"
-	"github.com/wattrace/wattrace/pkg/usage"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 func newFixtureSource(t *testing.T) (fixture, *Source) {
@@ -22,7 +22,7 @@ func newFixtureSource(t *testing.T) (fixture, *Source) {
 	return f, src
 }
 
-func mustRead(t *testing.T, src *Source, step string) map[uint64]usage.Cgroup {
+func mustRead(t *testing.T, src *Source, step string) map[uint64]reading.CgroupUsage {
 	t.Helper()
 	r, err := src.Read()
 	if err != nil {
@@ -90,7 +90,7 @@ func TestHugeCounterRejected(t *testing.T) {
 // not credited; it resumes from its next plausible reading.
 func TestProcessJumpRejected(t *testing.T) {
 	f, src := newFixtureSource(t)
-	k100 := usage.ProcKey{PID: 100, StartTime: 1000}
+	k100 := reading.ProcKey{PID: 100, StartTime: 1000}
 	if _, err := src.Read(); err != nil {
 		t.Fatal(err)
 	}

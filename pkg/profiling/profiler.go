@@ -36,7 +36,6 @@ import (
 
 	"github.com/wattrace/wattrace/internal/procpid"
 	"github.com/wattrace/wattrace/pkg/reading"
-	"github.com/wattrace/wattrace/pkg/usage"
 )
 
 // Defaults for the Config limits.
@@ -105,10 +104,10 @@ type Profiler struct {
 	usable        []bool            // per events index; false once the event proved unsupported
 	unavailable   map[string]string // event name -> reason, logged once
 	inheritThread bool
-	procs         map[usage.ProcKey]*proc
-	optIn         map[usage.ProcKey]decision // environ decisions of live processes
+	procs         map[reading.ProcKey]*proc
+	optIn         map[reading.ProcKey]decision // environ decisions of live processes
 	fds           int
-	waiting       map[usage.ProcKey]bool
+	waiting       map[reading.ProcKey]bool
 	skipped       uint64
 	warnedLimit   bool
 }
@@ -122,7 +121,7 @@ type decision struct {
 
 // proc is one profiled process.
 type proc struct {
-	key     usage.ProcKey
+	key     reading.ProcKey
 	comm    string
 	cgroup  uint64
 	threads map[int][]int // tid -> fd per events index, -1 where not open
@@ -169,9 +168,9 @@ func newProfiler(cfg Config, ops counterOps) (*Profiler, error) {
 		maxPro:      cfg.MaxProcesses,
 		maxFDs:      cfg.MaxFDs,
 		unavailable: make(map[string]string),
-		procs:       make(map[usage.ProcKey]*proc),
-		optIn:       make(map[usage.ProcKey]decision),
-		waiting:     make(map[usage.ProcKey]bool),
+		procs:       make(map[reading.ProcKey]*proc),
+		optIn:       make(map[reading.ProcKey]decision),
+		waiting:     make(map[reading.ProcKey]bool),
 	}
 	if p.procfs == "" {
 		p.procfs = "/proc"
@@ -281,18 +280,18 @@ func (p *Profiler) Stats() Stats {
 }
 
 // Scan brings the set of profiled processes in line with procs, which must
-// be the accounting source's complete list (usage.Reading.Processes): it
+// be the accounting source's complete list (reading.Usage.Processes): it
 // opens counters for opted-in processes not yet counted, and closes those
 // of processes that are absent from procs or reported with Alive false.
 // Their final counts are returned, with Alive false, exactly once, so the
 // caller can keep them in the process's cgroup after it is gone.
-func (p *Profiler) Scan(procs []usage.Process) []ProcessCounts {
+func (p *Profiler) Scan(procs []reading.ProcessUsage) []ProcessCounts {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return nil
 	}
-	live := make(map[usage.ProcKey]*usage.Process, len(procs))
+	live := make(map[reading.ProcKey]*reading.ProcessUsage, len(procs))
 	for i := range procs {
 		if procs[i].Alive {
 			live[procs[i].Key] = &procs[i]
@@ -347,7 +346,7 @@ func (p *Profiler) Scan(procs []usage.Process) []ProcessCounts {
 // keep one, and reading theirs costs next to nothing. A process that execs
 // an executable of the same name with a new environment keeps its first
 // decision.
-func (p *Profiler) optedIn(pu *usage.Process) bool {
+func (p *Profiler) optedIn(pu *reading.ProcessUsage) bool {
 	if d, ok := p.optIn[pu.Key]; ok && d.comm == pu.Comm {
 		return d.in
 	}
@@ -368,7 +367,7 @@ func (p *Profiler) optedIn(pu *usage.Process) bool {
 
 // start opens the counters of every thread of a newly opted-in process,
 // within the limits.
-func (p *Profiler) start(pu *usage.Process) {
+func (p *Profiler) start(pu *reading.ProcessUsage) {
 	if len(p.procs) >= p.maxPro {
 		p.skip(pu, "max processes reached")
 		return
@@ -408,7 +407,7 @@ func (p *Profiler) start(pu *usage.Process) {
 
 // skip records an opted-in process left out by a limit. It stays opted
 // in, so it is counted once a slot frees.
-func (p *Profiler) skip(pu *usage.Process, why string) {
+func (p *Profiler) skip(pu *reading.ProcessUsage, why string) {
 	if !p.waiting[pu.Key] {
 		p.waiting[pu.Key] = true
 		p.skipped++

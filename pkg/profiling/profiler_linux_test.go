@@ -17,7 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wattrace/wattrace/internal/testenv"
-	"github.com/wattrace/wattrace/pkg/usage"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // helperEnv makes the test binary act as a helper process (see TestMain).
@@ -86,7 +86,7 @@ func pin(t *testing.T, pid int) {
 // It first waits for the process's exec to finish: exec.Cmd.Start returns
 // once the old image is gone, but the kernel fills in the new environment
 // a moment later, and until then environ reads empty.
-func procOf(t *testing.T, pid int) usage.Process {
+func procOf(t *testing.T, pid int) reading.ProcessUsage {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
@@ -108,7 +108,7 @@ func procOf(t *testing.T, pid int) usage.Process {
 		t.Fatalf("parse starttime of %d: %v", pid, err)
 	}
 	comm := s[strings.IndexByte(s, '(')+1 : strings.LastIndexByte(s, ')')]
-	return usage.Process{Key: usage.ProcKey{PID: uint32(pid), StartTime: start}, Comm: comm, CPU: -1, Alive: true}
+	return reading.ProcessUsage{Key: reading.ProcKey{PID: uint32(pid), StartTime: start}, Comm: comm, CPU: -1, Alive: true}
 }
 
 func sched(t *testing.T, pid int) float64 {
@@ -181,7 +181,7 @@ func TestOptInProfilesOnlyOptedIn(t *testing.T) {
 	in := startBusy(t, DefaultEnvVar+"=1")
 	out := startBusy(t)
 	pin, pout := in.Process.Pid, out.Process.Pid
-	procs := []usage.Process{procOf(t, pin), procOf(t, pout)}
+	procs := []reading.ProcessUsage{procOf(t, pin), procOf(t, pout)}
 
 	if exited := p.Scan(procs); len(exited) != 0 {
 		t.Fatalf("first scan reported %d exited processes", len(exited))
@@ -291,7 +291,7 @@ func TestThreadsAreCounted(t *testing.T) {
 			}
 			t.Cleanup(func() { testenv.Kill(cmd) })
 			pid := cmd.Process.Pid
-			procs := []usage.Process{procOf(t, pid)}
+			procs := []reading.ProcessUsage{procOf(t, pid)}
 
 			if !tc.inheritThread {
 				// Without inheritance only threads that exist at a scan are
@@ -353,7 +353,7 @@ func TestChildProcessesNotCounted(t *testing.T) {
 	parent := cmd.Process.Pid
 	// The shell forks its busy subshell only after its counters are open,
 	// as a job does that forks after it was first scanned.
-	p.Scan([]usage.Process{procOf(t, parent)})
+	p.Scan([]reading.ProcessUsage{procOf(t, parent)})
 	fmt.Fprintln(stdin)
 	var child int
 	for deadline := time.Now().Add(5 * time.Second); child == 0 && time.Now().Before(deadline); {
@@ -368,7 +368,7 @@ func TestChildProcessesNotCounted(t *testing.T) {
 		t.Fatal("busy subshell did not start")
 	}
 	t.Cleanup(func() { _ = unix.Kill(child, unix.SIGKILL) })
-	procs := []usage.Process{procOf(t, parent), procOf(t, child)}
+	procs := []reading.ProcessUsage{procOf(t, parent), procOf(t, child)}
 	p.Scan(procs)
 	r0 := sched(t, child)
 	time.Sleep(500 * time.Millisecond)

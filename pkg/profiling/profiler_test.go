@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/wattrace/wattrace/pkg/usage"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 func TestScaled(t *testing.T) {
@@ -104,7 +104,7 @@ func (f *fakeOps) set(tid int, event string, value, enabled, running uint64) {
 }
 
 // fakeProc writes <root>/<pid>/environ and a task entry per thread.
-func fakeProc(t *testing.T, root string, pid int, environ string, tids ...int) usage.Process {
+func fakeProc(t *testing.T, root string, pid int, environ string, tids ...int) reading.ProcessUsage {
 	t.Helper()
 	dir := filepath.Join(root, strconv.Itoa(pid))
 	for _, tid := range append([]int{pid}, tids...) {
@@ -115,7 +115,7 @@ func fakeProc(t *testing.T, root string, pid int, environ string, tids ...int) u
 	if err := os.WriteFile(filepath.Join(dir, "environ"), []byte(environ), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return usage.Process{Key: usage.ProcKey{PID: uint32(pid), StartTime: uint64(pid) * 10}, Comm: fmt.Sprint("p", pid), Cgroup: uint64(pid) + 1000, CPU: -1, Alive: true}
+	return reading.ProcessUsage{Key: reading.ProcKey{PID: uint32(pid), StartTime: uint64(pid) * 10}, Comm: fmt.Sprint("p", pid), Cgroup: uint64(pid) + 1000, CPU: -1, Alive: true}
 }
 
 func newFake(t *testing.T, ops *fakeOps, cfg Config) *Profiler {
@@ -146,7 +146,7 @@ func TestScanOptInAndExit(t *testing.T) {
 	in := fakeProc(t, root, 10, "PATH=/bin\x00WATTRACE_PROFILE=1\x00", 11, 12)
 	out := fakeProc(t, root, 20, "PATH=/bin\x00WATTRACE_PROFILE=\x00", 21)
 	other := fakeProc(t, root, 30, "PATH=/bin\x00")
-	procs := []usage.Process{in, out, other}
+	procs := []reading.ProcessUsage{in, out, other}
 	if exited := p.Scan(procs); len(exited) != 0 {
 		t.Fatalf("exited %+v", exited)
 	}
@@ -206,10 +206,10 @@ func TestScanAliveFalseIsFinal(t *testing.T) {
 	ops := newFakeOps(t)
 	p := newFake(t, ops, Config{ProcfsRoot: root, Software: []string{"task_clock"}})
 	pr := fakeProc(t, root, 10, "WATTRACE_PROFILE=on")
-	p.Scan([]usage.Process{pr})
+	p.Scan([]reading.ProcessUsage{pr})
 	ops.set(10, "task_clock", 42, 1, 1)
 	pr.Alive = false // the source's one read with the final totals
-	exited := p.Scan([]usage.Process{pr})
+	exited := p.Scan([]reading.ProcessUsage{pr})
 	if len(exited) != 1 || exited[0].Counts["task_clock"] != 42 {
 		t.Fatalf("exited = %+v, want task_clock 42", exited)
 	}
@@ -227,19 +227,19 @@ func TestLimits(t *testing.T) {
 	c := fakeProc(t, root, 30, "WATTRACE_PROFILE=1")
 	big := fakeProc(t, root, 40, "WATTRACE_PROFILE=1", 41, 42)
 
-	p.Scan([]usage.Process{a, b, c})
-	p.Scan([]usage.Process{a, b, c})
+	p.Scan([]reading.ProcessUsage{a, b, c})
+	p.Scan([]reading.ProcessUsage{a, b, c})
 	st := p.Stats()
 	if st.Profiled != 2 || st.FDs != 6 || st.Waiting != 1 || st.Skipped != 1 {
 		t.Fatalf("stats %+v, want 2 processes, 6 fds, 1 waiting and skipped once over two scans", st)
 	}
 	// a exits: c, still opted in, takes its slot.
-	p.Scan([]usage.Process{b, c})
+	p.Scan([]reading.ProcessUsage{b, c})
 	if st := p.Stats(); st.Profiled != 2 || st.FDs != 6 || st.Waiting != 0 {
 		t.Fatalf("after a slot freed: %+v, want b and c, none waiting", st)
 	}
 	// b exits; big needs 3 threads × 2 events = 6 fds, but only 5 are left.
-	p.Scan([]usage.Process{c, big})
+	p.Scan([]reading.ProcessUsage{c, big})
 	st = p.Stats()
 	if st.Profiled != 1 || st.FDs != 2 || st.Waiting != 1 || st.Skipped != 2 {
 		t.Fatalf("stats %+v, want c alone (big over the fd limit), 2 skipped", st)
@@ -252,14 +252,14 @@ func TestGoneThreadsAndProcesses(t *testing.T) {
 	p := newFake(t, ops, Config{ProcfsRoot: root, Software: []string{"task_clock"}})
 	pr := fakeProc(t, root, 10, "WATTRACE_PROFILE=1", 11)
 	ops.gone[11] = true // exits between the task listing and the open
-	p.Scan([]usage.Process{pr})
+	p.Scan([]reading.ProcessUsage{pr})
 	if st := p.Stats(); st.Profiled != 1 || st.FDs != 1 {
 		t.Fatalf("stats %+v, want the leader's counter only", st)
 	}
 	// A process that vanished before its environment was read is not
 	// remembered as opted out: a source can list it once more.
-	ghost := usage.Process{Key: usage.ProcKey{PID: 99}, Alive: true}
-	p.Scan([]usage.Process{pr, ghost})
+	ghost := reading.ProcessUsage{Key: reading.ProcKey{PID: 99}, Alive: true}
+	p.Scan([]reading.ProcessUsage{pr, ghost})
 	if _, ok := p.optIn[ghost.Key]; ok {
 		t.Error("vanished process's decision cached")
 	}
@@ -276,7 +276,7 @@ func TestPerThreadRescan(t *testing.T) {
 		t.Fatal("InheritThread true on a kernel that rejects it")
 	}
 	pr := fakeProc(t, root, 10, "WATTRACE_PROFILE=1", 11)
-	p.Scan([]usage.Process{pr})
+	p.Scan([]reading.ProcessUsage{pr})
 	ops.set(10, "task_clock", 10, 1, 1)
 	ops.set(11, "task_clock", 20, 1, 1)
 
@@ -288,7 +288,7 @@ func TestPerThreadRescan(t *testing.T) {
 		t.Fatal(err)
 	}
 	ops.set(12, "task_clock", 5, 1, 1)
-	p.Scan([]usage.Process{pr})
+	p.Scan([]reading.ProcessUsage{pr})
 	if st := p.Stats(); st.FDs != 2 || len(ops.fds) != 2 {
 		t.Fatalf("stats %+v, want threads 10 and 12 open", st)
 	}
@@ -332,7 +332,7 @@ func TestClose(t *testing.T) {
 	ops := newFakeOps(t)
 	p := newFake(t, ops, Config{ProcfsRoot: root, Software: []string{"task_clock", "cpu_clock"}})
 	pr := fakeProc(t, root, 10, "WATTRACE_PROFILE=1", 11)
-	p.Scan([]usage.Process{pr})
+	p.Scan([]reading.ProcessUsage{pr})
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -342,7 +342,7 @@ func TestClose(t *testing.T) {
 	if len(ops.fds) != 0 {
 		t.Errorf("%d fds open after Close", len(ops.fds))
 	}
-	if got := p.Scan([]usage.Process{pr}); got != nil || len(p.Read()) != 0 {
+	if got := p.Scan([]reading.ProcessUsage{pr}); got != nil || len(p.Read()) != 0 {
 		t.Error("closed profiler still scans")
 	}
 }
@@ -356,19 +356,19 @@ func TestOptInAfterExec(t *testing.T) {
 	p := newFake(t, ops, Config{ProcfsRoot: root, Software: []string{"task_clock"}})
 	pr := fakeProc(t, root, 10, "PATH=/bin\x00")
 	pr.Comm = "slurmstepd"
-	p.Scan([]usage.Process{pr})
+	p.Scan([]reading.ProcessUsage{pr})
 	if p.Stats().Profiled != 0 {
 		t.Fatal("process without the variable profiled")
 	}
 	// Mid-exec: the new image's environment is not there yet.
 	pr.Comm = "app"
 	fakeProc(t, root, 10, "")
-	p.Scan([]usage.Process{pr})
+	p.Scan([]reading.ProcessUsage{pr})
 	if p.Stats().Profiled != 0 {
 		t.Fatal("process with an empty environment profiled")
 	}
 	fakeProc(t, root, 10, "WATTRACE_PROFILE=1\x00")
-	p.Scan([]usage.Process{pr})
+	p.Scan([]reading.ProcessUsage{pr})
 	if p.Stats().Profiled != 1 {
 		t.Fatal("process not profiled after exec set the variable")
 	}
@@ -376,9 +376,9 @@ func TestOptInAfterExec(t *testing.T) {
 	// Same comm, no empty read in between: the first decision stands, and
 	// the environment is not read again.
 	other := fakeProc(t, root, 20, "PATH=/bin\x00")
-	p.Scan([]usage.Process{pr, other})
+	p.Scan([]reading.ProcessUsage{pr, other})
 	fakeProc(t, root, 20, "WATTRACE_PROFILE=1\x00")
-	p.Scan([]usage.Process{pr, other})
+	p.Scan([]reading.ProcessUsage{pr, other})
 	if p.Stats().Profiled != 1 {
 		t.Error("cached decision re-read without a comm change")
 	}

@@ -54,12 +54,12 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/power"
-	"github.com/wattrace/wattrace/pkg/usage"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
-type src struct{ r usage.Reading }
+type src struct{ r reading.Usage }
 
-func (s *src) Read() (usage.Reading, error) { return s.r, nil }
+func (s *src) Read() (reading.Usage, error) { return s.r, nil }
 func (s *src) Mode() string                 { return "procfs" }
 func (s *src) Close() error                 { return nil }
 func (s *src) Health() []reading.SourceHealth { return nil }
@@ -84,7 +84,7 @@ func TestAddedStage(t *testing.T) {
 	}
 	t0 := time.Unix(1000, 0)
 	for k := 0; k < 4; k++ {
-		s.r.Cgroups = []usage.Cgroup{{ID: 1, CPUNs: uint64(k) * 5e8}}
+		s.r.Cgroups = []reading.CgroupUsage{{ID: 1, CPUNs: uint64(k) * 5e8}}
 		m.j = float64(k) * 10
 		l.Step(t0.Add(time.Duration(k) * time.Second))
 	}
@@ -157,9 +157,7 @@ func TestAddStageIsOneFileAndOneLine(t *testing.T) {
 		}
 	}
 	write("added.go", addedStage)
-	write("added_test.go", strings.Replace(addedTest, `"github.com/wattrace/wattrace/pkg/power"`,
-		`"github.com/wattrace/wattrace/pkg/power"
-	"github.com/wattrace/wattrace/pkg/reading"`, 1))
+	write("added_test.go", addedTest)
 	run := func() (string, error) {
 		cmd := exec.Command(goBin, "test", "-count=1", "-run", "^TestAddedStage$", "./"+filepath.ToSlash(dir))
 		out, err := cmd.CombinedOutput()

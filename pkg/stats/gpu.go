@@ -13,7 +13,6 @@ import (
 	"github.com/wattrace/wattrace/pkg/model"
 	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
-	"github.com/wattrace/wattrace/pkg/usage"
 	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
 
@@ -63,7 +62,7 @@ type gpuDev struct {
 	idle model.IdleModel
 	// procs are keyed by PID and start time: a reused PID is a new
 	// process and starts a new record.
-	procs map[usage.ProcKey]*gpuProc
+	procs map[reading.ProcKey]*gpuProc
 	// read: the device had a reading this interval.
 	read bool
 	// zone is the device zone's socket: the stage's own numbering, in
@@ -81,7 +80,7 @@ type gpuDev struct {
 
 // liveProc is a process the ledger saw alive this interval.
 type liveProc struct {
-	k usage.ProcKey
+	k reading.ProcKey
 	w *consumer
 }
 
@@ -342,7 +341,7 @@ func (g *gpuStage) payOwed(nd *reading.HeldGPUReading, r reading.GPUReading, opt
 func (g *gpuStage) device(d reading.GPUDevice) *gpuDev {
 	dev := g.devs[d.Key()]
 	if dev == nil {
-		dev = &gpuDev{idle: g.idleModel(d), procs: map[usage.ProcKey]*gpuProc{}, zone: len(g.devs)}
+		dev = &gpuDev{idle: g.idleModel(d), procs: map[reading.ProcKey]*gpuProc{}, zone: len(g.devs)}
 		dev.rec = snapshot.GPU{Index: d.Index, UUID: d.Key(), Model: d.Model, PCIBusID: d.PCIBusID,
 			Vendor: string(d.Vendor), Source: d.Source}
 		g.devs[d.Key()] = dev

@@ -22,7 +22,6 @@ import (
 	"github.com/wattrace/wattrace/pkg/gpu/nvml"
 	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
-	"github.com/wattrace/wattrace/pkg/usage"
 	"github.com/wattrace/wattrace/pkg/workload"
 	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
@@ -431,8 +430,8 @@ func TestGPUStagePIDReuse(t *testing.T) {
 	}
 	g := node.New(node.Config{}, []gpu.Source{src}, nil, nil)
 	fs := &fakeSource{}
-	fs.r.Processes = []usage.Process{{Key: usage.ProcKey{PID: 100, StartTime: 1}, Comm: "old", Cgroup: 1, Alive: true}}
-	fs.r.Cgroups = []usage.Cgroup{{ID: 1}, {ID: 2}}
+	fs.r.Processes = []reading.ProcessUsage{{Key: reading.ProcKey{PID: 100, StartTime: 1}, Comm: "old", Cgroup: 1, Alive: true}}
+	fs.r.Cgroups = []reading.CgroupUsage{{ID: 1}, {ID: 2}}
 	m := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Socket: 0}}}
 	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, fs, m, names{1: "/a", 2: "/b"}, nil,
 		WithGPUs(g, GPUConfig{IdleWatts: map[string]float64{"0": 100, "1": 100}}))
@@ -441,7 +440,7 @@ func TestGPUStagePIDReuse(t *testing.T) {
 	}
 	for k := 0; k <= 6; k++ {
 		if k == 4 { // the old process exited; its pid is reused
-			fs.r.Processes = []usage.Process{{Key: usage.ProcKey{PID: 100, StartTime: 2}, Comm: "new", Cgroup: 2, Alive: true}}
+			fs.r.Processes = []reading.ProcessUsage{{Key: reading.ProcKey{PID: 100, StartTime: 2}, Comm: "new", Cgroup: 2, Alive: true}}
 		}
 		if k > 0 {
 			bs[0].EnergyMJ += 300_000 // 200 J dynamic a second

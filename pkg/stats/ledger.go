@@ -9,7 +9,6 @@ import (
 	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/sourcehealth"
-	"github.com/wattrace/wattrace/pkg/usage"
 )
 
 // CgroupPaths names cgroups by id; *cgroup.Resolver implements it.
@@ -58,10 +57,10 @@ type consumers interface {
 	// accounting has not reported the id yet.
 	cgroup(id uint64) *consumer
 	// process is a process's consumer, nil when unknown.
-	process(k usage.ProcKey) *consumer
+	process(k reading.ProcKey) *consumer
 	// cgroups are the cgroups' consumers, processes the processes'.
 	cgroups() iter.Seq[*consumer]
-	processes() iter.Seq2[usage.ProcKey, *consumer]
+	processes() iter.Seq2[reading.ProcKey, *consumer]
 	// droppedCgroups are the cgroup ids the ledger forgot when it last
 	// published (valid until it publishes again: a stage after it in the
 	// list sees each once in its own publish).
@@ -89,7 +88,7 @@ type ledger struct {
 	retention time.Duration
 	cgIDs     map[uint64]*cgSeries // by the source's cgroup id
 	byPath    map[string]*consumer // cgroups, by path
-	procs     map[usage.ProcKey]*consumer
+	procs     map[reading.ProcKey]*consumer
 	// dropped are the cgroup ids forgotten at the last publish (the probes
 	// forget their entries), merged the merges of this step (the roll-up
 	// moves what was passed on).
@@ -123,7 +122,7 @@ func newLedger(res CgroupPaths, retention time.Duration, use *shares) *ledger {
 	return &ledger{res: res, retention: retention, endedKept: -1, use: use,
 		cgIDs:  map[uint64]*cgSeries{},
 		byPath: map[string]*consumer{},
-		procs:  map[usage.ProcKey]*consumer{},
+		procs:  map[reading.ProcKey]*consumer{},
 	}
 }
 
@@ -157,7 +156,7 @@ func (l *ledger) absorb(iv *interval) {
 // seconds. On the baseline read, what consumers had already used is their
 // history, not usage of any interval; afterwards a new consumer's counters
 // are all new.
-func (l *ledger) absorbReading(r usage.Reading, now time.Time, baseline bool) float64 {
+func (l *ledger) absorbReading(r reading.Usage, now time.Time, baseline bool) float64 {
 	use := l.use
 	use.clear()
 	// Processes first: they say on which socket each cgroup ran.
@@ -367,7 +366,7 @@ func (l *ledger) cgroup(id uint64) *consumer {
 	return nil
 }
 
-func (l *ledger) process(k usage.ProcKey) *consumer { return l.procs[k] }
+func (l *ledger) process(k reading.ProcKey) *consumer { return l.procs[k] }
 
 func (l *ledger) cgroups() iter.Seq[*consumer] {
 	return func(yield func(*consumer) bool) {
@@ -379,8 +378,8 @@ func (l *ledger) cgroups() iter.Seq[*consumer] {
 	}
 }
 
-func (l *ledger) processes() iter.Seq2[usage.ProcKey, *consumer] {
-	return func(yield func(usage.ProcKey, *consumer) bool) {
+func (l *ledger) processes() iter.Seq2[reading.ProcKey, *consumer] {
+	return func(yield func(reading.ProcKey, *consumer) bool) {
 		for k, w := range l.procs {
 			if !yield(k, w) {
 				return
@@ -469,8 +468,8 @@ func (l *ledger) forgetEnded() {
 }
 
 // deadProcs lists the processes a reading reports for the last time.
-func deadProcs(r usage.Reading) []usage.ProcKey {
-	var out []usage.ProcKey
+func deadProcs(r reading.Usage) []reading.ProcKey {
+	var out []reading.ProcKey
 	for i := range r.Processes {
 		if !r.Processes[i].Alive {
 			out = append(out, r.Processes[i].Key)

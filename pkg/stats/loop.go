@@ -26,7 +26,6 @@ import (
 	"github.com/wattrace/wattrace/pkg/model"
 	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
-	"github.com/wattrace/wattrace/pkg/usage"
 )
 
 // Config configures the loop.
@@ -71,7 +70,7 @@ type Config struct {
 // Snapshot may be called from any.
 type Loop struct {
 	cfg   Config
-	src   usage.Source
+	src   reading.UsageSource
 	meter reading.Meter
 	log   *zap.Logger
 	snap  atomic.Pointer[snapshot.Snapshot]
@@ -106,7 +105,7 @@ type Option func(*parts)
 
 // New builds a loop. It fails on a configuration it can't honour, naming
 // the key.
-func New(cfg Config, src usage.Source, meter reading.Meter, res CgroupPaths, log *zap.Logger, opts ...Option) (*Loop, error) {
+func New(cfg Config, src reading.UsageSource, meter reading.Meter, res CgroupPaths, log *zap.Logger, opts ...Option) (*Loop, error) {
 	if cfg.Interval <= 0 {
 		return nil, fmt.Errorf("stats.interval must be positive, got %v", cfg.Interval)
 	}

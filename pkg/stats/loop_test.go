@@ -9,22 +9,21 @@ import (
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
-	"github.com/wattrace/wattrace/pkg/usage"
 )
 
 // fakeSource replays readings; CPU counters are cumulative.
 type fakeSource struct {
-	r   usage.Reading
+	r   reading.Usage
 	err error
 }
 
-func (f *fakeSource) Read() (usage.Reading, error) {
+func (f *fakeSource) Read() (reading.Usage, error) {
 	if f.err != nil {
-		return usage.Reading{}, f.err
+		return reading.Usage{}, f.err
 	}
-	r := usage.Reading{
-		Processes: append([]usage.Process(nil), f.r.Processes...),
-		Cgroups:   append([]usage.Cgroup(nil), f.r.Cgroups...),
+	r := reading.Usage{
+		Processes: append([]reading.ProcessUsage(nil), f.r.Processes...),
+		Cgroups:   append([]reading.CgroupUsage(nil), f.r.Cgroups...),
 	}
 	return r, nil
 }
@@ -40,7 +39,7 @@ func (f *fakeSource) add(cg uint64, pid uint32, cpu int, ns uint64) {
 		}
 	}
 	if !found {
-		f.r.Cgroups = append(f.r.Cgroups, usage.Cgroup{ID: cg, CPUNs: ns})
+		f.r.Cgroups = append(f.r.Cgroups, reading.CgroupUsage{ID: cg, CPUNs: ns})
 	}
 	for i := range f.r.Processes {
 		if f.r.Processes[i].Key.PID == pid {
@@ -49,7 +48,7 @@ func (f *fakeSource) add(cg uint64, pid uint32, cpu int, ns uint64) {
 			return
 		}
 	}
-	f.r.Processes = append(f.r.Processes, usage.Process{Key: usage.ProcKey{PID: pid}, Cgroup: cg, CPUNs: ns, CPU: cpu, Alive: true})
+	f.r.Processes = append(f.r.Processes, reading.ProcessUsage{Key: reading.ProcKey{PID: pid}, Cgroup: cg, CPUNs: ns, CPU: cpu, Alive: true})
 }
 
 // fakeMeter serves cumulative zone energies set by the test.

@@ -3,7 +3,6 @@ package stats
 import (
 	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
-	"github.com/wattrace/wattrace/pkg/usage"
 )
 
 // Profiler counts perf events for the processes that opted in;
@@ -11,7 +10,7 @@ import (
 type Profiler interface {
 	// Scan follows the complete process list and returns the final counts
 	// of the processes that ended, once each.
-	Scan(procs []usage.Process) []reading.ProcessCounts
+	Scan(procs []reading.ProcessUsage) []reading.ProcessCounts
 	// Read returns the live processes' cumulative counts.
 	Read() []reading.ProcessCounts
 	Events() []reading.PerfEvent

@@ -5,14 +5,13 @@ import (
 
 	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
-	"github.com/wattrace/wattrace/pkg/usage"
 )
 
 // ProbeSource is the optional kernel probes (page cache, softirq, block
 // IO, network, perf counters); *bpfloader.Probes implements it.
 type ProbeSource interface {
 	Read() (reading.ProbeReading, error)
-	Forget(procs []usage.ProcKey, cgroups []uint64) error
+	Forget(procs []reading.ProcKey, cgroups []uint64) error
 	Active() []string
 	Counters() []string
 }
@@ -46,7 +45,7 @@ type probes struct {
 	softirqs   []reading.SoftirqVector
 	// cgPrev and procPrev are each cgroup id's and process's last reading.
 	cgPrev   map[uint64]reading.ProbeStats
-	procPrev map[usage.ProcKey]reading.ProbeStats
+	procPrev map[reading.ProcKey]reading.ProbeStats
 	// gone are the cgroup ids the ledger dropped whose entries are not
 	// forgotten yet (a failed read keeps them for the next).
 	gone []uint64
@@ -58,7 +57,7 @@ func makeProbes(d *deps) (stage, error) {
 	}
 	return &probes{src: d.opts.probes, led: d.consumers, use: d.use, log: d.log,
 		perProcess: splitsByCounter(d.cfg.UsageMetric),
-		cgPrev:     map[uint64]reading.ProbeStats{}, procPrev: map[usage.ProcKey]reading.ProbeStats{}}, nil
+		cgPrev:     map[uint64]reading.ProbeStats{}, procPrev: map[reading.ProcKey]reading.ProbeStats{}}, nil
 }
 
 func (p *probes) absorb(iv *interval) {

@@ -5,18 +5,17 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/reading"
-	"github.com/wattrace/wattrace/pkg/usage"
 	"github.com/wattrace/wattrace/pkg/workload"
 	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
 
 type fakeProbes struct {
 	r         reading.ProbeReading
-	forgotten []usage.ProcKey
+	forgotten []reading.ProcKey
 }
 
 func (f *fakeProbes) Read() (reading.ProbeReading, error) { return f.r, nil }
-func (f *fakeProbes) Forget(p []usage.ProcKey, _ []uint64) error {
+func (f *fakeProbes) Forget(p []reading.ProcKey, _ []uint64) error {
 	f.forgotten = append(f.forgotten, p...)
 	return nil
 }

@@ -3,8 +3,8 @@ package stats
 import (
 	"time"
 
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
-	"github.com/wattrace/wattrace/pkg/usage"
 )
 
 // stage is one part of the loop's work, in a file of its own, owning its
@@ -50,7 +50,7 @@ type interval struct {
 	baseline bool
 	// reading is the accounting source's reading, readErr its failure;
 	// readAt is when it was taken (wall clock).
-	reading usage.Reading
+	reading reading.Usage
 	readErr error
 	readAt  time.Time
 	// keepFactor: this step prices its energy at the factor fixed by the

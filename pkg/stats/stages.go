@@ -6,7 +6,6 @@ import (
 	"github.com/wattrace/wattrace/pkg/model"
 	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
-	"github.com/wattrace/wattrace/pkg/usage"
 	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
 
@@ -52,7 +51,7 @@ type parts struct {
 type deps struct {
 	cfg    Config
 	policy model.IdlePolicy
-	src    usage.Source
+	src    reading.UsageSource
 	meter  reading.Meter
 	res    CgroupPaths
 	log    *zap.Logger

@@ -8,7 +8,6 @@ import (
 
 	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
-	"github.com/wattrace/wattrace/pkg/usage"
 )
 
 func bpfHealth(s *snapshot.Snapshot) reading.SourceHealth {
@@ -31,8 +30,8 @@ func TestBPFCountersValidated(t *testing.T) {
 		t.Fatal(err)
 	}
 	set := func(ns uint64) {
-		src.r.Cgroups = []usage.Cgroup{{ID: 1, CPUNs: ns}}
-		src.r.Processes = []usage.Process{{Key: usage.ProcKey{PID: 9}, Cgroup: 1, CPUNs: ns, Alive: true}}
+		src.r.Cgroups = []reading.CgroupUsage{{ID: 1, CPUNs: ns}}
+		src.r.Processes = []reading.ProcessUsage{{Key: reading.ProcKey{PID: 9}, Cgroup: 1, CPUNs: ns, Alive: true}}
 	}
 	t0 := time.Unix(1000, 0)
 	steps := []struct {
@@ -109,7 +108,7 @@ func TestBPFCountersProperty(t *testing.T) {
 			case r == 2:
 				v, good = truth+uint64(cpus*1e9*(100+rng.Float64()*1e6)), false
 			}
-			src.r.Cgroups = []usage.Cgroup{{ID: 1, CPUNs: v}}
+			src.r.Cgroups = []reading.CgroupUsage{{ID: 1, CPUNs: v}}
 			l.Step(t0.Add(time.Duration(i) * time.Second))
 			out := cgroupByPath(l.Snapshot(), "/a").CPUSeconds
 			if math.IsNaN(out) || math.IsInf(out, 0) || out < prevOut {
