@@ -13,6 +13,7 @@ import (
 	"github.com/wattrace/wattrace/internal/testenv"
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/power/curves"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // specpowerData finds the SPECpower results the estimator was fitted on:
@@ -102,7 +103,7 @@ func TestEstimatorAccuracy(t *testing.T) {
 			return curves.Estimate{}, err
 		}
 		tiers[r.ID] = c.Info.Tier
-		e, err := power.NewEstimator(power.EstimatedZone{Zone: power.ZonePlatform, Curve: c})
+		e, err := power.NewEstimator(power.EstimatedZone{Zone: reading.ZonePlatform, Curve: c})
 		if err != nil {
 			return curves.Estimate{}, err
 		}

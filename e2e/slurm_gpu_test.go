@@ -19,6 +19,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/gpu/alloc"
 	"github.com/wattrace/wattrace/pkg/gpu/node"
 	"github.com/wattrace/wattrace/pkg/gpu/nvml"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // A real Slurm job (slurm.sh's single-node cluster, whose node has two
@@ -71,7 +72,7 @@ func TestSlurmJobGPUs(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := node.New(node.Config{Slurm: true}, []gpu.Source{src}, []alloc.Source{&alloc.Slurm{ProcRoot: "/proc", Order: om}}, nil)
-	var iv *node.Interval
+	var iv *reading.GPUInterval
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
 		iv = g.Interval(context.Background(), time.Now())
 		if len(iv.Devices) == 2 && iv.Devices[1].HasHolder {
@@ -84,7 +85,7 @@ func TestSlurmJobGPUs(t *testing.T) {
 		t.Fatalf("job %s has SLURM_JOB_GPUS=%q, want 0 (the first of the node's two GRES GPUs)", jobID, env["SLURM_JOB_GPUS"])
 	}
 	d0, d1 := iv.Devices[0], iv.Devices[1]
-	if !d1.HasHolder || d1.Holder.Kind != alloc.SlurmJob || d1.Holder.JobID != jobID || d1.Whole || d0.HasHolder {
+	if !d1.HasHolder || d1.Holder.Kind != reading.HolderSlurmJob || d1.Holder.JobID != jobID || d1.Whole || d0.HasHolder {
 		t.Fatalf("device 0 %+v, device 1 %+v; want device 1 held by job %s", d0, d1, jobID)
 	}
 }

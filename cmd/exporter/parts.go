@@ -18,6 +18,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/collector"
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/profiling"
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/sourcehealth"
 	"github.com/wattrace/wattrace/pkg/stats"
 	"github.com/wattrace/wattrace/pkg/workload"
@@ -62,7 +63,7 @@ type state struct {
 	cpus    int         // online CPUs, read once
 	sockets map[int]int // CPU → socket; nil: one socket
 	acc     accounting
-	meter   power.Meter
+	meter   reading.Meter
 	ids     *workload.Resolver // names workloads; nil when nothing needs it
 	// stats are the loop's optional stages' options, added by their parts.
 	stats []stats.Option

@@ -16,20 +16,12 @@ func countersFrom(s *probesStats) reading.ProbeStats {
 	return c
 }
 
-// ProbeProcess, ProbeCgroup and ProbeReading are the snapshot's: the
-// stats loop reads them without importing this package.
-type (
-	ProbeProcess = reading.ProbeProcess
-	ProbeCgroup  = reading.ProbeCgroup
-	ProbeReading = reading.ProbeReading
-)
-
 // SoftirqNames are the vectors in the kernel's order (softirq_to_name).
 var SoftirqNames = [...]string{"HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU"}
 
 // Read returns every process's and cgroup's cumulative counters and the
 // node's softirqs by vector.
-func (p *Probes) Read() (ProbeReading, error) {
+func (p *Probes) Read() (reading.ProbeReading, error) {
 	return p.read(true)
 }
 
@@ -37,25 +29,25 @@ func (p *Probes) Read() (ProbeReading, error) {
 // thousands of processes, walking their map each interval costs
 // milliseconds of CPU and megabytes of garbage that a caller exporting
 // cgroups only doesn't need.
-func (p *Probes) ReadCgroups() (ProbeReading, error) {
+func (p *Probes) ReadCgroups() (reading.ProbeReading, error) {
 	return p.read(false)
 }
 
-func (p *Probes) read(procs bool) (ProbeReading, error) {
-	var r ProbeReading
+func (p *Probes) read(procs bool) (reading.ProbeReading, error) {
+	var r reading.ProbeReading
 	if err := p.fold(); err != nil {
 		return r, err
 	}
 	if procs {
 		err := p.procReader.each(p.maps["proc_stats"], func(pk *probesProcKey, s *probesStats) {
-			r.Processes = append(r.Processes, ProbeProcess{Key: reading.ProcKey{PID: pk.Tgid, StartTime: pk.Start}, ProbeStats: countersFrom(s)})
+			r.Processes = append(r.Processes, reading.ProbeProcess{Key: reading.ProcKey{PID: pk.Tgid, StartTime: pk.Start}, ProbeStats: countersFrom(s)})
 		})
 		if err != nil {
 			return r, fmt.Errorf("read proc_stats: %w", err)
 		}
 	}
 	err := p.cgReader.each(p.maps["cgroup_stats"], func(id *uint64, s *probesStats) {
-		r.Cgroups = append(r.Cgroups, ProbeCgroup{ID: *id, ProbeStats: countersFrom(s)})
+		r.Cgroups = append(r.Cgroups, reading.ProbeCgroup{ID: *id, ProbeStats: countersFrom(s)})
 	})
 	if err != nil {
 		return r, fmt.Errorf("read cgroup_stats: %w", err)

@@ -197,7 +197,7 @@ func readLine(t *testing.T, r *bufio.Reader) int {
 	return n
 }
 
-func readProbes(t *testing.T, p *Probes) ProbeReading {
+func readProbes(t *testing.T, p *Probes) reading.ProbeReading {
 	t.Helper()
 	r, err := p.Read()
 	if err != nil {
@@ -206,7 +206,7 @@ func readProbes(t *testing.T, p *Probes) ProbeReading {
 	return r
 }
 
-func procProbe(t *testing.T, r ProbeReading, pid int) reading.ProbeStats {
+func procProbe(t *testing.T, r reading.ProbeReading, pid int) reading.ProbeStats {
 	t.Helper()
 	for _, pr := range r.Processes {
 		if int(pr.Key.PID) == pid {
@@ -217,7 +217,7 @@ func procProbe(t *testing.T, r ProbeReading, pid int) reading.ProbeStats {
 	return reading.ProbeStats{}
 }
 
-func cgroupProbe(r ProbeReading, id uint64) reading.ProbeStats {
+func cgroupProbe(r reading.ProbeReading, id uint64) reading.ProbeStats {
 	for _, c := range r.Cgroups {
 		if c.ID == id {
 			return c.ProbeStats
@@ -348,7 +348,7 @@ func loopbackTCP(t testing.TB, n int) {
 // same window.
 func TestProbeSoftirq(t *testing.T) {
 	p, _ := loadProbesForTest(t, ProbeOptions{Disable: []string{reading.ProbeCounters}})
-	vecs := func(r ProbeReading) map[string]reading.SoftirqVector {
+	vecs := func(r reading.ProbeReading) map[string]reading.SoftirqVector {
 		m := map[string]reading.SoftirqVector{}
 		for _, v := range r.Softirqs {
 			m[v.Name] = v

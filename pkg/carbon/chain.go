@@ -8,15 +8,8 @@ import (
 	"github.com/wattrace/wattrace/pkg/reading"
 )
 
-// JoulesPerKWh converts energy: 1 kWh = 3.6 MJ.
-const JoulesPerKWh = reading.JoulesPerKWh
-
 // Grams is the mass of CO2e for joules of electricity at gPerKWh.
-func Grams(joules, gPerKWh float64) float64 { return joules / JoulesPerKWh * gPerKWh }
-
-// Factor is the factor in force for one interval, the snapshot's
-// CarbonFactor: the stats loop reads it without importing this package.
-type Factor = reading.CarbonFactor
+func Grams(joules, gPerKWh float64) float64 { return joules / reading.JoulesPerKWh * gPerKWh }
 
 // Chain picks the factor in force: the driving provider's while it is no
 // older than the staleness, else the first fallback, in the configured
@@ -38,7 +31,7 @@ func (c *Chain) Providers() []*Provider { return append([]*Provider(nil), c.prov
 
 // Factor returns the factor in force now; ok is false only when no
 // provider has ever had a good value (then nothing can be credited).
-func (c *Chain) Factor() (f Factor, ok bool) {
+func (c *Chain) Factor() (f reading.CarbonFactor, ok bool) {
 	var best Value
 	found := false
 	for i, p := range c.providers {
@@ -54,13 +47,13 @@ func (c *Chain) Factor() (f Factor, ok bool) {
 		}
 	}
 	if !found {
-		return Factor{}, false
+		return reading.CarbonFactor{}, false
 	}
 	return factorOf(best, best.Provider != c.providers[0].Name()), true
 }
 
-func factorOf(v Value, fallback bool) Factor {
-	return Factor{Provider: v.Provider, Zone: v.Zone, GramsPerKWh: v.GramsPerKWh, Age: v.Age, Fallback: fallback}
+func factorOf(v Value, fallback bool) reading.CarbonFactor {
+	return reading.CarbonFactor{Provider: v.Provider, Zone: v.Zone, GramsPerKWh: v.GramsPerKWh, Age: v.Age, Fallback: fallback}
 }
 
 // Intensities is every provider's cached factor, for the snapshot; a

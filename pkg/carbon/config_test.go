@@ -2,6 +2,7 @@ package carbon
 
 import (
 	"context"
+	"github.com/wattrace/wattrace/pkg/reading"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -143,7 +144,7 @@ func TestProviderDownAtStart(t *testing.T) {
 	done := make(chan struct{})
 	go func() { ch.Run(ctx); close(done) }()
 	deadline := time.Now().Add(5 * time.Second)
-	var f Factor
+	var f reading.CarbonFactor
 	for ok := false; !ok || ch.Health()[0].Reads == 0; f, ok = ch.Factor() {
 		if time.Now().After(deadline) {
 			t.Fatal("no factor")

@@ -1,6 +1,7 @@
 package carbon
 
 import (
+	"github.com/wattrace/wattrace/pkg/reading"
 	"math"
 	"math/rand/v2"
 	"sort"
@@ -102,13 +103,13 @@ func TestPromQLProductDiffers(t *testing.T) {
 	d := newDayProfile(2024)
 	nodeExact := 0.0
 	for s := 0; s < day; s++ {
-		nodeExact += Factor{Provider: "rte", GramsPerKWh: d.factor[s]}.Grams(d.node[s])
+		nodeExact += reading.CarbonFactor{Provider: "rte", GramsPerKWh: d.factor[s]}.Grams(d.node[s])
 	}
 	var byJob, hourly, instant []float64
 	for _, j := range d.jobs {
 		e, exact := 0.0, 0.0
 		for s, w := range j.watts {
-			exact += Factor{Provider: "rte", GramsPerKWh: d.factor[j.start+s]}.Grams(w)
+			exact += reading.CarbonFactor{Provider: "rte", GramsPerKWh: d.factor[j.start+s]}.Grams(w)
 			e += w
 		}
 		// Best case: the range is exactly the job's life.

@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/wattrace/wattrace/pkg/cgroup"
-	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/stats"
 	"github.com/wattrace/wattrace/pkg/workload"
@@ -77,8 +76,8 @@ type stepMeter struct{ j float64 }
 
 func (m *stepMeter) Name() string    { return "rapl" }
 func (m *stepMeter) Estimated() bool { return false }
-func (m *stepMeter) Read() ([]power.ZoneSample, error) {
-	return []power.ZoneSample{{Zone: "package", Socket: 0, Joules: m.j}}, nil
+func (m *stepMeter) Read() ([]reading.ZoneSample, error) {
+	return []reading.ZoneSample{{Zone: "package", Socket: 0, Joules: m.j}}, nil
 }
 
 // The whole pipeline over a fixture tree with every layout: cgroup ids

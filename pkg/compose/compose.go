@@ -16,11 +16,11 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/wattrace/wattrace/pkg/gpu"
 	"github.com/wattrace/wattrace/pkg/gpu/node"
 	"github.com/wattrace/wattrace/pkg/gpu/sysfs"
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/power/discover"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // Config is what the composition opens: the meters' settings and the GPU
@@ -51,7 +51,7 @@ type Node struct {
 	// pm_counters' accelN.
 	GPUAccels []int
 	// Meter is the node's meter, without the GPU zones GPUs reads.
-	Meter power.Meter
+	Meter reading.Meter
 	zones map[string]int
 }
 
@@ -102,7 +102,7 @@ func Open(ctx context.Context, cfg Config, log *zap.Logger) (*Node, error) {
 			// not only their state at start: a source that comes up
 			// later (NVML recovering) takes its accelerators from
 			// pm_counters then.
-			n.GPUs.OnDevices(func(devs []gpu.Device) {
+			n.GPUs.OnDevices(func(devs []reading.GPUDevice) {
 				read := make(map[int]bool, len(devs))
 				for _, d := range devs {
 					read[d.Index] = true
@@ -115,11 +115,11 @@ func Open(ctx context.Context, cfg Config, log *zap.Logger) (*Node, error) {
 }
 
 // pmCounters finds the pm_counters meter among the meters m combines.
-func pmCounters(m power.Meter) *power.PMCounters {
+func pmCounters(m reading.Meter) *power.PMCounters {
 	switch t := m.(type) {
 	case *power.PMCounters:
 		return t
-	case interface{ Meters() []power.Meter }:
+	case interface{ Meters() []reading.Meter }:
 		for _, x := range t.Meters() {
 			if pm := pmCounters(x); pm != nil {
 				return pm
@@ -133,7 +133,7 @@ func pmCounters(m power.Meter) *power.PMCounters {
 // in GPUDevices, as the exporter's GPU stage numbers its zones. A device
 // not seen at Open (a source that came up later) gets the next free
 // number, kept from then on.
-func (n *Node) GPUZone(d gpu.Device) int {
+func (n *Node) GPUZone(d reading.GPUDevice) int {
 	k := d.Key()
 	if z, ok := n.zones[k]; ok {
 		return z

@@ -20,13 +20,13 @@ import (
 
 // fakeNVML lists NVIDIA devices by their NVML index, as a source whose
 // other handles failed would.
-type fakeNVML struct{ devs []gpu.Device }
+type fakeNVML struct{ devs []reading.GPUDevice }
 
 func (f fakeNVML) Name() string                   { return "nvml" }
-func (f fakeNVML) Devices() []gpu.Device          { return f.devs }
+func (f fakeNVML) Devices() []reading.GPUDevice   { return f.devs }
 func (f fakeNVML) Close() error                   { return nil }
 func (f fakeNVML) Health() []reading.SourceHealth { return nil }
-func (f fakeNVML) Read(context.Context, time.Time) ([]gpu.Reading, error) {
+func (f fakeNVML) Read(context.Context, time.Time) ([]reading.GPUReading, error) {
 	return nil, nil
 }
 
@@ -58,12 +58,12 @@ func copyTree(t *testing.T, src, dst string) {
 func TestSkippedHandleKeepsTheAccelMapping(t *testing.T) {
 	root := t.TempDir()
 	copyTree(t, "../power/testdata/pm-counters", root)
-	dev := gpu.Device{Index: 1, UUID: "GPU-b", PCIBusID: "0000:3b:00.0", Vendor: gpu.NVIDIA, Source: "nvml"}
+	dev := reading.GPUDevice{Index: 1, UUID: "GPU-b", PCIBusID: "0000:3b:00.0", Vendor: reading.VendorNVIDIA, Source: "nvml"}
 	n, err := Open(context.Background(), Config{
 		Power: discover.Config{Source: "auto", SysfsRoot: root, IPMI: "off", HostShare: "",
 			LookPath: func(string) (string, error) { return "", os.ErrNotExist }},
 		OpenGPUs: func(node.Config, *zap.Logger) (*node.GPUs, error) {
-			return node.New(node.Config{}, []gpu.Source{fakeNVML{[]gpu.Device{dev}}}, nil, nil), nil
+			return node.New(node.Config{}, []gpu.Source{fakeNVML{[]reading.GPUDevice{dev}}}, nil, nil), nil
 		},
 	}, nil)
 	if err != nil {
@@ -99,7 +99,7 @@ func TestSkippedHandleKeepsTheAccelMapping(t *testing.T) {
 // up: the state a driver still loading leaves the node in.
 type recovering struct {
 	up   bool
-	devs []gpu.Device
+	devs []reading.GPUDevice
 }
 
 func (r *recovering) Name() string                   { return "nvml" }
@@ -111,16 +111,16 @@ func (r *recovering) Down() error {
 	}
 	return errors.New("nvml init: driver not loaded")
 }
-func (r *recovering) Devices() []gpu.Device {
+func (r *recovering) Devices() []reading.GPUDevice {
 	if !r.up {
 		return nil
 	}
 	return r.devs
 }
-func (r *recovering) Read(_ context.Context, now time.Time) ([]gpu.Reading, error) {
-	var out []gpu.Reading
+func (r *recovering) Read(_ context.Context, now time.Time) ([]reading.GPUReading, error) {
+	var out []reading.GPUReading
 	for _, d := range r.Devices() {
-		out = append(out, gpu.Reading{Device: d, OK: true, Interval: time.Second})
+		out = append(out, reading.GPUReading{Device: d, OK: true, Interval: time.Second})
 	}
 	return out, nil
 }
@@ -133,9 +133,9 @@ func (r *recovering) Read(_ context.Context, now time.Time) ([]gpu.Reading, erro
 func TestExclusionsFollowAGPUSourceThatRecovers(t *testing.T) {
 	root := t.TempDir()
 	copyTree(t, "../power/testdata/pm-counters", root)
-	nv := &recovering{devs: []gpu.Device{
-		{Index: 0, UUID: "GPU-a", PCIBusID: "0000:3b:00.0", Vendor: gpu.NVIDIA, Source: "nvml"},
-		{Index: 1, UUID: "GPU-b", PCIBusID: "0000:86:00.0", Vendor: gpu.NVIDIA, Source: "nvml"},
+	nv := &recovering{devs: []reading.GPUDevice{
+		{Index: 0, UUID: "GPU-a", PCIBusID: "0000:3b:00.0", Vendor: reading.VendorNVIDIA, Source: "nvml"},
+		{Index: 1, UUID: "GPU-b", PCIBusID: "0000:86:00.0", Vendor: reading.VendorNVIDIA, Source: "nvml"},
 	}}
 	n, err := Open(context.Background(), Config{
 		Power: discover.Config{Source: "auto", SysfsRoot: root, IPMI: "off",

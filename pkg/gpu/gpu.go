@@ -18,42 +18,16 @@ import (
 	"github.com/wattrace/wattrace/pkg/reading"
 )
 
-// The readings' vocabulary is the snapshot's, so the stats loop reads GPUs
-// without importing this package; the names stay here for the readers.
-type (
-	Vendor   = reading.GPUVendor
-	Method   = reading.GPUMethod
-	Basis    = reading.GPUBasis
-	Device   = reading.GPUDevice
-	Instance = reading.GPUInstance
-	Reading  = reading.GPUReading
-)
-
-const (
-	NVIDIA = reading.VendorNVIDIA
-	AMD    = reading.VendorAMD
-	Intel  = reading.VendorIntel
-
-	Counter         = reading.MethodCounter
-	PowerIntegrated = reading.MethodPowerIntegrated
-
-	SMUtil        = reading.BasisSMUtil
-	Memory        = reading.BasisMemory
-	EngineTime    = reading.BasisEngineTime
-	EngineTimeKFD = reading.BasisEngineTimeKFD
-	None          = reading.BasisNone
-)
-
 // Source reads a set of GPUs. It is owned by the stats loop's goroutine.
 type Source interface {
 	// Name is "nvml" or "sysfs".
 	Name() string
 	// Devices lists the devices found at Open.
-	Devices() []Device
+	Devices() []reading.GPUDevice
 	// Read returns one Reading per device for the interval ending now.
 	// A device that failed has OK false; the error is for the source as a
 	// whole (the library or the sysfs root went away).
-	Read(ctx context.Context, now time.Time) ([]Reading, error)
+	Read(ctx context.Context, now time.Time) ([]reading.GPUReading, error)
 	// Health reports one SourceHealth per device ("nvml/GPU-…").
 	Health() []reading.SourceHealth
 	Close() error

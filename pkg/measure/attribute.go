@@ -99,7 +99,7 @@ func zoneKey(zone string, socket int) string {
 
 // attribution is what turns raw readings into a Run.
 type attribution struct {
-	meter       power.Meter
+	meter       reading.Meter
 	policy      model.IdlePolicy
 	baseline    Baseline
 	gramsPerKWh float64
@@ -130,7 +130,7 @@ func share(a, b float64) float64 {
 
 // combined is a meter made of several (power.Combined): each zone is
 // measured or estimated as its own meter is.
-type combined interface{ Meters() []power.Meter }
+type combined interface{ Meters() []reading.Meter }
 
 var _ combined = (*power.Combined)(nil)
 
@@ -232,7 +232,7 @@ func (a *attribution) run(i int, r raw) (Run, error) {
 	total := map[key]float64{command: cmd, rest: node - cmd}
 	var platform bool
 	for _, z := range r.end.zones {
-		if z.Zone == power.ZonePlatform {
+		if z.Zone == reading.ZonePlatform {
 			platform = true
 		}
 	}
@@ -321,13 +321,13 @@ func (a *attribution) run(i int, r raw) (Run, error) {
 // uncore and psys overlap them).
 func counts(zone string, platform bool) bool {
 	if platform {
-		return zone == power.ZonePlatform
+		return zone == reading.ZonePlatform
 	}
-	return zone == power.ZonePackage || zone == power.ZoneDRAM || zone == power.ZoneGPU
+	return zone == reading.ZonePackage || zone == reading.ZoneDRAM || zone == reading.ZoneGPU
 }
 
 func zoneOrder(z string) int {
-	for i, n := range []string{power.ZonePlatform, power.ZonePsys, power.ZonePackage, power.ZoneCore, power.ZoneUncore, power.ZoneDRAM, power.ZoneGPU} {
+	for i, n := range []string{reading.ZonePlatform, reading.ZonePsys, reading.ZonePackage, reading.ZoneCore, reading.ZoneUncore, reading.ZoneDRAM, reading.ZoneGPU} {
 		if n == z {
 			return i
 		}
@@ -388,8 +388,8 @@ func (e *Env) baseline(d time.Duration, sleep func(time.Duration) bool) (Baselin
 }
 
 // modelBaseline is the meter's own idle power, where it has one.
-func modelBaseline(m power.Meter) Baseline {
-	im, ok := m.(power.IdleModeler)
+func modelBaseline(m reading.Meter) Baseline {
+	im, ok := m.(reading.IdleModeler)
 	if !ok {
 		return Baseline{Source: "none"}
 	}

@@ -4,19 +4,19 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // fakeMeter names the sources of a golden report: rapl measures, the
 // estimator models.
 type fakeMeter struct{}
 
-func (fakeMeter) Name() string                      { return "rapl+estimator" }
-func (fakeMeter) Estimated() bool                   { return false }
-func (fakeMeter) Read() ([]power.ZoneSample, error) { return nil, nil }
+func (fakeMeter) Name() string                        { return "rapl+estimator" }
+func (fakeMeter) Estimated() bool                     { return false }
+func (fakeMeter) Read() ([]reading.ZoneSample, error) { return nil, nil }
 
-func (fakeMeter) Meters() []power.Meter {
-	return []power.Meter{named{"rapl", false}, named{"estimator", true}}
+func (fakeMeter) Meters() []reading.Meter {
+	return []reading.Meter{named{"rapl", false}, named{"estimator", true}}
 }
 
 type named struct {
@@ -24,11 +24,11 @@ type named struct {
 	estimated bool
 }
 
-func (n named) Name() string                    { return n.name }
-func (n named) Estimated() bool                 { return n.estimated }
-func (named) Read() ([]power.ZoneSample, error) { return nil, nil }
+func (n named) Name() string                      { return n.name }
+func (n named) Estimated() bool                   { return n.estimated }
+func (named) Read() ([]reading.ZoneSample, error) { return nil, nil }
 
-var _ power.Meter = fakeMeter{}
+var _ reading.Meter = fakeMeter{}
 
 // rawRun is a run's readings: wall seconds, the command's and the node's
 // CPU seconds, and each zone's energy ("source/zone-socket" → J).
@@ -42,8 +42,8 @@ func rawRun(wall, cmd, node float64, zones map[string]float64) raw {
 		if n, s, ok := strings.Cut(z, "-"); ok {
 			name, sock = n, int(s[0]-'0')
 		}
-		r.start.zones = append(r.start.zones, power.ZoneSample{Zone: name, Socket: sock, Joules: 1000, Source: src})
-		r.end.zones = append(r.end.zones, power.ZoneSample{Zone: name, Socket: sock, Joules: 1000 + j, Source: src})
+		r.start.zones = append(r.start.zones, reading.ZoneSample{Zone: name, Socket: sock, Joules: 1000, Source: src})
+		r.end.zones = append(r.end.zones, reading.ZoneSample{Zone: name, Socket: sock, Joules: 1000 + j, Source: src})
 	}
 	return r
 }

@@ -13,10 +13,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/compose"
-	"github.com/wattrace/wattrace/pkg/gpu"
 	"github.com/wattrace/wattrace/pkg/gpu/node"
 	"github.com/wattrace/wattrace/pkg/model"
-	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/power/discover"
 	"github.com/wattrace/wattrace/pkg/reading"
 )
@@ -24,7 +22,7 @@ import (
 // GPUReader reads the node's GPUs one interval at a time (pkg/gpu/node):
 // each device's energy since the previous call and its processes' weights.
 type GPUReader interface {
-	Interval(ctx context.Context, now time.Time) *node.Interval
+	Interval(ctx context.Context, now time.Time) *reading.GPUInterval
 }
 
 var _ GPUReader = (*node.GPUs)(nil)
@@ -32,7 +30,7 @@ var _ GPUReader = (*node.GPUs)(nil)
 // gpuSlice is one device over one GPU interval: its energy, and the
 // weights of the command's processes and of everyone's.
 type gpuSlice struct {
-	dev gpu.Device
+	dev reading.GPUDevice
 	// zone is the device's zone socket: the exporter's numbering (its
 	// place among the composition's GPU devices), never its vendor's
 	// index, which NVML device 0 and DRM card0 share.
@@ -102,7 +100,7 @@ func parentOf(pid int) int {
 
 // gpuZone numbers a device as the composition does; without it (tests
 // that build Env themselves), by its index.
-func (e *Env) gpuZone(d gpu.Device) int {
+func (e *Env) gpuZone(d reading.GPUDevice) int {
 	if e.GPUZone != nil {
 		return e.GPUZone(d)
 	}
@@ -144,7 +142,7 @@ func (e *Env) gpuRead(ctx context.Context, now time.Time, member func(int) bool)
 	return out
 }
 
-func gpuKey(s gpuSlice) string { return zoneKey(power.ZoneGPU, s.zone) }
+func gpuKey(s gpuSlice) string { return zoneKey(reading.ZoneGPU, s.zone) }
 
 // gpuZones splits each device's energy, interval by interval, between the
 // command and the rest by their processes' GPU weights (an interval
@@ -166,13 +164,13 @@ func (a *attribution) gpuZones(slices []gpuSlice) ([]Zone, error) {
 		}
 		z := byDev[k]
 		if z == nil {
-			z = &Zone{Zone: power.ZoneGPU, Socket: s.zone, Source: s.dev.Source, Method: MethodMeasured}
+			z = &Zone{Zone: reading.ZoneGPU, Socket: s.zone, Source: s.dev.Source, Method: MethodMeasured}
 			byDev[k] = z
 			order = append(order, k)
 		}
 		dyn, idle := map[key]float64{}, map[key]float64{}
 		res := model.Split(model.Interval[key]{
-			EnergyJ: s.energyJ, IdleJ: a.idleWatts(power.ZoneGPU, s.zone) * s.dt.Seconds(),
+			EnergyJ: s.energyJ, IdleJ: a.idleWatts(reading.ZoneGPU, s.zone) * s.dt.Seconds(),
 			Usage: map[key]float64{command: s.cmdW, rest: s.allW - s.cmdW}, Policy: a.policy,
 		}, dyn, idle)
 		z.NodeJ += s.energyJ

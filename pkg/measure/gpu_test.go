@@ -107,13 +107,13 @@ func (f *fakeGPU) users() map[int]float64 {
 	return out
 }
 
-var dev = gpu.Device{Index: 0, UUID: "GPU-fake", Model: "fake", Vendor: gpu.NVIDIA, Source: "nvml"}
+var dev = reading.GPUDevice{Index: 0, UUID: "GPU-fake", Model: "fake", Vendor: reading.VendorNVIDIA, Source: "nvml"}
 
 func (f *fakeGPU) Name() string                   { return "nvml" }
-func (f *fakeGPU) Devices() []gpu.Device          { return []gpu.Device{dev} }
+func (f *fakeGPU) Devices() []reading.GPUDevice   { return []reading.GPUDevice{dev} }
 func (f *fakeGPU) Close() error                   { return nil }
 func (f *fakeGPU) Health() []reading.SourceHealth { return nil }
-func (f *fakeGPU) Read(_ context.Context, now time.Time) ([]gpu.Reading, error) {
+func (f *fakeGPU) Read(_ context.Context, now time.Time) ([]reading.GPUReading, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	dt := now.Sub(f.last)
@@ -126,8 +126,8 @@ func (f *fakeGPU) Read(_ context.Context, now time.Time) ([]gpu.Reading, error) 
 	}
 	f.reads = append(f.reads, r)
 	f.marked, f.all = 0, 0
-	return []gpu.Reading{{Device: dev, OK: true, EnergyJ: f.watts * dt.Seconds(), Method: gpu.Counter,
-		Interval: dt, PowerW: f.watts, Usage: usage, Basis: gpu.SMUtil}}, nil
+	return []reading.GPUReading{{Device: dev, OK: true, EnergyJ: f.watts * dt.Seconds(), Method: reading.MethodCounter,
+		Interval: dt, PowerW: f.watts, Usage: usage, Basis: reading.BasisSMUtil}}, nil
 }
 
 var _ gpu.Source = (*fakeGPU)(nil)
@@ -183,23 +183,23 @@ func TestGPUShare(t *testing.T) {
 
 // constGPU draws watts on one device, with no process weights.
 type constGPU struct {
-	dev   gpu.Device
+	dev   reading.GPUDevice
 	watts float64
 	last  time.Time
 }
 
 func (c *constGPU) Name() string                   { return c.dev.Source }
-func (c *constGPU) Devices() []gpu.Device          { return []gpu.Device{c.dev} }
+func (c *constGPU) Devices() []reading.GPUDevice   { return []reading.GPUDevice{c.dev} }
 func (c *constGPU) Close() error                   { return nil }
 func (c *constGPU) Health() []reading.SourceHealth { return nil }
-func (c *constGPU) Read(_ context.Context, now time.Time) ([]gpu.Reading, error) {
+func (c *constGPU) Read(_ context.Context, now time.Time) ([]reading.GPUReading, error) {
 	dt := now.Sub(c.last)
 	if c.last.IsZero() {
 		dt = 0
 	}
 	c.last = now
-	return []gpu.Reading{{Device: c.dev, OK: true, EnergyJ: c.watts * dt.Seconds(), Method: gpu.Counter,
-		Interval: dt, PowerW: c.watts, Basis: gpu.None}}, nil
+	return []reading.GPUReading{{Device: c.dev, OK: true, EnergyJ: c.watts * dt.Seconds(), Method: reading.MethodCounter,
+		Interval: dt, PowerW: c.watts, Basis: reading.BasisNone}}, nil
 }
 
 // NVML's device 0 and DRM's card0 are two devices with the same vendor
@@ -208,8 +208,8 @@ func (c *constGPU) Read(_ context.Context, now time.Time) ([]gpu.Reading, error)
 func TestGPUZonesKeyedByDeviceNotVendorIndex(t *testing.T) {
 	testenv.RequireRoot(t)
 	sys := fixturePower(t, wattsPerCPU)
-	nv := &constGPU{dev: gpu.Device{Index: 0, UUID: "GPU-nv", PCIBusID: "0000:3b:00.0", Vendor: gpu.NVIDIA, Source: "nvml"}, watts: 100}
-	amd := &constGPU{dev: gpu.Device{Index: 0, PCIBusID: "0000:03:00.0", Vendor: gpu.AMD, Source: "sysfs"}, watts: 40}
+	nv := &constGPU{dev: reading.GPUDevice{Index: 0, UUID: "GPU-nv", PCIBusID: "0000:3b:00.0", Vendor: reading.VendorNVIDIA, Source: "nvml"}, watts: 100}
+	amd := &constGPU{dev: reading.GPUDevice{Index: 0, PCIBusID: "0000:03:00.0", Vendor: reading.VendorAMD, Source: "sysfs"}, watts: 40}
 	gpus := func(node.Config, *zap.Logger) (*node.GPUs, error) {
 		return node.New(node.Config{}, []gpu.Source{nv, amd}, nil, nil), nil
 	}

@@ -13,8 +13,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/wattrace/wattrace/pkg/gpu"
-	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/reading"
 )
 
@@ -38,7 +36,7 @@ type Env struct {
 	// Place makes the command's cgroup for one run; nil runs it without.
 	Place func() (*Placement, error)
 	// Meter is the node's energy meter.
-	Meter   power.Meter
+	Meter   reading.Meter
 	NodeCPU NodeCPU
 	// CPUBusy reads each CPU's cumulative busy seconds (/proc/stat), by
 	// which the node's time is placed on sockets.
@@ -60,7 +58,7 @@ type Env struct {
 	// GPUs are the node's GPUs; nil when there are none. GPUZone numbers
 	// their zones as the exporter does (pkg/compose).
 	GPUs    GPUReader
-	GPUZone func(gpu.Device) int
+	GPUZone func(reading.GPUDevice) int
 	// Sockets maps CPUs to sockets and NSockets counts them; with more
 	// than one, each socket's zones are split by the usage on that socket.
 	Sockets  map[int]int
@@ -134,7 +132,7 @@ type sample struct {
 	// multi-socket nodes only.
 	sockBusy bySocket
 	nodeNs   float64 // node busy CPU, ns
-	zones    []power.ZoneSample
+	zones    []reading.ZoneSample
 }
 
 func (e *Env) read(withMeter bool) (sample, error) {
@@ -192,7 +190,7 @@ func (e *Env) readMeter(s *sample) error {
 // advance tells a modelling meter the node's utilisation (busy CPU
 // nanoseconds since from) before it is read.
 func (e *Env) advance(from time.Time, busyNs float64, now time.Time) {
-	a, ok := e.Meter.(power.Advancer)
+	a, ok := e.Meter.(reading.Advancer)
 	if !ok || e.CPUs <= 0 {
 		return
 	}
@@ -205,7 +203,7 @@ func (e *Env) advance(from time.Time, busyNs float64, now time.Time) {
 
 // bands reads a modelling meter's bands as ratios of its estimate.
 func (e *Env) bands() map[string][2]float64 {
-	er, ok := e.Meter.(power.EstimateReporter)
+	er, ok := e.Meter.(reading.EstimateReporter)
 	if !ok {
 		return nil
 	}

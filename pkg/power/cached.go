@@ -260,7 +260,7 @@ func (c *Cached) Estimated() bool { return false }
 // Read implements Meter with the cached figures; it never blocks on the
 // device. Before the first good reading it fails with ErrNoReading (and
 // the device's error, if any).
-func (c *Cached) Read() ([]ZoneSample, error) {
+func (c *Cached) Read() ([]reading.ZoneSample, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.order) == 0 {
@@ -269,9 +269,9 @@ func (c *Cached) Read() ([]ZoneSample, error) {
 		}
 		return nil, fmt.Errorf("%s: %w", c.r.Name(), ErrNoReading)
 	}
-	out := make([]ZoneSample, len(c.order))
+	out := make([]reading.ZoneSample, len(c.order))
 	for i, k := range c.order {
-		out[i] = ZoneSample{Zone: k.zone, Socket: k.socket, Joules: c.zones[k].joules}
+		out[i] = reading.ZoneSample{Zone: k.zone, Socket: k.socket, Joules: c.zones[k].joules}
 	}
 	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wattrace/wattrace/pkg/reading"
 	"go.uber.org/zap"
 )
 
@@ -21,13 +22,13 @@ type MaxWatts map[string]float64
 // (a 500 W server CPU, a 1.2 kW accelerator, a 10 kW eight-GPU node), so
 // only readings no hardware can produce are refused.
 var defaultMaxWatts = map[string]float64{
-	ZonePackage:  1000,
-	ZoneCore:     1000,
-	ZoneUncore:   1000,
-	ZoneDRAM:     500,
-	ZonePsys:     2000,
-	ZoneGPU:      2000,
-	ZonePlatform: 20000,
+	reading.ZonePackage:  1000,
+	reading.ZoneCore:     1000,
+	reading.ZoneUncore:   1000,
+	reading.ZoneDRAM:     500,
+	reading.ZonePsys:     2000,
+	reading.ZoneGPU:      2000,
+	reading.ZonePlatform: 20000,
 }
 
 // absurdWatts bounds what configuration may set: 1 MW for one zone of one
@@ -51,15 +52,15 @@ func (m MaxWatts) For(zone string) float64 {
 	if v, ok := defaultMaxWatts[zone]; ok {
 		return v
 	}
-	return defaultMaxWatts[ZonePlatform]
+	return defaultMaxWatts[reading.ZonePlatform]
 }
 
 // ceiling is the ceiling of one sample: CPU zones reported for the whole
 // node (socket -1: pm_counters' cpu_energy, a BMC's package figure) may
 // span several sockets, so they get the node's ceiling.
 func (m MaxWatts) ceiling(zone string, socket int) float64 {
-	if socket < 0 && zone != ZonePsys {
-		return m.For(ZonePlatform)
+	if socket < 0 && zone != reading.ZonePsys {
+		return m.For(reading.ZonePlatform)
 	}
 	return m.For(zone)
 }

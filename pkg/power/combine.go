@@ -22,7 +22,7 @@ import (
 // those that succeeded and fails only when every meter failed. The per-meter
 // errors of the latest Read are in LastErrors.
 type Combined struct {
-	meters []Meter
+	meters []reading.Meter
 
 	mu      sync.Mutex
 	owner   map[string]int // zone name -> index of the meter that owns it
@@ -30,7 +30,7 @@ type Combined struct {
 }
 
 // Combine returns a Meter over meters; see Combined for the rules.
-func Combine(meters ...Meter) *Combined {
+func Combine(meters ...reading.Meter) *Combined {
 	return &Combined{meters: meters, owner: make(map[string]int), lastErr: make([]error, len(meters))}
 }
 
@@ -54,13 +54,13 @@ func (c *Combined) Estimated() bool {
 }
 
 // Meters returns the members, in precedence order.
-func (c *Combined) Meters() []Meter { return c.meters }
+func (c *Combined) Meters() []reading.Meter { return c.meters }
 
 // Read implements Meter. Every sample carries its meter's name in Source.
-func (c *Combined) Read() ([]ZoneSample, error) {
+func (c *Combined) Read() ([]reading.ZoneSample, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []ZoneSample
+	var out []reading.ZoneSample
 	failed := 0
 	for i, m := range c.meters {
 		samples, err := m.Read()
@@ -113,7 +113,7 @@ func (c *Combined) Close() error {
 // (an estimator standing in for the CPU next to a measured platform).
 func (c *Combined) Advance(util float64, dt time.Duration) {
 	for _, m := range c.meters {
-		if a, ok := m.(Advancer); ok {
+		if a, ok := m.(reading.Advancer); ok {
 			a.Advance(util, dt)
 		}
 	}
@@ -129,7 +129,7 @@ func (c *Combined) IdleWatts(zone string) (float64, bool) {
 		if owned && i != o {
 			continue
 		}
-		if im, ok := m.(IdleModeler); ok {
+		if im, ok := m.(reading.IdleModeler); ok {
 			if w, ok := im.IdleWatts(zone); ok {
 				return w, true
 			}
@@ -142,7 +142,7 @@ func (c *Combined) IdleWatts(zone string) (float64, bool) {
 func (c *Combined) Estimates() []reading.Estimate {
 	var out []reading.Estimate
 	for _, m := range c.meters {
-		if r, ok := m.(EstimateReporter); ok {
+		if r, ok := m.(reading.EstimateReporter); ok {
 			out = append(out, r.Estimates()...)
 		}
 	}
@@ -153,7 +153,7 @@ func (c *Combined) Estimates() []reading.Estimate {
 func (c *Combined) ReadWithin() time.Duration {
 	var least time.Duration
 	for _, m := range c.meters {
-		if w, ok := m.(ReadWithin); ok {
+		if w, ok := m.(reading.ReadWithin); ok {
 			if d := w.ReadWithin(); d > 0 && (least == 0 || d < least) {
 				least = d
 			}

@@ -40,8 +40,8 @@ func (z EstimatedZone) validate() error {
 	prev := 0.0
 	for l, p := range z.Curve.Points {
 		for _, v := range []float64{p.Watts, p.Lower, p.Upper} {
-			if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > defaultMaxWatts[ZonePlatform] {
-				return fmt.Errorf("zone %s at %v%%: %v W is not a power in [0, %g]", z.Zone, curves.Levels[l], v, defaultMaxWatts[ZonePlatform])
+			if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > defaultMaxWatts[reading.ZonePlatform] {
+				return fmt.Errorf("zone %s at %v%%: %v W is not a power in [0, %g]", z.Zone, curves.Levels[l], v, defaultMaxWatts[reading.ZonePlatform])
 			}
 		}
 		if p.Watts < prev {
@@ -78,7 +78,7 @@ type estZone struct {
 // that hold no idle energy (a host share under idle policy none) counts
 // that, so the zone keeps its meaning when the model takes over.
 type DynamicReader interface {
-	ReadDynamic() ([]ZoneSample, error)
+	ReadDynamic() ([]reading.ZoneSample, error)
 }
 
 var _ DynamicReader = (*Estimator)(nil)
@@ -162,24 +162,24 @@ func (e *Estimator) Estimated() bool { return true }
 
 // Read implements Meter: one node-wide zone (Socket -1) per curve holding
 // the energy accumulated by Advance. It never fails.
-func (e *Estimator) Read() ([]ZoneSample, error) {
+func (e *Estimator) Read() ([]reading.ZoneSample, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := make([]ZoneSample, len(e.zones))
+	out := make([]reading.ZoneSample, len(e.zones))
 	for i, z := range e.zones {
-		out[i] = ZoneSample{Zone: z.Zone, Socket: -1, Joules: z.joules}
+		out[i] = reading.ZoneSample{Zone: z.Zone, Socket: -1, Joules: z.joules}
 	}
 	return out, nil
 }
 
 // ReadDynamic implements DynamicReader: Read's zones holding only the
 // energy above each curve's idle power. It never fails.
-func (e *Estimator) ReadDynamic() ([]ZoneSample, error) {
+func (e *Estimator) ReadDynamic() ([]reading.ZoneSample, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := make([]ZoneSample, len(e.zones))
+	out := make([]reading.ZoneSample, len(e.zones))
 	for i, z := range e.zones {
-		out[i] = ZoneSample{Zone: z.Zone, Socket: -1, Joules: z.dynJ}
+		out[i] = reading.ZoneSample{Zone: z.Zone, Socket: -1, Joules: z.dynJ}
 	}
 	return out, nil
 }

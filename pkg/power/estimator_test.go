@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/power/curves"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 func newTestEstimator(t *testing.T) *Estimator {
 	t.Helper()
-	e, err := NewEstimator(LinearZone(ZonePackage, 2, 6))
+	e, err := NewEstimator(LinearZone(reading.ZonePackage, 2, 6))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,13 +26,13 @@ func TestEstimatorAdvance(t *testing.T) {
 	if e.Name() != "estimator" || !e.Estimated() {
 		t.Fatalf("Name/Estimated = %q/%v, want estimator/true", e.Name(), e.Estimated())
 	}
-	if got := mustRead(t, e); !reflect.DeepEqual(got, []ZoneSample{{Zone: "package", Socket: -1}}) {
+	if got := mustRead(t, e); !reflect.DeepEqual(got, []reading.ZoneSample{{Zone: "package", Socket: -1}}) {
 		t.Fatalf("initial Read = %+v", got)
 	}
 
 	// (2 + (6-2)*0.5) W * 10 s = 40 J
 	e.Advance(0.5, 10*time.Second)
-	if got := mustRead(t, e); !reflect.DeepEqual(got, []ZoneSample{{Zone: "package", Socket: -1, Joules: 40}}) {
+	if got := mustRead(t, e); !reflect.DeepEqual(got, []reading.ZoneSample{{Zone: "package", Socket: -1, Joules: 40}}) {
 		t.Fatalf("after Advance(0.5, 10s): %+v, want 40 J", got)
 	}
 
@@ -105,12 +106,12 @@ func TestEstimatorConcurrent(t *testing.T) {
 }
 
 func TestNewEstimatorValidates(t *testing.T) {
-	good := LinearZone(ZonePackage, 2, 6)
-	falling := LinearZone(ZonePackage, 6, 2)
-	nan := LinearZone(ZonePackage, 2, 6)
+	good := LinearZone(reading.ZonePackage, 2, 6)
+	falling := LinearZone(reading.ZonePackage, 6, 2)
+	nan := LinearZone(reading.ZonePackage, 2, 6)
 	nan.Curve.Points[3].Watts = math.NaN()
-	huge := LinearZone(ZonePlatform, 2, 1e6)
-	badBand := LinearZone(ZonePackage, 2, 6)
+	huge := LinearZone(reading.ZonePlatform, 2, 1e6)
+	badBand := LinearZone(reading.ZonePackage, 2, 6)
 	badBand.Curve.Points[5].Upper = 1
 	noName := LinearZone("", 2, 6)
 	tests := []struct {
@@ -137,7 +138,7 @@ func TestNewEstimatorValidates(t *testing.T) {
 	}
 
 	// A flat model with zero idle power is valid.
-	if _, err := NewEstimator(LinearZone(ZonePackage, 0, 0)); err != nil {
+	if _, err := NewEstimator(LinearZone(reading.ZonePackage, 0, 0)); err != nil {
 		t.Fatalf("flat zero curve rejected: %v", err)
 	}
 }
@@ -159,24 +160,24 @@ func TestEstimatorCurvesAndBands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := NewEstimator(EstimatedZone{ZonePlatform, server}, EstimatedZone{ZonePackage, pkg})
+	e, err := NewEstimator(EstimatedZone{reading.ZonePlatform, server}, EstimatedZone{reading.ZonePackage, pkg})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w, ok := e.IdleWatts(ZonePlatform); !ok || w != server.Points[0].Watts {
+	if w, ok := e.IdleWatts(reading.ZonePlatform); !ok || w != server.Points[0].Watts {
 		t.Fatalf("IdleWatts(platform) = %v, %v; want %v", w, ok, server.Points[0].Watts)
 	}
 	e.Advance(0.3, 10*time.Second)
 	got := mustRead(t, e)
-	if p := joulesOf(t, got, ZonePlatform, -1); math.Abs(p-10*server.Points[3].Watts) > 1e-9 {
+	if p := joulesOf(t, got, reading.ZonePlatform, -1); math.Abs(p-10*server.Points[3].Watts) > 1e-9 {
 		t.Errorf("platform after 10 s at 30%% = %v J, want %v", p, 10*server.Points[3].Watts)
 	}
 	// 2 x 205 W TDP x Teads' ratio at 30% (0.32 + (0.75-0.32)*20/40 = 0.535).
-	if p := joulesOf(t, got, ZonePackage, -1); math.Abs(p-10*410*0.535) > 1e-6 {
+	if p := joulesOf(t, got, reading.ZonePackage, -1); math.Abs(p-10*410*0.535) > 1e-6 {
 		t.Errorf("package after 10 s at 30%% = %v J, want %v", p, 10*410*0.535)
 	}
 	est := e.Estimates()
-	if len(est) != 2 || est[0].Name != ZonePlatform || est[0].Socket != -1 || est[0].Source != "estimator" {
+	if len(est) != 2 || est[0].Name != reading.ZonePlatform || est[0].Socket != -1 || est[0].Source != "estimator" {
 		t.Fatalf("Estimates = %+v", est)
 	}
 	s := est[0]

@@ -9,7 +9,7 @@ import (
 // Cached's SourceHealth. Every meter of this package has one of them; a
 // foreign meter without either is read synchronously by the stats loop,
 // which sees its failures, and is reported as up here.
-func healthOf(m Meter) []reading.SourceHealth {
+func healthOf(m reading.Meter) []reading.SourceHealth {
 	switch h := m.(type) {
 	case sourcehealth.Reporter:
 		return h.Health()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/internal/testenv"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // copyFixture copies testdata/<name> into a fresh temp dir and returns its
@@ -42,7 +43,7 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
-func mustRead(t *testing.T, m Meter) []ZoneSample {
+func mustRead(t *testing.T, m reading.Meter) []reading.ZoneSample {
 	t.Helper()
 	s, err := m.Read()
 	if err != nil {
@@ -52,7 +53,7 @@ func mustRead(t *testing.T, m Meter) []ZoneSample {
 }
 
 // joulesOf finds the sample for (zone, socket) and fails if absent.
-func joulesOf(t *testing.T, samples []ZoneSample, zone string, socket int) float64 {
+func joulesOf(t *testing.T, samples []reading.ZoneSample, zone string, socket int) float64 {
 	t.Helper()
 	for _, s := range samples {
 		if s.Zone == zone && s.Socket == socket {

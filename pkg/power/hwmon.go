@@ -3,6 +3,7 @@ package power
 import (
 	"context"
 	"fmt"
+	"github.com/wattrace/wattrace/pkg/reading"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -19,7 +20,7 @@ type HwmonZones map[string]string
 // DefaultHwmonZones: ACPI power_meter measures the whole node (often at
 // the PSU input); amdgpu, i915 and xe report their own GPU's draw.
 var DefaultHwmonZones = func() HwmonZones {
-	return HwmonZones{"power_meter": ZonePlatform, "amdgpu": ZoneGPU, "i915": ZoneGPU, "xe": ZoneGPU}
+	return HwmonZones{"power_meter": reading.ZonePlatform, "amdgpu": reading.ZoneGPU, "i915": reading.ZoneGPU, "xe": reading.ZoneGPU}
 }
 
 // Hwmon reads power and energy sensors of hwmon chips
@@ -118,7 +119,7 @@ func NewHwmonExcept(sysfsRoot string, zones HwmonZones, except map[string]bool, 
 		} else {
 			c.devPath = dir
 		}
-		if zone == ZoneGPU && except[strings.ToLower(filepath.Base(c.devPath))] {
+		if zone == reading.ZoneGPU && except[strings.ToLower(filepath.Base(c.devPath))] {
 			continue
 		}
 		h.chips = append(h.chips, c)
@@ -127,11 +128,11 @@ func NewHwmonExcept(sysfsRoot string, zones HwmonZones, except map[string]bool, 
 		return nil, fmt.Errorf("%s: no power or energy sensor on a known chip (%s)", base, strings.Join(zones.names(), ", "))
 	}
 	sort.Slice(h.chips, func(i, j int) bool { return h.chips[i].devPath < h.chips[j].devPath })
-	next := map[string]int{ZoneGPU: firstGPU}
+	next := map[string]int{reading.ZoneGPU: firstGPU}
 	kind := map[string]bool{}
 	for i := range h.chips {
 		c := &h.chips[i]
-		if c.zone == ZonePlatform {
+		if c.zone == reading.ZonePlatform {
 			c.socket = -1
 		} else {
 			c.socket = next[c.zone]

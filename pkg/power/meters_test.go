@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/wattrace/wattrace/pkg/reading"
 	"math"
 	"os"
 	"path/filepath"
@@ -49,7 +50,7 @@ func TestCachedTrapezoidOverDeviceTimes(t *testing.T) {
 		t.Fatalf("Read before any reading: %v, want ErrNoReading", err)
 	}
 	pw := func(w float64, dev time.Time) []Reading {
-		return []Reading{{Zone: ZonePlatform, Socket: -1, Watts: w, Time: dev}}
+		return []Reading{{Zone: reading.ZonePlatform, Socket: -1, Watts: w, Time: dev}}
 	}
 	// Host reads at 0, 1.3, 2.1 s; the BMC stamped its samples at 0, 1, 2 s.
 	c.fold(pw(100, t0), nil, now)
@@ -62,7 +63,7 @@ func TestCachedTrapezoidOverDeviceTimes(t *testing.T) {
 		t.Fatal(err)
 	}
 	// (100+200)/2*1 + (200+300)/2*1 = 400 J, timed by the BMC.
-	if len(s) != 1 || s[0].Zone != ZonePlatform || s[0].Socket != -1 || !near(s[0].Joules, 400) {
+	if len(s) != 1 || s[0].Zone != reading.ZonePlatform || s[0].Socket != -1 || !near(s[0].Joules, 400) {
 		t.Fatalf("samples %+v, want platform 400 J", s)
 	}
 	// The same BMC sample again is not new: no energy, and Age grows.
@@ -86,7 +87,7 @@ func TestCachedHostTimesAndFailures(t *testing.T) {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	now := t0
 	c := newCached(&scripted{name: "ipmi"}, time.Second, time.Second, MeterOptions{Now: func() time.Time { return now }}, false)
-	pw := func(w float64) []Reading { return []Reading{{Zone: ZonePlatform, Socket: -1, Watts: w}} }
+	pw := func(w float64) []Reading { return []Reading{{Zone: reading.ZonePlatform, Socket: -1, Watts: w}} }
 	c.fold(pw(250), nil, now)
 	now = now.Add(2 * time.Second)
 	c.fold(pw(350), nil, now) // (250+350)/2*2 = 600 J over host times
@@ -111,7 +112,9 @@ func TestCachedEnergyCounterWithReset(t *testing.T) {
 	t0 := time.Now()
 	now := t0
 	c := newCached(&scripted{name: "redfish"}, time.Second, time.Second, MeterOptions{Now: func() time.Time { return now }}, false)
-	e := func(j float64) []Reading { return []Reading{{Zone: ZonePlatform, Socket: -1, Energy: true, Joules: j}} }
+	e := func(j float64) []Reading {
+		return []Reading{{Zone: reading.ZonePlatform, Socket: -1, Energy: true, Joules: j}}
+	}
 	for _, j := range []float64{1e6, 1e6 + 500, 1e6 + 900, 40 /* BMC reboot */, 140} {
 		now = now.Add(time.Second)
 		c.fold(e(j), nil, now)
@@ -154,17 +157,17 @@ func TestCachedReadNeverBlocks(t *testing.T) {
 
 type fixedMeter struct {
 	name    string
-	samples []ZoneSample
+	samples []reading.ZoneSample
 	err     error
 }
 
-func (f *fixedMeter) Name() string                { return f.name }
-func (f *fixedMeter) Estimated() bool             { return false }
-func (f *fixedMeter) Read() ([]ZoneSample, error) { return f.samples, f.err }
+func (f *fixedMeter) Name() string                        { return f.name }
+func (f *fixedMeter) Estimated() bool                     { return false }
+func (f *fixedMeter) Read() ([]reading.ZoneSample, error) { return f.samples, f.err }
 
 func TestCombineFirstMeterWinsAndTagsSource(t *testing.T) {
-	rapl := &fixedMeter{name: "rapl", samples: []ZoneSample{{Zone: ZonePackage, Socket: 0, Joules: 10}, {Zone: ZonePackage, Socket: 1, Joules: 11}, {Zone: ZoneDRAM, Socket: 0, Joules: 2}}}
-	pm := &fixedMeter{name: "pm_counters", samples: []ZoneSample{{Zone: ZonePlatform, Socket: -1, Joules: 50}, {Zone: ZonePackage, Socket: -1, Joules: 21}, {Zone: ZoneGPU, Socket: 0, Joules: 9}}}
+	rapl := &fixedMeter{name: "rapl", samples: []reading.ZoneSample{{Zone: reading.ZonePackage, Socket: 0, Joules: 10}, {Zone: reading.ZonePackage, Socket: 1, Joules: 11}, {Zone: reading.ZoneDRAM, Socket: 0, Joules: 2}}}
+	pm := &fixedMeter{name: "pm_counters", samples: []reading.ZoneSample{{Zone: reading.ZonePlatform, Socket: -1, Joules: 50}, {Zone: reading.ZonePackage, Socket: -1, Joules: 21}, {Zone: reading.ZoneGPU, Socket: 0, Joules: 9}}}
 	c := Combine(rapl, pm)
 	if c.Name() != "rapl+pm_counters" {
 		t.Fatalf("Name = %q", c.Name())
@@ -173,9 +176,9 @@ func TestCombineFirstMeterWinsAndTagsSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []ZoneSample{
-		{Zone: ZonePackage, Socket: 0, Joules: 10, Source: "rapl"}, {Zone: ZonePackage, Socket: 1, Joules: 11, Source: "rapl"}, {Zone: ZoneDRAM, Socket: 0, Joules: 2, Source: "rapl"},
-		{Zone: ZonePlatform, Socket: -1, Joules: 50, Source: "pm_counters"}, {Zone: ZoneGPU, Socket: 0, Joules: 9, Source: "pm_counters"},
+	want := []reading.ZoneSample{
+		{Zone: reading.ZonePackage, Socket: 0, Joules: 10, Source: "rapl"}, {Zone: reading.ZonePackage, Socket: 1, Joules: 11, Source: "rapl"}, {Zone: reading.ZoneDRAM, Socket: 0, Joules: 2, Source: "rapl"},
+		{Zone: reading.ZonePlatform, Socket: -1, Joules: 50, Source: "pm_counters"}, {Zone: reading.ZoneGPU, Socket: 0, Joules: 9, Source: "pm_counters"},
 	}
 	if len(s) != len(want) {
 		t.Fatalf("got %+v", s)
@@ -189,7 +192,7 @@ func TestCombineFirstMeterWinsAndTagsSource(t *testing.T) {
 	// pm_counters' package never replaces RAPL's.
 	rapl.err = errors.New("EACCES")
 	s, err = c.Read()
-	if err != nil || len(s) != 2 || s[0].Zone != ZonePlatform || s[1].Zone != ZoneGPU {
+	if err != nil || len(s) != 2 || s[0].Zone != reading.ZonePlatform || s[1].Zone != reading.ZoneGPU {
 		t.Fatalf("partial: %+v, %v", s, err)
 	}
 	if errs := c.LastErrors(); errs[0] == nil || errs[1] != nil {
@@ -215,7 +218,7 @@ func TestPMCounters(t *testing.T) {
 	zones := []struct {
 		zone   string
 		socket int
-	}{{ZonePlatform, -1}, {ZonePackage, -1}, {ZoneDRAM, -1}, {ZoneGPU, 0}, {ZoneGPU, 1}}
+	}{{reading.ZonePlatform, -1}, {reading.ZonePackage, -1}, {reading.ZoneDRAM, -1}, {reading.ZoneGPU, 0}, {reading.ZoneGPU, 1}}
 	if len(s) != len(zones) {
 		t.Fatalf("samples %+v", s)
 	}
@@ -283,9 +286,9 @@ func TestHwmon(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Reading{
-		{Zone: ZonePlatform, Socket: -1, Watts: 245},
-		{Zone: ZoneGPU, Socket: 0, Watts: 35},
-		{Zone: ZoneGPU, Socket: 1, Energy: true, Joules: 123.456789},
+		{Zone: reading.ZonePlatform, Socket: -1, Watts: 245},
+		{Zone: reading.ZoneGPU, Socket: 0, Watts: 35},
+		{Zone: reading.ZoneGPU, Socket: 1, Energy: true, Joules: 123.456789},
 	}
 	if len(r) != len(want) {
 		t.Fatalf("readings %+v", r)
@@ -296,7 +299,7 @@ func TestHwmon(t *testing.T) {
 			t.Fatalf("reading %d = %+v, want %+v", i, r[i], want[i])
 		}
 	}
-	if _, err := NewHwmon(root, HwmonZones{"coretemp": ZonePlatform}); err == nil {
+	if _, err := NewHwmon(root, HwmonZones{"coretemp": reading.ZonePlatform}); err == nil {
 		t.Fatal("a chip without power sensors must not be a meter")
 	}
 	writeFile(t, filepath.Join(root, "class", "hwmon", "hwmon0", "power1_average"), "-5\n")
@@ -414,7 +417,7 @@ func FuzzParsePerfEvent(f *testing.F) {
 // so an estimator standing in for the CPU next to a retried BMC still
 // integrates, and reports every member's health.
 func TestCombineForwardsToEstimator(t *testing.T) {
-	e, err := NewEstimator(LinearZone(ZonePackage, 2, 6))
+	e, err := NewEstimator(LinearZone(reading.ZonePackage, 2, 6))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -425,13 +428,13 @@ func TestCombineForwardsToEstimator(t *testing.T) {
 	}
 	c := Combine(e, r)
 	c.Advance(0.5, 10*time.Second) // 2 CPUs × (1 + 2×0.5) W × 10 s = 40 J
-	if j := joulesOf(t, mustRead(t, c), ZonePackage, -1); j != 40 {
+	if j := joulesOf(t, mustRead(t, c), reading.ZonePackage, -1); j != 40 {
 		t.Fatalf("estimator through Combine: %v J, want 40", j)
 	}
-	if w, ok := c.IdleWatts(ZonePackage); !ok || w != 2 {
+	if w, ok := c.IdleWatts(reading.ZonePackage); !ok || w != 2 {
 		t.Fatalf("IdleWatts = %v, %v; want 2 W", w, ok)
 	}
-	if _, ok := c.IdleWatts(ZoneDRAM); ok {
+	if _, ok := c.IdleWatts(reading.ZoneDRAM); ok {
 		t.Fatal("IdleWatts for a zone no member models")
 	}
 	h := c.Health()

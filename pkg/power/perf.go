@@ -30,11 +30,11 @@ type PerfEvent struct {
 // integrated GPU inside the package (powercap's PP1, "uncore"), not a
 // discrete GPU.
 var perfZones = map[string]string{
-	"energy-pkg":   ZonePackage,
-	"energy-cores": ZoneCore,
-	"energy-gpu":   ZoneUncore,
-	"energy-ram":   ZoneDRAM,
-	"energy-psys":  ZonePsys,
+	"energy-pkg":   reading.ZonePackage,
+	"energy-cores": reading.ZoneCore,
+	"energy-gpu":   reading.ZoneUncore,
+	"energy-ram":   reading.ZoneDRAM,
+	"energy-psys":  reading.ZonePsys,
 }
 
 // ParsePerfPMU reads the power PMU's type and RAPL event descriptions, and
@@ -201,7 +201,7 @@ func newPerfRAPL(sysfsRoot string, open PerfOpener, o MeterOptions) (*PerfRAPL, 
 		for i, cpu := range cpus {
 			zone := perfZones[ev.Name]
 			socket := -1
-			if zone == ZonePsys {
+			if zone == reading.ZonePsys {
 				if i > 0 {
 					break // psys is the platform's, not a package's: once
 				}
@@ -252,7 +252,7 @@ func (p *PerfRAPL) Estimated() bool { return false }
 // Read implements Meter. A counter that fails to read keeps its total and
 // its baseline; one whose increase is implausible is rejected (counted,
 // logged) and not credited. Read fails only when no counter could be read.
-func (p *PerfRAPL) Read() ([]ZoneSample, error) {
+func (p *PerfRAPL) Read() ([]reading.ZoneSample, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()
@@ -279,9 +279,9 @@ func (p *PerfRAPL) Read() ([]ZoneSample, error) {
 	if len(errs) == len(p.counters) && len(errs) > 0 {
 		return nil, err
 	}
-	out := make([]ZoneSample, len(p.counters))
+	out := make([]reading.ZoneSample, len(p.counters))
 	for i, c := range p.counters {
-		out[i] = ZoneSample{Zone: c.zone, Socket: c.socket, Joules: c.joules}
+		out[i] = reading.ZoneSample{Zone: c.zone, Socket: c.socket, Joules: c.joules}
 	}
 	return out, nil
 }

@@ -70,16 +70,16 @@ func newPMCounters(sysfsRoot string, readFile func(string) ([]byte, error), o Me
 		n := e.Name()
 		switch {
 		case n == "energy":
-			p.files = append(p.files, pmFile{n, ZonePlatform, -1, -1})
+			p.files = append(p.files, pmFile{n, reading.ZonePlatform, -1, -1})
 		case n == "cpu_energy":
-			p.files = append(p.files, pmFile{n, ZonePackage, -1, -1})
+			p.files = append(p.files, pmFile{n, reading.ZonePackage, -1, -1})
 		case n == "memory_energy":
-			p.files = append(p.files, pmFile{n, ZoneDRAM, -1, -1})
+			p.files = append(p.files, pmFile{n, reading.ZoneDRAM, -1, -1})
 		default:
 			if m := pmAccelRe.FindStringSubmatch(n); m != nil {
 				i, err := strconv.Atoi(m[1])
 				if err == nil {
-					p.files = append(p.files, pmFile{n, ZoneGPU, i, i})
+					p.files = append(p.files, pmFile{n, reading.ZoneGPU, i, i})
 				}
 			}
 		}
@@ -104,11 +104,11 @@ func newPMCounters(sysfsRoot string, readFile func(string) ([]byte, error), o Me
 
 func pmRank(zone string) int {
 	switch zone {
-	case ZonePlatform:
+	case reading.ZonePlatform:
 		return 0
-	case ZonePackage:
+	case reading.ZonePackage:
 		return 1
-	case ZoneDRAM:
+	case reading.ZoneDRAM:
 		return 2
 	default:
 		return 3
@@ -131,7 +131,7 @@ func (p *PMCounters) Name() string { return "pm_counters" }
 func (p *PMCounters) LeaveOutAccels(read map[int]bool, first int) int {
 	var kept []int
 	for _, f := range p.files {
-		if f.zone == ZoneGPU && !read[f.accel] {
+		if f.zone == reading.ZoneGPU && !read[f.accel] {
 			kept = append(kept, f.accel)
 		}
 	}
@@ -143,7 +143,7 @@ func (p *PMCounters) LeaveOutAccels(read map[int]bool, first int) int {
 	var files []pmFile
 	var ctrs []reading.Counter
 	for i, f := range p.files {
-		if f.zone == ZoneGPU {
+		if f.zone == reading.ZoneGPU {
 			if read[f.accel] {
 				continue
 			}
@@ -159,7 +159,7 @@ func (p *PMCounters) LeaveOutAccels(read map[int]bool, first int) int {
 func (p *PMCounters) Accels() int {
 	n := 0
 	for _, f := range p.files {
-		if f.zone == ZoneGPU {
+		if f.zone == reading.ZoneGPU {
 			n++
 		}
 	}
@@ -182,7 +182,7 @@ func (p *PMCounters) SkipAccels(read map[int]bool) {
 func (p *PMCounters) Estimated() bool { return false }
 
 // Read implements Meter.
-func (p *PMCounters) Read() ([]ZoneSample, error) {
+func (p *PMCounters) Read() ([]reading.ZoneSample, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()
@@ -198,7 +198,7 @@ func (p *PMCounters) Read() ([]ZoneSample, error) {
 		}
 	}
 	p.startup = startup
-	out := make([]ZoneSample, 0, len(p.files))
+	out := make([]reading.ZoneSample, 0, len(p.files))
 	for i, f := range p.files {
 		d, err := p.ctrs[i].Observe(float64(cur[i]), now)
 		if err != nil {
@@ -210,7 +210,7 @@ func (p *PMCounters) Read() ([]ZoneSample, error) {
 			continue
 		}
 		p.totalJ[i] += d
-		out = append(out, ZoneSample{Zone: f.zone, Socket: f.socket, Joules: p.totalJ[i]})
+		out = append(out, reading.ZoneSample{Zone: f.zone, Socket: f.socket, Joules: p.totalJ[i]})
 	}
 	return out, nil
 }

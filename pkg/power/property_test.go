@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/power/powertest"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // raplStep is one interval of a simulated RAPL package counter: the true
@@ -41,14 +42,14 @@ func raplSequence(t *testing.T, r *rand.Rand, steps int, kinds func(i int, prevB
 	root := t.TempDir()
 	writeZone(t, root, "intel-rapl:0", "package-0", uint64(r.Int64N(maxUJ)), maxUJ)
 	energy := filepath.Join(root, "class", "powercap", "intel-rapl:0", "energy_uj")
-	r0, clock, err := testRAPLClock(root, MeterOptions{MaxWatts: MaxWatts{ZonePackage: ceiling}})
+	r0, clock, err := testRAPLClock(root, MeterOptions{MaxWatts: MaxWatts{reading.ZonePackage: ceiling}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(energy)
 	truth, _ := strconv.ParseUint(string(b[:len(b)-1]), 10, 64)
 	s := powertest.Series{Ceiling: ceiling}
-	s.Check(t, "baseline", joulesOf(t, mustRead(t, r0), ZonePackage, 0), clock.t)
+	s.Check(t, "baseline", joulesOf(t, mustRead(t, r0), reading.ZonePackage, 0), clock.t)
 	var credited, readErrs float64
 	counts := map[raplStep]int{}
 	prevBad, badRun := false, 0
@@ -98,7 +99,7 @@ func raplSequence(t *testing.T, r *rand.Rand, steps int, kinds func(i int, prevB
 			prevBad = true
 			continue
 		}
-		s.Check(t, fmt.Sprintf("step %d kind %d", i, k), joulesOf(t, samples, ZonePackage, 0), clock.t)
+		s.Check(t, fmt.Sprintf("step %d kind %d", i, k), joulesOf(t, samples, reading.ZonePackage, 0), clock.t)
 		prevBad = k != good
 	}
 	// The last reading is good, so all the energy up to it is in.
@@ -177,7 +178,7 @@ func TestPMCountersProperty(t *testing.T) {
 		dir := filepath.Join(root, "cray", "pm_counters")
 		clock := newTick()
 		const ceiling = 3000.0
-		p, err := newPMCounters(root, os.ReadFile, MeterOptions{Now: clock.now, MaxWatts: MaxWatts{ZonePlatform: ceiling}})
+		p, err := newPMCounters(root, os.ReadFile, MeterOptions{Now: clock.now, MaxWatts: MaxWatts{reading.ZonePlatform: ceiling}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,7 +187,7 @@ func TestPMCountersProperty(t *testing.T) {
 		writeFile(t, filepath.Join(dir, "energy"), fmt.Sprintf("%d J\n", truth))
 		writeFile(t, filepath.Join(dir, "startup"), fmt.Sprintf("%d\n", startup))
 		s := powertest.Series{Ceiling: ceiling}
-		s.Check(t, "baseline", joulesOf(t, mustRead(t, p), ZonePlatform, -1), clock.t)
+		s.Check(t, "baseline", joulesOf(t, mustRead(t, p), reading.ZonePlatform, -1), clock.t)
 		for i := 0; i < 200; i++ {
 			inc := uint64(r.IntN(2500))
 			truth += inc
@@ -221,7 +222,7 @@ func TestPMCountersProperty(t *testing.T) {
 				}
 				continue
 			}
-			s.Check(t, fmt.Sprintf("seed %d step %d", seed, i), joulesOf(t, samples, ZonePlatform, -1), clock.t)
+			s.Check(t, fmt.Sprintf("seed %d step %d", seed, i), joulesOf(t, samples, reading.ZonePlatform, -1), clock.t)
 		}
 		if !withResets && math.Abs(s.Last()-gained) > 1e-6 {
 			t.Fatalf("seed %d: credited %v J, gained %v J", seed, s.Last(), gained)
@@ -246,14 +247,14 @@ func TestHwmonProperty(t *testing.T) {
 	for seed := uint64(0); seed < 6; seed++ {
 		r := rand.New(rand.NewPCG(seed, 30))
 		root := copyFixture(t, "hwmon")
-		h, err := NewHwmon(root, HwmonZones{"power_meter": ZonePlatform})
+		h, err := NewHwmon(root, HwmonZones{"power_meter": reading.ZonePlatform})
 		if err != nil {
 			t.Fatal(err)
 		}
 		file := filepath.Join(h.chips[0].dir, h.chips[0].files[0])
 		now := time.Unix(1_700_000_000, 0)
 		const ceiling = 2000.0
-		c := NewManualCachedWith(h, MeterOptions{Now: func() time.Time { return now }, MaxWatts: MaxWatts{ZonePlatform: ceiling}})
+		c := NewManualCachedWith(h, MeterOptions{Now: func() time.Time { return now }, MaxWatts: MaxWatts{reading.ZonePlatform: ceiling}})
 		s := powertest.Series{Ceiling: ceiling}
 		var want float64
 		var prevW float64

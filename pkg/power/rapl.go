@@ -161,7 +161,7 @@ func discoverZones(dir string, names []string, prefix string, readFile func(stri
 		if !ok {
 			continue
 		}
-		if zone == ZonePackage {
+		if zone == reading.ZonePackage {
 			packageSocket[top] = socket
 		}
 		c, err := newCounter(zdir, zone, socket, readFile)
@@ -183,7 +183,7 @@ func discoverZones(dir string, names []string, prefix string, readFile func(stri
 			continue
 		}
 		switch name {
-		case ZoneCore, ZoneUncore, ZoneDRAM:
+		case reading.ZoneCore, reading.ZoneUncore, reading.ZoneDRAM:
 		default:
 			continue
 		}
@@ -212,8 +212,8 @@ func discoverZones(dir string, names []string, prefix string, readFile func(stri
 // The socket comes from the name, not the directory index: the two differ
 // when sockets are offline or dies are enumerated separately.
 func parseTopZoneName(name string) (zone string, socket int, ok bool) {
-	if name == ZonePsys {
-		return ZonePsys, -1, true
+	if name == reading.ZonePsys {
+		return reading.ZonePsys, -1, true
 	}
 	rest, ok := strings.CutPrefix(name, "package-")
 	if !ok {
@@ -224,18 +224,18 @@ func parseTopZoneName(name string) (zone string, socket int, ok bool) {
 	if err != nil || socket < 0 {
 		return "", 0, false
 	}
-	return ZonePackage, socket, true
+	return reading.ZonePackage, socket, true
 }
 
 func zoneRank(zone string) int {
 	switch zone {
-	case ZonePackage:
+	case reading.ZonePackage:
 		return 0
-	case ZoneCore:
+	case reading.ZoneCore:
 		return 1
-	case ZoneUncore:
+	case reading.ZoneUncore:
 		return 2
-	case ZoneDRAM:
+	case reading.ZoneDRAM:
 		return 3
 	default:
 		return 4
@@ -286,7 +286,7 @@ func (r *RAPL) Estimated() bool { return false }
 // and its baseline, so its next good reading accounts for the whole gap;
 // the failure shows in Health. Read fails only when no counter could be
 // read.
-func (r *RAPL) Read() ([]ZoneSample, error) {
+func (r *RAPL) Read() ([]reading.ZoneSample, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 
@@ -311,7 +311,7 @@ func (r *RAPL) Read() ([]ZoneSample, error) {
 		return nil, err
 	}
 
-	samples := make([]ZoneSample, 0, len(r.counters))
+	samples := make([]reading.ZoneSample, 0, len(r.counters))
 	for _, c := range r.counters {
 		// Counters are sorted by (socket, zone), so die counters of one
 		// socket are adjacent and merge into the previous sample.
@@ -319,7 +319,7 @@ func (r *RAPL) Read() ([]ZoneSample, error) {
 			samples[n-1].Joules += c.totalUJ / 1e6
 			continue
 		}
-		samples = append(samples, ZoneSample{Zone: c.zone, Socket: c.socket, Joules: c.totalUJ / 1e6})
+		samples = append(samples, reading.ZoneSample{Zone: c.zone, Socket: c.socket, Joules: c.totalUJ / 1e6})
 	}
 	return samples, nil
 }

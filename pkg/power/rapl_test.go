@@ -2,6 +2,7 @@ package power
 
 import (
 	"errors"
+	"github.com/wattrace/wattrace/pkg/reading"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -31,7 +32,7 @@ func TestRAPLOneSocket(t *testing.T) {
 	}
 
 	first := mustRead(t, r)
-	want := []ZoneSample{
+	want := []reading.ZoneSample{
 		{Zone: "package", Socket: 0},
 		{Zone: "core", Socket: 0},
 		{Zone: "uncore", Socket: 0},
@@ -46,7 +47,7 @@ func TestRAPLOneSocket(t *testing.T) {
 	setEnergy(t, root, "intel-rapl:0:1", 300000+500000)   // +0.5 J
 	setEnergy(t, root, "intel-rapl-mmio:0", 99000000)     // must not count
 	got := mustRead(t, r)
-	want = []ZoneSample{
+	want = []reading.ZoneSample{
 		{Zone: "package", Socket: 0, Joules: 10},
 		{Zone: "core", Socket: 0, Joules: 4},
 		{Zone: "uncore", Socket: 0, Joules: 0.5},
@@ -107,7 +108,7 @@ func TestRAPLTwoSockets(t *testing.T) {
 	setEnergy(t, root, "intel-rapl:1", 41000000+7000000)  // socket 1 package +7 J
 	setEnergy(t, root, "intel-rapl:1:0", 9000000+2000000) // socket 1 dram +2 J
 	got := mustRead(t, r)
-	want := []ZoneSample{
+	want := []reading.ZoneSample{
 		{Zone: "package", Socket: 0, Joules: 1},
 		{Zone: "dram", Socket: 0, Joules: 0.25},
 		{Zone: "package", Socket: 1, Joules: 7},
@@ -153,7 +154,7 @@ func TestRAPLPsysAndDRAM(t *testing.T) {
 	setEnergy(t, root, "intel-rapl:1", 15000000+20000000) // psys +20 J
 	setEnergy(t, root, "intel-rapl:0:2", 900000+1500000)  // dram +1.5 J
 	got := mustRead(t, r)
-	want := []ZoneSample{
+	want := []reading.ZoneSample{
 		{Zone: "psys", Socket: -1, Joules: 20},
 		{Zone: "package", Socket: 0},
 		{Zone: "core", Socket: 0},
@@ -176,7 +177,7 @@ func TestRAPLAMDPrefix(t *testing.T) {
 	setEnergy(t, root, "amd-rapl:0", 500) // wrapped: 1000 + 500 µJ
 	setEnergy(t, root, "amd-rapl:0:0", 1000000+125000)
 	got := mustRead(t, r)
-	want := []ZoneSample{
+	want := []reading.ZoneSample{
 		{Zone: "package", Socket: 0, Joules: 0.0015},
 		{Zone: "core", Socket: 0, Joules: 0.125},
 	}
@@ -197,7 +198,7 @@ func TestRAPLPrefersIntelPrefix(t *testing.T) {
 	mustRead(t, r)
 	setEnergy(t, root, "intel-rapl:0", 2000000)
 	setEnergy(t, root, "amd-rapl:0", 5000000)
-	if got := mustRead(t, r); !reflect.DeepEqual(got, []ZoneSample{{Zone: "package", Socket: 0, Joules: 2}}) {
+	if got := mustRead(t, r); !reflect.DeepEqual(got, []reading.ZoneSample{{Zone: "package", Socket: 0, Joules: 2}}) {
 		t.Fatalf("Read = %+v, want only intel-rapl:0's 2 J", got)
 	}
 }
@@ -221,7 +222,7 @@ func TestRAPLDiesMergeIntoSocket(t *testing.T) {
 	setEnergy(t, root, "intel-rapl:2", 4000000)
 	setEnergy(t, root, "intel-rapl:3", 9000000)
 	got := mustRead(t, r)
-	want := []ZoneSample{
+	want := []reading.ZoneSample{
 		{Zone: "package", Socket: 0, Joules: 3.5},
 		{Zone: "dram", Socket: 0, Joules: 0.5},
 		{Zone: "package", Socket: 1, Joules: 4},

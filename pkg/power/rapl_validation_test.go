@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wattrace/wattrace/pkg/reading"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -49,7 +50,7 @@ func TestRAPLRejectsStepBackAndJump(t *testing.T) {
 func TestRAPLConfiguredCeiling(t *testing.T) {
 	root := t.TempDir()
 	writeZone(t, root, "intel-rapl:0", "package-0", 0, maxPkgUJ)
-	r, _, err := testRAPLClock(root, MeterOptions{MaxWatts: MaxWatts{ZonePackage: 100}})
+	r, _, err := testRAPLClock(root, MeterOptions{MaxWatts: MaxWatts{reading.ZonePackage: 100}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/power/curves"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // bentZone is a curve that bends, as SPECpower's does (a step from idle
@@ -25,7 +26,7 @@ func bentZone() EstimatedZone {
 		c.Points[l] = curves.Estimate{Watts: w, Lower: 0.8 * w, Upper: 1.25 * w}
 	}
 	c.Info = curves.Info{Kind: curves.KindVM, Tier: "test", Source: "test"}
-	return EstimatedZone{Zone: ZonePackage, Curve: c}
+	return EstimatedZone{Zone: reading.ZonePackage, Curve: c}
 }
 
 // fakeSteal is a steal counter the test moves.

@@ -10,18 +10,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/reading"
 )
 
-// Event kinds, the three --collector.perf.*-events flags.
-const (
-	KindHardware = reading.PerfKindHardware
-	KindSoftware = reading.PerfKindSoftware
-	KindCache    = reading.PerfKindCache
-)
-
-// Event is one perf event a profiled process is counted with; the type is
-// the snapshot's, which the collectors read.
-type Event = reading.PerfEvent
-
-var hardwareEvents = []Event{
+var hardwareEvents = []reading.PerfEvent{
 	{Name: "cpu_cycles", Config: unix.PERF_COUNT_HW_CPU_CYCLES},
 	{Name: "instructions", Config: unix.PERF_COUNT_HW_INSTRUCTIONS},
 	{Name: "cache_references", Config: unix.PERF_COUNT_HW_CACHE_REFERENCES},
@@ -34,7 +23,7 @@ var hardwareEvents = []Event{
 	{Name: "ref_cpu_cycles", Config: unix.PERF_COUNT_HW_REF_CPU_CYCLES},
 }
 
-var softwareEvents = []Event{
+var softwareEvents = []reading.PerfEvent{
 	{Name: "cpu_clock", Unit: "ns", Config: unix.PERF_COUNT_SW_CPU_CLOCK},
 	{Name: "task_clock", Unit: "ns", Config: unix.PERF_COUNT_SW_TASK_CLOCK},
 	{Name: "page_faults", Config: unix.PERF_COUNT_SW_PAGE_FAULTS},
@@ -81,20 +70,20 @@ var (
 )
 
 // Events returns every event of a kind, for flag help and validation.
-func Events(kind string) []Event {
+func Events(kind string) []reading.PerfEvent {
 	switch kind {
-	case KindHardware:
-		return withType(hardwareEvents, KindHardware, unix.PERF_TYPE_HARDWARE)
-	case KindSoftware:
-		return withType(softwareEvents, KindSoftware, unix.PERF_TYPE_SOFTWARE)
-	case KindCache:
-		var evs []Event
+	case reading.PerfKindHardware:
+		return withType(hardwareEvents, reading.PerfKindHardware, unix.PERF_TYPE_HARDWARE)
+	case reading.PerfKindSoftware:
+		return withType(softwareEvents, reading.PerfKindSoftware, unix.PERF_TYPE_SOFTWARE)
+	case reading.PerfKindCache:
+		var evs []reading.PerfEvent
 		for _, c := range cacheIDs {
 			for _, o := range cacheOps {
 				for _, r := range cacheResults {
-					evs = append(evs, Event{
+					evs = append(evs, reading.PerfEvent{
 						Name: c.name + "_" + o.name + "_" + r.name,
-						Kind: KindCache,
+						Kind: reading.PerfKindCache,
 						Type: unix.PERF_TYPE_HW_CACHE,
 						// perf_event_open(2): id | op<<8 | result<<16.
 						Config: c.id | o.op<<8 | r.result<<16,
@@ -107,7 +96,7 @@ func Events(kind string) []Event {
 	return nil
 }
 
-func withType(evs []Event, kind string, typ uint32) []Event {
+func withType(evs []reading.PerfEvent, kind string, typ uint32) []reading.PerfEvent {
 	out := slices.Clone(evs)
 	for i := range out {
 		out[i].Kind = kind
@@ -129,19 +118,19 @@ func EventNames(kind string) []string {
 // insensitively (L1D_read_miss is l1d_read_miss); duplicates are dropped.
 // An unknown name is an error naming the allowed ones, so a typo in a flag
 // stops start-up rather than silently counting nothing.
-func ParseEvents(kind string, names []string) ([]Event, error) {
+func ParseEvents(kind string, names []string) ([]reading.PerfEvent, error) {
 	all := Events(kind)
 	if all == nil {
 		return nil, fmt.Errorf("profiling: unknown event kind %q", kind)
 	}
-	var out []Event
+	var out []reading.PerfEvent
 	seen := make(map[string]bool)
 	for _, n := range names {
 		n = strings.ToLower(strings.TrimSpace(n))
 		if n == "" || seen[n] {
 			continue
 		}
-		i := slices.IndexFunc(all, func(e Event) bool { return e.Name == n })
+		i := slices.IndexFunc(all, func(e reading.PerfEvent) bool { return e.Name == n })
 		if i < 0 {
 			return nil, fmt.Errorf("profiling: unknown %s event %q: allowed %s", kind, n, strings.Join(EventNames(kind), ", "))
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"unsafe"
 
+	"github.com/wattrace/wattrace/pkg/reading"
 	"golang.org/x/sys/unix"
 )
 
@@ -44,7 +45,7 @@ func (r rawCount) Scaled() float64 {
 // events) is tested without root or a PMU.
 type counterOps interface {
 	// open counts ev on thread tid (0: the calling thread) on any CPU.
-	open(ev Event, tid int, inheritThread bool) (int, error)
+	open(ev reading.PerfEvent, tid int, inheritThread bool) (int, error)
 	read(fd int) (rawCount, error)
 	close(fd int) error
 }
@@ -52,7 +53,7 @@ type counterOps interface {
 // kernelOps is counterOps through perf_event_open(2).
 type kernelOps struct{}
 
-func (kernelOps) open(ev Event, tid int, inheritThread bool) (int, error) {
+func (kernelOps) open(ev reading.PerfEvent, tid int, inheritThread bool) (int, error) {
 	attr := unix.PerfEventAttr{
 		Type:        ev.Type,
 		Config:      ev.Config,

@@ -69,10 +69,6 @@ type Config struct {
 	Log    *zap.Logger
 }
 
-// ProcessCounts is the snapshot's: the stats loop reads it without
-// importing this package.
-type ProcessCounts = reading.ProcessCounts
-
 // Stats describes the profiler's state, for the exporter's own metrics.
 type Stats struct {
 	Profiled int // processes counted now
@@ -100,7 +96,7 @@ type Profiler struct {
 
 	mu            sync.Mutex
 	closed        bool
-	events        []Event
+	events        []reading.PerfEvent
 	usable        []bool            // per events index; false once the event proved unsupported
 	unavailable   map[string]string // event name -> reason, logged once
 	inheritThread bool
@@ -143,11 +139,11 @@ func newProfiler(cfg Config, ops counterOps) (*Profiler, error) {
 	if err != nil {
 		return nil, err
 	}
-	var events []Event
+	var events []reading.PerfEvent
 	for _, k := range []struct {
 		kind  string
 		names []string
-	}{{KindHardware, cfg.Hardware}, {KindSoftware, cfg.Software}, {KindCache, cfg.Cache}} {
+	}{{reading.PerfKindHardware, cfg.Hardware}, {reading.PerfKindSoftware, cfg.Software}, {reading.PerfKindCache, cfg.Cache}} {
 		evs, err := ParseEvents(k.kind, k.names)
 		if err != nil {
 			return nil, err
@@ -204,7 +200,7 @@ func defaultMaxFDs() int {
 // machine lacks (every hardware event in a VM without a virtual PMU) are
 // reported once at start-up instead of failing for every process, and
 // finds out whether the kernel takes inherit_thread.
-func (p *Profiler) probe(events []Event) error {
+func (p *Profiler) probe(events []reading.PerfEvent) error {
 	errs := make([]error, len(events))
 	for _, inheritThread := range []bool{true, false} {
 		p.inheritThread = inheritThread
@@ -248,10 +244,10 @@ func (p *Profiler) probe(events []Event) error {
 }
 
 // Events returns the events being counted.
-func (p *Profiler) Events() []Event {
+func (p *Profiler) Events() []reading.PerfEvent {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var evs []Event
+	var evs []reading.PerfEvent
 	for i, ev := range p.events {
 		if p.usable[i] {
 			evs = append(evs, ev)
@@ -285,7 +281,7 @@ func (p *Profiler) Stats() Stats {
 // of processes that are absent from procs or reported with Alive false.
 // Their final counts are returned, with Alive false, exactly once, so the
 // caller can keep them in the process's cgroup after it is gone.
-func (p *Profiler) Scan(procs []reading.ProcessUsage) []ProcessCounts {
+func (p *Profiler) Scan(procs []reading.ProcessUsage) []reading.ProcessCounts {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -298,7 +294,7 @@ func (p *Profiler) Scan(procs []reading.ProcessUsage) []ProcessCounts {
 		}
 	}
 
-	var exited []ProcessCounts
+	var exited []reading.ProcessCounts
 	for key, pr := range p.procs {
 		if live[key] == nil {
 			exited = append(exited, p.finish(pr))
@@ -561,8 +557,8 @@ func (p *Profiler) counts(pr *proc) map[string]float64 {
 }
 
 // finish reads a process's final counts and closes its counters.
-func (p *Profiler) finish(pr *proc) ProcessCounts {
-	pc := ProcessCounts{Key: pr.key, Comm: pr.comm, Cgroup: pr.cgroup, Counts: p.counts(pr)}
+func (p *Profiler) finish(pr *proc) reading.ProcessCounts {
+	pc := reading.ProcessCounts{Key: pr.key, Comm: pr.comm, Cgroup: pr.cgroup, Counts: p.counts(pr)}
 	for _, fds := range pr.threads {
 		p.closeFDs(fds)
 	}
@@ -582,18 +578,18 @@ func (p *Profiler) closeFDs(fds []int) {
 
 // Read returns the cumulative counts of every process being profiled,
 // sorted by PID. Exited processes' final counts come from Scan, not here.
-func (p *Profiler) Read() []ProcessCounts {
+func (p *Profiler) Read() []reading.ProcessCounts {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]ProcessCounts, 0, len(p.procs))
+	out := make([]reading.ProcessCounts, 0, len(p.procs))
 	for _, pr := range p.procs {
-		out = append(out, ProcessCounts{Key: pr.key, Comm: pr.comm, Cgroup: pr.cgroup, Counts: p.counts(pr), Alive: true})
+		out = append(out, reading.ProcessCounts{Key: pr.key, Comm: pr.comm, Cgroup: pr.cgroup, Counts: p.counts(pr), Alive: true})
 	}
 	slices.SortFunc(out, byPID)
 	return out
 }
 
-func byPID(a, b ProcessCounts) int {
+func byPID(a, b reading.ProcessCounts) int {
 	if a.Key.PID != b.Key.PID {
 		return int(a.Key.PID) - int(b.Key.PID)
 	}

@@ -145,13 +145,13 @@ func newRootProfiler(t *testing.T, ops counterOps) *Profiler {
 	return p
 }
 
-func find(pcs []ProcessCounts, pid int) (ProcessCounts, bool) {
+func find(pcs []reading.ProcessCounts, pid int) (reading.ProcessCounts, bool) {
 	for _, pc := range pcs {
 		if int(pc.Key.PID) == pid {
 			return pc, true
 		}
 	}
-	return ProcessCounts{}, false
+	return reading.ProcessCounts{}, false
 }
 
 // TestOptInProfilesOnlyOptedIn runs two identical busy processes that
@@ -252,7 +252,7 @@ func TestOptInProfilesOnlyOptedIn(t *testing.T) {
 // inherit_thread bit.
 type noInheritThread struct{ kernelOps }
 
-func (o noInheritThread) open(ev Event, tid int, inheritThread bool) (int, error) {
+func (o noInheritThread) open(ev reading.PerfEvent, tid int, inheritThread bool) (int, error) {
 	if inheritThread {
 		return -1, unix.EINVAL
 	}

@@ -65,7 +65,7 @@ func newFakeOps(t *testing.T) *fakeOps {
 	}
 }
 
-func (f *fakeOps) open(ev Event, tid int, inheritThread bool) (int, error) {
+func (f *fakeOps) open(ev reading.PerfEvent, tid int, inheritThread bool) (int, error) {
 	f.opens[ev.Name]++
 	if err := f.unsupported[ev.Name]; err != nil {
 		return -1, err

@@ -53,7 +53,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/reading"
 )
 
@@ -68,8 +67,8 @@ type meter struct{ j float64 }
 
 func (m *meter) Name() string    { return "rapl" }
 func (m *meter) Estimated() bool { return false }
-func (m *meter) Read() ([]power.ZoneSample, error) {
-	return []power.ZoneSample{{Zone: "package", Socket: 0, Joules: m.j}}, nil
+func (m *meter) Read() ([]reading.ZoneSample, error) {
+	return []reading.ZoneSample{{Zone: "package", Socket: 0, Joules: m.j}}, nil
 }
 
 type paths map[uint64]string

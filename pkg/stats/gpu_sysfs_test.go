@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wattrace/wattrace/pkg/gpu"
 	"github.com/wattrace/wattrace/pkg/gpu/node"
 	"github.com/wattrace/wattrace/pkg/gpu/sysfs"
 	"github.com/wattrace/wattrace/pkg/model"
@@ -105,7 +104,7 @@ func TestSplitFromFixtureTrees(t *testing.T) {
 			}
 			// amdgpu's power: the trapezoid between the two reads.
 			wantE := []float64{200 + (float64(k)-0.5)/1000, 150, 90}[i]
-			wantM := []gpu.Method{reading.MethodPowerIntegrated, reading.MethodCounter, reading.MethodCounter}[i]
+			wantM := []reading.GPUMethod{reading.MethodPowerIntegrated, reading.MethodCounter, reading.MethodCounter}[i]
 			if !sysNear(r.EnergyJ, wantE) || r.Method != wantM {
 				t.Fatalf("interval %d card %d: energy %v %s, want %v %s", k, i, r.EnergyJ, r.Method, wantE, wantM)
 			}

@@ -16,19 +16,6 @@ import (
 	"github.com/wattrace/wattrace/pkg/reading"
 )
 
-// Kind and Holder are the snapshot's: the stats loop reads holders
-// without importing this package.
-type (
-	Kind   = reading.HolderKind
-	Holder = reading.Holder
-)
-
-const (
-	SlurmJob = reading.HolderSlurmJob
-	Pod      = reading.HolderPod
-	VM       = reading.HolderVM
-)
-
 // Ref is how an allocation names a device: whichever of these the holder's
 // system gives (a Slurm index through the order map, a device-plugin id,
 // a PCI address).
@@ -44,7 +31,7 @@ type Ref struct {
 // Allocation is one device held by one holder.
 type Allocation struct {
 	Device Ref
-	Holder Holder
+	Holder reading.Holder
 	// Whole: the holder owns the device outright (PCI passthrough).
 	Whole bool
 }
@@ -55,7 +42,7 @@ type Source interface {
 	Allocations(ctx context.Context) ([]Allocation, error)
 }
 
-// Key names what an allocation resolved to: a device (its gpu.Device.Key)
+// Key names what an allocation resolved to: a device (its reading.GPUDevice.Key)
 // or one MIG instance of it (Instance "<index>.<gi>").
 type Key struct {
 	Device   string
@@ -64,7 +51,7 @@ type Key struct {
 
 // Resolve matches allocations to devices, keeping one holder per device:
 // the first of ResolveAll's.
-func Resolve(devs []gpu.Device, allocs []Allocation, migUUID map[string]string) map[Key]Allocation {
+func Resolve(devs []reading.GPUDevice, allocs []Allocation, migUUID map[string]string) map[Key]Allocation {
 	all := ResolveAll(devs, allocs, migUUID)
 	out := make(map[Key]Allocation, len(all))
 	for k, as := range all {
@@ -75,13 +62,13 @@ func Resolve(devs []gpu.Device, allocs []Allocation, migUUID map[string]string) 
 
 // rank orders holder kinds by precedence: a passed-through device is the
 // VM's whatever else claims it, then pods, then Slurm jobs.
-func rank(k Kind) int {
+func rank(k reading.HolderKind) int {
 	switch k {
-	case VM:
+	case reading.HolderVM:
 		return 0
-	case Pod:
+	case reading.HolderPod:
 		return 1
-	case SlurmJob:
+	case reading.HolderSlurmJob:
 		return 2
 	}
 	return 3
@@ -96,7 +83,7 @@ func rank(k Kind) int {
 // labels, so a split among them never depends on glob or kubelet order.
 // migUUID maps MIG-… UUIDs (as the NVIDIA device plugin names MIG
 // devices) to instance names "<index>.<gi>"; it may be nil.
-func ResolveAll(devs []gpu.Device, allocs []Allocation, migUUID map[string]string) map[Key][]Allocation {
+func ResolveAll(devs []reading.GPUDevice, allocs []Allocation, migUUID map[string]string) map[Key][]Allocation {
 	out := make(map[Key][]Allocation, len(allocs))
 	for _, a := range allocs {
 		if name, ok := migUUID[a.Device.UUID]; ok && a.Device.UUID != "" {
@@ -132,7 +119,7 @@ func ResolveAll(devs []gpu.Device, allocs []Allocation, migUUID map[string]strin
 	return out
 }
 
-func cmpHolder(a, b Holder) int {
+func cmpHolder(a, b reading.Holder) int {
 	for _, p := range [][2]string{{a.JobID, b.JobID}, {a.Namespace, b.Namespace}, {a.Pod, b.Pod},
 		{a.Container, b.Container}, {a.VMUUID, b.VMUUID}, {a.VMName, b.VMName}} {
 		if c := strings.Compare(p[0], p[1]); c != 0 {
@@ -142,7 +129,7 @@ func cmpHolder(a, b Holder) int {
 	return 0
 }
 
-func match(d gpu.Device, r Ref) (Key, bool) {
+func match(d reading.GPUDevice, r Ref) (Key, bool) {
 	key := Key{Device: d.Key()}
 	switch {
 	case r.UUID != "":

@@ -13,13 +13,13 @@ import (
 	"google.golang.org/grpc"
 	podresources "k8s.io/kubelet/pkg/apis/podresources/v1"
 
-	"github.com/wattrace/wattrace/pkg/gpu"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
-var devs = []gpu.Device{
-	{Index: 0, UUID: "GPU-aaaa", PCIBusID: "0000:07:00.0", Vendor: gpu.NVIDIA},
-	{Index: 1, UUID: "GPU-bbbb", PCIBusID: "0000:0f:00.0", Vendor: gpu.NVIDIA},
-	{Index: 2, PCIBusID: "0000:03:00.0", Vendor: gpu.AMD},
+var devs = []reading.GPUDevice{
+	{Index: 0, UUID: "GPU-aaaa", PCIBusID: "0000:07:00.0", Vendor: reading.VendorNVIDIA},
+	{Index: 1, UUID: "GPU-bbbb", PCIBusID: "0000:0f:00.0", Vendor: reading.VendorNVIDIA},
+	{Index: 2, PCIBusID: "0000:03:00.0", Vendor: reading.VendorAMD},
 }
 
 func write(t *testing.T, p, s string) {
@@ -63,10 +63,10 @@ func TestSlurmEnviron(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Allocation{
-		{Device: Ref{Index: "0.4"}, Holder: Holder{Kind: SlurmJob, JobID: "4242"}},
-		{Device: Ref{Index: "1"}, Holder: Holder{Kind: SlurmJob, JobID: "4242"}},
-		{Device: Ref{Index: "0.3"}, Holder: Holder{Kind: SlurmJob, JobID: "77"}},
-		{Device: Ref{UUID: "GPU-bbbb"}, Holder: Holder{Kind: SlurmJob, JobID: "9"}},
+		{Device: Ref{Index: "0.4"}, Holder: reading.Holder{Kind: reading.HolderSlurmJob, JobID: "4242"}},
+		{Device: Ref{Index: "1"}, Holder: reading.Holder{Kind: reading.HolderSlurmJob, JobID: "4242"}},
+		{Device: Ref{Index: "0.3"}, Holder: reading.Holder{Kind: reading.HolderSlurmJob, JobID: "77"}},
+		{Device: Ref{UUID: "GPU-bbbb"}, Holder: reading.Holder{Kind: reading.HolderSlurmJob, JobID: "9"}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v\nwant %+v", got, want)
@@ -138,8 +138,8 @@ func TestKubeletPodResources(t *testing.T) {
 	train := r[Key{Device: "GPU-aaaa"}].Holder
 	amd := r[Key{Device: "0000:03:00.0"}].Holder
 	mig := r[Key{Device: "GPU-bbbb", Instance: "1.5"}].Holder
-	if train != (Holder{Kind: Pod, Namespace: "ml", Pod: "train-0", Container: "trainer"}) ||
-		amd != (Holder{Kind: Pod, Namespace: "web", Pod: "infer", Container: "srv"}) || mig.Pod != "infer" || len(r) != 3 {
+	if train != (reading.Holder{Kind: reading.HolderPod, Namespace: "ml", Pod: "train-0", Container: "trainer"}) ||
+		amd != (reading.Holder{Kind: reading.HolderPod, Namespace: "web", Pod: "infer", Container: "srv"}) || mig.Pod != "infer" || len(r) != 3 {
 		t.Errorf("resolved %+v", r)
 	}
 	// The kubelet gone: an error, not a hang.
@@ -182,7 +182,7 @@ func TestLibvirtHostdev(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "broken.xml") {
 		t.Errorf("broken file not reported: %v", err)
 	}
-	vm := Holder{Kind: VM, VMName: "gpu-vm", VMUUID: "6f2a0e8c-1111-2222-3333-444455556666"}
+	vm := reading.Holder{Kind: reading.HolderVM, VMName: "gpu-vm", VMUUID: "6f2a0e8c-1111-2222-3333-444455556666"}
 	want := []Allocation{
 		{Device: Ref{PCI: "0000:0f:00.0"}, Holder: vm, Whole: true},
 		{Device: Ref{PCI: "0000:07:00.0"}, Holder: vm},
@@ -201,9 +201,9 @@ func TestLibvirtHostdev(t *testing.T) {
 
 // The first claim wins: sources are passed in precedence order.
 func TestResolvePrecedence(t *testing.T) {
-	vm := Allocation{Device: Ref{PCI: "0000:07:00.0"}, Holder: Holder{Kind: VM, VMName: "a"}, Whole: true}
-	job := Allocation{Device: Ref{Index: "0"}, Holder: Holder{Kind: SlurmJob, JobID: "1"}}
-	ghost := Allocation{Device: Ref{UUID: "GPU-zzzz"}, Holder: Holder{Kind: Pod}}
+	vm := Allocation{Device: Ref{PCI: "0000:07:00.0"}, Holder: reading.Holder{Kind: reading.HolderVM, VMName: "a"}, Whole: true}
+	job := Allocation{Device: Ref{Index: "0"}, Holder: reading.Holder{Kind: reading.HolderSlurmJob, JobID: "1"}}
+	ghost := Allocation{Device: Ref{UUID: "GPU-zzzz"}, Holder: reading.Holder{Kind: reading.HolderPod}}
 	r := Resolve(devs, []Allocation{vm, job, ghost}, nil)
 	if len(r) != 1 || r[Key{Device: "GPU-aaaa"}].Holder.VMName != "a" {
 		t.Errorf("%+v", r)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wattrace/wattrace/pkg/reading"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	podresources "k8s.io/kubelet/pkg/apis/podresources/v1"
@@ -62,7 +63,7 @@ func (k *Kubelet) Allocations(ctx context.Context) ([]Allocation, error) {
 	var out []Allocation
 	for _, p := range resp.GetPodResources() {
 		for _, c := range p.GetContainers() {
-			h := Holder{Kind: Pod, Namespace: p.GetNamespace(), Pod: p.GetName(), Container: c.GetName()}
+			h := reading.Holder{Kind: reading.HolderPod, Namespace: p.GetNamespace(), Pod: p.GetName(), Container: c.GetName()}
 			for _, d := range c.GetDevices() {
 				if !gpuResource.MatchString(d.GetResourceName()) {
 					continue

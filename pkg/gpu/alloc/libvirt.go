@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/workload/libvirt"
 )
 
@@ -52,7 +53,7 @@ func (l *Libvirt) Allocations(context.Context) ([]Allocation, error) {
 			errs = append(errs, fmt.Errorf("%s: %w", p, err))
 			continue
 		}
-		h := Holder{Kind: VM, VMName: d.Name, VMUUID: d.UUID}
+		h := reading.Holder{Kind: reading.HolderVM, VMName: d.Name, VMUUID: d.UUID}
 		for _, addr := range devs.Hostdevs {
 			out = append(out, Allocation{Device: Ref{PCI: addr}, Holder: h, Whole: true})
 		}

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/wattrace/wattrace/internal/procpid"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // OrderMap maps Slurm's GPU indices to devices, as CEEMS's
@@ -164,7 +165,7 @@ func (s *Slurm) parse(environ []byte) []Allocation {
 	if job == "" {
 		return nil
 	}
-	h := Holder{Kind: SlurmJob, JobID: job}
+	h := reading.Holder{Kind: reading.HolderSlurmJob, JobID: job}
 	var out []Allocation
 	list := step
 	if list == "" {

@@ -20,27 +20,20 @@ import (
 	"github.com/wattrace/wattrace/pkg/reading"
 )
 
-// Device and Interval are the snapshot's: the stats loop reads them
-// without importing this package.
-type (
-	Device   = reading.HeldGPUReading
-	Interval = reading.GPUInterval
-)
-
 // GPUs is the node's GPUs. Owned by the stats loop's goroutine.
 type GPUs struct {
 	cfg     Config
 	log     *zap.Logger
 	sources []gpu.Source
 	allocs  []alloc.Source
-	out     Interval
+	out     reading.GPUInterval
 	aHealth map[string]*reading.SourceHealth
 	closers []func() error
 	// warned: allocation sources whose missing permission was logged.
 	warned map[string]bool
 	// onDevices is called from Interval when the devices read change
 	// (a source came up or went down); seen is the last set, by key.
-	onDevices func([]gpu.Device)
+	onDevices func([]reading.GPUDevice)
 	seen      map[string]bool
 }
 
@@ -138,11 +131,11 @@ func (g *GPUs) Pending() bool {
 // OnDevices calls f, from Interval, with the devices read whenever they
 // change from the interval before (the first interval included), so
 // that what other sources leave out follows the GPU sources' state.
-func (g *GPUs) OnDevices(f func([]gpu.Device)) { g.onDevices = f }
+func (g *GPUs) OnDevices(f func([]reading.GPUDevice)) { g.onDevices = f }
 
 // Devices lists every device of every source.
-func (g *GPUs) Devices() []gpu.Device {
-	var out []gpu.Device
+func (g *GPUs) Devices() []reading.GPUDevice {
+	var out []reading.GPUDevice
 	for _, s := range g.sources {
 		out = append(out, s.Devices()...)
 	}
@@ -151,9 +144,9 @@ func (g *GPUs) Devices() []gpu.Device {
 
 // Interval reads and resolves every device for the interval
 // ending at now. The result is reused by the next call.
-func (g *GPUs) Interval(ctx context.Context, now time.Time) *Interval {
+func (g *GPUs) Interval(ctx context.Context, now time.Time) *reading.GPUInterval {
 	g.out.Health = g.out.Health[:0]
-	var readings []gpu.Reading
+	var readings []reading.GPUReading
 	for _, s := range g.sources {
 		rs, err := s.Read(ctx, now)
 		if err != nil {
@@ -190,7 +183,7 @@ func (g *GPUs) Interval(ctx context.Context, now time.Time) *Interval {
 		allocs = append(allocs, as...)
 		g.out.Health = append(g.out.Health, *h)
 	}
-	devs := make([]gpu.Device, len(readings))
+	devs := make([]reading.GPUDevice, len(readings))
 	defer g.devicesChanged(devs)
 	mig := map[string]string{}
 	for i, r := range readings {
@@ -203,14 +196,14 @@ func (g *GPUs) Interval(ctx context.Context, now time.Time) *Interval {
 	}
 	held := alloc.ResolveAll(devs, allocs, mig)
 	for len(g.out.Devices) < len(readings) {
-		g.out.Devices = append(g.out.Devices, Device{})
+		g.out.Devices = append(g.out.Devices, reading.HeldGPUReading{})
 	}
 	g.out.Devices = g.out.Devices[:len(readings)]
 	for i, r := range readings {
 		d := &g.out.Devices[i]
 		d.Reading = r
 		as := held[alloc.Key{Device: r.Device.Key()}]
-		d.Holders, d.Holder, d.HasHolder, d.Whole = d.Holders[:0], alloc.Holder{}, len(as) > 0, false
+		d.Holders, d.Holder, d.HasHolder, d.Whole = d.Holders[:0], reading.Holder{}, len(as) > 0, false
 		for _, a := range as {
 			d.Holders = append(d.Holders, a.Holder)
 			d.Whole = d.Whole || a.Whole
@@ -222,7 +215,7 @@ func (g *GPUs) Interval(ctx context.Context, now time.Time) *Interval {
 		for _, in := range r.Instances {
 			for _, ia := range held[alloc.Key{Device: r.Device.Key(), Instance: in.Name}] {
 				if d.InstanceHolders == nil {
-					d.InstanceHolders = map[string][]alloc.Holder{}
+					d.InstanceHolders = map[string][]reading.Holder{}
 				}
 				d.InstanceHolders[in.Name] = append(d.InstanceHolders[in.Name], ia.Holder)
 			}
@@ -233,7 +226,7 @@ func (g *GPUs) Interval(ctx context.Context, now time.Time) *Interval {
 
 // devicesChanged tells OnDevices' function of a change in the devices
 // read.
-func (g *GPUs) devicesChanged(devs []gpu.Device) {
+func (g *GPUs) devicesChanged(devs []reading.GPUDevice) {
 	if g.onDevices == nil {
 		return
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/wattrace/wattrace/internal/testenv"
 	"github.com/wattrace/wattrace/pkg/gpu/alloc"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // Without the permission to read other users' /proc/PID/environ, the
@@ -23,7 +24,7 @@ func TestSlurmEnvironPermissionIsHealth(t *testing.T) {
 	}
 	core, logs := observer.New(zap.WarnLevel)
 	g := New(Config{}, nil, []alloc.Source{&alloc.Slurm{ProcRoot: "/proc"}}, zap.New(core))
-	var iv *Interval
+	var iv *reading.GPUInterval
 	for k := 0; k < 3; k++ {
 		iv = g.Interval(context.Background(), time.Now())
 	}

@@ -76,7 +76,7 @@ type Source struct {
 	rejects *reading.Rejects
 	opts    Options
 	devs    []*device
-	list    []gpu.Device
+	list    []reading.GPUDevice
 	now     time.Time
 	feat    features
 	// meters are every device's ever seen, by key in order of discovery:
@@ -98,7 +98,7 @@ type Source struct {
 
 type device struct {
 	h       gonvml.Device
-	dev     gpu.Device
+	dev     reading.GPUDevice
 	meter   *gpu.Meter
 	counter bool // GetTotalEnergyConsumption works
 	// probe: the energy counter failed at start for another reason than
@@ -250,7 +250,7 @@ func (s *Source) start() error {
 	}
 	s.freeSamples()
 	var devs []*device
-	var list []gpu.Device
+	var list []reading.GPUDevice
 	defer func() {
 		s.mu.Lock()
 		s.devs, s.list = devs, list
@@ -267,7 +267,7 @@ func (s *Source) start() error {
 		if d.maxW <= 0 {
 			d.maxW = gpu.DefaultMaxWatts
 		}
-		d.dev = gpu.Device{Index: i, Vendor: gpu.NVIDIA, Source: "nvml"}
+		d.dev = reading.GPUDevice{Index: i, Vendor: reading.VendorNVIDIA, Source: "nvml"}
 		d.dev.UUID, _ = h.GetUUID()
 		d.dev.Model, _ = h.GetName()
 		if p, ret := h.GetPciInfo(); ret == gonvml.SUCCESS {
@@ -357,8 +357,8 @@ func pciAddr(p gonvml.PciInfo) string {
 	return fmt.Sprintf("%04x:%02x:%02x.0", p.Domain, p.Bus, p.Device)
 }
 
-func (s *Source) Name() string          { return "nvml" }
-func (s *Source) Devices() []gpu.Device { return slices.Clone(s.list) }
+func (s *Source) Name() string                 { return "nvml" }
+func (s *Source) Devices() []reading.GPUDevice { return slices.Clone(s.list) }
 
 // Close stops the sampler, frees the GPM samples and shuts NVML down.
 func (s *Source) Close() error {
@@ -404,7 +404,7 @@ func (s *Source) Health() []reading.SourceHealth {
 // time, initialises NVML again. When every device fails at once (the
 // driver was unloaded or reloaded under us), the source goes down and
 // re-initialises at the next read.
-func (s *Source) Read(_ context.Context, now time.Time) ([]gpu.Reading, error) {
+func (s *Source) Read(_ context.Context, now time.Time) ([]reading.GPUReading, error) {
 	s.now = now
 	if s.down != nil {
 		if now.Before(s.retryAt) {
@@ -418,7 +418,7 @@ func (s *Source) Read(_ context.Context, now time.Time) ([]gpu.Reading, error) {
 		s.down, s.backoff = nil, 0
 		s.log.Info("NVIDIA GPU source up again", zap.Int("devices", len(s.devs)))
 	}
-	out := make([]gpu.Reading, 0, len(s.devs))
+	out := make([]reading.GPUReading, 0, len(s.devs))
 	var failed int
 	var last gonvml.Return
 	for _, d := range s.devs {
@@ -441,9 +441,9 @@ func (s *Source) Read(_ context.Context, now time.Time) ([]gpu.Reading, error) {
 }
 
 // read reads one device; ret is its energy or power call's result.
-func (s *Source) read(d *device, now time.Time) (gpu.Reading, gonvml.Return) {
+func (s *Source) read(d *device, now time.Time) (reading.GPUReading, gonvml.Return) {
 	var eret gonvml.Return
-	r := gpu.Reading{Device: d.dev, Method: gpu.Counter}
+	r := reading.GPUReading{Device: d.dev, Method: reading.MethodCounter}
 	if d.counter {
 		mj, ret := d.h.GetTotalEnergyConsumption()
 		eret = ret
@@ -456,7 +456,7 @@ func (s *Source) read(d *device, now time.Time) (gpu.Reading, gonvml.Return) {
 		// The power sampled within the interval (in the background) and
 		// at its end (now), integrated with the trapezoid rule, through
 		// the meter's counter validation as any energy counter.
-		r.Method = gpu.PowerIntegrated
+		r.Method = reading.MethodPowerIntegrated
 		eret = s.samplePower(d, now)
 		s.mu.Lock()
 		j, at := d.pw.Integrate(now)
@@ -483,14 +483,14 @@ func (s *Source) read(d *device, now time.Time) (gpu.Reading, gonvml.Return) {
 	r.Usage = d.usage
 	if d.util {
 		if supported, read := s.processUtil(d, r.Interval); supported {
-			r.Basis, r.UsageUnknown = gpu.SMUtil, !read
+			r.Basis, r.UsageUnknown = reading.BasisSMUtil, !read
 			return r, eret
 		}
 		d.util = false
 		s.log.Info("per-process GPU utilization unsupported, splitting by memory held",
 			zap.String("gpu", d.dev.Key()))
 	}
-	r.Basis = gpu.Memory
+	r.Basis = reading.BasisMemory
 	procs, ret := d.h.GetComputeRunningProcesses()
 	if ret != gonvml.SUCCESS {
 		r.UsageUnknown = true
@@ -684,8 +684,8 @@ func memoryWeights(procs []gonvml.ProcessInfo, add func(gonvml.ProcessInfo, floa
 // activity over the interval where the board has GPM (Hopper and newer),
 // else by its SMs while it runs processes; its processes by the memory
 // they hold.
-func (s *Source) instances(d *device) (_ []gpu.Instance, unknown bool) {
-	var out []gpu.Instance
+func (s *Source) instances(d *device) (_ []reading.GPUInstance, unknown bool) {
+	var out []reading.GPUInstance
 	d.migReason = ""
 	failed := func(what string, ret gonvml.Return) {
 		// A profile the board does not offer is no failure; anything
@@ -716,17 +716,17 @@ func (s *Source) instances(d *device) (_ []gpu.Instance, unknown bool) {
 				failed("GPU instance info", ret)
 				continue
 			}
-			out = append(out, gpu.Instance{
+			out = append(out, reading.GPUInstance{
 				ID:          int(gii.Id),
 				Name:        fmt.Sprintf("%d.%d", d.dev.Index, gii.Id),
 				SMs:         int(info.MultiprocessorCount),
 				WeightBasis: "sm_share",
-				Basis:       gpu.Memory,
+				Basis:       reading.BasisMemory,
 				Usage:       map[int]float64{},
 			})
 		}
 	}
-	slices.SortFunc(out, func(a, b gpu.Instance) int { return a.ID - b.ID })
+	slices.SortFunc(out, func(a, b reading.GPUInstance) int { return a.ID - b.ID })
 	// The MIG devices' UUIDs (MIG-…) are how the Kubernetes device plugin
 	// and CUDA_VISIBLE_DEVICES name an instance.
 	if n, ret := d.h.GetMaxMigDeviceCount(); ret == gonvml.SUCCESS {
@@ -772,7 +772,7 @@ func (s *Source) instances(d *device) (_ []gpu.Instance, unknown bool) {
 // gpmWeights replaces the SM-share weights by SMs × measured SM activity
 // when every instance's activity could be measured this interval; a mix
 // of bases would not be comparable, so any failure keeps the SM shares.
-func (s *Source) gpmWeights(d *device, ins []gpu.Instance) {
+func (s *Source) gpmWeights(d *device, ins []reading.GPUInstance) {
 	util := make([]float64, len(ins))
 	all := true
 	live := make(map[int]bool, len(ins))

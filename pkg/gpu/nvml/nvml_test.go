@@ -17,8 +17,8 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/wattrace/wattrace/internal/testenv"
-	"github.com/wattrace/wattrace/pkg/gpu"
 	"github.com/wattrace/wattrace/pkg/gpu/nvml/nvmltest"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 var t0 = time.Unix(1_700_000_000, 0)
@@ -129,7 +129,7 @@ func TestMissingSymbolsAreNeverCalled(t *testing.T) {
 	bs[0].EnergyMJ += 250_000
 	bs[0].TSUS = 2_000_000
 	rs, _ := src.Read(context.Background(), t0.Add(time.Second))
-	if !rs[0].OK || !near(rs[0].EnergyJ, 250) || rs[0].Basis != gpu.SMUtil {
+	if !rs[0].OK || !near(rs[0].EnergyJ, 250) || rs[0].Basis != reading.BasisSMUtil {
 		t.Fatalf("reading %+v", rs[0])
 	}
 }
@@ -143,7 +143,7 @@ func TestEnergyCounterRetriedAfterAStartError(t *testing.T) {
 	bs[0].EnergyErr = gonvml.ERROR_UNKNOWN
 	bs[0].PowerMW = 250_000
 	src, _ := New(srv, Options{}, nil)
-	var methods []gpu.Method
+	var methods []reading.GPUMethod
 	var total float64
 	for k := 0; k < 6; k++ {
 		if k == 2 {
@@ -158,7 +158,7 @@ func TestEnergyCounterRetriedAfterAStartError(t *testing.T) {
 			total += rs[0].EnergyJ
 		}
 	}
-	if methods[1] != gpu.PowerIntegrated || methods[5] != gpu.Counter {
+	if methods[1] != reading.MethodPowerIntegrated || methods[5] != reading.MethodCounter {
 		t.Fatalf("methods %v: want power integration, then the counter", methods)
 	}
 	// Intervals 1 and 2 integrate 250 W; 3 to 5 count 300 J each.
@@ -275,7 +275,7 @@ func TestPowerBoardTrapezoid(t *testing.T) {
 	src, _ := New(srv, Options{}, nil)
 	defer src.Close()
 	bs[0].PowerMW = 100_000
-	if rs, _ := src.Read(context.Background(), t0); rs[0].OK || rs[0].Method != gpu.PowerIntegrated {
+	if rs, _ := src.Read(context.Background(), t0); rs[0].OK || rs[0].Method != reading.MethodPowerIntegrated {
 		t.Fatalf("first read: %+v", rs[0])
 	}
 	bs[0].PowerMW = 500_000

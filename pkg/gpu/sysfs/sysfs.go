@@ -49,10 +49,10 @@ type Options struct {
 
 var cardRE = regexp.MustCompile(`^card[0-9]+$`)
 
-var drivers = map[string]gpu.Vendor{"amdgpu": gpu.AMD, "i915": gpu.Intel, "xe": gpu.Intel}
+var drivers = map[string]reading.GPUVendor{"amdgpu": reading.VendorAMD, "i915": reading.VendorIntel, "xe": reading.VendorIntel}
 
 type card struct {
-	dev   gpu.Device
+	dev   reading.GPUDevice
 	meter *gpu.Meter
 	// file is the hwmon file read; counter says µJ cumulative (else µW).
 	file    string
@@ -74,7 +74,7 @@ type Source struct {
 	scanner *fdinfo.Scanner
 	debugfs string
 	cards   []*card
-	list    []gpu.Device
+	list    []reading.GPUDevice
 	rejects *reading.Rejects
 	tracker *fdinfo.Tracker
 	now     time.Time
@@ -259,14 +259,14 @@ func probe(dir, name string) (*card, string) {
 		return nil, ""
 	}
 	idx, _ := strconv.Atoi(strings.TrimPrefix(name, "card"))
-	c := &card{dev: gpu.Device{
+	c := &card{dev: reading.GPUDevice{
 		Index:    idx,
 		PCIBusID: gpu.NormPCI(filepath.Base(pciDir)),
 		Vendor:   vendor,
 		Source:   "sysfs",
 		Model:    filepath.Base(drv) + " " + strings.TrimSpace(readStr(filepath.Join(devDir, "device"))),
 	}}
-	if vendor == gpu.AMD {
+	if vendor == reading.VendorAMD {
 		if p := filepath.Join(devDir, "gpu_busy_percent"); exists(p) {
 			c.busy = p
 		}
@@ -302,8 +302,8 @@ func readStr(p string) string {
 	return string(b)
 }
 
-func (s *Source) Name() string          { return "sysfs" }
-func (s *Source) Devices() []gpu.Device { return slices.Clone(s.list) }
+func (s *Source) Name() string                 { return "sysfs" }
+func (s *Source) Devices() []reading.GPUDevice { return slices.Clone(s.list) }
 func (s *Source) Close() error {
 	if s.stop != nil {
 		close(s.stop)
@@ -329,7 +329,7 @@ func (s *Source) Health() []reading.SourceHealth {
 
 // Read returns every card's reading for the interval ending at now. The
 // usage maps are reused by the next Read.
-func (s *Source) Read(_ context.Context, now time.Time) ([]gpu.Reading, error) {
+func (s *Source) Read(_ context.Context, now time.Time) ([]reading.GPUReading, error) {
 	s.now = now
 	pids, ok := fdinfo.DebugfsPIDs(s.debugfs)
 	if !ok {
@@ -369,11 +369,11 @@ func (s *Source) Read(_ context.Context, now time.Time) ([]gpu.Reading, error) {
 			}
 		}
 	}
-	out := make([]gpu.Reading, 0, len(s.cards))
+	out := make([]reading.GPUReading, 0, len(s.cards))
 	for _, c := range s.cards {
-		r := gpu.Reading{Device: c.dev, Method: gpu.PowerIntegrated, Basis: gpu.EngineTime}
+		r := reading.GPUReading{Device: c.dev, Method: reading.MethodPowerIntegrated, Basis: reading.BasisEngineTime}
 		if c.counter {
-			r.Method = gpu.Counter
+			r.Method = reading.MethodCounter
 		}
 		if c.counter {
 			v, err := readUint(c.file)
@@ -400,7 +400,7 @@ func (s *Source) Read(_ context.Context, now time.Time) ([]gpu.Reading, error) {
 		if n, ok := s.kfd[c.dev.PCIBusID]; ok && n.GPUID != 0 {
 			// ROCm submits through /dev/kfd, which DRM fdinfo does not
 			// see: its processes' compute share joins the DRM clients'.
-			r.Basis = gpu.EngineTimeKFD
+			r.Basis = reading.BasisEngineTimeKFD
 			if k := s.kfdUse[c.dev.PCIBusID]; len(k) > 0 {
 				if c.usage == nil {
 					c.usage = map[int]float64{}
@@ -419,7 +419,7 @@ func (s *Source) Read(_ context.Context, now time.Time) ([]gpu.Reading, error) {
 		// share is the card's utilization when every process could be
 		// read; amdgpu's ROCm work is not in fdinfo, so only its own
 		// gpu_busy_percent says how busy the card is.
-		r.UtilizationKnown = c.dev.Vendor == gpu.Intel && err == nil && s.reason == ""
+		r.UtilizationKnown = c.dev.Vendor == reading.VendorIntel && err == nil && s.reason == ""
 		// Unreadable clients (fdinfo without permission) or ROCm work
 		// the kernel does not report per process: no client seen does
 		// not mean no process used the card.

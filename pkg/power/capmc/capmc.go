@@ -11,6 +11,7 @@ import (
 	"strconv"
 
 	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // SystemPower is `capmc get_system_power` output: the average, minimum and
@@ -93,5 +94,5 @@ func (m *Meter) ReadPower(ctx context.Context) ([]power.Reading, error) {
 		}
 		return nil, fmt.Errorf("capmc get_system_power: %w", err)
 	}
-	return []power.Reading{{Zone: power.ZonePlatform, Socket: -1, Watts: p.Avg}}, nil
+	return []power.Reading{{Zone: reading.ZonePlatform, Socket: -1, Watts: p.Avg}}, nil
 }

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/internal/testenv"
-	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // stepMeter reads 0 J for its first zero reads, then rises 1 J a read.
@@ -19,10 +19,10 @@ type stepMeter struct {
 
 func (m *stepMeter) Name() string    { return "step" }
 func (m *stepMeter) Estimated() bool { return false }
-func (m *stepMeter) Read() ([]power.ZoneSample, error) {
+func (m *stepMeter) Read() ([]reading.ZoneSample, error) {
 	m.reads++
 	j := float64(max(0, m.reads-m.zero))
-	return []power.ZoneSample{{Zone: power.ZonePackage, Socket: 0, Joules: 0}, {Zone: power.ZoneDRAM, Socket: 0, Joules: j}}, nil
+	return []reading.ZoneSample{{Zone: reading.ZonePackage, Socket: 0, Joules: 0}, {Zone: reading.ZoneDRAM, Socket: 0, Joules: j}}, nil
 }
 
 func TestMustAdvance(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 func copyTree(t *testing.T, src, dst string) {
@@ -38,7 +39,7 @@ func copyTree(t *testing.T, src, dst string) {
 
 func noTools(string) (string, error) { return "", errors.New("not found") }
 
-func zones(t *testing.T, m power.Meter) []string {
+func zones(t *testing.T, m reading.Meter) []string {
 	t.Helper()
 	s, err := m.Read()
 	if err != nil {
@@ -53,13 +54,13 @@ func zones(t *testing.T, m power.Meter) []string {
 
 // discoverAuto walks the table as Open does in auto mode, without the
 // estimator fallback, and returns the combined meter and discovery lines.
-func discoverAuto(t *testing.T, root string) (power.Meter, []string, error) {
+func discoverAuto(t *testing.T, root string) (reading.Meter, []string, error) {
 	t.Helper()
 	return discoverWith(t, Config{Source: "auto", SysfsRoot: root, IPMI: "off", LookPath: noTools,
 		Interval: 20 * time.Millisecond, Timeout: 20 * time.Millisecond})
 }
 
-func discoverWith(t *testing.T, cfg Config) (power.Meter, []string, error) {
+func discoverWith(t *testing.T, cfg Config) (reading.Meter, []string, error) {
 	t.Helper()
 	f, err := walk(context.Background(), cfg.withDefaults(), zap.NewNop())
 	if err != nil {
@@ -170,7 +171,7 @@ func TestDiscoverPMCountersLeavesOutTheGPUStagesDevices(t *testing.T) {
 	}
 	var gpus []int
 	for _, z := range s {
-		if z.Zone == power.ZoneGPU {
+		if z.Zone == reading.ZoneGPU {
 			gpus = append(gpus, z.Socket)
 		}
 	}
@@ -242,7 +243,7 @@ func TestDiscoverPMCountersLeavesOutByAcceleratorNumber(t *testing.T) {
 	}
 	var got []string
 	for _, z := range s {
-		if z.Zone == power.ZoneGPU {
+		if z.Zone == reading.ZoneGPU {
 			got = append(got, fmt.Sprintf("gpu/%d %.0f J", z.Socket, z.Joules))
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/power/curves"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // nodeTree writes the files the estimator reads: cpuinfo (model name and
@@ -81,7 +82,7 @@ func TestEstimatorBareMetal(t *testing.T) {
 	root := nodeTree(t, model, "fpu vme sse2 avx2", 2, 96, 384<<20)
 	e := openEstimatorOn(t, fastConfig(root))
 	zs := e.Zones()
-	if len(zs) != 2 || zs[0].Zone != power.ZonePackage || zs[1].Zone != power.ZonePlatform {
+	if len(zs) != 2 || zs[0].Zone != reading.ZonePackage || zs[1].Zone != reading.ZonePlatform {
 		t.Fatalf("zones %+v, want package and platform", zs)
 	}
 	m, err := curves.Default()
@@ -95,7 +96,7 @@ func TestEstimatorBareMetal(t *testing.T) {
 	if zs[1].Curve.Points != server.Points || zs[0].Curve.Points != pkg.Points {
 		t.Errorf("curves differ from the model's for %+v", node)
 	}
-	if w, _ := e.IdleWatts(power.ZonePlatform); w != server.Points[0].Watts || w < 50 || w > 500 {
+	if w, _ := e.IdleWatts(reading.ZonePlatform); w != server.Points[0].Watts || w < 50 || w > 500 {
 		t.Errorf("platform idle %v W, want the model's %v", w, server.Points[0].Watts)
 	}
 	// Read gives each zone the model's curve integrated over what was
@@ -104,7 +105,7 @@ func TestEstimatorBareMetal(t *testing.T) {
 	e.Advance(0.5, 30*time.Second)
 	got := readJoules(t, e)
 	wantPkg, wantServer := 30*pkg.At(0.5).Watts, 30*server.At(0.5).Watts
-	if len(got) != 2 || math.Abs(got[power.ZonePackage]-wantPkg) > 1e-9 || math.Abs(got[power.ZonePlatform]-wantServer) > 1e-9 {
+	if len(got) != 2 || math.Abs(got[reading.ZonePackage]-wantPkg) > 1e-9 || math.Abs(got[reading.ZonePlatform]-wantServer) > 1e-9 {
 		t.Errorf("read %v J after 30 s at half load, want package %.3f J and platform %.3f J", got, wantPkg, wantServer)
 	}
 	if !(wantPkg > 0 && wantPkg < wantServer) {
@@ -122,10 +123,10 @@ func TestEstimatorVM(t *testing.T) {
 	root := nodeTree(t, "AMD EPYC 7B13", "fpu sse2 hypervisor avx2", 1, 4, 16<<20)
 	e := openEstimatorOn(t, fastConfig(root))
 	zs := e.Zones()
-	if len(zs) != 1 || zs[0].Zone != power.ZonePackage || zs[0].Curve.Info.Kind != curves.KindVM || zs[0].Curve.Info.Arch != "EPYC 3rd Gen" {
+	if len(zs) != 1 || zs[0].Zone != reading.ZonePackage || zs[0].Curve.Info.Kind != curves.KindVM || zs[0].Curve.Info.Arch != "EPYC 3rd Gen" {
 		t.Fatalf("zones %+v, want one vm package zone", zs)
 	}
-	if w, _ := e.IdleWatts(power.ZonePackage); math.Abs(w-4*0.46) > 1e-9 {
+	if w, _ := e.IdleWatts(reading.ZonePackage); math.Abs(w-4*0.46) > 1e-9 {
 		t.Errorf("idle %v W, want 4 x 0.46", w)
 	}
 	if full := zs[0].Curve.Points[curves.NumLevels-1]; math.Abs(full.Watts-4*1.96) > 1e-9 || !(full.Lower < full.Watts && full.Watts < full.Upper) {
@@ -135,7 +136,7 @@ func TestEstimatorVM(t *testing.T) {
 	// with every vCPU busy are 4 × (0.46 + 1.96) W × 10 s = 96.8 J.
 	e.Advance(0, 10*time.Second)
 	e.Advance(1, 10*time.Second)
-	if got := readJoules(t, e); len(got) != 1 || math.Abs(got[power.ZonePackage]-96.8) > 1e-9 {
+	if got := readJoules(t, e); len(got) != 1 || math.Abs(got[reading.ZonePackage]-96.8) > 1e-9 {
 		t.Errorf("read %v J after 10 s idle and 10 s busy, want package 96.8 J", got)
 	}
 
@@ -184,11 +185,11 @@ func TestEstimatorLeavesPlatformToRetriedMeter(t *testing.T) {
 	}
 	c := m.(*power.Combined)
 	e := c.Meters()[0].(*power.Estimator)
-	if zs := e.Zones(); len(zs) != 1 || zs[0].Zone != power.ZonePackage {
+	if zs := e.Zones(); len(zs) != 1 || zs[0].Zone != reading.ZonePackage {
 		t.Errorf("estimator zones %+v, want package only", zs)
 	}
 	// The combined meter passes the estimator's estimates on.
-	if est := c.Estimates(); len(est) != 1 || est[0].Name != power.ZonePackage || est[0].Source != "estimator" || est[0].Curve != curves.KindPackage {
+	if est := c.Estimates(); len(est) != 1 || est[0].Name != reading.ZonePackage || est[0].Source != "estimator" || est[0].Curve != curves.KindPackage {
 		t.Errorf("combined estimates %+v", est)
 	}
 }
@@ -224,7 +225,7 @@ func TestEstimatorVMSteal(t *testing.T) {
 
 	idle, half := c.Points[0], c.Points[5]
 	want := curves.Estimate{Watts: idle.Watts + 0.7*(half.Watts-idle.Watts), Lower: idle.Lower + 0.7*(half.Lower-idle.Lower), Upper: half.Upper}
-	got := readJoules(t, e)[power.ZonePackage]
+	got := readJoules(t, e)[reading.ZonePackage]
 	if math.Abs(got-10*want.Watts) > 1e-9 {
 		t.Errorf("30%% stolen: %.6f J, want %.6f J", got, 10*want.Watts)
 	}

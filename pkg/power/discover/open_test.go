@@ -21,6 +21,7 @@ import (
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/power/ipmi"
 	"github.com/wattrace/wattrace/pkg/power/redfish"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // bmc serves the DMTF public-rackmount1 mockup (basic auth, not checked)
@@ -66,13 +67,13 @@ func fastConfig(root string) Config {
 		Retry: power.RetryOptions{Initial: 20 * time.Millisecond, Max: 40 * time.Millisecond}}
 }
 
-func platformJoules(m power.Meter) (float64, bool) {
+func platformJoules(m reading.Meter) (float64, bool) {
 	s, err := m.Read()
 	if err != nil {
 		return 0, false
 	}
 	for _, x := range s {
-		if x.Zone == power.ZonePlatform && x.Source == "redfish" {
+		if x.Zone == reading.ZonePlatform && x.Source == "redfish" {
 			return x.Joules, true
 		}
 	}

@@ -26,7 +26,7 @@ import (
 // estimated, is not counted twice.
 type Fallback struct {
 	host *Meter
-	est  power.Meter
+	est  reading.Meter
 	log  *zap.Logger
 
 	mu        sync.Mutex
@@ -47,11 +47,11 @@ type Fallback struct {
 }
 
 var (
-	_ power.Meter            = (*Fallback)(nil)
-	_ sourcehealth.Reporter  = (*Fallback)(nil)
-	_ power.Advancer         = (*Fallback)(nil)
-	_ power.EstimateReporter = (*Fallback)(nil)
-	_ power.ZoneEnder        = (*Fallback)(nil)
+	_ reading.Meter            = (*Fallback)(nil)
+	_ sourcehealth.Reporter    = (*Fallback)(nil)
+	_ reading.Advancer         = (*Fallback)(nil)
+	_ reading.EstimateReporter = (*Fallback)(nil)
+	_ reading.ZoneEnder        = (*Fallback)(nil)
 )
 
 // ReasonZonesNotEstimated is the host source's wattrace_source_degraded
@@ -60,7 +60,7 @@ var (
 const ReasonZonesNotEstimated = "host_share_stale_zones_not_estimated"
 
 // NewFallback returns the meter over host and the estimator est.
-func NewFallback(host *Meter, est power.Meter, log *zap.Logger) *Fallback {
+func NewFallback(host *Meter, est reading.Meter, log *zap.Logger) *Fallback {
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -84,22 +84,22 @@ func (f *Fallback) Falling() bool { return f.Estimated() }
 
 // Meters lets the stats loop label each zone by the member its samples
 // name: the host measured, the estimator estimated.
-func (f *Fallback) Meters() []power.Meter { return []power.Meter{f.host, f.est} }
+func (f *Fallback) Meters() []reading.Meter { return []reading.Meter{f.host, f.est} }
 
 // Advance implements power.Advancer for the estimator, which must follow
 // the guest's load all along to stand in at once.
 func (f *Fallback) Advance(util float64, dt time.Duration) {
-	if a, ok := f.est.(power.Advancer); ok {
+	if a, ok := f.est.(reading.Advancer); ok {
 		a.Advance(util, dt)
 	}
 }
 
 // Read implements power.Meter.
-func (f *Fallback) Read() ([]power.ZoneSample, error) {
+func (f *Fallback) Read() ([]reading.ZoneSample, error) {
 	hs, herr := f.host.Read()
 	stale := f.host.Stale()
 	es, eerr := f.est.Read()
-	var ds []power.ZoneSample
+	var ds []reading.ZoneSample
 	dynOK := false
 	if d, ok := f.est.(power.DynamicReader); ok {
 		var derr error
@@ -189,12 +189,12 @@ func (f *Fallback) Read() ([]power.ZoneSample, error) {
 	if len(f.order) == 0 {
 		return nil, errors.Join(herr, eerr, errors.New("hostshare: no zone read yet"))
 	}
-	out := make([]power.ZoneSample, 0, len(f.order))
+	out := make([]reading.ZoneSample, 0, len(f.order))
 	for _, z := range f.order {
 		if slices.Contains(f.ended, z) {
 			continue
 		}
-		out = append(out, power.ZoneSample{Zone: z, Socket: -1, Joules: f.outJ[z], Source: f.source[z], Method: f.method[z]})
+		out = append(out, reading.ZoneSample{Zone: z, Socket: -1, Joules: f.outJ[z], Source: f.source[z], Method: f.method[z]})
 	}
 	return out, nil
 }
@@ -241,7 +241,7 @@ func (f *Fallback) Estimates() []reading.Estimate {
 	if !f.Falling() {
 		return nil
 	}
-	if r, ok := f.est.(power.EstimateReporter); ok {
+	if r, ok := f.est.(reading.EstimateReporter); ok {
 		return r.Estimates()
 	}
 	return nil

@@ -86,7 +86,7 @@ type zone struct {
 }
 
 var (
-	_ power.Meter           = (*Meter)(nil)
+	_ reading.Meter         = (*Meter)(nil)
 	_ sourcehealth.Reporter = (*Meter)(nil)
 )
 
@@ -118,7 +118,7 @@ func Open(o Options) (*Meter, error) {
 		o.Staleness = DefaultStaleness
 	}
 	if !(o.MaxWatts > 0) || math.IsInf(o.MaxWatts, 0) {
-		o.MaxWatts = power.DefaultMaxWatts().For(power.ZonePlatform)
+		o.MaxWatts = power.DefaultMaxWatts().For(reading.ZonePlatform)
 	}
 	if o.Log == nil {
 		o.Log = zap.NewNop()
@@ -211,7 +211,7 @@ func (m *Meter) Staleness() time.Duration {
 // first Read. It fails when the metadata or every zone file cannot be
 // read; a zone file that cannot be read or is rejected keeps its total and
 // fails nothing else.
-func (m *Meter) Read() ([]ZoneSample, error) {
+func (m *Meter) Read() ([]reading.ZoneSample, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.opt.Now()
@@ -220,19 +220,16 @@ func (m *Meter) Read() ([]ZoneSample, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]ZoneSample, 0, len(m.order))
+	out := make([]reading.ZoneSample, 0, len(m.order))
 	for _, z := range m.order {
 		method := reading.MethodMeasured
 		if m.methods[z] {
 			method = reading.MethodEstimated
 		}
-		out = append(out, ZoneSample{Zone: z, Socket: -1, Joules: m.zones[z].totalJ, Source: m.name, Method: method})
+		out = append(out, reading.ZoneSample{Zone: z, Socket: -1, Joules: m.zones[z].totalJ, Source: m.name, Method: method})
 	}
 	return out, nil
 }
-
-// ZoneSample is power.ZoneSample.
-type ZoneSample = power.ZoneSample
 
 func (m *Meter) readLocked(now time.Time) error {
 	sh, err := m.opt.fetch()

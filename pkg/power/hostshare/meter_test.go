@@ -49,11 +49,11 @@ func (s *share) raw(zone, content string) {
 
 type clock struct{ now time.Time }
 
-func (c *clock) Now() time.Time        { return c.now }
-func (c *clock) add(d time.Duration)   { c.now = c.now.Add(d) }
-func joulesOf(ss []ZoneSample) float64 { return sumJ(ss, "") }
+func (c *clock) Now() time.Time                { return c.now }
+func (c *clock) add(d time.Duration)           { c.now = c.now.Add(d) }
+func joulesOf(ss []reading.ZoneSample) float64 { return sumJ(ss, "") }
 
-func sumJ(ss []ZoneSample, zone string) float64 {
+func sumJ(ss []reading.ZoneSample, zone string) float64 {
 	var j float64
 	for _, s := range ss {
 		if zone == "" || s.Zone == zone {
@@ -73,8 +73,8 @@ func open(t *testing.T, dir string, c *clock) *Meter {
 }
 
 func read(t *testing.T, m interface {
-	Read() ([]ZoneSample, error)
-}) []ZoneSample {
+	Read() ([]reading.ZoneSample, error)
+}) []reading.ZoneSample {
 	t.Helper()
 	ss, err := m.Read()
 	if err != nil {
@@ -223,8 +223,8 @@ type fakeEstimator struct {
 func (e *fakeEstimator) Name() string                        { return "estimator" }
 func (e *fakeEstimator) Estimated() bool                     { return true }
 func (e *fakeEstimator) Advance(_ float64, dt time.Duration) { e.joules += e.watts * dt.Seconds() }
-func (e *fakeEstimator) Read() ([]ZoneSample, error) {
-	return []ZoneSample{{Zone: power.ZonePackage, Socket: -1, Joules: e.joules}}, nil
+func (e *fakeEstimator) Read() ([]reading.ZoneSample, error) {
+	return []reading.ZoneSample{{Zone: reading.ZonePackage, Socket: -1, Joules: e.joules}}, nil
 }
 func (e *fakeEstimator) Health() []reading.SourceHealth {
 	return []reading.SourceHealth{{Source: "estimator", Up: true}}
@@ -240,7 +240,7 @@ func TestFallbackOnStaleShare(t *testing.T) {
 	s.set(c.now, map[string]float64{"package": 1000})
 	est := &fakeEstimator{watts: 7}
 	f := NewFallback(open(t, s.dir, c), est, nil)
-	step := func(hostJ float64) []ZoneSample {
+	step := func(hostJ float64) []reading.ZoneSample {
 		c.add(time.Second)
 		f.Advance(0.5, time.Second)
 		if hostJ > 0 {
@@ -324,7 +324,7 @@ func TestPresent(t *testing.T) {
 }
 
 func (e *fakeEstimator) Estimates() []reading.Estimate {
-	return []reading.Estimate{{ZoneID: reading.ZoneID{Name: power.ZonePackage, Socket: -1}, Source: "estimator", Watts: e.watts}}
+	return []reading.Estimate{{ZoneID: reading.ZoneID{Name: reading.ZonePackage, Socket: -1}, Source: "estimator", Watts: e.watts}}
 }
 
 // The estimator's bands are exported only while it stands in.
@@ -480,7 +480,7 @@ func TestSamplesCarryZoneMethod(t *testing.T) {
 	m := open(t, s.dir, c)
 	f := NewFallback(m, &fakeEstimator{watts: 3}, nil)
 	want := map[string]string{"package": "measured", "dram": "estimated"}
-	for _, ss := range [][]ZoneSample{read(t, m), read(t, f)} {
+	for _, ss := range [][]reading.ZoneSample{read(t, m), read(t, f)} {
 		for _, x := range ss {
 			if x.Method != want[x.Zone] {
 				t.Errorf("%s: method %q, want %q", x.Zone, x.Method, want[x.Zone])

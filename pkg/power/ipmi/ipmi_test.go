@@ -13,6 +13,7 @@ import (
 
 	"github.com/wattrace/wattrace/internal/testenv"
 	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // Recorded DCMI Get Power Reading exchanges (completion code first).
@@ -145,7 +146,7 @@ func TestDeviceFlow(t *testing.T) {
 	if !bytes.Equal(bmc.sentAddr, wantAddr) || bmc.sentNetFn != 0x2C || bmc.sentCmd != 0x02 || !bytes.Equal(bmc.sentData, reqData) {
 		t.Fatalf("sent addr % x netfn %#x cmd %#x data % x", bmc.sentAddr, bmc.sentNetFn, bmc.sentCmd, bmc.sentData)
 	}
-	want := power.Reading{Zone: power.ZonePlatform, Socket: -1, Watts: 210, Time: time.Date(2024, 5, 5, 13, 6, 44, 0, time.UTC)}
+	want := power.Reading{Zone: reading.ZonePlatform, Socket: -1, Watts: 210, Time: time.Date(2024, 5, 5, 13, 6, 44, 0, time.UTC)}
 	if len(r) != 1 || r[0] != want {
 		t.Fatalf("reading %+v, want %+v", r, want)
 	}
@@ -224,7 +225,7 @@ func TestToolMeter(t *testing.T) {
 		return readTestdata(t, "ipmitool-active.txt"), nil, nil
 	}
 	r, err := tm.ReadPower(context.Background())
-	if err != nil || len(r) != 1 || r[0].Watts != 214 || r[0].Zone != power.ZonePlatform {
+	if err != nil || len(r) != 1 || r[0].Watts != 214 || r[0].Zone != reading.ZonePlatform {
 		t.Fatalf("%+v, %v", r, err)
 	}
 	if strings.Join(gotArgs, " ") != "dcmi power reading" {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // Conn sends one IPMI request and returns the response data (completion
@@ -40,7 +41,7 @@ func (m *DCMIMeter) ReadPower(ctx context.Context) ([]power.Reading, error) {
 	if err != nil {
 		return nil, fmt.Errorf("DCMI get power reading: %w", err)
 	}
-	return []power.Reading{{Zone: power.ZonePlatform, Socket: -1, Watts: float64(r.Current), Time: bmcTime(r.Timestamp)}}, nil
+	return []power.Reading{{Zone: reading.ZonePlatform, Socket: -1, Watts: float64(r.Current), Time: bmcTime(r.Timestamp)}}, nil
 }
 
 // bmcTime drops timestamps a BMC clock never set can produce (1970):

@@ -11,6 +11,7 @@ import (
 
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/power/powertest"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // scriptConn answers each DCMI request with the response the test set.
@@ -33,7 +34,7 @@ func TestDCMIProperty(t *testing.T) {
 		now := t0
 		const ceiling = 3000.0
 		c := power.NewManualCachedWith(NewDCMIMeter(conn), power.MeterOptions{Now: func() time.Time { return now },
-			MaxWatts: power.MaxWatts{power.ZonePlatform: ceiling}})
+			MaxWatts: power.MaxWatts{reading.ZonePlatform: ceiling}})
 		s := powertest.Series{Ceiling: ceiling}
 		var want, prevW float64
 		var prevT time.Time

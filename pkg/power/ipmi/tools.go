@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // Tool is a command-line IPMI client that can read DCMI power.
@@ -69,7 +70,7 @@ func (t *ToolMeter) ReadPower(ctx context.Context) ([]power.Reading, error) {
 		}
 		return nil, fmt.Errorf("%s %s: %w", t.tool.Name, strings.Join(t.tool.Args, " "), err)
 	}
-	return []power.Reading{{Zone: power.ZonePlatform, Socket: -1, Watts: float64(r.Current)}}, nil
+	return []power.Reading{{Zone: reading.ZonePlatform, Socket: -1, Watts: float64(r.Current)}}, nil
 }
 
 // fields splits "Key : value" lines (any spacing around the colon) into a

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/power"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // Resource shapes: only the properties we use. Pointers tell "absent or
@@ -169,7 +170,7 @@ func (m *Meter) ReadPower(ctx context.Context) ([]power.Reading, error) {
 }
 
 func (m *Meter) read(ctx context.Context, p *plan) (power.Reading, error) {
-	r := power.Reading{Zone: power.ZonePlatform, Socket: -1}
+	r := power.Reading{Zone: reading.ZonePlatform, Socket: -1}
 	switch p.kind {
 	case planEnvEnergy, planEnvPower:
 		var env environmentMetrics

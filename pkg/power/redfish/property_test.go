@@ -11,6 +11,7 @@ import (
 
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/power/powertest"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // Property: a BMC that misbehaves on a random schedule (HTTP
@@ -25,11 +26,11 @@ func TestBMCProperty(t *testing.T) {
 		b := newFakeBMC(t)
 		t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 		var mu sync.Mutex
-		reading, at := 300.0, t0
+		sensor, at := 300.0, t0
 		b.set("/redfish/v1/Chassis/1U/Sensors/TotalPower", func(m map[string]any) {
 			mu.Lock()
 			defer mu.Unlock()
-			m["Reading"] = reading
+			m["Reading"] = sensor
 			m["ReadingTime"] = at.Format(time.RFC3339)
 		})
 		m, err := NewMeter(b.config())
@@ -38,7 +39,7 @@ func TestBMCProperty(t *testing.T) {
 		}
 		now := t0
 		const ceiling = 5000.0
-		c := power.NewManualCachedWith(m, power.MeterOptions{Now: func() time.Time { return now }, MaxWatts: power.MaxWatts{power.ZonePlatform: ceiling}})
+		c := power.NewManualCachedWith(m, power.MeterOptions{Now: func() time.Time { return now }, MaxWatts: power.MaxWatts{reading.ZonePlatform: ceiling}})
 		s := powertest.Series{Ceiling: ceiling}
 		var want, prevW float64
 		var prevT time.Time
@@ -67,7 +68,7 @@ func TestBMCProperty(t *testing.T) {
 				dev, good = prevT, false // the BMC has no new sample
 			}
 			mu.Lock()
-			reading, at = w, dev
+			sensor, at = w, dev
 			mu.Unlock()
 			b.mu.Lock()
 			b.status = status

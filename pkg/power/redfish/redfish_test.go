@@ -18,6 +18,7 @@ import (
 
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/power/redfish/proxy"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 const (
@@ -195,7 +196,7 @@ func TestCurrentSchemaSensor(t *testing.T) {
 	// Unmodified mockup: EnvironmentMetrics.PowerWatts points at the
 	// TotalPower sensor: 374 W at 2019-08-13T04:14:33+06:00.
 	r := read(t, m)
-	if r.Zone != power.ZonePlatform || r.Socket != -1 || r.Energy || r.Watts != 374 ||
+	if r.Zone != reading.ZonePlatform || r.Socket != -1 || r.Energy || r.Watts != 374 ||
 		!r.Time.Equal(time.Date(2019, 8, 12, 22, 14, 33, 0, time.UTC)) {
 		t.Fatalf("reading %+v", r)
 	}

@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/wattrace/wattrace/pkg/gpu/alloc"
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
@@ -17,10 +17,10 @@ func TestHolderMatch(t *testing.T) {
 		level ident.Kind
 		match map[string]string
 	}{
-		{snapshot.GPUHolder{Kind: string(alloc.SlurmJob), JobID: "77"}, ident.KindJob, map[string]string{"job_id": "77"}},
-		{snapshot.GPUHolder{Kind: string(alloc.Pod), Namespace: "ns", Pod: "p", Container: "c"}, ident.KindPod, map[string]string{"namespace": "ns", "pod": "p"}},
-		{snapshot.GPUHolder{Kind: string(alloc.VM), VM: "web", VMUUID: "u-1"}, ident.KindVM, map[string]string{"vm_uuid": "u-1"}},
-		{snapshot.GPUHolder{Kind: string(alloc.VM), VM: "web"}, ident.KindVM, map[string]string{"vm": "web"}},
+		{snapshot.GPUHolder{Kind: string(reading.HolderSlurmJob), JobID: "77"}, ident.KindJob, map[string]string{"job_id": "77"}},
+		{snapshot.GPUHolder{Kind: string(reading.HolderPod), Namespace: "ns", Pod: "p", Container: "c"}, ident.KindPod, map[string]string{"namespace": "ns", "pod": "p"}},
+		{snapshot.GPUHolder{Kind: string(reading.HolderVM), VM: "web", VMUUID: "u-1"}, ident.KindVM, map[string]string{"vm_uuid": "u-1"}},
+		{snapshot.GPUHolder{Kind: string(reading.HolderVM), VM: "web"}, ident.KindVM, map[string]string{"vm": "web"}},
 		{snapshot.GPUHolder{Kind: "other"}, "", nil},
 	} {
 		level, match := ident.HolderMatch(tc.h)

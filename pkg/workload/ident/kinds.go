@@ -32,7 +32,7 @@ type kindRow struct {
 	// manager is the level's `manager` in wattrace_units_running; nil
 	// means the cgroup's own manager.
 	manager func(Identity) string
-	// holder is the GPU allocation holder kind (pkg/gpu/alloc.Kind) that
+	// holder is the GPU allocation holder kind (reading.HolderKind) that
 	// is a workload of this level, "" for none; match gives the label
 	// values that find the holder's workload among the level's.
 	holder string
