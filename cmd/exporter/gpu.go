@@ -6,7 +6,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/compose"
-	"github.com/wattrace/wattrace/pkg/reading"
+	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/stats"
 )
 
@@ -33,7 +33,7 @@ func openSources(ctx context.Context, cfg *Config, cpus int, log *zap.Logger) (*
 
 // openMeter opens the meters alone (the GPU sources off: every GPU zone
 // is then a meter's).
-func openMeter(ctx context.Context, cfg *Config, cpus int, log *zap.Logger) (reading.Meter, error) {
+func openMeter(ctx context.Context, cfg *Config, cpus int, log *zap.Logger) (power.Meter, error) {
 	c := composeConfig(cfg, cpus)
 	c.GPUOff = true
 	n, err := compose.Open(ctx, c, log)

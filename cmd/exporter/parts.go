@@ -18,8 +18,6 @@ import (
 	"github.com/wattrace/wattrace/pkg/collector"
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/profiling"
-	"github.com/wattrace/wattrace/pkg/reading"
-	"github.com/wattrace/wattrace/pkg/sourcehealth"
 	"github.com/wattrace/wattrace/pkg/stats"
 	"github.com/wattrace/wattrace/pkg/workload"
 )
@@ -63,7 +61,7 @@ type state struct {
 	cpus    int         // online CPUs, read once
 	sockets map[int]int // CPU → socket; nil: one socket
 	acc     accounting
-	meter   reading.Meter
+	meter   power.Meter
 	ids     *workload.Resolver // names workloads; nil when nothing needs it
 	// stats are the loop's optional stages' options, added by their parts.
 	stats []stats.Option
@@ -328,7 +326,7 @@ func openCollectors(cfg *Config, st *state, c *components) error {
 	// Whether the meter reports health is its type's ability, not what its
 	// Health says at start-up: every meter's health has an entry per
 	// source from the first read on.
-	_, reportsHealth := st.meter.(sourcehealth.Reporter)
+	_, reportsHealth := st.meter.(power.HealthReporter)
 	exp, err := collector.New(st.loop, collector.Options{
 		Enabled:        st.collectorOn,
 		Settings:       cfg.Collector.Settings,

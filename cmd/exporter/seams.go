@@ -8,11 +8,12 @@ import (
 	"github.com/wattrace/wattrace/pkg/cgroup"
 	"github.com/wattrace/wattrace/pkg/cgroupstats"
 	"github.com/wattrace/wattrace/pkg/collector"
+	"github.com/wattrace/wattrace/pkg/compose"
 	"github.com/wattrace/wattrace/pkg/gpu/node"
 	"github.com/wattrace/wattrace/pkg/guestshare"
+	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/procfs"
 	"github.com/wattrace/wattrace/pkg/profiling"
-	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/stats"
 	"github.com/wattrace/wattrace/pkg/workload"
 )
@@ -22,8 +23,22 @@ import (
 // consumer takes, which its own package cannot state without importing
 // the consumer.
 var (
-	_ reading.UsageSource = (*bpfloader.Accounting)(nil)
-	_ reading.UsageSource = (*procfs.Source)(nil)
+	_ stats.Accounting = (*bpfloader.Accounting)(nil)
+	_ stats.Accounting = (*procfs.Source)(nil)
+	_ stats.Accounting = compose.UsageSource(nil)
+
+	// The meter and its abilities are declared twice, where each is
+	// consumed: by pkg/power (its wrappers forward them) and by the stats
+	// loop, which asks for them by type assertion and so would silently
+	// miss one whose declarations drifted apart.
+	_ stats.Meter            = power.Meter(nil)
+	_ stats.IdleModeler      = power.IdleModeler(nil)
+	_ stats.ZoneEnder        = power.ZoneEnder(nil)
+	_ stats.Advancer         = power.Advancer(nil)
+	_ stats.EstimateReporter = power.EstimateReporter(nil)
+	_ stats.ReadWithin       = power.ReadWithin(nil)
+	_ stats.HealthReporter   = power.HealthReporter(nil)
+	_ stats.CombinedMeter    = (*power.Combined)(nil)
 
 	_ stats.CgroupPaths      = (*cgroup.Resolver)(nil)
 	_ stats.CgroupPaths      = (*bpfloader.CgroupNames)(nil)

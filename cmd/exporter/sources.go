@@ -22,7 +22,7 @@ import (
 // accounting is the per-task CPU accounting source and its mode. bpf is
 // set in BPF mode only: the probes and the program statistics need it.
 type accounting struct {
-	src reading.UsageSource
+	src compose.UsageSource
 	bpf *bpfloader.Accounting
 }
 

@@ -192,7 +192,7 @@ func explainLoadError(err error, log *zap.Logger) error {
 	return fmt.Errorf("load BPF accounting: %w", err)
 }
 
-// Accounting is the BPF accounting source; it implements reading.UsageSource.
+// Accounting is the BPF accounting source; it implements stats.Accounting.
 // Read must not be called concurrently.
 type Accounting struct {
 	objs  accountingObjects
@@ -213,7 +213,7 @@ type Accounting struct {
 // Mode is the accounting mode BPF accounting reports.
 const Mode = "bpf"
 
-// Mode implements reading.UsageSource.
+// Mode implements stats.Accounting.
 func (a *Accounting) Mode() string { return Mode }
 
 // Close detaches the programs and frees their maps.

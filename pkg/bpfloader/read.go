@@ -61,7 +61,7 @@ func commString(c [16]int8) string {
 	return string(b)
 }
 
-// Read implements reading.UsageSource. The iterator's records and the exit maps
+// Read implements stats.Accounting. The iterator's records and the exit maps
 // hold claims (see bpf/accounting.bpf.c): each nanosecond of a task's
 // runtime is claimed by exactly one of the iterator, the exit hook and the
 // free hook, so reading the maps after the iterator counts a task that

@@ -36,11 +36,21 @@ type AccountingConfig struct {
 	BTFPath string
 }
 
+// UsageSource is the per-task CPU accounting source as both programs
+// hold it: read each interval (the stats loop, measure), closed at exit.
+// bpfloader.Accounting and procfs.Source implement it.
+type UsageSource interface {
+	Read() (reading.Usage, error)
+	// Mode is "bpf" or "procfs".
+	Mode() string
+	Close() error
+}
+
 // Accounting is the per-task CPU accounting source. BPF is set in BPF
 // mode only (the probes and the program statistics need it); Fallback is
 // why BPF is not used, in auto mode.
 type Accounting struct {
-	Src      reading.UsageSource
+	Src      UsageSource
 	BPF      *bpfloader.Accounting
 	Fallback error
 }
@@ -54,7 +64,7 @@ func OpenAccounting(cfg AccountingConfig, log *zap.Logger) (Accounting, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	openProcfs := func() (reading.UsageSource, error) {
+	openProcfs := func() (UsageSource, error) {
 		s, err := procfs.New(procfs.Options{ProcfsRoot: cfg.ProcfsRoot, Hierarchy: cfg.Hierarchy, Resolver: cfg.Resolver,
 			Logger: log.Named("procfs"), CPUs: cfg.CPUs})
 		if err != nil {

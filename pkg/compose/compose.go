@@ -51,7 +51,7 @@ type Node struct {
 	// pm_counters' accelN.
 	GPUAccels []int
 	// Meter is the node's meter, without the GPU zones GPUs reads.
-	Meter reading.Meter
+	Meter power.Meter
 	zones map[string]int
 }
 
@@ -115,11 +115,11 @@ func Open(ctx context.Context, cfg Config, log *zap.Logger) (*Node, error) {
 }
 
 // pmCounters finds the pm_counters meter among the meters m combines.
-func pmCounters(m reading.Meter) *power.PMCounters {
+func pmCounters(m power.Meter) *power.PMCounters {
 	switch t := m.(type) {
 	case *power.PMCounters:
 		return t
-	case interface{ Meters() []reading.Meter }:
+	case interface{ Meters() []power.Meter }:
 		for _, x := range t.Meters() {
 			if pm := pmCounters(x); pm != nil {
 				return pm

@@ -99,7 +99,7 @@ func zoneKey(zone string, socket int) string {
 
 // attribution is what turns raw readings into a Run.
 type attribution struct {
-	meter       reading.Meter
+	meter       power.Meter
 	policy      model.IdlePolicy
 	baseline    Baseline
 	gramsPerKWh float64
@@ -130,7 +130,7 @@ func share(a, b float64) float64 {
 
 // combined is a meter made of several (power.Combined): each zone is
 // measured or estimated as its own meter is.
-type combined interface{ Meters() []reading.Meter }
+type combined interface{ Meters() []power.Meter }
 
 var _ combined = (*power.Combined)(nil)
 
@@ -388,8 +388,8 @@ func (e *Env) baseline(d time.Duration, sleep func(time.Duration) bool) (Baselin
 }
 
 // modelBaseline is the meter's own idle power, where it has one.
-func modelBaseline(m reading.Meter) Baseline {
-	im, ok := m.(reading.IdleModeler)
+func modelBaseline(m power.Meter) Baseline {
+	im, ok := m.(power.IdleModeler)
 	if !ok {
 		return Baseline{Source: "none"}
 	}

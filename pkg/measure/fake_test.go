@@ -4,6 +4,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/reading"
 )
 
@@ -15,8 +16,8 @@ func (fakeMeter) Name() string                        { return "rapl+estimator" 
 func (fakeMeter) Estimated() bool                     { return false }
 func (fakeMeter) Read() ([]reading.ZoneSample, error) { return nil, nil }
 
-func (fakeMeter) Meters() []reading.Meter {
-	return []reading.Meter{named{"rapl", false}, named{"estimator", true}}
+func (fakeMeter) Meters() []power.Meter {
+	return []power.Meter{named{"rapl", false}, named{"estimator", true}}
 }
 
 type named struct {
@@ -28,7 +29,7 @@ func (n named) Name() string                      { return n.name }
 func (n named) Estimated() bool                   { return n.estimated }
 func (named) Read() ([]reading.ZoneSample, error) { return nil, nil }
 
-var _ reading.Meter = fakeMeter{}
+var _ power.Meter = fakeMeter{}
 
 // rawRun is a run's readings: wall seconds, the command's and the node's
 // CPU seconds, and each zone's energy ("source/zone-socket" → J).

@@ -4,15 +4,16 @@ import (
 	"math"
 	"testing"
 
+	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/reading"
 )
 
-type members []reading.Meter
+type members []power.Meter
 
 func (m members) Name() string                      { return "combined" }
 func (members) Estimated() bool                     { return false }
 func (members) Read() ([]reading.ZoneSample, error) { return nil, nil }
-func (m members) Meters() []reading.Meter           { return m }
+func (m members) Meters() []power.Meter             { return m }
 
 // Each zone's method follows the meter that read it: RAPL measures, the
 // host's share is the host's (unless the host estimated), the estimator

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/reading"
 )
 
@@ -36,7 +37,7 @@ type Env struct {
 	// Place makes the command's cgroup for one run; nil runs it without.
 	Place func() (*Placement, error)
 	// Meter is the node's energy meter.
-	Meter   reading.Meter
+	Meter   power.Meter
 	NodeCPU NodeCPU
 	// CPUBusy reads each CPU's cumulative busy seconds (/proc/stat), by
 	// which the node's time is placed on sockets.
@@ -190,7 +191,7 @@ func (e *Env) readMeter(s *sample) error {
 // advance tells a modelling meter the node's utilisation (busy CPU
 // nanoseconds since from) before it is read.
 func (e *Env) advance(from time.Time, busyNs float64, now time.Time) {
-	a, ok := e.Meter.(reading.Advancer)
+	a, ok := e.Meter.(power.Advancer)
 	if !ok || e.CPUs <= 0 {
 		return
 	}
@@ -203,7 +204,7 @@ func (e *Env) advance(from time.Time, busyNs float64, now time.Time) {
 
 // bands reads a modelling meter's bands as ratios of its estimate.
 func (e *Env) bands() map[string][2]float64 {
-	er, ok := e.Meter.(reading.EstimateReporter)
+	er, ok := e.Meter.(power.EstimateReporter)
 	if !ok {
 		return nil
 	}

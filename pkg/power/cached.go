@@ -345,7 +345,7 @@ func (c *Cached) Close() error {
 	return nil
 }
 
-// Health implements sourcehealth.Reporter: the meter read in the background is
+// Health implements HealthReporter: the meter read in the background is
 // one source, up while its latest device read succeeded.
 func (c *Cached) Health() []reading.SourceHealth {
 	return []reading.SourceHealth{c.SourceHealth()}

@@ -22,7 +22,7 @@ import (
 // those that succeeded and fails only when every meter failed. The per-meter
 // errors of the latest Read are in LastErrors.
 type Combined struct {
-	meters []reading.Meter
+	meters []Meter
 
 	mu      sync.Mutex
 	owner   map[string]int // zone name -> index of the meter that owns it
@@ -30,7 +30,7 @@ type Combined struct {
 }
 
 // Combine returns a Meter over meters; see Combined for the rules.
-func Combine(meters ...reading.Meter) *Combined {
+func Combine(meters ...Meter) *Combined {
 	return &Combined{meters: meters, owner: make(map[string]int), lastErr: make([]error, len(meters))}
 }
 
@@ -54,7 +54,19 @@ func (c *Combined) Estimated() bool {
 }
 
 // Meters returns the members, in precedence order.
-func (c *Combined) Meters() []reading.Meter { return c.meters }
+func (c *Combined) Meters() []Meter { return c.meters }
+
+// SourceEstimated says whether the member named source is a model; ok is
+// false when no member bears the name. The stats loop asks it to label
+// each zone by the member that measured it.
+func (c *Combined) SourceEstimated(source string) (estimated, ok bool) {
+	for _, m := range c.meters {
+		if m.Name() == source {
+			return m.Estimated(), true
+		}
+	}
+	return false, false
+}
 
 // Read implements Meter. Every sample carries its meter's name in Source.
 func (c *Combined) Read() ([]reading.ZoneSample, error) {
@@ -113,7 +125,7 @@ func (c *Combined) Close() error {
 // (an estimator standing in for the CPU next to a measured platform).
 func (c *Combined) Advance(util float64, dt time.Duration) {
 	for _, m := range c.meters {
-		if a, ok := m.(reading.Advancer); ok {
+		if a, ok := m.(Advancer); ok {
 			a.Advance(util, dt)
 		}
 	}
@@ -129,7 +141,7 @@ func (c *Combined) IdleWatts(zone string) (float64, bool) {
 		if owned && i != o {
 			continue
 		}
-		if im, ok := m.(reading.IdleModeler); ok {
+		if im, ok := m.(IdleModeler); ok {
 			if w, ok := im.IdleWatts(zone); ok {
 				return w, true
 			}
@@ -142,7 +154,7 @@ func (c *Combined) IdleWatts(zone string) (float64, bool) {
 func (c *Combined) Estimates() []reading.Estimate {
 	var out []reading.Estimate
 	for _, m := range c.meters {
-		if r, ok := m.(reading.EstimateReporter); ok {
+		if r, ok := m.(EstimateReporter); ok {
 			out = append(out, r.Estimates()...)
 		}
 	}
@@ -153,7 +165,7 @@ func (c *Combined) Estimates() []reading.Estimate {
 func (c *Combined) ReadWithin() time.Duration {
 	var least time.Duration
 	for _, m := range c.meters {
-		if w, ok := m.(reading.ReadWithin); ok {
+		if w, ok := m.(ReadWithin); ok {
 			if d := w.ReadWithin(); d > 0 && (least == 0 || d < least) {
 				least = d
 			}

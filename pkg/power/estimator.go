@@ -210,7 +210,7 @@ func (e *Estimator) Estimates() []reading.Estimate {
 	return out
 }
 
-// Health implements sourcehealth.Reporter: a model is always up
+// Health implements HealthReporter: a model is always up
 // (utilization is clamped to [0, 1] in Advance); the only readings it can
 // reject are a VM's steal counter's.
 func (e *Estimator) Health() []reading.SourceHealth {

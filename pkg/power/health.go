@@ -2,16 +2,15 @@ package power
 
 import (
 	"github.com/wattrace/wattrace/pkg/reading"
-	"github.com/wattrace/wattrace/pkg/sourcehealth"
 )
 
-// healthOf is a meter's health however it reports it: sourcehealth.Reporter or a
+// healthOf is a meter's health however it reports it: HealthReporter or a
 // Cached's SourceHealth. Every meter of this package has one of them; a
 // foreign meter without either is read synchronously by the stats loop,
 // which sees its failures, and is reported as up here.
-func healthOf(m reading.Meter) []reading.SourceHealth {
+func healthOf(m Meter) []reading.SourceHealth {
 	switch h := m.(type) {
-	case sourcehealth.Reporter:
+	case HealthReporter:
 		return h.Health()
 	case interface{ SourceHealth() reading.SourceHealth }:
 		return []reading.SourceHealth{h.SourceHealth()}
@@ -19,7 +18,7 @@ func healthOf(m reading.Meter) []reading.SourceHealth {
 	return []reading.SourceHealth{{Source: m.Name(), Up: true, Rejected: map[string]uint64{}}}
 }
 
-// Health implements sourcehealth.Reporter: the health of every member, in
+// Health implements HealthReporter: the health of every member, in
 // precedence order.
 func (c *Combined) Health() []reading.SourceHealth {
 	var out []reading.SourceHealth

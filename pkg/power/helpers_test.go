@@ -43,7 +43,7 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
-func mustRead(t *testing.T, m reading.Meter) []reading.ZoneSample {
+func mustRead(t *testing.T, m Meter) []reading.ZoneSample {
 	t.Helper()
 	s, err := m.Read()
 	if err != nil {

@@ -1,14 +1,10 @@
 package power
 
-import (
-	"github.com/wattrace/wattrace/pkg/reading"
-)
-
 // Compile-time checks that both meters satisfy Meter.
 var (
-	_ reading.Meter = (*RAPL)(nil)
-	_ reading.Meter = (*Estimator)(nil)
+	_ Meter = (*RAPL)(nil)
+	_ Meter = (*Estimator)(nil)
 
-	_ reading.ReadWithin = (*RAPL)(nil)
-	_ reading.ReadWithin = (*Combined)(nil)
+	_ ReadWithin = (*RAPL)(nil)
+	_ ReadWithin = (*Combined)(nil)
 )

@@ -286,7 +286,7 @@ func (p *PerfRAPL) Read() ([]reading.ZoneSample, error) {
 	return out, nil
 }
 
-// Health implements sourcehealth.Reporter.
+// Health implements HealthReporter.
 func (p *PerfRAPL) Health() []reading.SourceHealth { return []reading.SourceHealth{p.tall.Health()} }
 
 // Close closes the perf events.

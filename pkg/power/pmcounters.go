@@ -229,7 +229,7 @@ func (p *PMCounters) consistentScan() ([]uint64, string, error) {
 	return nil, "", fmt.Errorf("%s: freshness kept changing during 5 reads", p.dir)
 }
 
-// Health implements sourcehealth.Reporter.
+// Health implements HealthReporter.
 func (p *PMCounters) Health() []reading.SourceHealth {
 	return []reading.SourceHealth{p.tall.Health()}
 }

@@ -324,7 +324,7 @@ func (r *RAPL) Read() ([]reading.ZoneSample, error) {
 	return samples, nil
 }
 
-// Health implements sourcehealth.Reporter.
+// Health implements HealthReporter.
 func (r *RAPL) Health() []reading.SourceHealth { return []reading.SourceHealth{r.tall.Health()} }
 
 // Dropped lists the zones left out at discovery, with the reason.

@@ -20,12 +20,12 @@ import (
 // the failure is visible, not silent.
 type Retrying struct {
 	name string
-	open func(ctx context.Context) (reading.Meter, error)
+	open func(ctx context.Context) (Meter, error)
 	log  *zap.Logger
 	now  func() time.Time
 
 	mu       sync.Mutex
-	m        reading.Meter
+	m        Meter
 	attempts uint64
 	failures uint64
 	lastErr  error
@@ -46,7 +46,7 @@ type RetryOptions struct {
 
 // NewRetrying starts retrying open. firstErr is why the meter could not be
 // used at start (counted as the first failed attempt).
-func NewRetrying(name string, firstErr error, open func(ctx context.Context) (reading.Meter, error), o RetryOptions) *Retrying {
+func NewRetrying(name string, firstErr error, open func(ctx context.Context) (Meter, error), o RetryOptions) *Retrying {
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
@@ -105,7 +105,7 @@ func (r *Retrying) loop(ctx context.Context, wait, max time.Duration) {
 }
 
 // Adopted returns the meter once it works, nil before.
-func (r *Retrying) Adopted() reading.Meter {
+func (r *Retrying) Adopted() Meter {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.m
@@ -128,7 +128,7 @@ func (r *Retrying) Read() ([]reading.ZoneSample, error) {
 	return m.Read()
 }
 
-// Health implements sourcehealth.Reporter: down with its failed attempts until
+// Health implements HealthReporter: down with its failed attempts until
 // adopted, then the adopted meter's own health.
 func (r *Retrying) Health() []reading.SourceHealth {
 	r.mu.Lock()

@@ -20,7 +20,7 @@ func TestRetryingAdoptsWhenBack(t *testing.T) {
 	var opens atomic.Int32
 	e, _ := NewEstimator(LinearZone(reading.ZonePackage, 1, 1))
 	core, logs := observer.New(zapcore.WarnLevel)
-	r := NewRetrying("redfish", errors.New("HTTP 500"), func(ctx context.Context) (reading.Meter, error) {
+	r := NewRetrying("redfish", errors.New("HTTP 500"), func(ctx context.Context) (Meter, error) {
 		if opens.Add(1) < 3 {
 			return nil, errors.New("HTTP 500")
 		}
@@ -53,7 +53,7 @@ func TestRetryingAdoptsWhenBack(t *testing.T) {
 }
 
 func TestRetryingDownUntilAdopted(t *testing.T) {
-	r := NewRetrying("ipmi", errors.New("busy"), func(ctx context.Context) (reading.Meter, error) {
+	r := NewRetrying("ipmi", errors.New("busy"), func(ctx context.Context) (Meter, error) {
 		return nil, errors.New("busy")
 	}, RetryOptions{Initial: time.Hour})
 	h := r.Health()

@@ -1,7 +1,6 @@
 package power
 
 import (
-	"github.com/wattrace/wattrace/pkg/reading"
 	"io"
 )
 
@@ -9,18 +8,18 @@ import (
 // compile time: the stats loop finds an ability by type assertion, so a
 // method renamed or lost would otherwise drop the ability silently.
 var (
-	_ reading.Meter = (*PerfRAPL)(nil)
-	_ reading.Meter = (*PMCounters)(nil)
-	_ reading.Meter = (*Cached)(nil)
-	_ reading.Meter = (*Retrying)(nil)
-	_ reading.Meter = (*Combined)(nil)
+	_ Meter = (*PerfRAPL)(nil)
+	_ Meter = (*PMCounters)(nil)
+	_ Meter = (*Cached)(nil)
+	_ Meter = (*Retrying)(nil)
+	_ Meter = (*Combined)(nil)
 
-	_ reading.IdleModeler      = (*Estimator)(nil)
-	_ reading.IdleModeler      = (*Combined)(nil)
-	_ reading.Advancer         = (*Estimator)(nil)
-	_ reading.Advancer         = (*Combined)(nil)
-	_ reading.EstimateReporter = (*Estimator)(nil)
-	_ reading.EstimateReporter = (*Combined)(nil)
+	_ IdleModeler      = (*Estimator)(nil)
+	_ IdleModeler      = (*Combined)(nil)
+	_ Advancer         = (*Estimator)(nil)
+	_ Advancer         = (*Combined)(nil)
+	_ EstimateReporter = (*Estimator)(nil)
+	_ EstimateReporter = (*Combined)(nil)
 
 	_ io.Closer = (*PerfRAPL)(nil)
 	_ io.Closer = (*Cached)(nil)

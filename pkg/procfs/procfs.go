@@ -1,7 +1,7 @@
 // Package procfs is the fallback accounting source, used when the BPF
 // programs cannot be loaded (no privileges, no BTF, an old kernel). It reads
 // per-process counters from procfs and per-cgroup CPU from the cgroups' own
-// accounting, and implements reading.UsageSource.
+// accounting, and implements stats.Accounting.
 package procfs
 
 import (
@@ -55,7 +55,7 @@ type Options struct {
 	CPUs int
 }
 
-// Source implements reading.UsageSource from procfs and cgroupfs. It is safe for
+// Source implements stats.Accounting from procfs and cgroupfs. It is safe for
 // concurrent use, though reads are serialised.
 type Source struct {
 	fs   procfs.FS
@@ -188,10 +188,10 @@ func (s *Source) check(c *reading.Counter, v uint64, t time.Time, what string) b
 	return ok
 }
 
-// Mode implements reading.UsageSource.
+// Mode implements stats.Accounting.
 func (s *Source) Mode() string { return "procfs" }
 
-// Close implements reading.UsageSource.
+// Close implements stats.Accounting.
 func (s *Source) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -206,7 +206,7 @@ type nodeUsage struct {
 	ok    bool
 }
 
-// Read implements reading.UsageSource. The cgroup tree and its usage counters are
+// Read implements stats.Accounting. The cgroup tree and its usage counters are
 // read first, each parent before its children, so nothing is changed when
 // that fails; the per-process part cannot fail once /proc is listed.
 func (s *Source) Read() (reading.Usage, error) {

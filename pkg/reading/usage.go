@@ -3,7 +3,8 @@ package reading
 // The cumulative CPU counters that every accounting source (the BPF
 // programs, or procfs in fallback mode) hands to the stats loop; ProcKey
 // (counters.go) keys the processes, as the probes' and the profiler's
-// counters key them.
+// counters key them. The source's interface is declared where it is
+// consumed (stats.Accounting, measure.CPUReader).
 
 // ProcessUsage is one process's cumulative counters. CPUNs counts every
 // thread the process ever had, exited threads included.
@@ -34,12 +35,4 @@ type CgroupUsage struct {
 type Usage struct {
 	Processes []ProcessUsage
 	Cgroups   []CgroupUsage
-}
-
-// UsageSource is implemented by each accounting backend.
-type UsageSource interface {
-	Read() (Usage, error)
-	// Mode is "bpf" or "procfs".
-	Mode() string
-	Close() error
 }

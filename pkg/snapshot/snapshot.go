@@ -91,7 +91,7 @@ type Zone struct {
 	// nil without emissions.
 	Grams []NodeGrams
 	// Ended is set while the meter stands behind no figure of the zone
-	// (reading.ZoneEnder): its node series are not exported, and it
+	// (a meter's ZoneEnder ability): its node series are not exported, and it
 	// stays here only so that the workloads' series of the zone keep
 	// their labels rather than becoming "unknown".
 	Ended bool

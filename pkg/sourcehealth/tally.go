@@ -1,9 +1,10 @@
 // Package sourcehealth keeps the health of the sources of readings (the
 // meters, the CPU accounting, the cgroup reader, the GPUs, the carbon
-// providers): one Tally each, and the Reporter interface the stats loop asks
-// them for it by. Every source counts its reads, failures and rejected
-// readings the same way, so one source's bookkeeping cannot drift from
-// another's.
+// providers): one Tally each. Every source counts its reads, failures and
+// rejected readings the same way, so one source's bookkeeping cannot drift
+// from another's. A source hands its health on as []reading.SourceHealth
+// from a Health method; its consumers declare that interface
+// (stats.HealthReporter, power.HealthReporter).
 package sourcehealth
 
 import (

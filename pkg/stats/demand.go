@@ -7,7 +7,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
@@ -21,7 +20,7 @@ import (
 // seldom:
 //
 //   - a meter counter that wraps (RAPL's energy_uj): read before it could
-//     wrap twice (reading.ReadWithin);
+//     wrap twice (ReadWithin);
 //   - GPUs: NVML keeps per-process utilization samples only for a while,
 //     so the GPU stage keeps stats.interval;
 //   - the BPF exit maps, which hold the processes that ended between two
@@ -150,7 +149,7 @@ func (l *Loop) backgroundGap() time.Duration {
 	if gap <= 0 {
 		gap = DefaultMaxGap
 	}
-	if w, ok := l.meter.(reading.ReadWithin); ok {
+	if w, ok := l.meter.(ReadWithin); ok {
 		if d := w.ReadWithin(); d > 0 && d < gap {
 			gap = d
 		}

@@ -5,7 +5,6 @@ import (
 
 	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
-	"github.com/wattrace/wattrace/pkg/sourcehealth"
 )
 
 // DropReporter is implemented by the BPF sources (the accounting loader and
@@ -19,19 +18,19 @@ type DropReporter interface {
 // that reports it (procfs, cgroupfs, the BPF maps' counters), and the BPF
 // maps' drops, and the estimator's current estimates with their bands.
 type health struct {
-	meter   reading.Meter
-	reports []sourcehealth.Reporter
+	meter   Meter
+	reports []HealthReporter
 	drops   []DropReporter
 	log     *zap.Logger
 }
 
-func newHealth(meter reading.Meter, log *zap.Logger, sources ...any) *health {
+func newHealth(meter Meter, log *zap.Logger, sources ...any) *health {
 	h := &health{meter: meter, log: log}
 	for _, s := range sources {
 		if d, ok := s.(DropReporter); ok {
 			h.drops = append(h.drops, d)
 		}
-		if r, ok := s.(sourcehealth.Reporter); ok && s != any(meter) {
+		if r, ok := s.(HealthReporter); ok && s != any(meter) {
 			h.reports = append(h.reports, r)
 		}
 	}
@@ -39,10 +38,10 @@ func newHealth(meter reading.Meter, log *zap.Logger, sources ...any) *health {
 }
 
 func (h *health) publish(s *snapshot.Snapshot) {
-	if r, ok := h.meter.(sourcehealth.Reporter); ok {
+	if r, ok := h.meter.(HealthReporter); ok {
 		s.Meters = r.Health()
 	}
-	if r, ok := h.meter.(reading.EstimateReporter); ok {
+	if r, ok := h.meter.(EstimateReporter); ok {
 		s.Estimates = r.Estimates()
 	}
 	for _, r := range h.reports {

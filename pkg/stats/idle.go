@@ -2,7 +2,6 @@ package stats
 
 import (
 	"github.com/wattrace/wattrace/pkg/model"
-	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // learnThreshold is the utilization below which an interval's power may
@@ -14,7 +13,7 @@ const learnThreshold = 0.1
 // quiet intervals.
 type idleModels struct {
 	watts map[string]float64
-	meter reading.Meter
+	meter Meter
 }
 
 func (m *idleModels) model(zone string) model.IdleModel {
@@ -23,7 +22,7 @@ func (m *idleModels) model(zone string) model.IdleModel {
 			return md
 		}
 	}
-	if i, ok := m.meter.(reading.IdleModeler); ok {
+	if i, ok := m.meter.(IdleModeler); ok {
 		if w, ok := i.IdleWatts(zone); ok {
 			if md, err := model.NewConfiguredIdle(w); err == nil {
 				return md

@@ -98,7 +98,7 @@ func TestFallbackTwoCgroupsEnergy(t *testing.T) {
 // cgroup's total and the energy ratio may be off by per process, beyond 1%.
 // Under load B may get only a few seconds of CPU, where a tick per process
 // alone is 0.3% or more (once 1.13% against a bare 1%).
-func twoCgroups(t *testing.T, h cgroup.Hierarchy, src reading.UsageSource, mode string, tickNs float64, procCPU func(pid int) (float64, float64)) {
+func twoCgroups(t *testing.T, h cgroup.Hierarchy, src stats.Accounting, mode string, tickNs float64, procCPU func(pid int) (float64, float64)) {
 	res := cgroup.NewResolver(h)
 	m := &steadyMeter{}
 	l, err := stats.New(stats.Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none",

@@ -8,7 +8,6 @@ import (
 
 	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
-	"github.com/wattrace/wattrace/pkg/sourcehealth"
 )
 
 // CgroupPaths names cgroups by id; *cgroup.Resolver implements it.
@@ -110,7 +109,7 @@ func makeLedger(d *deps) (stage, error) {
 	case d.cfg.EndedProcesses < 0:
 		l.endedKept = 0
 	}
-	if _, ok := d.src.(sourcehealth.Reporter); !ok {
+	if _, ok := d.src.(HealthReporter); !ok {
 		// A source that validates its counters reports its own health
 		// (procfs); the BPF maps' counters are validated here.
 		l.check = newCPUCheck(d.src.Mode(), d.cfg.CPUs, d.log)

@@ -24,7 +24,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/model"
-	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
@@ -70,8 +69,8 @@ type Config struct {
 // Snapshot may be called from any.
 type Loop struct {
 	cfg   Config
-	src   reading.UsageSource
-	meter reading.Meter
+	src   Accounting
+	meter Meter
 	log   *zap.Logger
 	snap  atomic.Pointer[snapshot.Snapshot]
 
@@ -105,7 +104,7 @@ type Option func(*parts)
 
 // New builds a loop. It fails on a configuration it can't honour, naming
 // the key.
-func New(cfg Config, src reading.UsageSource, meter reading.Meter, res CgroupPaths, log *zap.Logger, opts ...Option) (*Loop, error) {
+func New(cfg Config, src Accounting, meter Meter, res CgroupPaths, log *zap.Logger, opts ...Option) (*Loop, error) {
 	if cfg.Interval <= 0 {
 		return nil, fmt.Errorf("stats.interval must be positive, got %v", cfg.Interval)
 	}

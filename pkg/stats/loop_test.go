@@ -75,7 +75,7 @@ func (anyName) Path(id uint64) (string, bool) { return "/x", true }
 
 func (n names) Path(id uint64) (string, bool) { p, ok := n[id]; return p, ok }
 
-func mustLoop(t *testing.T, cfg Config, src *fakeSource, m reading.Meter, res CgroupPaths) *Loop {
+func mustLoop(t *testing.T, cfg Config, src *fakeSource, m Meter, res CgroupPaths) *Loop {
 	t.Helper()
 	if cfg.Interval == 0 {
 		cfg.Interval = time.Second
@@ -416,3 +416,38 @@ type namedMeter struct {
 }
 
 func (m *namedMeter) Name() string { return m.name }
+
+// modelMeter is a member that models rather than measures.
+type modelMeter struct{ namedMeter }
+
+func (m *modelMeter) Estimated() bool { return true }
+
+// A combined meter labels each zone by the member that read it: measured
+// RAPL zones beside an estimated platform stay measured, the platform is
+// estimated, though the combined meter as a whole says it estimates. The
+// loop asks the combined meter through its own CombinedMeter interface.
+func TestCombinedMembersKeepTheirMethod(t *testing.T) {
+	rapl := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Socket: 0}}}
+	est := &modelMeter{namedMeter{fakeMeter{samples: []reading.ZoneSample{{Zone: "platform", Socket: -1}}}, "estimator"}}
+	m := power.Combine(rapl, est)
+	if !m.Estimated() {
+		t.Fatal("the combined meter should say it estimates: the test proves nothing otherwise")
+	}
+	src := &fakeSource{}
+	l := mustLoop(t, Config{IdleWatts: map[string]float64{"package": 0, "platform": 0}, IdlePolicy: "none"},
+		src, m, names{1: "/a"})
+	t0 := time.Unix(0, 0)
+	src.add(1, 1, 0, 0)
+	l.Step(t0)
+	src.add(1, 1, 0, 1e9)
+	rapl.samples[0].Joules += 30
+	est.samples[0].Joules += 100
+	l.Step(t0.Add(time.Second))
+	s := l.Snapshot()
+	if z := zoneOf(s, "package", 0); z.Source != "rapl" || z.Estimated || z.EnergyJ != 30 {
+		t.Errorf("package: source %q estimated %v %v J, want rapl, measured, 30 J", z.Source, z.Estimated, z.EnergyJ)
+	}
+	if z := zoneOf(s, "platform", -1); z.Source != "estimator" || !z.Estimated || z.EnergyJ != 100 {
+		t.Errorf("platform: source %q estimated %v %v J, want estimator, estimated, 100 J", z.Source, z.Estimated, z.EnergyJ)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/model"
-	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
@@ -51,8 +50,8 @@ type parts struct {
 type deps struct {
 	cfg    Config
 	policy model.IdlePolicy
-	src    reading.UsageSource
-	meter  reading.Meter
+	src    Accounting
+	meter  Meter
 	res    CgroupPaths
 	log    *zap.Logger
 	opts   parts

@@ -19,18 +19,12 @@ type zoneState struct {
 	idleMd model.IdleModel
 }
 
-// combined is a meter made of members (*power.Combined), each with its
-// own source name and method.
-type combined interface {
-	Meters() []reading.Meter
-}
-
 // zones is the stage that reads the meter: each zone's energy of the
 // interval, divided among the consumers (div, split.go), and the derived
 // zone "other".
 type zones struct {
 	phases
-	meter reading.Meter
+	meter Meter
 	idle  *idleModels
 	div   *split
 	cpus  int
@@ -71,7 +65,7 @@ func makeZones(d *deps) (stage, error) {
 	return newZones(d.meter, &idleModels{watts: d.cfg.IdleWatts, meter: d.meter}, div, d.cfg.CPUs, d.log), nil
 }
 
-func newZones(meter reading.Meter, idle *idleModels, div *split, cpus int, log *zap.Logger) *zones {
+func newZones(meter Meter, idle *idleModels, div *split, cpus int, log *zap.Logger) *zones {
 	return &zones{meter: meter, idle: idle, div: div, cpus: cpus, log: log, byID: map[reading.ZoneID]*zoneState{},
 		series: map[seriesKey]*zoneState{}, keys: map[reading.ZoneID][]seriesKey{}}
 }
@@ -83,7 +77,7 @@ func (zs *zones) split(iv *interval) {
 	if !iv.baseline {
 		util = iv.cpuSeconds / (iv.dt.Seconds() * float64(zs.cpus))
 	}
-	if a, ok := zs.meter.(reading.Advancer); ok {
+	if a, ok := zs.meter.(Advancer); ok {
 		a.Advance(util, iv.dt)
 	}
 	zs.read(iv.dt, func(z *zoneState, dE float64) { zs.div.zone(z, dE, iv.dt, util) })
@@ -174,11 +168,9 @@ func (zs *zones) addSeries(z *zoneState) {
 // answers per member, so measured RAPL zones next to an estimated platform
 // are labelled as what they are.
 func (zs *zones) estimated(source string) bool {
-	if c, ok := zs.meter.(combined); ok {
-		for _, m := range c.Meters() {
-			if m.Name() == source {
-				return m.Estimated()
-			}
+	if c, ok := zs.meter.(CombinedMeter); ok {
+		if est, ok := c.SourceEstimated(source); ok {
+			return est
 		}
 	}
 	return zs.meter.Estimated()
@@ -210,7 +202,7 @@ func (zs *zones) other(platform, components float64, dt time.Duration) {
 func (zs *zones) publish(_ *interval, s *snapshot.Snapshot) {
 	s.Zones = make([]snapshot.Zone, 0, len(zs.series))
 	var ended map[reading.ZoneID]bool
-	if e, ok := zs.meter.(reading.ZoneEnder); ok {
+	if e, ok := zs.meter.(ZoneEnder); ok {
 		for _, id := range e.EndedZones() {
 			if ended == nil {
 				ended = map[reading.ZoneID]bool{}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wattrace/wattrace/pkg/reading"
+	"github.com/wattrace/wattrace/pkg/power"
 )
 
 // advanceWindow bounds how long an energy counter has to move before its
@@ -25,7 +25,7 @@ const advanceWindow = 250 * time.Millisecond
 // never goes backwards, so only this check keeps it from owning the CPU
 // zones with a node that uses no energy, where the estimator would say
 // what it knows.
-func mustAdvance(ctx context.Context, m reading.Meter, window, poll time.Duration) error {
+func mustAdvance(ctx context.Context, m power.Meter, window, poll time.Duration) error {
 	deadline := time.NewTimer(window)
 	defer deadline.Stop()
 	tick := time.NewTicker(poll)

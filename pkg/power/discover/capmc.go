@@ -4,8 +4,8 @@ import (
 	"context"
 
 	"github.com/wattrace/wattrace/internal/setting"
+	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/power/capmc"
-	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // CapmcSettings are the capmc row's own settings.
@@ -22,7 +22,7 @@ func declareCapmc(s *setting.Set, o *CapmcSettings) {
 	s.Enum(&o.Mode, "power.capmc", "off", CapmcModes, "Read node power with HPE Cray capmc get_system_power when it is on PATH: off or auto. It reports a whole partition's power, the node's only on a single-node partition.")
 }
 
-func openCapmc(ctx context.Context, e *Env, o *CapmcSettings) (reading.Meter, string, error) {
+func openCapmc(ctx context.Context, e *Env, o *CapmcSettings) (power.Meter, string, error) {
 	if o.Mode != "auto" {
 		return nil, "not enabled (power.capmc=off): it reports a whole partition's power, the node's only on a single-node partition", nil
 	}
@@ -31,7 +31,7 @@ func openCapmc(ctx context.Context, e *Env, o *CapmcSettings) (reading.Meter, st
 		return nil, "capmc not found on PATH", nil
 	}
 	window := max(1, int(e.Cfg.Interval.Seconds()))
-	open := func(ctx context.Context) (reading.Meter, error) {
+	open := func(ctx context.Context) (power.Meter, error) {
 		m, err := capmc.NewMeter(path, window)
 		if err != nil {
 			return nil, err

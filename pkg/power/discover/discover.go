@@ -44,7 +44,7 @@ type Meter struct {
 	// wrong (which stops start-up). A configured meter that is present but
 	// fails its first reading is returned as a *power.Retrying. own is the
 	// row's settings (nil for a row without any).
-	open func(ctx context.Context, e *Env, own any) (reading.Meter, string, error)
+	open func(ctx context.Context, e *Env, own any) (power.Meter, string, error)
 	// declare declares the row's settings bound to own (a fresh value when
 	// own is nil) and returns it; copy returns a copy of own. Both nil for
 	// a row without settings.
@@ -53,8 +53,8 @@ type Meter struct {
 }
 
 // Plain is a row whose meter has no settings of its own.
-func Plain(name string, roles []Role, open func(ctx context.Context, e *Env) (reading.Meter, string, error)) Meter {
-	return Meter{Name: name, Roles: roles, open: func(ctx context.Context, e *Env, _ any) (reading.Meter, string, error) {
+func Plain(name string, roles []Role, open func(ctx context.Context, e *Env) (power.Meter, string, error)) Meter {
+	return Meter{Name: name, Roles: roles, open: func(ctx context.Context, e *Env, _ any) (power.Meter, string, error) {
 		return open(ctx, e)
 	}}
 }
@@ -63,7 +63,7 @@ func Plain(name string, roles []Role, open func(ctx context.Context, e *Env) (re
 // declares them beside the meter, bound to o (setting.Set), and open gets
 // them decoded and checked. The configuration's flags, environment
 // variables and YAML keys follow from the declaration.
-func Row[O any](name string, roles []Role, declare func(s *setting.Set, o *O), open func(ctx context.Context, e *Env, o *O) (reading.Meter, string, error)) Meter {
+func Row[O any](name string, roles []Role, declare func(s *setting.Set, o *O), open func(ctx context.Context, e *Env, o *O) (power.Meter, string, error)) Meter {
 	own := func(v any) *O {
 		if o, ok := v.(*O); ok && o != nil {
 			return o
@@ -71,7 +71,7 @@ func Row[O any](name string, roles []Role, declare func(s *setting.Set, o *O), o
 		return new(O)
 	}
 	return Meter{Name: name, Roles: roles,
-		open: func(ctx context.Context, e *Env, v any) (reading.Meter, string, error) { return open(ctx, e, own(v)) },
+		open: func(ctx context.Context, e *Env, v any) (power.Meter, string, error) { return open(ctx, e, own(v)) },
 		declare: func(s *setting.Set, v any) any {
 			o := own(v)
 			declare(s, o)
@@ -130,7 +130,7 @@ func (e *Env) FirstReading(ctx context.Context, r power.PowerReader) (*power.Cac
 
 // Retry returns a meter that keeps trying open in the background; first is
 // why it failed at start.
-func (e *Env) Retry(name string, first error, open func(ctx context.Context) (reading.Meter, error)) *power.Retrying {
+func (e *Env) Retry(name string, first error, open func(ctx context.Context) (power.Meter, error)) *power.Retrying {
 	o := e.Cfg.Retry
 	o.Log = e.Log
 	return power.NewRetrying(name, first, open, o)
@@ -143,7 +143,7 @@ type note struct {
 
 // found is the outcome of walking the table.
 type found struct {
-	meters   []reading.Meter
+	meters   []power.Meter
 	measured bool // at least one meter gave a reading (retrying ones do not count)
 	notes    []note
 }
@@ -224,7 +224,7 @@ func joinRoles(rs []Role) string {
 }
 
 // rolesRead are the needed roles a meter's zones actually cover.
-func rolesRead(m reading.Meter, needed []Role) []Role {
+func rolesRead(m power.Meter, needed []Role) []Role {
 	samples, err := m.Read()
 	if err != nil {
 		return needed
@@ -252,7 +252,7 @@ func rolesRead(m reading.Meter, needed []Role) []Role {
 	return out
 }
 
-func closeMeter(m reading.Meter) {
+func closeMeter(m power.Meter) {
 	if c, ok := m.(interface{ Close() error }); ok {
 		_ = c.Close()
 	}
@@ -267,7 +267,7 @@ func closeMeter(m reading.Meter) {
 // logged, for the CPU when nothing does. A configured meter that fails at
 // start (BMC down, HTTP 500) is kept and retried in the background. An
 // error means start-up must stop; it names the configuration key.
-func Open(ctx context.Context, cfg Config, log *zap.Logger) (reading.Meter, error) {
+func Open(ctx context.Context, cfg Config, log *zap.Logger) (power.Meter, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -319,14 +319,14 @@ func Open(ctx context.Context, cfg Config, log *zap.Logger) (reading.Meter, erro
 	if len(f.meters) == 0 {
 		return e, nil
 	}
-	return power.Combine(append([]reading.Meter{e}, f.meters...)...), nil
+	return power.Combine(append([]power.Meter{e}, f.meters...)...), nil
 }
 
 // openHostShare opens the host's share when the guest has one mounted at
 // power.host-share.path: it is the node's meter, the hypervisor having
 // measured what the VM drew, with the estimator standing in while the
 // share is stale. nil when there is none (the table is walked).
-func openHostShare(cfg Config, log *zap.Logger) (reading.Meter, error) {
+func openHostShare(cfg Config, log *zap.Logger) (power.Meter, error) {
 	opt := hostshare.Options{Dir: cfg.HostShare, Staleness: cfg.HostShareStaleness,
 		MaxWatts: cfg.MaxWatts.For(reading.ZonePlatform), Log: log}
 	key, where := KeyHostSharePath, cfg.HostShare
@@ -366,7 +366,7 @@ const vsockTimeout = time.Second
 // instead: a test machine's context id 2 is its own hypervisor).
 var vsockDialer = hostshare.VsockDialer
 
-func openEstimator(cfg Config, log *zap.Logger, why string) (reading.Meter, error) {
+func openEstimator(cfg Config, log *zap.Logger, why string) (power.Meter, error) {
 	return openEstimatorZones(cfg, log, why, true)
 }
 
@@ -378,7 +378,7 @@ func openEstimator(cfg Config, log *zap.Logger, why string) (reading.Meter, erro
 // report the platform), a whole-server platform zone (the SPECpower fit).
 // power.estimator.{min,max}-watts-per-cpu replace the package zone's
 // figures with per-CPU ones.
-func openEstimatorZones(cfg Config, log *zap.Logger, why string, platform bool) (reading.Meter, error) {
+func openEstimatorZones(cfg Config, log *zap.Logger, why string, platform bool) (power.Meter, error) {
 	node := curves.Node{Sockets: 1}
 	var err error
 	if node.CPU, err = power.CPUModel(cfg.ProcfsRoot); err != nil {
@@ -489,7 +489,7 @@ func estimatorZones(cfg Config, node curves.Node, vm, platform bool) ([]power.Es
 
 // The rows.
 
-func openRAPL(_ context.Context, e *Env) (reading.Meter, string, error) {
+func openRAPL(_ context.Context, e *Env) (power.Meter, string, error) {
 	r, err := power.NewRAPLWith(e.Cfg.SysfsRoot, e.opts())
 	if err != nil {
 		return nil, "", err
@@ -500,7 +500,7 @@ func openRAPL(_ context.Context, e *Env) (reading.Meter, string, error) {
 	return r, "powercap counters", nil
 }
 
-func openPerfRAPL(ctx context.Context, e *Env) (reading.Meter, string, error) {
+func openPerfRAPL(ctx context.Context, e *Env) (power.Meter, string, error) {
 	verdict := verdictPath(e.Cfg.VerdictDir, e.Cfg.ProcfsRoot, e.Cfg.SysfsRoot)
 	if why := stalledThisBoot(verdict); why != "" {
 		return nil, "", fmt.Errorf("%s (found earlier this boot, %s)", why, verdict)
@@ -523,7 +523,7 @@ func openPerfRAPL(ctx context.Context, e *Env) (reading.Meter, string, error) {
 	return p, "power PMU opened: powercap unusable", nil
 }
 
-func openPMCounters(_ context.Context, e *Env) (reading.Meter, string, error) {
+func openPMCounters(_ context.Context, e *Env) (power.Meter, string, error) {
 	pm, err := power.NewPMCounters(e.Cfg.SysfsRoot, e.opts())
 	if err != nil {
 		return nil, "", err
@@ -551,7 +551,7 @@ func openPMCounters(_ context.Context, e *Env) (reading.Meter, string, error) {
 	return pm, "measured energy counters; its cpu and memory counters yield to RAPL's per-socket zones when RAPL is used", nil
 }
 
-func openIPMIDevice(ctx context.Context, e *Env) (reading.Meter, string, error) {
+func openIPMIDevice(ctx context.Context, e *Env) (power.Meter, string, error) {
 	if e.Cfg.IPMI == "off" {
 		return nil, "off (power.ipmi=off)", nil
 	}
@@ -564,7 +564,7 @@ func openIPMIDevice(ctx context.Context, e *Env) (reading.Meter, string, error) 
 		return c, path + " (DCMI)", nil
 	}
 	// The device is there, so a BMC is: it may be busy or rebooting.
-	return e.Retry("ipmi", fmt.Errorf("%s (DCMI): %w", path, err), func(ctx context.Context) (reading.Meter, error) {
+	return e.Retry("ipmi", fmt.Errorf("%s (DCMI): %w", path, err), func(ctx context.Context) (power.Meter, error) {
 		dev, _, err := e.Cfg.openIPMI([]string{path})
 		if err != nil {
 			return nil, err
@@ -573,7 +573,7 @@ func openIPMIDevice(ctx context.Context, e *Env) (reading.Meter, string, error) 
 	}), "", nil
 }
 
-func openIPMITool(ctx context.Context, e *Env) (reading.Meter, string, error) {
+func openIPMITool(ctx context.Context, e *Env) (power.Meter, string, error) {
 	if e.Cfg.IPMI == "off" {
 		return nil, "off (power.ipmi=off)", nil
 	}
@@ -599,7 +599,7 @@ func openIPMITool(ctx context.Context, e *Env) (reading.Meter, string, error) {
 	return nil, strings.Join(tried, "; "), nil
 }
 
-func openHwmon(ctx context.Context, e *Env) (reading.Meter, string, error) {
+func openHwmon(ctx context.Context, e *Env) (power.Meter, string, error) {
 	zones := power.DefaultHwmonZones()
 	for chip, z := range zones {
 		if (z == reading.ZonePlatform && !e.Need[RolePlatform]) || (z == reading.ZoneGPU && !e.Need[RoleGPU]) {

@@ -39,7 +39,7 @@ func copyTree(t *testing.T, src, dst string) {
 
 func noTools(string) (string, error) { return "", errors.New("not found") }
 
-func zones(t *testing.T, m reading.Meter) []string {
+func zones(t *testing.T, m power.Meter) []string {
 	t.Helper()
 	s, err := m.Read()
 	if err != nil {
@@ -54,13 +54,13 @@ func zones(t *testing.T, m reading.Meter) []string {
 
 // discoverAuto walks the table as Open does in auto mode, without the
 // estimator fallback, and returns the combined meter and discovery lines.
-func discoverAuto(t *testing.T, root string) (reading.Meter, []string, error) {
+func discoverAuto(t *testing.T, root string) (power.Meter, []string, error) {
 	t.Helper()
 	return discoverWith(t, Config{Source: "auto", SysfsRoot: root, IPMI: "off", LookPath: noTools,
 		Interval: 20 * time.Millisecond, Timeout: 20 * time.Millisecond})
 }
 
-func discoverWith(t *testing.T, cfg Config) (reading.Meter, []string, error) {
+func discoverWith(t *testing.T, cfg Config) (power.Meter, []string, error) {
 	t.Helper()
 	f, err := walk(context.Background(), cfg.withDefaults(), zap.NewNop())
 	if err != nil {

@@ -67,7 +67,7 @@ func fastConfig(root string) Config {
 		Retry: power.RetryOptions{Initial: 20 * time.Millisecond, Max: 40 * time.Millisecond}}
 }
 
-func platformJoules(m reading.Meter) (float64, bool) {
+func platformJoules(m power.Meter) (float64, bool) {
 	s, err := m.Read()
 	if err != nil {
 		return 0, false

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/internal/setting"
+	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/power/redfish"
-	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // RedfishAuths are power.redfish.auth's values.
@@ -40,12 +40,12 @@ func declareRedfish(s *setting.Set, o *redfish.Config) {
 	s.String(&o.ExternalHeader, "power.redfish.external-header", "X-Redfish-Url", "Header carrying the BMC address to the proxy.")
 }
 
-func openRedfish(ctx context.Context, e *Env, o *redfish.Config) (reading.Meter, string, error) {
+func openRedfish(ctx context.Context, e *Env, o *redfish.Config) (power.Meter, string, error) {
 	if o.URL == "" {
 		return nil, "not configured (power.redfish.url)", nil
 	}
 	cfg := *o
-	open := func(ctx context.Context) (reading.Meter, string, error) {
+	open := func(ctx context.Context) (power.Meter, string, error) {
 		m, err := redfish.NewMeter(cfg)
 		if err != nil {
 			// Credentials that cannot be read (a missing password file)
@@ -63,7 +63,7 @@ func openRedfish(ctx context.Context, e *Env, o *redfish.Config) (reading.Meter,
 	case errors.Is(err, ErrConfig):
 		return nil, "", err
 	case err != nil:
-		return e.Retry("redfish", err, func(ctx context.Context) (reading.Meter, error) {
+		return e.Retry("redfish", err, func(ctx context.Context) (power.Meter, error) {
 			m, _, err := open(ctx)
 			return m, err
 		}), "", nil

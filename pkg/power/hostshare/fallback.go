@@ -11,7 +11,6 @@ import (
 
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/reading"
-	"github.com/wattrace/wattrace/pkg/sourcehealth"
 )
 
 // Fallback is the guest's node meter when a share is present: the host's
@@ -26,7 +25,7 @@ import (
 // estimated, is not counted twice.
 type Fallback struct {
 	host *Meter
-	est  reading.Meter
+	est  power.Meter
 	log  *zap.Logger
 
 	mu        sync.Mutex
@@ -47,11 +46,11 @@ type Fallback struct {
 }
 
 var (
-	_ reading.Meter            = (*Fallback)(nil)
-	_ sourcehealth.Reporter    = (*Fallback)(nil)
-	_ reading.Advancer         = (*Fallback)(nil)
-	_ reading.EstimateReporter = (*Fallback)(nil)
-	_ reading.ZoneEnder        = (*Fallback)(nil)
+	_ power.Meter            = (*Fallback)(nil)
+	_ power.HealthReporter   = (*Fallback)(nil)
+	_ power.Advancer         = (*Fallback)(nil)
+	_ power.EstimateReporter = (*Fallback)(nil)
+	_ power.ZoneEnder        = (*Fallback)(nil)
 )
 
 // ReasonZonesNotEstimated is the host source's wattrace_source_degraded
@@ -60,7 +59,7 @@ var (
 const ReasonZonesNotEstimated = "host_share_stale_zones_not_estimated"
 
 // NewFallback returns the meter over host and the estimator est.
-func NewFallback(host *Meter, est reading.Meter, log *zap.Logger) *Fallback {
+func NewFallback(host *Meter, est power.Meter, log *zap.Logger) *Fallback {
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -84,12 +83,12 @@ func (f *Fallback) Falling() bool { return f.Estimated() }
 
 // Meters lets the stats loop label each zone by the member its samples
 // name: the host measured, the estimator estimated.
-func (f *Fallback) Meters() []reading.Meter { return []reading.Meter{f.host, f.est} }
+func (f *Fallback) Meters() []power.Meter { return []power.Meter{f.host, f.est} }
 
 // Advance implements power.Advancer for the estimator, which must follow
 // the guest's load all along to stand in at once.
 func (f *Fallback) Advance(util float64, dt time.Duration) {
-	if a, ok := f.est.(reading.Advancer); ok {
+	if a, ok := f.est.(power.Advancer); ok {
 		a.Advance(util, dt)
 	}
 }
@@ -219,7 +218,7 @@ func (f *Fallback) credit(zone string, j float64, source, method string) {
 	f.source[zone], f.method[zone] = source, method
 }
 
-// Health implements sourcehealth.Reporter: the host share's (down while it
+// Health implements power.HealthReporter: the host share's (down while it
 // fails or is stale) and the estimator's.
 func (f *Fallback) Health() []reading.SourceHealth {
 	out := f.host.Health()
@@ -228,7 +227,7 @@ func (f *Fallback) Health() []reading.SourceHealth {
 		out[0].Reason = ReasonZonesNotEstimated
 	}
 	f.mu.Unlock()
-	if h, ok := f.est.(sourcehealth.Reporter); ok {
+	if h, ok := f.est.(power.HealthReporter); ok {
 		out = append(out, h.Health()...)
 	}
 	return out
@@ -241,7 +240,7 @@ func (f *Fallback) Estimates() []reading.Estimate {
 	if !f.Falling() {
 		return nil
 	}
-	if r, ok := f.est.(reading.EstimateReporter); ok {
+	if r, ok := f.est.(power.EstimateReporter); ok {
 		return r.Estimates()
 	}
 	return nil

@@ -86,8 +86,8 @@ type zone struct {
 }
 
 var (
-	_ reading.Meter         = (*Meter)(nil)
-	_ sourcehealth.Reporter = (*Meter)(nil)
+	_ power.Meter          = (*Meter)(nil)
+	_ power.HealthReporter = (*Meter)(nil)
 )
 
 // Present reports whether dir holds a share: its metadata file exists, or
@@ -325,7 +325,7 @@ func (m *Meter) readLocked(now time.Time) error {
 	return nil
 }
 
-// Health implements sourcehealth.Reporter: down while reads fail or the
+// Health implements power.HealthReporter: down while reads fail or the
 // share is stale; the age is that of the last new update.
 func (m *Meter) Health() []reading.SourceHealth {
 	m.mu.Lock()
