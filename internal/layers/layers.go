@@ -1,6 +1,6 @@
 // Package layers states the direction data flows in wattrace (sources →
-// stats → model → snapshot → collectors) as import rules, and checks a
-// package graph against them. Its test runs the check over the module, so
+// readings → stats, with model → snapshot → collectors) as import rules,
+// and checks a package graph against them. Its test runs the check over the module, so
 // an import that points upward fails the build's tests.
 package layers
 
@@ -21,8 +21,9 @@ const (
 	// Base: small helpers with no module imports (parsing the kernel's
 	// numbers).
 	Base Layer = iota
-	// Vocabulary: types everyone shares (the readings the sources hand
-	// the loop and their validation, the snapshot).
+	// Vocabulary: types everyone shares: the readings the sources hand
+	// the loop (pkg/reading, the contract between them) and their
+	// validation, the workload names.
 	Vocabulary
 	// Sources: what reads the kernel, the meters and the workload
 	// managers. They produce vocabulary types and may use each other
@@ -31,6 +32,10 @@ const (
 	// Model: the split of a zone's energy among consumers, and the idle
 	// models; pure arithmetic that no source needs.
 	Model
+	// Snapshot: what the stats loop publishes. It ranks above the
+	// sources, so no source can import it: a source hands the loop
+	// readings, never the published snapshot.
+	Snapshot
 	// Stats: the loop that turns readings into the snapshot.
 	Stats
 	// Outputs: the collectors and the Alloy targets; collectors read the
@@ -41,7 +46,7 @@ const (
 	Commands
 )
 
-var layerNames = [...]string{"base", "vocabulary", "sources", "model", "stats", "outputs", "commands"}
+var layerNames = [...]string{"base", "vocabulary", "sources", "model", "snapshot", "stats", "outputs", "commands"}
 
 func (l Layer) String() string { return layerNames[l] }
 
@@ -61,8 +66,9 @@ var Layers = map[string]Layer{
 	"internal/setting": Base,
 	"internal/procpid": Base,
 
-	"pkg/snapshot": Vocabulary,
-	"pkg/reading":  Vocabulary,
+	// The contract between the sources and the loop: what a source
+	// reads, in the shape the loop takes it, and its validation.
+	"pkg/reading": Vocabulary,
 	// A source's health tally and the interface that reports it.
 	"pkg/sourcehealth": Vocabulary,
 	"internal/cpulist": Vocabulary,
@@ -102,6 +108,9 @@ var Layers = map[string]Layer{
 
 	"pkg/model": Model,
 
+	// The published snapshot; it carries pkg/reading's types on.
+	"pkg/snapshot": Snapshot,
+
 	"pkg/stats": Stats,
 	// measure is a one-shot loop of its own: sources and model, no stats.
 	"pkg/measure": Stats,
@@ -118,17 +127,18 @@ var Layers = map[string]Layer{
 }
 
 // Only limits what some packages may import from the module, beyond their
-// layer: the collectors read the snapshot and name workloads, nothing
-// else; the snapshot depends on nothing.
+// layer: the collectors read the snapshot (and the readings it carries)
+// and name workloads, nothing else; the snapshot depends on the readings
+// only.
 var Only = map[string][]string{
 	// internal/setting carries no data: each collector declares its own
 	// settings with it.
 	"pkg/collector":     {"pkg/snapshot", "pkg/reading", "pkg/workload/ident", "internal/setting"},
 	"pkg/snapshot":      {"pkg/reading"},
 	"internal/dashlint": {},
-	// Vocabulary packages build on the snapshot only where listed here.
+	// Vocabulary packages build on each other only where listed here.
 	"pkg/sourcehealth":   {"pkg/reading"},
-	"pkg/workload/ident": {"pkg/snapshot"},
+	"pkg/workload/ident": {"pkg/reading"},
 	// The units side reads what the exporters published to the TSDB; it
 	// must not reach into the exporter's sources, loop or snapshot.
 	"pkg/units":         {},
@@ -200,6 +210,8 @@ func Check(graph map[string][]string) []string {
 				out = append(out, fmt.Sprintf("%s imports %s, which is in no layer", p, imp))
 			case limited && !contains(only, imp):
 				out = append(out, fmt.Sprintf("%s imports %s: it may import only %v from the module", p, imp, only))
+			case lp == Sources && li == Snapshot:
+				out = append(out, fmt.Sprintf("%s imports %s, the snapshot the loop publishes: a source hands the loop readings (pkg/reading), never the published snapshot", p, imp))
 			case li > lp, li == lp && !sameLayerOK[lp] && !(limited && contains(only, imp)):
 				out = append(out, fmt.Sprintf("%s (%s) imports %s (%s): imports point from sources towards the collectors, never back", p, lp, imp, li))
 			case noSources && li == Sources:

@@ -2,6 +2,7 @@ package layers
 
 import (
 	"os/exec"
+	"sort"
 	"strings"
 	"testing"
 )
@@ -41,11 +42,12 @@ func TestModuleImportsPointOneWay(t *testing.T) {
 }
 
 // The check catches each kind of wrong import: a collector reaching into a
-// source, the snapshot depending on the module, a source importing the
-// stats loop, stats importing the collectors or a source (pkg/workload
-// included: stats names workloads with pkg/workload/ident), a vocabulary
-// package importing another that Only does not list, and an unplaced
-// package.
+// source, the snapshot depending on more than the readings, a source
+// importing the stats loop or the published snapshot, stats importing the
+// collectors or a source (pkg/workload included: stats names workloads
+// with pkg/workload/ident), a vocabulary package importing another that
+// Only does not list (the workload names built on the snapshot), and an
+// unplaced package.
 func TestCheckFindsUpwardImports(t *testing.T) {
 	g := map[string][]string{
 		"pkg/snapshot":       {"pkg/sourcehealth"},
@@ -69,6 +71,7 @@ func TestCheckFindsUpwardImports(t *testing.T) {
 	got := Check(g)
 	want := []string{
 		"pkg/bpfloader (sources) imports pkg/stats (stats)",
+		"pkg/bpfloader imports pkg/snapshot, the snapshot the loop publishes",
 		"pkg/cgroup (sources) imports pkg/model (model)",
 		"pkg/collector imports pkg/bpfloader: it may import only",
 		"pkg/newthing is in no layer",
@@ -79,6 +82,7 @@ func TestCheckFindsUpwardImports(t *testing.T) {
 		"pkg/stats imports pkg/bpfloader, a source",
 		"pkg/stats imports pkg/workload, a source",
 		"pkg/stats imports pkg/power/ipmi, a source",
+		"pkg/workload/ident imports pkg/snapshot: it may import only [pkg/reading]",
 	}
 	if len(got) != len(want) {
 		t.Fatalf("%d violations, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
@@ -86,6 +90,57 @@ func TestCheckFindsUpwardImports(t *testing.T) {
 	for i, w := range want {
 		if !strings.HasPrefix(got[i], w) {
 			t.Errorf("violation %d: %q, want it to start %q", i, got[i], w)
+		}
+	}
+}
+
+// No source imports the snapshot the loop publishes: each package of the
+// sources layer, given an import of pkg/snapshot in a copy of the
+// module's real graph, fails the check with that one violation, while
+// the same package importing the readings (pkg/reading) passes (unless
+// Only keeps it off them, as it keeps the units side). So the
+// contract between sources and the loop is pkg/reading alone, whichever
+// source a change touches.
+func TestSourcesDoNotImportTheSnapshot(t *testing.T) {
+	g := moduleGraph(t)
+	if v := Check(g); len(v) != 0 {
+		t.Fatalf("the module already breaks the rules: %v", v)
+	}
+	var sources []string
+	for p := range g {
+		if l, ok := LayerOf(p); ok && l == Sources {
+			sources = append(sources, p)
+		}
+	}
+	sort.Strings(sources)
+	if len(sources) < 20 {
+		t.Fatalf("found %d source packages; want every one of the module's", len(sources))
+	}
+	with := func(p, imp string) map[string][]string {
+		c := make(map[string][]string, len(g))
+		for k, v := range g {
+			c[k] = v
+		}
+		c[p] = append(append([]string(nil), g[p]...), imp)
+		return c
+	}
+	for _, p := range sources {
+		got := Check(with(p, "pkg/snapshot"))
+		// The units side's Only lists refuse it first, in their own words.
+		want := p + " imports pkg/snapshot"
+		if _, limited := Only[p]; !limited {
+			want += ", the snapshot the loop publishes"
+		}
+		if len(got) != 1 || !strings.HasPrefix(got[0], want) {
+			t.Errorf("%s importing pkg/snapshot: violations %q, want one starting %q", p, got, want)
+		}
+		// The units side's Only lists keep it off the readings too;
+		// every other source may name them.
+		if only, limited := Only[p]; limited && !contains(only, "pkg/reading") {
+			continue
+		}
+		if got := Check(with(p, "pkg/reading")); len(got) != 0 {
+			t.Errorf("%s importing pkg/reading: %q, want none", p, got)
 		}
 	}
 }

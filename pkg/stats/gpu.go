@@ -493,7 +493,7 @@ func (g *gpuStage) mayBeHolders(h *snapshot.GPUHolder, pid int) bool {
 	if !ok || g.ids == nil {
 		return true
 	}
-	level, match := ident.HolderMatch(*h)
+	level, match := ident.HolderMatch(heldBy(h))
 	if level == "" {
 		return true
 	}
@@ -507,7 +507,7 @@ func (g *gpuStage) mayBeHolders(h *snapshot.GPUHolder, pid int) bool {
 		return true
 	}
 	for _, k := range []reading.HolderKind{reading.HolderSlurmJob, reading.HolderPod, reading.HolderVM} {
-		if other, _ := ident.HolderMatch(snapshot.GPUHolder{Kind: string(k)}); other != "" && other != level {
+		if other, _ := ident.HolderMatch(reading.Holder{Kind: k}); other != "" && other != level {
 			if _, member := id.LabelValues(other); member {
 				return false
 			}
@@ -518,7 +518,14 @@ func (g *gpuStage) mayBeHolders(h *snapshot.GPUHolder, pid int) bool {
 
 // holderMatch names the workload level and label values a holder is.
 func holderMatch(h reading.Holder) (ident.Kind, map[string]string) {
-	return ident.HolderMatch(holderRecord(h, ""))
+	return ident.HolderMatch(h)
+}
+
+// heldBy is the holder a published record names, as its allocation
+// source named it (holderRecord's inverse, less the record's figures).
+func heldBy(h *snapshot.GPUHolder) reading.Holder {
+	return reading.Holder{Kind: reading.HolderKind(h.Kind), JobID: h.JobID, Namespace: h.Namespace, Pod: h.Pod,
+		Container: h.Container, VMName: h.VM, VMUUID: h.VMUUID}
 }
 
 // publish adds each device as a zone (gpu, Socket = index) and its record,

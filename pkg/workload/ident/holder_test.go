@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/wattrace/wattrace/pkg/reading"
-	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
 
@@ -13,15 +12,15 @@ import (
 // level's labels: a VM by uuid when known, else by name.
 func TestHolderMatch(t *testing.T) {
 	for _, tc := range []struct {
-		h     snapshot.GPUHolder
+		h     reading.Holder
 		level ident.Kind
 		match map[string]string
 	}{
-		{snapshot.GPUHolder{Kind: string(reading.HolderSlurmJob), JobID: "77"}, ident.KindJob, map[string]string{"job_id": "77"}},
-		{snapshot.GPUHolder{Kind: string(reading.HolderPod), Namespace: "ns", Pod: "p", Container: "c"}, ident.KindPod, map[string]string{"namespace": "ns", "pod": "p"}},
-		{snapshot.GPUHolder{Kind: string(reading.HolderVM), VM: "web", VMUUID: "u-1"}, ident.KindVM, map[string]string{"vm_uuid": "u-1"}},
-		{snapshot.GPUHolder{Kind: string(reading.HolderVM), VM: "web"}, ident.KindVM, map[string]string{"vm": "web"}},
-		{snapshot.GPUHolder{Kind: "other"}, "", nil},
+		{reading.Holder{Kind: reading.HolderSlurmJob, JobID: "77"}, ident.KindJob, map[string]string{"job_id": "77"}},
+		{reading.Holder{Kind: reading.HolderPod, Namespace: "ns", Pod: "p", Container: "c"}, ident.KindPod, map[string]string{"namespace": "ns", "pod": "p"}},
+		{reading.Holder{Kind: reading.HolderVM, VMName: "web", VMUUID: "u-1"}, ident.KindVM, map[string]string{"vm_uuid": "u-1"}},
+		{reading.Holder{Kind: reading.HolderVM, VMName: "web"}, ident.KindVM, map[string]string{"vm": "web"}},
+		{reading.Holder{Kind: "other"}, "", nil},
 	} {
 		level, match := ident.HolderMatch(tc.h)
 		if level != tc.level || !reflect.DeepEqual(match, tc.match) {

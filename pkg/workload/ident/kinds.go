@@ -3,7 +3,7 @@ package ident
 import (
 	"slices"
 
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 // kindRow is everything the exporter knows of one aggregation level (a
@@ -36,7 +36,7 @@ type kindRow struct {
 	// is a workload of this level, "" for none; match gives the label
 	// values that find the holder's workload among the level's.
 	holder string
-	match  func(snapshot.GPUHolder) map[string]string
+	match  func(reading.Holder) map[string]string
 	// service names the workload for Pyroscope's service_name (the Alloy
 	// targets); serviceRank orders the levels for it, lowest first, since
 	// a cgroup can be in several (a container in a pod is named after the
@@ -93,7 +93,7 @@ var kinds = kindTable{
 		values:  func(id Identity) []string { return []string{id.PodUID, id.Pod, id.Namespace, id.QoS} },
 		manager: func(Identity) string { return ManagerKubernetes }, // whatever runs its containers
 		holder:  "pod",
-		match: func(h snapshot.GPUHolder) map[string]string {
+		match: func(h reading.Holder) map[string]string {
 			return map[string]string{"namespace": h.Namespace, "pod": h.Pod}
 		},
 		// Pyroscope's own convention: namespace/container.
@@ -153,11 +153,11 @@ var kinds = kindTable{
 		member: func(id Identity) bool { return id.Kind == KindVM },
 		values: func(id Identity) []string { return []string{id.VMUUID, id.vmLabel(), id.Instance} },
 		holder: "vm",
-		match: func(h snapshot.GPUHolder) map[string]string {
+		match: func(h reading.Holder) map[string]string {
 			if h.VMUUID != "" {
 				return map[string]string{"vm_uuid": h.VMUUID}
 			}
-			return map[string]string{"vm": h.VM}
+			return map[string]string{"vm": h.VMName}
 		},
 		service: func(id Identity) string {
 			if id.Name != "" {
@@ -192,7 +192,7 @@ var kinds = kindTable{
 		member: func(id Identity) bool { return id.JobID != "" || id.SLUID != "" },
 		values: func(id Identity) []string { return []string{id.JobID, id.User, id.UID, id.SlurmNode, id.SLUID} },
 		holder: "slurm",
-		match:  func(h snapshot.GPUHolder) map[string]string { return map[string]string{"job_id": h.JobID} },
+		match:  func(h reading.Holder) map[string]string { return map[string]string{"job_id": h.JobID} },
 		// One job runs many executables: the job is the service.
 		service: func(id Identity) string {
 			if id.JobID == "" {
@@ -313,9 +313,9 @@ func (t kindTable) labelValues(id Identity, level Kind) ([]string, bool) {
 	return r.values(id), true
 }
 
-func (t kindTable) holderMatch(h snapshot.GPUHolder) (Kind, map[string]string) {
+func (t kindTable) holderMatch(h reading.Holder) (Kind, map[string]string) {
 	for _, r := range t {
-		if r.holder != "" && r.holder == h.Kind {
+		if r.holder != "" && r.holder == string(h.Kind) {
 			return r.kind, r.match(h)
 		}
 	}
@@ -370,7 +370,7 @@ func ManagerAt(level Kind, id Identity) string {
 // HolderMatch names the level and label values of the workload that a GPU
 // allocation holder is (a Slurm job, a pod, a VM), or "" when no level
 // takes that holder kind.
-func HolderMatch(h snapshot.GPUHolder) (Kind, map[string]string) { return kinds.holderMatch(h) }
+func HolderMatch(h reading.Holder) (Kind, map[string]string) { return kinds.holderMatch(h) }
 
 // ServiceName names a workload for Pyroscope's service_name: Pyroscope
 // groups profiles by it, so it is the unit a user looks for. Kubernetes

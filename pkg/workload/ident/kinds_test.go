@@ -4,11 +4,11 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/wattrace/wattrace/pkg/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
-func snapshotHolder(kind string) snapshot.GPUHolder {
-	return snapshot.GPUHolder{Kind: kind, JobID: "1", Namespace: "ns", Pod: "p", VM: "v", VMUUID: "u"}
+func holderOf(kind string) reading.Holder {
+	return reading.Holder{Kind: reading.HolderKind(kind), JobID: "1", Namespace: "ns", Pod: "p", VMName: "v", VMUUID: "u"}
 }
 
 // Every row of the kinds table is complete: the collector, config, stats
@@ -27,7 +27,7 @@ func TestKindRowsComplete(t *testing.T) {
 			t.Errorf("%s: holder %q without a match, or the reverse", r.kind, r.holder)
 		}
 		if r.match != nil {
-			for k := range r.match(snapshotHolder(r.holder)) {
+			for k := range r.match(holderOf(r.holder)) {
 				if !slices.Contains(r.labels, k) {
 					t.Errorf("%s: holder match on %q, not one of its labels %v", r.kind, k, r.labels)
 				}
