@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
@@ -80,13 +81,35 @@ func (c *emissionsCollector) update(ch chan<- prometheus.Metric, snap *snapshot.
 		return errNoSnapshot
 	}
 	if c.node != nil {
+		// The node's grams have no source or method label: a zone that
+		// changed source (a series per label set, each priced on its
+		// own) is one counter per zone, socket and provider, the sum
+		// over its series, so it goes on across the change.
+		type key struct {
+			id       reading.ZoneID
+			provider string
+		}
+		var order []key
+		sums := map[key]*snapshot.NodeGrams{}
 		for _, z := range snap.Zones {
-			socket := socketLabel(z.Socket)
 			for _, g := range z.Grams {
-				ch <- metric(c.node, prometheus.CounterValue, g.IdleG, z.Name, socket, modeIdle, g.Provider)
-				ch <- metric(c.node, prometheus.CounterValue, g.DynamicG, z.Name, socket, modeDynamic, g.Provider)
-				ch <- metric(c.nodeUnattributed, prometheus.CounterValue, g.UnattributedG, z.Name, socket, g.Provider)
+				k := key{z.ZoneID, g.Provider}
+				s := sums[k]
+				if s == nil {
+					s = &snapshot.NodeGrams{Provider: g.Provider}
+					sums[k] = s
+					order = append(order, k)
+				}
+				s.IdleG += g.IdleG
+				s.DynamicG += g.DynamicG
+				s.UnattributedG += g.UnattributedG
 			}
+		}
+		for _, k := range order {
+			g, socket := sums[k], socketLabel(k.id.Socket)
+			ch <- metric(c.node, prometheus.CounterValue, g.IdleG, k.id.Name, socket, modeIdle, g.Provider)
+			ch <- metric(c.node, prometheus.CounterValue, g.DynamicG, k.id.Name, socket, modeDynamic, g.Provider)
+			ch <- metric(c.nodeUnattributed, prometheus.CounterValue, g.UnattributedG, k.id.Name, socket, g.Provider)
 		}
 	}
 	if c.cgroup != nil {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
@@ -43,6 +44,10 @@ func (c *nodeCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snaps
 	if snap == nil {
 		return errNoSnapshot
 	}
+	// A zone that changed source or method has a series per label set;
+	// the clamps are the zone's, whichever series was current: one
+	// counter per zone and socket, summed over its series.
+	var clamps []zoneCount
 	for _, z := range snap.Zones {
 		if z.Ended {
 			// Its meter stands behind no figure of it now: the series
@@ -55,7 +60,10 @@ func (c *nodeCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snaps
 		ch <- metric(c.energy, prometheus.CounterValue, z.DynamicJ, z.Name, socket, z.Source, m, modeDynamic)
 		ch <- metric(c.power, prometheus.GaugeValue, z.PowerW, z.Name, socket, z.Source, m)
 		ch <- metric(c.unattributed, prometheus.CounterValue, z.UnattributedJ, z.Name, socket, z.Source, m)
-		ch <- metric(c.clamps, prometheus.CounterValue, float64(z.IdleClamps), z.Name, socket)
+		clamps = addCount(clamps, z.ZoneID, float64(z.IdleClamps))
+	}
+	for _, n := range clamps {
+		ch <- metric(c.clamps, prometheus.CounterValue, n.v, n.id.Name, socketLabel(n.id.Socket))
 	}
 	c.estimates.update(ch, snap.Estimates)
 	return nil
@@ -66,4 +74,23 @@ func socketLabel(s int) string {
 		return socketNode
 	}
 	return strconv.Itoa(s)
+}
+
+// zoneCount is a figure of one zone and socket summed over the zone's
+// series (families without source and method labels).
+type zoneCount struct {
+	id reading.ZoneID
+	v  float64
+}
+
+// addCount adds v to id's count, in the order zones first appear (a node
+// has a handful: a slice beats a map).
+func addCount(cs []zoneCount, id reading.ZoneID, v float64) []zoneCount {
+	for i := range cs {
+		if cs[i].id == id {
+			cs[i].v += v
+			return cs
+		}
+	}
+	return append(cs, zoneCount{id: id, v: v})
 }

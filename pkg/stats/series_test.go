@@ -61,6 +61,11 @@ func TestZoneSeriesPerSourceAndMethod(t *testing.T) {
 		}
 		got[k] = z.EnergyJ
 		sum += z.EnergyJ
+		// Only the current series draws power (4 J in the last second);
+		// those the zone left show 0 W, not their last interval's.
+		if want := map[series]float64{{"host:hv1", true}: 4}[k]; z.PowerW != want {
+			t.Errorf("series %+v: %v W, want %v", k, z.PowerW, want)
+		}
 		if math.Abs(z.IdleJ+z.DynamicJ-z.EnergyJ) > 1e-9 {
 			t.Errorf("series %+v: idle %v + dynamic %v != %v", k, z.IdleJ, z.DynamicJ, z.EnergyJ)
 		}

@@ -147,6 +147,9 @@ func (zs *zones) zone(id reading.ZoneID, source, method string) *zoneState {
 			zs.addSeries(n)
 		}
 		n.prevJ, n.seen, n.idleMd = z.prevJ, z.seen, z.idleMd
+		// The old series draws nothing from now on: its power gauge
+		// must not keep its last interval's watts beside the new one's.
+		z.PowerW = 0
 		zs.byID[id] = n
 		return n
 	}
