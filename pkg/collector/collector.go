@@ -210,3 +210,27 @@ func (m zoneLabels) get(zone string) (source, meth string) {
 	// A workload zone without a node zone should not happen; claim nothing.
 	return "unknown", methodEstimated
 }
+
+// label returns e with every series labelled: a series whose source is
+// not known (Source empty) takes the zone's labels of the moment, and is
+// merged into a series of the same labels, so that no label set is sent
+// twice. e itself when every series is labelled (the loop labels all it
+// credits), else a copy.
+func (m zoneLabels) label(e snapshot.Energy) snapshot.Energy {
+	i := 0
+	for ; i < len(e) && e[i].Source != ""; i++ {
+	}
+	if i == len(e) {
+		return e
+	}
+	out := make(snapshot.Energy, 0, len(e))
+	for _, z := range e {
+		s := z.Series()
+		if s.Source == "" {
+			src, meth := m.get(s.Zone)
+			s.Source, s.Estimated = src, meth == methodEstimated
+		}
+		out = out.Add(s, z.DynamicJ, z.IdleJ)
+	}
+	return out
+}

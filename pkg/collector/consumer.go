@@ -65,24 +65,25 @@ func aggregateExcept(ws []snapshot.Consumer, withProcess, inWorkloads bool) []*s
 		a.cpuSeconds += w.CPUSeconds
 		a.switches += w.ContextSwitches
 		for _, e := range w.Energy {
-			a.energy = a.energy.Add(e.Zone, e.DynamicJ, e.IdleJ)
+			a.energy = a.energy.Add(e.Series(), e.DynamicJ, e.IdleJ)
 			a.total += e.DynamicJ + e.IdleJ
 		}
 	}
 	return out
 }
 
-// emitEnergy sends one workload's energy series; labels are the workload's
-// own label values, followed by zone, source, method and mode.
+// emitEnergy sends one workload's energy series, one per zone series (a
+// zone that changed source or method has one per label set it had, each
+// with its own joules); labels are the workload's own label values,
+// followed by zone, source, method and mode.
 func emitEnergy(ch chan<- prometheus.Metric, desc *prometheus.Desc, a *seriesAgg, zl zoneLabels, idle bool, labels ...string) {
 	// with copies the labels: appending to labels itself could write into
 	// a snapshot's backing array, which concurrent scrapes share.
 	with := func(z, src, m, mode string) []string {
 		return append(append(make([]string, 0, len(labels)+4), labels...), z, src, m, mode)
 	}
-	for _, e := range a.energy { // sorted by zone
-		z := e.Zone
-		src, m := zl.get(z)
+	for _, e := range zl.label(a.energy) { // sorted by zone
+		z, src, m := e.Zone, e.Source, method(e.Estimated)
 		ch <- metric(desc, prometheus.CounterValue, e.DynamicJ, with(z, src, m, modeDynamic)...)
 		if idle {
 			ch <- metric(desc, prometheus.CounterValue, e.IdleJ, with(z, src, m, modeIdle)...)

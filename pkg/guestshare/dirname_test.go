@@ -22,7 +22,7 @@ func vmSnap(sec int, vms ...[3]any) *snapshot.Snapshot {
 		Zones: []snapshot.Zone{{ZoneID: reading.ZoneID{Name: "package", Socket: 0}, Source: "rapl"}}}
 	for _, v := range vms {
 		s.Workloads = append(s.Workloads, snapshot.Workload{Level: "vm", Labels: []string{v[0].(string), v[1].(string), ""},
-			Energy: snapshot.Energy{}.Add("package", v[2].(float64), 0)})
+			Energy: snapshot.Energy{}.Add(snapshot.ZoneSeries{Zone: "package", Source: "rapl"}, v[2].(float64), 0)})
 	}
 	return s
 }

@@ -109,7 +109,11 @@ type domain struct {
 
 type counter struct {
 	totalJ float64 // what the file holds
-	prevJ  float64 // the host's figure of the latest snapshot, this run
+	// prevJ is the host's figure of the latest snapshot, this run, for
+	// each series of the zone: when the host's zone changes source or
+	// method, the VM's energy goes on in a series of the new labels,
+	// counting from zero, and the zone's counter is their sum.
+	prevJ map[snapshot.ZoneSeries]float64
 }
 
 // safeKey is what a domain's identifier may be to name a directory: a
@@ -354,14 +358,18 @@ func (w *Writer) domain(key, uuid, name string, s *snapshot.Snapshot, wl *snapsh
 			c = &counter{}
 			d.zones[e.Zone] = c
 		}
-		if cur >= c.prevJ {
-			c.totalJ += cur - c.prevJ
+		if c.prevJ == nil {
+			c.prevJ = map[snapshot.ZoneSeries]float64{}
+		}
+		k := e.Series()
+		if prev := c.prevJ[k]; cur >= prev {
+			c.totalJ += cur - prev
 		} else {
 			// The host's figure restarted (the domain left the snapshot
 			// and came back): what it holds now is all new.
 			c.totalJ += cur
 		}
-		c.prevJ = cur
+		c.prevJ[k] = cur
 	}
 	zones := make([]hostshare.Zone, 0, len(d.zones))
 	for _, zn := range slices.Sorted(maps.Keys(d.zones)) {

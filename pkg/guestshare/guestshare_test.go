@@ -24,8 +24,8 @@ func snap(sec int, dyn, idle float64) *snapshot.Snapshot {
 		Time:  time.Unix(int64(1000+sec), 0),
 		Zones: []snapshot.Zone{{ZoneID: reading.ZoneID{Name: "package", Socket: 0}, Source: "rapl"}},
 		Workloads: []snapshot.Workload{
-			{Level: "vm", Labels: []string{uuid, "web01", ""}, Energy: snapshot.Energy{}.Add("package", dyn, idle)},
-			{Level: "container", Labels: []string{"abc", "c", "", "", "docker"}, Energy: snapshot.Energy{}.Add("package", 1, 0)},
+			{Level: "vm", Labels: []string{uuid, "web01", ""}, Energy: snapshot.Energy{}.Add(snapshot.ZoneSeries{Zone: "package", Source: "rapl"}, dyn, idle)},
+			{Level: "container", Labels: []string{"abc", "c", "", "", "docker"}, Energy: snapshot.Energy{}.Add(snapshot.ZoneSeries{Zone: "package", Source: "rapl"}, 1, 0)},
 		},
 	}
 }

@@ -171,37 +171,87 @@ type Consumer struct {
 	InWorkload bool
 }
 
-// ZoneEnergy is a consumer's energy in the zone named Zone.
-type ZoneEnergy struct {
+// ZoneSeries names one energy series of a consumer or workload: a zone,
+// and the source and method of the zone's node series when the energy was
+// split from it. A zone that changes source or method (a guest's host
+// share, then the estimator standing in) starts a new node series, and
+// every consumer's energy split from it from then on goes to a series of
+// the new labels: each counts its own joules from zero, the old one stops
+// where it was.
+type ZoneSeries struct {
 	Zone string
+	// Source and Estimated are the node series' source and method. An
+	// empty Source is not known: the exported series then carries the
+	// zone's labels of the moment.
+	Source    string
+	Estimated bool
+}
+
+// less orders series by zone, then source, then method (measured first).
+func (s ZoneSeries) less(o ZoneSeries) bool {
+	if s.Zone != o.Zone {
+		return s.Zone < o.Zone
+	}
+	if s.Source != o.Source {
+		return s.Source < o.Source
+	}
+	return !s.Estimated && o.Estimated
+}
+
+// ZoneEnergy is a consumer's energy in one series of the zone named Zone.
+type ZoneEnergy struct {
+	Zone      string
+	Source    string
+	Estimated bool
 	ZoneJoules
 }
 
-// Energy is a consumer's or workload's energy by zone, sorted by zone name. A slice
-// rather than a map: nodes have a handful of zones, and tens of thousands
-// of consumers each carrying a map would dominate the exporter's memory.
+// Series names the series the energy belongs to.
+func (e *ZoneEnergy) Series() ZoneSeries {
+	return ZoneSeries{Zone: e.Zone, Source: e.Source, Estimated: e.Estimated}
+}
+
+// Energy is a consumer's or workload's energy by zone series, sorted by
+// ZoneSeries (so a zone's series are adjacent). A slice rather than a map:
+// nodes have a handful of zones, and tens of thousands of consumers each
+// carrying a map would dominate the exporter's memory. A series exists
+// once energy was credited to it.
 type Energy []ZoneEnergy
 
-// Get returns the energy of one zone (zero if the workload has none there).
+// Get returns the energy of one zone, summed over its series (zero if the
+// workload has none there).
 func (e Energy) Get(zone string) ZoneJoules {
+	var j ZoneJoules
 	for i := range e {
 		if e[i].Zone == zone {
+			j.DynamicJ += e[i].DynamicJ
+			j.IdleJ += e[i].IdleJ
+		}
+	}
+	return j
+}
+
+// Series returns the energy of one series (zero if the workload has none
+// there).
+func (e Energy) Series(s ZoneSeries) ZoneJoules {
+	for i := range e {
+		if e[i].Series() == s {
 			return e[i].ZoneJoules
 		}
 	}
 	return ZoneJoules{}
 }
 
-// Add adds to a zone's energy, keeping the slice sorted; like append it
+// Add adds to a series' energy, keeping the slice sorted; like append it
 // returns the (possibly moved) slice.
-func (e Energy) Add(zone string, dynamicJ, idleJ float64) Energy {
+func (e Energy) Add(s ZoneSeries, dynamicJ, idleJ float64) Energy {
 	i := 0
-	for ; i < len(e) && e[i].Zone < zone; i++ {
+	for ; i < len(e) && e[i].Series().less(s); i++ {
 	}
-	if i == len(e) || e[i].Zone != zone {
+	if i == len(e) || e[i].Series() != s {
 		e = append(e, ZoneEnergy{})
 		copy(e[i+1:], e[i:])
-		e[i] = ZoneEnergy{Zone: zone}
+		e[i] = ZoneEnergy{Zone: s.Zone, Source: s.Source, Estimated: s.Estimated}
 	}
 	e[i].DynamicJ += dynamicJ
 	e[i].IdleJ += idleJ

@@ -35,7 +35,7 @@ func (a *added) settle(iv *interval) {
 		return
 	}
 	for w := range a.led.cgroups() {
-		a.credits.consumer(w, "added", 1, 0)
+		a.credits.consumer(w, snapshot.ZoneSeries{Zone: "added"}, 1, 0)
 	}
 	a.runs++
 }

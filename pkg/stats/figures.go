@@ -14,7 +14,8 @@ import (
 type figures struct {
 	CPUSeconds      float64
 	ContextSwitches uint64
-	// Energy is by zone name, summed over sockets.
+	// Energy is by zone series (zone name, source, method), summed over
+	// sockets.
 	Energy snapshot.Energy
 	// Grams are the emissions of that energy; nil without emissions.
 	Grams snapshot.Emissions
@@ -28,7 +29,7 @@ func (f *figures) add(d *figures) {
 	f.CPUSeconds += d.CPUSeconds
 	f.ContextSwitches += d.ContextSwitches
 	for _, e := range d.Energy {
-		f.Energy = f.Energy.Add(e.Zone, e.DynamicJ, e.IdleJ)
+		f.Energy = f.Energy.Add(e.Series(), e.DynamicJ, e.IdleJ)
 	}
 	for _, g := range d.Grams {
 		f.Grams = f.Grams.Add(g.Provider, g.Zone, g.DynamicG, g.IdleG)
@@ -48,8 +49,8 @@ func (f *figures) growth(prev *figures, d *figures) {
 	d.ContextSwitches = f.ContextSwitches - prev.ContextSwitches
 	d.Energy = d.Energy[:0]
 	for _, e := range f.Energy {
-		p := prev.Energy.Get(e.Zone)
-		d.Energy = d.Energy.Add(e.Zone, e.DynamicJ-p.DynamicJ, e.IdleJ-p.IdleJ)
+		p := prev.Energy.Series(e.Series())
+		d.Energy = d.Energy.Add(e.Series(), e.DynamicJ-p.DynamicJ, e.IdleJ-p.IdleJ)
 	}
 	d.Grams = d.Grams[:0]
 	for _, g := range f.Grams {

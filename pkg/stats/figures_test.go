@@ -8,7 +8,8 @@ import (
 )
 
 // fill sets every number in v to n (recursively: slices get one element,
-// pointers a value, strings "z"), so that each figure is non-zero.
+// pointers a value, strings "z", booleans true), so that each figure is
+// non-zero.
 func fill(v reflect.Value, n float64) {
 	switch v.Kind() {
 	case reflect.Float64:
@@ -19,6 +20,8 @@ func fill(v reflect.Value, n float64) {
 		v.SetInt(int64(n))
 	case reflect.String:
 		v.SetString("z")
+	case reflect.Bool:
+		v.SetBool(true)
 	case reflect.Struct:
 		for i := 0; i < v.NumField(); i++ {
 			fill(v.Field(i), n)

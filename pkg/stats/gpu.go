@@ -78,6 +78,12 @@ type gpuDev struct {
 	idleS map[snapshot.GPUHolder]float64
 }
 
+// series is the device zone's series: its processes' and holders'
+// energy carries the device's source, as its node series does.
+func (d *gpuDev) series() snapshot.ZoneSeries {
+	return snapshot.ZoneSeries{Zone: reading.ZoneGPU, Source: d.rec.Source}
+}
+
 // liveProc is a process the ledger saw alive this interval.
 type liveProc struct {
 	k reading.ProcKey
@@ -96,6 +102,8 @@ func (p *gpuProc) liveness() (bool, bool, time.Time) { return p.rec.Alive, p.see
 type holderCredit struct {
 	h       reading.Holder
 	dyn, id float64
+	// series is the device's zone series, as for its processes' energy.
+	series snapshot.ZoneSeries
 }
 
 // gpuStage is the stage that turns the GPUs' readings into zones: each
@@ -246,9 +254,9 @@ func (g *gpuStage) read(now time.Time, dt time.Duration) {
 				unattributed += j
 				continue
 			}
-			g.credits.consumer(w, reading.ZoneGPU, j, 0)
+			g.credits.consumer(w, dev.series(), j, 0)
 			if cg := led.cgroup(w.w.CgroupID); cg != nil {
-				g.credits.consumer(cg, reading.ZoneGPU, j, 0)
+				g.credits.consumer(cg, dev.series(), j, 0)
 			}
 			p := dev.procs[lp.k]
 			if p == nil {
@@ -262,7 +270,7 @@ func (g *gpuStage) read(now time.Time, dt time.Duration) {
 			}
 			p.rec.Comm, p.rec.Cgroup, p.rec.Alive, p.rec.LastSeen, p.seen = w.w.Comm, w.w.Cgroup, true, now, true
 		}
-		g.payOwed(nd, r, opt)
+		g.payOwed(nd, r, opt, dev.series())
 		dev.rec.EnergyJ += g.res.EnergyJ
 		dev.rec.IdleJ += g.res.IdleJ
 		dev.rec.DynamicJ += g.res.DynamicJ
@@ -306,15 +314,15 @@ func (g *gpuStage) read(now time.Time, dt time.Duration) {
 // their SMs, and each held instance's part is paid to its holders; the
 // parts of unheld instances stay at device level. g.res.HolderJ is set
 // to what is owed.
-func (g *gpuStage) payOwed(nd *reading.HeldGPUReading, r reading.GPUReading, opt gpuOptions) {
+func (g *gpuStage) payOwed(nd *reading.HeldGPUReading, r reading.GPUReading, opt gpuOptions, zs snapshot.ZoneSeries) {
 	switch n := float64(len(nd.Holders)); {
 	case g.res.HolderJ > 0 && opt.Whole:
 		for _, h := range nd.Holders {
-			g.owed = append(g.owed, holderCredit{h: h, dyn: g.res.DynamicJ / n, id: g.res.IdleJ / n})
+			g.owed = append(g.owed, holderCredit{h: h, dyn: g.res.DynamicJ / n, id: g.res.IdleJ / n, series: zs})
 		}
 	case g.res.HolderJ > 0:
 		for _, h := range nd.Holders {
-			g.owed = append(g.owed, holderCredit{h: h, id: g.res.HolderJ / n})
+			g.owed = append(g.owed, holderCredit{h: h, id: g.res.HolderJ / n, series: zs})
 		}
 	case !nd.HasHolder && g.cfg.IdlePolicy == "holder" && len(r.Instances) > 0 && g.res.IdleJ > 0:
 		var sms float64
@@ -332,7 +340,7 @@ func (g *gpuStage) payOwed(nd *reading.HeldGPUReading, r reading.GPUReading, opt
 			part := g.res.IdleJ * float64(in.SMs) / sms
 			g.res.HolderJ += part
 			for _, h := range hs {
-				g.owed = append(g.owed, holderCredit{h: h, id: part / float64(len(hs))})
+				g.owed = append(g.owed, holderCredit{h: h, id: part / float64(len(hs)), series: zs})
 			}
 		}
 	}
@@ -367,7 +375,7 @@ func (g *gpuStage) settle(*interval) {
 		if level == "" {
 			continue
 		}
-		g.roll.credit(level, match, reading.ZoneGPU, c.dyn, c.id)
+		g.roll.credit(level, match, c.series, c.dyn, c.id)
 	}
 }
 

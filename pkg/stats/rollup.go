@@ -84,7 +84,7 @@ type rollup struct {
 type workloadCredit interface {
 	// credit adds energy to the workload at level whose labels include
 	// match; false when no workload of this interval matches.
-	credit(level ident.Kind, match map[string]string, zone string, dynamicJ, idleJ float64) bool
+	credit(level ident.Kind, match map[string]string, s snapshot.ZoneSeries, dynamicJ, idleJ float64) bool
 }
 
 func makeRollup(d *deps) (stage, error) {
@@ -181,7 +181,7 @@ func (r *rollup) add(now time.Time) {
 // GPU's whole energy, to its job, pod or VM), through credits, so the
 // same joules are priced. It returns false when no workload takes it:
 // that energy stays where the caller keeps it.
-func (r *rollup) credit(level ident.Kind, match map[string]string, zone string, dynamicJ, idleJ float64) bool {
+func (r *rollup) credit(level ident.Kind, match map[string]string, s snapshot.ZoneSeries, dynamicJ, idleJ float64) bool {
 	names := ident.LabelNames(level)
 	for _, u := range r.byKey {
 		if u.u.Level != string(level) || !u.seen {
@@ -195,7 +195,7 @@ func (r *rollup) credit(level ident.Kind, match map[string]string, zone string, 
 			}
 		}
 		if ok {
-			r.credits.workload(&u.f, zone, dynamicJ, idleJ)
+			r.credits.workload(&u.f, s, dynamicJ, idleJ)
 			return true
 		}
 	}

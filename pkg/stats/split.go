@@ -6,6 +6,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/model"
+	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
 // split is the zones stage's part that divides each zone's energy of the interval among
@@ -84,11 +85,14 @@ func (sp *split) among(z *zoneState, dE, idleJ float64, cg bool) model.Result {
 	for _, v := range vms {
 		sp.idle[v.to] += res.IdleJ * v.weight
 	}
+	// Each consumer's share goes to its series of the zone's labels of
+	// this interval, as the zone's own energy does.
+	s := snapshot.ZoneSeries{Zone: z.Name, Source: z.Source, Estimated: z.Estimated}
 	for w, j := range sp.dyn {
-		sp.credits.consumer(w, z.Name, j, 0)
+		sp.credits.consumer(w, s, j, 0)
 	}
 	for w, j := range sp.idle {
-		sp.credits.consumer(w, z.Name, 0, j)
+		sp.credits.consumer(w, s, 0, j)
 	}
 	return res
 }

@@ -76,19 +76,20 @@ type creditWatcher interface {
 	creditedWorkload(f *figures, zone string, dynamicJ, idleJ float64)
 }
 
-// consumer adds energy to a consumer's figures and tells the watchers.
-func (c *credits) consumer(w *consumer, zone string, dynamicJ, idleJ float64) {
-	w.f.Energy = w.f.Energy.Add(zone, dynamicJ, idleJ)
+// consumer adds energy to a consumer's series s (the zone's node series
+// it was split from) and tells the watchers.
+func (c *credits) consumer(w *consumer, s snapshot.ZoneSeries, dynamicJ, idleJ float64) {
+	w.f.Energy = w.f.Energy.Add(s, dynamicJ, idleJ)
 	for _, fn := range c.consumers {
-		fn(w, zone, dynamicJ, idleJ)
+		fn(w, s.Zone, dynamicJ, idleJ)
 	}
 }
 
-// workload adds energy to a workload's figures and tells the watchers.
-func (c *credits) workload(f *figures, zone string, dynamicJ, idleJ float64) {
-	f.Energy = f.Energy.Add(zone, dynamicJ, idleJ)
+// workload adds energy to a workload's series s and tells the watchers.
+func (c *credits) workload(f *figures, s snapshot.ZoneSeries, dynamicJ, idleJ float64) {
+	f.Energy = f.Energy.Add(s, dynamicJ, idleJ)
 	for _, fn := range c.workloads {
-		fn(f, zone, dynamicJ, idleJ)
+		fn(f, s.Zone, dynamicJ, idleJ)
 	}
 }
 
