@@ -101,6 +101,23 @@ func (f *figures) clone() figures {
 	return c
 }
 
+// without drops from f (a clone) the energy of the series in gone: the
+// zone series whose consumers' and workloads' series are no longer
+// published (interval.gone).
+func (f figures) without(gone map[snapshot.ZoneSeries]bool) figures {
+	if len(gone) == 0 {
+		return f
+	}
+	e := f.Energy[:0]
+	for _, z := range f.Energy {
+		if !gone[z.Series()] {
+			e = append(e, z)
+		}
+	}
+	f.Energy = e
+	return f
+}
+
 // consumer publishes f (a clone) into a snapshot's consumer.
 func (f figures) consumer(c *snapshot.Consumer) {
 	c.CPUSeconds, c.ContextSwitches, c.Energy, c.Grams, c.Probes = f.CPUSeconds, f.ContextSwitches, f.Energy, f.Grams, f.Probes

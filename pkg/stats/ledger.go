@@ -396,7 +396,7 @@ func (l *ledger) merges() []merge { return l.merged }
 func (l *ledger) publish(iv *interval, s *snapshot.Snapshot) {
 	now := iv.now
 	l.dropped = l.dropped[:0]
-	s.Cgroups = retain(l.byPath, now, l.retention, s.Cgroups, func(w *consumer) { w.gone = true })
+	s.Cgroups = retain(l.byPath, now, l.retention, iv.gone, s.Cgroups, func(w *consumer) { w.gone = true })
 	for id, cs := range l.cgIDs {
 		for cs.w != nil && cs.w.gone && cs.w.into != nil {
 			cs.w = cs.w.into
@@ -407,7 +407,7 @@ func (l *ledger) publish(iv *interval, s *snapshot.Snapshot) {
 		}
 	}
 	l.forgetEnded()
-	s.Processes = retain(l.procs, now, l.retention, s.Processes, nil)
+	s.Processes = retain(l.procs, now, l.retention, iv.gone, s.Processes, nil)
 }
 
 // forgetEnded drops the ended processes that no consumer of the snapshot

@@ -38,11 +38,13 @@ func retained[K comparable, V tracked](m map[K]V, now time.Time, retention time.
 func (w *consumer) liveness() (bool, bool, time.Time) { return w.w.Alive, w.seen, w.w.LastSeen }
 
 // retain publishes the retained consumers of m into out, each a copy the
-// loop won't touch again.
-func retain[K comparable](m map[K]*consumer, now time.Time, retention time.Duration, out []snapshot.Consumer, onDrop func(*consumer)) []snapshot.Consumer {
+// loop won't touch again, without their series of the zone series in gone
+// (interval.gone).
+func retain[K comparable](m map[K]*consumer, now time.Time, retention time.Duration, gone map[snapshot.ZoneSeries]bool,
+	out []snapshot.Consumer, onDrop func(*consumer)) []snapshot.Consumer {
 	for _, w := range retained(m, now, retention, onDrop) {
 		c := w.w
-		w.f.clone().consumer(&c)
+		w.f.clone().without(gone).consumer(&c)
 		if w.w.Perf != nil {
 			c.Perf = make(map[string]float64, len(w.w.Perf))
 			for k, v := range w.w.Perf {

@@ -286,7 +286,7 @@ func (r *rollup) publish(iv *interval, s *snapshot.Snapshot) {
 	for _, u := range kept {
 		c := u.u
 		c.Labels = append([]string(nil), u.u.Labels...)
-		u.f.clone().workload(&c)
+		u.f.clone().without(iv.gone).workload(&c)
 		s.Workloads = append(s.Workloads, c)
 	}
 	if r.resources != nil {

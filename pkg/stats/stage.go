@@ -59,6 +59,11 @@ type interval struct {
 	// cpuSeconds is the node's CPU time of the interval, set by the
 	// ledger's absorb (0 when the source failed).
 	cpuSeconds float64
+	// gone are the zone series the node's zones left longer than the
+	// retention ago, set by the zones' split: the consumers' and
+	// workloads' series of them are not published, as an ended
+	// workload's are not (nil when none).
+	gone map[snapshot.ZoneSeries]bool
 }
 
 // credits gives energy to consumers and to workloads and tells the stages

@@ -17,6 +17,9 @@ type zoneState struct {
 	prevJ  float64
 	seen   bool
 	idleMd model.IdleModel
+	// left is when the zone left this series for another (zero while it
+	// is the zone's series of the moment).
+	left time.Time
 }
 
 // zones is the stage that reads the meter: each zone's energy of the
@@ -40,6 +43,9 @@ type zones struct {
 	// joule once). A zone that returns to a source resumes its series.
 	series map[seriesKey]*zoneState
 	keys   map[reading.ZoneID][]seriesKey
+	// retention is how long the consumers' and workloads' series of a
+	// series the zone left stay published (stats.retention).
+	retention time.Duration
 }
 
 // seriesKey names one (zone, socket, source, method) series.
@@ -62,7 +68,9 @@ func makeZones(d *deps) (stage, error) {
 	if d.opts.ids != nil && d.policy == model.IdleEven {
 		div.vms = newVMIdle(d.cfg.VMIdleSplit, d.opts.ids, d.consumers, d.log)
 	}
-	return newZones(d.meter, &idleModels{watts: d.cfg.IdleWatts, meter: d.meter}, div, d.cfg.CPUs, d.log), nil
+	zs := newZones(d.meter, &idleModels{watts: d.cfg.IdleWatts, meter: d.meter}, div, d.cfg.CPUs, d.log)
+	zs.retention = d.cfg.Retention
+	return zs, nil
 }
 
 func newZones(meter Meter, idle *idleModels, div *split, cpus int, log *zap.Logger) *zones {
@@ -81,6 +89,45 @@ func (zs *zones) split(iv *interval) {
 		a.Advance(util, iv.dt)
 	}
 	zs.read(iv.dt, func(z *zoneState, dE float64) { zs.div.zone(z, dE, iv.dt, util) })
+	iv.gone = zs.gone(iv.now)
+}
+
+// gone notes when each zone left a series and returns the series of
+// consumers and workloads (by zone name, summed over sockets) that every
+// socket's zone left longer than the retention ago: like an ended
+// workload's, those series leave the snapshots, so a zone that changes
+// source or method now and then does not grow every workload's series
+// for good. Their joules are kept: a zone that returns to a source later
+// resumes its series where it was. Nil when there are none (the usual
+// case, a zone that never changed source).
+func (zs *zones) gone(now time.Time) map[snapshot.ZoneSeries]bool {
+	if len(zs.series) == len(zs.byID) {
+		return nil // every series is its zone's current one
+	}
+	var out map[snapshot.ZoneSeries]bool
+	kept := map[snapshot.ZoneSeries]bool{}
+	for k, z := range zs.series {
+		cs := snapshot.ZoneSeries{Zone: k.Name, Source: k.Source, Estimated: k.Estimated}
+		switch {
+		case zs.byID[k.ZoneID] == z:
+			z.left = time.Time{}
+			kept[cs] = true
+		case z.left.IsZero():
+			z.left = now
+			kept[cs] = true
+		case now.Sub(z.left) <= zs.retention:
+			kept[cs] = true
+		default:
+			if out == nil {
+				out = map[snapshot.ZoneSeries]bool{}
+			}
+			out[cs] = true
+		}
+	}
+	for cs := range kept {
+		delete(out, cs) // another socket's zone still has it
+	}
+	return out
 }
 
 // read reads the meter and passes each zone's energy of the interval to
