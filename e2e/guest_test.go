@@ -28,15 +28,15 @@ const (
 )
 
 // guestDomainXML is the libvirt domain of the guest: Debian's kernel, the
-// initramfs guest.sh built, the host share over virtio-9p read-only
-// (mount tag wattrace, as docs/vm.md gives it), the serial console in a
-// file, and QEMU's user network forwarding 127.0.0.1:port to the guest's
-// exporter.
-func guestDomainXML(work, share string, port int) string {
+// initramfs guest.sh built, memMiB of memory, the host share over
+// virtio-9p read-only (mount tag wattrace, as docs/vm.md gives it), the
+// serial console in a file, and QEMU's user network forwarding
+// 127.0.0.1:port to the guest's exporter.
+func guestDomainXML(work, share string, port, memMiB int) string {
 	return fmt.Sprintf(`<domain type='qemu' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>
   <name>%s</name>
   <uuid>%s</uuid>
-  <memory unit='MiB'>512</memory>
+  <memory unit='MiB'>%d</memory>
   <vcpu>1</vcpu>
   <os>
     <type arch='x86_64' machine='pc'>hvm</type>
@@ -62,16 +62,117 @@ func guestDomainXML(work, share string, port int) string {
     <qemu:arg value='virtio-net-pci,netdev=wtnet,bus=pci.0,addr=0x10'/>
   </qemu:commandline>
 </domain>
-`, guestVM, guestUUID, work, work, share, work, port)
+`, guestVM, guestUUID, memMiB, work, work, share, work, port)
+}
+
+// guestBed is the libvirt bed with one real Linux guest (guestVM)
+// reading its host's share over virtio-9p, and the host's side of it:
+// what the tests of the guest share.
+type guestBed struct {
+	work       string // the test's directory; the guest's files in work/guest
+	shareRoot  string // the host exporter's guests.share.path
+	share      string // the guest's directory in it, mounted in the guest
+	port       int    // 127.0.0.1:port reaches the guest's exporter
+	hostSource string // the source the guest names the host by
+}
+
+// newGuestBed takes the bed's lock, registers its teardown and starts
+// libvirt's daemons.
+func newGuestBed(t *testing.T) *guestBed {
+	t.Helper()
+	requireRoot(t)
+	libvirtLock(t)
+	hostName, _ := os.Hostname()
+	work := t.TempDir()
+	b := &guestBed{work: work, shareRoot: filepath.Join(work, "guests"), port: freePort(t), hostSource: "host:" + hostName}
+	b.share = filepath.Join(b.shareRoot, "uuid-"+strings.ToLower(guestUUID))
+	if err := os.MkdirAll(b.share, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			tailFile(t, filepath.Join(work, "guest", "console.log"), 40)
+		}
+		if _, err := script(t, 3*time.Minute, "libvirt.sh", "teardown"); err != nil {
+			t.Errorf("libvirt.sh teardown: %v", err)
+		}
+		if left, _ := filepath.Glob("/sys/fs/cgroup/*/machine/qemu-*-" + guestVM + ".libvirt-qemu"); len(left) > 0 {
+			t.Errorf("VM cgroups left after teardown: %v", left)
+		}
+	})
+	if _, err := script(t, 15*time.Minute, "libvirt.sh", "daemons"); err != nil {
+		t.Fatalf("libvirt.sh daemons: %v", err)
+	}
+	return b
+}
+
+// boot builds the guest (guest.sh: the exporter run with guestArgs),
+// defines its domain with memMiB of memory and starts it.
+func (b *guestBed) boot(t *testing.T, memMiB int, guestArgs ...string) {
+	t.Helper()
+	dir := filepath.Join(b.work, "guest")
+	if _, err := script(t, 10*time.Minute, "guest.sh", append([]string{"build", dir, exporterBinary(t)}, guestArgs...)...); err != nil {
+		t.Fatalf("guest.sh build: %v", err)
+	}
+	xml := filepath.Join(dir, guestVM+".xml")
+	if err := os.WriteFile(xml, []byte(guestDomainXML(dir, b.share, b.port, memMiB)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"LIBVIRT_DEFAULT_URI=qemu:///system"}
+	for _, args := range [][]string{{"define", xml}, {"start", guestVM}} {
+		if _, err := run(time.Minute, env, "virsh", args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// hostArgs are the host exporter's arguments: BPF accounting keyed by
+// cgroup2, the RAPL fixture under sysfs, idle shared (so the VM's figure
+// holds its part), the shares written every second; then extra.
+func (b *guestBed) hostArgs(sysfs string, extra ...string) []string {
+	return append([]string{"--accounting.mode=bpf", "--cgroup.hierarchy=v2", "--path.sysfs=" + sysfs, "--power.source=rapl",
+		"--power.idle-policy=even", "--guests.share.path=" + b.shareRoot, "--guests.share.interval=1s"}, extra...)
+}
+
+// watch is a guestWatch of the guest's exporter.
+func (b *guestBed) watch(t *testing.T) *guestWatch {
+	return &guestWatch{t: t, e: &exporter{url: fmt.Sprintf("http://127.0.0.1:%d", b.port)}, max: map[string]float64{}}
+}
+
+// waitMeasured waits (3 min at most: the guest boots under TCG) until the
+// guest serves node energy measured by its host, and returns that scrape.
+func (b *guestBed) waitMeasured(t *testing.T, g *guestWatch) families {
+	t.Helper()
+	var fams families
+	var err error
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(time.Second) {
+		if fams, err = g.scrape(); err == nil {
+			ms := match(fams, "wattrace_node_energy_joules_total", labelsEq(map[string]string{"source": b.hostSource, "method": "measured"}))
+			if len(ms) > 0 && nodeJ(fams) > 0 {
+				return fams
+			}
+		}
+		if time.Now().After(deadline) {
+			if fams != nil {
+				dump(t, fams, nil, "wattrace_node_energy_joules_total", "wattrace_source_up", "wattrace_source_reads_total",
+					"wattrace_source_read_errors_total", "wattrace_source_rejected_readings_total", "wattrace_stats_intervals_total")
+			}
+			if m, err := os.ReadFile(filepath.Join(b.share, hostshare.MetaFile)); err == nil {
+				t.Logf("share meta: %s", m)
+			}
+			t.Fatalf("the guest served no measured node energy from %s within 3 min (last error %v)", b.hostSource, err)
+		}
+	}
 }
 
 // guestWatch scrapes the guest and remembers every node energy series'
-// highest value: any decrease is a failure.
+// highest value, and each zone's sum over its series: any decrease is a
+// failure.
 type guestWatch struct {
 	t     *testing.T
 	e     *exporter
 	max   map[string]float64
-	sum   float64
+	zones map[string]float64
 	drops []string
 }
 
@@ -85,25 +186,32 @@ func seriesKey(m *dto.Metric) string {
 }
 
 // scrape returns the guest's families, checking that no node energy
-// series and not their sum went down since the last scrape.
+// series and no zone's sum over its series went down since the last
+// scrape. A zone whose series are not exported (ended while the estimator
+// stands in) is not compared until they are back.
 func (g *guestWatch) scrape() (families, error) {
 	fams, err := g.e.scrape()
 	if err != nil {
 		return nil, err
 	}
-	var sum float64
+	if g.zones == nil {
+		g.zones = map[string]float64{}
+	}
+	sums := map[string]float64{}
 	for _, m := range fams["wattrace_node_energy_joules_total"].GetMetric() {
 		k, v := seriesKey(m), value(m)
-		sum += v
+		sums[label(m, "zone")] += v
 		if prev, ok := g.max[k]; ok && v < prev {
 			g.drops = append(g.drops, fmt.Sprintf("%s: %v after %v", k, v, prev))
 		}
 		g.max[k] = math.Max(g.max[k], v)
 	}
-	if sum < g.sum {
-		g.drops = append(g.drops, fmt.Sprintf("node energy sum %v after %v", sum, g.sum))
+	for z, sum := range sums {
+		if sum < g.zones[z] {
+			g.drops = append(g.drops, fmt.Sprintf("zone %s: node energy sum %v after %v", z, sum, g.zones[z]))
+		}
+		g.zones[z] = math.Max(g.zones[z], sum)
 	}
-	g.sum = math.Max(g.sum, sum)
 	return fams, nil
 }
 
@@ -118,13 +226,17 @@ func nodeJ(fams families) float64 {
 func (g *guestWatch) settled(t *testing.T) float64 {
 	t.Helper()
 	last, since := -1.0, time.Now()
+	start := since
+	var trace []string
 	for deadline := time.Now().Add(40 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
 		fams, err := g.scrape()
 		if err != nil {
+			trace = append(trace, fmt.Sprintf("%v: %v", time.Since(start).Round(time.Millisecond), err))
 			continue
 		}
 		v := nodeJ(fams)
 		if v != last {
+			trace = append(trace, fmt.Sprintf("%v: %.6f J", time.Since(start).Round(time.Millisecond), v))
 			last, since = v, time.Now()
 			continue
 		}
@@ -132,7 +244,7 @@ func (g *guestWatch) settled(t *testing.T) float64 {
 			return v
 		}
 	}
-	t.Fatalf("the guest's node energy did not settle in 40 s (last %v J)", last)
+	t.Fatalf("the guest's node energy did not settle in 40 s (last %v J); its changes: %s", last, strings.Join(trace, ", "))
 	return 0
 }
 
@@ -194,79 +306,23 @@ func hostMatchesShare(t *testing.T, h *exporter, dir string) (hostJ, fileJ float
 // share continues from what it held); removing the share makes the guest
 // report the host source down and then estimate.
 func TestGuestHostShare(t *testing.T) {
-	requireRoot(t)
+	b := newGuestBed(t)
 	begin := time.Now()
-	hostName, _ := os.Hostname()
-	hostSource := "host:" + hostName
-	work := t.TempDir()
-	shareRoot := filepath.Join(work, "guests")
-	share := filepath.Join(shareRoot, "uuid-"+strings.ToLower(guestUUID))
-	if err := os.MkdirAll(share, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	port := freePort(t)
-	bin := exporterBinary(t)
-	t.Cleanup(func() {
-		if t.Failed() {
-			tailFile(t, filepath.Join(work, "guest", "console.log"), 40)
-		}
-		if _, err := script(t, 3*time.Minute, "libvirt.sh", "teardown"); err != nil {
-			t.Errorf("libvirt.sh teardown: %v", err)
-		}
-		if left, _ := filepath.Glob("/sys/fs/cgroup/*/machine/qemu-*-" + guestVM + ".libvirt-qemu"); len(left) > 0 {
-			t.Errorf("VM cgroups left after teardown: %v", left)
-		}
-	})
-	if _, err := script(t, 15*time.Minute, "libvirt.sh", "daemons"); err != nil {
-		t.Fatalf("libvirt.sh daemons: %v", err)
-	}
-	if _, err := script(t, 10*time.Minute, "guest.sh", "build", filepath.Join(work, "guest"), bin,
-		"--web.listen-address=:9841", "--stats.interval=1s", "--accounting.mode=procfs",
-		"--power.host-share.staleness="+guestStaleness.String()); err != nil {
-		t.Fatalf("guest.sh build: %v", err)
-	}
-	xml := filepath.Join(work, "guest", guestVM+".xml")
-	if err := os.WriteFile(xml, []byte(guestDomainXML(filepath.Join(work, "guest"), share, port)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	env := []string{"LIBVIRT_DEFAULT_URI=qemu:///system"}
-	for _, args := range [][]string{{"define", xml}, {"start", guestVM}} {
-		if _, err := run(time.Minute, env, "virsh", args...); err != nil {
-			t.Fatal(err)
-		}
-	}
+	hostSource, share := b.hostSource, b.share
+	b.boot(t, 512, "--web.listen-address=:9841", "--stats.interval=1s", "--accounting.mode=procfs",
+		"--power.host-share.staleness="+guestStaleness.String())
 	t.Logf("guest %s started after %v", guestVM, time.Since(begin).Round(time.Millisecond))
 
 	// The host's meter: a RAPL package counter (this machine has none)
 	// that the test advances at 20 W.
-	sysfs := raplFixture(t, filepath.Join(work, "sys"), 20)
+	sysfs := raplFixture(t, filepath.Join(b.work, "sys"), 20)
 	addr := fmt.Sprintf("localhost:%d", freePort(t))
-	hostArgs := []string{"--accounting.mode=bpf", "--cgroup.hierarchy=v2", "--path.sysfs=" + sysfs, "--power.source=rapl",
-		"--power.idle-policy=even", "--guests.share.path=" + shareRoot, "--guests.share.interval=1s"}
+	hostArgs := b.hostArgs(sysfs)
 	h := startExporterAt(t, addr, hostArgs...)
 
 	// The guest boots, finds its share and serves measured figures.
-	g := &guestWatch{t: t, e: &exporter{url: fmt.Sprintf("http://127.0.0.1:%d", port)}, max: map[string]float64{}}
-	var fams families
-	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(time.Second) {
-		var err error
-		if fams, err = g.scrape(); err == nil {
-			ms := match(fams, "wattrace_node_energy_joules_total", labelsEq(map[string]string{"source": hostSource, "method": "measured"}))
-			if len(ms) > 0 && nodeJ(fams) > 0 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			if fams != nil {
-				dump(t, fams, nil, "wattrace_node_energy_joules_total", "wattrace_source_up", "wattrace_source_reads_total",
-					"wattrace_source_read_errors_total", "wattrace_source_rejected_readings_total", "wattrace_stats_intervals_total")
-			}
-			if b, err := os.ReadFile(filepath.Join(share, hostshare.MetaFile)); err == nil {
-				t.Logf("share meta: %s", b)
-			}
-			t.Fatalf("the guest served no measured node energy from %s within 3 min (last error %v)", hostSource, err)
-		}
-	}
+	g := b.watch(t)
+	fams := b.waitMeasured(t, g)
 	t.Logf("guest serving measured figures after %v", time.Since(begin).Round(time.Millisecond))
 	dump(t, fams, nil, "wattrace_node_energy_joules_total", "wattrace_source_up")
 
@@ -408,24 +464,45 @@ func badInput(t *testing.T, g *guestWatch, share string, m *hostshare.Meta, host
 // reads are); devices/ is the host's, for the CPU topology.
 func raplFixture(t *testing.T, root string, watts float64) string {
 	t.Helper()
-	zone := filepath.Join(root, "class", "powercap", "intel-rapl:0")
-	if err := os.MkdirAll(zone, 0o755); err != nil {
+	return raplFixtureZones(t, root, fixtureZone{"intel-rapl:0", "package-0", watts})
+}
+
+// fixtureZone is one powercap zone of a RAPL fixture: its directory under
+// class/powercap (intel-rapl:0, or intel-rapl:0:0 for a sub-zone of the
+// package), its name and the watts it counts.
+type fixtureZone struct {
+	dir, name string
+	watts     float64
+}
+
+// raplFixtureZones is raplFixture with the given zones, each counting
+// its watts.
+func raplFixtureZones(t *testing.T, root string, zones ...fixtureZone) string {
+	t.Helper()
+	if err := os.MkdirAll(root, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Symlink("/sys/devices", filepath.Join(root, "devices")); err != nil {
 		t.Fatal(err)
 	}
-	write := func(name string, v uint64) {
+	write := func(zone, name string, v uint64) {
 		tmp := filepath.Join(zone, "."+name)
 		if err := os.WriteFile(tmp, []byte(fmt.Sprintf("%d\n", v)), 0o644); err == nil {
 			_ = os.Rename(tmp, filepath.Join(zone, name))
 		}
 	}
-	write("max_energy_range_uj", 262143328850)
-	if err := os.WriteFile(filepath.Join(zone, "name"), []byte("package-0\n"), 0o644); err != nil {
-		t.Fatal(err)
+	dirs := make([]string, len(zones))
+	for i, z := range zones {
+		dirs[i] = filepath.Join(root, "class", "powercap", z.dir)
+		if err := os.MkdirAll(dirs[i], 0o755); err != nil {
+			t.Fatal(err)
+		}
+		write(dirs[i], "max_energy_range_uj", 262143328850)
+		if err := os.WriteFile(filepath.Join(dirs[i], "name"), []byte(z.name+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		write(dirs[i], "energy_uj", 0)
 	}
-	write("energy_uj", 0)
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -438,7 +515,9 @@ func raplFixture(t *testing.T, root string, watts float64) string {
 			case <-stop:
 				return
 			case <-tick.C:
-				write("energy_uj", uint64(watts*time.Since(start).Seconds()*1e6))
+				for i, z := range zones {
+					write(dirs[i], "energy_uj", uint64(z.watts*time.Since(start).Seconds()*1e6))
+				}
 			}
 		}
 	}()

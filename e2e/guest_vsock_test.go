@@ -83,6 +83,7 @@ func guestVsockDomainXML(work, backend string, port int) string {
 // gone the guest reports the host down and then estimates.
 func TestGuestHostShareVsock(t *testing.T) {
 	requireRoot(t)
+	libvirtLock(t) // the guest bed's domain and daemons: one test at a time
 	begin := time.Now()
 	hostName, _ := os.Hostname()
 	hostSource := "host:" + hostName

@@ -29,12 +29,17 @@
 #             that runs `inc eax; jmp .-1` forever -> 100 % of one host CPU (TCG
 #             vCPU thread), optionally capped with BURN_QUOTA_US (cfs quota per
 #             100 ms period).
+# Each has 1 vCPU and 64 MiB unless IDLE_VCPUS / IDLE_MEM_MIB and
+# BURN_VCPUS / BURN_MEM_MIB say otherwise (the burner's extra vCPUs stay
+# halted: its image runs on the first).
 set -u
 export LIBVIRT_DEFAULT_URI=qemu:///system
 IDLE_VM=${IDLE_VM:-wattrace-e2e-idle}
 BURN_VM=${BURN_VM:-wattrace-e2e-burn}
 GUEST_VM=${GUEST_VM:-wattrace-e2e-guest}  # e2e/guest_test.go's Linux guest
 BURN_QUOTA_US=${BURN_QUOTA_US:-}          # e.g. 50000 -> burner capped at 50 % of a CPU
+IDLE_VCPUS=${IDLE_VCPUS:-1}; IDLE_MEM_MIB=${IDLE_MEM_MIB:-64}
+BURN_VCPUS=${BURN_VCPUS:-1}; BURN_MEM_MIB=${BURN_MEM_MIB:-64}
 WORKDIR=${LIBVIRT_E2E_WORKDIR:-/var/lib/libvirt/images/wattrace-e2e}
 STATE=${LIBVIRT_E2E_STATE:-/tmp/wattrace-e2e-libvirt}
 LOG=${LIBVIRT_E2E_LOG:-$STATE/libvirtd.log}
@@ -131,16 +136,16 @@ make_burner() {
   [ "$(stat -c %s "$WORKDIR/burn.mb")" = 8192 ]
 }
 
-domain_xml() {  # name [kernel]
-  local name=$1 kernel=${2:-} k="" tune=""
+domain_xml() {  # name vcpus memory_mib [kernel]
+  local name=$1 vcpus=$2 mem=$3 kernel=${4:-} k="" tune=""
   [ -n "$kernel" ] && k="<kernel>$kernel</kernel>"
   [ -n "$kernel" ] && [ -n "$BURN_QUOTA_US" ] && \
     tune="<cputune><period>100000</period><quota>$BURN_QUOTA_US</quota></cputune>"
   cat <<EOF
 <domain type='qemu'>
   <name>$name</name>
-  <memory unit='MiB'>64</memory>
-  <vcpu>1</vcpu>
+  <memory unit='MiB'>$mem</memory>
+  <vcpu>$vcpus</vcpu>
   $tune
   <os><type arch='x86_64' machine='pc'>hvm</type>$k</os>
   <devices>
@@ -151,7 +156,7 @@ domain_xml() {  # name [kernel]
 EOF
 }
 
-start_vm() {  # name [kernel]
+start_vm() {  # name vcpus memory_mib [kernel]
   local name=$1
   domain_xml "$@" > "$WORKDIR/$name.xml"
   timeout 30 virsh define "$WORKDIR/$name.xml" >/dev/null || return 1
@@ -230,8 +235,8 @@ case "${1:-}" in
     install_pkgs || { log "install failed"; exit 1; }
     start_daemons || fail "libvirtd start"
     make_burner || fail "burner image"
-    start_vm "$IDLE_VM" || fail "start $IDLE_VM"
-    start_vm "$BURN_VM" "$WORKDIR/burn.mb" || fail "start $BURN_VM"
+    start_vm "$IDLE_VM" "$IDLE_VCPUS" "$IDLE_MEM_MIB" || fail "start $IDLE_VM"
+    start_vm "$BURN_VM" "$BURN_VCPUS" "$BURN_MEM_MIB" "$WORKDIR/burn.mb" || fail "start $BURN_VM"
     log "setup took $(( $(date +%s) - t0 )) s"
     status ;;
   daemons)

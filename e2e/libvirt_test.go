@@ -83,6 +83,7 @@ func TestLibvirtVMs(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(unified, "cgroup.controllers")); err != nil {
 		t.Fatalf("cgroup2 is expected at %s on this machine kind: %v", unified, err)
 	}
+	libvirtLock(t)
 	begin := time.Now()
 	t.Cleanup(func() {
 		if t.Failed() {

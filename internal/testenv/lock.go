@@ -16,6 +16,13 @@ import (
 // (e2e/slurm.sh) holds while it uses the bed.
 const SlurmLock = "/tmp/lock.slurm"
 
+// LibvirtLock is the lock file that every user of the libvirt test bed
+// (e2e/libvirt.sh: its daemons, its domains, the guests' domain) holds
+// while it uses the bed: one test's teardown stops the daemons and
+// destroys the domains another would still be using, and a domain that
+// exists counts in another test's split of the host's idle among VMs.
+const LibvirtLock = "/tmp/lock.libvirt"
+
 // Lock takes an exclusive flock(2) on path for the rest of the test,
 // waiting for it as long as the test may run, and releases it at cleanup.
 //
