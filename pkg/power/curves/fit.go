@@ -146,7 +146,7 @@ func Train(results []Result, opt Options) (Fit, error) {
 	if len(results) < 20 {
 		return Fit{}, fmt.Errorf("curves: %d results: too few to fit", len(results))
 	}
-	if opt.Folds < 2 || opt.Quantiles[0] <= 0 || opt.Quantiles[1] >= 1 || opt.Quantiles[0] >= opt.Quantiles[1] || opt.Lambda < 0 || !finite(opt.HeavyMemory) || opt.HeavyMemory < 0 {
+	if opt.bad() {
 		return Fit{}, fmt.Errorf("curves: bad options %+v", opt)
 	}
 	f := Fit{Quantile: opt.Quantiles, Fitted: len(results), CPUs: map[string]CPUSpec{}, TDPPerThread: map[string]float64{}, HeavyMemory: opt.HeavyMemory, FittedDigest: IDDigest(results)}
@@ -201,16 +201,7 @@ func Train(results []Result, opt Options) (Fit, error) {
 	}
 	f.Memory[0], f.Memory[1] = stat.LinearRegression(lx, ly, nil, false)
 
-	for l := 0; l < NumLevels; l++ {
-		ratios := make([]float64, len(results))
-		for i, r := range results {
-			ratios[i] = r.Watts[l] / r.Watts[NumLevels-1]
-		}
-		f.Shape[l] = math.Min(median(ratios), 1)
-		if l > 0 {
-			f.Shape[l] = math.Max(f.Shape[l], f.Shape[l-1])
-		}
-	}
+	f.Shape = fitShape(results)
 
 	base := append([]string{"const", "log_threads", "log_sockets", "log_memory", "vendor:amd", "low_power", "desktop"}, opt.Extra...)
 	var arch []string
@@ -248,6 +239,30 @@ func Train(results []Result, opt Options) (Fit, error) {
 		f.Tiers = append(f.Tiers, t)
 	}
 	return f, nil
+}
+
+// bad says whether opt cannot train a fit: fewer than two folds,
+// quantiles not ordered inside (0, 1), a negative ridge penalty, or a
+// heavy-memory threshold not finite or negative.
+func (opt Options) bad() bool {
+	return opt.Folds < 2 || opt.Quantiles[0] <= 0 || opt.Quantiles[1] >= 1 || opt.Quantiles[0] >= opt.Quantiles[1] || opt.Lambda < 0 || !finite(opt.HeavyMemory) || opt.HeavyMemory < 0
+}
+
+// fitShape is the median of power/power-at-100% at each level, at most 1
+// and never below the level under it.
+func fitShape(results []Result) [NumLevels]float64 {
+	var shape [NumLevels]float64
+	for l := 0; l < NumLevels; l++ {
+		ratios := make([]float64, len(results))
+		for i, r := range results {
+			ratios[i] = r.Watts[l] / r.Watts[NumLevels-1]
+		}
+		shape[l] = math.Min(median(ratios), 1)
+		if l > 0 {
+			shape[l] = math.Max(shape[l], shape[l-1])
+		}
+	}
+	return shape
 }
 
 // trainTier fits one tier on every result and takes its band from
