@@ -301,30 +301,7 @@ func (d *Device) handle(req uint32, p []byte, fds []int) ([]byte, error) {
 		if err := need(8); err != nil {
 			return nil, err
 		}
-		i, v := binary.LittleEndian.Uint32(p[0:]), binary.LittleEndian.Uint32(p[4:])
-		if i >= nQueues {
-			return nil, fmt.Errorf("queue %d", i)
-		}
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		q := &d.queues[i]
-		switch req {
-		case reqSetVringNum:
-			q.num = uint16(v)
-		case reqSetVringBase:
-			q.lastAvail, q.usedIdx = uint16(v), uint16(v)
-		case reqSetVringEnable:
-			// Rings run from their kick on: QEMU enables them once
-			// set up, and disables them to stop.
-			q.disabled = v == 0
-			d.logf("vhost-user: queue %d enabled=%v", i, v == 1)
-			d.processLocked()
-		case reqGetVringBase:
-			d.stopQueueLocked(q)
-			out := binary.LittleEndian.AppendUint32(nil, i)
-			return binary.LittleEndian.AppendUint32(out, uint32(q.lastAvail)), nil
-		}
-		return nil, nil
+		return d.vringState(req, p)
 	case reqSetVringAddr:
 		if err := need(40); err != nil {
 			return nil, err
@@ -343,43 +320,78 @@ func (d *Device) handle(req uint32, p []byte, fds []int) ([]byte, error) {
 		if err := need(8); err != nil {
 			return nil, err
 		}
-		v := binary.LittleEndian.Uint64(p)
-		i := v & 0xff
-		fd := -1
-		if v&vringNoFD == 0 {
-			if len(fds) != 1 {
-				closeFDs(fds)
-				return nil, fmt.Errorf("want one fd, got %d", len(fds))
-			}
-			fd = fds[0]
-		}
-		if i >= nQueues || req == reqSetVringErr {
-			if fd >= 0 {
-				unix.Close(fd)
-			}
-			return nil, nil
-		}
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		q := &d.queues[i]
-		if req == reqSetVringCall {
-			if q.call >= 0 {
-				unix.Close(q.call)
-			}
-			q.call = fd
-			return nil, nil
-		}
-		d.stopQueueLocked(q)
-		q.kick = fd
-		if fd >= 0 {
-			d.startKickLocked(int(i), q)
-		}
-		return nil, nil
+		return d.vringFD(req, p, fds)
 	default:
 		closeFDs(fds)
 		d.logf("vhost-user: request %d ignored", req)
 		return nil, nil
 	}
+}
+
+// vringState handles the requests that set or get one queue's ring state
+// (its size, base index, enablement); p holds at least 8 bytes.
+func (d *Device) vringState(req uint32, p []byte) ([]byte, error) {
+	i, v := binary.LittleEndian.Uint32(p[0:]), binary.LittleEndian.Uint32(p[4:])
+	if i >= nQueues {
+		return nil, fmt.Errorf("queue %d", i)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	q := &d.queues[i]
+	switch req {
+	case reqSetVringNum:
+		q.num = uint16(v)
+	case reqSetVringBase:
+		q.lastAvail, q.usedIdx = uint16(v), uint16(v)
+	case reqSetVringEnable:
+		// Rings run from their kick on: QEMU enables them once
+		// set up, and disables them to stop.
+		q.disabled = v == 0
+		d.logf("vhost-user: queue %d enabled=%v", i, v == 1)
+		d.processLocked()
+	case reqGetVringBase:
+		d.stopQueueLocked(q)
+		out := binary.LittleEndian.AppendUint32(nil, i)
+		return binary.LittleEndian.AppendUint32(out, uint32(q.lastAvail)), nil
+	}
+	return nil, nil
+}
+
+// vringFD handles the requests that hand over one queue's kick, call or
+// error eventfd; p holds at least 8 bytes.
+func (d *Device) vringFD(req uint32, p []byte, fds []int) ([]byte, error) {
+	v := binary.LittleEndian.Uint64(p)
+	i := v & 0xff
+	fd := -1
+	if v&vringNoFD == 0 {
+		if len(fds) != 1 {
+			closeFDs(fds)
+			return nil, fmt.Errorf("want one fd, got %d", len(fds))
+		}
+		fd = fds[0]
+	}
+	if i >= nQueues || req == reqSetVringErr {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		return nil, nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	q := &d.queues[i]
+	if req == reqSetVringCall {
+		if q.call >= 0 {
+			unix.Close(q.call)
+		}
+		q.call = fd
+		return nil, nil
+	}
+	d.stopQueueLocked(q)
+	q.kick = fd
+	if fd >= 0 {
+		d.startKickLocked(int(i), q)
+	}
+	return nil, nil
 }
 
 func (d *Device) setMemTable(p []byte, fds []int) error {
