@@ -69,27 +69,7 @@ func TestEstimatorAccuracy(t *testing.T) {
 	t.Logf("%d results, %d skipped (%v), %d fitted, %d held out", len(all), skipped, why, len(train), len(test))
 	checkSplit(t, m.Fit(), train, test)
 
-	// The committed coefficients and bands are what scripts/fitpower
-	// makes of the fitted split: refit and compare.
-	refit, err := curves.Train(train, curves.DefaultOptions)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, tier := range m.Fit().Tiers {
-		r := refit.Tiers[i]
-		for l := range tier.Coef {
-			for j, c := range tier.Coef[l] {
-				if d := math.Abs(c - r.Coef[l][j]); d > 1e-9 {
-					t.Fatalf("tier %s level %d coefficient %s: committed %v, refit %v: fit.json is stale (go run ./scripts/fitpower -out pkg/power/curves/fit.json)", tier.Name, l, tier.Features[j], c, r.Coef[l][j])
-				}
-			}
-			for _, b := range [][2]float64{{tier.Low[l], r.Low[l]}, {tier.High[l], r.High[l]}, {tier.LowHeavy[l], r.LowHeavy[l]}, {tier.HighHeavy[l], r.HighHeavy[l]}} {
-				if math.Abs(b[0]-b[1]) > 1e-9 {
-					t.Fatalf("tier %s level %d: committed band %v, refit %v: fit.json is stale", tier.Name, l, b[0], b[1])
-				}
-			}
-		}
-	}
+	checkRefit(t, m.Fit(), train)
 
 	node := func(r curves.Result) curves.Node {
 		return curves.Node{CPU: r.CPU, Sockets: r.Sockets, Threads: r.Threads, MemoryGiB: r.MemoryGiB}
@@ -146,23 +126,7 @@ func TestEstimatorAccuracy(t *testing.T) {
 	if curve.InBand < 0.88 {
 		t.Errorf("band holds %.1f%% of measured values, want >= 88%%", 100*curve.InBand)
 	}
-	// By segment: where the misses sit. Every segment has results and
-	// every one of its points is answered; the memory-heavy band keeps
-	// the heaviest configurations' coverage at 80% or more (79% with
-	// one band for all).
-	segs := curves.BySegment(cases)
-	if len(segs) != len(curves.Segments) {
-		t.Errorf("%d segments with results, want %d", len(segs), len(curves.Segments))
-	}
-	for _, s := range segs {
-		t.Logf("%s %s: %d results, %d cases, %d unanswered, median %.1f%%, p90 %.1f%%, bias %+.1f%%, in band %.1f%%", s.Axis, s.Name, s.Results, s.Cases, s.Unanswered, 100*s.MedianAbs, 100*s.P90Abs, 100*s.Bias, 100*s.InBand)
-		if s.Unanswered != 0 {
-			t.Errorf("%s %s: %d points unanswered", s.Axis, s.Name, s.Unanswered)
-		}
-		if s.Axis == "memory per core" && s.InBand < 0.80 {
-			t.Errorf("%s %s: band holds %.1f%%, want >= 80%%", s.Axis, s.Name, 100*s.InBand)
-		}
-	}
+	checkSegments(t, cases)
 	var cpuTier []curves.Case
 	for _, c := range cases {
 		if tiers[c.Result.ID] == curves.TierCPU {
@@ -177,6 +141,52 @@ func TestEstimatorAccuracy(t *testing.T) {
 	// The curves beat the model they replaced by a wide margin.
 	if linear.MedianAbs < 2*curve.MedianAbs {
 		t.Errorf("linear model's median error %.1f%% is not twice the curves' %.1f%%", 100*linear.MedianAbs, 100*curve.MedianAbs)
+	}
+}
+
+// checkRefit holds fit.json to what scripts/fitpower makes of the fitted
+// split: the committed coefficients and bands are refit and compared.
+func checkRefit(t *testing.T, fit curves.Fit, train []curves.Result) {
+	t.Helper()
+	refit, err := curves.Train(train, curves.DefaultOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tier := range fit.Tiers {
+		r := refit.Tiers[i]
+		for l := range tier.Coef {
+			for j, c := range tier.Coef[l] {
+				if d := math.Abs(c - r.Coef[l][j]); d > 1e-9 {
+					t.Fatalf("tier %s level %d coefficient %s: committed %v, refit %v: fit.json is stale (go run ./scripts/fitpower -out pkg/power/curves/fit.json)", tier.Name, l, tier.Features[j], c, r.Coef[l][j])
+				}
+			}
+			for _, b := range [][2]float64{{tier.Low[l], r.Low[l]}, {tier.High[l], r.High[l]}, {tier.LowHeavy[l], r.LowHeavy[l]}, {tier.HighHeavy[l], r.HighHeavy[l]}} {
+				if math.Abs(b[0]-b[1]) > 1e-9 {
+					t.Fatalf("tier %s level %d: committed band %v, refit %v: fit.json is stale", tier.Name, l, b[0], b[1])
+				}
+			}
+		}
+	}
+}
+
+// checkSegments says where the misses sit, by segment: every segment has
+// results and every one of its points is answered; the memory-heavy band
+// keeps the heaviest configurations' coverage at 80% or more (79% with
+// one band for all).
+func checkSegments(t *testing.T, cases []curves.Case) {
+	t.Helper()
+	segs := curves.BySegment(cases)
+	if len(segs) != len(curves.Segments) {
+		t.Errorf("%d segments with results, want %d", len(segs), len(curves.Segments))
+	}
+	for _, s := range segs {
+		t.Logf("%s %s: %d results, %d cases, %d unanswered, median %.1f%%, p90 %.1f%%, bias %+.1f%%, in band %.1f%%", s.Axis, s.Name, s.Results, s.Cases, s.Unanswered, 100*s.MedianAbs, 100*s.P90Abs, 100*s.Bias, 100*s.InBand)
+		if s.Unanswered != 0 {
+			t.Errorf("%s %s: %d points unanswered", s.Axis, s.Name, s.Unanswered)
+		}
+		if s.Axis == "memory per core" && s.InBand < 0.80 {
+			t.Errorf("%s %s: band holds %.1f%%, want >= 80%%", s.Axis, s.Name, 100*s.InBand)
+		}
 	}
 }
 
