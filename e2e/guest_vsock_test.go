@@ -102,53 +102,8 @@ func TestGuestHostShareVsock(t *testing.T) {
 	port := freePort(t)
 	bin := exporterBinary(t)
 
-	// The vsock device's backend; QEMU connects to it when the domain
-	// starts. A guest's connection to the host's port P reaches
-	// <share>/vsock_P: the domain's own socket.
-	backend := filepath.Join(shareRoot, "vhost-user-vsock.sock")
-	dev := &vhostuser.Device{GuestCID: guestCID, UDS: filepath.Join(share, "vsock"), Logf: t.Logf}
-	ready, served := make(chan struct{}), make(chan error, 1)
-	go func() { served <- dev.Serve(backend, ready) }()
-	<-ready
-
-	t.Cleanup(func() {
-		if t.Failed() {
-			tailFile(t, filepath.Join(work, "guest", "console.log"), 40)
-		}
-		if _, err := script(t, 3*time.Minute, "libvirt.sh", "teardown"); err != nil {
-			t.Errorf("libvirt.sh teardown: %v", err)
-		}
-		select {
-		case err := <-served:
-			if err != nil {
-				t.Errorf("vhost-user backend: %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			dev.Close() // QEMU never came, or never left
-			if err := <-served; err != nil && !t.Failed() {
-				t.Errorf("vhost-user backend still serving 10 s after the domain was torn down: %v", err)
-			}
-		}
-	})
-	if _, err := script(t, 15*time.Minute, "libvirt.sh", "daemons"); err != nil {
-		t.Fatalf("libvirt.sh daemons: %v", err)
-	}
-	if _, err := script(t, 10*time.Minute, "guest.sh", "build", filepath.Join(work, "guest"), bin,
-		"--web.listen-address=:9841", "--stats.interval=1s", "--accounting.mode=procfs",
-		fmt.Sprintf("--power.host-share.vsock-port=%d", guestVsockPort),
-		"--power.host-share.staleness="+guestStaleness.String()); err != nil {
-		t.Fatalf("guest.sh build: %v", err)
-	}
-	xml := filepath.Join(work, "guest", guestVM+".xml")
-	if err := os.WriteFile(xml, []byte(guestVsockDomainXML(filepath.Join(work, "guest"), backend, port)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	env := []string{"LIBVIRT_DEFAULT_URI=qemu:///system"}
-	for _, args := range [][]string{{"define", xml}, {"start", guestVM}} {
-		if _, err := run(time.Minute, env, "virsh", args...); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dev, backend := startVsockBackend(t, work, shareRoot, share)
+	startVsockGuest(t, work, bin, backend, port)
 	t.Logf("guest %s started after %v", guestVM, time.Since(begin).Round(time.Millisecond))
 
 	rapl := switchedRAPL(t, filepath.Join(work, "sys"), 20)
@@ -160,23 +115,7 @@ func TestGuestHostShareVsock(t *testing.T) {
 	h := startExporterAt(t, addr, hostArgs...)
 
 	g := &guestWatch{t: t, e: &exporter{url: fmt.Sprintf("http://127.0.0.1:%d", port)}, max: map[string]float64{}}
-	var fams families
-	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(time.Second) {
-		if fams, err = g.scrape(); err == nil {
-			ms := match(fams, "wattrace_node_energy_joules_total", labelsEq(map[string]string{"source": hostSource, "method": "measured"}))
-			if len(ms) > 0 && nodeJ(fams) > 0 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			if fams != nil {
-				dump(t, fams, nil, "wattrace_node_energy_joules_total", "wattrace_source_up", "wattrace_source_reads_total",
-					"wattrace_source_read_errors_total", "wattrace_source_rejected_readings_total")
-			}
-			t.Fatalf("the guest served no measured node energy from %s over vsock within 3 min (last error %v; backend: %d connections forwarded, %d refused)",
-				hostSource, err, dev.Stats().Connects.Load(), dev.Stats().Refused.Load())
-		}
-	}
+	fams := waitGuestVsock(t, g, dev, hostSource)
 	t.Logf("guest serving measured figures over vsock after %v", time.Since(begin).Round(time.Millisecond))
 	dump(t, fams, nil, "wattrace_node_energy_joules_total", "wattrace_source_up")
 	if _, err := os.Stat(filepath.Join(share, guestshare.VsockSocket(guestVsockPort))); err != nil {
@@ -240,6 +179,107 @@ func TestGuestHostShareVsock(t *testing.T) {
 	// With the host exporter gone (no socket for the domain: the backend
 	// resets the guest's connections), the host source is down, then
 	// the estimator stands in, named in the labels.
+	checkGuestEstimates(t, g, hostSource)
+	if len(g.drops) > 0 {
+		t.Errorf("guest counters decreased: %v", g.drops)
+	}
+	if b, err := os.ReadFile(filepath.Join(share, hostshare.MetaFile)); err == nil {
+		t.Logf("share meta: %s", b)
+	}
+	t.Logf("TestGuestHostShareVsock took %v", time.Since(begin).Round(time.Millisecond))
+}
+
+// startVsockBackend starts the vsock device's backend; QEMU connects to
+// it when the domain starts. A guest's connection to the host's port P
+// reaches <share>/vsock_P: the domain's own socket. Its cleanup tears the
+// domain down and waits for the backend to end.
+func startVsockBackend(t *testing.T, work, shareRoot, share string) (*vhostuser.Device, string) {
+	t.Helper()
+	backend := filepath.Join(shareRoot, "vhost-user-vsock.sock")
+	dev := &vhostuser.Device{GuestCID: guestCID, UDS: filepath.Join(share, "vsock"), Logf: t.Logf}
+	ready, served := make(chan struct{}), make(chan error, 1)
+	go func() { served <- dev.Serve(backend, ready) }()
+	<-ready
+
+	t.Cleanup(func() {
+		if t.Failed() {
+			tailFile(t, filepath.Join(work, "guest", "console.log"), 40)
+		}
+		if _, err := script(t, 3*time.Minute, "libvirt.sh", "teardown"); err != nil {
+			t.Errorf("libvirt.sh teardown: %v", err)
+		}
+		select {
+		case err := <-served:
+			if err != nil {
+				t.Errorf("vhost-user backend: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			dev.Close() // QEMU never came, or never left
+			if err := <-served; err != nil && !t.Failed() {
+				t.Errorf("vhost-user backend still serving 10 s after the domain was torn down: %v", err)
+			}
+		}
+	})
+	return dev, backend
+}
+
+// startVsockGuest starts the libvirt daemons, builds the guest (the
+// exporter reading its share over vsock) and defines and starts its
+// domain with the vsock device's backend at backend.
+func startVsockGuest(t *testing.T, work, bin, backend string, port int) {
+	t.Helper()
+	if _, err := script(t, 15*time.Minute, "libvirt.sh", "daemons"); err != nil {
+		t.Fatalf("libvirt.sh daemons: %v", err)
+	}
+	if _, err := script(t, 10*time.Minute, "guest.sh", "build", filepath.Join(work, "guest"), bin,
+		"--web.listen-address=:9841", "--stats.interval=1s", "--accounting.mode=procfs",
+		fmt.Sprintf("--power.host-share.vsock-port=%d", guestVsockPort),
+		"--power.host-share.staleness="+guestStaleness.String()); err != nil {
+		t.Fatalf("guest.sh build: %v", err)
+	}
+	xml := filepath.Join(work, "guest", guestVM+".xml")
+	if err := os.WriteFile(xml, []byte(guestVsockDomainXML(filepath.Join(work, "guest"), backend, port)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"LIBVIRT_DEFAULT_URI=qemu:///system"}
+	for _, args := range [][]string{{"define", xml}, {"start", guestVM}} {
+		if _, err := run(time.Minute, env, "virsh", args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// waitGuestVsock waits (3 min at most) for the guest to serve measured
+// node energy from hostSource, read over vsock, and returns that scrape.
+func waitGuestVsock(t *testing.T, g *guestWatch, dev *vhostuser.Device, hostSource string) families {
+	t.Helper()
+	var fams families
+	var err error
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(time.Second) {
+		if fams, err = g.scrape(); err == nil {
+			ms := match(fams, "wattrace_node_energy_joules_total", labelsEq(map[string]string{"source": hostSource, "method": "measured"}))
+			if len(ms) > 0 && nodeJ(fams) > 0 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			if fams != nil {
+				dump(t, fams, nil, "wattrace_node_energy_joules_total", "wattrace_source_up", "wattrace_source_reads_total",
+					"wattrace_source_read_errors_total", "wattrace_source_rejected_readings_total")
+			}
+			t.Fatalf("the guest served no measured node energy from %s over vsock within 3 min (last error %v; backend: %d connections forwarded, %d refused)",
+				hostSource, err, dev.Stats().Connects.Load(), dev.Stats().Refused.Load())
+		}
+	}
+	return fams
+}
+
+// checkGuestEstimates holds the guest to what it does with the host
+// exporter gone (no socket for the domain: the backend resets the
+// guest's connections): the host source is down, then the estimator
+// stands in, named in the labels.
+func checkGuestEstimates(t *testing.T, g *guestWatch, hostSource string) {
+	t.Helper()
 	gone := time.Now()
 	var down, estimating time.Duration
 	estJ0 := -1.0
@@ -267,13 +307,6 @@ func TestGuestHostShareVsock(t *testing.T) {
 	if estimating == 0 {
 		t.Errorf("no growing method=\"estimated\" source=\"estimator\" node energy after the host was reported down")
 	}
-	if len(g.drops) > 0 {
-		t.Errorf("guest counters decreased: %v", g.drops)
-	}
-	if b, err := os.ReadFile(filepath.Join(share, hostshare.MetaFile)); err == nil {
-		t.Logf("share meta: %s", b)
-	}
-	t.Logf("TestGuestHostShareVsock took %v", time.Since(begin).Round(time.Millisecond))
 }
 
 // switchedRAPL is a sysfs tree like raplFixture's whose package zone
