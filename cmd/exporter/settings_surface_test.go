@@ -281,9 +281,12 @@ var goodValues = map[string]string{
 	"collector.probes.softirq-per-workload": "true",
 }
 
-// alsoNeeds are the other settings a good value needs.
+// alsoNeeds are the other settings a good value needs, given as flags
+// whichever source the setting under test comes from.
 var alsoNeeds = map[string][]string{
 	"power.redfish.url": {"--power.redfish.username=admin", "--power.redfish.password-env=BMC_PASSWORD"},
+	// The shares served over vsock are the ones written under the path.
+	"guests.share.vsock-port": {"--guests.share.path=" + goodValues["guests.share.path"]},
 }
 
 // goodValue is a valid value of f other than its default.
@@ -327,8 +330,16 @@ func TestEverySettingFromEachSource(t *testing.T) {
 			if err != nil {
 				t.Fatalf("--%s=%s: %v", f.Name, v, err)
 			}
-			if reflect.DeepEqual(fromFlag, def) {
-				t.Fatalf("--%s=%s leaves the configuration at its defaults", f.Name, v)
+			// The settings it needs alone are the baseline the setting
+			// must change, so that they cannot stand in for it.
+			base := def
+			if needs := alsoNeeds[f.Name]; len(needs) > 0 {
+				if base, err = loadCase(t, needs); err != nil {
+					t.Fatalf("%q alone: %v", needs, err)
+				}
+			}
+			if reflect.DeepEqual(fromFlag, base) {
+				t.Fatalf("--%s=%s leaves the configuration at its defaults (with %q)", f.Name, v, alsoNeeds[f.Name])
 			}
 			nested := f.Name
 			if i := strings.IndexByte(nested, '.'); i > 0 {
