@@ -13,6 +13,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/wattrace/wattrace/internal/testenv"
 )
@@ -58,7 +59,17 @@ func (f *amdFixture) mkdir(p string) {
 // source read a truncated fdinfo now and then, which under load once
 // turned the 3:1 split into 0.94:1.
 func (f *amdFixture) write(p, s string) {
-	f.mkdir(filepath.Dir(p))
+	if err := f.tryWrite(p, s); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// tryWrite is write for other goroutines than the test's: it returns the
+// error.
+func (f *amdFixture) tryWrite(p, s string) error {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
 	tmp, err := os.CreateTemp(filepath.Dir(f.sys), "write-")
 	if err == nil {
 		_, err = tmp.WriteString(s)
@@ -69,9 +80,7 @@ func (f *amdFixture) write(p, s string) {
 	if err == nil {
 		err = os.Rename(tmp.Name(), p)
 	}
-	if err != nil {
-		f.t.Fatal(err)
-	}
+	return err
 }
 
 func (f *amdFixture) link(target, p string) {
@@ -87,7 +96,70 @@ func (f *amdFixture) setWatts(w int) {
 
 // busy sets the client's cumulative gfx busy time.
 func (f *amdFixture) busy(pid int, ns uint64) {
-	f.write(f.fdinfo[pid], fmt.Sprintf("pos:\t0\ndrm-driver:\tamdgpu\ndrm-pdev:\t0000:03:00.0\ndrm-client-id:\t%d\ndrm-engine-gfx:\t%d ns\n", pid, ns))
+	if err := f.tryBusy(pid, ns); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *amdFixture) tryBusy(pid int, ns uint64) error {
+	return f.tryWrite(f.fdinfo[pid], fmt.Sprintf("pos:\t0\ndrm-driver:\tamdgpu\ndrm-pdev:\t0000:03:00.0\ndrm-client-id:\t%d\ndrm-engine-gfx:\t%d ns\n", pid, ns))
+}
+
+// gate makes the fixture step in lockstep with the GPU source's scans: a
+// DRM client of PID 1 (its /proc name sorts before every other PID's, so
+// each scan reads it first) whose fdinfo is a FIFO. Each time a scan opens
+// it, step runs, the scan waiting, before the FIFO answers (not a DRM
+// client's fdinfo, so nothing is credited to it); the clients' files the
+// scan reads next are then all of one step, never half-written, however
+// late the scan or the test runs. step runs on the gate's goroutine. The
+// gate ends in the test's cleanup, once the exporter no longer runs.
+func (f *amdFixture) gate(step func()) {
+	f.link("/dev/dri/renderD128", filepath.Join(f.proc, "1", "fd", "5"))
+	fifo := filepath.Join(f.proc, "1", "fdinfo", "5")
+	f.mkdir(filepath.Dir(fifo))
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		f.t.Fatal(err)
+	}
+	quit, done := make(chan struct{}), make(chan struct{})
+	stopped := func() bool {
+		select {
+		case <-quit:
+			return true
+		default:
+			return false
+		}
+	}
+	go func() {
+		defer close(done)
+		for !stopped() {
+			w, err := unix.Open(fifo, unix.O_WRONLY|unix.O_CLOEXEC, 0) // until a scan opens it
+			if err != nil {
+				return
+			}
+			if !stopped() {
+				step()
+				_, _ = unix.Write(w, []byte("pos:\t0\nflags:\t02\n"))
+			}
+			// Hold the FIFO open until the scan has closed its end
+			// (POLLERR on ours), so that the next open waits for the
+			// next scan rather than finding this one still reading.
+			for !stopped() {
+				pfd := []unix.PollFd{{Fd: int32(w), Events: 0}}
+				if n, err := unix.Poll(pfd, 100); (err != nil && err != unix.EINTR) || (n > 0 && pfd[0].Revents&(unix.POLLERR|unix.POLLHUP) != 0) {
+					break
+				}
+			}
+			unix.Close(w)
+		}
+	}()
+	f.t.Cleanup(func() {
+		close(quit)
+		// Stand in for a scan, so that a gate waiting for one returns.
+		if r, err := os.OpenFile(fifo, os.O_RDONLY|unix.O_NONBLOCK, 0); err == nil {
+			defer r.Close()
+		}
+		<-done
+	})
 }
 
 // The exporter built as main builds it (build: procfs accounting, the
@@ -124,20 +196,28 @@ func TestScrapeWithGPUFixture(t *testing.T) {
 	if err := build(cfg, c); err != nil {
 		t.Fatal(err)
 	}
+	// The clients' busy time grows 3:1 from each scan of the GPU source
+	// to the next: 300 µs and 100 µs, well below the interval, whatever
+	// the interval the exporter's loop actually ran.
+	var steps uint64
+	fx.gate(func() {
+		steps++
+		for _, err := range []error{fx.tryBusy(a.Process.Pid, steps*300_000), fx.tryBusy(b.Process.Pid, steps*100_000)} {
+			if err != nil {
+				t.Error(err)
+			}
+		}
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.run(ctx) }()
 	defer func() { cancel(); <-done }()
 
-	// The clients' busy time grows 3:1 (75% and 25% of the wall time).
-	start := time.Now()
 	url := "http://" + addr
 	var fams map[string]*dto.MetricFamily
 	var body []byte
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		el := uint64(time.Since(start).Nanoseconds())
-		fx.busy(a.Process.Pid, el*3/4)
-		fx.busy(b.Process.Pid, el/4)
+	// A minute: under heavy load four 1 s intervals have taken 19 s.
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		f, raw := scrape(t, url)
 		if n, _ := sum(f, "wattrace_stats_intervals_total", nil); n >= 4 {
 			fams, body = f, raw
@@ -145,7 +225,7 @@ func TestScrapeWithGPUFixture(t *testing.T) {
 		}
 	}
 	if fams == nil {
-		t.Fatal("no fourth interval in 20 s")
+		t.Fatal("no fourth interval in a minute")
 	}
 	testenv.Promlint(t, body)
 	for _, fam := range []string{"wattrace_gpu_energy_joules_total", "wattrace_gpu_power_watts", "wattrace_gpu_utilization_ratio",
@@ -166,13 +246,13 @@ func TestScrapeWithGPUFixture(t *testing.T) {
 	}
 	// 200 W, 20 W of it idle: dynamic is 9 × idle; the processes and the
 	// unattributed part make up the dynamic energy exactly (the scrape
-	// prints 17 significant digits), and split 3:1 within the jitter of
-	// this test's writes against the source's reads.
+	// prints 17 significant digits), and, every scan having read the
+	// clients' busy times 3:1, split 3:1 exactly.
 	if math.Abs(dyn/idle-9) > 1e-6 || math.Abs(pa+pb+un-dyn) > 1e-9*dyn {
 		t.Errorf("idle %v dynamic %v processes %v + %v unattributed %v", idle, dyn, pa, pb, un)
 	}
-	if r := pa / pb; r < 2 || r > 4.5 {
-		t.Errorf("split %v : %v = %v, want about 3", pa, pb, r)
+	if r := pa / pb; math.Abs(r-3) > 1e-9 || un != 0 {
+		t.Errorf("split %v : %v = %v, unattributed %v: want 3 and none", pa, pb, r, un)
 	}
 	// The GPU zone reaches the node families as gpu / socket 0.
 	if v, ok := sum(fams, "wattrace_node_energy_joules_total", map[string]string{"zone": "gpu", "socket": "0"}); !ok || math.Abs(v-idle-dyn) > 1e-9*v {
