@@ -2,6 +2,7 @@ package guestshare
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -109,7 +110,7 @@ func TestVsockHostToGuest(t *testing.T) {
 	if m.Name() != "host:hv1" {
 		t.Fatalf("name %q", m.Name())
 	}
-	if _, err := m.Read(); err != nil {
+	if _, err := m.Read(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	dirA := filepath.Join(root, "uuid-"+strings.ToLower(uuid))
@@ -117,7 +118,7 @@ func TestVsockHostToGuest(t *testing.T) {
 	if err := w.Write(vmSnap(2, [3]any{uuid, "web01", 22.5}, [3]any{uuidB, "db", 900.0})); err != nil {
 		t.Fatal(err)
 	}
-	ss, err := m.Read()
+	ss, err := m.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,13 +341,13 @@ func TestVsockByContextID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := hm.Read(); err != nil {
+	if _, err := hm.Read(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Write(vmSnap(2, [3]any{uuid, "web01", 17.5})); err != nil {
 		t.Fatal(err)
 	}
-	ss, err := hm.Read()
+	ss, err := hm.Read(context.Background())
 	if err != nil || len(ss) != 1 || ss[0].Joules != 7.5 || hm.Name() != "host:hv1" {
 		t.Errorf("the guest's meter over AF_VSOCK: %+v %v (%s), want 7.5 J from host:hv1", ss, err, hm.Name())
 	}

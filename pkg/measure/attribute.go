@@ -394,7 +394,7 @@ func modelBaseline(m power.Meter) Baseline {
 		return Baseline{Source: "none"}
 	}
 	b := Baseline{Source: "model", Watts: map[string]float64{}}
-	zs, err := m.Read()
+	zs, err := m.Read(context.Background())
 	if err != nil {
 		return Baseline{Source: "none"}
 	}

@@ -180,7 +180,7 @@ func (e *Env) read(withMeter bool) (sample, error) {
 }
 
 func (e *Env) readMeter(s *sample) error {
-	z, err := e.Meter.Read()
+	z, err := e.Meter.Read(context.Background())
 	if err != nil {
 		return fmt.Errorf("read power meter %s: %w", e.Meter.Name(), err)
 	}

@@ -260,7 +260,7 @@ func (c *Cached) Estimated() bool { return false }
 // Read implements Meter with the cached figures; it never blocks on the
 // device. Before the first good reading it fails with ErrNoReading (and
 // the device's error, if any).
-func (c *Cached) Read() ([]reading.ZoneSample, error) {
+func (c *Cached) Read(_ context.Context) ([]reading.ZoneSample, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.order) == 0 {

@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"context"
 	"time"
 
 	"go.uber.org/zap"
@@ -133,7 +134,7 @@ func (zs *zones) gone(now time.Time) map[snapshot.ZoneSeries]bool {
 // read reads the meter and passes each zone's energy of the interval to
 // split; dt is 0 on the baseline read.
 func (zs *zones) read(dt time.Duration, split func(z *zoneState, dE float64)) {
-	samples, err := zs.meter.Read()
+	samples, err := zs.meter.Read(context.Background())
 	if err != nil {
 		zs.log.Warn("read power meter", zap.String("source", zs.meter.Name()), zap.Error(err))
 		return

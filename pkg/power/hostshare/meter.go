@@ -1,6 +1,7 @@
 package hostshare
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -211,7 +212,7 @@ func (m *Meter) Staleness() time.Duration {
 // first Read. It fails when the metadata or every zone file cannot be
 // read; a zone file that cannot be read or is rejected keeps its total and
 // fails nothing else.
-func (m *Meter) Read() ([]reading.ZoneSample, error) {
+func (m *Meter) Read(_ context.Context) ([]reading.ZoneSample, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.opt.Now()

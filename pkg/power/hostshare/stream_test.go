@@ -2,6 +2,7 @@ package hostshare
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -171,7 +172,7 @@ func TestMeterOverStream(t *testing.T) {
 	// yet) is a failed read, not a rejected reading.
 	h.set(nil)
 	c.add(time.Second)
-	if _, err := m.Read(); err == nil {
+	if _, err := m.Read(context.Background()); err == nil {
 		t.Error("a connection without a frame read as a share")
 	}
 	if n := m.Rejected()["unreadable"]; n != 0 {
@@ -231,7 +232,7 @@ func TestMeterRejectsBadFrames(t *testing.T) {
 		c.add(time.Second)
 		h.set(tc.bytes)
 		before := m.Rejected()[tc.reason]
-		ss, _ := m.Read()
+		ss, _ := m.Read(context.Background())
 		if got := m.Rejected()[tc.reason]; got != before+1 {
 			t.Errorf("%s: rejected[%s] = %d, want %d", tc.name, tc.reason, got, before+1)
 		}
