@@ -151,7 +151,9 @@ func (c *Cached) poll(ctx context.Context) {
 	readings, err := c.r.ReadPower(rctx)
 	cancel()
 	if err == nil && rctx.Err() == context.DeadlineExceeded {
-		err = fmt.Errorf("read took longer than %v", c.timeout)
+		// Late figures are dropped, never credited: the reader ignored
+		// its context. The tally counts the read as late.
+		readings, err = nil, fmt.Errorf("read took longer than %v: %w", c.timeout, context.DeadlineExceeded)
 	}
 	c.fold(readings, err, c.now())
 }

@@ -155,6 +155,43 @@ func TestCachedReadNeverBlocks(t *testing.T) {
 	}
 }
 
+// lateReader answers after its delay: honouring its context (a Redfish
+// request) or not (a library call), with a platform power either way.
+type lateReader struct {
+	delay   time.Duration
+	honours bool
+}
+
+func (r lateReader) Name() string { return "bmc" }
+func (r lateReader) ReadPower(ctx context.Context) ([]Reading, error) {
+	select {
+	case <-time.After(r.delay):
+	case <-ctx.Done():
+		if r.honours {
+			return nil, fmt.Errorf("GET /redfish/v1/Chassis/1/Power: %w", ctx.Err())
+		}
+		time.Sleep(r.delay)
+	}
+	return []Reading{{Zone: reading.ZonePlatform, Socket: -1, Watts: 300}}, nil
+}
+
+// A slow meter's read that overruns power.meter-timeout is never folded
+// in, even when the reader returns figures after its deadline, and is
+// counted as a late rejected reading with the health reason.
+func TestCachedLateReadNotCredited(t *testing.T) {
+	for _, honours := range []bool{true, false} {
+		c := newCached(lateReader{delay: 50 * time.Millisecond, honours: honours}, time.Second, 10*time.Millisecond, MeterOptions{}, false)
+		c.poll(context.Background())
+		if _, err := c.Read(context.Background()); !errors.Is(err, ErrNoReading) {
+			t.Errorf("honours %v: a late read was folded in: Read err %v", honours, err)
+		}
+		h := c.SourceHealth()
+		if h.Up || h.Errors != 1 || h.Rejected[string(reading.Late)] != 1 || h.Reason != reading.ReasonDeadline {
+			t.Errorf("honours %v: health %+v, want down, 1 error, 1 late, reason %s", honours, h, reading.ReasonDeadline)
+		}
+	}
+}
+
 type fixedMeter struct {
 	name    string
 	samples []reading.ZoneSample
