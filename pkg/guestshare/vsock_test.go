@@ -102,7 +102,9 @@ func TestVsockHostToGuest(t *testing.T) {
 	if err := w.Write(vmSnap(1, [3]any{uuid, "web01", 10.0}, [3]any{uuidB, "db", 500.0})); err != nil {
 		t.Fatal(err)
 	}
-	dial := func() (io.ReadCloser, error) { return net.Dial("unix", socketOf(root, uuid)) }
+	dial := func(ctx context.Context) (io.ReadCloser, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", socketOf(root, uuid))
+	}
 	m, err := hostshare.Open(hostshare.Options{Dial: dial, Where: "test", Staleness: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -337,7 +339,7 @@ func TestVsockByContextID(t *testing.T) {
 		t.Errorf("context ids looked up %v, want the peer's, %d", asked, local)
 	}
 	// The guest's meter over the real socket: the host's figure.
-	hm, err := hostshare.Open(hostshare.Options{Dial: func() (io.ReadCloser, error) { return dial(), nil }, Where: "vsock:1", Staleness: 10 * time.Second})
+	hm, err := hostshare.Open(hostshare.Options{Dial: func(context.Context) (io.ReadCloser, error) { return dial(), nil }, Where: "vsock:1", Staleness: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
