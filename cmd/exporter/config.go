@@ -175,6 +175,10 @@ func Load(args []string) (*Config, error) {
 	// often as the slow meters are read (power.meter-interval).
 	c.GPU.SysfsRoot, c.GPU.ProcfsRoot = c.Path.Sysfs, c.Path.Procfs
 	c.GPU.SampleEvery = c.Power.Interval
+	// The loop waits for the meter's and the GPUs' reads each step as
+	// long as for a slow meter's (power.meter-timeout), at most
+	// stats.interval.
+	c.Stats.ReadTimeout = c.Power.Timeout
 	if err := s.Check(); err != nil {
 		return nil, err
 	}

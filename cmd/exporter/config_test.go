@@ -50,8 +50,10 @@ func TestDefaults(t *testing.T) {
 		Log:        cli.Log{Level: "info", Format: "logfmt"},
 		Accounting: compose.AccountingConfig{Mode: "auto"},
 		Cgroup:     cgroup.Settings{Hierarchy: "auto"},
+		// ReadTimeout is power.meter-timeout's.
 		Stats: stats.Config{Interval: 5 * time.Second, Retention: 5 * time.Minute, OnDemand: true, MaxGap: time.Minute,
-			IdleWatts: map[string]float64{}, UsageMetric: map[string]string{}, IdlePolicy: "none", VMIdleSplit: "even"},
+			IdleWatts: map[string]float64{}, UsageMetric: map[string]string{}, IdlePolicy: "none", VMIdleSplit: "even",
+			ReadTimeout: 5 * time.Second},
 		Collector: collector.Selection{Enabled: map[string]bool{"node": true, "cgroup": true, "process": true, "bpf-stats": false, "probes": true, "perf": false, "gpu": true},
 			LevelOn: map[ident.Kind]bool{"container": true, "pod": true, "vm": true, "job": true, "pbs_job": true, "unit": true}},
 		Resources: cgroupstats.Settings{Resources: []string{"memory"}},
@@ -93,6 +95,18 @@ func TestDefaults(t *testing.T) {
 	}
 	if o, ok := meters.Own("redfish").(*redfish.Config); !ok || *o != (redfish.Config{Auth: "session", Timeout: 5 * time.Second, ExternalHeader: "X-Redfish-Url"}) {
 		t.Errorf("power.redfish.* = %+v", meters.Own("redfish"))
+	}
+}
+
+// The stats loop waits for a read each step as long as power.meter-timeout
+// allows a slow meter's.
+func TestStepReadTimeoutIsTheMeterTimeout(t *testing.T) {
+	c, err := Load([]string{"--power.meter-timeout=2s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Stats.ReadTimeout != 2*time.Second || c.Power.Timeout != 2*time.Second {
+		t.Errorf("stats read timeout %v, power.meter-timeout %v, want 2s both", c.Stats.ReadTimeout, c.Power.Timeout)
 	}
 }
 

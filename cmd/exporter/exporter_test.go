@@ -147,7 +147,7 @@ func TestOpenMeterDiscovers(t *testing.T) {
 	if m.Estimated() {
 		t.Fatalf("discovered meter %s is estimated", m.Name())
 	}
-	samples, err := m.Read()
+	samples, err := m.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -204,8 +204,13 @@ func failureMatrix(t *testing.T, p *Provider, api *fakeAPI, clk *clock, want flo
 			t.Fatalf("%s: health %+v", s.name, h)
 		}
 	}
+	// The slow answer, the last, was cut off by the timeout: a late
+	// reading, and the reason while it is the latest.
 	h := p.Health()
-	wantRej := map[string]uint64{"unreadable": 4, "negative": 1, "out_of_range": 1}
+	if h.Reason != reading.ReasonDeadline {
+		t.Errorf("after the slow answer: reason %q, want %s", h.Reason, reading.ReasonDeadline)
+	}
+	wantRej := map[string]uint64{"unreadable": 4, "negative": 1, "out_of_range": 1, "late": 1}
 	for k, n := range wantRej {
 		if h.Rejected[k] != n {
 			t.Errorf("rejected[%s] = %d, want %d (all: %v)", k, h.Rejected[k], n, h.Rejected)

@@ -33,9 +33,10 @@ func TestRTEFailures(t *testing.T) {
 		q.Get("limit") != "1" || q.Get("select") != "date_heure,taux_co2" {
 		t.Fatalf("query %s", r.URL)
 	}
-	// One warning per reason (rate-limited): unreadable, negative, out_of_range.
-	if n := logs.FilterMessage("rejected reading, not credited").Len(); n != 3 {
-		t.Fatalf("%d rejection warnings, want 3", n)
+	// One warning per reason (rate-limited): unreadable, negative,
+	// out_of_range, late.
+	if n := logs.FilterMessage("rejected reading, not credited").Len(); n != 4 {
+		t.Fatalf("%d rejection warnings, want 4", n)
 	}
 }
 

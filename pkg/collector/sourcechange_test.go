@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"context"
 	"math"
 	"os"
 	"path/filepath"
@@ -29,7 +30,7 @@ type standInMeter struct {
 
 func (m *standInMeter) Name() string    { return "host" }
 func (m *standInMeter) Estimated() bool { return false }
-func (m *standInMeter) Read() ([]reading.ZoneSample, error) {
+func (m *standInMeter) Read(_ context.Context) ([]reading.ZoneSample, error) {
 	return []reading.ZoneSample{{Zone: "package", Socket: -1, Joules: m.j, Source: m.source, Method: m.method}}, nil
 }
 

@@ -2,6 +2,7 @@ package collector
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"os"
 	"path/filepath"
@@ -76,7 +77,7 @@ type stepMeter struct{ j float64 }
 
 func (m *stepMeter) Name() string    { return "rapl" }
 func (m *stepMeter) Estimated() bool { return false }
-func (m *stepMeter) Read() ([]reading.ZoneSample, error) {
+func (m *stepMeter) Read(_ context.Context) ([]reading.ZoneSample, error) {
 	return []reading.ZoneSample{{Zone: "package", Socket: 0, Joules: m.j}}, nil
 }
 

@@ -80,7 +80,7 @@ func TestSkippedHandleKeepsTheAccelMapping(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s, err := n.Meter.Read()
+	s, err := n.Meter.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestExclusionsFollowAGPUSourceThatRecovers(t *testing.T) {
 	}
 	defer n.Close()
 	gpuZones := func() string {
-		s, err := n.Meter.Read()
+		s, err := n.Meter.Read(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -184,7 +184,7 @@ func TestExclusionsFollowAGPUSourceThatRecovers(t *testing.T) {
 	_ = gpuZones()
 	nv.up = false
 	_ = n.GPUs.Interval(context.Background(), time.Now())
-	s, err := n.Meter.Read()
+	s, err := n.Meter.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package guestshare
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -101,7 +102,9 @@ func TestVsockHostToGuest(t *testing.T) {
 	if err := w.Write(vmSnap(1, [3]any{uuid, "web01", 10.0}, [3]any{uuidB, "db", 500.0})); err != nil {
 		t.Fatal(err)
 	}
-	dial := func() (io.ReadCloser, error) { return net.Dial("unix", socketOf(root, uuid)) }
+	dial := func(ctx context.Context) (io.ReadCloser, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", socketOf(root, uuid))
+	}
 	m, err := hostshare.Open(hostshare.Options{Dial: dial, Where: "test", Staleness: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +112,7 @@ func TestVsockHostToGuest(t *testing.T) {
 	if m.Name() != "host:hv1" {
 		t.Fatalf("name %q", m.Name())
 	}
-	if _, err := m.Read(); err != nil {
+	if _, err := m.Read(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	dirA := filepath.Join(root, "uuid-"+strings.ToLower(uuid))
@@ -117,7 +120,7 @@ func TestVsockHostToGuest(t *testing.T) {
 	if err := w.Write(vmSnap(2, [3]any{uuid, "web01", 22.5}, [3]any{uuidB, "db", 900.0})); err != nil {
 		t.Fatal(err)
 	}
-	ss, err := m.Read()
+	ss, err := m.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,17 +339,17 @@ func TestVsockByContextID(t *testing.T) {
 		t.Errorf("context ids looked up %v, want the peer's, %d", asked, local)
 	}
 	// The guest's meter over the real socket: the host's figure.
-	hm, err := hostshare.Open(hostshare.Options{Dial: func() (io.ReadCloser, error) { return dial(), nil }, Where: "vsock:1", Staleness: 10 * time.Second})
+	hm, err := hostshare.Open(hostshare.Options{Dial: func(context.Context) (io.ReadCloser, error) { return dial(), nil }, Where: "vsock:1", Staleness: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := hm.Read(); err != nil {
+	if _, err := hm.Read(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Write(vmSnap(2, [3]any{uuid, "web01", 17.5})); err != nil {
 		t.Fatal(err)
 	}
-	ss, err := hm.Read()
+	ss, err := hm.Read(context.Background())
 	if err != nil || len(ss) != 1 || ss[0].Joules != 7.5 || hm.Name() != "host:hv1" {
 		t.Errorf("the guest's meter over AF_VSOCK: %+v %v (%s), want 7.5 J from host:hv1", ss, err, hm.Name())
 	}

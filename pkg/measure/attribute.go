@@ -336,23 +336,23 @@ func zoneOrder(z string) int {
 }
 
 // baseline measures the node's power over d with nothing of ours running.
-func (e *Env) baseline(d time.Duration, sleep func(time.Duration) bool) (Baseline, error) {
-	s0, err := e.read(true)
+func (e *Env) baseline(ctx context.Context, d time.Duration, sleep func(time.Duration) bool) (Baseline, error) {
+	s0, err := e.read(ctx, true)
 	if err != nil {
 		return Baseline{}, err
 	}
 	if e.GPUs != nil {
-		_ = e.GPUs.Interval(context.Background(), s0.at)
+		_ = e.GPUs.Interval(ctx, s0.at)
 	}
 	if !sleep(d) {
 		return Baseline{}, errInterrupted
 	}
-	s1, err := e.read(false)
+	s1, err := e.read(ctx, false)
 	if err != nil {
 		return Baseline{}, err
 	}
 	e.advance(s0.at, nodeDelta(s0, s1), s1.at)
-	if err := e.readMeter(&s1); err != nil {
+	if err := e.readMeter(ctx, &s1); err != nil {
 		return Baseline{}, err
 	}
 	secs := s1.at.Sub(s0.at).Seconds()
@@ -373,7 +373,7 @@ func (e *Env) baseline(d time.Duration, sleep func(time.Duration) bool) (Baselin
 		b.Watts[zoneKey(z.Zone, z.Socket)] = w
 	}
 	if e.GPUs != nil {
-		for _, g := range e.gpuRead(context.Background(), s1.at, func(int) bool { return false }) {
+		for _, g := range e.gpuRead(ctx, s1.at, func(int) bool { return false }) {
 			if g.dt <= 0 {
 				continue
 			}
@@ -388,13 +388,13 @@ func (e *Env) baseline(d time.Duration, sleep func(time.Duration) bool) (Baselin
 }
 
 // modelBaseline is the meter's own idle power, where it has one.
-func modelBaseline(m power.Meter) Baseline {
+func modelBaseline(ctx context.Context, m power.Meter) Baseline {
 	im, ok := m.(power.IdleModeler)
 	if !ok {
 		return Baseline{Source: "none"}
 	}
 	b := Baseline{Source: "model", Watts: map[string]float64{}}
-	zs, err := m.Read()
+	zs, err := m.Read(ctx)
 	if err != nil {
 		return Baseline{Source: "none"}
 	}

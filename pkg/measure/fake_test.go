@@ -1,6 +1,7 @@
 package measure
 
 import (
+	"context"
 	"strings"
 	"time"
 
@@ -12,9 +13,9 @@ import (
 // estimator models.
 type fakeMeter struct{}
 
-func (fakeMeter) Name() string                        { return "rapl+estimator" }
-func (fakeMeter) Estimated() bool                     { return false }
-func (fakeMeter) Read() ([]reading.ZoneSample, error) { return nil, nil }
+func (fakeMeter) Name() string                                         { return "rapl+estimator" }
+func (fakeMeter) Estimated() bool                                      { return false }
+func (fakeMeter) Read(_ context.Context) ([]reading.ZoneSample, error) { return nil, nil }
 
 func (fakeMeter) Meters() []power.Meter {
 	return []power.Meter{named{"rapl", false}, named{"estimator", true}}
@@ -25,9 +26,9 @@ type named struct {
 	estimated bool
 }
 
-func (n named) Name() string                      { return n.name }
-func (n named) Estimated() bool                   { return n.estimated }
-func (named) Read() ([]reading.ZoneSample, error) { return nil, nil }
+func (n named) Name() string                                       { return n.name }
+func (n named) Estimated() bool                                    { return n.estimated }
+func (named) Read(_ context.Context) ([]reading.ZoneSample, error) { return nil, nil }
 
 var _ power.Meter = fakeMeter{}
 

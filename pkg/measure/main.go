@@ -102,7 +102,7 @@ func mainWith(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if o.Input == "" && o.Repeat+o.Warmup > 1 && stdinIsData(stdin) {
 		rep.Warnings = append(rep.Warnings, "the runs share measure's stdin, which the first may consume: --input FILE gives every run the whole file, --input null none")
 	}
-	closeAll, err := setup(&o, e, &rep, gpus)
+	closeAll, err := setup(ctx, &o, e, &rep, gpus)
 	defer closeAll()
 	if err != nil {
 		return fail(ExitSetup, err)
@@ -160,7 +160,7 @@ func unwrapExec(err error) error {
 
 // setup opens the meter, the accounting and the placement, falling back
 // as the flags allow; the returned function closes what was opened.
-func setup(o *Options, e *Env, rep *Report, gpus func(node.Config, *zap.Logger) (*node.GPUs, error)) (func(), error) {
+func setup(ctx context.Context, o *Options, e *Env, rep *Report, gpus func(node.Config, *zap.Logger) (*node.GPUs, error)) (func(), error) {
 	var closers []func()
 	closeAll := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -216,7 +216,7 @@ func setup(o *Options, e *Env, rep *Report, gpus func(node.Config, *zap.Logger) 
 	}
 	sources := make(chan opened, 1)
 	go func() {
-		n, err := compose.Open(context.Background(), composeConfig(o, gpus), log)
+		n, err := compose.Open(ctx, composeConfig(o, gpus), log)
 		sources <- opened{n, err}
 	}()
 	joined := false

@@ -51,7 +51,7 @@ func Measure(ctx context.Context, o Options, e *Env, path string, rep Report) (R
 	rep.Meter = e.Meter.Name()
 	a := &attribution{meter: e.Meter, policy: o.IdlePolicy, gramsPerKWh: rep.GramsPerKWh, nsockets: e.NSockets}
 	if o.Idle > 0 {
-		b, err := e.baseline(o.Idle, func(d time.Duration) bool { return e.sleep(ctx, d) })
+		b, err := e.baseline(ctx, o.Idle, func(d time.Duration) bool { return e.sleep(ctx, d) })
 		if errors.Is(err, errInterrupted) {
 			return e.interrupted(rep, "during the idle baseline"), nil
 		}
@@ -60,7 +60,7 @@ func Measure(ctx context.Context, o Options, e *Env, path string, rep Report) (R
 		}
 		a.baseline = b
 	} else {
-		a.baseline = modelBaseline(e.Meter)
+		a.baseline = modelBaseline(ctx, e.Meter)
 	}
 	rep.Baseline = a.baseline
 	for i := 1; i <= o.Warmup; i++ {

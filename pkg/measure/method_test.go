@@ -1,6 +1,7 @@
 package measure
 
 import (
+	"context"
 	"math"
 	"testing"
 
@@ -10,10 +11,10 @@ import (
 
 type members []power.Meter
 
-func (m members) Name() string                      { return "combined" }
-func (members) Estimated() bool                     { return false }
-func (members) Read() ([]reading.ZoneSample, error) { return nil, nil }
-func (m members) Meters() []power.Meter             { return m }
+func (m members) Name() string                                       { return "combined" }
+func (members) Estimated() bool                                      { return false }
+func (members) Read(_ context.Context) ([]reading.ZoneSample, error) { return nil, nil }
+func (m members) Meters() []power.Meter                              { return m }
 
 // Each zone's method follows the meter that read it: RAPL measures, the
 // host's share is the host's (unless the host estimated), the estimator

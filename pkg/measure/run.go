@@ -136,7 +136,9 @@ type sample struct {
 	zones    []reading.ZoneSample
 }
 
-func (e *Env) read(withMeter bool) (sample, error) {
+// read takes a sample: the accounting, the node's CPU and, withMeter, the
+// meter, whose read ctx bounds and cancels.
+func (e *Env) read(ctx context.Context, withMeter bool) (sample, error) {
 	s := sample{at: time.Now()}
 	if e.Acct != nil {
 		r, err := e.Acct.Read()
@@ -172,15 +174,15 @@ func (e *Env) read(withMeter bool) (sample, error) {
 		s.nodeNs = v * 1e9
 	}
 	if withMeter {
-		if err := e.readMeter(&s); err != nil {
+		if err := e.readMeter(ctx, &s); err != nil {
 			return s, err
 		}
 	}
 	return s, nil
 }
 
-func (e *Env) readMeter(s *sample) error {
-	z, err := e.Meter.Read()
+func (e *Env) readMeter(ctx context.Context, s *sample) error {
+	z, err := e.Meter.Read(ctx)
 	if err != nil {
 		return fmt.Errorf("read power meter %s: %w", e.Meter.Name(), err)
 	}
@@ -311,7 +313,7 @@ func (e *Env) runOnce(ctx context.Context, path string, argv []string) (r raw, _
 		}
 	}
 	// The first reading comes before the command runs.
-	start, err := e.read(true)
+	start, err := e.read(ctx, true)
 	if err != nil {
 		if h.started != nil {
 			_ = h.started()
@@ -373,7 +375,7 @@ wait:
 			if !sockets {
 				continue
 			}
-			cur, err := e.read(false)
+			cur, err := e.read(ctx, false)
 			if err != nil {
 				r.warnings = append(r.warnings, err.Error())
 				continue
@@ -418,7 +420,7 @@ wait:
 	// The node's CPU and energy end when the command does; the
 	// command's cgroup gets a second read after its tasks' last slices
 	// have been claimed.
-	fin, err := e.read(false)
+	fin, err := e.read(ctx, false)
 	if err != nil {
 		return r, err
 	}
@@ -428,7 +430,7 @@ wait:
 		r.gpu = append(r.gpu, e.gpuRead(ctx, end, member)...)
 	}
 	e.advance(start.at, r.nodeNs, end)
-	if err := e.readMeter(&fin); err != nil {
+	if err := e.readMeter(ctx, &fin); err != nil {
 		return r, err
 	}
 	r.end = fin
@@ -436,7 +438,7 @@ wait:
 	if place != nil && e.Acct != nil {
 		ids := place.ids()
 		in := func(id uint64) bool { return ids[id] }
-		late, err := e.settle(fin, in, place)
+		late, err := e.settle(ctx, fin, in, place)
 		if err != nil {
 			return r, err
 		}
@@ -504,7 +506,7 @@ func nap(d time.Duration) {
 // counter, which the scheduler charges as the tasks run, shows no more
 // than ours (a dying task preempted before its last switch shows in the
 // kernel's counter first). The wait is bounded by Settle.
-func (e *Env) settle(fin sample, in func(uint64) bool, place *Placement) (sample, error) {
+func (e *Env) settle(ctx context.Context, fin sample, in func(uint64) bool, place *Placement) (sample, error) {
 	last := fin
 	deadline := time.Now().Add(e.Settle)
 	gap, quiet := settleFirstPoll, 0
@@ -514,7 +516,7 @@ func (e *Env) settle(fin sample, in func(uint64) bool, place *Placement) (sample
 	}
 	for time.Now().Before(deadline) {
 		nap(gap)
-		cur, err := e.read(false)
+		cur, err := e.read(ctx, false)
 		if err != nil {
 			return last, err
 		}

@@ -1,6 +1,7 @@
 package power
 
 import (
+	"context"
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/reading"
@@ -19,8 +20,12 @@ type Meter interface {
 	// measured, so exporters can label them honestly.
 	Estimated() bool
 	// Read returns cumulative energy per zone since the first Read. The
-	// first Read returns 0 J for every zone.
-	Read() ([]reading.ZoneSample, error)
+	// first Read returns 0 J for every zone. ctx bounds a read that may
+	// block (a file on a hung mount, a host's share over vsock); it must
+	// return soon after ctx is done, with ctx's error. A meter that never
+	// blocks (RAPL's sysfs counters, the estimator, Cached's figures) may
+	// ignore it.
+	Read(ctx context.Context) ([]reading.ZoneSample, error)
 }
 
 // A meter's optional abilities, asked for by a type assertion on the

@@ -151,7 +151,9 @@ func (c *Cached) poll(ctx context.Context) {
 	readings, err := c.r.ReadPower(rctx)
 	cancel()
 	if err == nil && rctx.Err() == context.DeadlineExceeded {
-		err = fmt.Errorf("read took longer than %v", c.timeout)
+		// Late figures are dropped, never credited: the reader ignored
+		// its context. The tally counts the read as late.
+		readings, err = nil, fmt.Errorf("read took longer than %v: %w", c.timeout, context.DeadlineExceeded)
 	}
 	c.fold(readings, err, c.now())
 }
@@ -260,7 +262,7 @@ func (c *Cached) Estimated() bool { return false }
 // Read implements Meter with the cached figures; it never blocks on the
 // device. Before the first good reading it fails with ErrNoReading (and
 // the device's error, if any).
-func (c *Cached) Read() ([]reading.ZoneSample, error) {
+func (c *Cached) Read(_ context.Context) ([]reading.ZoneSample, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.order) == 0 {

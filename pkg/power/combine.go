@@ -1,6 +1,7 @@
 package power
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"sync"
@@ -69,13 +70,14 @@ func (c *Combined) SourceEstimated(source string) (estimated, ok bool) {
 }
 
 // Read implements Meter. Every sample carries its meter's name in Source.
-func (c *Combined) Read() ([]reading.ZoneSample, error) {
+// Each member is read with ctx.
+func (c *Combined) Read(ctx context.Context) ([]reading.ZoneSample, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []reading.ZoneSample
 	failed := 0
 	for i, m := range c.meters {
-		samples, err := m.Read()
+		samples, err := m.Read(ctx)
 		c.lastErr[i] = err
 		if err != nil {
 			failed++

@@ -1,6 +1,7 @@
 package power
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -162,7 +163,7 @@ func (e *Estimator) Estimated() bool { return true }
 
 // Read implements Meter: one node-wide zone (Socket -1) per curve holding
 // the energy accumulated by Advance. It never fails.
-func (e *Estimator) Read() ([]reading.ZoneSample, error) {
+func (e *Estimator) Read(_ context.Context) ([]reading.ZoneSample, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	out := make([]reading.ZoneSample, len(e.zones))

@@ -1,6 +1,7 @@
 package power
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -45,7 +46,7 @@ func writeFile(t *testing.T, path, content string) {
 
 func mustRead(t *testing.T, m Meter) []reading.ZoneSample {
 	t.Helper()
-	s, err := m.Read()
+	s, err := m.Read(context.Background())
 	if err != nil {
 		t.Fatalf("%s Read: %v", m.Name(), err)
 	}

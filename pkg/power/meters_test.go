@@ -46,7 +46,7 @@ func TestCachedTrapezoidOverDeviceTimes(t *testing.T) {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	now := t0
 	c := newCached(&scripted{name: "bmc"}, time.Second, time.Second, MeterOptions{Now: func() time.Time { return now }}, false)
-	if _, err := c.Read(); !errors.Is(err, ErrNoReading) {
+	if _, err := c.Read(context.Background()); !errors.Is(err, ErrNoReading) {
 		t.Fatalf("Read before any reading: %v, want ErrNoReading", err)
 	}
 	pw := func(w float64, dev time.Time) []Reading {
@@ -58,7 +58,7 @@ func TestCachedTrapezoidOverDeviceTimes(t *testing.T) {
 	c.fold(pw(200, t0.Add(time.Second)), nil, now)
 	now = t0.Add(2100 * time.Millisecond)
 	c.fold(pw(300, t0.Add(2*time.Second)), nil, now)
-	s, err := c.Read()
+	s, err := c.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestCachedTrapezoidOverDeviceTimes(t *testing.T) {
 	// The same BMC sample again is not new: no energy, and Age grows.
 	now = t0.Add(5 * time.Second)
 	c.fold(pw(300, t0.Add(2*time.Second)), nil, now)
-	if s, _ := c.Read(); !near(s[0].Joules, 400) {
+	if s, _ := c.Read(context.Background()); !near(s[0].Joules, 400) {
 		t.Fatalf("duplicate sample added energy: %v J", s[0].Joules)
 	}
 	if age := c.Age(); age != 5*time.Second-2100*time.Millisecond {
@@ -78,7 +78,7 @@ func TestCachedTrapezoidOverDeviceTimes(t *testing.T) {
 	// The next new sample spans the gap: (300+100)/2*4 s = 800 J.
 	now = t0.Add(6 * time.Second)
 	c.fold(pw(100, t0.Add(6*time.Second)), nil, now)
-	if s, _ := c.Read(); !near(s[0].Joules, 1200) {
+	if s, _ := c.Read(context.Background()); !near(s[0].Joules, 1200) {
 		t.Fatalf("after gap: %v J, want 1200", s[0].Joules)
 	}
 }
@@ -93,7 +93,7 @@ func TestCachedHostTimesAndFailures(t *testing.T) {
 	c.fold(pw(350), nil, now) // (250+350)/2*2 = 600 J over host times
 	now = now.Add(10 * time.Second)
 	c.fold(nil, errors.New("BMC busy"), now)
-	s, err := c.Read()
+	s, err := c.Read(context.Background())
 	if err != nil || !near(s[0].Joules, 600) {
 		t.Fatalf("after failure: %+v, %v; want last good 600 J", s, err)
 	}
@@ -119,7 +119,7 @@ func TestCachedEnergyCounterWithReset(t *testing.T) {
 		now = now.Add(time.Second)
 		c.fold(e(j), nil, now)
 	}
-	s, _ := c.Read()
+	s, _ := c.Read(context.Background())
 	if !near(s[0].Joules, 1000) { // 500 + 400 + 0 (reset) + 100
 		t.Fatalf("got %v J, want 1000", s[0].Joules)
 	}
@@ -141,7 +141,7 @@ func TestCachedReadNeverBlocks(t *testing.T) {
 	defer c.Close()
 	<-b.calls
 	start := time.Now()
-	_, err := c.Read()
+	_, err := c.Read(context.Background())
 	if time.Since(start) > 50*time.Millisecond {
 		t.Fatalf("Read blocked %v", time.Since(start))
 	}
@@ -155,15 +155,52 @@ func TestCachedReadNeverBlocks(t *testing.T) {
 	}
 }
 
+// lateReader answers after its delay: honouring its context (a Redfish
+// request) or not (a library call), with a platform power either way.
+type lateReader struct {
+	delay   time.Duration
+	honours bool
+}
+
+func (r lateReader) Name() string { return "bmc" }
+func (r lateReader) ReadPower(ctx context.Context) ([]Reading, error) {
+	select {
+	case <-time.After(r.delay):
+	case <-ctx.Done():
+		if r.honours {
+			return nil, fmt.Errorf("GET /redfish/v1/Chassis/1/Power: %w", ctx.Err())
+		}
+		time.Sleep(r.delay)
+	}
+	return []Reading{{Zone: reading.ZonePlatform, Socket: -1, Watts: 300}}, nil
+}
+
+// A slow meter's read that overruns power.meter-timeout is never folded
+// in, even when the reader returns figures after its deadline, and is
+// counted as a late rejected reading with the health reason.
+func TestCachedLateReadNotCredited(t *testing.T) {
+	for _, honours := range []bool{true, false} {
+		c := newCached(lateReader{delay: 50 * time.Millisecond, honours: honours}, time.Second, 10*time.Millisecond, MeterOptions{}, false)
+		c.poll(context.Background())
+		if _, err := c.Read(context.Background()); !errors.Is(err, ErrNoReading) {
+			t.Errorf("honours %v: a late read was folded in: Read err %v", honours, err)
+		}
+		h := c.SourceHealth()
+		if h.Up || h.Errors != 1 || h.Rejected[string(reading.Late)] != 1 || h.Reason != reading.ReasonDeadline {
+			t.Errorf("honours %v: health %+v, want down, 1 error, 1 late, reason %s", honours, h, reading.ReasonDeadline)
+		}
+	}
+}
+
 type fixedMeter struct {
 	name    string
 	samples []reading.ZoneSample
 	err     error
 }
 
-func (f *fixedMeter) Name() string                        { return f.name }
-func (f *fixedMeter) Estimated() bool                     { return false }
-func (f *fixedMeter) Read() ([]reading.ZoneSample, error) { return f.samples, f.err }
+func (f *fixedMeter) Name() string                                         { return f.name }
+func (f *fixedMeter) Estimated() bool                                      { return false }
+func (f *fixedMeter) Read(_ context.Context) ([]reading.ZoneSample, error) { return f.samples, f.err }
 
 func TestCombineFirstMeterWinsAndTagsSource(t *testing.T) {
 	rapl := &fixedMeter{name: "rapl", samples: []reading.ZoneSample{{Zone: reading.ZonePackage, Socket: 0, Joules: 10}, {Zone: reading.ZonePackage, Socket: 1, Joules: 11}, {Zone: reading.ZoneDRAM, Socket: 0, Joules: 2}}}
@@ -172,7 +209,7 @@ func TestCombineFirstMeterWinsAndTagsSource(t *testing.T) {
 	if c.Name() != "rapl+pm_counters" {
 		t.Fatalf("Name = %q", c.Name())
 	}
-	s, err := c.Read()
+	s, err := c.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +228,7 @@ func TestCombineFirstMeterWinsAndTagsSource(t *testing.T) {
 	// RAPL failing leaves the platform readable, and ownership stays:
 	// pm_counters' package never replaces RAPL's.
 	rapl.err = errors.New("EACCES")
-	s, err = c.Read()
+	s, err = c.Read(context.Background())
 	if err != nil || len(s) != 2 || s[0].Zone != reading.ZonePlatform || s[1].Zone != reading.ZoneGPU {
 		t.Fatalf("partial: %+v, %v", s, err)
 	}
@@ -199,7 +236,7 @@ func TestCombineFirstMeterWinsAndTagsSource(t *testing.T) {
 		t.Fatalf("LastErrors = %v", errs)
 	}
 	pm.err = errors.New("gone")
-	if _, err := c.Read(); err == nil {
+	if _, err := c.Read(context.Background()); err == nil {
 		t.Fatal("all meters failing must fail Read")
 	}
 }
@@ -211,7 +248,7 @@ func TestPMCounters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := p.Read()
+	s, err := p.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +267,7 @@ func TestPMCounters(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "energy"), "4273348 J\n")
 	writeFile(t, filepath.Join(dir, "accel1_energy"), "900373 J\n")
 	writeFile(t, filepath.Join(dir, "freshness"), "1215340\n")
-	s, err = p.Read()
+	s, err = p.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,15 +278,15 @@ func TestPMCounters(t *testing.T) {
 	// counted, then counting resumes from the new base.
 	writeFile(t, filepath.Join(dir, "startup"), "1700000999000000\n")
 	writeFile(t, filepath.Join(dir, "energy"), "100 J\n")
-	if s, _ = p.Read(); s[0].Joules != 2000 {
+	if s, _ = p.Read(context.Background()); s[0].Joules != 2000 {
 		t.Fatalf("after restart: %v J, want 2000", s[0].Joules)
 	}
 	writeFile(t, filepath.Join(dir, "energy"), "400 J\n")
-	if s, _ = p.Read(); s[0].Joules != 2300 {
+	if s, _ = p.Read(context.Background()); s[0].Joules != 2300 {
 		t.Fatalf("after restart+300: %v J, want 2300", s[0].Joules)
 	}
 	writeFile(t, filepath.Join(dir, "energy"), "400 W\n")
-	if _, err := p.Read(); err == nil || !strings.Contains(err.Error(), `want unit "J"`) {
+	if _, err := p.Read(context.Background()); err == nil || !strings.Contains(err.Error(), `want unit "J"`) {
 		t.Fatalf("wrong unit: %v", err)
 	}
 }
@@ -270,7 +307,7 @@ func TestPMCountersRetriesWhenFreshnessMoves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Read(); err != nil || n != 4 {
+	if _, err := p.Read(context.Background()); err != nil || n != 4 {
 		t.Fatalf("Read = %v after %d freshness reads, want a retry (4 reads)", err, n)
 	}
 }
@@ -334,14 +371,14 @@ func TestPerfRAPL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Read(); err != nil {
+	if _, err := p.Read(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	*counts["energy-pkg/0"] += 1 << 32   // 1 J at 2^-32 J/count
 	*counts["energy-pkg/8"] += 10 << 32  // socket 1 (CPU 28)
 	*counts["energy-ram/0"] += 65536 * 3 // 3 J at 2^-16
 	*counts["energy-psys/0"] += 5 << 32  // crosses 2^64: 5 J by the modular difference
-	s, err := p.Read()
+	s, err := p.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

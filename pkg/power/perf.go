@@ -1,6 +1,7 @@
 package power
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -252,7 +253,7 @@ func (p *PerfRAPL) Estimated() bool { return false }
 // Read implements Meter. A counter that fails to read keeps its total and
 // its baseline; one whose increase is implausible is rejected (counted,
 // logged) and not credited. Read fails only when no counter could be read.
-func (p *PerfRAPL) Read() ([]reading.ZoneSample, error) {
+func (p *PerfRAPL) Read(_ context.Context) ([]reading.ZoneSample, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()

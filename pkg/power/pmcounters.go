@@ -1,6 +1,7 @@
 package power
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -182,7 +183,7 @@ func (p *PMCounters) SkipAccels(read map[int]bool) {
 func (p *PMCounters) Estimated() bool { return false }
 
 // Read implements Meter.
-func (p *PMCounters) Read() ([]reading.ZoneSample, error) {
+func (p *PMCounters) Read(_ context.Context) ([]reading.ZoneSample, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()

@@ -90,7 +90,7 @@ func raplSequence(t *testing.T, r *rand.Rand, steps int, kinds func(i int, prevB
 			t.Fatal(err)
 		}
 		// One zone: every unreadable file fails the whole Read.
-		samples, err := r0.Read()
+		samples, err := r0.Read(context.Background())
 		if err != nil {
 			readErrs++
 			if k != missing && k != garbage && k != empty {
@@ -214,7 +214,7 @@ func TestPMCountersProperty(t *testing.T) {
 			}
 			writeFile(t, filepath.Join(dir, "startup"), fmt.Sprintf("%d\n", startup))
 			writeFile(t, filepath.Join(dir, "energy"), val+"\n")
-			samples, err := p.Read()
+			samples, err := p.Read(context.Background())
 			prevBad = k != 0
 			if err != nil {
 				if k != 3 {
@@ -286,7 +286,7 @@ func TestHwmonProperty(t *testing.T) {
 				}
 				prevW, prevT = w, now
 			}
-			if samples, err := c.Read(); err == nil {
+			if samples, err := c.Read(context.Background()); err == nil {
 				s.Check(t, fmt.Sprintf("seed %d step %d", seed, i), samples[0].Joules, now)
 			}
 		}

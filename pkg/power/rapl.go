@@ -2,6 +2,7 @@ package power
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -286,7 +287,7 @@ func (r *RAPL) Estimated() bool { return false }
 // and its baseline, so its next good reading accounts for the whole gap;
 // the failure shows in Health. Read fails only when no counter could be
 // read.
-func (r *RAPL) Read() ([]reading.ZoneSample, error) {
+func (r *RAPL) Read(_ context.Context) ([]reading.ZoneSample, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 

@@ -1,6 +1,7 @@
 package power
 
 import (
+	"context"
 	"errors"
 	"github.com/wattrace/wattrace/pkg/reading"
 	"io/fs"
@@ -248,7 +249,7 @@ func TestRAPLPermissionDenied(t *testing.T) {
 			if err != nil {
 				t.Fatalf("discovery must not need energy_uj: %v", err)
 			}
-			_, err = r.Read()
+			_, err = r.Read(context.Background())
 			if err == nil {
 				t.Fatal("Read succeeded, want permission error")
 			}
@@ -315,7 +316,7 @@ func TestRAPLMalformedEnergy(t *testing.T) {
 	for _, z := range []string{"intel-rapl:0", "intel-rapl:0:0", "intel-rapl:0:1"} {
 		os.Remove(filepath.Join(root, "class", "powercap", z, "energy_uj"))
 	}
-	if _, err := r.Read(); err == nil || !errors.Is(err, fs.ErrNotExist) {
+	if _, err := r.Read(context.Background()); err == nil || !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("Read with every energy_uj missing: %v", err)
 	}
 	if h := r.Health()[0]; h.Up || h.Errors != 2 {

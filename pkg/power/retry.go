@@ -118,14 +118,14 @@ func (r *Retrying) Name() string { return r.name }
 func (r *Retrying) Estimated() bool { return false }
 
 // Read implements Meter: the adopted meter's figures, or ErrNoReading.
-func (r *Retrying) Read() ([]reading.ZoneSample, error) {
+func (r *Retrying) Read(ctx context.Context) ([]reading.ZoneSample, error) {
 	r.mu.Lock()
 	m, err := r.m, r.lastErr
 	r.mu.Unlock()
 	if m == nil {
 		return nil, fmt.Errorf("%s: %w (retrying: %v)", r.name, ErrNoReading, err)
 	}
-	return m.Read()
+	return m.Read(ctx)
 }
 
 // Health implements HealthReporter: down with its failed attempts until

@@ -43,7 +43,7 @@ func TestRetryingAdoptsWhenBack(t *testing.T) {
 	if h := r.Health(); len(h) != 1 || h[0].Source != "estimator" || !h[0].Up {
 		t.Fatalf("health after adoption %+v", h)
 	}
-	if _, err := r.Read(); err != nil {
+	if _, err := r.Read(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	// Start, two failed retries, adoption.
@@ -60,7 +60,7 @@ func TestRetryingDownUntilAdopted(t *testing.T) {
 	if len(h) != 1 || h[0].Up || h[0].Errors != 1 || h[0].Source != "ipmi" || r.LastError() == nil {
 		t.Fatalf("health %+v", h)
 	}
-	if _, err := r.Read(); !errors.Is(err, ErrNoReading) {
+	if _, err := r.Read(context.Background()); !errors.Is(err, ErrNoReading) {
 		t.Fatalf("Read = %v", err)
 	}
 	done := make(chan struct{})

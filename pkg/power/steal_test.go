@@ -1,6 +1,7 @@
 package power
 
 import (
+	"context"
 	"errors"
 	"math"
 	"os"
@@ -58,7 +59,7 @@ func TestEstimatorSteal(t *testing.T) {
 	st.v += 12 * time.Second
 	e.Advance(0.35, 10*time.Second)
 	joules := func() (float64, float64) {
-		s, _ := e.Read()
+		s, _ := e.Read(context.Background())
 		d, _ := e.ReadDynamic()
 		return s[0].Joules, d[0].Joules
 	}
@@ -106,7 +107,7 @@ func TestEstimatorSteal(t *testing.T) {
 	// Without steal the estimate is the curve at the load, as before.
 	plain, _ := NewEstimator(bentZone())
 	plain.Advance(0.35, 10*time.Second)
-	if s, _ := plain.Read(); math.Abs(s[0].Joules-550) > 1e-9 {
+	if s, _ := plain.Read(context.Background()); math.Abs(s[0].Joules-550) > 1e-9 {
 		t.Errorf("no steal reader: %v J, want 550", s[0].Joules)
 	}
 	if _, ok := plain.StolenFraction(); ok {

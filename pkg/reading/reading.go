@@ -18,8 +18,11 @@
 package reading
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math"
+	"os"
 	"time"
 )
 
@@ -42,10 +45,35 @@ const (
 	TooFast Reason = "too_fast"
 	// Unreadable: the value could not be read or parsed.
 	Unreadable Reason = "unreadable"
+	// Late: the read overran its deadline (the stats loop's step, a slow
+	// meter's power.meter-timeout, a provider's timeout): it was cut off,
+	// or what it returned afterwards was dropped. The next good read of
+	// a cumulative counter spans the gap.
+	Late Reason = "late"
 )
 
 // Reasons lists every reason, for exporting zeros and for tests.
-var Reasons = []Reason{NonFinite, Negative, OutOfRange, Backwards, TooFast, Unreadable}
+var Reasons = []Reason{NonFinite, Negative, OutOfRange, Backwards, TooFast, Unreadable, Late}
+
+// ReasonDeadline is the health reason (SourceHealth.Reason, the `reason`
+// of wattrace_source_degraded) of a source whose latest read overran its
+// deadline.
+const ReasonDeadline = "read_deadline_exceeded"
+
+// Overran reports whether err is a read cut off at its deadline: a
+// context's deadline, a connection's (os.ErrDeadlineExceeded), or a
+// rejection for lateness.
+func Overran(err error) bool {
+	var rej *Rejection
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) ||
+		errors.As(err, &rej) && rej.Reason == Late
+}
+
+// LateRead is the error of a read that overran deadline: a rejection for
+// lateness that also is context.DeadlineExceeded.
+func LateRead(deadline time.Duration) error {
+	return fmt.Errorf("%w: %w", Reject(Late, deadline.Seconds(), "no answer within %v", deadline), context.DeadlineExceeded)
+}
 
 // Rejection is the error a rejected reading yields.
 type Rejection struct {

@@ -8,6 +8,7 @@
 package sourcehealth
 
 import (
+	"errors"
 	"sync"
 	"time"
 
@@ -49,6 +50,8 @@ type Tally struct {
 	mu            sync.Mutex
 	reads, errors uint64
 	up            bool
+	// late: the latest read overran its deadline.
+	late          bool
 	good, started time.Time
 	lastErrLogged time.Time
 }
@@ -93,11 +96,21 @@ func (t *Tally) Read(err error) {
 	t.ReadAt(err, now)
 }
 
-// ReadAt is Read for a read taken at at, by the tally's clock.
+// ReadAt is Read for a read taken at at, by the tally's clock. A read
+// that overran its deadline (reading.Overran) is also a rejected reading,
+// reason late, unless err is a rejection the caller counted with Reject;
+// while it is the latest, the source's health says why it is down
+// (reading.ReasonDeadline).
 func (t *Tally) ReadAt(err error, at time.Time) {
+	late := reading.Overran(err)
+	var rej *reading.Rejection
+	if late && !errors.As(err, &rej) {
+		t.rejects.Add(reading.Reject(reading.Late, 0, "%v", err), t.source)
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.reads++
+	t.late = late
 	if err == nil {
 		t.up, t.good = true, at
 		return
@@ -136,6 +149,9 @@ func (t *Tally) Up() bool {
 func (t *Tally) Health() reading.SourceHealth {
 	t.mu.Lock()
 	h := reading.SourceHealth{Source: t.source, Up: t.up, Reads: t.reads, Errors: t.errors}
+	if t.late && !t.up {
+		h.Reason = reading.ReasonDeadline
+	}
 	if t.now != nil {
 		since := t.good
 		if since.IsZero() {

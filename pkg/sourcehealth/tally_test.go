@@ -1,7 +1,11 @@
 package sourcehealth
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -71,5 +75,37 @@ func TestTallySynchronousAndShared(t *testing.T) {
 	}
 	if hb.Up || hb.Errors != 1 || hb.Rejected["out_of_range"] != 1 || hb.Source != "nvml/GPU-b" {
 		t.Errorf("b: %+v", hb)
+	}
+}
+
+// A read that overran its deadline is a failed read and a rejected
+// reading of reason late, and while it is the latest the source says why
+// it is down; a late rejection the caller counted with Reject is not
+// counted twice, and the next good read clears the reason.
+func TestTallyLateReads(t *testing.T) {
+	tl := New("redfish", Options{})
+	tl.Read(nil)
+	tl.Read(fmt.Errorf("GET /redfish/v1/Chassis: %w", context.DeadlineExceeded))
+	h := tl.Health()
+	if h.Up || h.Errors != 1 || h.Rejected["late"] != 1 || h.Reason != reading.ReasonDeadline {
+		t.Fatalf("after a read cut off by its context: %+v, want down, 1 error, 1 late, reason %s", h, reading.ReasonDeadline)
+	}
+	late := reading.LateRead(2 * time.Second)
+	tl.Reject(late, "platform/-1")
+	tl.Read(late)
+	tl.Read(&net.OpError{Op: "read", Net: "vsock", Err: os.ErrDeadlineExceeded})
+	if h := tl.Health(); h.Errors != 3 || h.Rejected["late"] != 3 || h.Reason != reading.ReasonDeadline {
+		t.Fatalf("after a counted late rejection and a connection deadline: %+v, want 3 errors, 3 late", h)
+	}
+	tl.Read(errors.New("connection refused"))
+	if h := tl.Health(); h.Reason != "" || h.Rejected["late"] != 3 {
+		t.Fatalf("after a failure that was not late: %+v, want no reason, still 3 late", h)
+	}
+	late = reading.LateRead(time.Second)
+	tl.Reject(late, "platform/-1")
+	tl.Read(late)
+	tl.Read(nil)
+	if h := tl.Health(); !h.Up || h.Reason != "" || h.Rejected["late"] != 4 {
+		t.Fatalf("after a good read: %+v, want up, no reason, 4 late", h)
 	}
 }

@@ -50,6 +50,7 @@ func (a *added) publish(_ *interval, s *snapshot.Snapshot) {
 const addedTest = `package stats
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -67,7 +68,7 @@ type meter struct{ j float64 }
 
 func (m *meter) Name() string    { return "rapl" }
 func (m *meter) Estimated() bool { return false }
-func (m *meter) Read() ([]reading.ZoneSample, error) {
+func (m *meter) Read(context.Context) ([]reading.ZoneSample, error) {
 	return []reading.ZoneSample{{Zone: "package", Socket: 0, Joules: m.j}}, nil
 }
 

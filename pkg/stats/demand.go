@@ -168,8 +168,8 @@ func (l *Loop) backgroundGap() time.Duration {
 const DefaultMaxGap = time.Minute
 
 // stepNow steps the loop at the current time.
-func (l *Loop) stepNow() {
-	l.Step(time.Now())
+func (l *Loop) stepNow(ctx context.Context) {
+	l.step(ctx, time.Now())
 }
 
 // runOnDemand is Run's loop in on-demand mode, after the first two steps.
@@ -201,7 +201,7 @@ func (l *Loop) runOnDemand(ctx context.Context) {
 			return
 		case r := <-l.reqs:
 			if s := l.snap.Load(); s == nil || time.Since(s.Time) >= r.maxAge {
-				l.stepNow()
+				l.stepNow(ctx)
 				stepped()
 			}
 			r.done <- l.snap.Load()
@@ -215,7 +215,7 @@ func (l *Loop) runOnDemand(ctx context.Context) {
 		case <-pre.C:
 			if s := l.snap.Load(); s == nil || time.Since(s.Time) >= l.lead() {
 				t := time.Now()
-				l.stepNow()
+				l.stepNow(ctx)
 				stepped()
 				l.log.Debug("stepped ahead of the expected ask", zap.Duration("took", time.Since(t)))
 				if l.ahead != nil {
@@ -223,7 +223,7 @@ func (l *Loop) runOnDemand(ctx context.Context) {
 				}
 			}
 		case <-quiet.C:
-			l.stepNow()
+			l.stepNow(ctx)
 			quiet.Reset(l.gap)
 		case <-poll:
 			changed := false
@@ -234,7 +234,7 @@ func (l *Loop) runOnDemand(ctx context.Context) {
 				// The energy up to now was used under the input
 				// fixed at the last step: price it at that one.
 				l.keepFactor = true
-				l.stepNow()
+				l.stepNow(ctx)
 				l.keepFactor = false
 				for _, w := range l.watchers {
 					w.adopt() // the new one, from now on
@@ -247,9 +247,9 @@ func (l *Loop) runOnDemand(ctx context.Context) {
 
 // serve answers requests that arrive while the timer loop runs: in timer
 // mode Fresh still steps when the latest snapshot is too old.
-func (l *Loop) serve(r request) {
+func (l *Loop) serve(ctx context.Context, r request) {
 	if s := l.snap.Load(); s == nil || time.Since(s.Time) >= r.maxAge {
-		l.stepNow()
+		l.stepNow(ctx)
 	}
 	r.done <- l.snap.Load()
 }

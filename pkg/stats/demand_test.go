@@ -375,10 +375,10 @@ type lockedMeter struct {
 
 func (l *lockedMeter) Name() string    { return l.m.Name() }
 func (l *lockedMeter) Estimated() bool { return false }
-func (l *lockedMeter) Read() ([]reading.ZoneSample, error) {
+func (l *lockedMeter) Read(_ context.Context) ([]reading.ZoneSample, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.m.Read()
+	return l.m.Read(context.Background())
 }
 
 // Asks at a regular period longer than the interval (Prometheus scrapes)

@@ -167,15 +167,17 @@ func (g *gpuStage) idleModel(d reading.GPUDevice) model.IdleModel {
 	return model.NewLearnedIdle(g.cfg.IdleLearnUtilization)
 }
 
-func (g *gpuStage) absorb(iv *interval) { g.read(iv.now, iv.dt) }
+func (g *gpuStage) absorb(iv *interval) { g.read(iv.ctx, iv.now, iv.dt) }
 
-// read reads the GPUs for the interval ending at now, splits each device's
-// energy and credits the processes (by PID, among the ledger's live
-// processes) and their cgroups. On the baseline (dt 0) it only reads, so
-// the sources take their own baselines.
-func (g *gpuStage) read(now time.Time, dt time.Duration) {
+// read reads the GPUs for the interval ending at now, under the step's
+// deadline (a device not read by then is not credited this interval; its
+// source counts it late), splits each device's energy and credits the
+// processes (by PID, among the ledger's live processes) and their
+// cgroups. On the baseline (dt 0) it only reads, so the sources take
+// their own baselines.
+func (g *gpuStage) read(ctx context.Context, now time.Time, dt time.Duration) {
 	led, ids := g.led, g.ids
-	iv := g.src.Interval(context.Background(), now)
+	iv := g.src.Interval(ctx, now)
 	g.health = append(g.health[:0], iv.Health...)
 	g.owed = g.owed[:0]
 	clear(g.byPID)

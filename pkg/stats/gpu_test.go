@@ -286,7 +286,7 @@ func BenchmarkGPUStage8GPUs100Procs(b *testing.B) {
 	now := gpuT0
 	r, _ := fs.Read()
 	led.absorbReading(r, now, true)
-	st.read(now, 0)
+	st.read(context.Background(), now, 0)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -295,7 +295,7 @@ func BenchmarkGPUStage8GPUs100Procs(b *testing.B) {
 			bd.TSUS += 1_000_000
 		}
 		now = now.Add(time.Second)
-		st.read(now, time.Second)
+		st.read(context.Background(), now, time.Second)
 	}
 }
 

@@ -21,7 +21,10 @@ type health struct {
 	meter   Meter
 	reports []HealthReporter
 	drops   []DropReporter
-	log     *zap.Logger
+	// late are the stages that read a source under the steps' deadlines
+	// (the meter's zones): their overruns join the source's health.
+	late []overrunner
+	log  *zap.Logger
 }
 
 func newHealth(meter Meter, log *zap.Logger, sources ...any) *health {
@@ -40,6 +43,9 @@ func newHealth(meter Meter, log *zap.Logger, sources ...any) *health {
 func (h *health) publish(s *snapshot.Snapshot) {
 	if r, ok := h.meter.(HealthReporter); ok {
 		s.Meters = r.Health()
+	}
+	for _, o := range h.late {
+		s.Meters = addOverruns(s.Meters, o.overruns())
 	}
 	if r, ok := h.meter.(EstimateReporter); ok {
 		s.Estimates = r.Estimates()

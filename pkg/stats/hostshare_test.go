@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"context"
 	"math"
 	"os"
 	"testing"
@@ -19,7 +20,7 @@ func (e *stubEstimator) Estimated() bool { return true }
 func (e *stubEstimator) Advance(_ float64, dt time.Duration) {
 	e.j += 5 * dt.Seconds()
 }
-func (e *stubEstimator) Read() ([]reading.ZoneSample, error) {
+func (e *stubEstimator) Read(_ context.Context) ([]reading.ZoneSample, error) {
 	return []reading.ZoneSample{{Zone: reading.ZonePackage, Socket: -1, Joules: e.j}}, nil
 }
 

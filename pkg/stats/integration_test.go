@@ -1,6 +1,7 @@
 package stats_test
 
 import (
+	"context"
 	"math"
 	"path/filepath"
 	"slices"
@@ -22,7 +23,7 @@ type steadyMeter struct{ j float64 }
 
 func (m *steadyMeter) Name() string    { return "rapl" }
 func (m *steadyMeter) Estimated() bool { return false }
-func (m *steadyMeter) Read() ([]reading.ZoneSample, error) {
+func (m *steadyMeter) Read(_ context.Context) ([]reading.ZoneSample, error) {
 	return []reading.ZoneSample{{Zone: "package", Socket: 0, Joules: m.j}}, nil
 }
 

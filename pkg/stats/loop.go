@@ -58,6 +58,11 @@ type Config struct {
 	// MaxGap bounds the time between steps in on-demand mode; 0 means
 	// DefaultMaxGap. Sources may need less (Gap).
 	MaxGap time.Duration
+	// ReadTimeout is the longest a step waits for the meter's and the
+	// GPUs' reads (deadline.go): a read that overruns it is cut off, not
+	// credited and counted late. The exporter sets it from
+	// power.meter-timeout; at most Interval, and Interval/2 when 0.
+	ReadTimeout time.Duration
 	// EndedProcesses is how many ended processes stay in snapshots for
 	// the retention: the N with the most energy, as many as the process
 	// families export (collector.process.top); 0 keeps every one, < 0
@@ -191,14 +196,14 @@ func (l *Loop) Snapshot() *snapshot.Snapshot { return l.snap.Load() }
 func (l *Loop) Run(ctx context.Context) error {
 	l.running.Store(true)
 	defer close(l.stopped)
-	l.Step(time.Now())
+	l.step(ctx, time.Now())
 	first := time.NewTimer(min(time.Second, l.cfg.Interval))
 	defer first.Stop()
 	select {
 	case <-ctx.Done():
 		return nil
 	case now := <-first.C:
-		l.Step(now)
+		l.step(ctx, now)
 	}
 	if l.cfg.OnDemand {
 		l.runOnDemand(ctx)
@@ -211,9 +216,9 @@ func (l *Loop) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case now := <-t.C:
-			l.Step(now)
+			l.step(ctx, now)
 		case r := <-l.reqs:
-			l.serve(r)
+			l.serve(ctx, r)
 		}
 	}
 }
@@ -221,14 +226,25 @@ func (l *Loop) Run(ctx context.Context) error {
 // Step runs one interval ending at now: the first call only takes the
 // baseline. A failing source or meter is logged and never stops the
 // other: the counters they keep are cumulative, so what a failed read
-// missed is counted by the next good one.
-func (l *Loop) Step(now time.Time) {
+// missed is counted by the next good one. Reads that may block are
+// bounded by the step's read timeout (deadline.go).
+func (l *Loop) Step(now time.Time) { l.step(context.Background(), now) }
+
+// step is Step with the caller's context, whose cancellation also ends
+// the step's reads.
+func (l *Loop) step(parent context.Context, now time.Time) {
 	// Counted when done, so that a caller who sees the count also sees
 	// the snapshot the step published.
 	defer l.steps.Add(1)
 	iv := &interval{now: now, keepFactor: l.keepFactor}
 	iv.reading, iv.readErr = l.src.Read()
 	iv.readAt = time.Now()
+	// The deadline runs from the accounting's read (which may take long
+	// on a busy node with procfs, and is not one to cut off): the
+	// meter's and the GPUs' reads share it.
+	ctx, cancel := context.WithTimeout(parent, l.cfg.readTimeout())
+	defer cancel()
+	iv.ctx = ctx
 	if iv.readErr != nil {
 		l.log.Warn("read accounting source", zap.String("mode", l.src.Mode()), zap.Error(iv.readErr))
 	}

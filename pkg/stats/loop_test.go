@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"context"
 	"errors"
 	"math"
 	"testing"
@@ -59,7 +60,7 @@ type fakeMeter struct {
 
 func (m *fakeMeter) Name() string    { return "rapl" }
 func (m *fakeMeter) Estimated() bool { return false }
-func (m *fakeMeter) Read() ([]reading.ZoneSample, error) {
+func (m *fakeMeter) Read(_ context.Context) ([]reading.ZoneSample, error) {
 	if m.err != nil {
 		return nil, m.err
 	}

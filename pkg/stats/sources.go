@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"context"
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/reading"
@@ -33,8 +34,8 @@ type Meter interface {
 	// measured.
 	Estimated() bool
 	// Read returns cumulative energy per zone since the first Read; the
-	// first returns 0 J for every zone.
-	Read() ([]reading.ZoneSample, error)
+	// first returns 0 J for every zone. ctx carries the step's deadline.
+	Read(ctx context.Context) ([]reading.ZoneSample, error)
 }
 
 // HealthReporter is implemented by whatever reports the health of the

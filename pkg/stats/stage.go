@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"context"
 	"time"
 
 	"github.com/wattrace/wattrace/pkg/reading"
@@ -44,6 +45,9 @@ func (phases) publish(*interval, *snapshot.Snapshot) {}
 // interval is what Step knows of the interval it runs, handed to every
 // phase.
 type interval struct {
+	// ctx is the step's: its deadline (Config.readTimeout) bounds every
+	// read a stage makes of a source that may block (the meter, the GPUs).
+	ctx context.Context
 	now time.Time
 	// dt is the interval's length, 0 on the baseline step.
 	dt       time.Duration

@@ -68,6 +68,9 @@ type deps struct {
 	// health are the sources whose health the snapshot carries beside the
 	// meter's, from the options and from stages (healthSource).
 	health []any
+	// late are the stages that read a source under the steps' deadlines
+	// (overrunner).
+	late []overrunner
 }
 
 // buildStages makes the stages of stageList, handing each the views of
@@ -91,6 +94,9 @@ func buildStages(d *deps) ([]stage, error) {
 		}
 		if v, ok := s.(healthSource); ok {
 			d.health = append(d.health, v.healthSources()...)
+		}
+		if v, ok := s.(overrunner); ok {
+			d.late = append(d.late, v)
 		}
 	}
 	for _, s := range out {
@@ -116,7 +122,9 @@ func makeHealth(d *deps) (stage, error) {
 		sources = append(sources, d.opts.resources) // cgroupstats reports its health
 	}
 	sources = append(sources, d.health...)
-	return healthStage{h: newHealth(d.meter, d.log, sources...)}, nil
+	h := newHealth(d.meter, d.log, sources...)
+	h.late = d.late
+	return healthStage{h: h}, nil
 }
 
 func (h healthStage) publish(_ *interval, s *snapshot.Snapshot) { h.h.publish(s) }

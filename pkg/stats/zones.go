@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"context"
 	"time"
 
 	"go.uber.org/zap"
@@ -32,6 +33,8 @@ type zones struct {
 	div   *split
 	cpus  int
 	log   *zap.Logger
+	// reads is the meter's reads under the steps' deadlines (deadline.go).
+	reads deadlined[[]reading.ZoneSample]
 	// byID is each zone's series of the moment: the one its samples are
 	// credited to.
 	byID  map[reading.ZoneID]*zoneState
@@ -70,6 +73,7 @@ func makeZones(d *deps) (stage, error) {
 	}
 	zs := newZones(d.meter, &idleModels{watts: d.cfg.IdleWatts, meter: d.meter}, div, d.cfg.CPUs, d.log)
 	zs.retention = d.cfg.Retention
+	zs.reads.timeout = d.cfg.readTimeout()
 	return zs, nil
 }
 
@@ -88,7 +92,7 @@ func (zs *zones) split(iv *interval) {
 	if a, ok := zs.meter.(Advancer); ok {
 		a.Advance(util, iv.dt)
 	}
-	zs.read(iv.dt, func(z *zoneState, dE float64) { zs.div.zone(z, dE, iv.dt, util) })
+	zs.read(iv.ctx, iv.dt, func(z *zoneState, dE float64) { zs.div.zone(z, dE, iv.dt, util) })
 	iv.gone = zs.gone(iv.now)
 }
 
@@ -130,10 +134,12 @@ func (zs *zones) gone(now time.Time) map[snapshot.ZoneSeries]bool {
 	return out
 }
 
-// read reads the meter and passes each zone's energy of the interval to
-// split; dt is 0 on the baseline read.
-func (zs *zones) read(dt time.Duration, split func(z *zoneState, dE float64)) {
-	samples, err := zs.meter.Read()
+// read reads the meter under the step's deadline and passes each zone's
+// energy of the interval to split; dt is 0 on the baseline read. A read
+// that fails or overruns the deadline leaves every zone where it was.
+func (zs *zones) read(ctx context.Context, dt time.Duration, split func(z *zoneState, dE float64)) {
+	zs.reads.source = zs.meter.Name()
+	samples, err := zs.reads.read(ctx, zs.meter.Read)
 	if err != nil {
 		zs.log.Warn("read power meter", zap.String("source", zs.meter.Name()), zap.Error(err))
 		return
@@ -283,3 +289,7 @@ func (zs *zones) publish(_ *interval, s *snapshot.Snapshot) {
 		}
 	}
 }
+
+// overruns implements overrunner: the meter's reads cut off at a step's
+// deadline.
+func (zs *zones) overruns() []overrun { return []overrun{zs.reads.overrun()} }

@@ -404,7 +404,11 @@ func (s *Source) Health() []reading.SourceHealth {
 // time, initialises NVML again. When every device fails at once (the
 // driver was unloaded or reloaded under us), the source goes down and
 // re-initialises at the next read.
-func (s *Source) Read(_ context.Context, now time.Time) ([]reading.GPUReading, error) {
+//
+// A device not reached before ctx is done (the stats loop's step deadline)
+// is not read: its reading is not OK, its meter counts the read late, and
+// its next reading spans the gap.
+func (s *Source) Read(ctx context.Context, now time.Time) ([]reading.GPUReading, error) {
 	s.now = now
 	if s.down != nil {
 		if now.Before(s.retryAt) {
@@ -422,6 +426,15 @@ func (s *Source) Read(_ context.Context, now time.Time) ([]reading.GPUReading, e
 	var failed int
 	var last gonvml.Return
 	for _, d := range s.devs {
+		if err := ctx.Err(); err != nil {
+			d.meter.Fail(fmt.Errorf("not read before the deadline: %w", err), now)
+			m := reading.MethodCounter
+			if !d.counter {
+				m = reading.MethodPowerIntegrated
+			}
+			out = append(out, reading.GPUReading{Device: d.dev, Method: m, Interval: d.meter.Interval(), UsageUnknown: true})
+			continue
+		}
 		r, ret := s.read(d, now)
 		if ret != gonvml.SUCCESS && ret != gonvml.ERROR_NOT_SUPPORTED {
 			failed, last = failed+1, ret

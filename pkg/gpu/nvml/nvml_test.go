@@ -317,3 +317,34 @@ func TestPowerBoardSampledInTheBackground(t *testing.T) {
 		t.Errorf("%v J over %v, want 200 W's", rs[0].EnergyJ, end.Sub(start))
 	}
 }
+
+// A device not reached before the step's deadline is not credited: its
+// reading is not OK, its health counts a late reading with the reason,
+// and the next read's energy spans both intervals.
+func TestDeviceNotReadAfterTheDeadline(t *testing.T) {
+	srv, bs := twoGPUs(t)
+	src, _ := New(srv, Options{}, nil)
+	if _, err := src.Read(context.Background(), t0); err != nil {
+		t.Fatal(err)
+	}
+	bs[0].EnergyMJ += 300_000
+	done, cancel := context.WithDeadline(context.Background(), t0)
+	cancel()
+	rs, _ := src.Read(done, t0.Add(time.Second))
+	if len(rs) != 2 || rs[0].OK || rs[0].EnergyJ != 0 || !rs[0].UsageUnknown || rs[0].Method != reading.MethodCounter {
+		t.Fatalf("past the deadline: %+v, want 2 readings, not OK, no energy, usage unknown", rs)
+	}
+	// The devices share the source's rejection counts: one late each.
+	h := src.Health()
+	if h[0].Up || h[0].Rejected["late"] != 2 || h[0].Reason != reading.ReasonDeadline {
+		t.Errorf("health past the deadline: %+v, want down, 2 late, %s", h[0], reading.ReasonDeadline)
+	}
+	bs[0].EnergyMJ += 300_000
+	rs, _ = src.Read(context.Background(), t0.Add(2*time.Second))
+	if !rs[0].OK || !near(rs[0].EnergyJ, 600) || rs[0].Interval != 2*time.Second {
+		t.Errorf("the next read: %+v, want OK, 600 J over 2 s", rs[0])
+	}
+	if h := src.Health(); !h[0].Up || h[0].Reason != "" || h[0].Rejected["late"] != 2 {
+		t.Errorf("health after a good read: %+v", h[0])
+	}
+}

@@ -329,7 +329,11 @@ func (s *Source) Health() []reading.SourceHealth {
 
 // Read returns every card's reading for the interval ending at now. The
 // usage maps are reused by the next Read.
-func (s *Source) Read(_ context.Context, now time.Time) ([]reading.GPUReading, error) {
+//
+// A card not reached before ctx is done (the stats loop's step deadline)
+// is not read: its reading is not OK, its meter counts the read late, and
+// its next reading spans the gap.
+func (s *Source) Read(ctx context.Context, now time.Time) ([]reading.GPUReading, error) {
 	s.now = now
 	pids, ok := fdinfo.DebugfsPIDs(s.debugfs)
 	if !ok {
@@ -371,6 +375,15 @@ func (s *Source) Read(_ context.Context, now time.Time) ([]reading.GPUReading, e
 	}
 	out := make([]reading.GPUReading, 0, len(s.cards))
 	for _, c := range s.cards {
+		if err := ctx.Err(); err != nil {
+			c.meter.Fail(fmt.Errorf("not read before the deadline: %w", err), now)
+			m := reading.MethodPowerIntegrated
+			if c.counter {
+				m = reading.MethodCounter
+			}
+			out = append(out, reading.GPUReading{Device: c.dev, Method: m, Interval: c.meter.Interval(), UsageUnknown: true})
+			continue
+		}
 		r := reading.GPUReading{Device: c.dev, Method: reading.MethodPowerIntegrated, Basis: reading.BasisEngineTime}
 		if c.counter {
 			r.Method = reading.MethodCounter

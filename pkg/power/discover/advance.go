@@ -38,7 +38,7 @@ func mustAdvance(ctx context.Context, m power.Meter, window, poll time.Duration)
 			return fmt.Errorf("its counters did not advance in %s: events that count no energy (a hypervisor's power PMU)", window)
 		case <-tick.C:
 		}
-		zs, err := m.Read()
+		zs, err := m.Read(ctx)
 		if err != nil {
 			continue
 		}

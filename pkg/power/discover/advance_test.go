@@ -19,7 +19,7 @@ type stepMeter struct {
 
 func (m *stepMeter) Name() string    { return "step" }
 func (m *stepMeter) Estimated() bool { return false }
-func (m *stepMeter) Read() ([]reading.ZoneSample, error) {
+func (m *stepMeter) Read(_ context.Context) ([]reading.ZoneSample, error) {
 	m.reads++
 	j := float64(max(0, m.reads-m.zero))
 	return []reading.ZoneSample{{Zone: reading.ZonePackage, Socket: 0, Joules: 0}, {Zone: reading.ZoneDRAM, Socket: 0, Joules: j}}, nil

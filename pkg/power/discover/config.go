@@ -136,7 +136,7 @@ func (c *Config) Declare(s *setting.Set) {
 	})
 	s.Enum(&c.IPMI, KeyIPMI, "auto", IPMIModes, "Read node power over IPMI DCMI (/dev/ipmi0, else ipmi-dcmi, ipmitool or ipmiutil): auto or off.")
 	s.Duration(&c.Interval, KeyMeterInterval, defaultMeterPeriod, "How often slow meters (BMCs, hwmon) and amdgpu GPUs' power are read in the background.")
-	s.Duration(&c.Timeout, KeyMeterTimeout, defaultMeterWait, "Longest wait for one slow-meter read; a late meter keeps its last value, visibly stale.")
+	s.Duration(&c.Timeout, KeyMeterTimeout, defaultMeterWait, "Longest wait for one slow-meter read, and for the meter's and the GPUs' reads in each step of the stats loop (at most stats.interval); a read that overruns is cut off, never credited, and counted as a rejected reading (reason late); a late meter keeps its last value, visibly stale.")
 	s.Map((*map[string]float64)(&c.MaxWatts), KeyMaxWatts, "Ceilings on plausible power per zone, e.g. package=400,platform=3000: watts per socket for package, core, uncore, dram; per device for gpu; per node for psys, platform. A reading implying more is rejected and counted. Unset zones: package, core, uncore 1000, dram 500, gpu 2000, psys 2000, platform 20000.").Checked(func() error {
 		return power.ValidateMaxWatts(KeyMaxWatts, c.MaxWatts)
 	})

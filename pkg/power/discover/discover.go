@@ -194,7 +194,7 @@ func walk(ctx context.Context, cfg Config, log *zap.Logger) (found, error) {
 			add(zapcore.WarnLevel, "%s: configured but unusable, retried in the background: %v", row.Name, rm.LastError())
 		} else {
 			f.measured = true
-			fills = rolesRead(m, needed)
+			fills = rolesRead(ctx, m, needed)
 			add(zapcore.InfoLevel, "%s: used for %s%s", row.Name, joinRoles(fills), suffix(why))
 		}
 		for _, r := range fills {
@@ -224,8 +224,8 @@ func joinRoles(rs []Role) string {
 }
 
 // rolesRead are the needed roles a meter's zones actually cover.
-func rolesRead(m power.Meter, needed []Role) []Role {
-	samples, err := m.Read()
+func rolesRead(ctx context.Context, m power.Meter, needed []Role) []Role {
+	samples, err := m.Read(ctx)
 	if err != nil {
 		return needed
 	}
@@ -282,7 +282,7 @@ func Open(ctx context.Context, cfg Config, log *zap.Logger) (power.Meter, error)
 		if err != nil {
 			return nil, fmt.Errorf("power.source=rapl: opening RAPL under %s: %w", cfg.SysfsRoot, err)
 		}
-		if _, err := r.Read(); err != nil {
+		if _, err := r.Read(ctx); err != nil {
 			return nil, fmt.Errorf("power.source=rapl: first RAPL read (energy_uj needs root or CAP_DAC_READ_SEARCH on kernels >= 5.10): %w", err)
 		}
 		log.Info("power source", zap.String("source", r.Name()), zap.String("method", "measured"))
@@ -489,12 +489,12 @@ func estimatorZones(cfg Config, node curves.Node, vm, platform bool) ([]power.Es
 
 // The rows.
 
-func openRAPL(_ context.Context, e *Env) (power.Meter, string, error) {
+func openRAPL(ctx context.Context, e *Env) (power.Meter, string, error) {
 	r, err := power.NewRAPLWith(e.Cfg.SysfsRoot, e.opts())
 	if err != nil {
 		return nil, "", err
 	}
-	if _, err := r.Read(); err != nil {
+	if _, err := r.Read(ctx); err != nil {
 		return nil, "", fmt.Errorf("powercap present but unreadable: %w", err)
 	}
 	return r, "powercap counters", nil
@@ -509,7 +509,7 @@ func openPerfRAPL(ctx context.Context, e *Env) (power.Meter, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	if _, err := p.Read(); err != nil {
+	if _, err := p.Read(ctx); err != nil {
 		_ = p.Close()
 		return nil, "", err
 	}
@@ -523,7 +523,7 @@ func openPerfRAPL(ctx context.Context, e *Env) (power.Meter, string, error) {
 	return p, "power PMU opened: powercap unusable", nil
 }
 
-func openPMCounters(_ context.Context, e *Env) (power.Meter, string, error) {
+func openPMCounters(ctx context.Context, e *Env) (power.Meter, string, error) {
 	pm, err := power.NewPMCounters(e.Cfg.SysfsRoot, e.opts())
 	if err != nil {
 		return nil, "", err
@@ -545,7 +545,7 @@ func openPMCounters(_ context.Context, e *Env) (power.Meter, string, error) {
 	if pm.LeaveOutAccels(read, first) == 0 {
 		return nil, "its only counters are GPUs the GPU stage reads per device", nil
 	}
-	if _, err := pm.Read(); err != nil {
+	if _, err := pm.Read(ctx); err != nil {
 		return nil, "", fmt.Errorf("present but unreadable: %w", err)
 	}
 	return pm, "measured energy counters; its cpu and memory counters yield to RAPL's per-socket zones when RAPL is used", nil

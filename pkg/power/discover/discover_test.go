@@ -41,7 +41,7 @@ func noTools(string) (string, error) { return "", errors.New("not found") }
 
 func zones(t *testing.T, m power.Meter) []string {
 	t.Helper()
-	s, err := m.Read()
+	s, err := m.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestDiscoverHwmonLeavesOutTheGPUStagesDevices(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.(*power.Combined).Close()
-	s, err := m.Read()
+	s, err := m.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestDiscoverPMCountersLeavesOutTheGPUStagesDevices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := m.Read()
+	s, err := m.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +200,7 @@ func TestDiscoverHwmonLeavesOutAPUs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.(*power.Combined).Close()
-	s, err := m.Read()
+	s, err := m.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func TestDiscoverPMCountersLeavesOutByAcceleratorNumber(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Read(); err != nil {
+	if _, err := m.Read(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	// 10 J on accel0 and 3 J on accel1 over 100 ms: plausible powers.
@@ -237,7 +237,7 @@ func TestDiscoverPMCountersLeavesOutByAcceleratorNumber(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s, err := m.Read()
+	s, err := m.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

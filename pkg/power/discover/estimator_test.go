@@ -46,7 +46,7 @@ func nodeTree(t *testing.T, model, flags string, sockets, threads int, memKB uin
 // readJoules reads the meter once, each node-wide zone's energy by name.
 func readJoules(t *testing.T, e *power.Estimator) map[string]float64 {
 	t.Helper()
-	samples, err := e.Read()
+	samples, err := e.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,8 +60,8 @@ func TestOpenUsesHostShareOverVsock(t *testing.T) {
 	answer := true
 	prev := vsockDialer
 	t.Cleanup(func() { vsockDialer = prev })
-	vsockDialer = func(port uint32, _ time.Duration) func() (io.ReadCloser, error) {
-		return func() (io.ReadCloser, error) {
+	vsockDialer = func(port uint32, _ time.Duration) func(context.Context) (io.ReadCloser, error) {
+		return func(context.Context) (io.ReadCloser, error) {
 			dialed = append(dialed, port)
 			if !answer {
 				return nil, errors.New("connection reset")

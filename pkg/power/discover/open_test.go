@@ -68,7 +68,7 @@ func fastConfig(root string) Config {
 }
 
 func platformJoules(m power.Meter) (float64, bool) {
-	s, err := m.Read()
+	s, err := m.Read(context.Background())
 	if err != nil {
 		return 0, false
 	}

@@ -1,6 +1,7 @@
 package hostshare
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"sort"
@@ -94,10 +95,10 @@ func (f *Fallback) Advance(util float64, dt time.Duration) {
 }
 
 // Read implements power.Meter.
-func (f *Fallback) Read() ([]reading.ZoneSample, error) {
-	hs, herr := f.host.Read()
+func (f *Fallback) Read(ctx context.Context) ([]reading.ZoneSample, error) {
+	hs, herr := f.host.Read(ctx)
 	stale := f.host.Stale()
-	es, eerr := f.est.Read()
+	es, eerr := f.est.Read(ctx)
 	var ds []reading.ZoneSample
 	dynOK := false
 	if d, ok := f.est.(power.DynamicReader); ok {

@@ -1,6 +1,7 @@
 package hostshare
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -35,7 +36,9 @@ type Options struct {
 	// Dial, when set, reads the share over a stream instead of from Dir:
 	// each Read opens a connection and decodes the one frame the host
 	// writes on it (DecodeFrame). VsockDialer dials the host over vsock.
-	Dial func() (io.ReadCloser, error)
+	// ctx is the Read's: the connection is closed when it is done, so a
+	// host that stops mid-frame costs the read no more than its deadline.
+	Dial func(ctx context.Context) (io.ReadCloser, error)
 	// Where names the stream in rejections and logs (e.g. vsock:2:5924).
 	Where string
 	// Staleness: a share not updated for longer is stale (DefaultStaleness
@@ -127,7 +130,7 @@ func Open(o Options) (*Meter, error) {
 		o.Now = time.Now
 	}
 	name := "host"
-	if meta, err := o.peekMeta(); err == nil && meta.Host != "" {
+	if meta, err := o.peekMeta(context.Background()); err == nil && meta.Host != "" {
 		name = "host:" + meta.Host
 	} else if err != nil {
 		o.Log.Warn("host share metadata unreadable at start; the source is named \"host\"", zap.String("share", o.Where), zap.Error(err))
@@ -210,12 +213,14 @@ func (m *Meter) Staleness() time.Duration {
 // Read implements power.Meter: each zone's validated energy since the
 // first Read. It fails when the metadata or every zone file cannot be
 // read; a zone file that cannot be read or is rejected keeps its total and
-// fails nothing else.
-func (m *Meter) Read() ([]reading.ZoneSample, error) {
+// fails nothing else. Over a stream, ctx bounds the connection and the
+// frame; a share on a mount is not read once ctx is done (a read already
+// blocked on a hung mount is the stats loop's to abandon).
+func (m *Meter) Read(ctx context.Context) ([]reading.ZoneSample, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.opt.Now()
-	err := m.readLocked(now)
+	err := m.readLocked(ctx, now)
 	m.tall.ReadAt(err, now)
 	if err != nil {
 		return nil, err
@@ -231,8 +236,8 @@ func (m *Meter) Read() ([]reading.ZoneSample, error) {
 	return out, nil
 }
 
-func (m *Meter) readLocked(now time.Time) error {
-	sh, err := m.opt.fetch()
+func (m *Meter) readLocked(ctx context.Context, now time.Time) error {
+	sh, err := m.opt.fetch(ctx)
 	if err != nil {
 		if errors.Is(err, ErrFrame) {
 			m.tall.Reject(reading.Reject(reading.Unreadable, math.NaN(), "%v", err), m.opt.Where)
@@ -371,7 +376,10 @@ func (s *fetched) matches(meta *Meta) error {
 // fetch reads the share once: from the stream when Dial is set (one
 // frame, decoded), else the directory's metadata file (the zone files are
 // read as they are asked for).
-func (o *Options) fetch() (*fetched, error) {
+func (o *Options) fetch(ctx context.Context) (*fetched, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if o.Dial == nil {
 		b, err := os.ReadFile(filepath.Join(o.Dir, MetaFile))
 		if err != nil {
@@ -381,13 +389,20 @@ func (o *Options) fetch() (*fetched, error) {
 			counter: func(zone string) ([]byte, error) { return os.ReadFile(filepath.Join(o.Dir, ZoneFile(zone))) },
 			where:   func(file string) string { return filepath.Join(o.Dir, file) }}, nil
 	}
-	c, err := o.Dial()
+	c, err := o.Dial(ctx)
 	if err != nil {
 		return nil, err
 	}
+	// ctx done closes the connection, which ends a frame that stopped
+	// coming; whatever was decoded by then is dropped.
+	stop := context.AfterFunc(ctx, func() { c.Close() })
 	f, err := DecodeFrame(c)
-	if cerr := c.Close(); err == nil && cerr != nil {
-		err = cerr
+	if stop() {
+		if cerr := c.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+	} else {
+		err = fmt.Errorf("%s: %w", o.Where, ctx.Err())
 	}
 	if err != nil {
 		return nil, err
@@ -404,8 +419,8 @@ func (o *Options) fetch() (*fetched, error) {
 }
 
 // peekMeta reads the share's metadata once (Open names the host by it).
-func (o *Options) peekMeta() (*Meta, error) {
-	sh, err := o.fetch()
+func (o *Options) peekMeta(ctx context.Context) (*Meta, error) {
+	sh, err := o.fetch(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package hostshare
 
 import (
+	"context"
 	"math"
 	"os"
 	"path/filepath"
@@ -73,10 +74,10 @@ func open(t *testing.T, dir string, c *clock) *Meter {
 }
 
 func read(t *testing.T, m interface {
-	Read() ([]reading.ZoneSample, error)
+	Read(ctx context.Context) ([]reading.ZoneSample, error)
 }) []reading.ZoneSample {
 	t.Helper()
-	ss, err := m.Read()
+	ss, err := m.Read(context.Background())
 	if err != nil {
 		t.Fatalf("Read: %v", err)
 	}
@@ -138,7 +139,7 @@ func TestMeterRejectsBadFiles(t *testing.T) {
 		c.add(time.Second)
 		st.write()
 		before := m.Rejected()[st.reason]
-		ss, err := m.Read()
+		ss, err := m.Read(context.Background())
 		if (err != nil) != st.wantErr {
 			t.Errorf("%s: Read error %v, want error %v", st.name, err, st.wantErr)
 		}
@@ -176,7 +177,7 @@ func TestMeterRejectsGarbageMeta(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(s.dir, MetaFile), []byte(bad), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := m.Read(); err == nil {
+		if _, err := m.Read(context.Background()); err == nil {
 			t.Errorf("meta %q: read succeeded", bad)
 		}
 	}
@@ -223,7 +224,7 @@ type fakeEstimator struct {
 func (e *fakeEstimator) Name() string                        { return "estimator" }
 func (e *fakeEstimator) Estimated() bool                     { return true }
 func (e *fakeEstimator) Advance(_ float64, dt time.Duration) { e.joules += e.watts * dt.Seconds() }
-func (e *fakeEstimator) Read() ([]reading.ZoneSample, error) {
+func (e *fakeEstimator) Read(_ context.Context) ([]reading.ZoneSample, error) {
 	return []reading.ZoneSample{{Zone: reading.ZonePackage, Socket: -1, Joules: e.joules}}, nil
 }
 func (e *fakeEstimator) Health() []reading.SourceHealth {
@@ -264,7 +265,7 @@ func TestFallbackOnStaleShare(t *testing.T) {
 	}
 	var j float64
 	for i := 0; i < 5; i++ { // 5 s: not yet stale
-		if ss, err := f.Read(); err != nil || sumJ(ss, "package") != 20 || ss[0].Source != "host:hv1" {
+		if ss, err := f.Read(context.Background()); err != nil || sumJ(ss, "package") != 20 || ss[0].Source != "host:hv1" {
 			t.Fatalf("failing, not stale: %v %v", ss, err)
 		}
 		c.add(time.Second)
@@ -276,7 +277,7 @@ func TestFallbackOnStaleShare(t *testing.T) {
 	}
 	c.add(time.Second)
 	f.Advance(0.5, time.Second)
-	ss, err := f.Read() // 6 s since the last update: stale
+	ss, err := f.Read(context.Background()) // 6 s since the last update: stale
 	if err != nil {
 		t.Fatal(err)
 	}

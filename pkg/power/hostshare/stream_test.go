@@ -2,6 +2,7 @@ package hostshare
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -73,7 +74,9 @@ func (h *streamHost) share(m *Meta, at time.Time, joules map[string]float64) {
 	h.set(f)
 }
 
-func (h *streamHost) dial() (io.ReadCloser, error) { return net.Dial("unix", h.path) }
+func (h *streamHost) dial(ctx context.Context) (io.ReadCloser, error) {
+	return (&net.Dialer{}).DialContext(ctx, "unix", h.path)
+}
 
 func openStream(t *testing.T, h *streamHost, c *clock) *Meter {
 	t.Helper()
@@ -171,7 +174,7 @@ func TestMeterOverStream(t *testing.T) {
 	// yet) is a failed read, not a rejected reading.
 	h.set(nil)
 	c.add(time.Second)
-	if _, err := m.Read(); err == nil {
+	if _, err := m.Read(context.Background()); err == nil {
 		t.Error("a connection without a frame read as a share")
 	}
 	if n := m.Rejected()["unreadable"]; n != 0 {
@@ -231,7 +234,7 @@ func TestMeterRejectsBadFrames(t *testing.T) {
 		c.add(time.Second)
 		h.set(tc.bytes)
 		before := m.Rejected()[tc.reason]
-		ss, _ := m.Read()
+		ss, _ := m.Read(context.Background())
 		if got := m.Rejected()[tc.reason]; got != before+1 {
 			t.Errorf("%s: rejected[%s] = %d, want %d", tc.name, tc.reason, got, before+1)
 		}
@@ -277,4 +280,72 @@ func FuzzDecodeFrame(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A host that stops mid-frame costs a read no more than its context's
+// deadline: the connection is closed at the deadline, the read fails with
+// the deadline, nothing is credited, and the source counts a late reading
+// with its reason. The next whole frame is read as usual.
+func TestStreamReadEndsAtTheDeadline(t *testing.T) {
+	h := newStreamHost(t)
+	c := &clock{now: time.Unix(1000, 0)}
+	meta := testMeta("package")
+	h.share(meta, c.now, map[string]float64{"package": 5})
+	m := openStream(t, h, c)
+	if _, err := m.Read(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	// Half a frame, then a connection held open.
+	f, err := EncodeFrame(meta, map[string]float64{"package": 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stalled := make(chan net.Conn, 1)
+	l, err := net.Listen("unix", h.path+"-stall")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		conn, err := l.Accept()
+		if err != nil {
+			return
+		}
+		_, _ = conn.Write(f[:len(f)/2])
+		stalled <- conn
+	}()
+	t.Cleanup(func() {
+		select {
+		case conn := <-stalled:
+			conn.Close()
+		default:
+		}
+	})
+	m.opt.Dial = func(ctx context.Context) (io.ReadCloser, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", h.path+"-stall")
+	}
+	const deadline = 100 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	began := time.Now()
+	_, err = m.Read(ctx)
+	if took := time.Since(began); took > deadline+time.Second {
+		t.Errorf("a stalled frame held the read %v, want about %v", took, deadline)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a stalled frame: %v, want the deadline", err)
+	}
+	hs := m.Health()
+	if len(hs) != 1 || hs[0].Up || hs[0].Rejected["late"] != 1 || hs[0].Reason != "read_deadline_exceeded" {
+		t.Errorf("health after the stalled frame: %+v, want down, 1 late, read_deadline_exceeded", hs)
+	}
+
+	m.opt.Dial = h.dial
+	c.add(time.Second)
+	h.share(meta, c.now, map[string]float64{"package": 9})
+	s, err := m.Read(context.Background())
+	if err != nil || len(s) != 1 || s[0].Joules != 4 {
+		t.Fatalf("the next whole frame: %+v, %v, want 4 J since the first", s, err)
+	}
 }

@@ -21,21 +21,23 @@ const MaxVsockPort = unix.VMADDR_PORT_ANY - 1
 
 // VsockDialer returns Options.Dial for the share on the host's vsock
 // port: each call connects (AF_VSOCK, context id HostCID), bounded by
-// timeout for the connection and the frame alike, so a host that does not
-// answer costs a read at most that long.
-func VsockDialer(port uint32, timeout time.Duration) func() (io.ReadCloser, error) {
-	return func() (io.ReadCloser, error) {
+// timeout and by ctx's deadline, whichever is sooner, for the connection
+// and the frame alike, so a host that does not answer costs a read at
+// most that long.
+func VsockDialer(port uint32, timeout time.Duration) func(context.Context) (io.ReadCloser, error) {
+	return func(ctx context.Context) (io.ReadCloser, error) {
 		c, err := socket.Socket(unix.AF_VSOCK, unix.SOCK_STREAM, 0, "vsock", nil)
 		if err != nil {
 			return nil, fmt.Errorf("vsock: %w", err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		if _, err := c.Connect(ctx, &unix.SockaddrVM{CID: HostCID, Port: port}); err != nil {
 			_ = c.Close()
 			return nil, fmt.Errorf("vsock connect %d:%d: %w", HostCID, port, err)
 		}
-		if err := c.SetDeadline(time.Now().Add(timeout)); err != nil {
+		deadline, _ := ctx.Deadline()
+		if err := c.SetDeadline(deadline); err != nil {
 			_ = c.Close()
 			return nil, fmt.Errorf("vsock %d:%d: %w", HostCID, port, err)
 		}

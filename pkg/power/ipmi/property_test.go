@@ -68,7 +68,7 @@ func TestDCMIProperty(t *testing.T) {
 				}
 				prevW, prevT = float64(w), pr.Timestamp
 			}
-			if samples, err := c.Read(); err == nil {
+			if samples, err := c.Read(context.Background()); err == nil {
 				s.Check(t, fmt.Sprintf("seed %d step %d", seed, i), samples[0].Joules, now)
 			}
 		}

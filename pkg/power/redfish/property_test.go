@@ -80,7 +80,7 @@ func TestBMCProperty(t *testing.T) {
 				}
 				prevW, prevT = w, dev
 			}
-			if samples, err := c.Read(); err == nil {
+			if samples, err := c.Read(context.Background()); err == nil {
 				s.Check(t, fmt.Sprintf("seed %d step %d", seed, i), samples[0].Joules, now)
 			}
 		}

@@ -288,7 +288,7 @@ func TestSessionExpiresMidRun(t *testing.T) {
 			t.Fatalf("poll %d: %v", i, err)
 		}
 	}
-	s, err := c.Read()
+	s, err := c.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +318,7 @@ func TestSlowBMCServesCachedValue(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if s, _ := c.Read(); s[0].Joules >= 600 || time.Now().After(deadline) {
+		if s, _ := c.Read(ctx); s[0].Joules >= 600 || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -327,11 +327,11 @@ func TestSlowBMCServesCachedValue(t *testing.T) {
 	b.delay = time.Second // slower than the timeout
 	b.mu.Unlock()
 	time.Sleep(100 * time.Millisecond)
-	before, _ := c.Read()
+	before, _ := c.Read(ctx)
 	age1 := c.Age()
 	time.Sleep(500 * time.Millisecond)
 	start := time.Now()
-	after, err := c.Read()
+	after, err := c.Read(ctx)
 	if took := time.Since(start); took > 50*time.Millisecond {
 		t.Fatalf("Read blocked %v on a slow BMC", took)
 	}
@@ -358,7 +358,7 @@ func TestStaleSensor(t *testing.T) {
 		now = now.Add(time.Second)
 		c.Poll(context.Background())
 	}
-	s, _ := c.Read()
+	s, _ := c.Read(context.Background())
 	if s[0].Joules != 0 || c.Age() != 5*time.Second || c.LastError() != nil {
 		t.Fatalf("energy %v age %v err %v", s[0].Joules, c.Age(), c.LastError())
 	}

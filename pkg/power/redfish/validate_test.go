@@ -39,7 +39,7 @@ func TestGlitchesRejected(t *testing.T) {
 		c.Poll(context.Background())
 		ups = append(ups, c.SourceHealth().Up)
 	}
-	s, err := c.Read()
+	s, err := c.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
