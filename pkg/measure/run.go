@@ -180,6 +180,10 @@ func (e *Env) read(withMeter bool) (sample, error) {
 }
 
 func (e *Env) readMeter(s *sample) error {
+	// A meter read in the background from a local device (hwmon) is read
+	// now: its energy up to this instant, not up to its last poll (up
+	// to power.meter-interval ago), which would shift the run's window.
+	power.Refresh(context.Background(), e.Meter)
 	z, err := e.Meter.Read()
 	if err != nil {
 		return fmt.Errorf("read power meter %s: %w", e.Meter.Name(), err)

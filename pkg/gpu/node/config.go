@@ -49,6 +49,12 @@ type Config struct {
 
 	// SysfsRoot and ProcfsRoot come from --path.sysfs and --path.procfs.
 	SysfsRoot, ProcfsRoot string
+
+	// Rescan is how often the sources look for devices that appeared
+	// after start (a hot-plugged card, a driver that loaded late): the
+	// sysfs source's DRM listing, and a source kind that had no device at
+	// start, tried again after Rescan, doubling up to a minute. 0: 5 s.
+	Rescan time.Duration
 }
 
 // The gpu.* keys.
