@@ -146,10 +146,10 @@ func checkOwn(f *os.File, uid int) error {
 	return nil
 }
 
-// openUserDir opens (making it where missing) uid's directory under root,
-// a BPF file system. An error that is not a refusal means keeping is not
-// available here.
-func openUserDir(root string, uid int) (*os.File, error) {
+// openUserDir opens uid's directory under root, a BPF file system,
+// making it where missing if create is set (fs.ErrNotExist otherwise). An
+// error that is not a refusal means keeping is not available here.
+func openUserDir(root string, uid int, create bool) (*os.File, error) {
 	var sfs unix.Statfs_t
 	if err := unix.Statfs(root, &sfs); err != nil {
 		return nil, fmt.Errorf("statfs %s: %w", root, err)
@@ -169,7 +169,7 @@ func openUserDir(root string, uid int) (*os.File, error) {
 	}
 	p := filepath.Join(root, keepPrefix+strconv.Itoa(uid))
 	f, err := openDir(p)
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) && create {
 		if err := unix.Mkdir(p, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
 			return nil, &fs.PathError{Op: "mkdir", Path: p, Err: err}
 		}
@@ -379,50 +379,66 @@ func keep(root string, spec *ebpf.CollectionSpec, consts ...uint32) (*ebpf.Colle
 	if err != nil {
 		return private(err)
 	}
-	user, err := openUserDir(root, uid)
-	if err != nil {
+	// The user's directory is made only once the programs have loaded:
+	// a user who cannot load them leaves nothing behind.
+	user, err := openUserDir(root, uid, false)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return private(err)
 	}
-	defer user.Close()
-	dir := filepath.Join(user.Name(), key)
-	lock, err := lockDir(dir, uid)
-	switch {
-	case err == nil:
-		coll, err := openKept(dir, spec, uid)
-		if err == nil {
-			if err := emptyExitMaps(coll); err != nil {
-				coll.Close()
+	if user != nil {
+		defer user.Close()
+		dir := filepath.Join(user.Name(), key)
+		lock, err := lockDir(dir, uid)
+		switch {
+		case err == nil:
+			coll, err := openKept(dir, spec, uid)
+			if err == nil {
+				if err := emptyExitMaps(coll); err != nil {
+					coll.Close()
+					lock.Close()
+					return private(err)
+				}
+				return coll, Kept{How: KeptReused, Dir: dir}, lock, nil
+			}
+			var b brokenCopy
+			if !errors.As(err, &b) {
 				lock.Close()
 				return private(err)
 			}
-			return coll, Kept{How: KeptReused, Dir: dir}, lock, nil
-		}
-		var b brokenCopy
-		if !errors.As(err, &b) {
+			// Ours, and locked: replace it.
+			_ = os.RemoveAll(dir)
 			lock.Close()
+		case errors.Is(err, unix.EWOULDBLOCK):
+			return private(refused("the copy kept in %s is in use by another measure", dir))
+		case !errors.Is(err, fs.ErrNotExist):
 			return private(err)
 		}
-		// Ours, and locked: replace it.
-		_ = os.RemoveAll(dir)
-		lock.Close()
-	case errors.Is(err, unix.EWOULDBLOCK):
-		return private(refused("the copy kept in %s is in use by another measure", dir))
-	case !errors.Is(err, fs.ErrNotExist):
-		return private(err)
+		removeOthers(user, key, uid)
 	}
 
-	removeOthers(user, key, uid)
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
 		return nil, Kept{}, nil, err
 	}
+	if user == nil {
+		if user, err = openUserDir(root, uid, true); err != nil {
+			k := Kept{How: KeptNo}
+			var r refusal
+			if errors.As(err, &r) {
+				k.Note = "not keeping the BPF programs loaded for later measures: " + r.msg
+			}
+			return coll, k, nil, nil
+		}
+		defer user.Close()
+	}
+	dir := filepath.Join(user.Name(), key)
 	// (A BPF file system refuses names with a dot.)
 	tmp := fmt.Sprintf("%s-new-%d", dir, os.Getpid())
 	_ = os.RemoveAll(tmp)
 	if err := unix.Mkdir(tmp, 0o700); err != nil {
 		return coll, Kept{How: KeptNo}, nil, nil
 	}
-	lock, err = lockDir(tmp, uid)
+	lock, err := lockDir(tmp, uid)
 	if err == nil {
 		err = pinAll(coll, tmp)
 	}

@@ -335,3 +335,34 @@ func tree(t *testing.T, root string) string {
 	}
 	return b.String()
 }
+
+// keepRootEnv passes the test's BPF file system to its run as nobody.
+const keepRootEnv = "WATTRACE_TEST_KEEP_ROOT"
+
+// A user who cannot load the programs (nobody, no capability) fails as
+// before and leaves nothing in the BPF file system, though its mode
+// (1777) would let it make its directory.
+func TestKeepLeavesNothingForAUserWhoCannotLoad(t *testing.T) {
+	if os.Getenv(keepRootEnv) == "" {
+		root := testenv.BPFFS(t)
+		t.Setenv(keepRootEnv, root)
+		if !testenv.AsNobody(t, "TestKeepLeavesNothingForAUserWhoCannotLoad") {
+			if names, _ := os.ReadDir(root); len(names) != 2 { // maps.debug, progs.debug
+				t.Errorf("the BPF file system holds %v after nobody's load", names)
+			}
+			return
+		}
+	}
+	root := os.Getenv(keepRootEnv)
+	h, err := cgroup.Detect("/proc", "/sys/fs/cgroup", "auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, err := Load(Options{Hierarchy: h, Keep: root}); err == nil {
+		a.Close()
+		t.Fatal("loaded without privileges")
+	}
+	if _, err := os.Lstat(filepath.Join(root, "wattrace-measure-65534")); !os.IsNotExist(err) {
+		t.Errorf("made its directory though it could not load (%v)", err)
+	}
+}
