@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"math"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -82,7 +83,7 @@ func TestCardFoundAfterStart(t *testing.T) {
 // driver loads late): no source reads anything at start, yet the GPUs
 // are kept and pending; when the card appears, the sysfs source is
 // opened and the card counted from the interval after it was found. A
-// node with no GPU on the bus has no GPUs to keep.
+// node with no GPU a source could read later has no GPUs to keep.
 func TestGPUFoundWhenItsDriverLoads(t *testing.T) {
 	tr := sysfstest.NewTree(t)
 	tr.PCI("0000:0a:00.0", "0x030000", "0x1002")
@@ -127,14 +128,19 @@ func TestGPUFoundWhenItsDriverLoads(t *testing.T) {
 		t.Errorf("counted %.3f J, want %.0f J: 150 W from the interval after it was found", counted, want)
 	}
 
+	// A BMC's VGA device, and a GPU bound to vfio-pci (passed through to a
+	// VM, which reads it): nothing the host's sources will ever read.
 	bare := sysfstest.NewTree(t)
-	bare.PCI("0000:02:00.0", "0x030000", "0x1a03") // a BMC's VGA device
-	h, err := Open(Config{Sysfs: "auto", NVML: "off", SysfsRoot: bare.Sys, ProcfsRoot: bare.Proc}, nil)
+	bare.PCI("0000:02:00.0", "0x030000", "0x1a03")
+	bare.PCI("0000:41:00.0", "0x030200", "0x10de")
+	bare.Mkdir(filepath.Join(bare.Sys, "bus", "pci", "drivers", "vfio-pci"))
+	bare.Link(filepath.Join(bare.Sys, "bus", "pci", "drivers", "vfio-pci"), filepath.Join(bare.Devices, "0000:41:00.0", "driver"))
+	h, err := Open(Config{Sysfs: "auto", NVML: "auto", SysfsRoot: bare.Sys, ProcfsRoot: bare.Proc}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer h.Close()
 	if !h.Empty() || h.Pending() {
-		t.Errorf("a node with only a BMC's VGA device: empty %v, pending %v, want empty", h.Empty(), h.Pending())
+		t.Errorf("a node with a BMC's VGA device and a passed-through GPU: empty %v, pending %v, want empty", h.Empty(), h.Pending())
 	}
 }

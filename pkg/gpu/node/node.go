@@ -148,8 +148,12 @@ func Open(cfg Config, log *zap.Logger) (*GPUs, error) {
 	return g, nil
 }
 
-// gpuOnBus: a display or 3D controller of a GPU vendor (NVIDIA, AMD,
-// Intel) is on the PCI bus, whether or not a driver serves it yet.
+// gpuOnBus: a GPU (a display or 3D controller of NVIDIA, AMD or Intel)
+// is on the PCI bus that a source may read later: no driver serves it
+// yet (one still loading), NVIDIA's driver does (NVML still coming up),
+// or amdgpu, i915 or xe does but has not registered its DRM card yet. A
+// device bound to another driver (vfio-pci for a VM's passthrough,
+// nouveau, a BMC's ast) is never one.
 func gpuOnBus(sysfsRoot string) bool {
 	if sysfsRoot == "" {
 		sysfsRoot = "/sys"
@@ -160,7 +164,8 @@ func gpuOnBus(sysfsRoot string) bool {
 		return false
 	}
 	for _, e := range ents {
-		class, err := os.ReadFile(filepath.Join(dir, e.Name(), "class"))
+		dev := filepath.Join(dir, e.Name())
+		class, err := os.ReadFile(filepath.Join(dev, "class"))
 		if err != nil {
 			continue
 		}
@@ -168,10 +173,23 @@ func gpuOnBus(sysfsRoot string) bool {
 		if !strings.HasPrefix(c, "0x0300") && !strings.HasPrefix(c, "0x0302") && !strings.HasPrefix(c, "0x0380") {
 			continue
 		}
-		vendor, _ := os.ReadFile(filepath.Join(dir, e.Name(), "vendor"))
+		vendor, _ := os.ReadFile(filepath.Join(dev, "vendor"))
 		switch strings.TrimSpace(string(vendor)) {
 		case "0x10de", "0x1002", "0x8086":
+		default:
+			continue
+		}
+		drv, err := os.Readlink(filepath.Join(dev, "driver"))
+		if err != nil {
+			return true // no driver yet
+		}
+		switch filepath.Base(drv) {
+		case "nvidia":
 			return true
+		case "amdgpu", "i915", "xe":
+			if _, err := os.Stat(filepath.Join(dev, "drm")); err != nil {
+				return true
+			}
 		}
 	}
 	return false
