@@ -26,6 +26,11 @@ type Options struct {
 	Log       *zap.Logger
 	// BTFPath is the kernel's BTF; empty means /sys/kernel/btf/vmlinux.
 	BTFPath string
+	// Keep, when set, is a BPF file system (/sys/fs/bpf) under which the
+	// loaded programs and maps are kept for the boot and reused by later
+	// processes of the same user (keep.go); Accounting.Kept says how
+	// they were had.
+	Keep string
 }
 
 // hierarchy values understood by the BPF programs (bpf/accounting.bpf.c).
@@ -69,8 +74,13 @@ func Load(o Options) (*Accounting, error) {
 		return nil, fmt.Errorf("set v1_subsys: %w", err)
 	}
 
-	a := &Accounting{log: log, state: newState()}
-	if err := spec.LoadAndAssign(&a.objs, nil); err != nil {
+	a := &Accounting{log: log, state: newState(), kept: Kept{How: KeptNo}}
+	if o.Keep == "" {
+		err = spec.LoadAndAssign(&a.objs, nil)
+	} else {
+		err = a.assignKept(o.Keep, spec, hier, subsys)
+	}
+	if err != nil {
 		return nil, explainLoadError(err, log)
 	}
 	for _, h := range []struct {
@@ -87,6 +97,7 @@ func Load(o Options) (*Accounting, error) {
 		if err != nil {
 			a.closeHooks()
 			a.objs.Close()
+			a.release()
 			return nil, explainLoadError(fmt.Errorf("attach %s: %w", h.name, err), log)
 		}
 		a.hooks = append(a.hooks, l)
@@ -95,10 +106,11 @@ func Load(o Options) (*Accounting, error) {
 	if err != nil {
 		a.closeHooks()
 		a.objs.Close()
+		a.release()
 		return nil, explainLoadError(fmt.Errorf("attach iter/task: %w", err), log)
 	}
 	log.Info("BPF accounting loaded",
-		zap.String("hierarchy", string(o.Hierarchy.Kind)),
+		zap.String("hierarchy", string(o.Hierarchy.Kind)), zap.String("how", a.kept.How), zap.String("kept", a.kept.Dir),
 		zap.Uint32("v1_subsys", subsys))
 	return a, nil
 }
@@ -208,6 +220,10 @@ type Accounting struct {
 	procExitReader mapReader[accountingProcKey, accountingProcExit]
 	cgExitReader   mapReader[uint64, accountingCounters]
 	delKeys        []accountingProcKey
+	// kept says how the objects were had (keep.go); keepLock is the kept
+	// copy's lock, held until Close.
+	kept     Kept
+	keepLock *os.File
 }
 
 // Mode is the accounting mode BPF accounting reports.
@@ -218,7 +234,7 @@ func (a *Accounting) Mode() string { return Mode }
 
 // Close detaches the programs and frees their maps.
 func (a *Accounting) Close() error {
-	return errors.Join(a.iter.Close(), a.closeHooks(), a.objs.Close())
+	return errors.Join(a.iter.Close(), a.closeHooks(), a.objs.Close(), a.release())
 }
 
 func (a *Accounting) closeHooks() error {

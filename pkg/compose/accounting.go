@@ -34,6 +34,11 @@ type AccountingConfig struct {
 	NoProcfs bool
 	// BTFPath is the kernel's BTF (/sys/kernel/btf/vmlinux when empty).
 	BTFPath string
+	// Keep is where a process per command (`wattrace measure`) keeps the
+	// loaded BPF programs for the boot, so that the next one skips the
+	// load (bpfloader.Options.Keep); "" loads and unloads them each time,
+	// as the exporter, which loads once, does.
+	Keep string
 }
 
 // UsageSource is the per-task CPU accounting source as both programs
@@ -80,7 +85,7 @@ func OpenAccounting(cfg AccountingConfig, log *zap.Logger) (Accounting, error) {
 		}
 		return Accounting{Src: s}, nil
 	case AcctBPF, AcctAuto:
-		acc, err := bpfloader.Load(bpfloader.Options{Hierarchy: cfg.Hierarchy, Log: log.Named("bpf"), BTFPath: cfg.BTFPath})
+		acc, err := bpfloader.Load(bpfloader.Options{Hierarchy: cfg.Hierarchy, Log: log.Named("bpf"), BTFPath: cfg.BTFPath, Keep: cfg.Keep})
 		if err == nil {
 			return Accounting{Src: acc, BPF: acc}, nil
 		}

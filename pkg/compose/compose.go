@@ -13,9 +13,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/wattrace/wattrace/pkg/gpu"
 	"github.com/wattrace/wattrace/pkg/gpu/node"
 	"github.com/wattrace/wattrace/pkg/gpu/sysfs"
 	"github.com/wattrace/wattrace/pkg/power"
@@ -53,6 +56,8 @@ type Node struct {
 	// Meter is the node's meter, without the GPU zones GPUs reads.
 	Meter power.Meter
 	zones map[string]int
+	// reserved are the sockets of the meters' own GPU zones.
+	reserved map[int]bool
 }
 
 // Open opens the GPU sources first, then the meters with the GPU devices
@@ -61,7 +66,7 @@ func Open(ctx context.Context, cfg Config, log *zap.Logger) (*Node, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	n := &Node{zones: map[string]int{}}
+	n := &Node{zones: map[string]int{}, reserved: map[int]bool{}}
 	if !cfg.GPUOff {
 		open := cfg.OpenGPUs
 		if open == nil {
@@ -96,49 +101,113 @@ func Open(ctx context.Context, cfg Config, log *zap.Logger) (*Node, error) {
 		return nil, fmt.Errorf("power meter: %w", err)
 	}
 	n.Meter = m
+	eachMeter(m, func(x power.Meter) {
+		if g, ok := gpuSocketsOf(x); ok {
+			for _, z := range g.GPUSockets() {
+				n.reserved[z] = true
+			}
+		}
+	})
 	if n.GPUs != nil {
-		if pm := pmCounters(m); pm != nil {
+		pm, hw := pmCounters(m), hwmonCached(m)
+		if pm != nil || hw != nil {
 			// What the meters leave out follows the GPU sources' state,
 			// not only their state at start: a source that comes up
-			// later (NVML recovering) takes its accelerators from
-			// pm_counters then.
-			n.GPUs.OnDevices(func(devs []reading.GPUDevice) {
+			// later (NVML recovering, a card found after start) takes
+			// its devices from pm_counters and hwmon then, each switch
+			// made at one reading of the meter, so the device's energy
+			// is counted once, by the meter up to the switch and by the
+			// source after it.
+			n.GPUs.OnDevices(func(devs []reading.GPUDevice, at time.Time) {
 				read := make(map[int]bool, len(devs))
+				pci := make(map[string]bool, len(devs))
 				for _, d := range devs {
 					read[d.Index] = true
+					if d.PCIBusID != "" {
+						pci[gpu.NormPCI(d.PCIBusID)] = true
+					}
 				}
-				pm.SkipAccels(read)
+				if pm != nil {
+					pm.SkipAccels(read)
+				}
+				if hw != nil {
+					hw.LeaveOutDevices(pci, at)
+				}
 			})
 		}
 	}
 	return n, nil
 }
 
-// pmCounters finds the pm_counters meter among the meters m combines.
-func pmCounters(m power.Meter) *power.PMCounters {
-	switch t := m.(type) {
-	case *power.PMCounters:
-		return t
-	case interface{ Meters() []power.Meter }:
-		for _, x := range t.Meters() {
-			if pm := pmCounters(x); pm != nil {
-				return pm
-			}
+// eachMeter calls f with m and every meter m combines.
+func eachMeter(m power.Meter, f func(power.Meter)) {
+	f(m)
+	if c, ok := m.(interface{ Meters() []power.Meter }); ok {
+		for _, x := range c.Meters() {
+			eachMeter(x, f)
 		}
 	}
-	return nil
+}
+
+type gpuSocketer interface{ GPUSockets() []int }
+
+// gpuSocketsOf is what numbers a meter's GPU zones: the meter itself
+// (pm_counters) or the reader a cached meter reads (hwmon).
+func gpuSocketsOf(m power.Meter) (gpuSocketer, bool) {
+	if g, ok := m.(gpuSocketer); ok {
+		return g, true
+	}
+	if c, ok := m.(*power.Cached); ok {
+		g, ok := c.Reader().(gpuSocketer)
+		return g, ok
+	}
+	return nil, false
+}
+
+// pmCounters finds the pm_counters meter among the meters m combines.
+func pmCounters(m power.Meter) *power.PMCounters {
+	var pm *power.PMCounters
+	eachMeter(m, func(x power.Meter) {
+		if p, ok := x.(*power.PMCounters); ok && pm == nil {
+			pm = p
+		}
+	})
+	return pm
+}
+
+// hwmonCached finds the hwmon meter (hwmon read in the background) among
+// the meters m combines.
+func hwmonCached(m power.Meter) *power.Cached {
+	var hw *power.Cached
+	eachMeter(m, func(x power.Meter) {
+		if c, ok := x.(*power.Cached); ok && hw == nil {
+			if _, ok := c.Reader().(*power.Hwmon); ok {
+				hw = c
+			}
+		}
+	})
+	return hw
 }
 
 // GPUZone is the zone socket of a device the GPU sources read: its place
 // in GPUDevices, as the exporter's GPU stage numbers its zones. A device
-// not seen at Open (a source that came up later) gets the next free
-// number, kept from then on.
+// not seen at Open (a source that came up later, a card found after
+// start) gets the lowest number that neither another device nor a
+// meter's GPU zone has, kept from then on, so no two sources share a
+// zone identity.
 func (n *Node) GPUZone(d reading.GPUDevice) int {
 	k := d.Key()
 	if z, ok := n.zones[k]; ok {
 		return z
 	}
-	z := len(n.zones)
+	taken := maps.Clone(n.reserved)
+	for _, z := range n.zones {
+		taken[z] = true
+	}
+	z := 0
+	for taken[z] {
+		z++
+	}
 	n.zones[k] = z
 	return z
 }

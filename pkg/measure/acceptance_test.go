@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -161,6 +162,80 @@ func TestForkHeavyMatchesKernelAccounting(t *testing.T) {
 		t.Fatalf("kernel accounted only %.3f s for 1000 processes", kernel)
 	}
 	within(t, "CPU of 1000 children vs the kernel's", r.CPUSeconds, kernel, 0.01)
+}
+
+// With --bpf.keep, the first measure loads the BPF programs and keeps
+// them, later ones reuse them: the command's CPU time is the kernel's
+// charge to its cgroup either way (fork-heavy, as above). Two at once:
+// one holds the kept copy, the other loads its own and says so, and each
+// sees only its own command.
+func TestKeptProgramsStayExact(t *testing.T) {
+	testenv.RequireRoot(t)
+	keep := testenv.BPFFS(t)
+	h, err := cgroup.Detect("/proc", "", "auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys := fixturePower(t, wattsPerCPU)
+	for i, want := range []string{"loaded and kept", "reused", "reused"} {
+		parent := testenv.Cgroup(t, h.Mount, "measure-keep")
+		before, ok := (&Placement{Dir: parent, Kind: h.Kind}).KernelCPU()
+		if !ok {
+			t.Fatalf("no kernel accounting in hierarchy %s", h.Kind)
+		}
+		rep, code, _ := jsonReport(t, "--path.sysfs", sys, "--accounting=bpf", "--bpf.keep", keep, "--cgroup=child", "--cgroup.parent", parent,
+			"--", "sh", "-c", "i=0; while [ $i -lt 300 ]; do /bin/true; i=$((i+1)); done")
+		if code != 0 {
+			t.Fatalf("measure %d: status %d, warnings %q", i, code, rep.Warnings)
+		}
+		requireBPF(t, rep)
+		if rep.BPFPrograms != want || len(rep.Warnings) != 0 {
+			t.Errorf("measure %d: programs %q, warnings %q; want %q and none", i, rep.BPFPrograms, rep.Warnings, want)
+		}
+		after, _ := (&Placement{Dir: parent, Kind: h.Kind}).KernelCPU()
+		r := rep.Runs[0]
+		t.Logf("measure %d (%s): BPF %.6f s, kernel %.6f s", i, rep.BPFPrograms, r.CPUSeconds, after-before)
+		within(t, "CPU of 300 children vs the kernel's", r.CPUSeconds, after-before, 0.01)
+	}
+
+	dir := t.TempDir()
+	burns := []float64{0.6, 1.2}
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, s := range burns {
+		cmd := measureProcess(t, filepath.Join(dir, strconv.Itoa(i)), append([]string{"--path.sysfs", sys, "--accounting=bpf", "--bpf.keep", keep, "--"}, burner(t, s)...)...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := cmd.Run(); err != nil {
+				errs[i] = fmt.Errorf("%w: %s", err, stderr.String())
+			}
+		}()
+	}
+	wg.Wait()
+	how := map[string]int{}
+	for i, s := range burns {
+		if errs[i] != nil {
+			t.Fatalf("measure %d: %v", i, errs[i])
+		}
+		rep := readReport(t, filepath.Join(dir, strconv.Itoa(i)))
+		requireBPF(t, rep)
+		how[rep.BPFPrograms]++
+		if rep.BPFPrograms == "loaded" && (len(rep.Warnings) != 1 || !strings.Contains(rep.Warnings[0], "in use by another measure")) {
+			t.Errorf("measure %d loaded its own programs without saying why: %q", i, rep.Warnings)
+		}
+		r := rep.Runs[0]
+		if r.CPUSeconds < s-0.05 || r.CPUSeconds > s+0.15 {
+			t.Errorf("measure %d (%s): command CPU %.4f s, want its own %.1f s (the other burned %.1f s)", i, rep.BPFPrograms, r.CPUSeconds, s, burns[1-i])
+		}
+	}
+	// Each either held the kept copy or (while the other held it) loaded
+	// its own; they may also have run one after the other.
+	if how["reused"]+how["loaded"] != 2 {
+		t.Errorf("programs: %v, want each reused or loaded", how)
+	}
 }
 
 // -r 5: the summary's mean, deviation and interval are those of the

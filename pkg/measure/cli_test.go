@@ -39,6 +39,7 @@ func TestBadInput(t *testing.T) {
 		{"bad warmup", []string{"--warmup", "-1", "--", "true"}, ExitUsage, "--warmup"},
 		{"input missing", []string{"--input", "/nonexistent/in", "--", "true"}, ExitUsage, "--input"},
 		{"input a directory", []string{"--input", dir, "--", "true"}, ExitUsage, "is a directory"},
+		{"relative keep", []string{"--bpf.keep", "bpf", "--", "true"}, ExitUsage, "--bpf.keep"},
 		{"-o unwritable", []string{"-o", "/nonexistent/dir/report", "--", "true"}, ExitSetup, "-o: open /nonexistent/dir/report"},
 		{"bad country", []string{"--emissions.country", "XX", "--", "true"}, ExitUsage, "--emissions.country"},
 	} {

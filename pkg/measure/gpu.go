@@ -2,6 +2,7 @@ package measure
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/wattrace/wattrace/pkg/compose"
 	"github.com/wattrace/wattrace/pkg/gpu/node"
@@ -191,27 +193,48 @@ func (a *attribution) gpuZones(slices []gpuSlice) ([]Zone, error) {
 	return out, nil
 }
 
+// verdictRoot is root's verdict directory (a variable for tests).
+var verdictRoot = "/run/wattrace"
+
 // verdictDir is where a stalled power PMU is remembered for the boot
 // (discover.Config.VerdictDir): a tmpfs that reboots empty, root's or
-// the user's own.
-func verdictDir() string {
-	if os.Geteuid() == 0 {
-		return "/run/wattrace"
+// the user's own. A verdict makes later measures skip the meter, so it
+// is read only from a directory no other user can write: one that
+// exists must be a directory (not a link) owned by this user and
+// writable by nobody else, or it is not used, and why is returned.
+func verdictDir() (dir, why string) {
+	dir = verdictRoot
+	if os.Geteuid() != 0 {
+		d := os.Getenv("XDG_RUNTIME_DIR")
+		if d == "" {
+			return "", ""
+		}
+		dir = filepath.Join(d, "wattrace")
 	}
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
-		return filepath.Join(d, "wattrace")
+	var st unix.Stat_t
+	switch err := unix.Lstat(dir, &st); {
+	case errors.Is(err, unix.ENOENT):
+		return dir, "" // made by discover, ours
+	case err != nil:
+		return "", ""
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return "", fmt.Sprintf("not reading or writing power-meter verdicts in %s: not a directory (a link or a file)", dir)
+	case int(st.Uid) != os.Geteuid():
+		return "", fmt.Sprintf("not reading or writing power-meter verdicts in %s: owned by uid %d, not %d", dir, st.Uid, os.Geteuid())
+	case st.Mode&0o022 != 0:
+		return "", fmt.Sprintf("not reading or writing power-meter verdicts in %s: writable by others than its owner (mode %04o)", dir, st.Mode&0o7777)
 	}
-	return ""
+	return dir, ""
 }
 
 // composeConfig is the exporter's composition (pkg/compose) from
 // measure's flags: the meter table with its defaults, and the GPU sources
 // without allocation sources (the command's cgroup says whose work is
 // whose).
-func composeConfig(o *Options, gpus func(node.Config, *zap.Logger) (*node.GPUs, error)) compose.Config {
+func composeConfig(o *Options, verdicts string, gpus func(node.Config, *zap.Logger) (*node.GPUs, error)) compose.Config {
 	return compose.Config{
 		Power: discover.Config{Source: o.PowerSource, SysfsRoot: o.SysfsRoot, ProcfsRoot: o.ProcfsRoot, IPMI: o.IPMI,
-			VerdictDir: verdictDir()},
+			VerdictDir: verdicts},
 		GPU:      node.Config{NVML: o.GPU, Sysfs: o.GPU, SysfsRoot: o.SysfsRoot, ProcfsRoot: o.ProcfsRoot},
 		GPUOff:   o.GPU == "off",
 		OpenGPUs: gpus,

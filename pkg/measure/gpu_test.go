@@ -16,6 +16,7 @@ import (
 	"github.com/wattrace/wattrace/internal/testenv"
 	"github.com/wattrace/wattrace/pkg/gpu"
 	"github.com/wattrace/wattrace/pkg/gpu/node"
+	"github.com/wattrace/wattrace/pkg/gpu/sysfs/sysfstest"
 	"github.com/wattrace/wattrace/pkg/reading"
 )
 
@@ -231,4 +232,86 @@ func TestGPUZonesKeyedByDeviceNotVendorIndex(t *testing.T) {
 	}
 	within(t, "nvml/0 power", got["nvml/0"], 100, 0.1)
 	within(t, "sysfs/1 power", got["sysfs/1"], 40, 0.1)
+}
+
+// A GPU source down at start that comes up during the run: an amdgpu
+// card drawing 150 W whose DRM class cannot be listed at start (the real
+// GPU sources, on a fixture node with RAPL), so hwmon counts the card's
+// chip; the class is listable half a second in, and at the next GPU
+// interval the sysfs source reads the card. From that interval on hwmon
+// no longer counts it: the card's energy over the run is 150 W × the run
+// once, part hwmon's (gpu-0, up to the switch) and part the source's
+// (gpu-1, after it), never both.
+func TestGPUSourceUpDuringTheRunCountedOnce(t *testing.T) {
+	testenv.RequireRoot(t)
+	tr := sysfstest.NewTree(t)
+	rapl := testenv.CopyFixture(t, "../power/testdata/rapl-1socket")
+	if err := os.Rename(filepath.Join(rapl, "class", "powercap"), filepath.Join(tr.Sys, "class", "powercap")); err != nil {
+		t.Fatal(err)
+	}
+	hw := tr.Card(0, "0000:03:00.0", "amdgpu", map[string]string{"name": "amdgpu\n", "power1_average": "150000000\n"})
+	tr.Link(filepath.Dir(filepath.Dir(hw)), filepath.Join(hw, "device"))
+	tr.Link(hw, filepath.Join(tr.Sys, "class", "hwmon", filepath.Base(hw)))
+	drm := filepath.Join(tr.Sys, "class", "drm")
+	if err := os.Rename(drm, drm+"-later"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(drm, []byte("not a directory\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gpus := func(cfg node.Config, log *zap.Logger) (*node.GPUs, error) {
+		cfg.NVML, cfg.Rescan = "off", 200*time.Millisecond
+		return node.Open(cfg, log)
+	}
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		_ = os.Remove(drm)
+		_ = os.Rename(drm+"-later", drm)
+	}()
+	out := filepath.Join(t.TempDir(), "r.json")
+	var stdout, stderr strings.Builder
+	args := []string{"--json", "-o", out, "--path.sysfs", tr.Sys, "--cgroup=none", "--accounting=rusage", "--", "sleep", "3.5"}
+	if code := mainWith(context.Background(), args, strings.NewReader(""), &stdout, &stderr, []string{"measure"}, gpus); code != 0 {
+		t.Fatalf("status %d: %s", code, stderr.String())
+	}
+	r := readReport(t, out).Runs[0]
+	got := map[string]float64{}
+	for _, z := range r.Zones {
+		if z.Zone == "gpu" {
+			got[fmt.Sprintf("%s/%d", z.Source, z.Socket)] = z.NodeJ
+		}
+	}
+	t.Logf("over %.3f s: GPU zones %v", r.WallSeconds, got)
+	if len(got) != 2 || got["hwmon/0"] <= 0 || got["sysfs/1"] <= 0 {
+		t.Fatalf("GPU zones %v, want hwmon/0 up to the switch and sysfs/1 after it", got)
+	}
+	within(t, "the card's energy over the run", got["hwmon/0"]+got["sysfs/1"], 150*r.WallSeconds, 0.05)
+}
+
+// hwmon is read in the background every second; measure reads it again
+// at the command's start and end, so a 0.3 s run of a card drawing 150 W
+// gets 45 J, not the 0 J or 150 J of the polls that fell in the run.
+func TestLocalSlowMeterReadAtTheRunsEdges(t *testing.T) {
+	testenv.RequireRoot(t)
+	tr := sysfstest.NewTree(t)
+	hw := tr.Card(0, "0000:03:00.0", "amdgpu", map[string]string{"name": "amdgpu\n", "power1_average": "150000000\n"})
+	tr.Link(filepath.Dir(filepath.Dir(hw)), filepath.Join(hw, "device"))
+	tr.Link(hw, filepath.Join(tr.Sys, "class", "hwmon", filepath.Base(hw)))
+	for i := 0; i < 3; i++ {
+		rep, code, _ := jsonReport(t, "--path.sysfs", tr.Sys, "--gpu=off", "--cgroup=none", "--accounting=rusage", "--", "sleep", "0.3")
+		if code != 0 {
+			t.Fatalf("status %d, warnings %q", code, rep.Warnings)
+		}
+		r := rep.Runs[0]
+		found := false
+		for _, z := range r.Zones {
+			if z.Zone == "gpu" && z.Source == "hwmon" {
+				found = true
+				within(t, "hwmon's GPU zone over the run", z.NodeJ, 150*r.WallSeconds, 0.05)
+			}
+		}
+		if !found {
+			t.Fatalf("no hwmon GPU zone in %+v", r.Zones)
+		}
+	}
 }

@@ -215,8 +215,12 @@ func setup(ctx context.Context, o *Options, e *Env, rep *Report, gpus func(node.
 		err error
 	}
 	sources := make(chan opened, 1)
+	verdicts, why := verdictDir()
+	if why != "" {
+		rep.Warnings = append(rep.Warnings, why)
+	}
 	go func() {
-		n, err := compose.Open(ctx, composeConfig(o, gpus), log)
+		n, err := compose.Open(ctx, composeConfig(o, verdicts, gpus), log)
 		sources <- opened{n, err}
 	}()
 	joined := false
@@ -279,7 +283,7 @@ func setup(ctx context.Context, o *Options, e *Env, rep *Report, gpus func(node.
 		if o.Accounting == AcctBPF {
 			mode = compose.AcctBPF
 		}
-		a, err := compose.OpenAccounting(compose.AccountingConfig{Mode: mode, Hierarchy: h, NoProcfs: true}, log)
+		a, err := compose.OpenAccounting(compose.AccountingConfig{Mode: mode, Hierarchy: h, NoProcfs: true, Keep: o.Keep}, log)
 		switch {
 		case err != nil:
 			return closeAll, fmt.Errorf("BPF accounting: %w", err)
@@ -287,6 +291,11 @@ func setup(ctx context.Context, o *Options, e *Env, rep *Report, gpus func(node.
 			closers = append(closers, func() { _ = a.BPF.Close() })
 			e.Acct = a.BPF
 			rep.Accounting = bpfloader.Mode
+			k := a.BPF.Kept()
+			rep.BPFPrograms = k.How
+			if k.Note != "" {
+				rep.Warnings = append(rep.Warnings, k.Note)
+			}
 		default:
 			rep.Warnings = append(rep.Warnings, "BPF accounting unavailable: "+a.Fallback.Error())
 		}

@@ -27,6 +27,8 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	// Nothing kept in the host's BPF file system unless a test asks.
+	DefaultKeep = ""
 	switch {
 	case IsHelper():
 		os.Exit(Helper(os.Args[2:]))

@@ -23,6 +23,11 @@ type Report struct {
 	// cgroup), "cgroupfs+procfs" (the cgroup's own counter against
 	// /proc/stat) or "rusage+procfs" (the child tree's rusage).
 	Accounting string `json:"accounting"`
+	// BPFPrograms says how the BPF accounting's programs were had:
+	// "loaded" (and unloaded at the end), "loaded and kept" (for later
+	// measures, --bpf.keep) or "reused" (kept by an earlier one); absent
+	// without BPF.
+	BPFPrograms string `json:"bpf_programs,omitempty"`
 	// Cgroup is how the command was placed: child, systemd or none.
 	Cgroup       string   `json:"cgroup"`
 	Hierarchy    string   `json:"hierarchy,omitempty"`

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -30,6 +31,10 @@ const (
 	// ExitNotFound: the command is not on PATH or does not exist.
 	ExitNotFound = 127
 )
+
+// DefaultKeep is --bpf.keep's default: where systemd mounts the BPF file
+// system. The package's tests keep nothing unless a test asks.
+var DefaultKeep = "/sys/fs/bpf"
 
 // Output formats.
 const (
@@ -82,6 +87,9 @@ type Options struct {
 	GramsPerKWh  float64
 	Country      string
 	GPU          string
+	// Keep is where the loaded BPF programs are kept for later measures
+	// of the same user (a BPF file system); "" loads them each time.
+	Keep string
 	// Command is what to run: argv[0] as given and its arguments.
 	Command []string
 }
@@ -121,6 +129,7 @@ func Parse(args []string, help io.Writer) (Options, error) {
 	fs.StringVar(&o.ProcfsRoot, "path.procfs", "/proc", "procfs mount point.")
 	fs.StringVar(&o.PowerSource, "power.source", "auto", "Energy source: auto, rapl, estimator.")
 	fs.StringVar(&o.IPMI, "power.ipmi", "off", "Read the BMC through IPMI: auto or off (a BMC's power reading lags seconds behind).")
+	fs.StringVar(&o.Keep, "bpf.keep", DefaultKeep, "Keep the loaded BPF programs in this BPF file system for the boot, so later measures of the same user skip the load (docs/measure.md); empty: load and unload them every time.")
 	fs.StringVar(&o.GPU, "gpu", "auto", "GPU energy, split by the command's processes' GPU use: auto (NVML and amdgpu/i915/xe sysfs when present) or off.")
 	fs.Float64Var(&o.GramsPerKWh, "emissions.grams-per-kwh", carbon.DefaultGramsPerKWh, "Carbon intensity of the electricity, gCO2e/kWh.")
 	fs.StringVar(&o.Country, "emissions.country", "", "Take the carbon intensity from the embedded country table (ISO 3166-1, e.g. FR) instead.")
@@ -152,16 +161,8 @@ func Parse(args []string, help io.Writer) (Options, error) {
 	if o.Warmup < 0 {
 		return o, usagef("invalid value %d for --warmup: must be at least 0", o.Warmup)
 	}
-	if o.Input != "" && o.Input != "null" {
-		f, err := os.Open(o.Input)
-		if err != nil {
-			return o, usagef("--input: %v", err)
-		}
-		st, err := f.Stat()
-		_ = f.Close()
-		if err == nil && st.IsDir() {
-			return o, usagef("--input %s: is a directory", o.Input)
-		}
+	if err := checkInput(o.Input); err != nil {
+		return o, err
 	}
 	if math.IsNaN(*idle) || *idle < 0 || *idle > 3600 {
 		return o, usagef("invalid value %v for --idle: want seconds in [0, 3600]", *idle)
@@ -195,10 +196,31 @@ func Parse(args []string, help io.Writer) (Options, error) {
 			return o, usagef("--emissions.country: %v", err)
 		}
 	}
+	if o.Keep != "" && !filepath.IsAbs(o.Keep) {
+		return o, usagef("invalid value %q for --bpf.keep: want an absolute path (a BPF file system) or empty", o.Keep)
+	}
 	if (o.Accounting == AcctBPF || o.Accounting == AcctCgroupfs) && o.Cgroup == PlaceNone {
 		return o, usagef("--accounting=%s needs the command in its own cgroup (--cgroup=none was given)", o.Accounting)
 	}
 	return o, nil
+}
+
+// checkInput refuses an --input file that every run could not read from
+// its start: one that can't be opened, or a directory.
+func checkInput(name string) error {
+	if name == "" || name == "null" {
+		return nil
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return usagef("--input: %v", err)
+	}
+	st, err := f.Stat()
+	_ = f.Close()
+	if err == nil && st.IsDir() {
+		return usagef("--input %s: is a directory", name)
+	}
+	return nil
 }
 
 func contains(list []string, s string) bool {

@@ -100,7 +100,11 @@ func writeTable(w io.Writer, rep Report) error {
 	if rep.Hierarchy != "" && place != PlaceNone {
 		place += " cgroup (" + rep.Hierarchy + ")"
 	}
-	fmt.Fprintf(b, "   accounting  %s, %s\n", rep.Accounting, place)
+	acct := rep.Accounting
+	if rep.BPFPrograms != "" {
+		acct += " (programs " + rep.BPFPrograms + ")"
+	}
+	fmt.Fprintf(b, "   accounting  %s, %s\n", acct, place)
 	fmt.Fprintf(b, "   meter       %s\n", rep.Meter)
 	idle := "none (all energy is dynamic; --idle S measures a baseline)"
 	switch rep.Baseline.Source {

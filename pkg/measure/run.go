@@ -182,6 +182,10 @@ func (e *Env) read(ctx context.Context, withMeter bool) (sample, error) {
 }
 
 func (e *Env) readMeter(ctx context.Context, s *sample) error {
+	// A meter read in the background from a local device (hwmon) is read
+	// now: its energy up to this instant, not up to its last poll (up
+	// to power.meter-interval ago), which would shift the run's window.
+	power.Refresh(ctx, e.Meter)
 	z, err := e.Meter.Read(ctx)
 	if err != nil {
 		return fmt.Errorf("read power meter %s: %w", e.Meter.Name(), err)

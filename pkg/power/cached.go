@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -69,8 +70,15 @@ type Cached struct {
 	maxWatts MaxWatts
 	tall     *sourcehealth.Tally // logs failed reads and counts rejected readings
 
-	mu      sync.Mutex
-	zones   map[zoneKey]*cachedZone
+	// pollMu makes a poll and what follows it (LeaveOutDevices' switch)
+	// one step: no background poll falls in between.
+	pollMu sync.Mutex
+
+	mu    sync.Mutex
+	zones map[zoneKey]*cachedZone
+	// paused are zones another source counts now (LeaveOutDevices):
+	// still read, so their baselines stay current, never added to.
+	paused  map[zoneKey]bool
 	order   []zoneKey
 	fresh   time.Time // host time of the last reading that brought a new sample
 	started time.Time
@@ -147,6 +155,14 @@ func (c *Cached) loop(ctx context.Context) {
 
 // poll reads the device once and folds the result in.
 func (c *Cached) poll(ctx context.Context) {
+	c.pollMu.Lock()
+	defer c.pollMu.Unlock()
+	c.pollLocked(ctx, time.Time{})
+}
+
+// pollLocked reads the device and folds the readings in as taken at at
+// (zero: when the read returned).
+func (c *Cached) pollLocked(ctx context.Context, at time.Time) {
 	rctx, cancel := context.WithTimeout(ctx, c.timeout)
 	readings, err := c.r.ReadPower(rctx)
 	cancel()
@@ -155,7 +171,10 @@ func (c *Cached) poll(ctx context.Context) {
 		// its context. The tally counts the read as late.
 		readings, err = nil, fmt.Errorf("read took longer than %v: %w", c.timeout, context.DeadlineExceeded)
 	}
-	c.fold(readings, err, c.now())
+	if at.IsZero() {
+		at = c.now()
+	}
+	c.fold(readings, err, at)
 }
 
 func (c *Cached) fold(readings []Reading, err error, at time.Time) {
@@ -176,7 +195,7 @@ func (c *Cached) fold(readings []Reading, err error, at time.Time) {
 		if z == nil {
 			z = &cachedZone{}
 		}
-		fresh, err := z.add(rd, at, c.maxWatts.ceiling(rd.Zone, rd.Socket))
+		fresh, err := z.add(rd, at, c.maxWatts.ceiling(rd.Zone, rd.Socket), !c.paused[k])
 		if err != nil {
 			c.tall.Reject(err, fmt.Sprintf("%s/%d", rd.Zone, rd.Socket))
 			rejected = append(rejected, err)
@@ -200,9 +219,10 @@ func (c *Cached) fold(readings []Reading, err error, at time.Time) {
 	c.tall.ReadAt(nil, at)
 }
 
-// add validates one reading and folds it into the zone. It reports whether
-// it was a new sample, and the rejection when it was refused.
-func (z *cachedZone) add(rd Reading, at time.Time, ceiling float64) (bool, error) {
+// add validates one reading and folds it into the zone; a zone not
+// counted (paused) only moves its baseline. It reports whether it was a
+// new sample, and the rejection when it was refused.
+func (z *cachedZone) add(rd Reading, at time.Time, ceiling float64, count bool) (bool, error) {
 	if !rd.Energy {
 		limit := ceiling
 		if rd.Max > 0 && rd.Max < limit {
@@ -234,7 +254,9 @@ func (z *cachedZone) add(rd Reading, at time.Time, ceiling float64) (bool, error
 		if err != nil {
 			return false, err
 		}
-		z.joules += d
+		if count {
+			z.joules += d
+		}
 		z.prevDev, z.prevT = rd.Time, at
 		return true, nil
 	}
@@ -246,7 +268,7 @@ func (z *cachedZone) add(rd Reading, at time.Time, ceiling float64) (bool, error
 			dt = dev
 		}
 	}
-	if dt > 0 {
+	if dt > 0 && count {
 		z.joules += (z.prevW + rd.Watts) / 2 * dt.Seconds()
 	}
 	z.prevW, z.prevDev, z.prevT = rd.Watts, rd.Time, at
@@ -334,6 +356,93 @@ func (c *Cached) WaitFirst(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// DeviceZoner is a PowerReader whose zones are devices' (hwmon's GPU
+// chips), so that LeaveOutDevices can name them.
+type DeviceZoner interface {
+	// DeviceZones are the zones of the devices in pci (PCI addresses).
+	DeviceZones(pci map[string]bool) []ZoneID
+}
+
+// ZoneID names a zone of a meter.
+type ZoneID struct {
+	Zone   string
+	Socket int
+}
+
+// Reader is the PowerReader c reads.
+func (c *Cached) Reader() PowerReader { return c.r }
+
+// Local is a PowerReader that reads a device of this machine in
+// microseconds (hwmon's sysfs files), not a remote one (a BMC).
+type Local interface{ Local() bool }
+
+// Refresh reads the device now, in the caller, when it is local, so
+// that Read returns what it says now rather than at its last poll; a
+// remote device is left to its schedule. It reports whether it read.
+func (c *Cached) Refresh(ctx context.Context) bool {
+	if l, ok := c.r.(Local); !ok || !l.Local() {
+		return false
+	}
+	c.pollMu.Lock()
+	defer c.pollMu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	c.pollLocked(ctx, time.Time{})
+	return true
+}
+
+// Refresh refreshes every meter m combines that reads a local device in
+// the background (Cached.Refresh): a process that reads the meters at
+// instants of its own (`wattrace measure`, at a command's start and end)
+// then gets their energy up to that instant, not up to their last poll.
+func Refresh(ctx context.Context, m Meter) {
+	if c, ok := m.(*Cached); ok {
+		c.Refresh(ctx)
+	}
+	if cm, ok := m.(interface{ Meters() []Meter }); ok {
+		for _, x := range cm.Meters() {
+			Refresh(ctx, x)
+		}
+	}
+}
+
+// LeaveOutDevices stops counting the zones of the devices in pci (PCI
+// addresses) from now on, and counts again those of devices no longer
+// in it: another source (a GPU source that came up after start) reads
+// them per device now. The device is read at the switch itself, so what
+// a zone used up to now stays with the side that counted it so far; a
+// left-out zone keeps its total, which stops growing, so a reader that
+// took a reading before the switch still has its energy up to the
+// switch. The switch's reading is taken as of at (the instant the other
+// source takes over: its first reading's), so neither counts the time
+// between that instant and this read. It reports false when the reader
+// does not name devices' zones.
+func (c *Cached) LeaveOutDevices(pci map[string]bool, at time.Time) bool {
+	dz, ok := c.r.(DeviceZoner)
+	if !ok {
+		return false
+	}
+	paused := map[zoneKey]bool{}
+	for _, z := range dz.DeviceZones(pci) {
+		paused[zoneKey{z.Zone, z.Socket}] = true
+	}
+	c.pollMu.Lock()
+	defer c.pollMu.Unlock()
+	c.mu.Lock()
+	same := maps.Equal(paused, c.paused)
+	c.mu.Unlock()
+	if same {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	c.pollLocked(ctx, at)
+	c.mu.Lock()
+	c.paused = paused
+	c.mu.Unlock()
+	return true
 }
 
 // Close stops the reading goroutine and closes the reader if it is a

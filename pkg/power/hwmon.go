@@ -159,6 +159,32 @@ func (z HwmonZones) names() []string {
 // Name implements PowerReader.
 func (h *Hwmon) Name() string { return "hwmon" }
 
+// Local implements Local: sysfs files, read in microseconds.
+func (h *Hwmon) Local() bool { return true }
+
+// DeviceZones implements DeviceZoner: the zones of the GPU chips of the
+// devices in pci (PCI addresses).
+func (h *Hwmon) DeviceZones(pci map[string]bool) []ZoneID {
+	var out []ZoneID
+	for _, c := range h.chips {
+		if c.zone == reading.ZoneGPU && pci[strings.ToLower(filepath.Base(c.devPath))] {
+			out = append(out, ZoneID{c.zone, c.socket})
+		}
+	}
+	return out
+}
+
+// GPUSockets are the sockets of the GPU zones the chips report.
+func (h *Hwmon) GPUSockets() []int {
+	var out []int
+	for _, c := range h.chips {
+		if c.zone == reading.ZoneGPU {
+			out = append(out, c.socket)
+		}
+	}
+	return out
+}
+
 // ReadPower implements PowerReader.
 func (h *Hwmon) ReadPower(ctx context.Context) ([]Reading, error) {
 	var out []Reading

@@ -3,6 +3,7 @@ package power
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -41,7 +42,7 @@ type PMCounters struct {
 	ctrs    []reading.Counter // one per file: validates each reading against the zone's ceiling
 	totalJ  []float64
 	// skip are accelerators a GPU source came to read after start
-	// (SkipAccels): their counters are still read, never reported.
+	// (SkipAccels): their counters are still read, never added to.
 	skip map[int]bool
 }
 
@@ -167,16 +168,39 @@ func (p *PMCounters) Accels() int {
 	return n
 }
 
-// SkipAccels stops reporting the accelerators in read: a GPU source
-// that was down at start (NVML) reads them per device now, and the two
-// must not both count them. Exclusions follow the sources' state, not
-// only their state at start; an accelerator the source no longer reads
-// (it went down) is reported again, resuming from its total before the
-// skip: the energy in between was the source's.
+// SkipAccels stops counting the accelerators in read from now on: a GPU
+// source that was down at start (NVML) reads them per device now, and
+// the two must not both count them. Exclusions follow the sources'
+// state, not only their state at start. The counters are read at the
+// switch itself, so what an accelerator used up to now stays with the
+// side that counted it so far; a skipped accelerator's zone keeps its
+// total, which stops growing (a reader that took a reading before the
+// switch still has its energy up to the switch). One the source no
+// longer reads (it went down) is counted again from its next reading on:
+// the energy in between was the source's.
 func (p *PMCounters) SkipAccels(read map[int]bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if maps.Equal(p.skip, read) {
+		return
+	}
+	// A failed read leaves the baselines where they were: the span up to
+	// the next good reading then goes to the side counting after the
+	// switch, the best that can be done without a reading.
+	_, _ = p.read()
 	p.skip = read
+}
+
+// GPUSockets are the sockets of the GPU zones the meter reports (its
+// accelerators numbered after the GPU stage's zones).
+func (p *PMCounters) GPUSockets() []int {
+	var out []int
+	for _, f := range p.files {
+		if f.zone == reading.ZoneGPU {
+			out = append(out, f.socket)
+		}
+	}
+	return out
 }
 
 // Estimated implements Meter.
@@ -186,6 +210,10 @@ func (p *PMCounters) Estimated() bool { return false }
 func (p *PMCounters) Read(_ context.Context) ([]reading.ZoneSample, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.read()
+}
+
+func (p *PMCounters) read() ([]reading.ZoneSample, error) {
 	now := p.now()
 	cur, startup, err := p.consistentScan()
 	p.tall.ReadAt(err, now)
@@ -205,12 +233,12 @@ func (p *PMCounters) Read(_ context.Context) ([]reading.ZoneSample, error) {
 		if err != nil {
 			p.tall.Reject(err, filepath.Join(p.dir, f.name))
 		}
-		if f.accel >= 0 && p.skip[f.accel] {
-			// Read, so its counter's baseline stays current; its energy
-			// is the GPU source's meanwhile, never added here.
-			continue
+		if f.accel < 0 || !p.skip[f.accel] {
+			// A skipped accelerator is still read, so its counter's
+			// baseline stays current; its energy is the GPU source's
+			// meanwhile, never added here.
+			p.totalJ[i] += d
 		}
-		p.totalJ[i] += d
 		out = append(out, reading.ZoneSample{Zone: f.zone, Socket: f.socket, Joules: p.totalJ[i]})
 	}
 	return out, nil

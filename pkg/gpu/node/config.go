@@ -49,6 +49,12 @@ type Config struct {
 
 	// SysfsRoot and ProcfsRoot come from --path.sysfs and --path.procfs.
 	SysfsRoot, ProcfsRoot string
+
+	// Rescan is how often the sources look for devices that appeared
+	// after start (a hot-plugged card, a driver that loaded late): the
+	// sysfs source's DRM listing, and a source kind that had no device at
+	// start, tried again after Rescan, doubling up to a minute. 0: 5 s.
+	Rescan time.Duration
 }
 
 // The gpu.* keys.
@@ -66,7 +72,8 @@ const (
 )
 
 // Declare declares the gpu.* settings, bound to c, each with its check;
-// SampleEvery and the roots are the exporter's to set.
+// SampleEvery and the roots are the exporter's to set, and Rescan is no
+// setting (tests shorten it).
 func (c *Config) Declare(s *setting.Set) {
 	s.String(&c.NVML, KeyNVML, "auto", "Read NVIDIA GPUs through NVML (libnvidia-ml.so.1, loaded at run time): auto (when the driver is there) or off.").Checked(autoOrOff(KeyNVML, &c.NVML))
 	s.String(&c.Sysfs, KeySysfs, "auto", "Read AMD (amdgpu) and Intel (i915, xe) GPUs from hwmon and DRM fdinfo: auto or off. When on, these cards leave the hwmon meter's gpu zone, so nothing is counted twice.").Checked(autoOrOff(KeySysfs, &c.Sysfs))

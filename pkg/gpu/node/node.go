@@ -8,7 +8,12 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -33,9 +38,31 @@ type GPUs struct {
 	warned map[string]bool
 	// onDevices is called from Interval when the devices read change
 	// (a source came up or went down); seen is the last set, by key.
-	onDevices func([]reading.GPUDevice)
+	onDevices func([]reading.GPUDevice, time.Time)
 	seen      map[string]bool
+	// late are the source kinds that had no device at Open, tried again
+	// by Interval; maybe: the node has a GPU no source could read at
+	// Open (a driver still loading, an unreadable DRM class), so the
+	// GPUs are kept and devices may come.
+	late  []*lateSource
+	maybe bool
 }
+
+// lateSource is a GPU source kind not open yet: open is tried again at
+// next, then after wait, doubling up to maxLateWait.
+type lateSource struct {
+	name string
+	open func() (gpu.Source, error)
+	next time.Time
+	wait time.Duration
+}
+
+// maxLateWait bounds the wait between two tries of a source kind that
+// had no device.
+const maxLateWait = time.Minute
+
+// openNVML opens the NVIDIA source (tests open it on go-nvml's mock).
+var openNVML = nvml.Open
 
 // denier is an allocation source that reads other users' processes and
 // says how many it could not read for lack of permission.
@@ -54,22 +81,42 @@ func Open(cfg Config, log *zap.Logger) (*GPUs, error) {
 	// The sources' own start-up lines are folded into the one line below:
 	// a node without GPUs (most nodes) says so once, at info.
 	quiet := log.WithOptions(zap.IncreaseLevel(zap.WarnLevel))
+	nvOpts := nvml.Options{Mode: cfg.NVML, MaxWatts: cfg.MaxWatts, SampleEvery: cfg.SampleEvery}
+	sysOpts := sysfs.Options{Mode: cfg.Sysfs, SysfsRoot: cfg.SysfsRoot, ProcfsRoot: cfg.ProcfsRoot, MaxWatts: cfg.MaxWatts,
+		SampleEvery: cfg.SampleEvery, Rescan: cfg.Rescan}
 	var srcs []gpu.Source
-	if s, err := nvml.Open(nvml.Options{Mode: cfg.NVML, MaxWatts: cfg.MaxWatts, SampleEvery: cfg.SampleEvery}, quiet); err != nil {
+	var late []*lateSource
+	if s, err := openNVML(nvOpts, quiet); err != nil {
 		return nil, fmt.Errorf("gpu.nvml: %w", err)
 	} else if s != nil {
 		srcs = append(srcs, s)
+	} else if cfg.NVML != "off" {
+		late = append(late, &lateSource{name: "nvml", open: func() (gpu.Source, error) { return openNVML(nvOpts, zap.NewNop()) }})
 	}
-	s, err := sysfs.Open(sysfs.Options{Mode: cfg.Sysfs, SysfsRoot: cfg.SysfsRoot, ProcfsRoot: cfg.ProcfsRoot, MaxWatts: cfg.MaxWatts,
-		SampleEvery: cfg.SampleEvery}, quiet)
+	s, err := sysfs.Open(sysOpts, quiet)
 	if err != nil {
 		return nil, fmt.Errorf("gpu.sysfs: %w", err)
 	}
 	if s != nil {
 		srcs = append(srcs, s)
+	} else if cfg.Sysfs != "off" {
+		late = append(late, &lateSource{name: "sysfs", open: func() (gpu.Source, error) {
+			s, err := sysfs.Open(sysOpts, zap.NewNop())
+			if s == nil {
+				return nil, err // not a typed nil
+			}
+			return s, err
+		}})
 	}
-	if len(srcs) == 0 {
+	maybe := false
+	if len(srcs) == 0 && len(late) > 0 {
+		maybe = gpuOnBus(cfg.SysfsRoot) || drmUnreadable(cfg.SysfsRoot)
+	}
+	if len(srcs) == 0 && !maybe {
 		log.Info("GPU sources off: no NVIDIA device through NVML and no amdgpu, i915 or xe card with an energy or power sensor",
+			zap.String("gpu.nvml", cfg.NVML), zap.String("gpu.sysfs", cfg.Sysfs))
+	} else if len(srcs) == 0 {
+		log.Info("GPU sources waiting: the node has a GPU no source reads yet (a driver still loading?); looking again in the background",
 			zap.String("gpu.nvml", cfg.NVML), zap.String("gpu.sysfs", cfg.Sysfs))
 	} else {
 		for _, s := range srcs {
@@ -97,7 +144,99 @@ func Open(cfg Config, log *zap.Logger) (*GPUs, error) {
 	}
 	g := New(cfg, srcs, as, log)
 	g.closers = closers
+	g.late, g.maybe = late, maybe
 	return g, nil
+}
+
+// gpuOnBus: a GPU (a display or 3D controller of NVIDIA, AMD or Intel)
+// is on the PCI bus that a source may read later: no driver serves it
+// yet (one still loading), NVIDIA's driver does (NVML still coming up),
+// or amdgpu, i915 or xe does but has not registered its DRM card yet. A
+// device bound to another driver (vfio-pci for a VM's passthrough,
+// nouveau, a BMC's ast) is never one.
+func gpuOnBus(sysfsRoot string) bool {
+	if sysfsRoot == "" {
+		sysfsRoot = "/sys"
+	}
+	dir := filepath.Join(sysfsRoot, "bus", "pci", "devices")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		dev := filepath.Join(dir, e.Name())
+		class, err := os.ReadFile(filepath.Join(dev, "class"))
+		if err != nil {
+			continue
+		}
+		c := strings.TrimSpace(string(class))
+		if !strings.HasPrefix(c, "0x0300") && !strings.HasPrefix(c, "0x0302") && !strings.HasPrefix(c, "0x0380") {
+			continue
+		}
+		vendor, _ := os.ReadFile(filepath.Join(dev, "vendor"))
+		switch strings.TrimSpace(string(vendor)) {
+		case "0x10de", "0x1002", "0x8086":
+		default:
+			continue
+		}
+		drv, err := os.Readlink(filepath.Join(dev, "driver"))
+		if err != nil {
+			return true // no driver yet
+		}
+		switch filepath.Base(drv) {
+		case "nvidia":
+			return true
+		case "amdgpu", "i915", "xe":
+			if _, err := os.Stat(filepath.Join(dev, "drm")); err != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// drmUnreadable: the DRM class is there but cannot be listed (the sysfs
+// source then reads nothing, for now).
+func drmUnreadable(sysfsRoot string) bool {
+	if sysfsRoot == "" {
+		sysfsRoot = "/sys"
+	}
+	_, err := os.ReadDir(filepath.Join(sysfsRoot, "class", "drm"))
+	return err != nil && !errors.Is(err, fs.ErrNotExist)
+}
+
+// tryLate tries the source kinds that had no device, each when its wait
+// is over; a source that now has devices joins the others, and its
+// devices are read from this interval on (their first reading is their
+// baseline). It reports whether one joined.
+func (g *GPUs) tryLate(now time.Time) bool {
+	joined := false
+	every := g.cfg.Rescan
+	if every <= 0 {
+		every = 5 * time.Second
+	}
+	kept := g.late[:0]
+	for _, l := range g.late {
+		switch {
+		case l.next.IsZero():
+			// Open has just tried.
+			l.wait = every
+			l.next = now.Add(l.wait)
+		case !now.Before(l.next):
+			src, err := l.open()
+			if err == nil && src != nil {
+				g.sources = append(g.sources, src)
+				g.log.Info("GPU source on, found after start", zap.String("source", src.Name()), zap.Int("devices", len(src.Devices())))
+				joined = true
+				continue
+			}
+			l.wait = min(2*l.wait, max(maxLateWait, every))
+			l.next = now.Add(l.wait)
+		}
+		kept = append(kept, l)
+	}
+	g.late = kept
+	return joined
 }
 
 // New assembles GPUs from sources already opened (tests, benchmarks).
@@ -112,14 +251,19 @@ func New(cfg Config, srcs []gpu.Source, allocs []alloc.Source, log *zap.Logger) 
 // takes its idle models and policy from it).
 func (g *GPUs) Config() Config { return g.cfg }
 
-// Empty reports that no GPU source is open: the node has no GPU (or
-// they are off). A source that is open but down (an NVML error it
-// retries) has no devices yet and still counts.
-func (g *GPUs) Empty() bool { return len(g.sources) == 0 }
+// Empty reports that no GPU source is open and none is awaited: the node
+// has no GPU (or they are off). A source that is open but down (an NVML
+// error it retries) has no devices yet and still counts, as does a GPU
+// on the PCI bus that no source reads yet (a driver still loading).
+func (g *GPUs) Empty() bool { return len(g.sources) == 0 && !g.maybe }
 
-// Pending reports whether a source is open but down (NVML failing at
-// start, retried in the background): it may list devices later.
+// Pending reports whether devices may come later: a source is open but
+// down (NVML failing at start, retried in the background), or the node
+// has a GPU no source could read at Open.
 func (g *GPUs) Pending() bool {
+	if len(g.sources) == 0 && g.maybe {
+		return true
+	}
 	for _, s := range g.sources {
 		if d, ok := s.(interface{ Down() error }); ok && d.Down() != nil {
 			return true
@@ -129,9 +273,12 @@ func (g *GPUs) Pending() bool {
 }
 
 // OnDevices calls f, from Interval, with the devices read whenever they
-// change from the interval before (the first interval included), so
-// that what other sources leave out follows the GPU sources' state.
-func (g *GPUs) OnDevices(f func([]reading.GPUDevice)) { g.onDevices = f }
+// change from the interval before (the first interval included), and
+// the interval's instant, so that what other sources leave out follows
+// the GPU sources' state and switches at the instant a new device's
+// first reading (its baseline) is taken. A source opened after start
+// is told of before it is read.
+func (g *GPUs) OnDevices(f func(devs []reading.GPUDevice, at time.Time)) { g.onDevices = f }
 
 // Devices lists every device of every source.
 func (g *GPUs) Devices() []reading.GPUDevice {
@@ -145,6 +292,12 @@ func (g *GPUs) Devices() []reading.GPUDevice {
 // Interval reads and resolves every device for the interval
 // ending at now. The result is reused by the next call.
 func (g *GPUs) Interval(ctx context.Context, now time.Time) *reading.GPUInterval {
+	if len(g.late) > 0 && g.tryLate(now) {
+		// A source found now: the others let go of its devices before
+		// it takes its first reading, not after its read (a scan of
+		// every process's DRM clients, which can take a while).
+		g.devicesChanged(g.Devices(), now)
+	}
 	g.out.Health = g.out.Health[:0]
 	var readings []reading.GPUReading
 	for _, s := range g.sources {
@@ -184,7 +337,7 @@ func (g *GPUs) Interval(ctx context.Context, now time.Time) *reading.GPUInterval
 		g.out.Health = append(g.out.Health, *h)
 	}
 	devs := make([]reading.GPUDevice, len(readings))
-	defer g.devicesChanged(devs)
+	defer g.devicesChanged(devs, now)
 	mig := map[string]string{}
 	for i, r := range readings {
 		devs[i] = r.Device
@@ -226,7 +379,7 @@ func (g *GPUs) Interval(ctx context.Context, now time.Time) *reading.GPUInterval
 
 // devicesChanged tells OnDevices' function of a change in the devices
 // read.
-func (g *GPUs) devicesChanged(devs []reading.GPUDevice) {
+func (g *GPUs) devicesChanged(devs []reading.GPUDevice, at time.Time) {
 	if g.onDevices == nil {
 		return
 	}
@@ -241,7 +394,7 @@ func (g *GPUs) devicesChanged(devs []reading.GPUDevice) {
 	for _, d := range devs {
 		g.seen[d.Key()] = true
 	}
-	g.onDevices(devs)
+	g.onDevices(devs, at)
 }
 
 // Close closes every source.

@@ -16,6 +16,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	podresources "k8s.io/kubelet/pkg/apis/podresources/v1"
 
@@ -169,5 +170,85 @@ func BenchmarkInterval8GPUs100Procs(b *testing.B) {
 		if len(iv.Devices) != 8 {
 			b.Fatal(len(iv.Devices))
 		}
+	}
+}
+
+// NVIDIA's driver loading after start: NVML's library is there but its
+// Init says the driver is not loaded, so no source reads the board at
+// Open; the board is on the PCI bus, so the GPUs are kept and NVML is
+// tried again. Once the driver is up the board is read from the interval
+// it is found (its baseline) and counted once: 300 J an interval.
+func TestNVMLFoundWhenItsDriverLoads(t *testing.T) {
+	srv, energy, ts := mockNode(1, 2)
+	loaded := false
+	init := srv.InitFunc
+	srv.InitFunc = func() gonvml.Return {
+		if !loaded {
+			return gonvml.ERROR_DRIVER_NOT_LOADED
+		}
+		return init()
+	}
+	old := openNVML
+	openNVML = func(o nvml.Options, log *zap.Logger) (gpu.Source, error) { return nvml.OpenLib(srv, o, log) }
+	t.Cleanup(func() { openNVML = old })
+	sys := t.TempDir()
+	dev := filepath.Join(sys, "devices", "pci0000:00", "0000:10:00.0")
+	for f, v := range map[string]string{"class": "0x030200\n", "vendor": "0x10de\n"} {
+		if err := os.MkdirAll(dev, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dev, f), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(sys, "bus", "pci", "devices"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(dev, filepath.Join(sys, "bus", "pci", "devices", "0000:10:00.0")); err != nil {
+		t.Fatal(err)
+	}
+	g, err := Open(Config{NVML: "auto", Sysfs: "off", SysfsRoot: sys, Rescan: time.Second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if g.Empty() || !g.Pending() {
+		t.Fatalf("empty %v, pending %v: want the GPUs kept, pending", g.Empty(), g.Pending())
+	}
+	found := -1
+	var counted float64
+	for k := 0; k <= 20; k++ {
+		if k == 3 {
+			loaded = true
+		}
+		(*energy)[0] += 300_000
+		*ts += 1_000_000
+		iv := g.Interval(context.Background(), t0.Add(time.Duration(k)*time.Second))
+		switch {
+		case len(iv.Devices) == 0:
+			if found >= 0 {
+				t.Fatalf("interval %d: the board went away", k)
+			}
+			continue
+		case k < 3:
+			t.Fatalf("interval %d: read before the driver loaded", k)
+		case found < 0:
+			found = k
+			if r := iv.Devices[0].Reading; r.OK {
+				t.Fatalf("interval %d (found): %+v, want its baseline only", k, r)
+			}
+			continue
+		}
+		r := iv.Devices[0].Reading
+		if !r.OK || math.Abs(r.EnergyJ-300) > 300e-9 {
+			t.Fatalf("interval %d: %+v, want 300 J", k, r)
+		}
+		counted += r.EnergyJ
+	}
+	if found < 3 || found > 7 {
+		t.Fatalf("found at interval %d, want soon after the driver loaded at 3", found)
+	}
+	if want := 300.0 * float64(20-found); math.Abs(counted-want) > 1e-6 {
+		t.Errorf("counted %.3f J, want %.0f J", counted, want)
 	}
 }

@@ -138,13 +138,18 @@ type gpmPair struct {
 // without a reboot, a GPU lost from the bus) degrades this source alone:
 // it reports itself down with the reason and retries (New).
 func Open(opts Options, log *zap.Logger) (gpu.Source, error) {
+	return OpenLib(gonvml.New(), opts, log)
+}
+
+// OpenLib is Open on lib (the real library or go-nvml's mock).
+func OpenLib(lib gonvml.Interface, opts Options, log *zap.Logger) (gpu.Source, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
 	if opts.Mode == "off" {
 		return nil, nil
 	}
-	s, err := New(gonvml.New(), opts, log)
+	s, err := New(lib, opts, log)
 	if errors.Is(err, errNoDriver) {
 		log.Info("NVIDIA GPU source off: NVML not available", zap.Error(err))
 		return nil, nil

@@ -45,6 +45,9 @@ type Options struct {
 	// sampled in the background, for the trapezoid rule
 	// (power.meter-interval); 0 samples only at each Read.
 	SampleEvery time.Duration
+	// Rescan is how often Read looks for cards that appeared after start
+	// (0: every 5 s; negative: never).
+	Rescan time.Duration
 }
 
 var cardRE = regexp.MustCompile(`^card[0-9]+$`)
@@ -69,7 +72,8 @@ type card struct {
 	busy string
 }
 
-// Source reads the DRM cards found at Open.
+// Source reads the DRM cards found at Open and those that appear later
+// (rescan).
 type Source struct {
 	scanner *fdinfo.Scanner
 	debugfs string
@@ -98,6 +102,14 @@ type Source struct {
 	maxW    float64
 	stop    chan struct{}
 	stopped chan struct{}
+	// drm is the DRM class directory; known are the cards read (by
+	// name), told the skipped ones already logged; nextScan is when Read
+	// next looks for new cards.
+	drm      string
+	opts     Options
+	known    map[string]bool
+	told     map[string]bool
+	nextScan time.Time
 }
 
 // Open finds amdgpu, i915 and xe cards with an energy or power hwmon file.
@@ -129,47 +141,97 @@ func Open(opts Options, log *zap.Logger) (*Source, error) {
 		return nil, nil
 	}
 	rej := reading.NewRejects("gpu-sysfs", log)
-	kfd := kfdTopology(opts.SysfsRoot)
-	s := &Source{log: log, sysRoot: opts.SysfsRoot, kfd: kfd, kfdUse: map[string]map[int]float64{}, scanner: fdinfo.NewScanner(opts.ProcfsRoot), debugfs: filepath.Join(opts.SysfsRoot, "kernel", "debug"), rejects: rej, tracker: fdinfo.NewTracker(rej)}
-	ordinal := gpuOrdinals(drm, ents)
-	for _, e := range ents {
-		if !cardRE.MatchString(e.Name()) {
-			continue
-		}
-		c, why := probe(filepath.Join(drm, e.Name()), e.Name())
-		if c != nil {
-			c.dev.Index = ordinal[e.Name()]
-		}
-		if c != nil && kfd[c.dev.PCIBusID].APU {
-			c, why = nil, "an APU: its power sensor reports the whole socket, CPU included, which the CPU's package zone counts"
-		}
-		if c == nil {
-			if why != "" {
-				log.Info("DRM card skipped", zap.String("card", e.Name()), zap.String("why", why))
-			}
-			continue
-		}
-		c.meter = gpu.NewMeter("gpu-sysfs/"+c.dev.PCIBusID, opts.MaxWatts, rej)
-		s.cards = append(s.cards, c)
-	}
-	slices.SortFunc(s.cards, func(a, b *card) int { return a.dev.Index - b.dev.Index })
-	for _, c := range s.cards {
-		s.list = append(s.list, c.dev)
-	}
-	if len(s.cards) == 0 {
-		log.Info("DRM GPU source off: no amdgpu, i915 or xe card with an energy or power sensor")
-		return nil, nil
-	}
+	s := &Source{log: log, sysRoot: opts.SysfsRoot, kfdUse: map[string]map[int]float64{}, scanner: fdinfo.NewScanner(opts.ProcfsRoot), debugfs: filepath.Join(opts.SysfsRoot, "kernel", "debug"), rejects: rej, tracker: fdinfo.NewTracker(rej),
+		drm: drm, opts: opts, known: map[string]bool{}}
 	s.maxW = opts.MaxWatts
 	if s.maxW <= 0 {
 		s.maxW = gpu.DefaultMaxWatts
 	}
-	if opts.SampleEvery > 0 && slices.ContainsFunc(s.cards, func(c *card) bool { return !c.counter }) {
-		s.stop, s.stopped = make(chan struct{}), make(chan struct{})
-		go s.sampler(opts.SampleEvery)
+	s.addCards(ents, log)
+	if len(s.cards) == 0 {
+		log.Info("DRM GPU source off: no amdgpu, i915 or xe card with an energy or power sensor")
+		return nil, nil
 	}
 	log.Info("DRM GPU source on", zap.Int("devices", len(s.cards)))
 	return s, nil
+}
+
+// rescanEvery is how often Read looks for cards that appeared after
+// start (hot-plug, a driver that bound late) unless Options.Rescan says.
+const rescanEvery = 5 * time.Second
+
+// addCards probes the cards of the DRM class listing ents that are not
+// read yet and adds those with an energy or power sensor; a card that
+// has none (yet) is probed again at the next rescan.
+func (s *Source) addCards(ents []os.DirEntry, log *zap.Logger) []reading.GPUDevice {
+	var fresh []*card
+	var ordinal map[string]int
+	for _, e := range ents {
+		if !cardRE.MatchString(e.Name()) || s.known[e.Name()] {
+			continue
+		}
+		if ordinal == nil {
+			ordinal = gpuOrdinals(s.drm, ents)
+			s.kfd = kfdTopology(s.sysRoot)
+		}
+		c, why := probe(filepath.Join(s.drm, e.Name()), e.Name())
+		if c != nil {
+			c.dev.Index = ordinal[e.Name()]
+		}
+		if c != nil && s.kfd[c.dev.PCIBusID].APU {
+			c, why = nil, "an APU: its power sensor reports the whole socket, CPU included, which the CPU's package zone counts"
+		}
+		if c == nil {
+			if why != "" && !s.told[e.Name()] {
+				log.Info("DRM card skipped", zap.String("card", e.Name()), zap.String("why", why))
+				if s.told == nil {
+					s.told = map[string]bool{}
+				}
+				s.told[e.Name()] = true
+			}
+			continue
+		}
+		c.meter = gpu.NewMeter("gpu-sysfs/"+c.dev.PCIBusID, s.opts.MaxWatts, s.rejects)
+		s.known[e.Name()] = true
+		fresh = append(fresh, c)
+	}
+	if len(fresh) == 0 {
+		return nil
+	}
+	slices.SortFunc(fresh, func(a, b *card) int { return a.dev.Index - b.dev.Index })
+	var devs []reading.GPUDevice
+	s.mu.Lock()
+	for _, c := range fresh {
+		s.cards = append(s.cards, c)
+		s.list = append(s.list, c.dev)
+		devs = append(devs, c.dev)
+	}
+	s.mu.Unlock()
+	if s.opts.SampleEvery > 0 && s.stop == nil && slices.ContainsFunc(fresh, func(c *card) bool { return !c.counter }) {
+		s.stop, s.stopped = make(chan struct{}), make(chan struct{})
+		go s.sampler(s.opts.SampleEvery)
+	}
+	return devs
+}
+
+// rescan adds the cards that appeared since the last look, at most every
+// Options.Rescan (a directory listing, and a probe of each card not read).
+func (s *Source) rescan(now time.Time) {
+	every := s.opts.Rescan
+	if every == 0 {
+		every = rescanEvery
+	}
+	if every < 0 || now.Before(s.nextScan) {
+		return
+	}
+	s.nextScan = now.Add(every)
+	ents, err := os.ReadDir(s.drm)
+	if err != nil {
+		return
+	}
+	for _, d := range s.addCards(ents, s.log) {
+		s.log.Info("DRM GPU found after start", zap.String("device", d.PCIBusID), zap.Int("index", d.Index))
+	}
 }
 
 // sampler samples the power cards every interval until Close.
@@ -335,6 +397,7 @@ func (s *Source) Health() []reading.SourceHealth {
 // its next reading spans the gap.
 func (s *Source) Read(ctx context.Context, now time.Time) ([]reading.GPUReading, error) {
 	s.now = now
+	s.rescan(now)
 	pids, ok := fdinfo.DebugfsPIDs(s.debugfs)
 	if !ok {
 		pids = nil

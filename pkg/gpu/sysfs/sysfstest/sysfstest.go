@@ -111,3 +111,13 @@ func (tr *Tree) KFDProc(pid int, id uint64, cu int) {
 		tr.Write(filepath.Join(dir, fmt.Sprintf("stats_%d", id), "cu_occupancy"), fmt.Sprintf("%d\n", cu))
 	}
 }
+
+// PCI puts the device at addr on the PCI bus (bus/pci/devices) with its
+// class ("0x030000": a VGA controller) and vendor ("0x1002": AMD), as
+// the kernel lists a device whether or not a driver serves it.
+func (tr *Tree) PCI(addr, class, vendor string) {
+	dev := filepath.Join(tr.Devices, addr)
+	tr.Write(filepath.Join(dev, "class"), class+"\n")
+	tr.Write(filepath.Join(dev, "vendor"), vendor+"\n")
+	tr.Link(dev, filepath.Join(tr.Sys, "bus", "pci", "devices", addr))
+}
