@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 #
-# wattrace container image. The BPF objects are committed (pkg/bpfloader),
+# wattrace container image. The BPF objects are committed (internal/bpfloader),
 # so the build needs neither clang nor kernel headers.
 #
 # Run it privileged, in the host's PID and cgroup namespaces, with the

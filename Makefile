@@ -92,7 +92,7 @@ footprint:
 # Regenerates the BPF objects and Go bindings with bpf2go (needs clang and
 # bpftool).
 generate:
-	$(GO) generate ./pkg/bpfloader/...
+	$(GO) generate ./internal/bpfloader/...
 
 # vmlinux.h comes from the kernel the programs were developed on; CO-RE
 # relocates against the running kernel's BTF, so it rarely needs refreshing
@@ -112,8 +112,8 @@ lint:
 # Fails when the committed BPF output is stale: regenerate, then require no
 # change and no new file.
 check-generate: generate
-	git diff --exit-code -- pkg/bpfloader vmlinux
-	@untracked="$$(git ls-files --others --exclude-standard -- pkg/bpfloader vmlinux)"; \
+	git diff --exit-code -- internal/bpfloader vmlinux
+	@untracked="$$(git ls-files --others --exclude-standard -- internal/bpfloader vmlinux)"; \
 	if [ -n "$$untracked" ]; then echo "generated files not committed:"; echo "$$untracked"; exit 1; fi
 
 clean:

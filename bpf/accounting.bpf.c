@@ -103,7 +103,7 @@ struct {
 
 // One record per task, written by the iterator: the runtime and switches it
 // claimed since the task was last reported, not the task's totals. bpf2go
-// generates its Go twin, accountingTaskRec, through which pkg/bpfloader's
+// generates its Go twin, accountingTaskRec, through which internal/bpfloader's
 // parseTasks decodes it.
 struct task_rec {
 	__u32 tid;

@@ -4,7 +4,7 @@
 // per-task hardware counters.
 //
 // One object, several programs: every program here is loaded and attached
-// on its own by the loader (pkg/bpfloader/probes.go) against the same maps,
+// on its own by the loader (internal/bpfloader/probes.go) against the same maps,
 // so a hook the kernel lacks, or a program its verifier refuses, turns off
 // only that probe's figures. All of them add to the same cumulative
 // per-process and per-cgroup counters (struct stats); user space computes

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/internal/testenv"
+	"github.com/wattrace/wattrace/internal/units/store"
 	"github.com/wattrace/wattrace/pkg/units"
-	"github.com/wattrace/wattrace/pkg/units/store"
 )
 
 // TestAcctMunge runs checkAcctMunge without the Slurm bed's jobs: the real

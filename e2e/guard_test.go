@@ -20,8 +20,8 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/internal/testenv"
+	"github.com/wattrace/wattrace/internal/units/store"
 	"github.com/wattrace/wattrace/pkg/units"
-	"github.com/wattrace/wattrace/pkg/units/store"
 )
 
 // guardFixture is what the test's /metrics serves. Alice's values are

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/e2e/vhostuser"
+	"github.com/wattrace/wattrace/internal/guestshare"
 	"github.com/wattrace/wattrace/internal/testenv"
-	"github.com/wattrace/wattrace/pkg/guestshare"
 	"github.com/wattrace/wattrace/pkg/power/hostshare"
 )
 
@@ -364,7 +364,7 @@ func switchedRAPL(t *testing.T, root string, watts float64) *raplSwitch {
 	return r
 }
 
-// TestVsockByContextIDInGuest runs pkg/guestshare's TestVsockByContextID
+// TestVsockByContextIDInGuest runs internal/guestshare's TestVsockByContextID
 // in a real guest kernel (Debian's, booted by QEMU) that has what this
 // machine's kernel lacks: vhost-vsock, so the host's AF_VSOCK listener
 // opens, and the vsock loopback transport to connect to it with. It
@@ -379,8 +379,8 @@ func TestVsockByContextIDInGuest(t *testing.T) {
 	if err != nil {
 		gobin = "/usr/local/go/bin/go"
 	}
-	if out, err := run(5*time.Minute, []string{"CGO_ENABLED=0"}, gobin, "test", "-c", "-o", bin, "../pkg/guestshare"); err != nil {
-		t.Fatalf("go test -c ./pkg/guestshare: %v\n%s", err, out)
+	if out, err := run(5*time.Minute, []string{"CGO_ENABLED=0"}, gobin, "test", "-c", "-o", bin, "../internal/guestshare"); err != nil {
+		t.Fatalf("go test -c ./internal/guestshare: %v\n%s", err, out)
 	}
 	gw := filepath.Join(work, "guest")
 	if _, err := script(t, 10*time.Minute, "guest.sh", "build", gw, bin, "-test.run=^TestVsockByContextID$", "-test.v", "-test.count=1"); err != nil {

@@ -420,7 +420,7 @@ func checkRestart(t *testing.T, base string, start, stopped, end time.Time) {
 var needsMeter = map[string]bool{"Meters up": true, "Meter reading age": true, "Meter read errors": true}
 
 // needsGPU: the GPU families (and the rules and panels on them) exist only
-// on a node with GPUs, which this machine lacks; pkg/stats' and the
+// on a node with GPUs, which this machine lacks; internal/stats' and the
 // collector's tests (mock NVML, sysfs fixtures) and the promtool unit
 // tests cover them.
 func needsGPU(expr string) bool { return strings.Contains(expr, "wattrace_gpu_") }

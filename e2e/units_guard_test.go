@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wattrace/wattrace/pkg/units/access"
+	"github.com/wattrace/wattrace/internal/units/access"
 )
 
 // guardAt finds a moment at which Prometheus holds a sample of every job's

@@ -28,9 +28,9 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/internal/testenv"
+	"github.com/wattrace/wattrace/internal/units/access"
+	"github.com/wattrace/wattrace/internal/units/api"
 	"github.com/wattrace/wattrace/pkg/units"
-	"github.com/wattrace/wattrace/pkg/units/access"
-	"github.com/wattrace/wattrace/pkg/units/api"
 )
 
 var (

@@ -23,13 +23,13 @@ baseline=bench/baseline.txt
 # stay manual (their commands are in that doc).
 benches=(
 	"pkg/model|^BenchmarkSplit$|200x"                                  # The model
-	"pkg/collector|^BenchmarkProcessCollector$|200x"                   # Process collector
+	"internal/collector|^BenchmarkProcessCollector$|200x"                   # Process collector
 	"pkg/carbon|^BenchmarkChainFactor$|100000x"                        # Emissions: Chain.Factor
-	"pkg/stats|^BenchmarkStepEmissions$|100x"                          # Emissions: the stats stage
-	"pkg/gpu/node|^BenchmarkInterval8GPUs100Procs$|1000x"              # GPU sources: NVML (2 ms target)
-	"pkg/stats|^BenchmarkGPUStage8GPUs100Procs$|1000x"                 # GPU sources: the stats GPU stage
+	"internal/stats|^BenchmarkStepEmissions$|100x"                          # Emissions: the stats stage
+	"internal/gpu/node|^BenchmarkInterval8GPUs100Procs$|1000x"              # GPU sources: NVML (2 ms target)
+	"internal/stats|^BenchmarkGPUStage8GPUs100Procs$|1000x"                 # GPU sources: the stats GPU stage
 	"pkg/gpu/sysfs|^BenchmarkRead8Cards100Procs$|200x"                 # GPU sources: DRM
-	"pkg/units/guard|^BenchmarkGuardScope$|500x"                       # Query guard (2 ms budget)
+	"internal/units/guard|^BenchmarkGuardScope$|500x"                       # Query guard (2 ms budget)
 )
 
 mkdir -p bin

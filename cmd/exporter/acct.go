@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/wattrace/wattrace/pkg/units/acct"
+	"github.com/wattrace/wattrace/internal/units/acct"
 )
 
 // runAcct is `wattrace acct`: the calling user's jobs from the units API.

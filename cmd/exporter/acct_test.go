@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// `wattrace acct` is dispatched to pkg/units/acct: a usage error is its
+// `wattrace acct` is dispatched to internal/units/acct: a usage error is its
 // exit status 2 with its message, before anything is read or asked.
 func TestAcctIsACommand(t *testing.T) {
 	c, ok := lookup(commands(), []string{"acct", "--json", "--csv"})

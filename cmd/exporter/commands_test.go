@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wattrace/wattrace/pkg/measure"
+	"github.com/wattrace/wattrace/internal/measure"
 )
 
 func TestLookupDispatchesOnlyNamedCommands(t *testing.T) {
@@ -41,7 +41,7 @@ func TestCommandNamesAreUnique(t *testing.T) {
 	}
 }
 
-// `wattrace measure` is a row of the table and reaches pkg/measure: bad
+// `wattrace measure` is a row of the table and reaches internal/measure: bad
 // input gets measure's usage status and one line, not the exporter's flags.
 func TestMeasureIsACommand(t *testing.T) {
 	c, ok := lookup(commands(), []string{"measure", "-r", "0", "--", "true"})

@@ -14,9 +14,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/wattrace/wattrace/internal/gpu/sysfs/sysfstest"
+	"github.com/wattrace/wattrace/internal/measure"
 	"github.com/wattrace/wattrace/internal/testenv"
-	"github.com/wattrace/wattrace/pkg/gpu/sysfs/sysfstest"
-	"github.com/wattrace/wattrace/pkg/measure"
 )
 
 // composeFixture is a node this machine is not: RAPL (one socket), a

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wattrace/wattrace/pkg/guestshare"
+	"github.com/wattrace/wattrace/internal/guestshare"
+	"github.com/wattrace/wattrace/internal/stats"
 	"github.com/wattrace/wattrace/pkg/power/discover"
-	"github.com/wattrace/wattrace/pkg/stats"
 )
 
 func TestVMSettings(t *testing.T) {

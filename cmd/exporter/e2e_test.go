@@ -286,7 +286,7 @@ var needsHardware = map[string]string{
 	"wattrace_cgroup_perf_hardware_events_total": "hardware perf events need a PMU",
 	"wattrace_cgroup_perf_cache_events_total":    "cache perf events need a PMU",
 	"wattrace_source_rejected_readings_total":    "only sources that reject a reading have series",
-	"wattrace_source_degraded":                   "only a degraded source has a series (tested in pkg/collector and the GPU tests)",
+	"wattrace_source_degraded":                   "only a degraded source has a series (tested in internal/collector and the GPU tests)",
 	// The estimator's families exist only where a zone is modelled; this
 	// scrape measures the platform with Redfish (TestScrapeEstimator
 	// scrapes them from the estimator).
@@ -616,7 +616,7 @@ func checkAlloyTargets(t *testing.T, url string, pid int) {
 // families left out when all zero.
 func checkDocumentedFamilies(t *testing.T, fams map[string]*dto.MetricFamily, ioAccounted map[string]bool) {
 	t.Helper()
-	golden, err := os.Open("../../pkg/collector/testdata/families.golden")
+	golden, err := os.Open("../../internal/collector/testdata/families.golden")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/wattrace/wattrace/internal/stats"
 	"github.com/wattrace/wattrace/pkg/carbon"
-	"github.com/wattrace/wattrace/pkg/stats"
 )
 
 // emissionsPart builds the carbon-intensity chain and runs its providers

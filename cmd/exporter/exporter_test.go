@@ -11,9 +11,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/wattrace/wattrace/pkg/collector"
+	"github.com/wattrace/wattrace/internal/collector"
+	"github.com/wattrace/wattrace/internal/snapshot"
 	"github.com/wattrace/wattrace/pkg/reading"
-	"github.com/wattrace/wattrace/pkg/snapshot"
 	"github.com/wattrace/wattrace/pkg/workload/ident"
 )
 

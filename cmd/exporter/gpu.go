@@ -5,9 +5,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/wattrace/wattrace/pkg/compose"
+	"github.com/wattrace/wattrace/internal/compose"
+	"github.com/wattrace/wattrace/internal/stats"
 	"github.com/wattrace/wattrace/pkg/power"
-	"github.com/wattrace/wattrace/pkg/stats"
 )
 
 // composeConfig is the composition's configuration from the exporter's:

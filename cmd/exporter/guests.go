@@ -7,9 +7,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/wattrace/wattrace/pkg/guestshare"
-	"github.com/wattrace/wattrace/pkg/snapshot"
-	"github.com/wattrace/wattrace/pkg/stats"
+	"github.com/wattrace/wattrace/internal/guestshare"
+	"github.com/wattrace/wattrace/internal/snapshot"
+	"github.com/wattrace/wattrace/internal/stats"
 	"github.com/wattrace/wattrace/pkg/workload/libvirt"
 )
 

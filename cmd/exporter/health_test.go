@@ -12,10 +12,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 
+	"github.com/wattrace/wattrace/internal/collector"
+	"github.com/wattrace/wattrace/internal/stats"
 	"github.com/wattrace/wattrace/internal/testenv"
 	"github.com/wattrace/wattrace/pkg/cgroup"
-	"github.com/wattrace/wattrace/pkg/collector"
-	"github.com/wattrace/wattrace/pkg/stats"
 )
 
 // Every configured source that fails shows it: the meter opened through

@@ -20,8 +20,8 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 	"go.uber.org/zap"
 
+	"github.com/wattrace/wattrace/internal/collector"
 	"github.com/wattrace/wattrace/internal/setting"
-	"github.com/wattrace/wattrace/pkg/collector"
 )
 
 // DefaultListenAddress is the exporter's port. 9841 is not claimed on the

@@ -3,11 +3,11 @@ package main
 import (
 	"context"
 
-	"github.com/wattrace/wattrace/pkg/measure"
+	"github.com/wattrace/wattrace/internal/measure"
 )
 
 // measureCommand is `wattrace measure [flags] -- CMD [ARGS…]`: the energy
-// of one command (pkg/measure, docs/measure.md). The same row also serves
+// of one command (internal/measure, docs/measure.md). The same row also serves
 // measure's cgroup helper, this binary started again as
 // `wattrace measure -- CMD` with the helper's environment set.
 func measureCommand() command {

@@ -14,9 +14,9 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"go.uber.org/zap"
 
-	"github.com/wattrace/wattrace/pkg/collector"
-	"github.com/wattrace/wattrace/pkg/snapshot"
-	"github.com/wattrace/wattrace/pkg/stats"
+	"github.com/wattrace/wattrace/internal/collector"
+	"github.com/wattrace/wattrace/internal/snapshot"
+	"github.com/wattrace/wattrace/internal/stats"
 )
 
 // sharedMetrics serves the telemetry path from one rendering per snapshot

@@ -11,14 +11,14 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 	"go.uber.org/zap"
 
+	"github.com/wattrace/wattrace/internal/bpfloader"
+	"github.com/wattrace/wattrace/internal/cgroupstats"
 	"github.com/wattrace/wattrace/internal/cli"
-	"github.com/wattrace/wattrace/pkg/bpfloader"
+	"github.com/wattrace/wattrace/internal/collector"
+	"github.com/wattrace/wattrace/internal/profiling"
+	"github.com/wattrace/wattrace/internal/stats"
 	"github.com/wattrace/wattrace/pkg/cgroup"
-	"github.com/wattrace/wattrace/pkg/cgroupstats"
-	"github.com/wattrace/wattrace/pkg/collector"
 	"github.com/wattrace/wattrace/pkg/power"
-	"github.com/wattrace/wattrace/pkg/profiling"
-	"github.com/wattrace/wattrace/pkg/stats"
 	"github.com/wattrace/wattrace/pkg/workload"
 )
 
@@ -164,7 +164,7 @@ func openAccountingPart(cfg *Config, st *state, c *components) error {
 }
 
 // openSourcesPart opens the GPU sources and the meters through the
-// composition `wattrace measure` shares (pkg/compose): the meters leave
+// composition `wattrace measure` shares (internal/compose): the meters leave
 // out the GPU zones of the devices the GPU stage reads itself.
 func openSourcesPart(cfg *Config, st *state, c *components) error {
 	n, err := openSources(c.ctx, cfg, st.cpus, c.log)

@@ -11,8 +11,8 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/wattrace/wattrace/internal/collector"
 	"github.com/wattrace/wattrace/internal/testenv"
-	"github.com/wattrace/wattrace/pkg/collector"
 )
 
 // Every BPF program the exporter holds, the accounting's (its task

@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/common/version"
 	"go.uber.org/zap"
 
-	"github.com/wattrace/wattrace/pkg/collector"
+	"github.com/wattrace/wattrace/internal/collector"
 )
 
 // shutdownTimeout bounds how long in-flight scrapes may take once a signal

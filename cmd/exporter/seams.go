@@ -3,18 +3,18 @@ package main
 import (
 	"io"
 
-	"github.com/wattrace/wattrace/pkg/bpfloader"
+	"github.com/wattrace/wattrace/internal/bpfloader"
+	"github.com/wattrace/wattrace/internal/cgroupstats"
+	"github.com/wattrace/wattrace/internal/collector"
+	"github.com/wattrace/wattrace/internal/compose"
+	"github.com/wattrace/wattrace/internal/gpu/node"
+	"github.com/wattrace/wattrace/internal/guestshare"
+	"github.com/wattrace/wattrace/internal/procfs"
+	"github.com/wattrace/wattrace/internal/profiling"
+	"github.com/wattrace/wattrace/internal/stats"
 	"github.com/wattrace/wattrace/pkg/carbon"
 	"github.com/wattrace/wattrace/pkg/cgroup"
-	"github.com/wattrace/wattrace/pkg/cgroupstats"
-	"github.com/wattrace/wattrace/pkg/collector"
-	"github.com/wattrace/wattrace/pkg/compose"
-	"github.com/wattrace/wattrace/pkg/gpu/node"
-	"github.com/wattrace/wattrace/pkg/guestshare"
 	"github.com/wattrace/wattrace/pkg/power"
-	"github.com/wattrace/wattrace/pkg/procfs"
-	"github.com/wattrace/wattrace/pkg/profiling"
-	"github.com/wattrace/wattrace/pkg/stats"
 	"github.com/wattrace/wattrace/pkg/workload"
 )
 

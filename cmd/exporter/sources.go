@@ -8,13 +8,13 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/wattrace/wattrace/pkg/alloy"
-	"github.com/wattrace/wattrace/pkg/bpfloader"
+	"github.com/wattrace/wattrace/internal/alloy"
+	"github.com/wattrace/wattrace/internal/bpfloader"
+	"github.com/wattrace/wattrace/internal/compose"
+	"github.com/wattrace/wattrace/internal/profiling"
+	"github.com/wattrace/wattrace/internal/stats"
 	"github.com/wattrace/wattrace/pkg/cgroup"
-	"github.com/wattrace/wattrace/pkg/compose"
-	"github.com/wattrace/wattrace/pkg/profiling"
 	"github.com/wattrace/wattrace/pkg/reading"
-	"github.com/wattrace/wattrace/pkg/stats"
 	"github.com/wattrace/wattrace/pkg/workload"
 	"github.com/wattrace/wattrace/pkg/workload/kube"
 )
@@ -31,7 +31,7 @@ type accounting struct {
 func (a accounting) bpfMode() bool { return a.src.Mode() == bpfloader.Mode }
 
 // openAccounting picks the per-task CPU accounting source, through the
-// composition `wattrace measure` shares (pkg/compose). In auto mode a BPF
+// composition `wattrace measure` shares (internal/compose). In auto mode a BPF
 // failure is not fatal: procfs works everywhere, just less precisely,
 // and wattrace_accounting_mode tells which one runs.
 func openAccounting(cfg *Config, hier cgroup.Hierarchy, res *cgroup.Resolver, cpus int, log *zap.Logger) (accounting, error) {

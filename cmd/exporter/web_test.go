@@ -18,8 +18,8 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/wattrace/wattrace/internal/cli"
+	"github.com/wattrace/wattrace/internal/snapshot"
 	"github.com/wattrace/wattrace/internal/testenv"
-	"github.com/wattrace/wattrace/pkg/snapshot"
 )
 
 // With basic auth on (an exporter-toolkit web config with a bcrypt hash),

@@ -13,9 +13,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/wattrace/wattrace/internal/cli"
+	"github.com/wattrace/wattrace/internal/units/slurm"
+	"github.com/wattrace/wattrace/internal/units/store"
 	"github.com/wattrace/wattrace/pkg/units"
-	"github.com/wattrace/wattrace/pkg/units/slurm"
-	"github.com/wattrace/wattrace/pkg/units/store"
 )
 
 // EnvPrefix is prepended (with an underscore) to every environment
@@ -137,7 +137,7 @@ type TSDB struct {
 	Timeout        time.Duration
 }
 
-// Updater tunes the TSDB update cycle (pkg/units/updater.Config).
+// Updater tunes the TSDB update cycle (internal/units/updater.Config).
 type Updater struct {
 	Interval, Delay, MaxWindow, Lookback, SeriesRetention time.Duration
 	Selector, ClusterLabel                                string
@@ -170,7 +170,7 @@ type PBS struct {
 	QstatPath string
 }
 
-// API is the access control of the HTTP API (pkg/units/api).
+// API is the access control of the HTTP API (internal/units/api).
 type API struct {
 	// UserHeader names the header a trusted proxy sets to the user.
 	UserHeader string
@@ -182,7 +182,7 @@ type API struct {
 	// MaxRange is the longest time range a query may ask for.
 	MaxRange time.Duration
 	// TokensFile maps users to the SHA-256 of their bearer tokens
-	// (pkg/units/api.LoadTokens).
+	// (internal/units/api.LoadTokens).
 	TokensFile string
 }
 
@@ -504,7 +504,7 @@ const (
 	KeyWebIdleTimeout       = "web.idle-timeout"
 )
 
-// Identity is who may authenticate how (pkg/units/access).
+// Identity is who may authenticate how (internal/units/access).
 type Identity struct {
 	// Proxies are the principals (basic-auth users of the web config,
 	// client certificate CNs) that may name the user in the user header.

@@ -15,12 +15,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/internal/cli"
+	"github.com/wattrace/wattrace/internal/units/access"
+	"github.com/wattrace/wattrace/internal/units/guard"
 	"github.com/wattrace/wattrace/pkg/units"
-	"github.com/wattrace/wattrace/pkg/units/access"
-	"github.com/wattrace/wattrace/pkg/units/guard"
 )
 
-// The query guard's keys (pkg/units/guard), served under /tsdb/.
+// The query guard's keys (internal/units/guard), served under /tsdb/.
 const (
 	KeyGuardUpstream       = "guard.upstream"
 	KeyGuardHTTPConfig     = "guard.http-config-file"

@@ -18,8 +18,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/internal/testenv"
+	"github.com/wattrace/wattrace/internal/units/unitstest"
 	"github.com/wattrace/wattrace/pkg/units"
-	"github.com/wattrace/wattrace/pkg/units/unitstest"
 )
 
 // TestGuardConfig: the guard's keys from a file, the environment and

@@ -8,10 +8,10 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/wattrace/wattrace/internal/units/access"
+	unitsapi "github.com/wattrace/wattrace/internal/units/api"
+	"github.com/wattrace/wattrace/internal/units/updater"
 	"github.com/wattrace/wattrace/pkg/units"
-	"github.com/wattrace/wattrace/pkg/units/access"
-	unitsapi "github.com/wattrace/wattrace/pkg/units/api"
-	"github.com/wattrace/wattrace/pkg/units/updater"
 )
 
 // apiDeps is what the HTTP API is built from.
@@ -77,7 +77,7 @@ func newAccess(d apiDeps) (*access.Access, error) {
 }
 
 // newAPIHandler returns the handler of the API's routes: /health here
-// (the store and the updater's cycles), everything else pkg/units/api's
+// (the store and the updater's cycles), everything else internal/units/api's
 // (/api/v1/…, the OpenAPI document).
 func newAPIHandler(d apiDeps) (http.Handler, error) {
 	acc := d.Built

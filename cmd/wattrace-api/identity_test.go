@@ -28,9 +28,9 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/wattrace/wattrace/internal/testenv"
+	"github.com/wattrace/wattrace/internal/units/access"
+	"github.com/wattrace/wattrace/internal/units/store"
 	"github.com/wattrace/wattrace/pkg/units"
-	"github.com/wattrace/wattrace/pkg/units/access"
-	"github.com/wattrace/wattrace/pkg/units/store"
 )
 
 // selfSigned writes a certificate and key for 127.0.0.1 into dir.

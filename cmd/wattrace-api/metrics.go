@@ -3,7 +3,7 @@ package main
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/wattrace/wattrace/pkg/units/updater"
+	"github.com/wattrace/wattrace/internal/units/updater"
 )
 
 // selfCollector exports the updater's own counters on /metrics.

@@ -25,11 +25,11 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/internal/cli"
-	"github.com/wattrace/wattrace/pkg/units/feed"
-	"github.com/wattrace/wattrace/pkg/units/pbs"
-	"github.com/wattrace/wattrace/pkg/units/slurm"
-	"github.com/wattrace/wattrace/pkg/units/store"
-	"github.com/wattrace/wattrace/pkg/units/updater"
+	"github.com/wattrace/wattrace/internal/units/feed"
+	"github.com/wattrace/wattrace/internal/units/pbs"
+	"github.com/wattrace/wattrace/internal/units/slurm"
+	"github.com/wattrace/wattrace/internal/units/store"
+	"github.com/wattrace/wattrace/internal/units/updater"
 )
 
 // server is the wired program: every part built, nothing running yet.

@@ -11,7 +11,7 @@ import (
 )
 
 // webConfig is web.config.file split in two: its basic_auth_users are
-// checked by the API (pkg/units/access), which decides per path and per
+// checked by the API (internal/units/access), which decides per path and per
 // credential, and the rest (TLS, client certificates, HTTP headers, rate
 // limits) goes to exporter-toolkit. Given the users, exporter-toolkit
 // would answer 401 to /health, to bearer tokens and to MUNGE credentials

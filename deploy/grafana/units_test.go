@@ -15,8 +15,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/wattrace/wattrace/pkg/units/api"
-	"github.com/wattrace/wattrace/pkg/units/unitstest"
+	"github.com/wattrace/wattrace/internal/units/api"
+	"github.com/wattrace/wattrace/internal/units/unitstest"
 )
 
 const infinity = "yesoreyeram-infinity-datasource"

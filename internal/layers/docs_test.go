@@ -128,10 +128,10 @@ func holdsGo(dir string) bool {
 func TestArchitectureMapReader(t *testing.T) {
 	doc := "# A\n\n## Packages\n\n| Package | Layer | Holds |\n| --- | --- | --- |\n" +
 		"| `pkg/model` | model | The split. |\n" +
-		"| `pkg/stats` | stats | The loop \\| its stages. |\n" +
+		"| `internal/stats` | stats | The loop \\| its stages. |\n" +
 		"\n## Next\n\n| `pkg/other` | sources | Not in the section. |\n"
 	got := architectureMap(t, doc)
-	want := map[string]string{"pkg/model": "model", "pkg/stats": "stats"}
+	want := map[string]string{"pkg/model": "model", "internal/stats": "stats"}
 	if len(got) != len(want) {
 		t.Fatalf("rows %v, want %v", got, want)
 	}
@@ -144,8 +144,8 @@ func TestArchitectureMapReader(t *testing.T) {
 		t.Error("holdsGo does not tell a package directory from a missing one")
 	}
 	for p, want := range map[string]bool{
-		"pkg/stats/split.go": true, "pkg/bpfloader/probes_bpfel.*": true, "pkg/units/...": true,
-		"internal/layers.Layers": true, "pkg/stats/gone.go": false, "pkg/gone.Name": false,
+		"internal/stats/split.go": true, "internal/bpfloader/probes_bpfel.*": true, "pkg/units/...": true,
+		"internal/layers.Layers": true, "internal/stats/gone.go": false, "pkg/gone.Name": false,
 	} {
 		if docPathExists(p) != want {
 			t.Errorf("docPathExists(%q) = %v, want %v", p, !want, want)

@@ -70,8 +70,8 @@ var Layers = map[string]Layer{
 	// reads, in the shape the loop takes it, and its validation.
 	"pkg/reading": Vocabulary,
 	// A source's health tally and the interface that reports it.
-	"pkg/sourcehealth": Vocabulary,
-	"internal/cpulist": Vocabulary,
+	"internal/sourcehealth": Vocabulary,
+	"internal/cpulist":      Vocabulary,
 	// Loading and decoding the declared settings, the logger and main's
 	// shape, shared by both programs.
 	"internal/cli":     Vocabulary,
@@ -87,38 +87,43 @@ var Layers = map[string]Layer{
 	// them (pkg/workload) is a source.
 	"pkg/workload/ident": Vocabulary,
 
-	"pkg/bpfloader":    Sources,
-	"pkg/cgroup":       Sources,
-	"pkg/cgroupstats":  Sources,
-	"pkg/procfs":       Sources,
-	"pkg/profiling":    Sources,
-	"pkg/power":        Sources,
-	"pkg/power/...":    Sources,
-	"pkg/workload":     Sources,
-	"pkg/workload/...": Sources,
-	"pkg/gpu":          Sources,
-	"pkg/gpu/...":      Sources,
-	"pkg/carbon":       Sources,
+	"internal/bpfloader":   Sources,
+	"pkg/cgroup":           Sources,
+	"internal/cgroupstats": Sources,
+	"internal/procfs":      Sources,
+	"internal/profiling":   Sources,
+	"pkg/power":            Sources,
+	"pkg/power/...":        Sources,
+	"pkg/workload":         Sources,
+	"pkg/workload/...":     Sources,
+	"pkg/gpu":              Sources,
+	"pkg/gpu/...":          Sources,
+	"pkg/carbon":           Sources,
 	// The node's energy sources composed once, with the exclusions
 	// between them, for the exporter and measure alike.
-	"pkg/compose": Sources,
+	"internal/compose": Sources,
 	// The units store, its feeders (TSDB updater, Slurm) and its API: they
 	// read the TSDB and the managers, never the exporter's loop (see Only).
-	"pkg/units/...": Sources,
+	"internal/units/...": Sources,
+	// The rest of the sources' code that is no API: GPU composition per
+	// node and the fakes tests build sources from.
+	"internal/gpu/...":      Sources,
+	"internal/power/...":    Sources,
+	"internal/workload/...": Sources,
 
 	"pkg/model": Model,
 
 	// The published snapshot; it carries pkg/reading's types on.
-	"pkg/snapshot": Snapshot,
+	"internal/snapshot": Snapshot,
 
-	"pkg/stats": Stats,
+	"internal/stats": Stats,
 	// measure is a one-shot loop of its own: sources and model, no stats.
-	"pkg/measure": Stats,
+	"internal/measure": Stats,
 
-	"pkg/collector": Outputs,
-	"pkg/alloy":     Outputs,
+	"internal/collector": Outputs,
+	"internal/alloy":     Outputs,
 	// Each VM's energy, written for its guest (reads snapshots only).
-	"pkg/guestshare": Outputs,
+	"internal/guestshare": Outputs,
 
 	"cmd/...":     Commands,
 	"scripts/...": Commands,
@@ -133,31 +138,31 @@ var Layers = map[string]Layer{
 var Only = map[string][]string{
 	// internal/setting carries no data: each collector declares its own
 	// settings with it.
-	"pkg/collector":     {"pkg/snapshot", "pkg/reading", "pkg/workload/ident", "internal/setting"},
-	"pkg/snapshot":      {"pkg/reading"},
-	"internal/dashlint": {},
+	"internal/collector": {"internal/snapshot", "pkg/reading", "pkg/workload/ident", "internal/setting"},
+	"internal/snapshot":  {"pkg/reading"},
+	"internal/dashlint":  {},
 	// Vocabulary packages build on each other only where listed here.
-	"pkg/sourcehealth":   {"pkg/reading"},
-	"pkg/workload/ident": {"pkg/reading"},
+	"internal/sourcehealth": {"pkg/reading"},
+	"pkg/workload/ident":    {"pkg/reading"},
 	// The units side reads what the exporters published to the TSDB; it
 	// must not reach into the exporter's sources, loop or snapshot.
-	"pkg/units":         {},
-	"pkg/units/store":   {"pkg/units"},
-	"pkg/units/slurm":   {"pkg/units", "pkg/units/feed"},
-	"pkg/units/pbs":     {"pkg/units", "pkg/units/feed"},
-	"pkg/units/feed":    {"pkg/units"},
-	"pkg/units/updater": {"pkg/units", "pkg/units/store", "pkg/reading"},
+	"pkg/units":              {},
+	"internal/units/store":   {"pkg/units"},
+	"internal/units/slurm":   {"pkg/units", "internal/units/feed"},
+	"internal/units/pbs":     {"pkg/units", "internal/units/feed"},
+	"internal/units/feed":    {"pkg/units"},
+	"internal/units/updater": {"pkg/units", "internal/units/store", "pkg/reading"},
 	// The API and acct speak the vocabulary only: the store is reached
 	// through units.Reader, the server through HTTP.
-	"pkg/units/api":  {"pkg/units", "pkg/units/access"},
-	"pkg/units/acct": {"pkg/units", "pkg/units/access"},
+	"internal/units/api":  {"pkg/units", "internal/units/access"},
+	"internal/units/acct": {"pkg/units", "internal/units/access"},
 	// Who a request is: no module imports, so any server or guard can
 	// use it.
-	"pkg/units/access":    {},
-	"pkg/units/unitstest": {"pkg/units", "pkg/units/store"},
+	"internal/units/access":    {},
+	"internal/units/unitstest": {"pkg/units", "internal/units/store"},
 	// The query guard speaks PromQL and HTTP only: who asks and what
 	// they own come through its own interfaces.
-	"pkg/units/guard": {},
+	"internal/units/guard": {},
 }
 
 // NoSources lists packages that must import no package of the sources
@@ -168,7 +173,7 @@ var Only = map[string][]string{
 // cilium/ebpf stays out of it. There are no exceptions: what a source and
 // the loop both need to name belongs in a vocabulary package.
 var NoSources = map[string]bool{
-	"pkg/stats": true,
+	"internal/stats": true,
 }
 
 // LayerOf returns a package's layer.

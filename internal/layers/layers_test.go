@@ -50,39 +50,39 @@ func TestModuleImportsPointOneWay(t *testing.T) {
 // unplaced package.
 func TestCheckFindsUpwardImports(t *testing.T) {
 	g := map[string][]string{
-		"pkg/snapshot":       {"pkg/sourcehealth"},
-		"pkg/bpfloader":      {"pkg/stats", "pkg/cgroup", "pkg/snapshot"},
-		"pkg/cgroup":         {"pkg/model"},
-		"pkg/stats":          {"pkg/collector", "pkg/bpfloader", "pkg/model", "pkg/snapshot", "pkg/workload", "pkg/workload/ident", "pkg/power/ipmi"},
-		"pkg/sourcehealth":   {"pkg/reading"},
-		"pkg/reading":        {"pkg/sourcehealth"},
-		"pkg/model":          nil,
-		"pkg/collector":      {"pkg/bpfloader", "pkg/snapshot", "pkg/workload/ident"},
-		"pkg/workload":       {"pkg/workload/ident"},
-		"pkg/workload/ident": {"pkg/snapshot"},
-		"pkg/power/capmc":    {"pkg/guestshare"},
-		"pkg/guestshare":     {"pkg/snapshot"},
-		"pkg/newthing":       nil,
-		"cmd/exporter":       {"pkg/stats", "pkg/collector", "pkg/guestshare"},
-		"pkg/power/ipmi":     {"pkg/power"},
-		"pkg/power":          {"pkg/reading"},
-		"internal/cpulist":   nil,
+		"internal/snapshot":     {"internal/sourcehealth"},
+		"internal/bpfloader":    {"internal/stats", "pkg/cgroup", "internal/snapshot"},
+		"pkg/cgroup":            {"pkg/model"},
+		"internal/stats":        {"internal/collector", "internal/bpfloader", "pkg/model", "internal/snapshot", "pkg/workload", "pkg/workload/ident", "pkg/power/ipmi"},
+		"internal/sourcehealth": {"pkg/reading"},
+		"pkg/reading":           {"internal/sourcehealth"},
+		"pkg/model":             nil,
+		"internal/collector":    {"internal/bpfloader", "internal/snapshot", "pkg/workload/ident"},
+		"pkg/workload":          {"pkg/workload/ident"},
+		"pkg/workload/ident":    {"internal/snapshot"},
+		"pkg/power/capmc":       {"internal/guestshare"},
+		"internal/guestshare":   {"internal/snapshot"},
+		"pkg/newthing":          nil,
+		"cmd/exporter":          {"internal/stats", "internal/collector", "internal/guestshare"},
+		"pkg/power/ipmi":        {"pkg/power"},
+		"pkg/power":             {"pkg/reading"},
+		"internal/cpulist":      nil,
 	}
 	got := Check(g)
 	want := []string{
-		"pkg/bpfloader (sources) imports pkg/stats (stats)",
-		"pkg/bpfloader imports pkg/snapshot, the snapshot the loop publishes",
+		"internal/bpfloader (sources) imports internal/stats (stats)",
+		"internal/bpfloader imports internal/snapshot, the snapshot the loop publishes",
+		"internal/collector imports internal/bpfloader: it may import only",
+		"internal/snapshot imports internal/sourcehealth: it may import only [pkg/reading]",
+		"internal/stats (stats) imports internal/collector (outputs)",
+		"internal/stats imports internal/bpfloader, a source",
+		"internal/stats imports pkg/workload, a source",
+		"internal/stats imports pkg/power/ipmi, a source",
 		"pkg/cgroup (sources) imports pkg/model (model)",
-		"pkg/collector imports pkg/bpfloader: it may import only",
 		"pkg/newthing is in no layer",
-		"pkg/power/capmc (sources) imports pkg/guestshare (outputs)",
-		"pkg/reading (vocabulary) imports pkg/sourcehealth (vocabulary)",
-		"pkg/snapshot imports pkg/sourcehealth: it may import only [pkg/reading]",
-		"pkg/stats (stats) imports pkg/collector (outputs)",
-		"pkg/stats imports pkg/bpfloader, a source",
-		"pkg/stats imports pkg/workload, a source",
-		"pkg/stats imports pkg/power/ipmi, a source",
-		"pkg/workload/ident imports pkg/snapshot: it may import only [pkg/reading]",
+		"pkg/power/capmc (sources) imports internal/guestshare (outputs)",
+		"pkg/reading (vocabulary) imports internal/sourcehealth (vocabulary)",
+		"pkg/workload/ident imports internal/snapshot: it may import only [pkg/reading]",
 	}
 	if len(got) != len(want) {
 		t.Fatalf("%d violations, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
@@ -95,7 +95,7 @@ func TestCheckFindsUpwardImports(t *testing.T) {
 }
 
 // No source imports the snapshot the loop publishes: each package of the
-// sources layer, given an import of pkg/snapshot in a copy of the
+// sources layer, given an import of internal/snapshot in a copy of the
 // module's real graph, fails the check with that one violation, while
 // the same package importing the readings (pkg/reading) passes (unless
 // Only keeps it off them, as it keeps the units side). So the
@@ -125,14 +125,14 @@ func TestSourcesDoNotImportTheSnapshot(t *testing.T) {
 		return c
 	}
 	for _, p := range sources {
-		got := Check(with(p, "pkg/snapshot"))
+		got := Check(with(p, "internal/snapshot"))
 		// The units side's Only lists refuse it first, in their own words.
-		want := p + " imports pkg/snapshot"
+		want := p + " imports internal/snapshot"
 		if _, limited := Only[p]; !limited {
 			want += ", the snapshot the loop publishes"
 		}
 		if len(got) != 1 || !strings.HasPrefix(got[0], want) {
-			t.Errorf("%s importing pkg/snapshot: violations %q, want one starting %q", p, got, want)
+			t.Errorf("%s importing internal/snapshot: violations %q, want one starting %q", p, got, want)
 		}
 		// The units side's Only lists keep it off the readings too;
 		// every other source may name them.

@@ -14,7 +14,7 @@ import (
 // reason it may skip in CI too. Skips under `if testing.Short()` need no
 // entry: -short is the caller asking for fewer tests, on any machine.
 var skipAllowed = map[string]string{
-	"pkg/units/updater/bench_test.go:BenchmarkCycle5000": "a benchmark whose fixture holds 12 cycles of history refuses a larger -benchtime: the caller's flag, not the host",
+	"internal/units/updater/bench_test.go:BenchmarkCycle5000": "a benchmark whose fixture holds 12 cycles of history refuses a larger -benchtime: the caller's flag, not the host",
 }
 
 // Every test that skips for want of root, BPF, a tool or a file does so

@@ -3,8 +3,8 @@
 // variable), default, help, where its value lands and how it is checked.
 // Every block of settings is declared beside the code that reads it, as
 // node_exporter's collectors declare their flags: a meter or a collector
-// in its file, the stats loop's in pkg/stats, the GPU sources' in
-// pkg/gpu/node, and so on. The exporter (cmd/exporter) turns every
+// in its file, the stats loop's in internal/stats, the GPU sources' in
+// internal/gpu/node, and so on. The exporter (cmd/exporter) turns every
 // declared setting into a flag, decodes it from the flag, the environment
 // or the file (internal/cli), and runs its checks once, each error naming
 // the key.

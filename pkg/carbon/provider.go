@@ -8,8 +8,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/wattrace/wattrace/internal/sourcehealth"
 	"github.com/wattrace/wattrace/pkg/reading"
-	"github.com/wattrace/wattrace/pkg/sourcehealth"
 )
 
 // MaxGramsPerKWh is the ceiling above which a factor is absurd. The dirtiest

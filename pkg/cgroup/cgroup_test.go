@@ -43,7 +43,7 @@ func TestDetectFixtures(t *testing.T) {
 		{name: "container host mounts forced v2", procfs: "container-host", root: "/host/sys/fs/cgroup", override: "v2", want: Hierarchy{V2, "/host/sys/fs/cgroup/unified"}},
 		{name: "no cgroups", procfs: "no-cgroups", wantErr: "no cgroup2, cpuacct or cpu hierarchy mounted according to testdata/mounts/no-cgroups/self/mounts"},
 	}
-	// One set of mounts fixtures serves this test and pkg/cgroupstats's
+	// One set of mounts fixtures serves this test and internal/cgroupstats's
 	// layout test: each must have a case in both.
 	covered := map[string]bool{"missing": true}
 	for _, tt := range tests {

@@ -25,7 +25,7 @@ type Mount struct {
 
 // Mounts are the cgroup mounts of one mounts file, read once at start-up
 // and shared by everything that needs a hierarchy's mount point: Hierarchy
-// picks the one that keys workloads, pkg/cgroupstats the ones its
+// picks the one that keys workloads, internal/cgroupstats the ones its
 // controllers' files live in. Both choose among duplicate mounts the same
 // way (Find).
 type Mounts struct {

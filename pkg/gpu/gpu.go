@@ -6,7 +6,7 @@
 // and DRM fdinfo) and alloc (who holds a device: Slurm, Kubernetes, libvirt).
 //
 // Data flows one way: sources produce Readings; the stats loop's GPU stage
-// (pkg/stats/gpu.go) splits each device's energy with its idle model
+// (internal/stats/gpu.go) splits each device's energy with its idle model
 // through pkg/model, and the results go into the snapshot.
 package gpu
 

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/wattrace/wattrace/internal/sourcehealth"
 	"github.com/wattrace/wattrace/pkg/reading"
-	"github.com/wattrace/wattrace/pkg/sourcehealth"
 )
 
 // DefaultMaxWatts is the ceiling on one device's power unless configured:

@@ -9,7 +9,7 @@ import (
 
 // Meter is a source of node energy, as this package's wrappers (Combine,
 // Cached, Retrying), the meter table (pkg/power/discover) and
-// pkg/compose take one. Implementations are safe for concurrent use. The
+// internal/compose take one. Implementations are safe for concurrent use. The
 // stats loop declares the same methods as its own stats.Meter, so it
 // reads meters without importing this package.
 type Meter interface {

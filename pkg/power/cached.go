@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wattrace/wattrace/internal/sourcehealth"
 	"github.com/wattrace/wattrace/pkg/reading"
-	"github.com/wattrace/wattrace/pkg/sourcehealth"
 )
 
 // Reading is one zone's figure as a slow meter (a BMC, a hwmon power

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/wattrace/wattrace/internal/cpulist"
+	"github.com/wattrace/wattrace/internal/sourcehealth"
 	"github.com/wattrace/wattrace/pkg/reading"
-	"github.com/wattrace/wattrace/pkg/sourcehealth"
 )
 
 // PerfEvent is one RAPL event of the kernel's "power" perf PMU

@@ -13,8 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wattrace/wattrace/internal/sourcehealth"
 	"github.com/wattrace/wattrace/pkg/reading"
-	"github.com/wattrace/wattrace/pkg/sourcehealth"
 )
 
 // PMCounters reads HPE Cray EX / XC node power management counters

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wattrace/wattrace/pkg/power/powertest"
+	"github.com/wattrace/wattrace/internal/power/powertest"
 	"github.com/wattrace/wattrace/pkg/reading"
 )
 

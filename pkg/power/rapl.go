@@ -18,8 +18,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/internal/decimal"
+	"github.com/wattrace/wattrace/internal/sourcehealth"
 	"github.com/wattrace/wattrace/pkg/reading"
-	"github.com/wattrace/wattrace/pkg/sourcehealth"
 )
 
 // RAPL reads the kernel's powercap interface to Intel/AMD RAPL energy

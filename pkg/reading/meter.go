@@ -3,7 +3,7 @@ package reading
 // What a power meter hands the stats loop: its zones' cumulative energy.
 // pkg/power's meters produce it; the loop reads it without importing any
 // meter. The Meter interface and its optional abilities are declared where
-// they are consumed (pkg/power, pkg/stats).
+// they are consumed (pkg/power, internal/stats).
 
 // ZoneSample is one zone's cumulative energy since the meter's first Read.
 type ZoneSample struct {

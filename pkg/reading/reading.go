@@ -7,7 +7,7 @@
 // cgroup resources (resources.go), BPF program statistics and map drops
 // (bpf.go), the estimator's estimates (estimate.go) and a source's health
 // (health.go). Sources produce them and the loop consumes them, so neither
-// imports the other; the published snapshot (pkg/snapshot) carries them on
+// imports the other; the published snapshot (internal/snapshot) carries them on
 // to the collectors.
 //
 // The check: every value from a meter, a BMC, a file, a BPF map or a

@@ -99,7 +99,7 @@ type DeviceIO struct {
 	DiscardOps   uint64
 }
 
-// Resources is one reading of a cgroup's resource counters (pkg/cgroupstats
+// Resources is one reading of a cgroup's resource counters (internal/cgroupstats
 // reads them). Counters are cumulative since the cgroup
 // was created and hierarchical (they include descendant cgroups) unless noted.
 // Available says which fields were read; see ResourceField.

@@ -2,12 +2,12 @@
 // Slurm or PBS job, pod, VM, container or systemd unit) is, the figures it used,
 // the filters and usage queries the API asks, and the Reader interface the
 // API server reads through. It has no dependencies beyond the standard
-// library, so the store (pkg/units/store), the updater (pkg/units/updater)
+// library, so the store (internal/units/store), the updater (internal/units/updater)
 // and the API can all build on it without importing each other.
 //
 // Units are discovered from the exporters' workload series in the TSDB;
 // their figures are the increase of the exporters' counters over the
-// unit's lifetime, summed over the nodes it ran on (see pkg/units/updater).
+// unit's lifetime, summed over the nodes it ran on (see internal/units/updater).
 package units
 
 import (

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wattrace/wattrace/internal/workload/workloadtest"
 	"github.com/wattrace/wattrace/pkg/workload/ident"
-	"github.com/wattrace/wattrace/pkg/workload/workloadtest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/parse.golden from the parser")

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wattrace/wattrace/internal/workload/workloadtest"
 	"github.com/wattrace/wattrace/pkg/workload/ident"
-	"github.com/wattrace/wattrace/pkg/workload/workloadtest"
 )
 
 // Every fixture node's cgroups resolve to its jobs, with the labels the

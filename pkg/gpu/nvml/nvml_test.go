@@ -16,8 +16,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/wattrace/wattrace/internal/gpu/nvml/nvmltest"
 	"github.com/wattrace/wattrace/internal/testenv"
-	"github.com/wattrace/wattrace/pkg/gpu/nvml/nvmltest"
 	"github.com/wattrace/wattrace/pkg/reading"
 )
 

@@ -10,8 +10,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/wattrace/wattrace/internal/gpu/sysfs/sysfstest"
 	"github.com/wattrace/wattrace/internal/testenv"
-	"github.com/wattrace/wattrace/pkg/gpu/sysfs/sysfstest"
 )
 
 // Without the permission to read other

@@ -12,7 +12,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/wattrace/wattrace/pkg/gpu/sysfs/sysfstest"
+	"github.com/wattrace/wattrace/internal/gpu/sysfs/sysfstest"
 )
 
 var t0 = time.Unix(1_700_000_000, 0)

@@ -87,7 +87,7 @@ type Config struct {
 	// so the stage may read more devices later. The meters' GPU zones are
 	// then numbered after every accelerator the node has, never where the
 	// stage's later zones will be; which of them the meters stop
-	// reporting follows the stage (pkg/compose).
+	// reporting follows the stage (internal/compose).
 	GPUPending bool
 	// APUs are the PCI addresses of AMD APUs, whose amdgpu power sensor
 	// reports the whole socket, CPU included: never a GPU zone, since the

@@ -19,7 +19,7 @@
 // Every file is replaced atomically (written beside it, then renamed), the
 // zone files first and meta last, so a reader never sees half a number.
 //
-// The file format is defined here, once: the writer (pkg/guestshare) and
+// The file format is defined here, once: the writer (internal/guestshare) and
 // the reader (Meter) both use it. A host that cannot share a directory
 // with its guests serves the same content over vsock, one frame per
 // connection (stream.go), which Meter reads when Options.Dial is set.

@@ -16,9 +16,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/wattrace/wattrace/internal/sourcehealth"
 	"github.com/wattrace/wattrace/pkg/power"
 	"github.com/wattrace/wattrace/pkg/reading"
-	"github.com/wattrace/wattrace/pkg/sourcehealth"
 )
 
 // DefaultStaleness is how long a guest waits for a new update of its share

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wattrace/wattrace/internal/power/powertest"
 	"github.com/wattrace/wattrace/pkg/power"
-	"github.com/wattrace/wattrace/pkg/power/powertest"
 	"github.com/wattrace/wattrace/pkg/reading"
 )
 

@@ -1,0 +1,210 @@
+package collector
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wattrace/wattrace/internal/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
+	"github.com/wattrace/wattrace/pkg/workload/ident"
+)
+
+// NameEmissions is the collector of grams of CO2e and the carbon-intensity
+// factors they were priced at.
+const NameEmissions = "emissions"
+
+func init() {
+	register(Registration{Name: NameEmissions,
+		on:  func(o Options) bool { return o.Emissions },
+		new: func(o Options) subCollector { return newEmissionsCollector(o) }})
+}
+
+// emissionsCollector exports, for every level the other collectors export
+// energy for, the grams of CO2e of that energy: each interval's joules
+// times the factor in force in that interval, by zone and mode as the
+// energy, and by the provider whose factor priced them. The factors
+// themselves are gauges per provider and grid zone ("grid_zone", because
+// "zone" is the energy zone).
+type emissionsCollector struct {
+	node, nodeUnattributed, cgroup, process *prometheus.Desc
+	levels                                  map[ident.Kind]*prometheus.Desc
+	factor, age, up, reads, failed          *prometheus.Desc
+	top                                     int
+	idle, cgroupWorkloads                   bool
+}
+
+const gramsHelp = "Grams of CO2-equivalent of the energy attributed to the %s, each accounting interval's joules priced at the carbon intensity in force in that interval (exact, unlike a PromQL product of averages); zone and mode as for its energy_joules_total, provider is whose factor priced them."
+
+func newEmissionsCollector(o Options) *emissionsCollector {
+	help := func(what string) string { return fmt.Sprintf(gramsHelp, what) }
+	c := &emissionsCollector{top: settingsOf[ProcessSettings](o, NameProcess).Top, idle: o.IdleAttributed,
+		cgroupWorkloads: settingsOf[cgroupSettings](o, NameCgroup).Workloads, levels: map[ident.Kind]*prometheus.Desc{}}
+	if o.Enabled[NameNode] {
+		c.node = newDesc("node", "emissions_grams_total", "Grams of CO2-equivalent of the node's energy per zone, each accounting interval's joules priced at the carbon intensity in force in that interval; mode as for wattrace_node_energy_joules_total, provider is whose factor priced them. Zones overlap: do not sum across zones.", "zone", "socket", "mode", "provider")
+		c.nodeUnattributed = newDesc("node", "unattributed_emissions_grams_total", "Grams of CO2-equivalent of wattrace_node_unattributed_joules_total: part of mode=\"dynamic\" of wattrace_node_emissions_grams_total.", "zone", "socket", "provider")
+	}
+	if o.Enabled[NameCgroup] {
+		c.cgroup = newDesc("cgroup", "emissions_grams_total", help("tasks directly in the cgroup"), "cgroup", "zone", "mode", "provider")
+	}
+	if o.Enabled[NameProcess] {
+		c.process = newDesc("process", "emissions_grams_total", help("process; the same top N processes as its energy are exported"), "pid", "comm", "cgroup", "zone", "mode", "provider")
+	}
+	for _, l := range o.Levels {
+		labels := append(append([]string(nil), ident.LabelNames(l)...), "zone", "mode", "provider")
+		c.levels[l] = newDesc(string(l), "emissions_grams_total", help(string(l)+", summed over its cgroups"), labels...)
+	}
+	gz := []string{"provider", "grid_zone"}
+	c.factor = newDesc("emissions", "factor_grams_per_kwh", "Latest carbon intensity of electricity each configured provider gave for its grid zone, in grams of CO2-equivalent per kWh.", gz...)
+	c.age = newDesc("emissions", "factor_age_seconds", "Age of the provider's factor: since the moment it describes when the provider dates it, else since its last good read; 0 for constant and static factors.", gz...)
+	c.up = newDesc("emissions", "factor_up", "1 if the provider's latest read succeeded.", gz...)
+	c.reads = newDesc("emissions", "provider_reads_total", "Reads of the carbon-intensity provider.", "provider")
+	c.failed = newDesc("emissions", "provider_read_errors_total", "Reads of the carbon-intensity provider that failed, timed out or were rejected; its last good factor stays in use.", "provider")
+	return c
+}
+
+func (c *emissionsCollector) describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.node, c.nodeUnattributed, c.cgroup, c.process} {
+		if d != nil {
+			ch <- d
+		}
+	}
+	for _, d := range c.levels {
+		ch <- d
+	}
+	describeAll(ch, c.factor, c.age, c.up, c.reads, c.failed)
+}
+
+func (c *emissionsCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) error {
+	if snap == nil {
+		return errNoSnapshot
+	}
+	if c.node != nil {
+		// The node's grams have no source or method label: a zone that
+		// changed source (a series per label set, each priced on its
+		// own) is one counter per zone, socket and provider, the sum
+		// over its series, so it goes on across the change.
+		type key struct {
+			id       reading.ZoneID
+			provider string
+		}
+		var order []key
+		sums := map[key]*snapshot.NodeGrams{}
+		for _, z := range snap.Zones {
+			for _, g := range z.Grams {
+				k := key{z.ZoneID, g.Provider}
+				s := sums[k]
+				if s == nil {
+					s = &snapshot.NodeGrams{Provider: g.Provider}
+					sums[k] = s
+					order = append(order, k)
+				}
+				s.IdleG += g.IdleG
+				s.DynamicG += g.DynamicG
+				s.UnattributedG += g.UnattributedG
+			}
+		}
+		for _, k := range order {
+			g, socket := sums[k], socketLabel(k.id.Socket)
+			ch <- metric(c.node, prometheus.CounterValue, g.IdleG, k.id.Name, socket, modeIdle, g.Provider)
+			ch <- metric(c.node, prometheus.CounterValue, g.DynamicG, k.id.Name, socket, modeDynamic, g.Provider)
+			ch <- metric(c.nodeUnattributed, prometheus.CounterValue, g.UnattributedG, k.id.Name, socket, g.Provider)
+		}
+	}
+	if c.cgroup != nil {
+		for _, a := range mergeGrams(snap.Cgroups, false, nil, !c.cgroupWorkloads) {
+			emitGrams(ch, c.cgroup, a.grams, c.idle, a.key.cgroup)
+		}
+	}
+	if c.process != nil {
+		// The same series as the process collector's: its top N by energy.
+		keep := map[seriesKey]bool{}
+		for _, a := range topN(aggregate(candidates(snap.Processes, c.top), true), c.top) {
+			keep[a.key] = true
+		}
+		for _, a := range mergeGrams(snap.Processes, true, keep, false) {
+			emitGrams(ch, c.process, a.grams, c.idle, strconv.FormatUint(uint64(a.key.pid), 10), a.key.comm, a.key.cgroup)
+		}
+	}
+	for i := range snap.Workloads {
+		u := &snap.Workloads[i]
+		if d, ok := c.levels[ident.Kind(u.Level)]; ok {
+			emitGrams(ch, d, u.Grams, c.idle, u.Labels...)
+		}
+	}
+	for _, in := range snap.Intensities {
+		up := 0.0
+		if in.Up {
+			up = 1
+		}
+		ch <- metric(c.factor, prometheus.GaugeValue, in.GramsPerKWh, in.Provider, in.Zone)
+		ch <- metric(c.age, prometheus.GaugeValue, in.Age.Seconds(), in.Provider, in.Zone)
+		ch <- metric(c.up, prometheus.GaugeValue, up, in.Provider, in.Zone)
+	}
+	for _, h := range snap.Carbon {
+		p := providerOf(h.Source)
+		ch <- metric(c.reads, prometheus.CounterValue, float64(h.Reads), p)
+		ch <- metric(c.failed, prometheus.CounterValue, float64(h.Errors), p)
+	}
+	return nil
+}
+
+// providerOf strips the "carbon/" of a provider's source name.
+func providerOf(source string) string {
+	const prefix = "carbon/"
+	if len(source) > len(prefix) && source[:len(prefix)] == prefix {
+		return source[len(prefix):]
+	}
+	return source
+}
+
+type gramsAgg struct {
+	key   seriesKey
+	grams snapshot.Emissions
+}
+
+// mergeGrams sums consumers' grams by label set, as aggregate does their
+// energy; keep, when not nil, selects the label sets to export;
+// inWorkloads leaves out the cgroups exported at a workload level.
+func mergeGrams(ws []snapshot.Consumer, withProcess bool, keep map[seriesKey]bool, inWorkloads bool) []*gramsAgg {
+	idx := map[seriesKey]*gramsAgg{}
+	var out []*gramsAgg
+	for i := range ws {
+		w := &ws[i]
+		if inWorkloads && w.InWorkload {
+			continue
+		}
+		k := seriesKey{cgroup: w.Cgroup}
+		if withProcess {
+			k.pid, k.comm = w.PID, w.Comm
+		}
+		if keep != nil && !keep[k] {
+			continue
+		}
+		a := idx[k]
+		if a == nil {
+			a = &gramsAgg{key: k}
+			idx[k] = a
+			out = append(out, a)
+		}
+		for _, g := range w.Grams {
+			a.grams = a.grams.Add(g.Provider, g.Zone, g.DynamicG, g.IdleG)
+		}
+	}
+	return out
+}
+
+// emitGrams sends one consumer's or workload's grams; labels are its own
+// label values, followed by zone, mode and provider.
+func emitGrams(ch chan<- prometheus.Metric, desc *prometheus.Desc, e snapshot.Emissions, idle bool, labels ...string) {
+	with := func(z, mode, p string) []string {
+		return append(append(make([]string, 0, len(labels)+3), labels...), z, mode, p)
+	}
+	for _, g := range e {
+		ch <- metric(desc, prometheus.CounterValue, g.DynamicG, with(g.Zone, modeDynamic, g.Provider)...)
+		if idle {
+			ch <- metric(desc, prometheus.CounterValue, g.IdleG, with(g.Zone, modeIdle, g.Provider)...)
+		}
+	}
+}
