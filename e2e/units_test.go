@@ -264,6 +264,31 @@ func slurmDuration(s string) float64 {
 // promJoules is a job's energy as Prometheus stored the exporter's
 // counters: per series, the first sample from 0 plus every increase (a
 // drop is a reset), summed over the zones that count each joule once.
+// logRawSeries logs what a server counted for a job, zone by zone, and the
+// raw samples its TSDB holds for the job's energy series, so that a
+// mismatch says which series or sample the server counted differently.
+func logRawSeries(t *testing.T, s *apiServer, jobID string, u unitView, at time.Time, window time.Duration) {
+	t.Helper()
+	t.Logf("%s job %s: energy as counted: %+v", s.name, jobID, u.Figures.Energy)
+	tsdb := ""
+	for _, a := range s.args {
+		if v, ok := strings.CutPrefix(a, "--tsdb.url="); ok {
+			tsdb = v
+		}
+	}
+	q := url.Values{}
+	q.Set("query", fmt.Sprintf(`{__name__=~"wattrace_job_(energy_joules|cpu_seconds)_total",job_id=%q}[%ds]`, jobID, int(window.Seconds())))
+	q.Set("time", strconv.FormatInt(at.Unix(), 10))
+	resp, err := httpClient.Get(tsdb + "/api/v1/query?" + q.Encode())
+	if err != nil {
+		t.Logf("%s job %s: raw samples: %v", s.name, jobID, err)
+		return
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	t.Logf("%s job %s: raw samples from %s: %s", s.name, jobID, tsdb, b)
+}
+
 func promJoules(t *testing.T, base, jobID string, at time.Time, window time.Duration) (float64, int) {
 	t.Helper()
 	q := url.Values{}
@@ -570,6 +595,7 @@ remote_write:
 			if want <= 0 || !within(u.Totals.Joules, want, 0.01) {
 				t.Errorf("%s job %s (%s): energy %.3f J, Prometheus's counters say %.3f J (%.2f%% off, want ≤ 1%%)",
 					s.name, j.id, j.key, u.Totals.Joules, want, 100*testenv.RelDiff(u.Totals.Joules, want))
+				logRawSeries(t, s, j.id, u, now, window)
 			}
 			// The exporter's own final counters, scraped directly: a
 			// reference that does not go through any TSDB.
