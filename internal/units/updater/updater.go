@@ -8,7 +8,8 @@
 // units). From the samples it adds each series' exact increase: the
 // difference to the series' previous sample, or the new value when the
 // counter went down (a reset: the exporter restarted, so the counter
-// counts again from 0). Increases are summed over the unit's series, so
+// counts again from 0), unless only by rounding in the TSDB (a drop of at
+// most jitterTolerance of the value, which is no change). Increases are summed over the unit's series, so
 // over its nodes. Nothing is extrapolated (as PromQL's increase() does)
 // and no gauge is integrated.
 //
@@ -689,8 +690,12 @@ func (u *Updater) count(a *acc, st stream, startMs int64, r *Result) {
 			continue
 		}
 		d := v // first sample, or a reset: the counter counts from 0
-		if had && v >= prev.V {
+		switch {
+		case had && v >= prev.V:
 			d = v - prev.V
+		case had && jitter(prev.V, v):
+			// The same value, a last digit off: not a reset.
+			d, v = 0, prev.V
 		}
 		if d > 0 {
 			st.fam.add(&a.obs.Delta, m, d)
@@ -719,6 +724,21 @@ func (u *Updater) count(a *acc, st stream, startMs int64, r *Result) {
 			a.nodes[n] = true
 		}
 	}
+}
+
+// jitterTolerance is the largest drop, relative to the counter, that is
+// read as the same value rather than a reset. A TSDB may return a value a
+// unit in the last place off what it stored: VictoriaMetrics keeps
+// values as decimals and gave 7.632947204444999 for a counter it had
+// returned as 7.632947204445, once the series' data had been rewritten
+// after a restart. Read as a reset, that drop counted the whole counter
+// again. A real reset starts the counter again from 0, far below 1e-9
+// of where it was.
+const jitterTolerance = 1e-9
+
+// jitter reports whether v, below prev, is prev up to rounding.
+func jitter(prev, v float64) bool {
+	return v < prev && prev-v <= jitterTolerance*prev
 }
 
 // ended returns the observations of the open units that the window did
