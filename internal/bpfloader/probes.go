@@ -73,6 +73,14 @@ type ProbeOptions struct {
 	// out; when none opens, nothing runs at context switches.
 	Counters []CounterEvent
 
+	// Accounting, when set, is the BPF accounting whose task iterator
+	// folds the probes' per-task counters as it walks the tasks for the
+	// CPU accounting: the probes load against its fold maps and, when it
+	// has walked since their last read, do not walk the tasks again. It
+	// must stay open while the probes are. Without it the probes walk the
+	// tasks themselves at each read (fold_tasks).
+	Accounting *Accounting
+
 	// defs replaces probeDefs in tests.
 	defs []probeDef
 }
@@ -87,7 +95,11 @@ type Probes struct {
 	progs    map[string]*ebpf.Program // attached, by program name
 	active   []string
 	counters *counterSet
-	foldIter *link.Iter // fold_tasks, run before every read (probes_fold.go)
+	foldIter *link.Iter // fold_tasks, run before a read the accounting's walk did not precede (probes_fold.go)
+	// acc is ProbeOptions.Accounting; accWalks its walk count at the last
+	// read.
+	acc      *Accounting
+	accWalks uint64
 	// The counter maps are read in batches (mapread.go); a read is not
 	// safe for concurrent use, as it never was (the stats loop reads).
 	procReader mapReader[probesProcKey, probesStats]
@@ -169,8 +181,22 @@ func LoadProbes(o ProbeOptions) (*Probes, error) {
 		}
 	}
 
+	var owned map[string]*ebpf.Map
+	if o.Accounting != nil {
+		owned = o.Accounting.foldMaps()
+		p.acc = o.Accounting
+		// A walk before the probes were loaded folded nothing of theirs.
+		p.accWalks = o.Accounting.walks.Load()
+	}
 	for _, name := range sharedMaps {
-		m, err := ebpf.NewMap(spec.Maps[name])
+		var m *ebpf.Map
+		if am := owned[name]; am != nil {
+			// The accounting's own map, through a descriptor of ours:
+			// closing the probes leaves the accounting's open.
+			m, err = am.Clone()
+		} else {
+			m, err = ebpf.NewMap(spec.Maps[name])
+		}
 		if err != nil {
 			p.Close()
 			return nil, explainLoadError(fmt.Errorf("create map %s: %w", name, err), log)

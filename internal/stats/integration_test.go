@@ -213,7 +213,7 @@ func TestCPUClockDrivesAttribution(t *testing.T) {
 	h, src := loadBPF(t)
 	clock, _ := bpfloader.CounterByName("cpu_clock")
 	probes, err := bpfloader.LoadProbes(bpfloader.ProbeOptions{Hierarchy: h, Counters: []bpfloader.CounterEvent{clock},
-		Disable: slices.DeleteFunc(bpfloader.ProbeNames(), func(n string) bool { return n == reading.ProbeCounters })})
+		Disable: slices.DeleteFunc(bpfloader.ProbeNames(), func(n string) bool { return n == reading.ProbeCounters }), Accounting: src})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,7 +56,7 @@ type SoftirqVector struct {
 }
 
 // Fields lists the counters of s in the order of enum stat_field in
-// bpf/probes.bpf.c, which is how the probes' maps hold them: a new figure
+// bpf/fold.h, which is how the probes' maps hold them: a new figure
 // is a STAT_* entry there and a field here, in the same place.
 func (s *ProbeStats) Fields() []*uint64 {
 	f := []*uint64{&s.PageCacheAccessed, &s.PageCacheAdded, &s.PageCacheDirtied,
