@@ -54,7 +54,7 @@ func TestEndedProcessesKept(t *testing.T) {
 		if len(s.Processes) != c.want {
 			t.Fatalf("ended %d: %d processes published, want %d", c.ended, len(s.Processes), c.want)
 		}
-		got := map[uint32]snapshot.Consumer{}
+		got := map[uint32]*snapshot.Consumer{}
 		for _, p := range s.Processes {
 			got[p.PID] = p
 		}

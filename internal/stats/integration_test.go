@@ -27,13 +27,13 @@ func (m *steadyMeter) Read(_ context.Context) ([]reading.ZoneSample, error) {
 	return []reading.ZoneSample{{Zone: "package", Socket: 0, Joules: m.j}}, nil
 }
 
-func find(ws []snapshot.Consumer, id uint64) snapshot.Consumer {
+func find(ws []*snapshot.Consumer, id uint64) *snapshot.Consumer {
 	for _, w := range ws {
 		if w.CgroupID == id {
 			return w
 		}
 	}
-	return snapshot.Consumer{}
+	return &snapshot.Consumer{}
 }
 
 // loadBPF needs root, detects the key hierarchy and loads the accounting

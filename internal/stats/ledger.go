@@ -41,6 +41,9 @@ type consumer struct {
 	seen    bool      // present in the latest reading
 	gone    bool      // merged away or dropped
 	into    *consumer // where a merged-away consumer's ids now count
+	// pub is the record last published (retention.go), published again
+	// while nothing of it changes.
+	pub *snapshot.Consumer
 }
 
 // cgSeries is one cgroup id's counters as the source reports them.
@@ -391,8 +394,8 @@ func (l *ledger) droppedCgroups() []uint64 { return l.dropped }
 
 func (l *ledger) merges() []merge { return l.merged }
 
-// publish copies the consumers into the snapshot and forgets those past
-// retention.
+// publish puts the consumers' records into the snapshot (shared with the
+// last snapshot where unchanged) and forgets those past retention.
 func (l *ledger) publish(iv *interval, s *snapshot.Snapshot) {
 	now := iv.now
 	l.dropped = l.dropped[:0]
