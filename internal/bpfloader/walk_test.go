@@ -3,6 +3,9 @@ package bpfloader
 import (
 	"os"
 	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/wattrace/wattrace/pkg/reading"
 )
@@ -96,5 +99,57 @@ func TestOneTaskWalkPerRead(t *testing.T) {
 	}
 	if n := foldRuns(t, p) - own; n < uint64(liveTasks(t))/2 {
 		t.Errorf("a read of the probes alone ran their fold over %d tasks, want every task", n)
+	}
+}
+
+// BenchmarkReadWithProbes is one step's reads of the accounting and the
+// probes, as the stats loop makes them: with the probes folded by the
+// accounting's walk (one walk of the tasks) and with the probes walking
+// the tasks again themselves (two), which is how they read before. It
+// reports the wall time of both reads and the kernel time of the task
+// iterators per read.
+func BenchmarkReadWithProbes(b *testing.B) {
+	statsOn(b, false)
+	for _, shared := range []bool{true, false} {
+		name := "walks=2"
+		if shared {
+			name = "walks=1"
+		}
+		b.Run(name, func(b *testing.B) {
+			a, _, _ := loadForTest(b)
+			o := ProbeOptions{Disable: []string{reading.ProbeCounters}}
+			if shared {
+				o.Accounting = a
+			}
+			p, _ := loadProbesForTest(b, o)
+			iters := []*ebpf.Program{a.objs.DumpTask, p.progs[foldIterProg]}
+			runtime := func() time.Duration {
+				var d time.Duration
+				for _, prog := range iters {
+					s, err := prog.Stats()
+					if err != nil {
+						b.Fatal(err)
+					}
+					d += s.Runtime
+				}
+				return d
+			}
+			read := func() {
+				if _, err := a.Read(); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := p.ReadCgroups(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			read() // every task's storage made
+			k0 := runtime()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				read()
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(runtime()-k0)/float64(b.N)/1e6, "iter-kernel-ms/read")
+		})
 	}
 }
