@@ -96,6 +96,8 @@ var badSettings = [][]string{
 	{"--stats.retention=0s"},
 	{"--stats.max-gap=0s"},
 	{"--stats.max-gap=1s"},
+	{"--runtime.memory-headroom=-0.5"},
+	{"WATTRACE_RUNTIME_MEMORY_HEADROOM=NaN"},
 	// power.* beside the meters
 	{"--power.idle-policy=share"},
 	{"--power.idle-watts=pakage=5"},
