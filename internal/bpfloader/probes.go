@@ -117,6 +117,64 @@ var sharedMaps = []string{
 	"counter_events0", "counter_events1", "counter_events2", "counter_events3",
 }
 
+// disabledProbes checks the names of the probes to disable against those
+// that exist: a misspelt name must not leave a probe running.
+func disabledProbes(names []string) (map[string]bool, error) {
+	known := map[string]bool{reading.ProbeCounters: true}
+	for _, d := range probeDefs {
+		known[d.name] = true
+	}
+	disabled := map[string]bool{}
+	for _, n := range names {
+		if !known[n] {
+			return nil, fmt.Errorf("unknown probe %q to disable: allowed %s", n, strings.Join(ProbeNames(), ", "))
+		}
+		disabled[n] = true
+	}
+	return disabled, nil
+}
+
+// openSharedMaps creates the maps the probes' programs share, or clones
+// the accounting's own (owned) where the accounting folds the probes'
+// counters in its walk.
+func (p *Probes) openSharedMaps(spec *ebpf.CollectionSpec, owned map[string]*ebpf.Map) error {
+	for _, name := range sharedMaps {
+		var m *ebpf.Map
+		var err error
+		if am := owned[name]; am != nil {
+			// The accounting's own map, through a descriptor of ours:
+			// closing the probes leaves the accounting's open.
+			m, err = am.Clone()
+		} else {
+			m, err = ebpf.NewMap(spec.Maps[name])
+		}
+		if err != nil {
+			return explainLoadError(fmt.Errorf("create map %s: %w", name, err), p.log)
+		}
+		p.maps[name] = m
+	}
+	return nil
+}
+
+// attachProbe loads and attaches one probe in the variant the kernel
+// supports; a probe that can't is logged and left off, the others run.
+func (p *Probes) attachProbe(kspec *btf.Spec, spec *ebpf.CollectionSpec, cache *btf.Cache, def probeDef) {
+	hooks, why := pickVariant(kspec, def)
+	if hooks == nil {
+		p.log.Warn("probe unavailable", zap.String("probe", def.name), zap.String("reason", why))
+		return
+	}
+	if err := p.attach(spec, hooks, cache); err != nil {
+		// A verifier rejection's log goes to debug; other errors (a
+		// hook the kernel refuses) speak for themselves.
+		err, _ = explainVerifierError(err, p.log)
+		p.log.Warn("probe failed to load", zap.String("probe", def.name), zap.Error(err))
+		return
+	}
+	p.active = append(p.active, def.name)
+	p.log.Info("probe active", zap.String("probe", def.name))
+}
+
 // LoadProbes loads and attaches every probe the kernel offers. A probe
 // whose hooks are missing from the kernel's BTF, or that fails to load or
 // attach, is logged and left out; Active lists the ones that run. The error
@@ -143,16 +201,9 @@ func LoadProbes(o ProbeOptions) (*Probes, error) {
 		return nil, err
 	}
 	p := &Probes{log: log, maps: map[string]*ebpf.Map{}, progs: map[string]*ebpf.Program{}}
-	disabled := map[string]bool{}
-	known := map[string]bool{reading.ProbeCounters: true}
-	for _, d := range probeDefs {
-		known[d.name] = true
-	}
-	for _, n := range o.Disable {
-		if !known[n] {
-			return nil, fmt.Errorf("unknown probe %q to disable: allowed %s", n, strings.Join(ProbeNames(), ", "))
-		}
-		disabled[n] = true
+	disabled, err := disabledProbes(o.Disable)
+	if err != nil {
+		return nil, err
 	}
 
 	// Counters are opened first: how many opened is a constant of the
@@ -188,20 +239,9 @@ func LoadProbes(o ProbeOptions) (*Probes, error) {
 		// A walk before the probes were loaded folded nothing of theirs.
 		p.accWalks = o.Accounting.walks.Load()
 	}
-	for _, name := range sharedMaps {
-		var m *ebpf.Map
-		if am := owned[name]; am != nil {
-			// The accounting's own map, through a descriptor of ours:
-			// closing the probes leaves the accounting's open.
-			m, err = am.Clone()
-		} else {
-			m, err = ebpf.NewMap(spec.Maps[name])
-		}
-		if err != nil {
-			p.Close()
-			return nil, explainLoadError(fmt.Errorf("create map %s: %w", name, err), log)
-		}
-		p.maps[name] = m
+	if err := p.openSharedMaps(spec, owned); err != nil {
+		p.Close()
+		return nil, err
 	}
 	if p.counters != nil {
 		if err := p.counters.install(p.maps); err != nil {
@@ -224,26 +264,12 @@ func LoadProbes(o ProbeOptions) (*Probes, error) {
 		switch {
 		case disabled[def.name]:
 			log.Info("probe disabled", zap.String("probe", def.name))
-			continue
 		case def.name == reading.ProbeCounters && nCounters == 0:
 			log.Info("probe off: no perf counter available, nothing runs at context switches",
 				zap.String("probe", def.name))
-			continue
+		default:
+			p.attachProbe(kspec, spec, cache, def)
 		}
-		hooks, why := pickVariant(kspec, def)
-		if hooks == nil {
-			log.Warn("probe unavailable", zap.String("probe", def.name), zap.String("reason", why))
-			continue
-		}
-		if err := p.attach(spec, hooks, cache); err != nil {
-			// A verifier rejection's log goes to debug; other errors (a
-			// hook the kernel refuses) speak for themselves.
-			err, _ = explainVerifierError(err, log)
-			log.Warn("probe failed to load", zap.String("probe", def.name), zap.Error(err))
-			continue
-		}
-		p.active = append(p.active, def.name)
-		log.Info("probe active", zap.String("probe", def.name))
 	}
 	if p.counters != nil && !p.isActive(reading.ProbeCounters) {
 		p.closeCounters()

@@ -609,15 +609,33 @@ func measure(ctx context.Context, o options, w *workload, name string, argv []st
 		}
 	}
 
-	var seq, par []time.Duration
-	for i := 0; i < o.burst; i++ {
+	seq, par, err := bursts(client, url, o.burst)
+	if err != nil {
+		return r, err
+	}
+	r.seqP50, r.parP50 = median(seq), median(par)
+	cold, err := coldScrapes(ctx, client, url, o.cold)
+	if err != nil {
+		return r, err
+	}
+	r.coldP50 = median(cold)
+	loads = append(loads, loadAvg())
+	r.load = median(loads)
+	r.rssEnd, r.hwm = status(cmd.Process.Pid, "VmRSS"), status(cmd.Process.Pid, "VmHWM")
+	return r, nil
+}
+
+// bursts times n scrapes one after the other, then n rounds of four at
+// once.
+func bursts(client *http.Client, url string, n int) (seq, par []time.Duration, err error) {
+	for i := 0; i < n; i++ {
 		_, d, err := scrape(client, url)
 		if err != nil {
-			return r, err
+			return nil, nil, err
 		}
 		seq = append(seq, d)
 	}
-	for i := 0; i < o.burst; i++ {
+	for i := 0; i < n; i++ {
 		var mu sync.Mutex
 		var wg sync.WaitGroup
 		var ferr error
@@ -636,31 +654,30 @@ func measure(ctx context.Context, o options, w *workload, name string, argv []st
 		}
 		wg.Wait()
 		if ferr != nil {
-			return r, ferr
+			return nil, nil, ferr
 		}
 	}
-	r.seqP50, r.parP50 = median(seq), median(par)
-	// Scrapes at irregular gaps, each longer than wattrace's default
-	// stats.interval (5 s) and none within 10% of the one before (the loop
-	// would learn a period and step ahead of it): each finds the snapshot
-	// too old and steps the loop and renders a new one itself.
+	return seq, par, nil
+}
+
+// coldScrapes times n scrapes at irregular gaps, each longer than
+// wattrace's default stats.interval (5 s) and none within 10% of the one
+// before (the loop would learn a period and step ahead of it): each finds
+// the snapshot too old and steps the loop and renders a new one itself.
+func coldScrapes(ctx context.Context, client *http.Client, url string, n int) ([]time.Duration, error) {
 	gaps := []float64{6.3, 8.1, 7.2, 9.4, 6.8, 10.1, 7.7, 8.9}
 	var cold []time.Duration
-	for i := 0; i < o.cold; i++ {
+	for i := 0; i < n; i++ {
 		if err := sleep(ctx, time.Duration(gaps[i%len(gaps)]*float64(time.Second))); err != nil {
-			return r, err
+			return nil, err
 		}
 		_, d, err := scrape(client, url)
 		if err != nil {
-			return r, err
+			return nil, err
 		}
 		cold = append(cold, d)
 	}
-	r.coldP50 = median(cold)
-	loads = append(loads, loadAvg())
-	r.load = median(loads)
-	r.rssEnd, r.hwm = status(cmd.Process.Pid, "VmRSS"), status(cmd.Process.Pid, "VmHWM")
-	return r, nil
+	return cold, nil
 }
 
 // loadAvg is the node's 1-minute load average.
