@@ -307,6 +307,9 @@ func goodValue(f *pflag.Flag) string {
 	case "int":
 		return "3"
 	case "float64":
+		if f.DefValue == "0.5" {
+			return "0.25"
+		}
 		return "0.5"
 	case "stringSlice":
 		return "x,y"

@@ -130,6 +130,11 @@ func TestChurnKeepsRetentionBounded(t *testing.T) {
 	var heap5 uint64
 	maxEnded, maxLedger, maxLive, steps := 0, 0, 0, 0
 	var endedBy []int // the ended processes published, step by step
+	// The longest wall time between two steps: a step's exits are a
+	// second's only when the step came a second after the one before,
+	// which a loaded machine does not keep to.
+	var maxGap time.Duration
+	last := time.Now()
 	for running := true; running; {
 		select {
 		case err := <-done:
@@ -140,6 +145,8 @@ func TestChurnKeepsRetentionBounded(t *testing.T) {
 		case <-time.After(time.Second):
 		}
 		now = now.Add(time.Second)
+		maxGap = max(maxGap, time.Since(last))
+		last = time.Now()
 		l.Step(now)
 		steps++
 		ended, live := 0, 0
@@ -176,21 +183,27 @@ func TestChurnKeepsRetentionBounded(t *testing.T) {
 		}
 	}
 	kernel := float64(u1-u0) / 1e9
-	t.Logf("%d processes in %v (%.0f/s) over %d steps: ended processes published %v, at most %d live, at most %d in the ledger; heap %.1f MiB after 5 steps, %.1f MiB at the end; cgroup CPU %.4f s, kernel %.4f s",
-		started, window, float64(started)/window.Seconds(), steps, endedBy, maxLive, maxLedger, float64(heap5)/(1<<20), float64(heapEnd)/(1<<20), cpu, kernel)
+	t.Logf("%d processes in %v (%.0f/s) over %d steps (at most %v apart): ended processes published %v, at most %d live, at most %d in the ledger; heap %.1f MiB after 5 steps, %.1f MiB at the end; cgroup CPU %.4f s, kernel %.4f s",
+		started, window, float64(started)/window.Seconds(), steps, maxGap.Round(time.Millisecond), endedBy, maxLive, maxLedger, float64(heap5)/(1<<20), float64(heapEnd)/(1<<20), cpu, kernel)
+	// The exits of the longest gap between steps, a second at least.
+	perGap := int(float64(rate) * max(1, maxGap.Seconds()))
 	if float64(started) < 0.8*rate*window.Seconds() {
 		t.Errorf("the churner started %d processes in %v, want about %d a second", started, window, rate)
 	}
-	// Published: the kept ones, and those the source reported for the
-	// last time in this step (a second's exits), which it no longer
-	// reports at the next, when they go unless among the kept. Nothing
-	// accumulates: 20 s of exits are 10,000 processes.
-	if limit := kept + 2*rate; maxEnded > limit {
-		t.Errorf("%d ended processes published, want at most %d: the %d kept and a step's exits", maxEnded, limit, kept)
+	// Published: the kept ones, and the exits the source still reports,
+	// which go at the step after it stops reporting them unless among the
+	// kept. On a quiet machine that is one step's exits (about 500 a step
+	// here); under load, with exits reaped and freed later, the source
+	// reported each for up to four steps (2,069 published in one run at
+	// load 4.6; 1,046 in a CI run).
+	// Nothing accumulates: 20 s of exits are 10,000 processes, and
+	// unbounded retention planted back published 9,686.
+	if limit := kept + 5*perGap; maxEnded > limit {
+		t.Errorf("%d ended processes published, want at most %d: the %d kept and the exits of the last steps", maxEnded, limit, kept)
 	}
 	// The ledger: the node's live processes, the kept ones and the exits
-	// of the last step or two that the source still reports.
-	if limit := maxLive + kept + 3*rate; maxLedger > limit {
+	// of the last steps that the source still reports.
+	if limit := maxLive + kept + 6*perGap; maxLedger > limit {
 		t.Errorf("the ledger held %d processes, want at most %d", maxLedger, limit)
 	}
 	if heapEnd > heap5+4<<20 {
