@@ -32,8 +32,11 @@
 // switches, so for a process that lives a millisecond it may hold little
 // of its runtime yet; the dead hook sees the final figure, in the
 // scheduler, at the cost of one comparison per context switch.
+//
+// The iterator also folds the kernel probes' per-task counters (fold.h)
+// as it passes each task, so a collection walks the tasks once for both.
 
-#include "common.h"
+#include "fold.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -248,6 +251,9 @@ int dump_task(struct bpf_iter__task *ctx)
 
 	if (!t)
 		return 0;
+	// The probes' counters of this task, folded on the way (fold.h): one
+	// walk of the tasks per collection serves both objects.
+	fold_task(t);
 	// A released task is the free hook's: its record would say nothing
 	// the hook does not.
 	if (t->exit_state & EXIT_DEAD)

@@ -8,7 +8,8 @@
 // so a hook the kernel lacks, or a program its verifier refuses, turns off
 // only that probe's figures. All of them add to the same cumulative
 // per-process and per-cgroup counters (struct stats); user space computes
-// deltas.
+// deltas. The counters' maps and their fold are in fold.h, which the
+// accounting object shares.
 //
 // The logic lives in static __always_inline functions that take scalars;
 // the hooks only gather the scalars from kernel objects. The SEC("raw_tp")
@@ -16,7 +17,7 @@
 // u64 context, which is how the logic is unit-tested with BPF_PROG_TEST_RUN
 // (tp_btf programs can't be test-run). They are never attached.
 
-#include "common.h"
+#include "fold.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -42,68 +43,8 @@ const volatile __u32 page_shift = 12;
 // How many perf event slots per CPU the loader filled in counter_events.
 const volatile __u32 nr_counters = 0;
 
-// One cumulative counter per field, per process and per cgroup. An array,
-// so that one helper adds to any field; bpf2go turns the enum into Go
-// constants, which keeps the reader's indices in step with this file.
-enum stat_field {
-	STAT_PC_ACCESSED,   // pages read through the page cache (read, splice)
-	STAT_PC_ADDED,      // pages added to the page cache (misses, readahead, new pages written)
-	STAT_PC_DIRTIED,    // pages turned dirty by this task
-	STAT_SOFTIRQ_COUNT, // softirqs that interrupted this task
-	STAT_SOFTIRQ_NS,    // and their time
-	STAT_BLK_READ_BYTES,
-	STAT_BLK_READS, // bios submitted, not requests: merging happens later
-	STAT_BLK_WRITE_BYTES,
-	STAT_BLK_WRITES,
-	STAT_TCP_SEND_BYTES, // the four TCP fields, then the four UDP fields, in this order
-	STAT_TCP_SENDS,
-	STAT_TCP_RECV_BYTES,
-	STAT_TCP_RECVS,
-	STAT_UDP_SEND_BYTES,
-	STAT_UDP_SENDS,
-	STAT_UDP_RECV_BYTES,
-	STAT_UDP_RECVS,
-	STAT_COUNTER0, // MAX_COUNTERS perf counters, in the loader's slot order
-	STAT_COUNTER1,
-	STAT_COUNTER2,
-	STAT_COUNTER3,
-	STAT_NR,
-};
 // Keeps the enum in BTF so bpf2go can generate its Go twin.
 const enum stat_field *unused_stat_field __attribute__((unused));
-
-struct stats {
-	__u64 v[STAT_NR];
-};
-
-// Per process (tgid + leader start, as the CPU accounting keys them). User
-// space deletes an entry once the CPU accounting has reported the process
-// gone; NO_PREALLOC so that an idle exporter does not hold 6 MiB.
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 32768);
-	__type(key, struct proc_key);
-	__type(value, struct stats);
-} proc_stats SEC(".maps");
-
-// Per cgroup id of the key hierarchy.
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 16384);
-	__type(key, __u64);
-	__type(value, struct stats);
-} cgroup_stats SEC(".maps");
-
-// Slot 0: events whose process entry could not be stored (map full).
-// Slot 1: events whose cgroup entry could not be stored.
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 2);
-	__type(key, __u32);
-	__type(value, __u64);
-} probe_drops SEC(".maps");
 
 // Node-level softirq figures by vector, per CPU.
 struct vec_stat {
@@ -133,36 +74,6 @@ struct {
 	__type(value, struct softirq_start);
 } softirq_started SEC(".maps");
 
-// A task's last page-cache read range, to tell a new read from the same
-// read coming back for its next batch (see read_pages).
-struct read_state {
-	__u64 mapping;
-	__u64 index;
-	__u64 last;
-};
-
-// Per task: what its events counted and what of that has been folded into
-// proc_stats and cgroup_stats. An event adds to its own task's counters
-// (one task-storage lookup, plain adds: each field has one writer program,
-// a program does not nest with itself on a CPU, and a task is current on
-// one CPU at a time); the maps are brought up to date at collection time by
-// the fold iterator, at exit by fold_exit and at free by fold_free.
-struct task_pending {
-	__u64 css;  // the task's css_set when cg was read: a move changes it
-	__u64 cg;   // cgroup id of the key hierarchy that counted belongs to
-	__u32 busy; // a fold is running (taken with cmpxchg)
-	__u32 pad;
-	struct read_state rs; // the page-cache read in progress (read_pages)
-	struct stats counted; // cumulative since the task's first event
-	struct stats folded;  // what of counted the maps already have
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct task_pending);
-} pending SEC(".maps");
 
 // Perf events opened by user space, one map per counter slot, indexed by
 // CPU (the loader sizes them to the possible CPUs). One map per slot rather
@@ -213,29 +124,6 @@ struct {
 
 // ---- shared logic ---------------------------------------------------------
 
-static __always_inline void probe_drop(__u32 slot)
-{
-	__u64 *v = bpf_map_lookup_elem(&probe_drops, &slot);
-	if (v)
-		*v += 1;
-}
-
-// stats_of finds or creates the entry of key in map (proc_stats or
-// cgroup_stats); NULL, counted in probe_drops[slot], when the map is full.
-static __always_inline struct stats *stats_of(void *map, const void *key, __u32 slot)
-{
-	struct stats *s = bpf_map_lookup_elem(map, key);
-	if (s)
-		return s;
-	struct stats init = {};
-	// BPF_NOEXIST: another CPU may have created the entry since the
-	// lookup; then the second lookup finds that one.
-	bpf_map_update_elem(map, key, &init, BPF_NOEXIST);
-	s = bpf_map_lookup_elem(map, key);
-	if (!s)
-		probe_drop(slot);
-	return s;
-}
 
 static __always_inline void bump(struct stats *s, __u64 field, __u64 val)
 {
@@ -290,56 +178,6 @@ static __always_inline void account_task(struct task_struct *t, __u64 f1, __u64 
 	account(t->pid ? &pk : NULL, cg, f1, v1, f2, v2);
 }
 
-// fold_lock and fold_unlock keep two folds of one task (the iterator on one
-// CPU, the task itself at a cgroup move or at exit on another) from
-// crediting the same counts twice or to the wrong cgroup.
-static __always_inline bool fold_lock(struct task_pending *tp)
-{
-	return __sync_val_compare_and_swap(&tp->busy, 0, 1) == 0;
-}
-
-static __always_inline void fold_unlock(struct task_pending *tp)
-{
-	__sync_lock_test_and_set(&tp->busy, 0);
-}
-
-// fold adds what t's events counted since the last fold to t's process and
-// to the cgroup the counts belong to (tp->cg). The caller holds the lock,
-// or knows that nothing else can fold t (its free).
-// Not inlined: it is the cold path of every hook.
-static __noinline void fold(struct task_pending *tp, struct task_struct *t)
-{
-	struct stats *ps = NULL, *cs = NULL;
-	struct proc_key pk = {};
-	bool any = false;
-
-	for (__u32 i = 0; i < STAT_NR; i++) {
-		if (tp->counted.v[i] != tp->folded.v[i]) {
-			any = true;
-			break;
-		}
-	}
-	if (!any)
-		return;
-	pk.tgid = BPF_CORE_READ(t, tgid);
-	pk.start = BPF_CORE_READ(t, group_leader, start_time);
-	if (pk.tgid)
-		ps = stats_of(&proc_stats, &pk, 0);
-	cs = stats_of(&cgroup_stats, &tp->cg, 1);
-	for (__u32 i = 0; i < STAT_NR; i++) {
-		// Read once: the task may be counting on another CPU.
-		__u64 c = *(volatile __u64 *)&tp->counted.v[i];
-		__u64 d = c - tp->folded.v[i];
-
-		if (!d)
-			continue;
-		tp->folded.v[i] = c;
-		if (ps)
-			__sync_fetch_and_add(&ps->v[i], d);
-		if (cs)
-			__sync_fetch_and_add(&cs->v[i], d);
-	}
-}
 
 // pending_of returns the counters t's events add to, or NULL when the event
 // must go to the maps directly. On t's first event, and when t has moved to
@@ -710,7 +548,9 @@ int BPF_PROG(counters_switch, bool preempt, struct task_struct *prev, struct tas
 
 // ---- folds ----------------------------------------------------------------
 
-// Run by the loader just before it reads the maps: brings proc_stats and
+// The fold of every live task at collection, for probes loaded without the
+// accounting object: with it, the accounting's task iterator folds each task
+// as it passes (fold.h), and this program is not run. Brings proc_stats and
 // cgroup_stats up to date with every live task's counters. A task whose
 // fold is held elsewhere (it is moving cgroups or exiting right now) is
 // left for that fold.
@@ -718,15 +558,9 @@ SEC("iter/task")
 int fold_tasks(struct bpf_iter__task *ctx)
 {
 	struct task_struct *t = ctx->task;
-	struct task_pending *tp;
 
-	if (!t)
-		return 0;
-	tp = bpf_task_storage_get(&pending, t, 0, 0);
-	if (!tp || !fold_lock(tp))
-		return 0;
-	fold(tp, t);
-	fold_unlock(tp);
+	if (t)
+		fold_task(t);
 	return 0;
 }
 
@@ -737,12 +571,7 @@ int fold_tasks(struct bpf_iter__task *ctx)
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(fold_exit, struct task_struct *t)
 {
-	struct task_pending *tp = bpf_task_storage_get(&pending, t, 0, 0);
-
-	if (!tp || !fold_lock(tp))
-		return 0;
-	fold(tp, t);
-	fold_unlock(tp);
+	fold_task(t);
 	return 0;
 }
 

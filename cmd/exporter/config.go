@@ -73,6 +73,7 @@ type Config struct {
 	Kube      kube.Config             // workload.kube.*
 	Emissions carbon.Settings         // emissions.*
 	Guests    guestshare.Config       // guests.share.*
+	Runtime   runtimeSettings         // runtime.* (memlimit.go)
 }
 
 // pathSettings hold the mount points of the kernel file systems, so that
@@ -109,7 +110,7 @@ func (c *Config) settings() *setting.Set {
 		&c.Web, &c.Path, &c.Log, &c.Accounting, &c.Cgroup,
 		setting.DeclarerFunc(func(s *setting.Set) { c.Stats.Declare(s, power.Zones()) }),
 		&c.Power, &c.GPU, &c.Collector, &c.Probes, &c.Resources, &c.Perf,
-		&c.Workload, &c.Kube, &c.Emissions, &c.Guests,
+		&c.Workload, &c.Kube, &c.Emissions, &c.Guests, &c.Runtime,
 	} {
 		b.Declare(s)
 	}

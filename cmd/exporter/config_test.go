@@ -67,7 +67,8 @@ func TestDefaults(t *testing.T) {
 		Emissions: carbon.Settings{Enabled: true, Carbon: carbon.DefaultConfig()},
 		GPU: node.Config{NVML: "auto", Sysfs: "auto", IdleWatts: map[string]float64{}, IdlePolicy: "none",
 			SampleEvery: time.Second, SysfsRoot: "/sys", ProcfsRoot: "/proc"},
-		Guests: guestshare.Config{Interval: 5 * time.Second},
+		Guests:  guestshare.Config{Interval: 5 * time.Second},
+		Runtime: runtimeSettings{MemoryHeadroom: 0.5},
 	}
 	// The meters' settings, as pkg/power/discover declares them: its
 	// exported fields, then each row's own.

@@ -254,7 +254,7 @@ func openProbesPart(cfg *Config, st *state, c *components) error {
 	if !st.bpfCollector(collector.NameProbes, c.log) {
 		return nil
 	}
-	pr, err := openProbes(cfg, st.hier, c.log)
+	pr, err := openProbes(cfg, st.hier, st.acc.bpf, c.log)
 	if err != nil {
 		return err
 	}

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 
@@ -112,6 +116,128 @@ func TestEveryProgramHasItsCost(t *testing.T) {
 			t.Errorf("%s missing from the program-cost family", name)
 		}
 	}
+}
+
+// A step of the loop walks the node's tasks once, as the exporter's
+// program-cost family shows: the runs of the task-iterator programs (the
+// accounting's and the probes' fold, found from the iterator links the
+// kernel says this process holds, not by name) per step are one per task.
+// Before, the accounting's iterator and the probes' fold each walked every
+// task: two runs per task and step.
+func TestOneTaskWalkPerStep(t *testing.T) {
+	testenv.RequireRoot(t)
+	cfg, err := Load([]string{"--collector.bpf-stats", "--accounting.mode=bpf", "--web.alloy-targets=false"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newComponents(zaptest.NewLogger(t))
+	defer c.close()
+	st := &state{}
+	if err := openParts(cfg, st, c, partsExcept("web listeners", "HTTP")); err != nil {
+		t.Fatal(err)
+	}
+	if !st.acc.bpfMode() || !st.collectorOn[collector.NameProbes] {
+		t.Fatalf("BPF mode %v, probes %v: want both", st.acc.bpfMode(), st.collectorOn[collector.NameProbes])
+	}
+	iters := iterPrograms(t, os.Getpid())
+	if len(iters) < 2 {
+		t.Fatalf("task iterators held: %v, want the accounting's and the probes' fold", iters)
+	}
+	runs := func() float64 {
+		t.Helper()
+		mfs, err := st.reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n float64
+		for _, mf := range mfs {
+			if mf.GetName() != "wattrace_bpf_program_runs_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				if name := m.GetLabel()[0].GetValue(); iters[name[:min(len(name), 15)]] {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+		return n
+	}
+	st.loop.Step(time.Now()) // the baseline
+	const steps = 5
+	before, tasks := runs(), 0
+	for i := range steps {
+		tasks += liveTasks(t)
+		st.loop.Step(time.Now().Add(time.Duration(i+1) * time.Second))
+		tasks += liveTasks(t)
+	}
+	perStep := float64(tasks) / 2 / steps
+	walks := (runs() - before) / steps / perStep
+	t.Logf("iterators %v; %d steps over ~%.0f tasks: %.2f walks per step", iters, steps, perStep, walks)
+	// Other processes come and go between the counts; each walk also
+	// runs its program once more at its end, with no task.
+	if walks < 0.8 || walks > 1.3 {
+		t.Errorf("%.2f walks of the tasks per step, want 1", walks)
+	}
+}
+
+// iterPrograms names the programs that process pid has attached as task
+// iterators (an iter link's prog_id in its fdinfo), as the kernel keeps
+// them (15 bytes).
+func iterPrograms(t *testing.T, pid int) map[string]bool {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/fdinfo", pid)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil || !strings.Contains(string(data), "link_type:\titer") {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			v, ok := strings.CutPrefix(line, "prog_id:")
+			if !ok {
+				continue
+			}
+			id, err := strconv.ParseUint(strings.TrimSpace(v), 10, 32)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := ebpf.NewProgramFromID(ebpf.ProgramID(id))
+			if err != nil {
+				t.Fatal(err)
+			}
+			info, err := p.Info()
+			p.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[info.Name] = true
+		}
+	}
+	return out
+}
+
+// liveTasks counts the node's tasks (every thread of every process), as a
+// task iterator visits them.
+func liveTasks(t *testing.T) int {
+	t.Helper()
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, p := range procs {
+		if p.Name()[0] < '0' || p.Name()[0] > '9' {
+			continue
+		}
+		if tasks, err := os.ReadDir("/proc/" + p.Name() + "/task"); err == nil {
+			n += len(tasks)
+		}
+	}
+	return n
 }
 
 // partsExcept is parts without the named ones.

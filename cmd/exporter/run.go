@@ -28,6 +28,9 @@ func run(ctx context.Context, cfg *Config, log *zap.Logger) error {
 	if n, err := releaseBinaryPages(); err != nil {
 		log.Debug("start-up code left resident", zap.Int("released_bytes", n), zap.Error(err))
 	}
+	// Once running: the heap kept near what is live, not twice it.
+	_, stop := startMemoryLimit(cfg.Runtime.MemoryHeadroom)
+	defer stop()
 	return c.run(ctx)
 }
 

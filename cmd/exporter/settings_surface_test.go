@@ -96,6 +96,8 @@ var badSettings = [][]string{
 	{"--stats.retention=0s"},
 	{"--stats.max-gap=0s"},
 	{"--stats.max-gap=1s"},
+	{"--runtime.memory-headroom=-0.5"},
+	{"WATTRACE_RUNTIME_MEMORY_HEADROOM=NaN"},
 	// power.* beside the meters
 	{"--power.idle-policy=share"},
 	{"--power.idle-watts=pakage=5"},
@@ -305,6 +307,9 @@ func goodValue(f *pflag.Flag) string {
 	case "int":
 		return "3"
 	case "float64":
+		if f.DefValue == "0.5" {
+			return "0.25"
+		}
 		return "0.5"
 	case "stringSlice":
 		return "x,y"

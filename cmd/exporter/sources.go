@@ -71,8 +71,10 @@ func openWorkloads(cfg *Config, hier cgroup.Hierarchy, c *components) (*workload
 }
 
 // openProbes loads the optional kernel probes. A probe the kernel can't
-// run is logged and left out; only a bad configuration is an error.
-func openProbes(cfg *Config, hier cgroup.Hierarchy, log *zap.Logger) (*bpfloader.Probes, error) {
+// run is logged and left out; only a bad configuration is an error. The
+// accounting's task iterator folds their per-task counters, so that a step
+// walks the tasks once.
+func openProbes(cfg *Config, hier cgroup.Hierarchy, acc *bpfloader.Accounting, log *zap.Logger) (*bpfloader.Probes, error) {
 	counters := make([]bpfloader.CounterEvent, 0, len(cfg.Probes.Counters))
 	for _, name := range cfg.Probes.Counters {
 		c, err := bpfloader.CounterByName(name)
@@ -87,7 +89,7 @@ func openProbes(cfg *Config, hier cgroup.Hierarchy, log *zap.Logger) (*bpfloader
 		disable = append(disable, reading.ProbeCounters)
 	}
 	p, err := bpfloader.LoadProbes(bpfloader.ProbeOptions{Hierarchy: hier, Log: log.Named("probes"),
-		Disable: disable, Counters: counters})
+		Disable: disable, Counters: counters, Accounting: acc})
 	if err != nil {
 		return nil, fmt.Errorf("collector.probes: %w", err)
 	}

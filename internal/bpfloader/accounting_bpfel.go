@@ -41,6 +41,27 @@ type accountingReported struct {
 	Home     uint64
 }
 
+type accountingStats struct {
+	_ structs.HostLayout
+	V [21]uint64
+}
+
+type accountingTaskPending struct {
+	_    structs.HostLayout
+	Css  uint64
+	Cg   uint64
+	Busy uint32
+	Pad  uint32
+	Rs   struct {
+		_       structs.HostLayout
+		Mapping uint64
+		Index   uint64
+		Last    uint64
+	}
+	Counted accountingStats
+	Folded  accountingStats
+}
+
 type accountingTaskRec struct {
 	_           structs.HostLayout
 	Tid         uint32
@@ -59,9 +80,13 @@ type accountingTaskRec struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	accountingMapCgroupStats   = "cgroup_stats"
 	accountingMapDrops         = "drops"
 	accountingMapExitedCgroups = "exited_cgroups"
 	accountingMapExitedProcs   = "exited_procs"
+	accountingMapPending       = "pending"
+	accountingMapProbeDrops    = "probe_drops"
+	accountingMapProcStats     = "proc_stats"
 	accountingMapReported      = "reported"
 	accountingProgDumpTask     = "dump_task"
 	accountingProgTaskDead     = "task_dead"
@@ -128,9 +153,13 @@ type accountingProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type accountingMapSpecs struct {
+	CgroupStats   *ebpf.MapSpec `ebpf:"cgroup_stats"`
 	Drops         *ebpf.MapSpec `ebpf:"drops"`
 	ExitedCgroups *ebpf.MapSpec `ebpf:"exited_cgroups"`
 	ExitedProcs   *ebpf.MapSpec `ebpf:"exited_procs"`
+	Pending       *ebpf.MapSpec `ebpf:"pending"`
+	ProbeDrops    *ebpf.MapSpec `ebpf:"probe_drops"`
+	ProcStats     *ebpf.MapSpec `ebpf:"proc_stats"`
 	Reported      *ebpf.MapSpec `ebpf:"reported"`
 }
 
@@ -163,17 +192,25 @@ func (o *accountingObjects) Close() error {
 //
 // It can be passed to loadAccountingObjects or ebpf.CollectionSpec.LoadAndAssign.
 type accountingMaps struct {
+	CgroupStats   *ebpf.Map `ebpf:"cgroup_stats"`
 	Drops         *ebpf.Map `ebpf:"drops"`
 	ExitedCgroups *ebpf.Map `ebpf:"exited_cgroups"`
 	ExitedProcs   *ebpf.Map `ebpf:"exited_procs"`
+	Pending       *ebpf.Map `ebpf:"pending"`
+	ProbeDrops    *ebpf.Map `ebpf:"probe_drops"`
+	ProcStats     *ebpf.Map `ebpf:"proc_stats"`
 	Reported      *ebpf.Map `ebpf:"reported"`
 }
 
 func (m *accountingMaps) Close() error {
 	return _AccountingClose(
+		m.CgroupStats,
 		m.Drops,
 		m.ExitedCgroups,
 		m.ExitedProcs,
+		m.Pending,
+		m.ProbeDrops,
+		m.ProcStats,
 		m.Reported,
 	)
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -224,6 +225,23 @@ type Accounting struct {
 	// copy's lock, held until Close.
 	kept     Kept
 	keepLock *os.File
+	// walks counts the task iterator's complete walks. Each also folded
+	// the probes' per-task counters (bpf/fold.h), so the probes skip their
+	// own walk after one (Probes.read).
+	walks atomic.Uint64
+}
+
+// foldMaps are the maps of the probes' counters and their fold
+// (bpf/fold.h), which the accounting object owns so that its task
+// iterator can fold them; the probes load against these (LoadProbes with
+// ProbeOptions.Accounting).
+func (a *Accounting) foldMaps() map[string]*ebpf.Map {
+	return map[string]*ebpf.Map{
+		"pending":      a.objs.Pending,
+		"proc_stats":   a.objs.ProcStats,
+		"cgroup_stats": a.objs.CgroupStats,
+		"probe_drops":  a.objs.ProbeDrops,
+	}
 }
 
 // Mode is the accounting mode BPF accounting reports.
@@ -252,7 +270,7 @@ func (a *Accounting) closeHooks() error {
 const taskChunk = 64 << 10
 
 // readTasks runs the task iterator once and hands each record to fn as it
-// is read. A read may end inside a record (the kernel copies as much of
+// is read. The same walk folds the probes' per-task counters (bpf/fold.h). A read may end inside a record (the kernel copies as much of
 // its buffer as fits); the part is kept for the next.
 func (a *Accounting) readTasks(fn func(*taskRec)) error {
 	r, err := a.iter.Open()
@@ -263,7 +281,11 @@ func (a *Accounting) readTasks(fn func(*taskRec)) error {
 	if len(a.buf) < taskChunk {
 		a.buf = make([]byte, taskChunk)
 	}
-	return streamTasks(r, a.buf, fn)
+	if err := streamTasks(r, a.buf, fn); err != nil {
+		return err
+	}
+	a.walks.Add(1)
+	return nil
 }
 
 // streamTasks decodes the records read from r through buf (at least one

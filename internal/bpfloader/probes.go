@@ -73,6 +73,14 @@ type ProbeOptions struct {
 	// out; when none opens, nothing runs at context switches.
 	Counters []CounterEvent
 
+	// Accounting, when set, is the BPF accounting whose task iterator
+	// folds the probes' per-task counters as it walks the tasks for the
+	// CPU accounting: the probes load against its fold maps and, when it
+	// has walked since their last read, do not walk the tasks again. It
+	// must stay open while the probes are. Without it the probes walk the
+	// tasks themselves at each read (fold_tasks).
+	Accounting *Accounting
+
 	// defs replaces probeDefs in tests.
 	defs []probeDef
 }
@@ -87,7 +95,11 @@ type Probes struct {
 	progs    map[string]*ebpf.Program // attached, by program name
 	active   []string
 	counters *counterSet
-	foldIter *link.Iter // fold_tasks, run before every read (probes_fold.go)
+	foldIter *link.Iter // fold_tasks, run before a read the accounting's walk did not precede (probes_fold.go)
+	// acc is ProbeOptions.Accounting; accWalks its walk count at the last
+	// read.
+	acc      *Accounting
+	accWalks uint64
 	// The counter maps are read in batches (mapread.go); a read is not
 	// safe for concurrent use, as it never was (the stats loop reads).
 	procReader mapReader[probesProcKey, probesStats]
@@ -103,6 +115,64 @@ var sharedMaps = []string{
 	"proc_stats", "cgroup_stats", "probe_drops", "softirq_node",
 	"softirq_started", "pending", "counter_lasts",
 	"counter_events0", "counter_events1", "counter_events2", "counter_events3",
+}
+
+// disabledProbes checks the names of the probes to disable against those
+// that exist: a misspelt name must not leave a probe running.
+func disabledProbes(names []string) (map[string]bool, error) {
+	known := map[string]bool{reading.ProbeCounters: true}
+	for _, d := range probeDefs {
+		known[d.name] = true
+	}
+	disabled := map[string]bool{}
+	for _, n := range names {
+		if !known[n] {
+			return nil, fmt.Errorf("unknown probe %q to disable: allowed %s", n, strings.Join(ProbeNames(), ", "))
+		}
+		disabled[n] = true
+	}
+	return disabled, nil
+}
+
+// openSharedMaps creates the maps the probes' programs share, or clones
+// the accounting's own (owned) where the accounting folds the probes'
+// counters in its walk.
+func (p *Probes) openSharedMaps(spec *ebpf.CollectionSpec, owned map[string]*ebpf.Map) error {
+	for _, name := range sharedMaps {
+		var m *ebpf.Map
+		var err error
+		if am := owned[name]; am != nil {
+			// The accounting's own map, through a descriptor of ours:
+			// closing the probes leaves the accounting's open.
+			m, err = am.Clone()
+		} else {
+			m, err = ebpf.NewMap(spec.Maps[name])
+		}
+		if err != nil {
+			return explainLoadError(fmt.Errorf("create map %s: %w", name, err), p.log)
+		}
+		p.maps[name] = m
+	}
+	return nil
+}
+
+// attachProbe loads and attaches one probe in the variant the kernel
+// supports; a probe that can't is logged and left off, the others run.
+func (p *Probes) attachProbe(kspec *btf.Spec, spec *ebpf.CollectionSpec, cache *btf.Cache, def probeDef) {
+	hooks, why := pickVariant(kspec, def)
+	if hooks == nil {
+		p.log.Warn("probe unavailable", zap.String("probe", def.name), zap.String("reason", why))
+		return
+	}
+	if err := p.attach(spec, hooks, cache); err != nil {
+		// A verifier rejection's log goes to debug; other errors (a
+		// hook the kernel refuses) speak for themselves.
+		err, _ = explainVerifierError(err, p.log)
+		p.log.Warn("probe failed to load", zap.String("probe", def.name), zap.Error(err))
+		return
+	}
+	p.active = append(p.active, def.name)
+	p.log.Info("probe active", zap.String("probe", def.name))
 }
 
 // LoadProbes loads and attaches every probe the kernel offers. A probe
@@ -131,16 +201,9 @@ func LoadProbes(o ProbeOptions) (*Probes, error) {
 		return nil, err
 	}
 	p := &Probes{log: log, maps: map[string]*ebpf.Map{}, progs: map[string]*ebpf.Program{}}
-	disabled := map[string]bool{}
-	known := map[string]bool{reading.ProbeCounters: true}
-	for _, d := range probeDefs {
-		known[d.name] = true
-	}
-	for _, n := range o.Disable {
-		if !known[n] {
-			return nil, fmt.Errorf("unknown probe %q to disable: allowed %s", n, strings.Join(ProbeNames(), ", "))
-		}
-		disabled[n] = true
+	disabled, err := disabledProbes(o.Disable)
+	if err != nil {
+		return nil, err
 	}
 
 	// Counters are opened first: how many opened is a constant of the
@@ -169,13 +232,16 @@ func LoadProbes(o ProbeOptions) (*Probes, error) {
 		}
 	}
 
-	for _, name := range sharedMaps {
-		m, err := ebpf.NewMap(spec.Maps[name])
-		if err != nil {
-			p.Close()
-			return nil, explainLoadError(fmt.Errorf("create map %s: %w", name, err), log)
-		}
-		p.maps[name] = m
+	var owned map[string]*ebpf.Map
+	if o.Accounting != nil {
+		owned = o.Accounting.foldMaps()
+		p.acc = o.Accounting
+		// A walk before the probes were loaded folded nothing of theirs.
+		p.accWalks = o.Accounting.walks.Load()
+	}
+	if err := p.openSharedMaps(spec, owned); err != nil {
+		p.Close()
+		return nil, err
 	}
 	if p.counters != nil {
 		if err := p.counters.install(p.maps); err != nil {
@@ -198,26 +264,12 @@ func LoadProbes(o ProbeOptions) (*Probes, error) {
 		switch {
 		case disabled[def.name]:
 			log.Info("probe disabled", zap.String("probe", def.name))
-			continue
 		case def.name == reading.ProbeCounters && nCounters == 0:
 			log.Info("probe off: no perf counter available, nothing runs at context switches",
 				zap.String("probe", def.name))
-			continue
+		default:
+			p.attachProbe(kspec, spec, cache, def)
 		}
-		hooks, why := pickVariant(kspec, def)
-		if hooks == nil {
-			log.Warn("probe unavailable", zap.String("probe", def.name), zap.String("reason", why))
-			continue
-		}
-		if err := p.attach(spec, hooks, cache); err != nil {
-			// A verifier rejection's log goes to debug; other errors (a
-			// hook the kernel refuses) speak for themselves.
-			err, _ = explainVerifierError(err, log)
-			log.Warn("probe failed to load", zap.String("probe", def.name), zap.Error(err))
-			continue
-		}
-		p.active = append(p.active, def.name)
-		log.Info("probe active", zap.String("probe", def.name))
 	}
 	if p.counters != nil && !p.isActive(reading.ProbeCounters) {
 		p.closeCounters()

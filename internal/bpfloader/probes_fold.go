@@ -12,8 +12,9 @@ import (
 
 // The probes' events add to per-task counters in task storage; these
 // programs fold them into the cumulative per-process and per-cgroup maps
-// that Read returns (see bpf/probes.bpf.c): the iterator at every read, the
-// exit and free hooks for a task's remainder.
+// that Read returns (see bpf/fold.h): the accounting's task iterator, or
+// this file's when the accounting has not walked since the last read, and
+// the exit and free hooks for a task's remainder.
 var foldHooks = []hook{
 	{prog: "fold_exit", tracepoint: "sched_process_exit"},
 	{prog: "fold_free", tracepoint: "sched_process_free"},
@@ -58,8 +59,17 @@ func (p *Probes) loadFold(spec *ebpf.CollectionSpec, cache *btf.Cache) error {
 	return nil
 }
 
-// fold runs the fold iterator over every task; it writes nothing to read.
+// fold brings the maps up to date with every live task's counters: the
+// accounting's task iterator did that if it has walked since the last
+// read (the stats loop reads the accounting first, every step), otherwise
+// the fold iterator walks the tasks; it writes nothing to read.
 func (p *Probes) fold() error {
+	if p.acc != nil {
+		if w := p.acc.walks.Load(); w != p.accWalks {
+			p.accWalks = w
+			return nil
+		}
+	}
 	if p.foldIter == nil {
 		return nil
 	}

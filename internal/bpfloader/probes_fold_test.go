@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/wattrace/wattrace/internal/testenv"
-
+	"github.com/wattrace/wattrace/pkg/cgroup"
 	"github.com/wattrace/wattrace/pkg/reading"
 )
 
@@ -62,9 +62,46 @@ func foldChild(args []string) error {
 // What a live task counted reaches the maps at the next read (the fold
 // iterator); what it counted in a cgroup stays with that cgroup when it
 // moves before any read (the move folds first); nothing is counted twice
-// when it exits (the exit and free folds take only the rest).
+// when it exits (the exit and free folds take only the rest). The same with
+// the probes loaded against the accounting, whose task iterator folds them
+// when it is read before the probes, as the stats loop does.
 func TestProbeFoldLiveMoveExit(t *testing.T) {
-	p, h := loadProbesForTest(t, ProbeOptions{Disable: []string{reading.ProbeCounters}})
+	t.Run("probes alone", func(t *testing.T) {
+		p, h := loadProbesForTest(t, ProbeOptions{Disable: []string{reading.ProbeCounters}})
+		probeFoldLiveMoveExit(t, h, func() reading.ProbeReading { return readProbes(t, p) })
+	})
+	t.Run("folded by the accounting", func(t *testing.T) {
+		a, _, _ := loadForTest(t)
+		p, h := loadProbesForTest(t, ProbeOptions{Disable: []string{reading.ProbeCounters}, Accounting: a})
+		st, err := EnableStats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		own := foldRuns(t, p)
+		probeFoldLiveMoveExit(t, h, func() reading.ProbeReading {
+			if _, err := a.Read(); err != nil {
+				t.Fatal(err)
+			}
+			return readProbes(t, p)
+		})
+		if n := foldRuns(t, p) - own; n != 0 {
+			t.Errorf("the probes' own fold iterator ran %d times after reads of the accounting, want 0", n)
+		}
+	})
+}
+
+// foldRuns is how many times the probes' own fold iterator has run.
+func foldRuns(t *testing.T, p *Probes) uint64 {
+	t.Helper()
+	s, err := p.progs[foldIterProg].Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.RunCount
+}
+
+func probeFoldLiveMoveExit(t *testing.T, h cgroup.Hierarchy, read func() reading.ProbeReading) {
 	dirA, dirB := testenv.Cgroup(t, h.Mount, "folda"), testenv.Cgroup(t, h.Mount, "foldb")
 	dirR := testenv.Cgroup(t, h.Mount, "foldr")
 	idA, idB, idR := testenv.Inode(t, dirA), testenv.Inode(t, dirB), testenv.Inode(t, dirR)
@@ -109,7 +146,7 @@ func TestProbeFoldLiveMoveExit(t *testing.T) {
 	step(1)
 	testenv.Move(t, dirB, pid)
 	step(2)
-	r := readProbes(t, p)
+	r := read()
 	live := procProbe(t, r, pid)
 	if live.TCPSentBytes != n1+n2 {
 		t.Errorf("live sender: %d bytes sent, want %d", live.TCPSentBytes, n1+n2)
@@ -131,7 +168,7 @@ func TestProbeFoldLiveMoveExit(t *testing.T) {
 	if err := recv.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	r = readProbes(t, p)
+	r = read()
 	if got := procProbe(t, r, pid).TCPSentBytes; got != n1+n2 {
 		t.Errorf("exited sender: %d bytes sent, want %d", got, n1+n2)
 	}

@@ -58,7 +58,7 @@ func testSnapshot() *snapshot.Snapshot {
 				InstanceHolders: []snapshot.GPUHolder{{Kind: "slurm", JobID: "77", Instance: "0.1", IdleObservable: true, IdleRatio: 1}},
 				Processes:       []snapshot.GPUProcess{{PID: 4242, Comm: "python3", Cgroup: "/kubepods.slice/x", Namespace: "ml", Pod: "train-0", Container: "trainer", DynamicJ: 390, Alive: true}}},
 		},
-		Cgroups: []snapshot.Consumer{
+		Cgroups: []*snapshot.Consumer{
 			{Cgroup: "/", CgroupID: 1, CPUSeconds: 1.5, ContextSwitches: 10, Alive: true,
 				Probes: &reading.ProbeStats{PageCacheAccessed: 10, TCPSentBytes: 1500, BlockWriteBytes: 4096, Counters: [reading.MaxCounters]uint64{7}},
 				Perf:   map[string]float64{"instructions": 9e6, "page_faults": 12, "task_clock": 2.5e9, "l1d_read_miss": 4e3},
@@ -70,7 +70,7 @@ func testSnapshot() *snapshot.Snapshot {
 			{Cgroup: "/system.slice/a.service", CgroupID: 78, CPUSeconds: 1, ContextSwitches: 2, Alive: false,
 				Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 5}}}},
 		},
-		Processes: []snapshot.Consumer{
+		Processes: []*snapshot.Consumer{
 			proc(100, "small", 1),
 			proc(200, "big", 30),
 			proc(300, "mid", 10),
@@ -105,8 +105,8 @@ func testSnapshot() *snapshot.Snapshot {
 	}
 }
 
-func proc(pid uint32, comm string, dynJ float64) snapshot.Consumer {
-	return snapshot.Consumer{
+func proc(pid uint32, comm string, dynJ float64) *snapshot.Consumer {
+	return &snapshot.Consumer{
 		Cgroup: "/user.slice", PID: pid, Comm: comm, CPUSeconds: dynJ / 10, ContextSwitches: uint64(pid), Alive: true,
 		Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: dynJ, IdleJ: 1}}},
 	}
@@ -169,7 +169,7 @@ func TestNodeCollectorEndedZone(t *testing.T) {
 	snap := &snapshot.Snapshot{Zones: []snapshot.Zone{
 		{ZoneID: reading.ZoneID{Name: "package", Socket: -1}, Source: "estimator", Estimated: true, IdleJ: 7, DynamicJ: 3, PowerW: 2},
 		{ZoneID: reading.ZoneID{Name: "dram", Socket: -1}, Source: "host:hv1", DynamicJ: 4, PowerW: 1, Ended: true},
-	}, Cgroups: []snapshot.Consumer{
+	}, Cgroups: []*snapshot.Consumer{
 		{Cgroup: "/", Energy: snapshot.Energy{{Zone: "dram", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 4}}}},
 	}}
 	e := newExporter(t, snap, Options{Enabled: on(NameNode, NameCgroup)})
@@ -184,7 +184,7 @@ wattrace_node_power_watts{method="estimated",socket="node",source="estimator",zo
 func TestNodeCollectorEstimated(t *testing.T) {
 	snap := &snapshot.Snapshot{Zones: []snapshot.Zone{
 		{ZoneID: reading.ZoneID{Name: "package", Socket: -1}, Source: "estimator", Estimated: true, IdleJ: 7, DynamicJ: 3, PowerW: 2},
-	}, Cgroups: []snapshot.Consumer{
+	}, Cgroups: []*snapshot.Consumer{
 		{Cgroup: "/", Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 3}}}},
 	}, Estimates: []reading.Estimate{
 		{ZoneID: reading.ZoneID{Name: "package", Socket: -1}, Source: "estimator", Watts: 2, LowerW: 1.5, UpperW: 2.75,
@@ -584,7 +584,7 @@ func TestResourceFamilyAllZeroLeftOut(t *testing.T) {
 func TestCgroupInWorkloadExportedOnce(t *testing.T) {
 	snap := testSnapshot()
 	grams := snapshot.Emissions{{Provider: "p", Zone: "package", DynamicG: 2}}
-	snap.Cgroups = append(snap.Cgroups, snapshot.Consumer{Cgroup: "/slurm/uid_1000/job_42/step_batch", CgroupID: 90, CPUSeconds: 8,
+	snap.Cgroups = append(snap.Cgroups, &snapshot.Consumer{Cgroup: "/slurm/uid_1000/job_42/step_batch", CgroupID: 90, CPUSeconds: 8,
 		ContextSwitches: 4, Alive: true, InWorkload: true, Grams: grams,
 		Energy: snapshot.Energy{{Zone: "package", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 12.5}}}})
 	snap.Cgroups[0].Grams = grams

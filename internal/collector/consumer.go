@@ -29,17 +29,16 @@ type seriesAgg struct {
 
 // aggregate merges consumers by label set. withProcess selects whether pid
 // and comm are part of the key.
-func aggregate(ws []snapshot.Consumer, withProcess bool) []*seriesAgg {
+func aggregate(ws []*snapshot.Consumer, withProcess bool) []*seriesAgg {
 	return aggregateExcept(ws, withProcess, false)
 }
 
 // aggregateExcept is aggregate leaving out, when inWorkloads is set, the
 // cgroups exported at a workload level (snapshot.Consumer.InWorkload).
-func aggregateExcept(ws []snapshot.Consumer, withProcess, inWorkloads bool) []*seriesAgg {
+func aggregateExcept(ws []*snapshot.Consumer, withProcess, inWorkloads bool) []*seriesAgg {
 	idx := make(map[seriesKey]*seriesAgg, len(ws))
 	out := make([]*seriesAgg, 0, len(ws))
-	for i := range ws {
-		w := &ws[i]
+	for _, w := range ws {
 		if inWorkloads && w.InWorkload {
 			continue
 		}

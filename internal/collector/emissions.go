@@ -167,11 +167,10 @@ type gramsAgg struct {
 // mergeGrams sums consumers' grams by label set, as aggregate does their
 // energy; keep, when not nil, selects the label sets to export;
 // inWorkloads leaves out the cgroups exported at a workload level.
-func mergeGrams(ws []snapshot.Consumer, withProcess bool, keep map[seriesKey]bool, inWorkloads bool) []*gramsAgg {
+func mergeGrams(ws []*snapshot.Consumer, withProcess bool, keep map[seriesKey]bool, inWorkloads bool) []*gramsAgg {
 	idx := map[seriesKey]*gramsAgg{}
 	var out []*gramsAgg
-	for i := range ws {
-		w := &ws[i]
+	for _, w := range ws {
 		if inWorkloads && w.InWorkload {
 			continue
 		}

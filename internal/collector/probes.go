@@ -194,7 +194,7 @@ type probeAgg struct {
 // aggregateProbes sums probe counters of workloads sharing a cgroup path
 // (a re-created cgroup retained beside its successor), as the cgroup
 // collector does for energy.
-func aggregateProbes(ws []snapshot.Consumer) []*probeAgg {
+func aggregateProbes(ws []*snapshot.Consumer) []*probeAgg {
 	idx := map[string]*probeAgg{}
 	var out []*probeAgg
 	for i := range ws {

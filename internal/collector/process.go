@@ -136,7 +136,7 @@ func (h *minHeap) Pop() any {
 // Ranking by each process's own energy can differ from ranking merged
 // label sets only when a PID is reused with the same comm and cgroup within
 // the retention, and then only at the edge of the top n.
-func candidates(ws []snapshot.Consumer, n int) []snapshot.Consumer {
+func candidates(ws []*snapshot.Consumer, n int) []*snapshot.Consumer {
 	if n == 0 || n >= len(ws) {
 		return ws
 	}
@@ -154,7 +154,7 @@ func candidates(ws []snapshot.Consumer, n int) []snapshot.Consumer {
 	for _, r := range h {
 		keys[r.key] = true
 	}
-	out := make([]snapshot.Consumer, 0, n)
+	out := make([]*snapshot.Consumer, 0, n)
 	for i := range ws {
 		if keys[seriesKey{pid: ws[i].PID, comm: ws[i].Comm, cgroup: ws[i].Cgroup}] {
 			out = append(out, ws[i])

@@ -20,9 +20,13 @@ type Snapshot struct {
 	// "v2", "cpuacct" or "cpu".
 	Hierarchy string
 
-	Zones     []Zone
-	Cgroups   []Consumer
-	Processes []Consumer
+	Zones []Zone
+	// Cgroups and Processes are records shared between snapshots: one
+	// whose consumer did not change since the last step is the record the
+	// last snapshot published, not a copy. A record is immutable once
+	// published, like the snapshot.
+	Cgroups   []*Consumer
+	Processes []*Consumer
 	// Workloads are what users recognise (containers, pods, VMs, Slurm
 	// jobs, systemd services): each the sum of the cgroups it owns, when
 	// workload resolution is on.
@@ -162,7 +166,11 @@ type Consumer struct {
 	Perf map[string]float64
 	// Alive is false once the workload is gone; it stays in snapshots
 	// for the configured retention.
-	Alive    bool
+	Alive bool
+	// LastSeen is when it was last seen alive: for one that ended, the
+	// last step that saw it; a live one's record is published again while
+	// nothing else of it changes, so there it is the step that made the
+	// record.
 	LastSeen time.Time
 	// InWorkload is set on a cgroup that belongs to a workload at an
 	// exported level (its figures are in that workload's): the cgroup

@@ -108,13 +108,13 @@ func TestFewerStepsSameTotals(t *testing.T) {
 		dg2, _, _ := nodeGrams(b, "test")
 		near("node dynamic grams", dg, dg2)
 	}
-	consumers := func(what string, xs, ys []snapshot.Consumer) {
+	consumers := func(what string, xs, ys []*snapshot.Consumer) {
 		t.Helper()
 		if len(xs) != len(ys) {
 			t.Fatalf("%s: %d vs %d", what, len(xs), len(ys))
 		}
-		key := func(c snapshot.Consumer) [2]uint64 { return [2]uint64{c.CgroupID, uint64(c.PID)} }
-		by := map[[2]uint64]snapshot.Consumer{}
+		key := func(c *snapshot.Consumer) [2]uint64 { return [2]uint64{c.CgroupID, uint64(c.PID)} }
+		by := map[[2]uint64]*snapshot.Consumer{}
 		for _, y := range ys {
 			by[key(y)] = y
 		}

@@ -54,7 +54,7 @@ func TestEndedProcessesKept(t *testing.T) {
 		if len(s.Processes) != c.want {
 			t.Fatalf("ended %d: %d processes published, want %d", c.ended, len(s.Processes), c.want)
 		}
-		got := map[uint32]snapshot.Consumer{}
+		got := map[uint32]*snapshot.Consumer{}
 		for _, p := range s.Processes {
 			got[p.PID] = p
 		}
@@ -68,6 +68,50 @@ func TestEndedProcessesKept(t *testing.T) {
 					t.Errorf("ended process %d: %+v (kept %v), want its %.3f J", pid, p, ok, want[pid])
 				}
 			}
+		}
+	}
+}
+
+// Beyond the kept, an ended process stays while a live one has its labels
+// (PID, comm, cgroup: their series are one), and only the ones past the
+// kept go: one within the kept stays even when it has the labels of one
+// that goes.
+func TestEndedSharingLabels(t *testing.T) {
+	src := &fakeSource{}
+	m := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Socket: 0}}}
+	l := mustLoop(t, Config{EndedProcesses: 1, Retention: time.Minute}, src, m, names{1: "/a"})
+	proc := func(pid uint32, start uint64, ns uint64) reading.ProcessUsage {
+		return reading.ProcessUsage{Key: reading.ProcKey{PID: pid, StartTime: start}, Comm: "x", Cgroup: 1, Alive: true, CPUNs: ns}
+	}
+	src.r.Cgroups = []reading.CgroupUsage{{ID: 1}}
+	src.r.Processes = []reading.ProcessUsage{proc(5, 1, 0), proc(5, 0, 0), proc(6, 0, 0), proc(6, 9, 0), proc(8, 0, 0)}
+	t0 := time.Unix(100, 0)
+	l.Step(t0)
+	// Energy by CPU: the kept one (6/0) most, then its twin (6/9), 8/0
+	// and the live one's twin (5/0) least.
+	for i, ns := range []uint64{1e6, 1e7, 8e8, 5e7, 2e7} {
+		src.r.Processes[i].CPUNs += ns
+		src.r.Cgroups[0].CPUNs += ns
+	}
+	m.samples[0].Joules = 100
+	l.Step(t0.Add(time.Second))
+	for i := 1; i < 5; i++ {
+		src.r.Processes[i].Alive = false
+	}
+	l.Step(t0.Add(2 * time.Second))
+	src.r.Processes = src.r.Processes[:1]
+	l.Step(t0.Add(3 * time.Second))
+	got := map[reading.ProcKey]bool{}
+	for k := range l.stages[0].(*ledger).procs {
+		got[k] = true
+	}
+	for _, c := range []struct {
+		pid   uint32
+		start uint64
+		kept  bool
+	}{{5, 1, true}, {5, 0, true}, {6, 0, true}, {6, 9, false}, {8, 0, false}} {
+		if k := (reading.ProcKey{PID: c.pid, StartTime: c.start}); got[k] != c.kept {
+			t.Errorf("process %d (start %d): kept %v, want %v", c.pid, c.start, got[k], c.kept)
 		}
 	}
 }

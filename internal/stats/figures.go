@@ -7,8 +7,8 @@ import (
 
 // figures are the additive figures of a consumer or a workload: cumulative,
 // summed when cgroup ids merge into one path (the ledger), passed on to
-// workloads as their growth (the roll-up) and copied into every snapshot
-// (retention). Those three only ever call the methods below, so a new
+// workloads as their growth (the roll-up) and copied into a consumer's
+// published record when they changed (retention). Those three only ever call the methods below, so a new
 // additive figure is a field here and its line in each method of this
 // file; TestFiguresCoverEveryField fails on a method that misses one.
 type figures struct {

@@ -27,13 +27,13 @@ func (m *steadyMeter) Read(_ context.Context) ([]reading.ZoneSample, error) {
 	return []reading.ZoneSample{{Zone: "package", Socket: 0, Joules: m.j}}, nil
 }
 
-func find(ws []snapshot.Consumer, id uint64) snapshot.Consumer {
+func find(ws []*snapshot.Consumer, id uint64) *snapshot.Consumer {
 	for _, w := range ws {
 		if w.CgroupID == id {
 			return w
 		}
 	}
-	return snapshot.Consumer{}
+	return &snapshot.Consumer{}
 }
 
 // loadBPF needs root, detects the key hierarchy and loads the accounting
@@ -213,7 +213,7 @@ func TestCPUClockDrivesAttribution(t *testing.T) {
 	h, src := loadBPF(t)
 	clock, _ := bpfloader.CounterByName("cpu_clock")
 	probes, err := bpfloader.LoadProbes(bpfloader.ProbeOptions{Hierarchy: h, Counters: []bpfloader.CounterEvent{clock},
-		Disable: slices.DeleteFunc(bpfloader.ProbeNames(), func(n string) bool { return n == reading.ProbeCounters })})
+		Disable: slices.DeleteFunc(bpfloader.ProbeNames(), func(n string) bool { return n == reading.ProbeCounters }), Accounting: src})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,6 +41,9 @@ type consumer struct {
 	seen    bool      // present in the latest reading
 	gone    bool      // merged away or dropped
 	into    *consumer // where a merged-away consumer's ids now count
+	// pub is the record last published (retention.go), published again
+	// while nothing of it changes.
+	pub *snapshot.Consumer
 }
 
 // cgSeries is one cgroup id's counters as the source reports them.
@@ -98,6 +101,7 @@ type ledger struct {
 	// endedKept is how many ended processes stay published (the most
 	// energy first); < 0 keeps every one for the retention.
 	endedKept int
+	ended     []*consumer // forgetEnded's scratch
 }
 
 func makeLedger(d *deps) (stage, error) {
@@ -391,8 +395,8 @@ func (l *ledger) droppedCgroups() []uint64 { return l.dropped }
 
 func (l *ledger) merges() []merge { return l.merged }
 
-// publish copies the consumers into the snapshot and forgets those past
-// retention.
+// publish puts the consumers' records into the snapshot (shared with the
+// last snapshot where unchanged) and forgets those past retention.
 func (l *ledger) publish(iv *interval, s *snapshot.Snapshot) {
 	now := iv.now
 	l.dropped = l.dropped[:0]
@@ -424,46 +428,57 @@ func (l *ledger) forgetEnded() {
 	if l.endedKept < 0 {
 		return
 	}
-	var ended []*consumer
+	ended := l.ended[:0]
 	for _, w := range l.procs {
 		if !w.w.Alive && !w.seen {
 			ended = append(ended, w)
 		}
 	}
+	l.ended = ended
 	if len(ended) <= l.endedKept {
 		return
 	}
+	total := func(w *consumer) float64 {
+		var t float64
+		for _, z := range w.f.Energy {
+			t += z.DynamicJ + z.IdleJ
+		}
+		return t
+	}
+	sort.Slice(ended, func(i, j int) bool { return total(ended[i]) > total(ended[j]) })
+	// Those past the kept, unless a live process has their labels: a map
+	// of their label sets, which the live processes are checked against
+	// (on a forking node the ended processes beyond the kept are a step's
+	// exits; a map of every live process was rebuilt at every step).
 	type key struct {
 		pid    uint32
 		comm   string
 		cgroup string
 	}
-	live := make(map[key]bool, len(l.procs)-len(ended))
+	drop := make(map[key][]*consumer, len(ended)-l.endedKept)
+	for _, w := range ended[l.endedKept:] {
+		k := key{w.w.PID, w.w.Comm, w.w.Cgroup}
+		drop[k] = append(drop[k], w)
+	}
 	for _, w := range l.procs {
 		if w.w.Alive || w.seen {
-			live[key{w.w.PID, w.w.Comm, w.w.Cgroup}] = true
+			delete(drop, key{w.w.PID, w.w.Comm, w.w.Cgroup})
 		}
 	}
-	totals := make(map[*consumer]float64, len(ended))
-	for _, w := range ended {
-		var t float64
-		for _, z := range w.f.Energy {
-			t += z.DynamicJ + z.IdleJ
-		}
-		totals[w] = t
-	}
-	sort.Slice(ended, func(i, j int) bool { return totals[ended[i]] > totals[ended[j]] })
-	drop := make(map[*consumer]bool, len(ended)-l.endedKept)
-	for _, w := range ended[l.endedKept:] {
-		if !live[key{w.w.PID, w.w.Comm, w.w.Cgroup}] {
-			drop[w] = true
+	gone := make(map[*consumer]bool, len(drop))
+	for _, ws := range drop {
+		for _, w := range ws {
+			gone[w] = true
 		}
 	}
-	for k, w := range l.procs {
-		if drop[w] {
-			delete(l.procs, k)
+	if len(gone) > 0 {
+		for k, w := range l.procs {
+			if gone[w] {
+				delete(l.procs, k)
+			}
 		}
 	}
+	clear(l.ended)
 }
 
 // deadProcs lists the processes a reading reports for the last time.

@@ -91,13 +91,13 @@ func mustLoop(t *testing.T, cfg Config, src *fakeSource, m Meter, res CgroupPath
 	return l
 }
 
-func cgroupByPath(s *snapshot.Snapshot, path string) snapshot.Consumer {
+func cgroupByPath(s *snapshot.Snapshot, path string) *snapshot.Consumer {
 	for _, w := range s.Cgroups {
 		if w.Cgroup == path {
 			return w
 		}
 	}
-	return snapshot.Consumer{}
+	return &snapshot.Consumer{}
 }
 
 // Two workloads in a 2:1 CPU ratio with 10 W of configured idle: idle is

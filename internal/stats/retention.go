@@ -1,6 +1,8 @@
 package stats
 
 import (
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/wattrace/wattrace/internal/snapshot"
@@ -19,10 +21,16 @@ type tracked interface {
 // still reports it, so that its counters can't restart while it does.
 func retained[K comparable, V tracked](m map[K]V, now time.Time, retention time.Duration, onDrop func(V)) []V {
 	out := make([]V, 0, len(m))
+	eachRetained(m, now, retention, onDrop, func(v V) { out = append(out, v) })
+	return out
+}
+
+// eachRetained is retained handing each entry to keep instead of a slice.
+func eachRetained[K comparable, V tracked](m map[K]V, now time.Time, retention time.Duration, onDrop func(V), keep func(V)) {
 	for k, v := range m {
 		alive, seen, last := v.liveness()
 		if alive || now.Sub(last) <= retention {
-			out = append(out, v)
+			keep(v)
 			continue
 		}
 		if !seen {
@@ -32,26 +40,70 @@ func retained[K comparable, V tracked](m map[K]V, now time.Time, retention time.
 			delete(m, k)
 		}
 	}
-	return out
 }
 
 func (w *consumer) liveness() (bool, bool, time.Time) { return w.w.Alive, w.seen, w.w.LastSeen }
 
-// retain publishes the retained consumers of m into out, each a copy the
-// loop won't touch again, without their series of the zone series in gone
+// retain publishes the retained consumers of m into out: each one's
+// record (record), without its series of the zone series in gone
 // (interval.gone).
 func retain[K comparable](m map[K]*consumer, now time.Time, retention time.Duration, gone map[snapshot.ZoneSeries]bool,
-	out []snapshot.Consumer, onDrop func(*consumer)) []snapshot.Consumer {
-	for _, w := range retained(m, now, retention, onDrop) {
-		c := w.w
-		w.f.clone().without(gone).consumer(&c)
-		if w.w.Perf != nil {
-			c.Perf = make(map[string]float64, len(w.w.Perf))
-			for k, v := range w.w.Perf {
-				c.Perf[k] = v
-			}
-		}
-		out = append(out, c)
-	}
+	out []*snapshot.Consumer, onDrop func(*consumer)) []*snapshot.Consumer {
+	out = slices.Grow(out, len(m))
+	eachRetained(m, now, retention, onDrop, func(w *consumer) { out = append(out, w.record(gone)) })
 	return out
+}
+
+// record is w's published record: the one published last when nothing of
+// it has changed since, else a new one, a copy the loop won't touch again.
+// Most processes of a node sleep through most steps, so a snapshot shares
+// nearly all its records with the last one instead of copying every
+// consumer at every step.
+func (w *consumer) record(gone map[snapshot.ZoneSeries]bool) *snapshot.Consumer {
+	if w.pub != nil && w.unchangedSince(w.pub, gone) {
+		return w.pub
+	}
+	c := w.w
+	w.f.clone().without(gone).consumer(&c)
+	c.Perf = maps.Clone(w.w.Perf)
+	w.pub = &c
+	return w.pub
+}
+
+// unchangedSince reports whether w's record, without the series in gone,
+// would say what pub says. A live consumer's LastSeen moves at every step
+// it is seen and is left out: nothing reads it before the consumer ends,
+// when Alive changes and with it the record.
+func (w *consumer) unchangedSince(pub *snapshot.Consumer, gone map[snapshot.ZoneSeries]bool) bool {
+	c, f := &w.w, &w.f
+	if c.Cgroup != pub.Cgroup || c.CgroupID != pub.CgroupID || c.PID != pub.PID || c.Comm != pub.Comm ||
+		c.Alive != pub.Alive || c.InWorkload != pub.InWorkload || (!c.Alive && !c.LastSeen.Equal(pub.LastSeen)) {
+		return false
+	}
+	if f.CPUSeconds != pub.CPUSeconds || f.ContextSwitches != pub.ContextSwitches ||
+		!sameEnergy(f.Energy, pub.Energy, gone) || !slices.Equal(f.Grams, pub.Grams) {
+		return false
+	}
+	if (f.Probes == nil) != (pub.Probes == nil) || (f.Probes != nil && *f.Probes != *pub.Probes) {
+		return false
+	}
+	return maps.Equal(c.Perf, pub.Perf) && (c.Perf == nil) == (pub.Perf == nil)
+}
+
+// sameEnergy reports whether e without the series in gone is pub.
+func sameEnergy(e, pub snapshot.Energy, gone map[snapshot.ZoneSeries]bool) bool {
+	if len(gone) == 0 {
+		return slices.Equal(e, pub)
+	}
+	i := 0
+	for _, z := range e {
+		if gone[z.Series()] {
+			continue
+		}
+		if i == len(pub) || pub[i] != z {
+			return false
+		}
+		i++
+	}
+	return i == len(pub)
 }

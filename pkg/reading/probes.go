@@ -56,19 +56,28 @@ type SoftirqVector struct {
 }
 
 // Fields lists the counters of s in the order of enum stat_field in
-// bpf/probes.bpf.c, which is how the probes' maps hold them: a new figure
+// bpf/fold.h, which is how the probes' maps hold them: a new figure
 // is a STAT_* entry there and a field here, in the same place.
-func (s *ProbeStats) Fields() []*uint64 {
-	f := []*uint64{&s.PageCacheAccessed, &s.PageCacheAdded, &s.PageCacheDirtied,
+func (s *ProbeStats) Fields() [ProbeFields]*uint64 {
+	f := [ProbeFields]*uint64{&s.PageCacheAccessed, &s.PageCacheAdded, &s.PageCacheDirtied,
 		&s.SoftirqCount, &s.SoftirqNs,
 		&s.BlockReadBytes, &s.BlockReads, &s.BlockWriteBytes, &s.BlockWrites,
 		&s.TCPSentBytes, &s.TCPSends, &s.TCPRecvBytes, &s.TCPRecvs,
 		&s.UDPSentBytes, &s.UDPSends, &s.UDPRecvBytes, &s.UDPRecvs}
 	for i := range s.Counters {
-		f = append(f, &s.Counters[i])
+		f[probeEventFields+i] = &s.Counters[i]
 	}
 	return f
 }
+
+// ProbeFields is how many counters a ProbeStats holds: the events' fields,
+// then the perf counters. Fields returns an array, not a slice: the
+// probes' reads and deltas call it for every cgroup at every step, and a
+// slice each was megabytes of garbage a minute at 10,000 processes.
+const (
+	probeEventFields = 17
+	ProbeFields      = probeEventFields + MaxCounters
+)
 
 // Delta returns s − prev per counter. A counter below prev was reset (its
 // entry deleted and created again), so its whole value is new.

@@ -29,4 +29,11 @@ func TestProbeStatsArithmetic(t *testing.T) {
 	if n := len(new(ProbeStats).Fields()); n != want {
 		t.Errorf("Fields() covers %d counters, the struct has %d; update it with the struct", n, want)
 	}
+	seen := map[*uint64]bool{}
+	for i, f := range new(ProbeStats).Fields() {
+		if f == nil || seen[f] {
+			t.Errorf("Fields()[%d] is nil or repeated", i)
+		}
+		seen[f] = true
+	}
 }
