@@ -1,8 +1,6 @@
 package main
 
 import (
-	"slices"
-	"strings"
 	"sync"
 
 	"github.com/spf13/pflag"
@@ -52,7 +50,7 @@ type Config struct {
 	ShowVersion bool
 
 	Web Web     // web.listen-address, web.config.file (webconfig.go)
-	Log cli.Log // log.*
+	Log cli.Log // log.* (internal/cli, the exporter's too)
 	// Cluster names the units of this site (the updater's, Slurm's,
 	// PBS's, the guard's).
 	Cluster string
@@ -76,26 +74,12 @@ type Config struct {
 func (c *Config) settings() *setting.Set {
 	s := &setting.Set{}
 	for _, b := range []setting.Declarer{
-		&c.Web, setting.DeclarerFunc(c.declareLog), setting.DeclarerFunc(c.declareCluster),
+		&c.Web, &c.Log, setting.DeclarerFunc(c.declareCluster),
 		&c.Store, &c.TSDB, &c.Updater, &c.Slurm, &c.PBS, &c.API, &c.Identity, &c.Timeouts, &c.Guard,
 	} {
 		b.Declare(s)
 	}
 	return s
-}
-
-// declareLog declares log.level and log.format.
-func (c *Config) declareLog(s *setting.Set) {
-	oneOf := func(key string, v *string, allowed []string) func() error {
-		return func() error {
-			if !slices.Contains(allowed, *v) {
-				return setting.Invalid(key, *v, "allowed: "+strings.Join(allowed, ", "))
-			}
-			return nil
-		}
-	}
-	s.String(&c.Log.Level, "log.level", "info", "Log level: "+strings.Join(cli.LogLevels, ", ")+".").Checked(oneOf("log.level", &c.Log.Level, cli.LogLevels))
-	s.String(&c.Log.Format, "log.format", "logfmt", "Log format: "+strings.Join(cli.LogFormats, ", ")+".").Checked(oneOf("log.format", &c.Log.Format, cli.LogFormats))
 }
 
 // declareCluster declares cluster, which every part names its units with.

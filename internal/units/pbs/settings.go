@@ -3,8 +3,6 @@ package pbs
 import (
 	"fmt"
 	"os/exec"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/wattrace/wattrace/internal/setting"
@@ -36,12 +34,7 @@ type Settings struct {
 
 // Declare declares pbs.*, bound to c.
 func (c *Settings) Declare(s *setting.Set) {
-	s.String(&c.Source, KeySource, "none", "PBS Professional / OpenPBS job metadata: none or qstat (qstat -x -f -F json).").Checked(func() error {
-		if !slices.Contains(Sources, c.Source) {
-			return setting.Invalid(KeySource, c.Source, "allowed: "+strings.Join(Sources, ", "))
-		}
-		return nil
-	})
+	s.Enum(&c.Source, KeySource, "none", Sources, "PBS Professional / OpenPBS job metadata: none or qstat (qstat -x -f -F json).")
 	s.AnyDuration(&c.Interval, KeyInterval, 15*time.Minute, "Time between reads of PBS's job history.").Checked(func() error {
 		switch {
 		case c.Interval <= 0:

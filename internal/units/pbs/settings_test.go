@@ -33,7 +33,7 @@ func TestSettingsCheckNamesTheKey(t *testing.T) {
 		set  func(c *Settings)
 		want string
 	}{
-		{"auto", func(c *Settings) { c.Source = "auto" }, `invalid value "auto" for pbs.source: allowed: none, qstat`},
+		{"auto", func(c *Settings) { c.Source = "auto" }, `invalid value "auto" for pbs.source: allowed none, qstat`},
 		{"polled", func(c *Settings) { c.Interval = 30 * time.Second }, `invalid value "30s" for pbs.interval: at least 1m: qstat -x lists the server's whole job history`},
 		{"negative interval", func(c *Settings) { c.Interval = -time.Second }, `invalid value "-1s" for pbs.interval: must be positive`},
 		{"lookback 0", func(c *Settings) { c.Lookback = 0 }, `invalid value "0s" for pbs.lookback: must be positive`},

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/url"
 	"os/exec"
-	"slices"
 	"strings"
 	"time"
 
@@ -46,12 +45,7 @@ type Settings struct {
 
 // Declare declares slurm.*, bound to c.
 func (c *Settings) Declare(s *setting.Set) {
-	s.String(&c.Source, KeySource, "auto", "Slurm job metadata: auto (restd when slurm.restd.url is set, else sacct when found), restd, sacct or none.").Checked(func() error {
-		if !slices.Contains(Sources, c.Source) {
-			return setting.Invalid(KeySource, c.Source, "allowed: "+strings.Join(Sources, ", "))
-		}
-		return nil
-	})
+	s.Enum(&c.Source, KeySource, "auto", Sources, "Slurm job metadata: auto (restd when slurm.restd.url is set, else sacct when found), restd, sacct or none.")
 	s.AnyDuration(&c.Interval, KeyInterval, 15*time.Minute, "Time between reads of Slurm's accounting.").Checked(func() error {
 		switch {
 		case c.Interval <= 0:

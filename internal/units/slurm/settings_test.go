@@ -30,7 +30,7 @@ func TestSettingsCheckNamesTheKey(t *testing.T) {
 		set  func(c *Settings)
 		want string
 	}{
-		{"source", func(c *Settings) { c.Source = "pbs" }, `invalid value "pbs" for slurm.source: allowed: auto, restd, sacct, none`},
+		{"source", func(c *Settings) { c.Source = "pbs" }, `invalid value "pbs" for slurm.source: allowed auto, restd, sacct, none`},
 		{"polled", func(c *Settings) { c.Interval = 10 * time.Second }, `invalid value "10s" for slurm.interval: at least 1m: sacct and slurmdbd are not for polling`},
 		{"interval 0", func(c *Settings) { c.Interval = 0 }, `invalid value "0s" for slurm.interval: must be positive`},
 		{"lookback 0", func(c *Settings) { c.Lookback = 0 }, `invalid value "0s" for slurm.lookback: must be positive`},

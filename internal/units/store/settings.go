@@ -3,7 +3,6 @@ package store
 import (
 	"errors"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -47,12 +46,7 @@ type Settings struct {
 // Declare declares store.*, bound to c. The check of store.dsn-file
 // reads the file into c.DSN, so a missing or empty one stops start-up.
 func (c *Settings) Declare(s *setting.Set) {
-	s.String(&c.Driver, KeyDriver, SQLite, "Units database: sqlite (one file) or postgres.").Checked(func() error {
-		if !slices.Contains(Drivers, c.Driver) {
-			return setting.Invalid(KeyDriver, c.Driver, "allowed: "+strings.Join(Drivers, ", "))
-		}
-		return nil
-	})
+	s.Enum(&c.Driver, KeyDriver, SQLite, Drivers, "Units database: sqlite (one file) or postgres.")
 	s.String(&c.Path, KeyPath, "/var/lib/wattrace/units.db", "SQLite database file; its directory must exist.").Checked(func() error {
 		if c.Driver == SQLite && c.Path == "" {
 			return setting.Invalid(KeyPath, "", "the SQLite file is required")
