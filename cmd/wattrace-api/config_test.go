@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/wattrace/wattrace/internal/units/store"
 	"github.com/wattrace/wattrace/pkg/units"
 )
 
@@ -127,7 +128,7 @@ func TestEveryFlagHasEnv(t *testing.T) {
 			t.Errorf("%s has no help", f.Name)
 		}
 	})
-	if EnvVar(KeyStoreBackupInterval) != "WATTRACE_API_STORE_BACKUP_INTERVAL" {
-		t.Error(EnvVar(KeyStoreBackupInterval))
+	if EnvVar(store.KeyBackupInterval) != "WATTRACE_API_STORE_BACKUP_INTERVAL" {
+		t.Error(EnvVar(store.KeyBackupInterval))
 	}
 }

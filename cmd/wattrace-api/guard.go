@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -11,10 +12,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	promconfig "github.com/prometheus/common/config"
-	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/internal/cli"
+	"github.com/wattrace/wattrace/internal/setting"
 	"github.com/wattrace/wattrace/internal/units/access"
 	"github.com/wattrace/wattrace/internal/units/guard"
 	"github.com/wattrace/wattrace/pkg/units"
@@ -47,72 +48,72 @@ type Guard struct {
 	Timeout        time.Duration
 	ScopesTTL      time.Duration
 
-	// Checked by validate, for build.
+	// Parsed by the checks, for mountGuard.
 	upstream *url.URL
 	rules    []guard.Rule
 	public   []*regexp.Regexp
 }
 
-func guardFlags(fs *pflag.FlagSet) {
-	fs.String(KeyGuardUpstream, "", "Base URL of the query API the guard serves under /tsdb (Prometheus, Thanos, Mimir's /prometheus, VictoriaMetrics); usually tsdb.url. Empty: no guard.")
-	fs.String(KeyGuardHTTPConfig, "", "Prometheus HTTP client configuration for the guard's upstream (basic_auth, authorization, tls_config, http_headers).")
-	fs.StringSlice(KeyGuardPublic, nil, "Metric families (regexes on the name, e.g. wattrace_node_.*) every user may read unscoped. Repeatable.")
-	fs.StringSlice(KeyGuardFamilies, guard.DefaultRules(), "Owned families, each FAMILY_REGEX=LABEL:SOURCE (source user, projects or vms): a non-admin's selectors of the family get LABEL matched to their SOURCE. Repeatable; replaces the default table.")
-	fs.String(KeyGuardClusterLabel, "", "Label matched to the cluster setting on every non-admin selector (e.g. an external label). Empty: none.")
-	fs.Int(KeyGuardMaxQueryLength, guard.DefaultMaxQueryLength, "Longest query or match[] selector the guard accepts, in bytes.")
-	fs.Duration(KeyGuardTimeout, guard.DefaultTimeout, "Timeout of one request to the guard's upstream.")
-	fs.Duration(KeyGuardScopesTTL, guard.DefaultScopesTTL, "How long a user's projects and VMs (from the units store) are cached by the guard.")
-}
-
-func decodeGuard(d *cli.Decoder) Guard {
-	return Guard{
-		Upstream: d.String(KeyGuardUpstream), HTTPConfigFile: d.String(KeyGuardHTTPConfig),
-		Public: d.Strings(KeyGuardPublic), Families: d.Strings(KeyGuardFamilies),
-		ClusterLabel: d.String(KeyGuardClusterLabel), MaxQueryLength: d.Int(KeyGuardMaxQueryLength),
-		Timeout: d.Duration(KeyGuardTimeout), ScopesTTL: d.Duration(KeyGuardScopesTTL),
-	}
-}
-
-// validate checks the guard's keys, each error naming its key, and keeps
-// what it parsed for build.
-func (g *Guard) validate(bad func(key string, val any, why string)) {
-	if g.Upstream == "" {
-		return
-	}
-	u, err := url.Parse(g.Upstream)
-	if err != nil {
-		bad(KeyGuardUpstream, "", "not a URL") // its text may hold a password
-		return
-	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" {
-		bad(KeyGuardUpstream, u.Redacted(), "want an http(s) URL without credentials or query (credentials go in guard.http-config-file)")
-	}
-	g.upstream = u
-	g.rules = nil
-	for _, s := range g.Families {
-		r, err := guard.ParseRule(s)
+// Declare declares guard.*, bound to g. The guard's values are checked
+// only while it is on (guard.upstream set); the checks keep what they
+// parse for mountGuard.
+func (g *Guard) Declare(s *setting.Set) {
+	s.String(&g.Upstream, KeyGuardUpstream, "", "Base URL of the query API the guard serves under /tsdb (Prometheus, Thanos, Mimir's /prometheus, VictoriaMetrics); usually tsdb.url. Empty: no guard.").Checked(g.whileOn(func() error {
+		u, err := url.Parse(g.Upstream)
 		if err != nil {
-			bad(KeyGuardFamilies, s, err.Error())
-			continue
+			return setting.Invalid(KeyGuardUpstream, "", "not a URL") // its text may hold a password
 		}
-		g.rules = append(g.rules, r)
-	}
-	pub, err := guard.ParsePublic(g.Public)
-	if err != nil {
-		bad(KeyGuardPublic, strings.Join(g.Public, ","), err.Error())
-	}
-	g.public = pub
-	if g.ClusterLabel != "" && !guard.ValidLabelName(g.ClusterLabel) {
-		bad(KeyGuardClusterLabel, g.ClusterLabel, "not a label name")
-	}
-	if g.MaxQueryLength < 64 || g.MaxQueryLength > 1<<20 {
-		bad(KeyGuardMaxQueryLength, g.MaxQueryLength, "between 64 and 1048576")
-	}
-	if g.Timeout <= 0 {
-		bad(KeyGuardTimeout, g.Timeout, "must be positive")
-	}
-	if g.ScopesTTL <= 0 {
-		bad(KeyGuardScopesTTL, g.ScopesTTL, "must be positive")
+		g.upstream = u
+		if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" {
+			return setting.Invalid(KeyGuardUpstream, u.Redacted(), "want an http(s) URL without credentials or query (credentials go in guard.http-config-file)")
+		}
+		return nil
+	}))
+	s.String(&g.HTTPConfigFile, KeyGuardHTTPConfig, "", "Prometheus HTTP client configuration for the guard's upstream (basic_auth, authorization, tls_config, http_headers).")
+	s.Strings(&g.Public, KeyGuardPublic, nil, "Metric families (regexes on the name, e.g. wattrace_node_.*) every user may read unscoped. Repeatable.").Checked(g.whileOn(func() error {
+		pub, err := guard.ParsePublic(g.Public)
+		if err != nil {
+			return setting.Invalid(KeyGuardPublic, strings.Join(g.Public, ","), err.Error())
+		}
+		g.public = pub
+		return nil
+	}))
+	s.Strings(&g.Families, KeyGuardFamilies, guard.DefaultRules(), "Owned families, each FAMILY_REGEX=LABEL:SOURCE (source user, projects or vms): a non-admin's selectors of the family get LABEL matched to their SOURCE. Repeatable; replaces the default table.").Checked(g.whileOn(func() error {
+		g.rules = nil
+		var errs []error
+		for _, f := range g.Families {
+			r, err := guard.ParseRule(f)
+			if err != nil {
+				errs = append(errs, setting.Invalid(KeyGuardFamilies, f, err.Error()))
+				continue
+			}
+			g.rules = append(g.rules, r)
+		}
+		return errors.Join(errs...)
+	}))
+	s.String(&g.ClusterLabel, KeyGuardClusterLabel, "", "Label matched to the cluster setting on every non-admin selector (e.g. an external label). Empty: none.").Checked(g.whileOn(func() error {
+		if g.ClusterLabel != "" && !guard.ValidLabelName(g.ClusterLabel) {
+			return setting.Invalid(KeyGuardClusterLabel, g.ClusterLabel, "not a label name")
+		}
+		return nil
+	}))
+	s.AnyInt(&g.MaxQueryLength, KeyGuardMaxQueryLength, guard.DefaultMaxQueryLength, "Longest query or match[] selector the guard accepts, in bytes.").Checked(g.whileOn(func() error {
+		if g.MaxQueryLength < 64 || g.MaxQueryLength > 1<<20 {
+			return setting.Invalid(KeyGuardMaxQueryLength, g.MaxQueryLength, "between 64 and 1048576")
+		}
+		return nil
+	}))
+	s.AnyDuration(&g.Timeout, KeyGuardTimeout, guard.DefaultTimeout, "Timeout of one request to the guard's upstream.").Checked(g.whileOn(positive(KeyGuardTimeout, &g.Timeout)))
+	s.AnyDuration(&g.ScopesTTL, KeyGuardScopesTTL, guard.DefaultScopesTTL, "How long a user's projects and VMs (from the units store) are cached by the guard.").Checked(g.whileOn(positive(KeyGuardScopesTTL, &g.ScopesTTL)))
+}
+
+// whileOn runs check only while the guard is on.
+func (g *Guard) whileOn(check func() error) func() error {
+	return func() error {
+		if g.Upstream == "" {
+			return nil
+		}
+		return check()
 	}
 }
 

@@ -2,17 +2,158 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"time"
 
+	"github.com/wattrace/wattrace/internal/setting"
 	"github.com/wattrace/wattrace/internal/units/access"
 	unitsapi "github.com/wattrace/wattrace/internal/units/api"
 	"github.com/wattrace/wattrace/internal/units/updater"
 	"github.com/wattrace/wattrace/pkg/units"
 )
+
+// The API's access-control keys (internal/units/access, internal/units/api).
+const (
+	KeyAPIUserHeader     = "api.user-header"
+	KeyAPITrustedProxies = "api.trusted-proxies"
+	KeyAPIAdmins         = "api.admins"
+	KeyAPIMaxRange       = "api.max-range"
+	KeyAPITokensFile     = "api.tokens-file"
+)
+
+// API is the access control of the HTTP API (internal/units/api).
+type API struct {
+	// UserHeader names the header a trusted proxy sets to the user.
+	UserHeader string
+	// TrustedProxies are the networks (CIDR or address) whose UserHeader
+	// is believed; the check of api.trusted-proxies parses them from
+	// trustedProxies.
+	TrustedProxies []*net.IPNet
+	trustedProxies []string
+	// Admins see every unit.
+	Admins []string
+	// MaxRange is the longest time range a query may ask for.
+	MaxRange time.Duration
+	// TokensFile maps users to the SHA-256 of their bearer tokens
+	// (internal/units/access.LoadTokens).
+	TokensFile string
+}
+
+// Declare declares api.user-header, api.trusted-proxies, api.admins,
+// api.max-range and api.tokens-file, bound to a.
+func (a *API) Declare(s *setting.Set) {
+	s.String(&a.UserHeader, KeyAPIUserHeader, unitsapi.DefaultUserHeader, "Header a trusted proxy (Grafana) sets to the requesting user.").Checked(func() error {
+		if a.UserHeader == "" {
+			return setting.Invalid(KeyAPIUserHeader, "", "a header name is required")
+		}
+		return nil
+	})
+	s.Strings(&a.trustedProxies, KeyAPITrustedProxies, nil, "Networks (CIDR or address) whose requests are a proxy without any credential, their user header believed: weaker than api.proxies, since anyone who can send from them is the proxy. Repeatable.").Checked(a.parseTrustedProxies)
+	s.Strings(&a.Admins, KeyAPIAdmins, nil, "Users who see every unit. Repeatable.")
+	s.AnyDuration(&a.MaxRange, KeyAPIMaxRange, 366*24*time.Hour, "Longest time range one query may ask for.").Checked(positive(KeyAPIMaxRange, &a.MaxRange))
+	s.String(&a.TokensFile, KeyAPITokensFile, "", "YAML file mapping users to the hex SHA-256 of their bearer tokens (wattrace acct --token). Empty: no tokens.")
+}
+
+// parseTrustedProxies reads CIDRs or single addresses into
+// TrustedProxies.
+func (a *API) parseTrustedProxies() error {
+	a.TrustedProxies = nil
+	var errs []error
+	for _, s := range a.trustedProxies {
+		if !strings.Contains(s, "/") {
+			if ip := net.ParseIP(s); ip != nil {
+				bits := 128
+				if ip.To4() != nil {
+					ip, bits = ip.To4(), 32
+				}
+				a.TrustedProxies = append(a.TrustedProxies, &net.IPNet{IP: ip, Mask: net.CIDRMask(bits, bits)})
+				continue
+			}
+		}
+		_, n, err := net.ParseCIDR(s)
+		if err != nil {
+			errs = append(errs, setting.Invalid(KeyAPITrustedProxies, s, "want a CIDR such as 10.0.0.0/8 or an address"))
+			continue
+		}
+		a.TrustedProxies = append(a.TrustedProxies, n)
+	}
+	return errors.Join(errs...)
+}
+
+// Identity and MUNGE: who may name a user, and how `wattrace acct`
+// proves who it is.
+const (
+	KeyAPIProxies        = "api.proxies"
+	KeyAPIMungeEnabled   = "api.munge.enabled"
+	KeyAPIMungeAudiences = "api.munge.audiences"
+	KeyAPIMungeUnmunge   = "api.munge.unmunge"
+	KeyAPIMungeSocket    = "api.munge.socket"
+	KeyAPIMungeMaxTTL    = "api.munge.max-ttl"
+)
+
+// Identity is who may authenticate how (internal/units/access).
+type Identity struct {
+	// Proxies are the principals (basic-auth users of the web config,
+	// client certificate CNs) that may name the user in the user header.
+	Proxies []string
+	// Munge enables `Authorization: MUNGE` credentials (wattrace acct).
+	Munge MungeSettings
+}
+
+// MungeSettings configures MUNGE credentials.
+type MungeSettings struct {
+	Enabled bool
+	// Audiences are the URLs clients reach this server under; a
+	// credential made for another URL is refused.
+	Audiences []string
+	// Unmunge is the unmunge command.
+	Unmunge string
+	// Socket is munged's socket, given to unmunge (its default when
+	// empty).
+	Socket string
+	// MaxTTL is the longest-lived credential accepted.
+	MaxTTL time.Duration
+}
+
+// Declare declares api.proxies and api.munge.*, bound to i.
+func (i *Identity) Declare(s *setting.Set) {
+	m := &i.Munge
+	s.Strings(&i.Proxies, KeyAPIProxies, nil, "Principals (basic-auth users of web.config.file, client certificate CNs) that may name the user in api.user-header, e.g. grafana. Repeatable.").Checked(func() error {
+		var errs []error
+		for _, p := range i.Proxies {
+			if strings.TrimSpace(p) == "" {
+				errs = append(errs, setting.Invalid(KeyAPIProxies, p, "a principal name"))
+			}
+		}
+		return errors.Join(errs...)
+	})
+	s.Bool(&m.Enabled, KeyAPIMungeEnabled, false, "Accept MUNGE credentials (Authorization: MUNGE …, sent by wattrace acct); needs munged and unmunge on this host.")
+	s.Strings(&m.Audiences, KeyAPIMungeAudiences, nil, "URLs clients reach this server under (https://host:port); a MUNGE credential made for another is refused. Required with api.munge.enabled.").Checked(func() error {
+		if m.Enabled && len(m.Audiences) == 0 {
+			return setting.Invalid(KeyAPIMungeAudiences, "", "required with api.munge.enabled: the URLs clients reach this server under")
+		}
+		return nil
+	})
+	s.String(&m.Unmunge, KeyAPIMungeUnmunge, "unmunge", "The unmunge command.").Checked(func() error {
+		if m.Enabled && m.Unmunge == "" {
+			return setting.Invalid(KeyAPIMungeUnmunge, "", "required with api.munge.enabled")
+		}
+		return nil
+	})
+	s.String(&m.Socket, KeyAPIMungeSocket, "", "munged's socket, passed to unmunge as --socket (default: munge's own, /run/munge/munge.socket.2).")
+	s.AnyDuration(&m.MaxTTL, KeyAPIMungeMaxTTL, 5*time.Minute, "Longest time-to-live, and age, of a MUNGE credential accepted.").Checked(func() error {
+		if m.Enabled && m.MaxTTL <= 0 {
+			return setting.Invalid(KeyAPIMungeMaxTTL, m.MaxTTL, "must be positive")
+		}
+		return nil
+	})
+}
 
 // apiDeps is what the HTTP API is built from.
 type apiDeps struct {

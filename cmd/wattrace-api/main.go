@@ -16,12 +16,16 @@ import (
 	"github.com/wattrace/wattrace/internal/cli"
 )
 
+// program is the server as internal/cli runs it; tests run it with
+// another Run.
+var program = cli.Program[*Config]{
+	Name:    "wattrace-api",
+	Load:    Load,
+	Version: func(c *Config) bool { return c.ShowVersion },
+	Log:     func(c *Config) (string, string) { return c.Log.Level, c.Log.Format },
+	Run:     run,
+}
+
 func main() {
-	os.Exit(cli.Main(cli.Program[*Config]{
-		Name:    "wattrace-api",
-		Load:    Load,
-		Version: func(c *Config) bool { return c.ShowVersion },
-		Log:     func(c *Config) (string, string) { return c.Log.Level, c.Log.Format },
-		Run:     run,
-	}, os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(cli.Main(program, os.Args[1:], os.Stdout, os.Stderr))
 }

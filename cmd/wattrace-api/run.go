@@ -7,24 +7,20 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
 	oklog "github.com/oklog/run"
-	"github.com/prometheus/client_golang/api"
-	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	promconfig "github.com/prometheus/common/config"
-	"github.com/prometheus/common/model"
 	"github.com/prometheus/exporter-toolkit/web"
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/internal/cli"
+	"github.com/wattrace/wattrace/internal/setting"
 	"github.com/wattrace/wattrace/internal/units/feed"
 	"github.com/wattrace/wattrace/internal/units/pbs"
 	"github.com/wattrace/wattrace/internal/units/slurm"
@@ -57,14 +53,10 @@ func build(ctx context.Context, cfg *Config, log *zap.Logger) (*server, error) {
 		}
 		s.lns = append(s.lns, l)
 	}
-	st, err := store.Open(ctx, store.Config{Driver: cfg.Store.Driver, Path: cfg.Store.Path, DSN: cfg.Store.DSN})
+	st, err := store.Open(ctx, cfg.Store.Config)
 	if err != nil {
 		s.Close()
-		key := KeyStorePath
-		if cfg.Store.Driver == store.Postgres {
-			key = KeyStoreDSNFile
-		}
-		return nil, fmt.Errorf("%s: %w", key, err)
+		return nil, fmt.Errorf("%s: %w", cfg.Store.Key(), err)
 	}
 	s.store = st
 	q, err := newQuerier(cfg.TSDB)
@@ -72,16 +64,12 @@ func build(ctx context.Context, cfg *Config, log *zap.Logger) (*server, error) {
 		s.Close()
 		return nil, err
 	}
-	s.updater, err = updater.New(q, st, updater.Config{
-		Cluster: cfg.Cluster, ClusterLabel: cfg.Updater.ClusterLabel, Kinds: cfg.Updater.Kinds,
-		Selector: cfg.Updater.Selector, Interval: cfg.Updater.Interval, Delay: cfg.Updater.Delay,
-		MaxWindow: cfg.Updater.MaxWindow, Lookback: cfg.Updater.Lookback, SeriesRetention: cfg.Updater.SeriesRetention,
-	}, log.Named("updater"))
+	s.updater, err = updater.New(q, st, cfg.Updater, log.Named("updater"))
 	if err != nil {
 		s.Close()
 		return nil, err
 	}
-	src, err := slurmSource(cfg)
+	src, err := cfg.Slurm.Open(cfg.Cluster)
 	if err != nil {
 		s.Close()
 		return nil, err
@@ -90,12 +78,12 @@ func build(ctx context.Context, cfg *Config, log *zap.Logger) (*server, error) {
 		s.feeder = slurm.NewFeeder(src, st, cfg.Slurm.Interval, cfg.Slurm.Lookback, log.Named("slurm"))
 		log.Info("reading Slurm job metadata", zap.String("source", src.Name()), zap.Duration("interval", cfg.Slurm.Interval))
 	}
-	if cfg.PBS.Source == "qstat" {
-		if _, err := exec.LookPath(cfg.PBS.QstatPath); err != nil {
-			s.Close()
-			return nil, fmt.Errorf("%s %q: %w", KeyPBSQstat, cfg.PBS.QstatPath, err)
-		}
-		src := &pbs.Qstat{Path: cfg.PBS.QstatPath, Cluster: cfg.Cluster}
+	src, err = cfg.PBS.Open(cfg.Cluster)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	if src != nil {
 		s.pbs = pbs.NewFeeder(src, st, cfg.PBS.Interval, cfg.PBS.Lookback, log.Named("pbs"))
 		log.Info("reading PBS job metadata", zap.String("source", src.Name()), zap.Duration("interval", cfg.PBS.Interval))
 	}
@@ -109,61 +97,6 @@ func build(ctx context.Context, cfg *Config, log *zap.Logger) (*server, error) {
 		return nil, err
 	}
 	return s, nil
-}
-
-// slurmSource picks slurmrestd when configured, else sacct when found.
-func slurmSource(cfg *Config) (feed.Source, error) {
-	c := cfg.Slurm
-	restd := &slurm.Restd{URL: c.RestdURL, User: c.RestdUser, TokenFile: c.RestdTokenFile, Cluster: cfg.Cluster, Version: c.RestdVersion}
-	sacct := &slurm.Sacct{Path: c.SacctPath, Cluster: cfg.Cluster}
-	switch c.Source {
-	case "none":
-		return nil, nil
-	case "restd":
-		return restd, nil
-	case "sacct":
-		if _, err := exec.LookPath(c.SacctPath); err != nil {
-			return nil, fmt.Errorf("%s %q: %w", KeySlurmSacct, c.SacctPath, err)
-		}
-		return sacct, nil
-	}
-	if c.RestdURL != "" {
-		return restd, nil
-	}
-	if _, err := exec.LookPath(c.SacctPath); err == nil {
-		return sacct, nil
-	}
-	return nil, nil
-}
-
-// timeoutQuerier bounds each TSDB query.
-type timeoutQuerier struct {
-	v1.API
-	timeout time.Duration
-}
-
-func (q timeoutQuerier) Query(ctx context.Context, query string, ts time.Time, opts ...v1.Option) (model.Value, v1.Warnings, v1.Infos, error) {
-	ctx, cancel := context.WithTimeout(ctx, q.timeout)
-	defer cancel()
-	return q.API.Query(ctx, query, ts, opts...)
-}
-
-func newQuerier(c TSDB) (updater.Querier, error) {
-	rt := api.DefaultRoundTripper
-	if c.HTTPConfigFile != "" {
-		hc, _, err := promconfig.LoadHTTPConfigFile(c.HTTPConfigFile)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", KeyTSDBHTTPConfig, err)
-		}
-		if rt, err = promconfig.NewRoundTripperFromConfig(*hc, "wattrace-api"); err != nil {
-			return nil, fmt.Errorf("%s: %w", KeyTSDBHTTPConfig, err)
-		}
-	}
-	client, err := api.NewClient(api.Config{Address: c.URL, RoundTripper: rt})
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", KeyTSDBURL, err)
-	}
-	return timeoutQuerier{API: v1.NewAPI(client), timeout: c.Timeout}, nil
 }
 
 // routes serves /metrics (the server's own) and the API.
@@ -252,6 +185,41 @@ func (s *server) run(ctx context.Context) error {
 	s.log.Info("wattrace-api started", zap.Strings("listen", s.cfg.Web.ListenAddresses),
 		zap.String("store", s.cfg.Store.Driver), zap.String("tsdb", s.cfg.TSDB.URL))
 	return g.Run()
+}
+
+// The HTTP server's timeouts.
+const (
+	KeyWebReadHeaderTimeout = "web.read-header-timeout"
+	KeyWebReadTimeout       = "web.read-timeout"
+	KeyWebWriteTimeout      = "web.write-timeout"
+	KeyWebIdleTimeout       = "web.idle-timeout"
+)
+
+// Timeouts bound every HTTP connection, so an idle or half-sent request
+// cannot hold a connection (and a goroutine) open.
+type Timeouts struct {
+	ReadHeader, Read, Write, Idle time.Duration
+}
+
+// Declare declares web.*-timeout, bound to t; each must be positive.
+func (t *Timeouts) Declare(s *setting.Set) {
+	bounded := func(key string, d *time.Duration) func() error {
+		return func() error {
+			if *d <= 0 {
+				return setting.Invalid(key, *d, "must be positive: without it a client can hold a connection open forever")
+			}
+			return nil
+		}
+	}
+	s.AnyDuration(&t.ReadHeader, KeyWebReadHeaderTimeout, 10*time.Second, "Time to read a request's headers.").Checked(bounded(KeyWebReadHeaderTimeout, &t.ReadHeader)).Checked(func() error {
+		if t.ReadHeader > t.Read && t.Read > 0 {
+			return setting.Invalid(KeyWebReadHeaderTimeout, t.ReadHeader, "at most "+KeyWebReadTimeout)
+		}
+		return nil
+	})
+	s.AnyDuration(&t.Read, KeyWebReadTimeout, 30*time.Second, "Time to read a whole request.").Checked(bounded(KeyWebReadTimeout, &t.Read))
+	s.AnyDuration(&t.Write, KeyWebWriteTimeout, 5*time.Minute, "Time to write an answer (a year of units is large).").Checked(bounded(KeyWebWriteTimeout, &t.Write))
+	s.AnyDuration(&t.Idle, KeyWebIdleTimeout, 60*time.Second, "Time an idle keep-alive connection, or one with part of its next request, stays open.").Checked(bounded(KeyWebIdleTimeout, &t.Idle))
 }
 
 // newHTTPServer bounds every phase of a connection: reading the headers,

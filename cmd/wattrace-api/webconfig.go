@@ -1,14 +1,52 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 
 	"github.com/prometheus/exporter-toolkit/web"
 	"go.yaml.in/yaml/v3"
 	"golang.org/x/sys/unix"
+
+	"github.com/wattrace/wattrace/internal/setting"
 )
+
+// The web server's keys; its timeouts are declared beside the server
+// (run.go).
+const (
+	KeyWebListenAddress = "web.listen-address"
+	KeyWebConfigFile    = "web.config.file"
+)
+
+// DefaultListenAddress is the API server's port, next to the exporter's 9841.
+const DefaultListenAddress = ":9842"
+
+// Web is the HTTP server: addresses and exporter-toolkit's web config
+// (TLS, basic auth). The exporter has settings of the same keys, its own.
+type Web struct {
+	ListenAddresses []string
+	ConfigFile      string
+}
+
+// Declare declares web.listen-address and web.config.file, bound to w.
+func (w *Web) Declare(s *setting.Set) {
+	s.Strings(&w.ListenAddresses, KeyWebListenAddress, []string{DefaultListenAddress}, "Addresses to listen on for the API. Repeatable.").Checked(func() error {
+		if len(w.ListenAddresses) == 0 {
+			return setting.Invalid(KeyWebListenAddress, "", "at least one address is required")
+		}
+		var errs []error
+		for _, a := range w.ListenAddresses {
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				errs = append(errs, setting.Invalid(KeyWebListenAddress, a, "want host:port or :port"))
+			}
+		}
+		return errors.Join(errs...)
+	})
+	s.String(&w.ConfigFile, KeyWebConfigFile, "", "Path to an exporter-toolkit web configuration file that enables TLS, client certificates or basic auth.")
+}
 
 // webConfig is web.config.file split in two: its basic_auth_users are
 // checked by the API (internal/units/access), which decides per path and per

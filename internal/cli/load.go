@@ -309,6 +309,22 @@ var kinds = map[setting.Kind]struct {
 		func(d *Decoder, key string) any { return d.Map(key) }},
 }
 
+// KeyVersion is the flag that prints the version and exits: no setting,
+// so never read from the file or the environment (Loader.NotSettings).
+const KeyVersion = "version"
+
+// NewFlagSet returns a program's flags in the order --help lists them:
+// config.file (fileExample shows a line of the file), version, then a
+// flag per declared setting in the order declared.
+func NewFlagSet(name, fileExample string, s *setting.Set) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SortFlags = false
+	fs.String(KeyConfigFile, "", "YAML configuration file; keys are flag names without the leading dashes, e.g. "+fileExample+".")
+	fs.Bool(KeyVersion, false, "Print version information and exit.")
+	AddFlags(fs, s)
+	return fs
+}
+
 // AddFlags adds a flag for each declared setting, with its default and
 // help.
 func AddFlags(fs *pflag.FlagSet, s *setting.Set) {

@@ -89,3 +89,33 @@ func TestLoadRefuses(t *testing.T) {
 		t.Errorf("1e3 from the environment: %v", err)
 	}
 }
+
+// NewFlagSet gives every program config.file and version first, then
+// the declared settings in the order declared (--help's), each with its
+// type and default; version is no setting of the file or environment.
+func TestNewFlagSet(t *testing.T) {
+	var v loaded
+	s := &setting.Set{}
+	s.Int(&v.n, "p.n", 2, "A count.", 0, "must be >= 0")
+	s.Duration(&v.every, "p.every", time.Second, "How often.")
+	fs := NewFlagSet("t", "p.n: 3", s)
+	var got []string
+	fs.VisitAll(func(f *pflag.Flag) { got = append(got, f.Name+" "+f.Value.Type()+" "+f.DefValue) })
+	if want := "config.file string ,version bool false,p.n int 2,p.every duration 1s"; strings.Join(got, ",") != want {
+		t.Errorf("flags %q, want %q", strings.Join(got, ","), want)
+	}
+	if u := fs.Lookup(KeyConfigFile).Usage; !strings.HasSuffix(u, "e.g. p.n: 3.") {
+		t.Errorf("config.file's help %q", u)
+	}
+	l := Loader{Prefix: "CLITEST", NotSettings: map[string]bool{KeyVersion: true}}
+	t.Setenv("CLITEST_VERSION", "true")
+	t.Setenv("CLITEST_P_N", "5")
+	d, _, err := l.Load(fs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Decode(s)
+	if on, _ := fs.GetBool(KeyVersion); on || v.n != 5 || d.Err() != nil {
+		t.Errorf("version %v from the environment, p.n %d, %v", on, v.n, d.Err())
+	}
+}

@@ -145,6 +145,13 @@ func (s *Set) Int(p *int, key string, def int, help string, min int, why string)
 	})
 }
 
+// AnyInt declares an int setting bound to p with no check of its own:
+// where the range holds only with another setting (a count that matters
+// only while a feature is on), the declarer adds the checks it needs.
+func (s *Set) AnyInt(p *int, key string, def int, help string) *Setting {
+	return s.add(&Setting{Key: key, Kind: Int, Default: def, Help: help, assign: func(v any) { *p = v.(int) }})
+}
+
 // Float declares a float64 setting bound to p.
 func (s *Set) Float(p *float64, key string, def float64, help string) *Setting {
 	return s.add(&Setting{Key: key, Kind: Float, Default: def, Help: help, assign: func(v any) { *p = v.(float64) }})
@@ -171,6 +178,22 @@ func (s *Set) Enum(p *string, key, def string, allowed []string, help string) *S
 // Strings declares a list setting bound to p.
 func (s *Set) Strings(p *[]string, key string, def []string, help string) *Setting {
 	return s.add(&Setting{Key: key, Kind: Strings, Default: def, Help: help, assign: func(v any) { *p = v.([]string) }})
+}
+
+// StringsOf declares a list setting bound to p whose elements are a
+// named string type (a kind, a mode): loaded as strings, stored as T.
+func StringsOf[T ~string](s *Set, p *[]T, key string, def []T, help string) *Setting {
+	var strs []string
+	for _, d := range def {
+		strs = append(strs, string(d))
+	}
+	return s.add(&Setting{Key: key, Kind: Strings, Default: strs, Help: help, assign: func(v any) {
+		var out []T
+		for _, e := range v.([]string) {
+			out = append(out, T(e))
+		}
+		*p = out
+	}})
 }
 
 // Duration declares a duration setting bound to p that must be > 0.

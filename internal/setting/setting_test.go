@@ -106,3 +106,35 @@ func TestParsedBoolInAnyDuration(t *testing.T) {
 		t.Fatalf("bad pairs: %v", err)
 	}
 }
+
+type level string
+
+// StringsOf loads strings and stores the named type, its default
+// included; AnyInt has no check of its own, so a value only another
+// setting makes wrong is the declarer's to refuse.
+func TestStringsOfAnyInt(t *testing.T) {
+	var levels []level
+	var n int
+	s := &Set{}
+	st := StringsOf(s, &levels, "x.levels", []level{"job", "pod"}, "")
+	s.AnyInt(&n, "x.count", 7, "")
+	if d, ok := st.Default.([]string); !ok || strings.Join(d, ",") != "job,pod" {
+		t.Fatalf("default %#v, want []string{job, pod} for the flag", st.Default)
+	}
+	s.FillDefaults()
+	if len(levels) != 2 || levels[1] != "pod" || n != 7 {
+		t.Fatalf("defaults: %v %d", levels, n)
+	}
+	st.Assign([]string{"vm"})
+	s.Lookup("x.count").Assign(-5)
+	if len(levels) != 1 || levels[0] != level("vm") || n != -5 {
+		t.Fatalf("assigned: %v %d", levels, n)
+	}
+	if err := s.Check(); err != nil {
+		t.Fatalf("AnyInt checked -5: %v", err)
+	}
+	st.Assign([]string(nil))
+	if levels != nil {
+		t.Fatalf("an empty list: %#v, want nil", levels)
+	}
+}
