@@ -156,7 +156,32 @@ scrape_configs:
     static_configs: [{targets: ["%s"]}]
 `, strings.TrimPrefix(fixture.URL, "http://")))
 
-	// The store knows alice in proj_a with VM vm-a, bob in proj_b with vm-b.
+	a := startGuardAPI(t, dir, prom, seedGuardStore(t, dir))
+	defer a.stop()
+	defer func() {
+		if t.Failed() {
+			tailFile(t, a.log, 30)
+		}
+	}()
+	waitGuardHistory(t, prom)
+
+	g := &guardClient{t: t, url: a.url(), at: strconv.FormatInt(time.Now().Unix(), 10)}
+	for i, c := range guardCases(g.at) {
+		g.checkInstant(i, c)
+	}
+	g.checkParameters()
+	g.checkRange()
+	g.checkSeriesAndLabels()
+	g.checkExemplars()
+	checkGuardLatency(t, prom, a.url())
+	g.checkOnlyQueryEndpoints()
+}
+
+// seedGuardStore writes the units store the guard decides ownership from:
+// alice in proj_a with VM vm-a, bob in proj_b with vm-b. It returns its
+// path.
+func seedGuardStore(t *testing.T, dir string) string {
+	t.Helper()
 	now := time.Now()
 	dbPath := filepath.Join(dir, "units.db")
 	ctx := context.Background()
@@ -174,19 +199,26 @@ scrape_configs:
 		t.Fatal(err)
 	}
 	st.Close()
+	return dbPath
+}
+
+// startGuardAPI starts wattrace-api with the guard in front of prom (root
+// an admin, the node families public, queries up to 2,048 bytes); the
+// caller stops it.
+func startGuardAPI(t *testing.T, dir, prom, dbPath string) *apiServer {
+	t.Helper()
 	a := &apiServer{name: "guard", port: freePort(t), log: filepath.Join(dir, "api.log"), t: t}
 	a.args = []string{fmt.Sprintf("--web.listen-address=127.0.0.1:%d", a.port), "--store.path=" + dbPath,
 		"--tsdb.url=" + prom, "--slurm.source=none", "--cluster=c1", "--api.trusted-proxies=127.0.0.1", "--api.admins=root",
 		"--guard.upstream=" + prom, "--guard.public=wattrace_node_.*", "--guard.max-query-length=2048"}
 	a.start()
-	defer a.stop()
-	defer func() {
-		if t.Failed() {
-			tailFile(t, a.log, 30)
-		}
-	}()
+	return a
+}
 
-	// Wait for 20 s of scrapes, so offset and subqueries have history.
+// waitGuardHistory waits for 20 s of scrapes, so offset and subqueries
+// have history.
+func waitGuardHistory(t *testing.T, prom string) {
+	t.Helper()
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		resp, err := httpClient.Get(prom + "/api/v1/query?query=" + url.QueryEscape(`count(count_over_time({job="fixture",__name__=~"wattrace_.*"}[1m]) >= 20)`))
@@ -194,7 +226,7 @@ scrape_configs:
 			ans := parseAnswer(resp.StatusCode, mustRead(io.ReadAll(resp.Body)))
 			resp.Body.Close()
 			if ans.sum() == 10 {
-				break
+				return
 			}
 		}
 		if time.Now().After(deadline) {
@@ -202,66 +234,83 @@ scrape_configs:
 		}
 		time.Sleep(time.Second)
 	}
+}
 
-	ask := func(method, path, user string, form url.Values, body string) guardAnswer {
-		t.Helper()
-		target := a.url() + "/tsdb" + path
-		var req *http.Request
-		if method == http.MethodGet {
-			if len(form) > 0 {
-				target += "?" + form.Encode()
-			}
-			req, _ = http.NewRequest(method, target, nil)
-		} else {
-			if body == "" {
-				body = form.Encode()
-			}
-			req, _ = http.NewRequest(method, target, strings.NewReader(body))
-			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		}
-		if user != "" {
-			req.Header.Set("X-Grafana-User", user)
-		}
-		resp, err := httpClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		return parseAnswer(resp.StatusCode, mustRead(io.ReadAll(resp.Body)))
-	}
-	at := strconv.FormatInt(time.Now().Unix(), 10)
-	instant := func(user, q string) guardAnswer {
-		return ask(http.MethodGet, "/api/v1/query", user, url.Values{"query": {q}, "time": {at}}, "")
-	}
-	// onlyAlice fails when an answer to alice holds anything of bob's.
-	onlyAlice := func(what string, ans guardAnswer, rewritesLabels bool) {
-		t.Helper()
-		for _, s := range ans.series {
-			for k, v := range bobLabels {
-				if s.labels[k] == v && !rewritesLabels {
-					t.Errorf("%s: bob's series in alice's answer: %v", what, s.labels)
-				}
-			}
-			for _, v := range s.values {
-				if v >= 500 {
-					t.Errorf("%s: bob's value %v in alice's answer (%v)", what, v, s.labels)
-				}
-			}
-		}
-		for _, s := range ans.strs {
-			if slices.Contains([]string{"bob", "1002", "proj_b", "vm-b", "pb", "ub"}, s) {
-				t.Errorf("%s: bob's label value %q in alice's answer", what, s)
-			}
-		}
-	}
+// guardClient asks the guard of a running wattrace-api as a user.
+type guardClient struct {
+	t   *testing.T
+	url string // the wattrace-api's base URL
+	at  string // the instant queries' evaluation time, Unix seconds
+}
 
-	const none = -1 // no expected sum: the leak checks only
+func (g *guardClient) ask(method, path, user string, form url.Values, body string) guardAnswer {
+	g.t.Helper()
+	target := g.url + "/tsdb" + path
+	var req *http.Request
+	if method == http.MethodGet {
+		if len(form) > 0 {
+			target += "?" + form.Encode()
+		}
+		req, _ = http.NewRequest(method, target, nil)
+	} else {
+		if body == "" {
+			body = form.Encode()
+		}
+		req, _ = http.NewRequest(method, target, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	if user != "" {
+		req.Header.Set("X-Grafana-User", user)
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	return parseAnswer(resp.StatusCode, mustRead(io.ReadAll(resp.Body)))
+}
+
+func (g *guardClient) instant(user, q string) guardAnswer {
+	return g.ask(http.MethodGet, "/api/v1/query", user, url.Values{"query": {q}, "time": {g.at}}, "")
+}
+
+// onlyAlice fails when an answer to alice holds anything of bob's.
+func (g *guardClient) onlyAlice(what string, ans guardAnswer, rewritesLabels bool) {
+	t := g.t
+	t.Helper()
+	for _, s := range ans.series {
+		for k, v := range bobLabels {
+			if s.labels[k] == v && !rewritesLabels {
+				t.Errorf("%s: bob's series in alice's answer: %v", what, s.labels)
+			}
+		}
+		for _, v := range s.values {
+			if v >= 500 {
+				t.Errorf("%s: bob's value %v in alice's answer (%v)", what, v, s.labels)
+			}
+		}
+	}
+	for _, s := range ans.strs {
+		if slices.Contains([]string{"bob", "1002", "proj_b", "vm-b", "pb", "ub"}, s) {
+			t.Errorf("%s: bob's label value %q in alice's answer", what, s)
+		}
+	}
+}
+
+// guardCase is one instant query: who asks, the status wanted and, for a
+// 200, the sum of the answer's values.
+type guardCase struct {
+	user, q string
+	status  int
+	sum     float64
+}
+
+const noSum = -1 // no expected sum: the leak checks only
+
+// guardCases are the adversarial instant queries, evaluated at at.
+func guardCases(at string) []guardCase {
 	long := "wattrace_job_energy_joules_total" + strings.Repeat(" + wattrace_job_energy_joules_total", 70)
-	for i, c := range []struct {
-		user, q string
-		status  int
-		sum     float64
-	}{
+	return []guardCase{
 		{"alice", `wattrace_job_energy_joules_total`, 200, 3},
 		{"alice", `wattrace_job_energy_joules_total{user="bob"}`, 200, 0},
 		{"alice", `wattrace_job_energy_joules_total{user=~"alice|bob"}`, 200, 3},
@@ -272,7 +321,7 @@ scrape_configs:
 		{"alice", `{__name__="wattrace_job_energy_joules_total",__name__=~"wattrace_secret.*"}`, 200, 0},
 		{"alice", `{__name__="wattrace_job_energy_joules_total",__name__="wattrace_secret_total"}`, 403, 0},
 		{"alice", `wattrace_job_energy_joules_total or wattrace_secret_total`, 403, 0},
-		{"alice", `wattrace_job_energy_joules_total or on() wattrace_job_cpu_seconds_total`, 200, none},
+		{"alice", `wattrace_job_energy_joules_total or on() wattrace_job_cpu_seconds_total`, 200, noSum},
 		{"alice", `wattrace_job_energy_joules_total unless wattrace_job_cpu_seconds_total`, 200, 3},
 		{"alice", `wattrace_job_energy_joules_total and on() wattrace_job_cpu_seconds_total{user="bob"}`, 200, 0},
 		{"alice", `{__name__=~".+"}`, 403, 0},
@@ -300,7 +349,7 @@ scrape_configs:
 		{"alice", `wattrace_node_energy_joules_total + on() group_left wattrace_job_energy_joules_total`, 200, 4},
 		{"alice", `sum(wattrace_job_energy_joules_total) + sum(wattrace_pod_energy_joules_total) + sum(wattrace_vm_energy_joules_total)`, 200, 27},
 		{"alice", `topk(5, wattrace_job_energy_joules_total or wattrace_pod_energy_joules_total or wattrace_vm_energy_joules_total)`, 200, 27},
-		{"alice", `wattrace_job_energy_joules_total / on(job_id) group_left wattrace_job_cpu_seconds_total`, 200, none},
+		{"alice", `wattrace_job_energy_joules_total / on(job_id) group_left wattrace_job_cpu_seconds_total`, 200, noSum},
 		{"alice", `scalar(wattrace_job_cpu_seconds_total)`, 200, 5},
 		{"alice", `sum(wattrace_job_energy_joules_total[1m])`, 400, 0},
 		{"alice", `wattrace_secret_total`, 403, 0},
@@ -316,96 +365,129 @@ scrape_configs:
 		{"root", `sum({__name__=~"wattrace_(pod|vm)_energy_joules_total"})`, 200, 770024},
 		{"root", `wattrace_secret_total`, 200, 1},
 		{"", `wattrace_node_energy_joules_total`, 401, 0},
-	} {
-		what := fmt.Sprintf("#%d %s %s", i, c.user, c.q)
-		ans := instant(c.user, c.q)
-		if ans.status != c.status {
-			t.Errorf("%s: status %d (%s), want %d", what, ans.status, clipRaw(ans.raw), c.status)
-			continue
-		}
-		if c.status == 403 && ans.errorType != "forbidden" {
-			t.Errorf("%s: errorType %q", what, ans.errorType)
-		}
-		if c.user == "alice" {
-			onlyAlice(what, ans, strings.Contains(c.q, "label_"))
-		}
-		if c.status == 200 && c.sum != none && ans.sum() != c.sum {
-			t.Errorf("%s: sum %v, want %v (%s)", what, ans.sum(), c.sum, clipRaw(ans.raw))
-		}
 	}
+}
 
-	// Parameters: given twice (URL and body, or twice in the body) is
-	// refused; TSDB-specific ones are dropped, not forwarded.
+// checkInstant asks case i and checks its status, a refusal's errorType,
+// that an answer to alice holds nothing of bob's, and the sum.
+func (g *guardClient) checkInstant(i int, c guardCase) {
+	t := g.t
+	t.Helper()
+	what := fmt.Sprintf("#%d %s %s", i, c.user, c.q)
+	ans := g.instant(c.user, c.q)
+	if ans.status != c.status {
+		t.Errorf("%s: status %d (%s), want %d", what, ans.status, clipRaw(ans.raw), c.status)
+		return
+	}
+	if c.status == 403 && ans.errorType != "forbidden" {
+		t.Errorf("%s: errorType %q", what, ans.errorType)
+	}
+	if c.user == "alice" {
+		g.onlyAlice(what, ans, strings.Contains(c.q, "label_"))
+	}
+	if c.status == 200 && c.sum != noSum && ans.sum() != c.sum {
+		t.Errorf("%s: sum %v, want %v (%s)", what, ans.sum(), c.sum, clipRaw(ans.raw))
+	}
+}
+
+// checkParameters: a parameter given twice (URL and body, or twice in the
+// body) is refused; TSDB-specific ones are dropped, not forwarded.
+func (g *guardClient) checkParameters() {
+	t := g.t
+	t.Helper()
 	q := url.Values{"query": {"wattrace_job_energy_joules_total"}}
-	if ans := ask(http.MethodPost, "/api/v1/query?query=wattrace_node_energy_joules_total", "alice", q, ""); ans.status != 400 {
+	if ans := g.ask(http.MethodPost, "/api/v1/query?query=wattrace_node_energy_joules_total", "alice", q, ""); ans.status != 400 {
 		t.Errorf("query in URL and body: %d", ans.status)
 	}
-	if ans := ask(http.MethodPost, "/api/v1/query", "alice", nil, "query=wattrace_job_energy_joules_total&query=wattrace_secret_total"); ans.status != 400 {
+	if ans := g.ask(http.MethodPost, "/api/v1/query", "alice", nil, "query=wattrace_job_energy_joules_total&query=wattrace_secret_total"); ans.status != 400 {
 		t.Errorf("query twice in the body: %d", ans.status)
 	}
-	if ans := ask(http.MethodPost, "/api/v1/query", "alice", nil, "query=wattrace_job_energy_joules_total&time="+at+"&time=1"); ans.status != 400 {
+	if ans := g.ask(http.MethodPost, "/api/v1/query", "alice", nil, "query=wattrace_job_energy_joules_total&time="+g.at+"&time=1"); ans.status != 400 {
 		t.Errorf("time twice: %d", ans.status)
 	}
-	ans := ask(http.MethodPost, "/api/v1/query?extra_label=user%3Dbob&nocache=1&dedup=false", "alice", nil,
+	ans := g.ask(http.MethodPost, "/api/v1/query?extra_label=user%3Dbob&nocache=1&dedup=false", "alice", nil,
 		"query=wattrace_job_energy_joules_total&extra_filters[]=%7Buser%3D%22bob%22%7D&partial_response=true")
 	if ans.status != 200 || ans.sum() != 3 {
 		t.Errorf("extra_label/nocache/dedup: %d %v", ans.status, ans.sum())
 	}
-	onlyAlice("extra params", ans, false)
-	// Range queries over the scrapes.
+	g.onlyAlice("extra params", ans, false)
+}
+
+// checkRange: a range query over the scrapes.
+func (g *guardClient) checkRange() {
+	g.t.Helper()
 	rng := url.Values{"query": {`wattrace_job_energy_joules_total or wattrace_vm_energy_joules_total{vm_uuid=~"vm-.*"}`},
-		"start": {strconv.FormatInt(time.Now().Add(-20*time.Second).Unix(), 10)}, "end": {at}, "step": {"5"}}
-	ans = ask(http.MethodPost, "/api/v1/query_range", "alice", rng, "")
+		"start": {strconv.FormatInt(time.Now().Add(-20*time.Second).Unix(), 10)}, "end": {g.at}, "step": {"5"}}
+	ans := g.ask(http.MethodPost, "/api/v1/query_range", "alice", rng, "")
 	if ans.status != 200 || len(ans.series) != 2 {
-		t.Errorf("query_range: %d %s", ans.status, clipRaw(ans.raw))
+		g.t.Errorf("query_range: %d %s", ans.status, clipRaw(ans.raw))
 	}
-	onlyAlice("query_range", ans, false)
-	// Series, labels, label values.
-	ans = ask(http.MethodGet, "/api/v1/series", "alice", url.Values{"match[]": {"wattrace_job_energy_joules_total", `wattrace_pod_energy_joules_total{namespace=~".+"}`, "wattrace_vm_energy_joules_total"}}, "")
+	g.onlyAlice("query_range", ans, false)
+}
+
+// checkSeriesAndLabels: series, labels and label values.
+func (g *guardClient) checkSeriesAndLabels() {
+	t := g.t
+	t.Helper()
+	ans := g.ask(http.MethodGet, "/api/v1/series", "alice", url.Values{"match[]": {"wattrace_job_energy_joules_total", `wattrace_pod_energy_joules_total{namespace=~".+"}`, "wattrace_vm_energy_joules_total"}}, "")
 	if ans.status != 200 || len(ans.series) != 3 {
 		t.Errorf("series: %d %s", ans.status, clipRaw(ans.raw))
 	}
-	onlyAlice("series", ans, false)
-	if ans = ask(http.MethodPost, "/api/v1/series", "alice", url.Values{"match[]": {"wattrace_job_energy_joules_total", `{__name__=~".+"}`}}, ""); ans.status != 403 {
+	g.onlyAlice("series", ans, false)
+	if ans = g.ask(http.MethodPost, "/api/v1/series", "alice", url.Values{"match[]": {"wattrace_job_energy_joules_total", `{__name__=~".+"}`}}, ""); ans.status != 403 {
 		t.Errorf("series with a nameless match[]: %d", ans.status)
 	}
 	for label, want := range map[string]string{"user": "alice", "namespace": "proj_a", "vm_uuid": "vm-a", "job_id": "1"} {
-		ans = ask(http.MethodGet, "/api/v1/label/"+label+"/values", "alice", nil, "")
+		ans = g.ask(http.MethodGet, "/api/v1/label/"+label+"/values", "alice", nil, "")
 		if ans.status != 200 || strings.Join(ans.strs, ",") != want {
 			t.Errorf("label %s values for alice: %d %v, want %s", label, ans.status, ans.strs, want)
 		}
 	}
-	ans = ask(http.MethodGet, "/api/v1/label/user/values", "root", nil, "")
+	ans = g.ask(http.MethodGet, "/api/v1/label/user/values", "root", nil, "")
 	sort.Strings(ans.strs)
 	if ans.status != 200 || strings.Join(ans.strs, ",") != "alice,bob" {
 		t.Errorf("label user values for root: %d %v", ans.status, ans.strs)
 	}
-	ans = ask(http.MethodPost, "/api/v1/labels", "alice", nil, "")
+	ans = g.ask(http.MethodPost, "/api/v1/labels", "alice", nil, "")
 	if ans.status != 200 || !slices.Contains(ans.strs, "user") {
 		t.Errorf("labels for alice: %d %v", ans.status, ans.strs)
 	}
-	if ans = ask(http.MethodGet, "/api/v1/query_exemplars", "alice", url.Values{"query": {"wattrace_job_energy_joules_total or wattrace_secret_total"}}, ""); ans.status != 403 {
+}
+
+// checkExemplars: refused for an unowned family, answered for an owned one.
+func (g *guardClient) checkExemplars() {
+	t := g.t
+	t.Helper()
+	if ans := g.ask(http.MethodGet, "/api/v1/query_exemplars", "alice", url.Values{"query": {"wattrace_job_energy_joules_total or wattrace_secret_total"}}, ""); ans.status != 403 {
 		t.Errorf("exemplars of an unowned family: %d", ans.status)
 	}
-	if ans = ask(http.MethodGet, "/api/v1/query_exemplars", "alice", url.Values{"query": {"wattrace_job_energy_joules_total"}, "start": {"0"}, "end": {at}}, ""); ans.status != 200 {
+	if ans := g.ask(http.MethodGet, "/api/v1/query_exemplars", "alice", url.Values{"query": {"wattrace_job_energy_joules_total"}, "start": {"0"}, "end": {g.at}}, ""); ans.status != 200 {
 		t.Errorf("exemplars: %d %s", ans.status, clipRaw(ans.raw))
 	}
-	// 50 users refreshing a dashboard, straight to Prometheus and through
-	// the guard (docs/performance.md, "Query guard"): paced, each user
-	// a query every 500 ms, and back to back.
-	direct, guarded := guardLoad(t, prom, a.url(), 8, 500*time.Millisecond)
+}
+
+// checkGuardLatency: 50 users refreshing a dashboard, straight to
+// Prometheus and through the guard (docs/performance.md, "Query guard"):
+// paced, each user a query every 500 ms, and back to back.
+func checkGuardLatency(t *testing.T, prom, guardURL string) {
+	t.Helper()
+	direct, guarded := guardLoad(t, prom, guardURL, 8, 500*time.Millisecond)
 	t.Logf("50 users, a query_range each every 500 ms: Prometheus p50 %v p99 %v; through the guard p50 %v p99 %v; the guard adds %v at p50",
 		direct[0], direct[1], guarded[0], guarded[1], guarded[0]-direct[0])
 	if guarded[0]-direct[0] > 2*time.Millisecond {
 		t.Errorf("the guard adds %v at p50, over the 2 ms budget", guarded[0]-direct[0])
 	}
-	direct, guarded = guardLoad(t, prom, a.url(), 5, 0)
+	direct, guarded = guardLoad(t, prom, guardURL, 5, 0)
 	t.Logf("50 users back to back: Prometheus p50 %v p99 %v; through the guard p50 %v p99 %v",
 		direct[0], direct[1], guarded[0], guarded[1])
-	// Nothing but the query endpoints.
+}
+
+// checkOnlyQueryEndpoints: nothing but the query endpoints.
+func (g *guardClient) checkOnlyQueryEndpoints() {
+	g.t.Helper()
 	for _, p := range []string{"/api/v1/status/config", "/federate", "/api/v1/targets", "/api/v1/admin/tsdb/snapshot", "/api/v1/write"} {
-		if ans = ask(http.MethodPost, p, "root", nil, ""); ans.status != 404 || ans.errorType != "not_found" {
-			t.Errorf("%s: %d %s", p, ans.status, clipRaw(ans.raw))
+		if ans := g.ask(http.MethodPost, p, "root", nil, ""); ans.status != 404 || ans.errorType != "not_found" {
+			g.t.Errorf("%s: %d %s", p, ans.status, clipRaw(ans.raw))
 		}
 	}
 }

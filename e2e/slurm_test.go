@@ -106,7 +106,51 @@ func TestSlurmJobs(t *testing.T) {
 		t.Fatalf("Slurm's cgroup/v1 plugin needs the v1 cpuacct controller at /sys/fs/cgroup/cpuacct: %v", err)
 	}
 	begin := time.Now()
+	resetSlurm(t, begin)
 
+	e := startExporter(t, "--accounting.mode=bpf")
+	// Jobs counted before ours (none in CI; tests running beside this one
+	// may make fake job cgroups).
+	running0, _ := sum(e.mustScrape(t), "wattrace_units_running", map[string]string{"level": "job", "manager": "slurm"})
+
+	outDir := jobOutputDir(t)
+	jobs := twoSlurmJobs()
+	submitJobs(t, jobs, outDir)
+	maxRunning := watchJobs(t, e, jobs)
+	checkJobsCompleted(t, jobs, outDir)
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	// The final totals: a few intervals after the last job cgroup went.
+	fams := e.waitIntervals(t, 3)
+	t.Log("after the jobs ended:")
+	dump(t, fams, jobCgroups(jobs...), "wattrace_cgroup_cpu_seconds_total", "wattrace_cgroup_energy_joules_total")
+	dump(t, fams, nil, "wattrace_job_cpu_seconds_total", "wattrace_job_energy_joules_total", "wattrace_units_running", "wattrace_accounting_mode")
+	t.Logf("wattrace_units_running{level=job,manager=slurm} at most %v while the jobs ran", maxRunning)
+
+	if v, _ := sum(fams, "wattrace_accounting_mode", map[string]string{"mode": "bpf"}); v != 1 {
+		t.Errorf("wattrace_accounting_mode{mode=\"bpf\"} = %v, want 1", v)
+	}
+	if maxRunning < running0+2 {
+		t.Errorf("wattrace_units_running{level=\"job\",manager=\"slurm\"} peaked at %v while both jobs ran (%v before), want >= %v", maxRunning, running0, running0+2)
+	}
+	waitNoJobRunning(t, e, running0)
+
+	cpu := map[string]float64{}
+	energy := map[string]float64{}
+	for _, j := range jobs {
+		cpu[j.id], energy[j.id] = checkJobTotals(t, fams, j)
+	}
+	checkEnergyRatio(t, jobs[0].id, jobs[1].id, cpu, energy)
+	t.Logf("TestSlurmJobs body took %v", time.Since(begin).Round(time.Millisecond))
+}
+
+// resetSlurm brings the bed up with fresh controller state, so no job of an
+// earlier run is around, and registers its clean-up (which shows the
+// daemons' logs when the test failed).
+func resetSlurm(t *testing.T, begin time.Time) {
+	t.Helper()
 	// Registered first, so it runs last: after the exporter has stopped.
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -120,18 +164,15 @@ func TestSlurmJobs(t *testing.T) {
 			t.Errorf("%s still exists after slurm.sh clean", slurmCgroup)
 		}
 	})
-	// reset: fresh controller state, so no job of an earlier run is around.
 	if _, err := script(t, 12*time.Minute, "slurm.sh", "reset"); err != nil {
 		t.Fatalf("slurm.sh reset: %v", err)
 	}
 	t.Logf("slurm up after %v", time.Since(begin).Round(time.Millisecond))
+}
 
-	e := startExporter(t, "--accounting.mode=bpf")
-	// Jobs counted before ours (none in CI; tests running beside this one
-	// may make fake job cgroups).
-	running0, _ := sum(e.mustScrape(t), "wattrace_units_running", map[string]string{"level": "job", "manager": "slurm"})
-
-	// Output of the jobs, writable by nobody.
+// jobOutputDir is a directory for the jobs' output, writable by nobody.
+func jobOutputDir(t *testing.T) string {
+	t.Helper()
 	outDir, err := os.MkdirTemp("", "wattrace-e2e-slurm-out-")
 	if err != nil {
 		t.Fatal(err)
@@ -140,9 +181,14 @@ func TestSlurmJobs(t *testing.T) {
 	if err := os.Chmod(outDir, 0o777); err != nil {
 		t.Fatal(err)
 	}
+	return outDir
+}
 
+// twoSlurmJobs are the test's jobs: different CPU loads, one as root with
+// two steps, one as nobody with many short-lived processes.
+func twoSlurmJobs() []*slurmJob {
 	const busy = `timeout %d sh -c 'while :; do :; done'`
-	jobs := []*slurmJob{
+	return []*slurmJob{
 		{
 			// Two steps: an srun step busy for 8 s, then the batch
 			// step itself busy for 2 s; then idle.
@@ -156,6 +202,11 @@ func TestSlurmJobs(t *testing.T) {
 			script: fmt.Sprintf("%s; i=0; while [ $i -lt 200 ]; do /bin/true; i=$((i+1)); done; sleep 2", fmt.Sprintf(busy, 3)),
 		},
 	}
+}
+
+// submitJobs submits each job with sbatch and records its id.
+func submitJobs(t *testing.T, jobs []*slurmJob, outDir string) {
+	t.Helper()
 	for _, j := range jobs {
 		args := []string{"--parsable", "-J", j.name, "-N1", "-n1", "-c1", "--chdir=/tmp",
 			"-o", filepath.Join(outDir, j.name+".out"), "--wrap", j.script}
@@ -169,9 +220,14 @@ func TestSlurmJobs(t *testing.T) {
 		j.id = strings.SplitN(out, ";", 2)[0]
 		t.Logf("job %s (%s, user %s): %s", j.id, j.name, j.user, j.script)
 	}
+}
 
-	// Sample each job cgroup until it disappears, and watch the exporter
-	// meanwhile: both jobs must be counted as running at some point.
+// watchJobs samples each job cgroup until it disappears, and watches the
+// exporter meanwhile: it returns the most jobs counted as running at once
+// (both jobs must be, at some point), and logs the jobs' cgroup series as
+// last seen while they ran.
+func watchJobs(t *testing.T, e *exporter, jobs []*slurmJob) float64 {
+	t.Helper()
 	deadline := time.Now().Add(90 * time.Second)
 	var dones []chan struct{}
 	for _, j := range jobs {
@@ -209,7 +265,13 @@ func TestSlurmJobs(t *testing.T) {
 		t.Log("while the jobs ran:")
 		dump(t, during, jobCgroups(jobs...), "wattrace_cgroup_cpu_seconds_total")
 	}
+	return maxRunning
+}
 
+// checkJobsCompleted: each job completed, its cgroup was seen, and its
+// cpuacct.usage was read during its idle tail (so it is the job's total).
+func checkJobsCompleted(t *testing.T, jobs []*slurmJob, outDir string) {
+	t.Helper()
 	for _, j := range jobs {
 		state, err := run(10*time.Second, nil, "scontrol", "show", "job", "-o", j.id)
 		if err != nil {
@@ -230,75 +292,71 @@ func TestSlurmJobs(t *testing.T) {
 		}
 		j.mu.Unlock()
 	}
-	if t.Failed() {
-		t.FailNow()
-	}
+}
 
-	// The final totals: a few intervals after the last job cgroup went.
-	fams := e.waitIntervals(t, 3)
-	t.Log("after the jobs ended:")
-	dump(t, fams, jobCgroups(jobs...), "wattrace_cgroup_cpu_seconds_total", "wattrace_cgroup_energy_joules_total")
-	dump(t, fams, nil, "wattrace_job_cpu_seconds_total", "wattrace_job_energy_joules_total", "wattrace_units_running", "wattrace_accounting_mode")
-	t.Logf("wattrace_units_running{level=job,manager=slurm} at most %v while the jobs ran", maxRunning)
-
-	if v, _ := sum(fams, "wattrace_accounting_mode", map[string]string{"mode": "bpf"}); v != 1 {
-		t.Errorf("wattrace_accounting_mode{mode=\"bpf\"} = %v, want 1", v)
-	}
-	if maxRunning < running0+2 {
-		t.Errorf("wattrace_units_running{level=\"job\",manager=\"slurm\"} peaked at %v while both jobs ran (%v before), want >= %v", maxRunning, running0, running0+2)
-	}
-	// "Workloads with at least one live cgroup": the job cgroups are gone,
-	// so within a few intervals no job may count as running (while the
-	// jobs' final totals stay exported for the retention).
+// waitNoJobRunning: "Workloads with at least one live cgroup": the job
+// cgroups are gone, so within a few intervals no job may count as running
+// (while the jobs' final totals stay exported for the retention).
+func waitNoJobRunning(t *testing.T, e *exporter, running0 float64) {
+	t.Helper()
 	ended := time.Now()
 	for {
 		v, _ := sum(e.mustScrape(t), "wattrace_units_running", map[string]string{"level": "job", "manager": "slurm"})
 		if v <= running0 {
 			t.Logf("wattrace_units_running{level=job} back to %v %v after the final scrape", v, time.Since(ended).Round(time.Millisecond))
-			break
+			return
 		}
 		if time.Since(ended) > 15*time.Second {
 			t.Errorf("wattrace_units_running{level=\"job\",manager=\"slurm\"} is still %v 15 s after both job cgroups were removed, want %v", v, running0)
-			break
+			return
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+}
 
-	cpu := map[string]float64{}
-	energy := map[string]float64{}
-	for _, j := range jobs {
-		ref := float64(j.usage) / 1e9
+// checkJobTotals checks one job's final series against its cgroup's
+// cpuacct.usage: the job's cgroup series summed and its job series within
+// 1%, the job series' labels, and positive energy. It returns the job
+// series' CPU seconds and joules (zero when the job has no single CPU
+// series).
+func checkJobTotals(t *testing.T, fams families, j *slurmJob) (cpu, energy float64) {
+	t.Helper()
+	ref := float64(j.usage) / 1e9
 
-		// What exists today: the job's cgroups, summed.
-		cg, n := sumWhere(fams, "wattrace_cgroup_cpu_seconds_total", jobCgroups(j))
-		t.Logf("job %s: cgroup series %.4f s over %d cgroups vs cpuacct.usage %.4f s (%+.3f%%)", j.id, cg, n, ref, 100*(cg-ref)/ref)
-		if n == 0 || !within(cg, ref, 0.01) {
-			t.Errorf("job %s: wattrace_cgroup_cpu_seconds_total summed over the job's cgroups is %.4f s, cgroup cpuacct.usage %.4f s: want within 1%%", j.id, cg, ref)
-		}
+	// What exists today: the job's cgroups, summed.
+	cg, n := sumWhere(fams, "wattrace_cgroup_cpu_seconds_total", jobCgroups(j))
+	t.Logf("job %s: cgroup series %.4f s over %d cgroups vs cpuacct.usage %.4f s (%+.3f%%)", j.id, cg, n, ref, 100*(cg-ref)/ref)
+	if n == 0 || !within(cg, ref, 0.01) {
+		t.Errorf("job %s: wattrace_cgroup_cpu_seconds_total summed over the job's cgroups is %.4f s, cgroup cpuacct.usage %.4f s: want within 1%%", j.id, cg, ref)
+	}
 
-		want := map[string]string{"job_id": j.id}
-		ms := match(fams, "wattrace_job_cpu_seconds_total", labelsEq(want))
-		if len(ms) != 1 {
-			t.Errorf("job %s: %d series of wattrace_job_cpu_seconds_total, want 1", j.id, len(ms))
-			continue
-		}
-		for k, v := range map[string]string{"user": j.user, "uid": j.uid, "slurm_node": slurmNode} {
-			if got := label(ms[0], k); got != v {
-				t.Errorf("job %s: label %s=%q, want %q", j.id, k, got, v)
-			}
-		}
-		cpu[j.id] = value(ms[0])
-		t.Logf("job %s: wattrace_job_cpu_seconds_total %.4f s vs cpuacct.usage %.4f s (%+.3f%%)", j.id, cpu[j.id], ref, 100*(cpu[j.id]-ref)/ref)
-		if !within(cpu[j.id], ref, 0.01) {
-			t.Errorf("job %s: wattrace_job_cpu_seconds_total %.4f s, cgroup cpuacct.usage %.4f s: want within 1%%", j.id, cpu[j.id], ref)
-		}
-		var ok bool
-		energy[j.id], ok = sum(fams, "wattrace_job_energy_joules_total", want)
-		if !ok || energy[j.id] <= 0 {
-			t.Errorf("job %s: no positive wattrace_job_energy_joules_total (%v)", j.id, energy[j.id])
+	want := map[string]string{"job_id": j.id}
+	ms := match(fams, "wattrace_job_cpu_seconds_total", labelsEq(want))
+	if len(ms) != 1 {
+		t.Errorf("job %s: %d series of wattrace_job_cpu_seconds_total, want 1", j.id, len(ms))
+		return 0, 0
+	}
+	for k, v := range map[string]string{"user": j.user, "uid": j.uid, "slurm_node": slurmNode} {
+		if got := label(ms[0], k); got != v {
+			t.Errorf("job %s: label %s=%q, want %q", j.id, k, got, v)
 		}
 	}
-	a, b := jobs[0].id, jobs[1].id
+	cpu = value(ms[0])
+	t.Logf("job %s: wattrace_job_cpu_seconds_total %.4f s vs cpuacct.usage %.4f s (%+.3f%%)", j.id, cpu, ref, 100*(cpu-ref)/ref)
+	if !within(cpu, ref, 0.01) {
+		t.Errorf("job %s: wattrace_job_cpu_seconds_total %.4f s, cgroup cpuacct.usage %.4f s: want within 1%%", j.id, cpu, ref)
+	}
+	energy, ok := sum(fams, "wattrace_job_energy_joules_total", want)
+	if !ok || energy <= 0 {
+		t.Errorf("job %s: no positive wattrace_job_energy_joules_total (%v)", j.id, energy)
+	}
+	return cpu, energy
+}
+
+// checkEnergyRatio: jobs a and b's energy in the ratio of their CPU time
+// within 2%.
+func checkEnergyRatio(t *testing.T, a, b string, cpu, energy map[string]float64) {
+	t.Helper()
 	if cpu[a] > 0 && cpu[b] > 0 && energy[a] > 0 && energy[b] > 0 {
 		cr, er := cpu[a]/cpu[b], energy[a]/energy[b]
 		t.Logf("job %s / job %s: CPU %.4f, energy %.4f (%+.3f%%); energy per CPU-second %.3f and %.3f J/s",
@@ -307,7 +365,6 @@ func TestSlurmJobs(t *testing.T) {
 			t.Errorf("energy ratio %.4f of jobs %s/%s differs from their CPU ratio %.4f by more than 2%%", er, a, b, cr)
 		}
 	}
-	t.Logf("TestSlurmJobs body took %v", time.Since(begin).Round(time.Millisecond))
 }
 
 // jobCgroups selects cgroup series of the jobs' cgroups (the job's own and

@@ -383,6 +383,58 @@ func TestUnitsSlurm(t *testing.T) {
 		t.Fatalf("Slurm's cgroup/v1 plugin needs the v1 cpuacct controller: %v", err)
 	}
 	promBin := testenv.Tool(t, "prometheus", "prometheus")
+	resetSlurmAccounting(t)
+	begin := time.Now().Add(-time.Minute)
+
+	bed := startUnitsTSDBs(t, promBin)
+	bed.writeSecrets()
+	bed.startServers()
+	servers := []*apiServer{bed.a, bed.b, bed.c}
+
+	jobs := unitsJobs()
+	byKey := submitUnitsJobs(t, jobs)
+	submitted := time.Now()
+	samplers := sampleJobCgroups(t, jobs)
+
+	// Watch C's figures throughout: never down, never back to zero.
+	watch := newWatcher(t, bed.c, begin)
+	defer watch.stop()
+
+	cancelAndRestartA(t, bed.a, byKey["cancelled"].id)
+	checkTSDBOutage(t, bed.c, bed.vm, begin, byKey["running"].id)
+
+	// Wait for the three ended jobs to end in Slurm and be final with
+	// Slurm's metadata on every server.
+	ended := []*e2eJob{byKey["multistep"], byKey["short"], byKey["cancelled"]}
+	waitEndedFinal(t, servers, ended, begin, submitted)
+	now := time.Now()
+	ref := &unitsReference{prom: bed.prom, exp: bed.exp, samplers: samplers, logFrom: bed.a,
+		begin: begin, now: now, window: now.Sub(begin) + time.Minute}
+	for _, s := range servers {
+		ref.checkServer(t, s, ended, byKey["running"])
+	}
+	if byKey["cancelled"].id != "" {
+		if st := sacct(t, byKey["cancelled"].id).state; st != "CANCELLED" {
+			t.Errorf("the cancelled job is %s in sacct", st)
+		}
+	}
+
+	checkAccess(t, bed.a, byKey, begin)
+	checkAcct(t, bed.a, bed.e, bed.guardTokens["alice"], byKey)
+	checkAcctMunge(t, bed.d, byKey, "")
+	at := guardAt(t, bed.prom, byKey, submitted, submitted.Add(2*time.Minute))
+	checkGuard(t, bed.a, bed.prom, bed.guardTokens, byKey, at)
+	checkGuardMunge(t, bed.d, byKey, at)
+	watch.stop()
+	watch.check()
+}
+
+// resetSlurmAccounting brings the Slurm bed up with accounting (MariaDB,
+// slurmdbd), fresh, with the users alice, bob and carol, and registers its
+// clean-up (which shows the controller's and slurmdbd's logs when the
+// test failed).
+func resetSlurmAccounting(t *testing.T) {
+	t.Helper()
 	t.Setenv("SLURM_E2E_ACCOUNTING", "1")
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -399,16 +451,39 @@ func TestUnitsSlurm(t *testing.T) {
 	if _, err := script(t, 2*time.Minute, "slurm.sh", "users"); err != nil {
 		t.Fatalf("slurm.sh users: %v", err)
 	}
-	begin := time.Now().Add(-time.Minute)
+}
 
+// unitsBed is what TestUnitsSlurm's servers read: the exporter, the TSDBs
+// holding its series, the files of secrets, and the servers themselves.
+type unitsBed struct {
+	t    *testing.T
+	dir  string
+	e    *exporter
+	exp  *exporterWatch // the exporter's counters, scraped directly
+	vm   *testenv.VictoriaMetrics
+	prom string // Prometheus's base URL
+
+	dsnFile     string            // PostgreSQL's DSN, for B
+	tokens      string            // the API tokens file
+	guardTokens map[string]string // each user's API token
+
+	a, b, c, d *apiServer
+}
+
+// startUnitsTSDBs starts the exporter in BPF mode, VictoriaMetrics, and a
+// Prometheus scraping the exporter every 2 s and remote-writing to
+// VictoriaMetrics.
+func startUnitsTSDBs(t *testing.T, promBin string) *unitsBed {
+	t.Helper()
 	// Ended jobs' series go 15 s after the job, so the updater sees
 	// them end within the test.
 	exporterAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	e := startExporterAt(t, exporterAddr, "--accounting.mode=bpf", "--stats.retention=15s")
-	exp := watchExporter(t, e)
-	vm := testenv.StartVictoriaMetrics(t)
-	dir := t.TempDir()
-	prom := startPrometheus(t, promBin, dir, "units", fmt.Sprintf(`
+	bed := &unitsBed{t: t}
+	bed.e = startExporterAt(t, exporterAddr, "--accounting.mode=bpf", "--stats.retention=15s")
+	bed.exp = watchExporter(t, bed.e)
+	bed.vm = testenv.StartVictoriaMetrics(t)
+	bed.dir = t.TempDir()
+	bed.prom = startPrometheus(t, promBin, bed.dir, "units", fmt.Sprintf(`
 global: {scrape_interval: 2s}
 scrape_configs:
   - job_name: wattrace
@@ -416,45 +491,67 @@ scrape_configs:
 remote_write:
   - url: %s/api/v1/write
     queue_config: {batch_send_deadline: 1s, min_backoff: 100ms, max_backoff: 1s}
-`, exporterAddr, vm.URL))
+`, exporterAddr, bed.vm.URL))
+	return bed
+}
+
+// writeSecrets starts PostgreSQL and writes its DSN, and the tokens file
+// of alice, bob and carol.
+func (bed *unitsBed) writeSecrets() {
+	t := bed.t
+	t.Helper()
 	dsn := testenv.Postgres(t)
-	dsnFile := filepath.Join(dir, "pg.dsn")
-	if err := os.WriteFile(dsnFile, []byte(dsn), 0o600); err != nil {
+	bed.dsnFile = filepath.Join(bed.dir, "pg.dsn")
+	if err := os.WriteFile(bed.dsnFile, []byte(dsn), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	const aliceToken = "alice-e2e-token"
 	// bob's and carol's tokens are for A's query guard (checkGuard).
-	guardTokens := map[string]string{"alice": aliceToken, "bob": "bob-e2e-token", "carol": "carol-e2e-token"}
-	tokens := filepath.Join(dir, "tokens.yaml")
+	bed.guardTokens = map[string]string{"alice": aliceToken, "bob": "bob-e2e-token", "carol": "carol-e2e-token"}
+	bed.tokens = filepath.Join(bed.dir, "tokens.yaml")
 	var tokensYAML string
 	for _, u := range []string{"alice", "bob", "carol"} {
-		tokensYAML += u + ": " + api.HashToken(guardTokens[u]) + "\n"
+		tokensYAML += u + ": " + api.HashToken(bed.guardTokens[u]) + "\n"
 	}
-	if err := os.WriteFile(tokens, []byte(tokensYAML), 0o644); err != nil {
+	if err := os.WriteFile(bed.tokens, []byte(tokensYAML), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// commonArgs are every server's arguments: the TSDB it reads and how far
+// behind it reads, sacct for Slurm's metadata, the tokens, carol an admin.
+func (bed *unitsBed) commonArgs(tsdb string, delay time.Duration) []string {
+	return []string{"--cluster=e2e", "--tsdb.url=" + tsdb, "--updater.interval=2s", "--updater.delay=" + delay.String(),
+		"--updater.lookback=30m", "--slurm.source=sacct", "--slurm.interval=1m", "--slurm.lookback=1h",
+		"--api.trusted-proxies=127.0.0.1", "--api.admins=carol", "--api.tokens-file=" + bed.tokens, "--log.level=debug"}
+}
+
+// newServerAt starts a wattrace-api on port and registers its stop (which
+// shows its log when the test failed).
+func (bed *unitsBed) newServerAt(name string, port int, basic *[2]string, args ...string) *apiServer {
+	t := bed.t
+	t.Helper()
+	s := &apiServer{name: name, basic: basic, port: port, log: filepath.Join(bed.dir, name+".log"), t: t}
+	s.args = append([]string{fmt.Sprintf("--web.listen-address=0.0.0.0:%d", s.port)}, args...)
+	t.Cleanup(func() {
+		s.stop()
+		if t.Failed() {
+			tailFile(t, s.log, 40)
+		}
+	})
+	s.start()
+	return s
+}
+
+// startServers starts slurmrestd and the four servers: A (SQLite,
+// Prometheus, the query guard), B (PostgreSQL, Prometheus, slurmrestd),
+// C (SQLite, VictoriaMetrics) and D (MUNGE, no trusted address, the query
+// guard).
+func (bed *unitsBed) startServers() {
+	t := bed.t
+	t.Helper()
 	// A and D serve the query guard under /tsdb, in front of Prometheus.
-	guardArgs := []string{"--guard.upstream=" + prom, "--guard.public=wattrace_node_.*"}
-	common := func(tsdb string, delay time.Duration) []string {
-		return []string{"--cluster=e2e", "--tsdb.url=" + tsdb, "--updater.interval=2s", "--updater.delay=" + delay.String(),
-			"--updater.lookback=30m", "--slurm.source=sacct", "--slurm.interval=1m", "--slurm.lookback=1h",
-			"--api.trusted-proxies=127.0.0.1", "--api.admins=carol", "--api.tokens-file=" + tokens, "--log.level=debug"}
-	}
-	newServerAt := func(name string, port int, basic *[2]string, args ...string) *apiServer {
-		s := &apiServer{name: name, basic: basic, port: port, log: filepath.Join(dir, name+".log"), t: t}
-		s.args = append([]string{fmt.Sprintf("--web.listen-address=0.0.0.0:%d", s.port)}, args...)
-		t.Cleanup(func() {
-			s.stop()
-			if t.Failed() {
-				tailFile(t, s.log, 40)
-			}
-		})
-		s.start()
-		return s
-	}
-	newServer := func(name string, basic *[2]string, args ...string) *apiServer {
-		return newServerAt(name, freePort(t), basic, args...)
-	}
+	guardArgs := []string{"--guard.upstream=" + bed.prom, "--guard.public=wattrace_node_.*"}
 	// B reads Slurm through slurmrestd (JWT of carol, a Slurm admin),
 	// A and C through sacct.
 	if _, err := script(t, time.Minute, "slurm.sh", "restd"); err != nil {
@@ -464,20 +561,20 @@ remote_write:
 	if err != nil {
 		t.Fatal(err)
 	}
-	jwtFile := filepath.Join(dir, "slurm.jwt")
+	jwtFile := filepath.Join(bed.dir, "slurm.jwt")
 	if err := os.WriteFile(jwtFile, []byte(strings.TrimPrefix(jwt, "SLURM_JWT=")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a := newServer("A", nil, append(append(common(prom, 4*time.Second), "--store.path="+filepath.Join(dir, "a.db")), guardArgs...)...)
-	bArgs := append(common(prom, 4*time.Second), "--store.driver=postgres", "--store.dsn-file="+dsnFile,
+	bed.a = bed.newServerAt("A", freePort(t), nil, append(append(bed.commonArgs(bed.prom, 4*time.Second), "--store.path="+filepath.Join(bed.dir, "a.db")), guardArgs...)...)
+	bArgs := append(bed.commonArgs(bed.prom, 4*time.Second), "--store.driver=postgres", "--store.dsn-file="+bed.dsnFile,
 		"--slurm.source=restd", "--slurm.restd.url=http://127.0.0.1:6820", "--slurm.restd.user=carol", "--slurm.restd.token-file="+jwtFile)
-	b := newServer("B", nil, bArgs...)
+	bed.b = bed.newServerAt("B", freePort(t), nil, bArgs...)
 	// Remote write catches up after the outage: read further behind.
-	c := newServer("C", nil, append(common(vm.URL, 12*time.Second), "--store.path="+filepath.Join(dir, "c.db"))...)
+	bed.c = bed.newServerAt("C", freePort(t), nil, append(bed.commonArgs(bed.vm.URL, 12*time.Second), "--store.path="+filepath.Join(bed.dir, "c.db"))...)
 	// D accepts MUNGE credentials made for its URL and trusts no address:
 	// `wattrace acct` as the users run it on a Slurm cluster.
 	dPort := freePort(t)
-	dArgs := append(common(prom, 4*time.Second), "--store.path="+filepath.Join(dir, "d.db"),
+	dArgs := append(bed.commonArgs(bed.prom, 4*time.Second), "--store.path="+filepath.Join(bed.dir, "d.db"),
 		"--api.munge.enabled", fmt.Sprintf("--api.munge.audiences=http://127.0.0.1:%d", dPort))
 	dArgs = append(dArgs, guardArgs...)
 	for i, arg := range dArgs {
@@ -486,12 +583,16 @@ remote_write:
 			break
 		}
 	}
-	d := newServerAt("D", dPort, nil, dArgs...)
-	servers := []*apiServer{a, b, c}
+	bed.d = bed.newServerAt("D", dPort, nil, dArgs...)
+}
 
-	// The jobs. Output nowhere: the users can't write the test's dirs.
+// unitsJobs are the test's jobs: a multi-step one and a cancelled one of
+// alice's, one spawning many short processes and one still running at
+// check time of bob's. Output nowhere: the users can't write the test's
+// dirs.
+func unitsJobs() []*e2eJob {
 	burn := func(s int) string { return fmt.Sprintf(`timeout %d sh -c 'while :; do :; done'`, s) }
-	jobs := []*e2eJob{
+	return []*e2eJob{
 		{key: "multistep", user: "alice", account: "proj_a",
 			script: "#!/bin/sh\nsrun -n1 " + burn(4) + "\nsrun -n1 " + burn(3) + "\nsleep 1\n"},
 		{key: "short", user: "bob", account: "proj_b",
@@ -500,6 +601,11 @@ remote_write:
 		{key: "running", user: "bob", account: "proj_b",
 			script: "#!/bin/sh\nwhile :; do timeout 0.2 sh -c 'while :; do :; done'; sleep 0.5; done\n"},
 	}
+}
+
+// submitUnitsJobs submits each job as its user and returns them by key.
+func submitUnitsJobs(t *testing.T, jobs []*e2eJob) map[string]*e2eJob {
+	t.Helper()
 	byKey := map[string]*e2eJob{}
 	for _, j := range jobs {
 		// sbatch reads the script from stdin: the users can't read the
@@ -516,12 +622,16 @@ remote_write:
 		byKey[j.key] = j
 		t.Logf("job %s: %s as %s in %s", j.id, j.key, j.user, j.account)
 	}
-	submitted := time.Now()
+	return byKey
+}
 
-	// The job cgroups' own CPU time, polled until Slurm removes them: the
-	// reference for the cancelled job, whose TotalCPU sacct does not
-	// record (Slurm 22.05 with jobacct_gather/cgroup gives a killed batch
-	// step 0.003 s where its cgroup counted 0.48 s).
+// sampleJobCgroups polls the job cgroups' own CPU time until Slurm removes
+// them: the reference for the cancelled job, whose TotalCPU sacct does not
+// record (Slurm 22.05 with jobacct_gather/cgroup gives a killed batch
+// step 0.003 s where its cgroup counted 0.48 s). It returns the samplers
+// by job key.
+func sampleJobCgroups(t *testing.T, jobs []*e2eJob) map[string]*slurmJob {
+	t.Helper()
 	samplers := map[string]*slurmJob{}
 	for _, j := range jobs {
 		u, err := user.Lookup(j.user)
@@ -533,34 +643,42 @@ remote_write:
 		go sj.sample(time.Now().Add(4*time.Minute), done)
 		samplers[j.key] = sj
 	}
+	return samplers
+}
 
-	// Watch C's figures throughout: never down, never back to zero.
-	watch := newWatcher(t, c, begin)
-	defer watch.stop()
-
+// cancelAndRestartA cancels a job 8 s in, then restarts A mid-way: what
+// it counted stays, nothing twice.
+func cancelAndRestartA(t *testing.T, a *apiServer, cancelled string) {
+	t.Helper()
 	time.Sleep(8 * time.Second)
-	if _, err := run(20*time.Second, nil, "scancel", byKey["cancelled"].id); err != nil {
+	if _, err := run(20*time.Second, nil, "scancel", cancelled); err != nil {
 		t.Fatalf("scancel: %v", err)
 	}
-	// A restarts mid-way: what it counted stays, nothing twice.
 	time.Sleep(3 * time.Second)
 	a.stop()
 	time.Sleep(5 * time.Second)
 	a.start()
-	// The TSDB of C goes away for more than a cycle, once C counts the
-	// running job (under load C, 12 s behind, may not have seen it yet,
-	// and a unit it never saw cannot go pending).
-	waitRunning(t, c, begin, 60*time.Second, byKey["running"].id)
+}
+
+// checkTSDBOutage: the TSDB of C goes away for more than a cycle, once C
+// counts the running job (under load C, 12 s behind, may not have seen it
+// yet, and a unit it never saw cannot go pending); the job must go
+// pending meanwhile.
+func checkTSDBOutage(t *testing.T, c *apiServer, vm *testenv.VictoriaMetrics, begin time.Time, running string) {
+	t.Helper()
+	waitRunning(t, c, begin, 60*time.Second, running)
 	vm.Stop()
-	pendingSeen := waitPending(t, c, begin, 30*time.Second, byKey["running"].id)
+	pendingSeen := waitPending(t, c, begin, 30*time.Second, running)
 	vm.Start()
 	if !pendingSeen {
-		t.Errorf("C: the running job %s did not go pending while its TSDB was down", byKey["running"].id)
+		t.Errorf("C: the running job %s did not go pending while its TSDB was down", running)
 	}
+}
 
-	// Wait for the three ended jobs to end in Slurm and be final with
-	// Slurm's metadata on every server.
-	ended := []*e2eJob{byKey["multistep"], byKey["short"], byKey["cancelled"]}
+// waitEndedFinal waits, within 5 minutes, for the ended jobs to end in
+// Slurm and be final with Slurm's metadata on every server.
+func waitEndedFinal(t *testing.T, servers []*apiServer, ended []*e2eJob, begin, submitted time.Time) {
+	t.Helper()
 	deadline := time.Now().Add(5 * time.Minute)
 	for _, s := range servers {
 		for {
@@ -581,69 +699,76 @@ remote_write:
 			time.Sleep(2 * time.Second)
 		}
 	}
-	now := time.Now()
-	window := now.Sub(begin) + time.Minute
-	for _, s := range servers {
-		us, err := s.units("carol", begin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, j := range ended {
-			u := us[j.id]
-			sa := sacct(t, j.id)
-			want, n := promJoules(t, prom, j.id, now, window)
-			if want <= 0 || !within(u.Totals.Joules, want, 0.01) {
-				t.Errorf("%s job %s (%s): energy %.3f J, Prometheus's counters say %.3f J (%.2f%% off, want ≤ 1%%)",
-					s.name, j.id, j.key, u.Totals.Joules, want, 100*testenv.RelDiff(u.Totals.Joules, want))
-				logRawSeries(t, s, j.id, u, now, window)
-			}
-			// The exporter's own final counters, scraped directly: a
-			// reference that does not go through any TSDB.
-			if direct := exp.joules(j.id); direct <= 0 || !within(u.Totals.Joules, direct, 0.01) {
-				t.Errorf("%s job %s (%s): energy %.3f J, the exporter's final counters %.3f J", s.name, j.id, j.key, u.Totals.Joules, direct)
-			} else if s == a {
-				t.Logf("job %s (%s): the exporter's final counters %.3f J (%.3f%% from the API's)", j.id, j.key, direct, 100*testenv.RelDiff(u.Totals.Joules, direct))
-			}
-			ref, what := sa.totalCPU, "sacct TotalCPU"
-			if j.key == "cancelled" {
-				sj := samplers[j.key]
-				sj.mu.Lock()
-				ref, what = float64(sj.usage)/1e9, fmt.Sprintf("the job cgroup's last cpuacct.usage (sacct says %.3f s)", sa.totalCPU)
-				sj.mu.Unlock()
-			}
-			t.Logf("%s job %s (%s): energy API %.3f J, Prometheus %.3f J (%d samples, %.3f%% off); CPU API %.3f s, %s %.3f s (%.2f%% off); state %s/%s",
-				s.name, j.id, j.key, u.Totals.Joules, want, n, 100*testenv.RelDiff(u.Totals.Joules, want),
-				u.Totals.CPUSeconds, what, ref, 100*testenv.RelDiff(u.Totals.CPUSeconds, ref), u.State, sa.state)
-			if ref <= 0 || !within(u.Totals.CPUSeconds, ref, 0.02) {
-				t.Errorf("%s job %s (%s): CPU %.3f s, %s %.3f s (%.2f%% off, want ≤ 2%%)",
-					s.name, j.id, j.key, u.Totals.CPUSeconds, what, ref, 100*testenv.RelDiff(u.Totals.CPUSeconds, ref))
-			}
-			if u.State != sa.state || u.Project != sa.account || u.User != sa.user ||
-				!u.Start.Equal(sa.start) || !u.End.Equal(sa.end) {
-				t.Errorf("%s job %s (%s): state %q project %q user %q %s–%s; sacct %q %q %q %s–%s", s.name, j.id, j.key,
-					u.State, u.Project, u.User, u.Start.Format(time.RFC3339), u.End.Format(time.RFC3339),
-					sa.state, sa.account, sa.user, sa.start.Format(time.RFC3339), sa.end.Format(time.RFC3339))
-			}
-		}
-		r := us[byKey["running"].id]
-		if r.Status != units.StatusRunning || !r.End.IsZero() || r.Totals.Joules <= 0 {
-			t.Errorf("%s: the running job %s: status %s end %v joules %v", s.name, byKey["running"].id, r.Status, r.End, r.Totals.Joules)
-		}
-	}
-	if byKey["cancelled"].id != "" {
-		if st := sacct(t, byKey["cancelled"].id).state; st != "CANCELLED" {
-			t.Errorf("the cancelled job is %s in sacct", st)
-		}
-	}
+}
 
-	checkAccess(t, a, byKey, begin)
-	checkAcct(t, a, e, aliceToken, byKey)
-	checkAcctMunge(t, d, byKey, "")
-	at := guardAt(t, prom, byKey, submitted, submitted.Add(2*time.Minute))
-	checkGuard(t, a, prom, guardTokens, byKey, at)
-	checkGuardMunge(t, d, byKey, at)
-	watch.stop()
-	watch.check()
+// unitsReference is what a server's figures are checked against.
+type unitsReference struct {
+	prom     string               // Prometheus, whose stored counters give each job's energy
+	exp      *exporterWatch       // the exporter's final counters, scraped directly
+	samplers map[string]*slurmJob // the job cgroups' cpuacct.usage, by job key
+	logFrom  *apiServer           // the server whose agreement with the exporter is logged
+	begin    time.Time            // the units asked for start after it
+	now      time.Time            // when Prometheus's counters are read
+	window   time.Duration        // how far back from now they are read
+}
+
+// checkServer checks each ended job on s, and that the running job is
+// running with energy.
+func (r *unitsReference) checkServer(t *testing.T, s *apiServer, ended []*e2eJob, running *e2eJob) {
+	t.Helper()
+	us, err := s.units("carol", r.begin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range ended {
+		r.checkEnded(t, s, j, us[j.id])
+	}
+	u := us[running.id]
+	if u.Status != units.StatusRunning || !u.End.IsZero() || u.Totals.Joules <= 0 {
+		t.Errorf("%s: the running job %s: status %s end %v joules %v", s.name, running.id, u.Status, u.End, u.Totals.Joules)
+	}
+}
+
+// checkEnded checks an ended job u on s: its energy within 1% of
+// Prometheus's counters and of the exporter's own, its CPU within 2% of
+// sacct's TotalCPU (of its cgroup's cpuacct.usage when cancelled), and
+// its state, project, user, start and end sacct's.
+func (r *unitsReference) checkEnded(t *testing.T, s *apiServer, j *e2eJob, u unitView) {
+	t.Helper()
+	sa := sacct(t, j.id)
+	want, n := promJoules(t, r.prom, j.id, r.now, r.window)
+	if want <= 0 || !within(u.Totals.Joules, want, 0.01) {
+		t.Errorf("%s job %s (%s): energy %.3f J, Prometheus's counters say %.3f J (%.2f%% off, want ≤ 1%%)",
+			s.name, j.id, j.key, u.Totals.Joules, want, 100*testenv.RelDiff(u.Totals.Joules, want))
+		logRawSeries(t, s, j.id, u, r.now, r.window)
+	}
+	// The exporter's own final counters, scraped directly: a
+	// reference that does not go through any TSDB.
+	if direct := r.exp.joules(j.id); direct <= 0 || !within(u.Totals.Joules, direct, 0.01) {
+		t.Errorf("%s job %s (%s): energy %.3f J, the exporter's final counters %.3f J", s.name, j.id, j.key, u.Totals.Joules, direct)
+	} else if s == r.logFrom {
+		t.Logf("job %s (%s): the exporter's final counters %.3f J (%.3f%% from the API's)", j.id, j.key, direct, 100*testenv.RelDiff(u.Totals.Joules, direct))
+	}
+	ref, what := sa.totalCPU, "sacct TotalCPU"
+	if j.key == "cancelled" {
+		sj := r.samplers[j.key]
+		sj.mu.Lock()
+		ref, what = float64(sj.usage)/1e9, fmt.Sprintf("the job cgroup's last cpuacct.usage (sacct says %.3f s)", sa.totalCPU)
+		sj.mu.Unlock()
+	}
+	t.Logf("%s job %s (%s): energy API %.3f J, Prometheus %.3f J (%d samples, %.3f%% off); CPU API %.3f s, %s %.3f s (%.2f%% off); state %s/%s",
+		s.name, j.id, j.key, u.Totals.Joules, want, n, 100*testenv.RelDiff(u.Totals.Joules, want),
+		u.Totals.CPUSeconds, what, ref, 100*testenv.RelDiff(u.Totals.CPUSeconds, ref), u.State, sa.state)
+	if ref <= 0 || !within(u.Totals.CPUSeconds, ref, 0.02) {
+		t.Errorf("%s job %s (%s): CPU %.3f s, %s %.3f s (%.2f%% off, want ≤ 2%%)",
+			s.name, j.id, j.key, u.Totals.CPUSeconds, what, ref, 100*testenv.RelDiff(u.Totals.CPUSeconds, ref))
+	}
+	if u.State != sa.state || u.Project != sa.account || u.User != sa.user ||
+		!u.Start.Equal(sa.start) || !u.End.Equal(sa.end) {
+		t.Errorf("%s job %s (%s): state %q project %q user %q %s–%s; sacct %q %q %q %s–%s", s.name, j.id, j.key,
+			u.State, u.Project, u.User, u.Start.Format(time.RFC3339), u.End.Format(time.RFC3339),
+			sa.state, sa.account, sa.user, sa.start.Format(time.RFC3339), sa.end.Format(time.RFC3339))
+	}
 }
 
 // checkAccess: 403 for another's job, own list only, admin sees all, a
@@ -862,20 +987,38 @@ func (w *watcher) check() {
 // gives him only a credential D refuses.
 func checkAcctMunge(t *testing.T, d *apiServer, jobs map[string]*e2eJob, socket string) {
 	t.Helper()
-	// acct's arguments, with munged's socket when it is not munge's
-	// default: --munge-socket here, munge_socket in the client file bob
-	// hands alice.
-	acct := func(args ...string) []string {
-		if socket != "" {
-			args = append([]string{"--munge-socket=" + socket}, args...)
-		}
-		return append([]string{"acct"}, args...)
-	}
 	dir, err := os.MkdirTemp("", "wattrace-e2e-munge-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
+	m := newMungeBed(t, d, jobs, socket, dir)
+	m.aliceOverMunge()
+	m.bobsCredentials()
+	m.bobWithTheInstall()
+	m.aliceInBobsEnvironment()
+	m.noCredential()
+}
+
+// mungePath is what the credentials made by hand are for.
+const mungePath = "/api/v1/units?kind=job"
+
+// mungeBed is what checkAcctMunge's steps share.
+type mungeBed struct {
+	t      *testing.T
+	d      *apiServer
+	jobs   map[string]*e2eJob
+	socket string // munged's socket; "" for munge's default
+	dir    string // the checks' directory, readable by all
+	bin    string // a copy of wattrace the users can execute
+	cfg    string // the client file naming D, readable by all
+	n      int    // payloads made, so that no two nonces are alike
+}
+
+// newMungeBed installs a copy of wattrace that alice and bob can execute
+// (the build directory is root's) and a client file naming D into dir.
+func newMungeBed(t *testing.T, d *apiServer, jobs map[string]*e2eJob, socket, dir string) *mungeBed {
+	t.Helper()
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -887,161 +1030,209 @@ func checkAcctMunge(t *testing.T, d *apiServer, jobs map[string]*e2eJob, socket 
 	if err := os.WriteFile(cfg, []byte("url: "+d.url()+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	as := func(user, stdin string, env []string, name string, args ...string) (string, string, error) {
-		cmd := exec.Command("runuser", append([]string{"-u", user, "--", name}, args...)...)
-		cmd.Env = append(os.Environ(), env...)
-		cmd.Dir = "/tmp"
-		cmd.Stdin = strings.NewReader(stdin)
-		var out, errb strings.Builder
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
-		return out.String(), errb.String(), err
+	return &mungeBed{t: t, d: d, jobs: jobs, socket: socket, dir: dir, bin: bin, cfg: cfg}
+}
+
+// acct is acct's arguments, with munged's socket when it is not munge's
+// default: --munge-socket here, munge_socket in the client file bob
+// hands alice.
+func (m *mungeBed) acct(args ...string) []string {
+	if m.socket != "" {
+		args = append([]string{"--munge-socket=" + m.socket}, args...)
 	}
-	mine := func(out string, who string) {
-		t.Helper()
-		own, other := []string{"multistep", "cancelled"}, []string{"short", "running"}
-		if who == "bob" {
-			own, other = other, own
-		}
-		for _, k := range own {
-			if !strings.Contains(out, "\n"+jobs[k].id+" ") {
-				t.Errorf("%s's acct lacks their job %s:\n%s", who, jobs[k].id, out)
-			}
-		}
-		for _, k := range other {
-			if strings.Contains(out, "\n"+jobs[k].id+" ") {
-				t.Errorf("%s's acct shows job %s of another user:\n%s", who, jobs[k].id, out)
-			}
+	return append([]string{"acct"}, args...)
+}
+
+// runAs runs name as user (runuser) in /tmp with stdin, and env added to
+// the test's environment; it returns stdout and stderr.
+func runAs(user, stdin string, env []string, name string, args ...string) (string, string, error) {
+	cmd := exec.Command("runuser", append([]string{"-u", user, "--", name}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Dir = "/tmp"
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	return out.String(), errb.String(), err
+}
+
+// mine fails unless acct's table out shows who's jobs and no other's.
+func (m *mungeBed) mine(out string, who string) {
+	t := m.t
+	t.Helper()
+	own, other := []string{"multistep", "cancelled"}, []string{"short", "running"}
+	if who == "bob" {
+		own, other = other, own
+	}
+	for _, k := range own {
+		if !strings.Contains(out, "\n"+m.jobs[k].id+" ") {
+			t.Errorf("%s's acct lacks their job %s:\n%s", who, m.jobs[k].id, out)
 		}
 	}
-	out, errOut, err := as("alice", "", nil, bin, acct("--config", cfg, "--starttime=now-1h", "--format=jobid,user,project,state,energy")...)
+	for _, k := range other {
+		if strings.Contains(out, "\n"+m.jobs[k].id+" ") {
+			t.Errorf("%s's acct shows job %s of another user:\n%s", who, m.jobs[k].id, out)
+		}
+	}
+}
+
+// aliceOverMunge: alice's acct authenticates with munged and shows her
+// jobs only, as a table and as JSON, and asking for bob's gets the
+// server's 403.
+func (m *mungeBed) aliceOverMunge() {
+	t := m.t
+	t.Helper()
+	out, errOut, err := runAs("alice", "", nil, m.bin, m.acct("--config", m.cfg, "--starttime=now-1h", "--format=jobid,user,project,state,energy")...)
 	if err != nil {
 		t.Fatalf("wattrace acct (MUNGE) as alice: %v\n%s%s", err, out, errOut)
 	}
 	t.Logf("wattrace acct (MUNGE) as alice:\n%s", out)
-	mine(out, "alice")
-	js, errOut, err := as("alice", "", nil, bin, acct("--config", cfg, "--starttime=now-1h", "--json")...)
+	m.mine(out, "alice")
+	js, errOut, err := runAs("alice", "", nil, m.bin, m.acct("--config", m.cfg, "--starttime=now-1h", "--json")...)
 	var us []units.Unit
 	if err != nil || json.Unmarshal([]byte(js), &us) != nil || len(us) != 2 {
 		t.Errorf("acct --json (MUNGE) as alice: %v %d units %s", err, len(us), errOut)
 	}
-	if out, errOut, err := as("alice", "", nil, bin, acct("--config", cfg, "--user=bob")...); err == nil || !strings.Contains(errOut, "403") {
+	if out, errOut, err := runAs("alice", "", nil, m.bin, m.acct("--config", m.cfg, "--user=bob")...); err == nil || !strings.Contains(errOut, "403") {
 		t.Errorf("acct --user=bob as alice over MUNGE: %v %s%s, want the server's 403", err, out, errOut)
 	}
+}
 
-	// Credentials bob makes with the real munge, sent by hand.
-	const path = "/api/v1/units?kind=job"
-	dAud, _ := access.Audience(d.url())
-	n := 0
-	payload := func(aud string, extra map[string]any) string {
-		n++
-		p := map[string]any{"v": 1, "aud": aud, "method": "GET", "path": path, "nonce": fmt.Sprintf("e2e-%d-%d", time.Now().UnixNano(), n)}
-		for k, v := range extra {
-			p[k] = v
-		}
-		b, _ := json.Marshal(p)
-		return string(b)
+// payload is a credential's payload for GET mungePath at aud, with a fresh
+// nonce and extra's fields.
+func (m *mungeBed) payload(aud string, extra map[string]any) string {
+	m.n++
+	p := map[string]any{"v": 1, "aud": aud, "method": "GET", "path": mungePath, "nonce": fmt.Sprintf("e2e-%d-%d", time.Now().UnixNano(), m.n)}
+	for k, v := range extra {
+		p[k] = v
 	}
-	mungeAs := func(user, payload string, args ...string) string {
-		t.Helper()
-		if socket != "" {
-			args = append([]string{"--socket=" + socket}, args...)
-		}
-		out, errOut, err := as(user, payload, nil, "munge", args...)
-		if err != nil {
-			t.Fatalf("munge %v as %s: %v %s", args, user, err, errOut)
-		}
-		return strings.TrimSpace(out)
+	b, _ := json.Marshal(p)
+	return string(b)
+}
+
+// mungeAs makes a credential of payload as user with the real munge.
+func (m *mungeBed) mungeAs(user, payload string, args ...string) string {
+	t := m.t
+	t.Helper()
+	if m.socket != "" {
+		args = append([]string{"--socket=" + m.socket}, args...)
 	}
-	ask := func(cred, header string) (int, string, []string) {
-		req, _ := http.NewRequest(http.MethodGet, d.url()+path, nil)
-		req.Header.Set("Authorization", "MUNGE "+cred)
-		if header != "" {
-			req.Header.Set(api.DefaultUserHeader, header)
-		}
-		code, data, msg := do(req)
-		var got []units.Unit
-		_ = json.Unmarshal(data, &got)
-		var owners []string
-		for _, u := range got {
-			owners = append(owners, u.User)
-		}
-		return code, msg, owners
+	out, errOut, err := runAs(user, payload, nil, "munge", args...)
+	if err != nil {
+		t.Fatalf("munge %v as %s: %v %s", args, user, err, errOut)
 	}
-	refused := func(what string, code int, msg string) {
-		t.Helper()
-		if code != 401 && code != 403 {
-			t.Errorf("%s: %d %s, want 401 or 403", what, code, msg)
-		} else {
-			t.Logf("%s: %d %s", what, code, msg)
-		}
+	return strings.TrimSpace(out)
+}
+
+// ask sends GET mungePath to D with cred and, when set, the user header;
+// it returns the status, the error message and the owners of the units
+// answered.
+func (m *mungeBed) ask(cred, header string) (int, string, []string) {
+	req, _ := http.NewRequest(http.MethodGet, m.d.url()+mungePath, nil)
+	req.Header.Set("Authorization", "MUNGE "+cred)
+	if header != "" {
+		req.Header.Set(api.DefaultUserHeader, header)
 	}
-	bobs := mungeAs("bob", payload(dAud, nil), "-t", "60")
-	if code, msg, owners := ask(bobs, ""); code != 200 || len(owners) == 0 || slices.ContainsFunc(owners, func(u string) bool { return u != "bob" }) {
+	code, data, msg := do(req)
+	var got []units.Unit
+	_ = json.Unmarshal(data, &got)
+	var owners []string
+	for _, u := range got {
+		owners = append(owners, u.User)
+	}
+	return code, msg, owners
+}
+
+// refused fails unless code is 401 or 403, and logs the refusal.
+func (m *mungeBed) refused(what string, code int, msg string) {
+	t := m.t
+	t.Helper()
+	if code != 401 && code != 403 {
+		t.Errorf("%s: %d %s, want 401 or 403", what, code, msg)
+	} else {
+		t.Logf("%s: %d %s", what, code, msg)
+	}
+}
+
+// bobsCredentials: credentials bob makes with the real munge, sent by
+// hand. His own is good once; replayed, expired, restricted to alice's
+// uid, made for a server of his own or naming alice in the header it is
+// refused; one whose payload claims alice gets bob's jobs only.
+func (m *mungeBed) bobsCredentials() {
+	t := m.t
+	t.Helper()
+	dAud, _ := access.Audience(m.d.url())
+	bobs := m.mungeAs("bob", m.payload(dAud, nil), "-t", "60")
+	if code, msg, owners := m.ask(bobs, ""); code != 200 || len(owners) == 0 || slices.ContainsFunc(owners, func(u string) bool { return u != "bob" }) {
 		t.Errorf("bob's own credential: %d %s, owners %v, want bob's jobs", code, msg, owners)
 	}
-	code, msg, _ := ask(bobs, "")
-	refused("bob's credential replayed", code, msg)
-	expired := mungeAs("bob", payload(dAud, nil), "-t", "1")
+	code, msg, _ := m.ask(bobs, "")
+	m.refused("bob's credential replayed", code, msg)
+	expired := m.mungeAs("bob", m.payload(dAud, nil), "-t", "1")
 	time.Sleep(2500 * time.Millisecond)
-	code, msg, _ = ask(expired, "")
-	refused("bob's expired credential (-t 1)", code, msg)
-	code, msg, _ = ask(mungeAs("bob", payload(dAud, nil), "-t", "60", "-u", "alice"), "")
-	refused("bob's credential restricted to alice's uid", code, msg)
-	code, msg, _ = ask(mungeAs("bob", payload(fmt.Sprintf("http://127.0.0.1:%d", freePort(t)), nil), "-t", "60"), "")
-	refused("bob's credential made for a server of his own", code, msg)
+	code, msg, _ = m.ask(expired, "")
+	m.refused("bob's expired credential (-t 1)", code, msg)
+	code, msg, _ = m.ask(m.mungeAs("bob", m.payload(dAud, nil), "-t", "60", "-u", "alice"), "")
+	m.refused("bob's credential restricted to alice's uid", code, msg)
+	code, msg, _ = m.ask(m.mungeAs("bob", m.payload(fmt.Sprintf("http://127.0.0.1:%d", freePort(t)), nil), "-t", "60"), "")
+	m.refused("bob's credential made for a server of his own", code, msg)
 	aliceUser, err := user.Lookup("alice")
 	if err != nil {
 		t.Fatal(err)
 	}
 	claim := map[string]any{"user": "alice", "uid": aliceUser.Uid}
-	if code, msg, owners := ask(mungeAs("bob", payload(dAud, claim), "-t", "60"), ""); code != 200 || slices.Contains(owners, "alice") {
+	if code, msg, owners := m.ask(m.mungeAs("bob", m.payload(dAud, claim), "-t", "60"), ""); code != 200 || slices.Contains(owners, "alice") {
 		t.Errorf("bob's credential whose payload claims alice: %d %s, owners %v, want bob's jobs only", code, msg, owners)
 	}
-	code, msg, _ = ask(mungeAs("bob", payload(dAud, claim), "-t", "60"), "alice")
-	refused("bob's credential naming alice in the user header", code, msg)
+	code, msg, _ = m.ask(m.mungeAs("bob", m.payload(dAud, claim), "-t", "60"), "alice")
+	m.refused("bob's credential naming alice in the user header", code, msg)
+}
 
-	// bob with the install's files and environment: his acct asks as bob.
-	env := []string{"WATTRACE_API_URL=" + d.url()}
-	if out, errOut, err := as("bob", "", env, bin, acct("--config", cfg, "--user=alice")...); err == nil || !strings.Contains(errOut, "403") {
+// bobWithTheInstall: bob with the install's files and environment: his
+// acct asks as bob.
+func (m *mungeBed) bobWithTheInstall() {
+	t := m.t
+	t.Helper()
+	env := []string{"WATTRACE_API_URL=" + m.d.url()}
+	if out, errOut, err := runAs("bob", "", env, m.bin, m.acct("--config", m.cfg, "--user=alice")...); err == nil || !strings.Contains(errOut, "403") {
 		t.Errorf("bob's acct --user=alice: %v %s%s, want 403", err, out, errOut)
 	}
-	out, errOut, err = as("bob", "", env, bin, acct("--config", cfg, "--starttime=now-1h")...)
+	out, errOut, err := runAs("bob", "", env, m.bin, m.acct("--config", m.cfg, "--starttime=now-1h")...)
 	if err != nil {
 		t.Fatalf("bob's acct: %v %s", err, errOut)
 	}
-	mine(out, "bob")
+	m.mine(out, "bob")
+}
 
-	// alice's acct in an environment bob chose, sent to bob's server.
-	var mu sync.Mutex
-	var caught []*http.Request
-	evil := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		caught = append(caught, r.Clone(context.Background()))
-		mu.Unlock()
+// bobsServer is bob's TLS server (HTTP/2) and his proxy, and what alice's
+// acct sent them.
+type bobsServer struct {
+	evil    *httptest.Server
+	proxy   net.Listener
+	mu      sync.Mutex
+	caught  []*http.Request
+	proxied strings.Builder
+}
+
+// startBobsServer starts bob's server, which answers an empty list, and
+// his proxy, which reads what it is sent for 2 s and answers nothing.
+func startBobsServer(t *testing.T) *bobsServer {
+	t.Helper()
+	b := &bobsServer{}
+	b.evil = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b.mu.Lock()
+		b.caught = append(b.caught, r.Clone(context.Background()))
+		b.mu.Unlock()
 		_, _ = io.WriteString(w, `{"status":"success","data":[]}`)
 	}))
-	evil.EnableHTTP2 = true
-	evil.StartTLS()
-	defer evil.Close()
-	ca := filepath.Join(dir, "evil-ca.pem")
-	evilCfg := filepath.Join(dir, "evil.yaml")
-	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: evil.Certificate().Raw}), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	evilYAML := "url: " + evil.URL + "\nca_file: " + ca + "\n"
-	if socket != "" {
-		evilYAML += "munge_socket: " + socket + "\n"
-	}
-	if err := os.WriteFile(evilCfg, []byte(evilYAML), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	b.evil.EnableHTTP2 = true
+	b.evil.StartTLS()
 	proxy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
+		b.evil.Close()
 		t.Fatal(err)
 	}
-	defer proxy.Close()
-	var proxied strings.Builder
+	b.proxy = proxy
 	go func() {
 		for {
 			c, err := proxy.Accept()
@@ -1049,21 +1240,58 @@ func checkAcctMunge(t *testing.T, d *apiServer, jobs map[string]*e2eJob, socket 
 				return
 			}
 			_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
-			b, _ := io.ReadAll(io.LimitReader(c, 1<<16))
-			mu.Lock()
-			proxied.Write(b)
-			mu.Unlock()
+			data, _ := io.ReadAll(io.LimitReader(c, 1<<16))
+			b.mu.Lock()
+			b.proxied.Write(data)
+			b.mu.Unlock()
 			c.Close()
 		}
 	}()
-	keyDir := filepath.Join(dir, "keys")
+	return b
+}
+
+func (b *bobsServer) close() {
+	b.proxy.Close()
+	b.evil.Close()
+}
+
+// bobsClientFile writes the client file bob hands alice: his server's URL
+// and CA (and munged's socket when not the default).
+func (m *mungeBed) bobsClientFile(evil *httptest.Server) string {
+	t := m.t
+	t.Helper()
+	ca := filepath.Join(m.dir, "evil-ca.pem")
+	evilCfg := filepath.Join(m.dir, "evil.yaml")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: evil.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	evilYAML := "url: " + evil.URL + "\nca_file: " + ca + "\n"
+	if m.socket != "" {
+		evilYAML += "munge_socket: " + m.socket + "\n"
+	}
+	if err := os.WriteFile(evilCfg, []byte(evilYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return evilCfg
+}
+
+// aliceInBobsEnvironment: alice's acct in an environment bob chose, sent
+// to bob's server: his server sees one request, his key log and proxy
+// nothing, and the one credential he catches D refuses.
+func (m *mungeBed) aliceInBobsEnvironment() {
+	t := m.t
+	t.Helper()
+	b := startBobsServer(t)
+	defer b.close()
+	evilCfg := m.bobsClientFile(b.evil)
+	keyDir := filepath.Join(m.dir, "keys")
 	if err := os.Mkdir(keyDir, 0o777); err != nil {
 		t.Fatal(err)
 	}
 	_ = os.Chmod(keyDir, 0o777)
-	hostile := []string{"GODEBUG=http2debug=2", "HTTPS_PROXY=http://" + proxy.Addr().String(), "HTTP_PROXY=http://" + proxy.Addr().String(),
-		"SSL_KEYLOGFILE=" + filepath.Join(keyDir, "keys.log"), "WATTRACE_API_URL=" + evil.URL}
-	out, errOut, err = as("alice", "", hostile, bin, "acct", "--config", evilCfg, "--url", evil.URL, "--starttime=now-1h")
+	hostile := []string{"GODEBUG=http2debug=2", "HTTPS_PROXY=http://" + b.proxy.Addr().String(), "HTTP_PROXY=http://" + b.proxy.Addr().String(),
+		"SSL_KEYLOGFILE=" + filepath.Join(keyDir, "keys.log"), "WATTRACE_API_URL=" + b.evil.URL}
+	out, errOut, err := runAs("alice", "", hostile, m.bin, "acct", "--config", evilCfg, "--url", b.evil.URL, "--starttime=now-1h")
 	if err != nil {
 		t.Fatalf("alice's acct in bob's environment: %v %s%s", err, out, errOut)
 	}
@@ -1071,15 +1299,15 @@ func checkAcctMunge(t *testing.T, d *apiServer, jobs map[string]*e2eJob, socket 
 		t.Errorf("GODEBUG=http2debug=2 printed nothing: %s", errOut)
 	}
 	keys, _ := os.ReadFile(filepath.Join(keyDir, "keys.log"))
-	mu.Lock()
-	loot := out + errOut + string(keys) + proxied.String()
-	reqs := caught
-	for _, r := range caught {
+	b.mu.Lock()
+	loot := out + errOut + string(keys) + b.proxied.String()
+	reqs := b.caught
+	for _, r := range b.caught {
 		loot += "\n" + r.Header.Get("Authorization")
 	}
-	mu.Unlock()
-	if len(reqs) != 1 || len(keys) != 0 || proxied.Len() != 0 {
-		t.Errorf("bob's server saw %d requests (want 1), the key log holds %d bytes, the proxy %d (want none)", len(reqs), len(keys), proxied.Len())
+	b.mu.Unlock()
+	if len(reqs) != 1 || len(keys) != 0 || b.proxied.Len() != 0 {
+		t.Errorf("bob's server saw %d requests (want 1), the key log holds %d bytes, the proxy %d (want none)", len(reqs), len(keys), b.proxied.Len())
 	}
 	// The debug dump and the request carry the same credential.
 	creds := slices.Compact(slices.Sorted(slices.Values(regexp.MustCompile(`MUNGE:[A-Za-z0-9+/=]+:`).FindAllString(loot, -1))))
@@ -1089,20 +1317,32 @@ func checkAcctMunge(t *testing.T, d *apiServer, jobs map[string]*e2eJob, socket 
 	if len(creds) == 0 {
 		t.Fatalf("no MUNGE credential in what bob caught:\n%s", loot)
 	}
+	m.replayCaught(creds, reqs)
+}
+
+// replayCaught sends D each request bob caught with each credential he
+// caught, as is and naming alice: refused.
+func (m *mungeBed) replayCaught(creds []string, reqs []*http.Request) {
+	m.t.Helper()
 	for i, cred := range creds {
 		for _, r := range reqs {
-			req, _ := http.NewRequest(http.MethodGet, d.url()+r.URL.RequestURI(), nil)
+			req, _ := http.NewRequest(http.MethodGet, m.d.url()+r.URL.RequestURI(), nil)
 			req.Header.Set("Authorization", "MUNGE "+cred)
 			code, _, msg := do(req)
-			refused(fmt.Sprintf("alice's credential %d caught by bob, replayed to D", i), code, msg)
+			m.refused(fmt.Sprintf("alice's credential %d caught by bob, replayed to D", i), code, msg)
 			req.Header.Set(api.DefaultUserHeader, "alice")
 			code, _, msg = do(req)
-			refused(fmt.Sprintf("alice's credential %d caught by bob, replayed to D naming alice", i), code, msg)
+			m.refused(fmt.Sprintf("alice's credential %d caught by bob, replayed to D naming alice", i), code, msg)
 		}
 	}
+}
 
-	// Without a credential D believes no header, from any address.
-	req, _ := http.NewRequest(http.MethodGet, d.url()+path, nil)
+// noCredential: without a credential D believes no header, from any
+// address.
+func (m *mungeBed) noCredential() {
+	t := m.t
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, m.d.url()+mungePath, nil)
 	req.Header.Set(api.DefaultUserHeader, "carol")
 	if code, _, _ := do(req); code != http.StatusForbidden {
 		t.Errorf("a header without credentials to D: %d, want 403", code)

@@ -14,6 +14,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/wattrace/wattrace/internal/testenv"
 	"github.com/wattrace/wattrace/pkg/cgroup"
@@ -35,16 +36,7 @@ func TestContainerLikeRun(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// A kubelet serving an empty pod list over TLS, on the port the chart
-	// is told the kubelet listens on.
-	kubelet := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/pods" || r.Header.Get("Authorization") != "Bearer test-token" {
-			w.WriteHeader(http.StatusForbidden)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"kind":"PodList","apiVersion":"v1","items":[]}`)
-	}))
+	kubelet := fakeKubelet()
 	defer kubelet.Close()
 	ku, _ := url.Parse(kubelet.URL)
 	port := freePort(t)
@@ -52,8 +44,50 @@ func TestContainerLikeRun(t *testing.T) {
 	ds := find[*appsv1.DaemonSet](t, objs)
 	pod := ds.Spec.Template.Spec
 	c := pod.Containers[0]
+	env, args := kubeletEnvArgs(c)
 
-	// Env as the kubelet sets it, then $(VAR) in args expanded as it does.
+	bin := buildWattrace(t)
+	root := t.TempDir()
+	token := filepath.Join(root, "token")
+	if err := os.WriteFile(token, []byte("test-token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script := containerScript(t, pod, c)
+
+	// No --fork: sh and chroot exec, so the exporter is cmd's process and
+	// gets its SIGINT.
+	cmd := exec.Command(unshare, append([]string{"--mount", "/bin/sh", "-c", strings.Join(script, "\n"), "sh"}, args...)...)
+	cmd.Env = []string{"ROOT=" + root, "BIN=" + bin, "PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	start(t, cmd)
+	u := localURL(port)
+	fams := waitFor(t, u, 90*time.Second, "BPF mode in the container-like run", bpfMode)
+
+	if v, ok := value(fams, "wattrace_cgroup_hierarchy_info", map[string]string{"hierarchy": string(h.Kind)}); !ok || v != 1 {
+		t.Errorf("wattrace_cgroup_hierarchy_info{hierarchy=%q} = %v (%v), want 1: %v", h.Kind, v, ok, fams["wattrace_cgroup_hierarchy_info"])
+	}
+	checkBusyCgroupCharged(t, u, h)
+}
+
+// fakeKubelet is a kubelet serving an empty pod list over TLS to the
+// service account's token, on the port the chart is told the kubelet
+// listens on.
+func fakeKubelet() *httptest.Server {
+	return httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/pods" || r.Header.Get("Authorization") != "Bearer test-token" {
+			w.WriteHeader(http.StatusForbidden)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"kind":"PodList","apiVersion":"v1","items":[]}`)
+	}))
+}
+
+// kubeletEnvArgs is c's env as the kubelet sets it, then c's args with
+// $(VAR) expanded as it does.
+func kubeletEnvArgs(c corev1.Container) (map[string]string, []string) {
 	env := map[string]string{}
 	for _, e := range c.Env {
 		switch {
@@ -72,21 +106,21 @@ func TestContainerLikeRun(t *testing.T) {
 		}
 		args = append(args, a)
 	}
+	return env, args
+}
+
+// containerScript is the shell script that builds the container's root
+// and execs the exporter in it. The script runs in the new mount
+// namespace: nothing it mounts is seen outside, and it all goes when the
+// exporter exits.
+func containerScript(t *testing.T, pod corev1.PodSpec, c corev1.Container) []string {
+	t.Helper()
 	hostPath := map[string]string{}
 	for _, v := range pod.Volumes {
 		if v.HostPath != nil {
 			hostPath[v.Name] = v.HostPath.Path
 		}
 	}
-
-	bin := buildWattrace(t)
-	root := t.TempDir()
-	token := filepath.Join(root, "token")
-	if err := os.WriteFile(token, []byte("test-token"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	// The script runs in the new mount namespace: nothing it mounts is
-	// seen outside, and it all goes when the exporter exits.
 	script := []string{
 		"set -e",
 		"mount --make-rprivate /",
@@ -105,30 +139,10 @@ func TestContainerLikeRun(t *testing.T) {
 			continue // not a host path (the web config Secret, when set)
 		}
 		if _, err := os.Stat(src); err != nil {
-			if m.Name == "pod-resources" {
-				// DirectoryOrCreate: the kubelet creates it; so does
-				// the test, and removes it again.
-				top := src
-				for p := filepath.Dir(src); p != "/"; p = filepath.Dir(p) {
-					if _, err := os.Stat(p); err == nil {
-						break
-					}
-					top = p
-				}
-				if err := os.MkdirAll(src, 0o755); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() {
-					for p := src; ; p = filepath.Dir(p) {
-						_ = os.Remove(p) // empty directories only
-						if p == top {
-							return
-						}
-					}
-				})
-			} else {
+			if m.Name != "pod-resources" {
 				t.Fatalf("host path %s of volume %s: %v", src, m.Name, err)
 			}
+			createPodResources(t, src)
 		}
 		if !m.ReadOnly {
 			t.Fatalf("volume %s is mounted writable", m.Name)
@@ -146,25 +160,40 @@ func TestContainerLikeRun(t *testing.T) {
 		}
 	}
 	// A read-only root, as the chart's readOnlyRootFilesystem.
-	script = append(script, `mount -o remount,ro "$r"`,
+	return append(script, `mount -o remount,ro "$r"`,
 		`exec chroot "$r" /bin/wattrace "$@"`)
+}
 
-	// No --fork: sh and chroot exec, so the exporter is cmd's process and
-	// gets its SIGINT.
-	cmd := exec.Command(unshare, append([]string{"--mount", "/bin/sh", "-c", strings.Join(script, "\n"), "sh"}, args...)...)
-	cmd.Env = []string{"ROOT=" + root, "BIN=" + bin, "PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
+// createPodResources creates the pod-resources directory src as its
+// hostPath's DirectoryOrCreate has the kubelet do, and removes what it
+// created (empty directories only) when the test ends.
+func createPodResources(t *testing.T, src string) {
+	t.Helper()
+	top := src
+	for p := filepath.Dir(src); p != "/"; p = filepath.Dir(p) {
+		if _, err := os.Stat(p); err == nil {
+			break
+		}
+		top = p
 	}
-	start(t, cmd)
-	u := localURL(port)
-	fams := waitFor(t, u, 90*time.Second, "BPF mode in the container-like run", bpfMode)
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for p := src; ; p = filepath.Dir(p) {
+			_ = os.Remove(p) // empty directories only
+			if p == top {
+				return
+			}
+		}
+	})
+}
 
-	if v, ok := value(fams, "wattrace_cgroup_hierarchy_info", map[string]string{"hierarchy": string(h.Kind)}); !ok || v != 1 {
-		t.Errorf("wattrace_cgroup_hierarchy_info{hierarchy=%q} = %v (%v), want 1: %v", h.Kind, v, ok, fams["wattrace_cgroup_hierarchy_info"])
-	}
-	// The exporter reads the host through the mounts: the host's root
-	// cgroup has energy and the test's busy cgroup gets more each interval.
+// checkBusyCgroupCharged: the exporter at u reads the host through the
+// mounts: the host's root cgroup has energy and a busy cgroup of the
+// test's gets more each interval, and CPU time.
+func checkBusyCgroupCharged(t *testing.T, u string, h cgroup.Hierarchy) {
+	t.Helper()
 	dir := testenv.Cgroup(t, h.Mount, "ctr")
 	rel := "/" + filepath.Base(dir)
 	testenv.StartIn(t, dir, testenv.Busy...)

@@ -270,9 +270,27 @@ func TestRenderedObjects(t *testing.T) {
 	}
 }
 
+// checkDaemonSet checks the exporter's DaemonSet as rendered with the
+// value set name.
 func checkDaemonSet(t *testing.T, name string, ds *appsv1.DaemonSet) {
 	t.Helper()
 	pod := ds.Spec.Template.Spec
+	c := checkExporterPod(t, pod)
+	checkExporterSecurity(t, c.SecurityContext)
+	mounts, host := checkHostMounts(t, name, pod, c)
+	checkGuestShares(t, name, c, mounts, host)
+	if _, ok := host["pod-resources"]; name == "minimal" && ok {
+		t.Error("pod-resources mounted though disabled")
+	}
+	checkExporterArgs(t, name, c.Args)
+	checkExporterProbes(t, name, c)
+	checkExporterResources(t, c.Resources)
+}
+
+// checkExporterPod: the host's PIDs, every taint tolerated, one container
+// (returned).
+func checkExporterPod(t *testing.T, pod corev1.PodSpec) corev1.Container {
+	t.Helper()
 	if !pod.HostPID {
 		t.Error("hostPID is off")
 	}
@@ -282,8 +300,13 @@ func checkDaemonSet(t *testing.T, name string, ds *appsv1.DaemonSet) {
 	if len(pod.Containers) != 1 {
 		t.Fatalf("%d containers", len(pod.Containers))
 	}
-	c := pod.Containers[0]
-	sc := c.SecurityContext
+	return pod.Containers[0]
+}
+
+// checkExporterSecurity: unprivileged, no escalation, a read-only root,
+// and of the capabilities only BPF, PERFMON and DAC_READ_SEARCH.
+func checkExporterSecurity(t *testing.T, sc *corev1.SecurityContext) {
+	t.Helper()
 	if sc == nil || sc.Privileged == nil || *sc.Privileged || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
 		sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
 		t.Fatalf("security context %+v: want unprivileged, no escalation, read-only root", sc)
@@ -291,6 +314,14 @@ func checkDaemonSet(t *testing.T, name string, ds *appsv1.DaemonSet) {
 	if fmt.Sprint(sc.Capabilities.Drop) != "[ALL]" || fmt.Sprint(sc.Capabilities.Add) != "[BPF PERFMON DAC_READ_SEARCH]" {
 		t.Errorf("capabilities %+v, want drop ALL, add BPF PERFMON DAC_READ_SEARCH", sc.Capabilities)
 	}
+}
+
+// checkHostMounts: every mount read-only but the guests' shares, and the
+// host's /proc, /sys, cgroupfs and (unless minimal) the kubelet's
+// pod-resources mounted where the args say. It returns the container's
+// mounts by volume name and the host path of each hostPath volume.
+func checkHostMounts(t *testing.T, name string, pod corev1.PodSpec, c corev1.Container) (map[string]corev1.VolumeMount, map[string]string) {
+	t.Helper()
 	mounts := map[string]corev1.VolumeMount{}
 	for _, m := range c.VolumeMounts {
 		mounts[m.Name] = m
@@ -313,8 +344,13 @@ func checkDaemonSet(t *testing.T, name string, ds *appsv1.DaemonSet) {
 			t.Errorf("volume %s: host %q at %q, want %q at %q", vol, host[vol], mounts[vol].MountPath, hp[0], hp[1])
 		}
 	}
-	// The guests' shares (docs/vm.md): a writable hostPath at the same
-	// path, and the flags naming it, only when set.
+	return mounts, host
+}
+
+// checkGuestShares: the guests' shares (docs/vm.md): a writable hostPath
+// at the same path, and the flags naming it, only when set.
+func checkGuestShares(t *testing.T, name string, c corev1.Container, mounts map[string]corev1.VolumeMount, host map[string]string) {
+	t.Helper()
 	if name == "everything" {
 		if m := mounts["guest-shares"]; host["guest-shares"] != "/var/lib/wattrace/guests" || m.MountPath != "/var/lib/wattrace/guests" || m.ReadOnly {
 			t.Errorf("guest-shares: host %q at %q read-only %v, want /var/lib/wattrace/guests at the same path, writable", host["guest-shares"], m.MountPath, m.ReadOnly)
@@ -326,24 +362,37 @@ func checkDaemonSet(t *testing.T, name string, ds *appsv1.DaemonSet) {
 	} else if _, ok := host["guest-shares"]; ok || strings.Contains(strings.Join(c.Args, " "), "guests.share") {
 		t.Errorf("%s: guest shares configured though guestShares.hostPath is empty", name)
 	}
-	if _, ok := host["pod-resources"]; name == "minimal" && ok {
-		t.Error("pod-resources mounted though disabled")
-	}
-	args := strings.Join(c.Args, " ")
+}
+
+// checkExporterArgs: the host paths and listen address always; the
+// kubelet URL and the GPU pod-resources socket unless minimal; the web
+// config only with everything.
+func checkExporterArgs(t *testing.T, name string, argv []string) {
+	t.Helper()
+	args := strings.Join(argv, " ")
 	for _, a := range []string{"--path.procfs=/host/proc", "--path.sysfs=/host/sys", "--path.cgroupfs=/host/sys/fs/cgroup", "--web.listen-address=:9841"} {
 		if !strings.Contains(args, a) {
 			t.Errorf("args %q lack %s", args, a)
 		}
 	}
-	if kube := strings.Contains(args, "--workload.kube.url=https://$(NODE_IP):10250/pods"); kube == (name == "minimal") {
-		t.Errorf("args %q: kubelet URL present = %v", args, kube)
+	for _, f := range []struct {
+		what, flag string
+		want       bool
+	}{
+		{"kubelet URL", "--workload.kube.url=https://$(NODE_IP):10250/pods", name != "minimal"},
+		{"GPU pod-resources socket", "--gpu.pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock", name != "minimal"},
+		{"web config", "--web.config.file=/etc/wattrace/web/web-config.yml", name == "everything"},
+	} {
+		if present := strings.Contains(args, f.flag); present != f.want {
+			t.Errorf("args %q: %s present = %v", args, f.what, present)
+		}
 	}
-	if pr := strings.Contains(args, "--gpu.pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock"); pr == (name == "minimal") {
-		t.Errorf("args %q: GPU pod-resources socket present = %v", args, pr)
-	}
-	if web := strings.Contains(args, "--web.config.file=/etc/wattrace/web/web-config.yml"); web != (name == "everything") {
-		t.Errorf("args %q: web config present = %v", args, web)
-	}
+}
+
+// checkExporterProbes: liveness /-/healthy and readiness /-/ready on the
+// metrics port, over HTTPS when the web config is set.
+func checkExporterProbes(t *testing.T, name string, c corev1.Container) {
+	t.Helper()
 	for _, p := range []struct {
 		probe *corev1.Probe
 		path  string
@@ -356,16 +405,20 @@ func checkDaemonSet(t *testing.T, name string, ds *appsv1.DaemonSet) {
 			t.Errorf("probe %s scheme %s, want %s", p.path, p.probe.HTTPGet.Scheme, want)
 		}
 	}
-	// docs/performance.md: 46-47 MiB RSS, about 0.5% of a core at 1,000 cgroups.
-	req := c.Resources.Requests
+}
+
+// checkExporterResources: docs/performance.md: 46-47 MiB RSS, about 0.5%
+// of a core at 1,000 cgroups.
+func checkExporterResources(t *testing.T, r corev1.ResourceRequirements) {
+	t.Helper()
+	req := r.Requests
 	if !req.Cpu().Equal(resource.MustParse("10m")) || !req.Memory().Equal(resource.MustParse("64Mi")) {
 		t.Errorf("requests %v, want cpu 10m, memory 64Mi", req)
 	}
-	if c.Resources.Limits.Cpu().Value() != 0 || !c.Resources.Limits.Memory().Equal(resource.MustParse("256Mi")) {
-		t.Errorf("limits %v, want no cpu limit, memory 256Mi", c.Resources.Limits)
+	if r.Limits.Cpu().Value() != 0 || !r.Limits.Memory().Equal(resource.MustParse("256Mi")) {
+		t.Errorf("limits %v, want no cpu limit, memory 256Mi", r.Limits)
 	}
 }
-
 func checkRBAC(t *testing.T, objs []object) {
 	t.Helper()
 	role := find[*rbacv1.ClusterRole](t, objs)
@@ -494,6 +547,25 @@ func TestHelmGPUSwitch(t *testing.T) {
 func checkUnitsAPI(t *testing.T, objs []object) {
 	t.Helper()
 	d := find[*appsv1.Deployment](t, objs)
+	pod := d.Spec.Template.Spec
+	c := checkUnitsAPIPod(t, d)
+	checkUnitsAPIContainer(t, c)
+	mounts := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.Name] = m.MountPath
+	}
+	checkUnitsAPIConfig(t, find[*corev1.ConfigMap](t, objs), mounts)
+	if mounts["config"] != "/etc/wattrace-api/config" || mounts["tokens"] != "/etc/wattrace-api/tokens" || mounts["tmp"] != "/tmp" {
+		t.Errorf("mounts %v", mounts)
+	}
+	checkUnitsAPIClaim(t, pod, find[*corev1.PersistentVolumeClaim](t, objs))
+	checkUnitsAPIService(t, objs, d)
+}
+
+// checkUnitsAPIPod: one replica, recreated rather than rolled, the pod not
+// root, one container (returned).
+func checkUnitsAPIPod(t *testing.T, d *appsv1.Deployment) corev1.Container {
+	t.Helper()
 	if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
 		t.Errorf("replicas %v strategy %s, want 1 and Recreate", d.Spec.Replicas, d.Spec.Strategy.Type)
 	}
@@ -504,7 +576,14 @@ func checkUnitsAPI(t *testing.T, objs []object) {
 	if len(pod.Containers) != 1 {
 		t.Fatalf("%d containers", len(pod.Containers))
 	}
-	c := pod.Containers[0]
+	return pod.Containers[0]
+}
+
+// checkUnitsAPIContainer: a read-only root, no escalation, no
+// capabilities; the config, listen address and web config in the args;
+// the probes on /health over HTTPS.
+func checkUnitsAPIContainer(t *testing.T, c corev1.Container) {
+	t.Helper()
 	sc := c.SecurityContext
 	if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.AllowPrivilegeEscalation == nil ||
 		*sc.AllowPrivilegeEscalation || fmt.Sprint(sc.Capabilities.Drop) != "[ALL]" || len(sc.Capabilities.Add) != 0 {
@@ -522,11 +601,13 @@ func checkUnitsAPI(t *testing.T, objs []object) {
 			t.Errorf("probe %+v, want https /health on port http", p)
 		}
 	}
-	mounts := map[string]string{}
-	for _, m := range c.VolumeMounts {
-		mounts[m.Name] = m.MountPath
-	}
-	cm := find[*corev1.ConfigMap](t, objs)
+}
+
+// checkUnitsAPIConfig: the ConfigMap's config.yaml puts the store on the
+// data volume (mounted as mounts says), trusts Grafana as a proxy
+// principal and no address, names a TSDB, and carries the guard's values.
+func checkUnitsAPIConfig(t *testing.T, cm *corev1.ConfigMap, mounts map[string]string) {
+	t.Helper()
 	var cfg struct {
 		Store struct{ Driver, Path string }
 		API   map[string]any `json:"api"`
@@ -551,10 +632,11 @@ func checkUnitsAPI(t *testing.T, objs []object) {
 		g["cluster-label"] != "cluster" || fmt.Sprint(g["max-query-length"]) != "16384" || g["timeout"] != "2m" || g["families"] != nil {
 		t.Errorf("guard config %v", g)
 	}
-	if mounts["config"] != "/etc/wattrace-api/config" || mounts["tokens"] != "/etc/wattrace-api/tokens" || mounts["tmp"] != "/tmp" {
-		t.Errorf("mounts %v", mounts)
-	}
-	pvc := find[*corev1.PersistentVolumeClaim](t, objs)
+}
+
+// checkUnitsAPIClaim: the data volume is the rendered claim.
+func checkUnitsAPIClaim(t *testing.T, pod corev1.PodSpec, pvc *corev1.PersistentVolumeClaim) {
+	t.Helper()
 	claimed := false
 	for _, v := range pod.Volumes {
 		if v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == pvc.Name && v.Name == "data" {
@@ -564,6 +646,12 @@ func checkUnitsAPI(t *testing.T, objs []object) {
 	if !claimed {
 		t.Errorf("the data volume does not use the claim %s", pvc.Name)
 	}
+}
+
+// checkUnitsAPIService: the API's Service selects the Deployment's pods
+// and serves port 9842 from the pod's http port.
+func checkUnitsAPIService(t *testing.T, objs []object, d *appsv1.Deployment) {
+	t.Helper()
 	for _, o := range objs {
 		svc, ok := o.v.(*corev1.Service)
 		if !ok || !strings.HasSuffix(svc.Name, "-api") {
