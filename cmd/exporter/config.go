@@ -134,7 +134,7 @@ var declared = sync.OnceValue(func() *setting.Set { return (&Config{}).settings(
 // collector's own) may be nested in the file.
 var loader = cli.Loader{
 	Prefix:      EnvPrefix,
-	NotSettings: map[string]bool{"version": true},
+	NotSettings: map[string]bool{cli.KeyVersion: true},
 	Maps: func(key string) bool {
 		st := declared().Lookup(key)
 		return st != nil && st.Kind == setting.Map
@@ -147,12 +147,7 @@ func EnvVar(key string) string { return loader.EnvVar(key) }
 // NewFlagSet returns the exporter's flags with their defaults. Load parses
 // it; main prints its usage and tests check that every flag is documented.
 func NewFlagSet(name string) *pflag.FlagSet {
-	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
-	fs.SortFlags = false
-	fs.String(cli.KeyConfigFile, "", "YAML configuration file; keys are flag names without the leading dashes, e.g. stats.interval: 10s.")
-	fs.Bool("version", false, "Print version information and exit.")
-	cli.AddFlags(fs, declared())
-	return fs
+	return cli.NewFlagSet(name, "stats.interval: 10s", declared())
 }
 
 // Load parses args (without the program name) and merges them with the
@@ -166,7 +161,7 @@ func Load(args []string) (*Config, error) {
 		return nil, err
 	}
 	c := &Config{ConfigFile: file}
-	c.ShowVersion, _ = fs.GetBool("version")
+	c.ShowVersion, _ = fs.GetBool(cli.KeyVersion)
 	s := c.settings()
 	d.Decode(s)
 	if err := d.Err(); err != nil {
