@@ -58,157 +58,185 @@ func relErr(got, want float64) float64 {
 	return math.Abs(got-want) / math.Abs(want)
 }
 
-// A fixture RAPL tree, four cgroups (two of one Slurm job, a systemd unit,
-// one of no workload) and a grid factor that changes every interval, goes
-// stale for 40 s (the chain falls back to the constant 436 g/kWh) and
-// comes back: every cgroup's, process's, workload's and the node's grams
-// equal Σ over intervals of its ΔE × the factor the test put in force for
-// that interval, to 1e-9 relative, per provider; Σ cgroups + unattributed
-// + idle = node grams; and a factor that arrives later re-prices nothing.
-func TestEmissionsExactWithChangingFactor(t *testing.T) {
-	tree := newRAPLTree(t, 1, 262143328850)
-	meter, err := power.NewRAPL(tree.root)
+// gramsKey is what TestEmissionsExactWithChangingFactor expects grams of
+// under one provider: a cgroup (its path), or the node's "node", "idle"
+// and "unattributed".
+type gramsKey struct {
+	what     string
+	provider string
+}
+
+// lcg is a linear congruential generator: the same numbers every run.
+type lcg uint64
+
+func (s *lcg) next() uint64 {
+	*s = *s*6364136223846793005 + 1442695040888963407
+	return uint64(*s) >> 33
+}
+
+// emissionsRun is TestEmissionsExactWithChangingFactor's node: a fixture
+// RAPL tree, four cgroups and a grid provider whose factor the test sets,
+// with the constant 436 g/kWh behind it once the grid's is 30 s old.
+type emissionsRun struct {
+	t      *testing.T
+	now    time.Time
+	tree   *raplTree
+	grid   *gridFetcher
+	driver *carbon.Provider
+	src    *fakeSource
+	paths  names
+	l      *Loop
+	rnd    lcg
+	// lastAt is when the grid last published a factor.
+	lastAt time.Time
+}
+
+const emissionsStaleness = 30 * time.Second
+
+func newEmissionsRun(t *testing.T) *emissionsRun {
+	e := &emissionsRun{t: t, now: time.Unix(1_700_000_000, 0), tree: newRAPLTree(t, 1, 262143328850), grid: &gridFetcher{},
+		src: &fakeSource{}, rnd: 11}
+	meter, err := power.NewRAPL(e.tree.root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := time.Unix(1_700_000_000, 0)
-	clock := func() time.Time { return now }
-	grid := &gridFetcher{}
-	driver := carbon.NewProvider(grid, carbon.ProviderOptions{Now: clock})
+	clock := func() time.Time { return e.now }
+	e.driver = carbon.NewProvider(e.grid, carbon.ProviderOptions{Now: clock})
 	fallback := carbon.NewProvider(carbon.Constant{GramsPerKWh: 436}, carbon.ProviderOptions{Now: clock})
 	if err := fallback.Poll(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	const staleness = 30 * time.Second
-	chain := carbon.NewChain(staleness, driver, fallback)
-
-	paths := names{
+	chain := carbon.NewChain(emissionsStaleness, e.driver, fallback)
+	e.paths = names{
 		1: "/slurm_n1/uid_0/job_42/step_0/task_0",
 		2: "/slurm_n1/uid_0/job_42/step_batch",
 		3: "/system.slice/nginx.service",
 		4: "/user.slice/loose",
 	}
-	src := &fakeSource{}
 	res := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
-	l, err := New(Config{Interval: time.Second, Retention: time.Hour, IdlePolicy: "none", CPUs: 2,
-		IdleWatts: map[string]float64{"package": 12, "dram": 3}}, src, meter, paths, nil,
+	e.l, err = New(Config{Interval: time.Second, Retention: time.Hour, IdlePolicy: "none", CPUs: 2,
+		IdleWatts: map[string]float64{"package": 12, "dram": 3}}, e.src, meter, e.paths, nil,
 		WithWorkloads(res, []ident.Kind{ident.KindJob, ident.KindSystemdUnit}), WithEmissions(chain))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for id := uint64(1); id <= 4; id++ {
-		src.add(id, uint32(id), 0, 0)
+		e.src.add(id, uint32(id), 0, 0)
 	}
-	l.Step(now)
+	e.l.Step(e.now)
+	return e
+}
 
-	type key struct {
-		what     string
-		provider string
+// publish has the grid publish gramsPerKWh now, and the provider take it.
+func (e *emissionsRun) publish(gramsPerKWh float64) {
+	e.grid.mu.Lock()
+	e.grid.s = carbon.Sample{GramsPerKWh: gramsPerKWh, At: e.now}
+	e.grid.mu.Unlock()
+	if err := e.driver.Poll(context.Background()); err != nil {
+		e.t.Fatal(err)
 	}
-	want := map[key]float64{}
-	seed := uint64(11)
-	rnd := func() uint64 { seed = seed*6364136223846793005 + 1442695040888963407; return seed >> 33 }
-	prev := l.Snapshot()
-	var lastAt time.Time
-	providers := map[string]int{}
-	for i := 1; i <= 120; i++ {
-		dt := time.Duration(1+rnd()%5) * time.Second
-		now = now.Add(dt)
-		// The grid publishes a new factor every interval, except
-		// between intervals 40 and 59.
-		if i < 40 || i >= 60 {
-			grid.mu.Lock()
-			grid.s = carbon.Sample{GramsPerKWh: float64(100 + rnd()%700), At: now}
-			grid.mu.Unlock()
-			if err := driver.Poll(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			lastAt = now
-		}
-		provider, f := "grid", grid.s.GramsPerKWh
-		if now.Sub(lastAt) > staleness {
-			provider, f = "constant", 436
-		}
-		providers[provider]++
-		for id := uint64(1); id <= 4; id++ {
-			if rnd()%5 != 0 {
-				src.add(id, uint32(id), int(id%2), rnd()%2e9)
-			}
-		}
-		tree.advance("intel-rapl:0", uint64(dt.Seconds())*(5+rnd()%75)*1e6)
-		tree.advance("intel-rapl:0:0", uint64(dt.Seconds())*(4+rnd()%20)*1e6)
-		l.Step(now)
-		s := l.Snapshot()
-		for _, c := range s.Cgroups {
-			p := cgroupByPath(prev, c.Cgroup)
-			for _, e := range c.Energy {
-				pe := p.Energy.Get(e.Zone)
-				want[key{c.Cgroup, provider}] += (e.DynamicJ - pe.DynamicJ + e.IdleJ - pe.IdleJ) * f / 3.6e6
-			}
-		}
-		for zi, z := range s.Zones {
-			pz := prev.Zones[zi]
-			want[key{"node", provider}] += (z.EnergyJ - pz.EnergyJ) * f / 3.6e6
-			want[key{"idle", provider}] += (z.IdleJ - pz.IdleJ) * f / 3.6e6
-			want[key{"unattributed", provider}] += (z.UnattributedJ - pz.UnattributedJ) * f / 3.6e6
-		}
-		prev = s
-	}
-	if providers["grid"] < 80 || providers["constant"] < 5 {
-		t.Fatalf("factor schedule did not exercise both providers: %v", providers)
-	}
-	s := l.Snapshot()
-	for _, provider := range []string{"grid", "constant"} {
-		var sumCgroups float64
-		for _, c := range s.Cgroups {
-			got, w := gramsOf(c.Grams, provider), want[key{c.Cgroup, provider}]
-			if w <= 0 || relErr(got, w) > 1e-9 {
-				t.Errorf("cgroup %s %s: %.12g g, want %.12g", c.Cgroup, provider, got, w)
-			}
-			sumCgroups += got
-		}
-		for _, p := range s.Processes {
-			got, w := gramsOf(p.Grams, provider), want[key{paths[uint64(p.PID)], provider}]
-			if relErr(got, w) > 1e-9 {
-				t.Errorf("process %d %s: %.12g g, want %.12g", p.PID, provider, got, w)
-			}
-		}
-		job, ok := unitBy(s, ident.KindJob, "42")
-		wJob := want[key{paths[1], provider}] + want[key{paths[2], provider}]
-		if !ok || relErr(gramsOf(job.Grams, provider), wJob) > 1e-9 {
-			t.Errorf("job 42 %s: %.12g g, want %.12g", provider, gramsOf(job.Grams, provider), wJob)
-		}
-		unit, ok := unitBy(s, ident.KindSystemdUnit, "nginx.service")
-		if w := want[key{paths[3], provider}]; !ok || relErr(gramsOf(unit.Grams, provider), w) > 1e-9 {
-			t.Errorf("unit nginx %s: %.12g g, want %.12g", provider, gramsOf(unit.Grams, provider), w)
-		}
-		dyn, idle, unattr := nodeGrams(s, provider)
-		node := dyn + idle
-		if relErr(node, want[key{"node", provider}]) > 1e-9 || relErr(idle, want[key{"idle", provider}]) > 1e-9 ||
-			relErr(unattr, want[key{"unattributed", provider}]) > 1e-9 {
-			t.Errorf("node %s: %.12g g (idle %.12g, unattributed %.12g), want %.12g (idle %.12g, unattributed %.12g)",
-				provider, node, idle, unattr, want[key{"node", provider}], want[key{"idle", provider}], want[key{"unattributed", provider}])
-		}
-		if sum := sumCgroups + unattr + idle; relErr(sum, node) > 1e-9 {
-			t.Errorf("%s: cgroups %.12g + unattributed %.12g + idle %.12g = %.12g g, node %.12g", provider, sumCgroups, unattr, idle, sum, node)
-		}
-		t.Logf("%s: %d intervals, node %.6f g, idle %.6f g, job 42 %.6f g", provider, providers[provider], node, idle, gramsOf(job.Grams, provider))
-	}
+}
 
-	// A later factor never re-prices the past: a new grid value with no
-	// energy in the interval adds nothing.
+// step runs interval i, 1 to 5 s long: the grid publishes a new factor
+// (except between intervals 40 and 59), each cgroup runs for a random
+// time or not at all, and the package and DRAM draw random power. It
+// says which provider's factor is in force, and the factor.
+func (e *emissionsRun) step(i int) (string, float64) {
+	dt := time.Duration(1+e.rnd.next()%5) * time.Second
+	e.now = e.now.Add(dt)
+	if i < 40 || i >= 60 {
+		e.publish(float64(100 + e.rnd.next()%700))
+		e.lastAt = e.now
+	}
+	provider, f := "grid", e.grid.s.GramsPerKWh
+	if e.now.Sub(e.lastAt) > emissionsStaleness {
+		provider, f = "constant", 436
+	}
+	for id := uint64(1); id <= 4; id++ {
+		if e.rnd.next()%5 != 0 {
+			e.src.add(id, uint32(id), int(id%2), e.rnd.next()%2e9)
+		}
+	}
+	e.tree.advance("intel-rapl:0", uint64(dt.Seconds())*(5+e.rnd.next()%75)*1e6)
+	e.tree.advance("intel-rapl:0:0", uint64(dt.Seconds())*(4+e.rnd.next()%20)*1e6)
+	e.l.Step(e.now)
+	return provider, f
+}
+
+// accrue adds to want the grams of the interval from prev to s, each
+// cgroup's and the node's energy of the interval × f.
+func accrue(want map[gramsKey]float64, prev, s *snapshot.Snapshot, provider string, f float64) {
+	for _, c := range s.Cgroups {
+		p := cgroupByPath(prev, c.Cgroup)
+		for _, e := range c.Energy {
+			pe := p.Energy.Get(e.Zone)
+			want[gramsKey{c.Cgroup, provider}] += (e.DynamicJ - pe.DynamicJ + e.IdleJ - pe.IdleJ) * f / 3.6e6
+		}
+	}
+	for zi, z := range s.Zones {
+		pz := prev.Zones[zi]
+		want[gramsKey{"node", provider}] += (z.EnergyJ - pz.EnergyJ) * f / 3.6e6
+		want[gramsKey{"idle", provider}] += (z.IdleJ - pz.IdleJ) * f / 3.6e6
+		want[gramsKey{"unattributed", provider}] += (z.UnattributedJ - pz.UnattributedJ) * f / 3.6e6
+	}
+}
+
+// checkGrams checks one provider's grams in s against want, to 1e-9
+// relative: each cgroup's (each must have some), process's, job 42's
+// (its two cgroups), the nginx unit's and the node's (all, idle,
+// unattributed), and that Σ cgroups + unattributed + idle = node.
+func (e *emissionsRun) checkGrams(s *snapshot.Snapshot, want map[gramsKey]float64, provider string, intervals int) {
+	t := e.t
+	t.Helper()
+	var sumCgroups float64
+	for _, c := range s.Cgroups {
+		got, w := gramsOf(c.Grams, provider), want[gramsKey{c.Cgroup, provider}]
+		if w <= 0 || relErr(got, w) > 1e-9 {
+			t.Errorf("cgroup %s %s: %.12g g, want %.12g", c.Cgroup, provider, got, w)
+		}
+		sumCgroups += got
+	}
+	for _, p := range s.Processes {
+		got, w := gramsOf(p.Grams, provider), want[gramsKey{e.paths[uint64(p.PID)], provider}]
+		if relErr(got, w) > 1e-9 {
+			t.Errorf("process %d %s: %.12g g, want %.12g", p.PID, provider, got, w)
+		}
+	}
+	job, ok := unitBy(s, ident.KindJob, "42")
+	wJob := want[gramsKey{e.paths[1], provider}] + want[gramsKey{e.paths[2], provider}]
+	if !ok || relErr(gramsOf(job.Grams, provider), wJob) > 1e-9 {
+		t.Errorf("job 42 %s: %.12g g, want %.12g", provider, gramsOf(job.Grams, provider), wJob)
+	}
+	unit, ok := unitBy(s, ident.KindSystemdUnit, "nginx.service")
+	if w := want[gramsKey{e.paths[3], provider}]; !ok || relErr(gramsOf(unit.Grams, provider), w) > 1e-9 {
+		t.Errorf("unit nginx %s: %.12g g, want %.12g", provider, gramsOf(unit.Grams, provider), w)
+	}
+	dyn, idle, unattr := nodeGrams(s, provider)
+	node := dyn + idle
+	wNode, wIdle, wUnattr := want[gramsKey{"node", provider}], want[gramsKey{"idle", provider}], want[gramsKey{"unattributed", provider}]
+	if relErr(node, wNode) > 1e-9 || relErr(idle, wIdle) > 1e-9 || relErr(unattr, wUnattr) > 1e-9 {
+		t.Errorf("node %s: %.12g g (idle %.12g, unattributed %.12g), want %.12g (idle %.12g, unattributed %.12g)",
+			provider, node, idle, unattr, wNode, wIdle, wUnattr)
+	}
+	if sum := sumCgroups + unattr + idle; relErr(sum, node) > 1e-9 {
+		t.Errorf("%s: cgroups %.12g + unattributed %.12g + idle %.12g = %.12g g, node %.12g", provider, sumCgroups, unattr, idle, sum, node)
+	}
+	t.Logf("%s: %d intervals, node %.6f g, idle %.6f g, job 42 %.6f g", provider, intervals, node, idle, gramsOf(job.Grams, provider))
+}
+
+// checkNoRepricing: a new grid factor (1999 g/kWh) with no energy in the
+// interval adds nothing to the node's or job 42's grams, and the snapshot
+// shows it in force.
+func (e *emissionsRun) checkNoRepricing(s *snapshot.Snapshot) {
+	t := e.t
+	t.Helper()
 	before, _, _ := nodeGrams(s, "grid")
 	job, _ := unitBy(s, ident.KindJob, "42")
 	jobBefore := gramsOf(job.Grams, "grid")
-	now = now.Add(time.Second)
-	grid.mu.Lock()
-	grid.s = carbon.Sample{GramsPerKWh: 1999, At: now}
-	grid.mu.Unlock()
-	if err := driver.Poll(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	l.Step(now)
-	s = l.Snapshot()
+	e.now = e.now.Add(time.Second)
+	e.publish(1999)
+	e.l.Step(e.now)
+	s = e.l.Snapshot()
 	after, _, _ := nodeGrams(s, "grid")
 	job, _ = unitBy(s, ident.KindJob, "42")
 	if after != before || gramsOf(job.Grams, "grid") != jobBefore {
@@ -217,6 +245,35 @@ func TestEmissionsExactWithChangingFactor(t *testing.T) {
 	if len(s.Intensities) != 2 || s.Intensities[0].GramsPerKWh != 1999 || len(s.Carbon) != 2 || s.Carbon[0].Source != "carbon/grid" {
 		t.Errorf("snapshot intensities %+v, health %+v", s.Intensities, s.Carbon)
 	}
+}
+
+// A fixture RAPL tree, four cgroups (two of one Slurm job, a systemd unit,
+// one of no workload) and a grid factor that changes every interval, goes
+// stale for 40 s (the chain falls back to the constant 436 g/kWh) and
+// comes back: every cgroup's, process's, workload's and the node's grams
+// equal Σ over intervals of its ΔE × the factor the test put in force for
+// that interval, to 1e-9 relative, per provider; Σ cgroups + unattributed
+// + idle = node grams; and a factor that arrives later re-prices nothing.
+func TestEmissionsExactWithChangingFactor(t *testing.T) {
+	e := newEmissionsRun(t)
+	want := map[gramsKey]float64{}
+	prev := e.l.Snapshot()
+	providers := map[string]int{}
+	for i := 1; i <= 120; i++ {
+		provider, f := e.step(i)
+		providers[provider]++
+		s := e.l.Snapshot()
+		accrue(want, prev, s, provider, f)
+		prev = s
+	}
+	if providers["grid"] < 80 || providers["constant"] < 5 {
+		t.Fatalf("factor schedule did not exercise both providers: %v", providers)
+	}
+	s := e.l.Snapshot()
+	for _, provider := range []string{"grid", "constant"} {
+		e.checkGrams(s, want, provider, providers[provider])
+	}
+	e.checkNoRepricing(s)
 }
 
 // Before a provider first answers (a network provider down at start-up, no

@@ -176,53 +176,14 @@ func (g *gpuStage) absorb(iv *interval) { g.read(iv.ctx, iv.now, iv.dt) }
 // cgroups. On the baseline (dt 0) it only reads, so the sources take
 // their own baselines.
 func (g *gpuStage) read(ctx context.Context, now time.Time, dt time.Duration) {
-	led, ids := g.led, g.ids
 	iv := g.src.Interval(ctx, now)
 	g.health = append(g.health[:0], iv.Health...)
 	g.owed = g.owed[:0]
-	clear(g.byPID)
-	for k, w := range led.processes() {
-		if w.seen && w.w.Alive {
-			g.byPID[w.w.PID] = liveProc{k, w}
-		}
-	}
-	for _, d := range g.devs {
-		for _, p := range d.procs {
-			p.seen = false
-		}
-	}
-	for _, d := range g.devs {
-		d.read = false
-	}
+	g.beginInterval()
 	for i := range iv.Devices {
 		nd := &iv.Devices[i]
-		r := nd.Reading
-		dev := g.device(r.Device)
-		dev.read = true
-		if !r.OK {
-			// A device that failed or was rejected shows no power rather
-			// than its last good figure.
-			dev.rec.PowerW = math.NaN()
-		}
-		dev.rec.Utilization = r.Utilization
-		if !r.UtilizationKnown {
-			dev.rec.Utilization = math.NaN()
-		}
-		if r.OK {
-			dev.rec.Method = string(r.Method)
-		}
-		dev.rec.Holder, dev.rec.Holders = nil, dev.rec.Holders[:0]
-		for _, h := range nd.Holders {
-			hr := holderRecord(h, "")
-			hr.Whole = nd.Whole
-			dev.rec.Holders = append(dev.rec.Holders, hr)
-		}
-		dev.rec.InstanceHolders = dev.rec.InstanceHolders[:0]
-		for _, in := range r.Instances {
-			for _, h := range nd.InstanceHolders[in.Name] {
-				dev.rec.InstanceHolders = append(dev.rec.InstanceHolders, holderRecord(h, in.Name))
-			}
-		}
+		dev := g.device(nd.Reading.Device)
+		dev.takeReading(nd)
 		if dt > 0 {
 			g.heldIdle(dev, nd, dt)
 		} else {
@@ -232,71 +193,136 @@ func (g *gpuStage) read(ctx context.Context, now time.Time, dt time.Duration) {
 			h := dev.rec.Holders[0]
 			dev.rec.Holder = &h
 		}
-		if dt <= 0 {
-			continue
+		if dt > 0 {
+			g.splitDevice(dev, nd, now)
 		}
-		opt := gpuOptions{Whole: nd.HasHolder && nd.Whole, IdleToHolder: nd.HasHolder && g.cfg.IdlePolicy == "holder"}
-		splitGPU(r, dev.idle, opt, &g.res)
-		if !r.OK {
-			continue
-		}
-		if g.res.Basis != reading.BasisNone {
-			// Keep the last basis through intervals without one, so the
-			// per-process series' basis label does not churn.
-			dev.rec.Basis = string(g.res.Basis)
-		}
-		unattributed := g.res.UnattributedJ
-		for pid, j := range g.res.Processes {
-			lp, ok := g.byPID[uint32(pid)]
-			w := lp.w
-			if !ok {
-				// A process the accounting does not know (another PID
-				// namespace, gone between the reads): its share stays at
-				// device level, never guessed onto someone else.
-				unattributed += j
-				continue
-			}
-			g.credits.consumer(w, dev.series(), j, 0)
-			if cg := led.cgroup(w.w.CgroupID); cg != nil {
-				g.credits.consumer(cg, dev.series(), j, 0)
-			}
-			p := dev.procs[lp.k]
-			if p == nil {
-				p = &gpuProc{rec: snapshot.GPUProcess{PID: uint32(pid)}}
-				dev.procs[lp.k] = p
-			}
-			p.rec.DynamicJ += j
-			if p.rec.Cgroup != w.w.Cgroup && ids != nil {
-				id := ids.Resolve(w.w.Cgroup)
-				p.rec.Namespace, p.rec.Pod, p.rec.Container, p.rec.JobID, p.rec.VM = id.Namespace, id.Pod, id.Container, id.JobID, id.VMName
-			}
-			p.rec.Comm, p.rec.Cgroup, p.rec.Alive, p.rec.LastSeen, p.seen = w.w.Comm, w.w.Cgroup, true, now, true
-		}
-		g.payOwed(nd, r, opt, dev.series())
-		dev.rec.EnergyJ += g.res.EnergyJ
-		dev.rec.IdleJ += g.res.IdleJ
-		dev.rec.DynamicJ += g.res.DynamicJ
-		dev.rec.UnattributedJ += unattributed
-		dev.rec.HolderJ += g.res.HolderJ
-		dev.rec.PowerW = r.PowerW
-		if g.res.Clamped {
-			dev.rec.IdleClamps++
+	}
+	g.endInterval()
+}
+
+// beginInterval indexes the ledger's live processes by PID and marks
+// every device unread and every device's processes unseen, until this
+// interval's readings say otherwise.
+func (g *gpuStage) beginInterval() {
+	clear(g.byPID)
+	for k, w := range g.led.processes() {
+		if w.seen && w.w.Alive {
+			g.byPID[w.w.PID] = liveProc{k, w}
 		}
 	}
 	for _, d := range g.devs {
+		for _, p := range d.procs {
+			p.seen = false
+		}
+		d.read = false
+	}
+}
+
+// takeReading records a device's reading of this interval: its power
+// (NaN when the reading failed or was rejected, rather than its last good
+// figure), utilization (NaN when unknown), method (kept from the last good
+// reading) and holders, whole-device and per MIG instance, whose idle
+// ratios heldIdle sets next.
+func (dev *gpuDev) takeReading(nd *reading.HeldGPUReading) {
+	r := &nd.Reading
+	dev.read = true
+	if !r.OK {
+		dev.rec.PowerW = math.NaN()
+	}
+	dev.rec.Utilization = r.Utilization
+	if !r.UtilizationKnown {
+		dev.rec.Utilization = math.NaN()
+	}
+	if r.OK {
+		dev.rec.Method = string(r.Method)
+	}
+	dev.rec.Holder, dev.rec.Holders = nil, dev.rec.Holders[:0]
+	for _, h := range nd.Holders {
+		hr := holderRecord(h, "")
+		hr.Whole = nd.Whole
+		dev.rec.Holders = append(dev.rec.Holders, hr)
+	}
+	dev.rec.InstanceHolders = dev.rec.InstanceHolders[:0]
+	for _, in := range r.Instances {
+		for _, h := range nd.InstanceHolders[in.Name] {
+			dev.rec.InstanceHolders = append(dev.rec.InstanceHolders, holderRecord(h, in.Name))
+		}
+	}
+}
+
+// splitDevice splits a device's energy of the interval into idle and
+// per-process dynamic (splitGPU), credits each process and its cgroup,
+// records what the holders are owed (payOwed) and adds the interval to
+// the device's record. A failed or rejected reading adds and credits
+// nothing.
+func (g *gpuStage) splitDevice(dev *gpuDev, nd *reading.HeldGPUReading, now time.Time) {
+	r := nd.Reading
+	opt := gpuOptions{Whole: nd.HasHolder && nd.Whole, IdleToHolder: nd.HasHolder && g.cfg.IdlePolicy == "holder"}
+	splitGPU(r, dev.idle, opt, &g.res)
+	if !r.OK {
+		return
+	}
+	if g.res.Basis != reading.BasisNone {
+		// Keep the last basis through intervals without one, so the
+		// per-process series' basis label does not churn.
+		dev.rec.Basis = string(g.res.Basis)
+	}
+	unattributed := g.res.UnattributedJ
+	for pid, j := range g.res.Processes {
+		if !g.creditProcess(dev, uint32(pid), j, now) {
+			// A process the accounting does not know (another PID
+			// namespace, gone between the reads): its share stays at
+			// device level, never guessed onto someone else.
+			unattributed += j
+		}
+	}
+	g.payOwed(nd, r, opt, dev.series())
+	dev.rec.EnergyJ += g.res.EnergyJ
+	dev.rec.IdleJ += g.res.IdleJ
+	dev.rec.DynamicJ += g.res.DynamicJ
+	dev.rec.UnattributedJ += unattributed
+	dev.rec.HolderJ += g.res.HolderJ
+	dev.rec.PowerW = r.PowerW
+	if g.res.Clamped {
+		dev.rec.IdleClamps++
+	}
+}
+
+// creditProcess credits j joules of a device's dynamic energy to the live
+// process pid and its cgroup, and adds them to the device's record of the
+// process (named for its workload when the loop resolves workloads). It
+// says false, crediting nothing, when the ledger has no live process pid.
+func (g *gpuStage) creditProcess(dev *gpuDev, pid uint32, j float64, now time.Time) bool {
+	lp, ok := g.byPID[pid]
+	if !ok {
+		return false
+	}
+	w := lp.w
+	g.credits.consumer(w, dev.series(), j, 0)
+	if cg := g.led.cgroup(w.w.CgroupID); cg != nil {
+		g.credits.consumer(cg, dev.series(), j, 0)
+	}
+	p := dev.procs[lp.k]
+	if p == nil {
+		p = &gpuProc{rec: snapshot.GPUProcess{PID: pid}}
+		dev.procs[lp.k] = p
+	}
+	p.rec.DynamicJ += j
+	if p.rec.Cgroup != w.w.Cgroup && g.ids != nil {
+		id := g.ids.Resolve(w.w.Cgroup)
+		p.rec.Namespace, p.rec.Pod, p.rec.Container, p.rec.JobID, p.rec.VM = id.Namespace, id.Pod, id.Container, id.JobID, id.VMName
+	}
+	p.rec.Comm, p.rec.Cgroup, p.rec.Alive, p.rec.LastSeen, p.seen = w.w.Comm, w.w.Cgroup, true, now, true
+	return true
+}
+
+// endInterval blanks the devices not read this interval and marks each
+// device's process that was not credited alive only while the ledger
+// still sees it (the same process: a reused PID is another).
+func (g *gpuStage) endInterval() {
+	for _, d := range g.devs {
 		if !d.read {
-			// Its source is down: no power, no utilization, no telling
-			// whether its holders use it, until it is read again.
-			d.rec.PowerW, d.rec.Utilization = math.NaN(), math.NaN()
-			for i := range d.rec.Holders {
-				d.rec.Holders[i].IdleRatio = math.NaN()
-			}
-			for i := range d.rec.InstanceHolders {
-				d.rec.InstanceHolders[i].IdleRatio = math.NaN()
-			}
-			if d.rec.Holder != nil {
-				d.rec.Holder.IdleRatio = math.NaN()
-			}
+			d.blank()
 		}
 		for k, p := range d.procs {
 			if !p.seen {
@@ -304,6 +330,21 @@ func (g *gpuStage) read(ctx context.Context, now time.Time, dt time.Duration) {
 				p.rec.Alive = p.rec.Alive && ok && lp.k == k
 			}
 		}
+	}
+}
+
+// blank is a device whose source is down: no power, no utilization, no
+// telling whether its holders use it, until it is read again.
+func (dev *gpuDev) blank() {
+	dev.rec.PowerW, dev.rec.Utilization = math.NaN(), math.NaN()
+	for i := range dev.rec.Holders {
+		dev.rec.Holders[i].IdleRatio = math.NaN()
+	}
+	for i := range dev.rec.InstanceHolders {
+		dev.rec.InstanceHolders[i].IdleRatio = math.NaN()
+	}
+	if dev.rec.Holder != nil {
+		dev.rec.Holder.IdleRatio = math.NaN()
 	}
 }
 

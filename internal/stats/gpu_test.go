@@ -34,15 +34,22 @@ func (a staticAllocs) Allocations(context.Context) ([]alloc.Allocation, error) {
 	return a, nil
 }
 
-// NVIDIA GPUs end to end through the stats loop on mock NVML: two A100s,
-// pids 100/101/102 time-sliced on GPU 0 at SM 60/30/10 (pid 103 holds a
-// context, never sampled busy), pid 200 alone on GPU 1. 100 intervals of
-// 300 J and 220 J (+ jitter). GPU 0 idle is configured (50 W by UUID),
-// GPU 1's is 40 W by index; GPU 1 is held by Slurm job 43 under the
-// holder policy. Every interval: idle + Σ processes = device energy
-// (1e-9), the processes' cgroups carry the zone "gpu" into their pod and
-// jobs, and the holder's job is paid GPU 1's idle.
-func TestGPUStageMockNVML(t *testing.T) {
+// mockNVMLRun is TestGPUStageMockNVML's node: the loop over two mock
+// A100s, and the GPU joules its credited hooks heard of, by PID.
+type mockNVMLRun struct {
+	l      *Loop
+	bs     []*gpuBoard
+	fs     *fakeSource
+	devs   []reading.GPUDevice
+	hooked map[uint32]float64
+}
+
+// newMockNVMLRun: pids 100/101/102 time-sliced on GPU 0 at SM 60/30/10
+// (pid 103 holds a context), pid 200 alone on GPU 1; 100 in a pod's
+// container, 101 in another of the pod's, 102 and 103 in Slurm job 42,
+// 200 in job 43, which holds GPU 1 under the holder policy. GPU 0's idle
+// is 50 W (by UUID), GPU 1's 40 W (by index).
+func newMockNVMLRun(t *testing.T) *mockNVMLRun {
 	srv, bs := twoMockGPUs(t)
 	src, err := nvml.New(srv, nvml.Options{}, nil)
 	if err != nil {
@@ -69,76 +76,86 @@ func TestGPUStageMockNVML(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	r := &mockNVMLRun{l: l, bs: bs, fs: fs, devs: devs, hooked: map[uint32]float64{}}
 	// The split's credited hooks (emissions) hear of every GPU joule given
 	// to a process, as for any zone.
-	hooked := map[uint32]float64{}
 	l.credits.consumers = append(l.credits.consumers, func(w *consumer, zone string, dyn, idle float64) {
 		if zone == reading.ZoneGPU && w.w.PID != 0 {
-			hooked[w.w.PID] += dyn + idle
+			r.hooked[w.w.PID] += dyn + idle
 		}
 	})
-	watts := []uint64{300, 220}
-	var energy [2]float64
-	for k := 0; k <= 100; k++ {
-		for i, b := range bs {
-			if k > 0 {
-				b.EnergyMJ += watts[i]*1000 + uint64(k)
-				energy[i] += (float64(watts[i]*1000) + float64(k)) / 1000
-			}
-			b.TSUS = uint64(k+1) * 1_000_000
+	return r
+}
+
+// checkGPUInterval: after interval k each GPU's energy is what the boards
+// drew, idle + Σ processes (+ unattributed, which is 0 after the
+// baseline) = idle + dynamic = energy to 1e-9, and its zone carries the
+// same energy and idle from source "nvml".
+func checkGPUInterval(t *testing.T, k int, s *snapshot.Snapshot, energy [2]float64) {
+	t.Helper()
+	if len(s.GPUs) != 2 {
+		t.Fatalf("interval %d: %d GPUs", k, len(s.GPUs))
+	}
+	for i, d := range s.GPUs {
+		var procs float64
+		for _, p := range d.Processes {
+			procs += p.DynamicJ
 		}
-		fs.add(1, 100, 0, 1e8) // CPU time, unrelated to the GPU split
-		l.Step(gpuT0.Add(time.Duration(k) * time.Second))
-		s := l.Snapshot()
-		if len(s.GPUs) != 2 {
-			t.Fatalf("interval %d: %d GPUs", k, len(s.GPUs))
+		if d.Index != i || !gpuNear(d.EnergyJ, energy[i]) || !gpuNear(d.IdleJ+procs+d.UnattributedJ, d.EnergyJ) ||
+			!gpuNear(d.IdleJ+d.DynamicJ, d.EnergyJ) || (k > 0 && d.UnattributedJ != 0) {
+			t.Fatalf("interval %d GPU %d: %+v (energy %v, processes %v)", k, i, d, energy[i], procs)
 		}
-		for i, d := range s.GPUs {
-			var procs float64
-			for _, p := range d.Processes {
-				procs += p.DynamicJ
-			}
-			if d.Index != i || !gpuNear(d.EnergyJ, energy[i]) || !gpuNear(d.IdleJ+procs+d.UnattributedJ, d.EnergyJ) ||
-				!gpuNear(d.IdleJ+d.DynamicJ, d.EnergyJ) || (k > 0 && d.UnattributedJ != 0) {
-				t.Fatalf("interval %d GPU %d: %+v (energy %v, processes %v)", k, i, d, energy[i], procs)
-			}
-			z := zoneOf(s, reading.ZoneGPU, i)
-			if z.EnergyJ != d.EnergyJ || z.IdleJ != d.IdleJ || z.Source != "nvml" {
-				t.Fatalf("zone %+v", z)
-			}
+		z := zoneOf(s, reading.ZoneGPU, i)
+		if z.EnergyJ != d.EnergyJ || z.IdleJ != d.IdleJ || z.Source != "nvml" {
+			t.Fatalf("zone %+v", z)
 		}
 	}
-	s := l.Snapshot()
-	g0, g1 := s.GPUs[0], s.GPUs[1]
-	if !gpuNear(g0.IdleJ, 5000) || !gpuNear(g1.IdleJ, 4000) || g0.Method != "counter" || g0.Basis != "sm_util" ||
-		g0.UUID != devs[0].UUID || g0.Model == "" || g1.Holder == nil || g1.Holder.JobID != "43" || !gpuNear(g1.HolderJ, 4000) {
-		t.Fatalf("GPUs %+v", s.GPUs)
-	}
+}
+
+// gpuProcessJ is each process's dynamic GPU energy in s's GPU records.
+func gpuProcessJ(s *snapshot.Snapshot) map[uint32]float64 {
 	pj := map[uint32]float64{}
 	for _, d := range s.GPUs {
 		for _, p := range d.Processes {
 			pj[p.PID] = p.DynamicJ
 		}
 	}
+	return pj
+}
+
+// checkProcesses: the processes' GPU energy splits 6:3:1 on GPU 0
+// (none to pid 103, never busy) and is GPU 1's dynamic for pid 200; the
+// credited hooks heard each process's joules, and each process's
+// consumer carries them in zone "gpu".
+func (r *mockNVMLRun) checkProcesses(t *testing.T, s *snapshot.Snapshot, pj map[uint32]float64, energy [2]float64) {
+	t.Helper()
 	if !gpuNear(pj[100]/pj[102], 6) || !gpuNear(pj[101]/pj[102], 3) || pj[103] != 0 || !gpuNear(pj[200], energy[1]-4000) {
 		t.Fatalf("per process %v", pj)
 	}
 	for pid, j := range pj {
-		if !gpuNear(hooked[pid], j) {
-			t.Errorf("credited hook: pid %d %v, want %v", pid, hooked[pid], j)
+		if !gpuNear(r.hooked[pid], j) {
+			t.Errorf("credited hook: pid %d %v, want %v", pid, r.hooked[pid], j)
 		}
 	}
-	// Processes and cgroups carry the zone; workloads sum it.
 	for _, c := range s.Processes {
 		if got := c.Energy.Get(reading.ZoneGPU).DynamicJ; got != pj[c.PID] {
 			t.Errorf("process %d gpu %v want %v", c.PID, got, pj[c.PID])
 		}
 	}
-	for _, p := range g0.Processes {
+	for _, p := range s.GPUs[0].Processes {
 		if (p.PID == 102) != (p.JobID == "42") {
 			t.Errorf("process %+v", p)
 		}
 	}
+}
+
+// checkMockNVMLWorkloads: the pod carries pids 100 and 101's GPU energy,
+// job 42 pid 102's, job 43 pid 200's and GPU 1's idle (4000 J, its
+// holder's); GPU 0's idle stays at device level (no holder), so the
+// cgroups' GPU energy + both GPUs' idle is the GPUs' energy, nothing lost
+// and nothing twice.
+func checkMockNVMLWorkloads(t *testing.T, s *snapshot.Snapshot, pj map[uint32]float64, energy [2]float64) {
+	t.Helper()
 	pod, ok := unitBy(s, ident.KindPod, "0b4c2c6e-1f2a-4b3c-9d8e-7f6a5b4c3d2e")
 	if !ok || !gpuNear(pod.Energy.Get(reading.ZoneGPU).DynamicJ, pj[100]+pj[101]) {
 		t.Errorf("pod %+v", pod)
@@ -149,15 +166,48 @@ func TestGPUStageMockNVML(t *testing.T) {
 		!gpuNear(j43.Energy.Get(reading.ZoneGPU).DynamicJ, pj[200]) || !gpuNear(j43.Energy.Get(reading.ZoneGPU).IdleJ, 4000) {
 		t.Errorf("jobs 42 %+v, 43 %+v", j42.Energy, j43.Energy)
 	}
-	// GPU 0's idle stays at device level (no holder): the node's GPU
-	// energy is processes + idle, nothing lost and nothing twice.
 	var cg float64
 	for _, c := range s.Cgroups {
 		cg += c.Energy.Get(reading.ZoneGPU).DynamicJ
 	}
-	if !gpuNear(cg+g0.IdleJ+g1.IdleJ, energy[0]+energy[1]) {
+	if !gpuNear(cg+s.GPUs[0].IdleJ+s.GPUs[1].IdleJ, energy[0]+energy[1]) {
 		t.Errorf("cgroups %v + idle != %v", cg, energy[0]+energy[1])
 	}
+}
+
+// NVIDIA GPUs end to end through the stats loop on mock NVML: two A100s,
+// pids 100/101/102 time-sliced on GPU 0 at SM 60/30/10 (pid 103 holds a
+// context, never sampled busy), pid 200 alone on GPU 1. 100 intervals of
+// 300 J and 220 J (+ jitter). GPU 0 idle is configured (50 W by UUID),
+// GPU 1's is 40 W by index; GPU 1 is held by Slurm job 43 under the
+// holder policy. Every interval: idle + Σ processes = device energy
+// (1e-9), the processes' cgroups carry the zone "gpu" into their pod and
+// jobs, and the holder's job is paid GPU 1's idle.
+func TestGPUStageMockNVML(t *testing.T) {
+	r := newMockNVMLRun(t)
+	watts := []uint64{300, 220}
+	var energy [2]float64
+	for k := 0; k <= 100; k++ {
+		for i, b := range r.bs {
+			if k > 0 {
+				b.EnergyMJ += watts[i]*1000 + uint64(k)
+				energy[i] += (float64(watts[i]*1000) + float64(k)) / 1000
+			}
+			b.TSUS = uint64(k+1) * 1_000_000
+		}
+		r.fs.add(1, 100, 0, 1e8) // CPU time, unrelated to the GPU split
+		r.l.Step(gpuT0.Add(time.Duration(k) * time.Second))
+		checkGPUInterval(t, k, r.l.Snapshot(), energy)
+	}
+	s := r.l.Snapshot()
+	g0, g1 := s.GPUs[0], s.GPUs[1]
+	if !gpuNear(g0.IdleJ, 5000) || !gpuNear(g1.IdleJ, 4000) || g0.Method != "counter" || g0.Basis != "sm_util" ||
+		g0.UUID != r.devs[0].UUID || g0.Model == "" || g1.Holder == nil || g1.Holder.JobID != "43" || !gpuNear(g1.HolderJ, 4000) {
+		t.Fatalf("GPUs %+v", s.GPUs)
+	}
+	pj := gpuProcessJ(s)
+	r.checkProcesses(t, s, pj, energy)
+	checkMockNVMLWorkloads(t, s, pj, energy)
 }
 
 // A driver reload resets GPU 0's counter mid-run: the GPU's cumulative
