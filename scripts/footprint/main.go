@@ -53,6 +53,7 @@ type options struct {
 	dump           string
 	stress         time.Duration
 	baseline       string
+	wattrace       string
 	helper         string // the compiled sleepers.c
 	busyEvery      time.Duration
 	workload       string // the workload's top cgroup name, once made
@@ -97,6 +98,7 @@ func main() {
 	flag.StringVar(&o.wattraceArgs, "wattrace.args", "", "extra wattrace flags, space separated")
 	flag.DurationVar(&o.stress, "stress", 0, "run stress-ng --cpu 2 for this long at the start of each CPU window (0: a quiet window)")
 	flag.DurationVar(&o.busyEvery, "busy-every", 10*time.Second, "one process per job runs a short busy loop (about 1 ms) this often, so every job has energy and grams; 0: all processes only sleep")
+	flag.StringVar(&o.wattrace, "wattrace", "", "the wattrace binary to measure (default: built from this checkout with go build; a machine without Go takes one built elsewhere)")
 	flag.StringVar(&o.baseline, "baseline", "", "a wattrace binary built from another commit, measured beside the others as wattrace-baseline (before/after in one run)")
 	flag.StringVar(&o.dump, "dump", "", "directory to write each exporter's last scrape to (<name>.prom), for a look at its series")
 	flag.IntVar(&o.threads, "threads", 1, "threads per process: above 1 each process is a C program of that many sleeping threads (compiled with cc), as a Java or OpenMP host's")
@@ -130,9 +132,12 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	wattrace := filepath.Join(tmp, "wattrace")
-	if out, err := exec.Command("go", "build", "-o", wattrace, "./cmd/exporter").CombinedOutput(); err != nil {
-		return fmt.Errorf("build wattrace: %v\n%s", err, out)
+	wattrace := o.wattrace
+	if wattrace == "" {
+		wattrace = filepath.Join(tmp, "wattrace")
+		if out, err := exec.Command("go", "build", "-o", wattrace, "./cmd/exporter").CombinedOutput(); err != nil {
+			return fmt.Errorf("build wattrace: %v\n%s", err, out)
+		}
 	}
 	targets := map[string][]string{
 		"wattrace": append([]string{wattrace, "--web.listen-address=127.0.0.1:%d"}, strings.Fields(o.wattraceArgs)...),
