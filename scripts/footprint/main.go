@@ -277,8 +277,9 @@ func startWorkload(o options) (*workload, error) {
 			hier = append(hier, filepath.Join(o.cgroupRoot, h))
 		}
 	}
-	if len(hier) == 0 {
-		hier = []string{o.cgroupRoot} // pure v2
+	pureV2 := len(hier) == 0
+	if pureV2 {
+		hier = []string{o.cgroupRoot}
 	}
 	for i := 0; i < o.cgroups; i++ {
 		rel := filepath.Join(w.name, "slurm", "uid_1000", fmt.Sprintf("job_%d", 1000+i), "step_batch")
@@ -294,6 +295,9 @@ func startWorkload(o options) (*workload, error) {
 					w.dirs = append(w.dirs, d)
 				} else if !errors.Is(err, os.ErrExist) {
 					return w, err
+				}
+				if pureV2 && j < len(parts)-1 {
+					delegate(d)
 				}
 			}
 			leaves = append(leaves, filepath.Join(h, rel))
@@ -327,6 +331,27 @@ func startWorkload(o options) (*workload, error) {
 		w.procs = append(w.procs, cmd)
 	}
 	return w, nil
+}
+
+// delegate enables, below d on a cgroup v2 host, the controllers a Slurm
+// job's cgroup has there (memory, io, pids, cpu, those d has), so that
+// the jobs have the memory files wattrace reads, as on a hybrid host.
+func delegate(d string) {
+	b, err := os.ReadFile(filepath.Join(d, "cgroup.controllers"))
+	if err != nil {
+		return
+	}
+	var enable []string
+	for _, c := range strings.Fields(string(b)) {
+		switch c {
+		case "memory", "io", "pids", "cpu":
+			enable = append(enable, "+"+c)
+		}
+	}
+	if len(enable) > 0 {
+		// Best effort: without them the jobs have fewer files to read.
+		_ = os.WriteFile(filepath.Join(d, "cgroup.subtree_control"), []byte(strings.Join(enable, " ")), 0o644)
+	}
 }
 
 // waitStarted waits until every process (and thread) of the workload is in
