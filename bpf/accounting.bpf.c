@@ -294,6 +294,76 @@ int dump_task(struct bpf_iter__task *ctx)
 	return 0;
 }
 
+// The css_task open-coded iterator (Linux 6.7 for iterator programs).
+// Weak: on a kernel without it dump_cgroup does not load, and the loader
+// loads the other programs without it (internal/bpfloader, scope.go).
+extern int bpf_iter_css_task_new(struct bpf_iter_css_task *it, struct cgroup_subsys_state *css,
+				 unsigned int flags) __weak __ksym;
+extern struct task_struct *bpf_iter_css_task_next(struct bpf_iter_css_task *it) __weak __ksym;
+extern void bpf_iter_css_task_destroy(struct bpf_iter_css_task *it) __weak __ksym;
+
+// One record per cgroup, written by dump_cgroup: what the cgroup's tasks
+// ran and switched, cumulative since its entry in exited_cgroups was made.
+// bpf2go generates its Go twin, accountingCgroupRec.
+struct cgroup_rec {
+	__u64 id;
+	__u64 runtime;
+	__u64 switches;
+};
+const struct cgroup_rec *unused_cgroup_rec __attribute__((unused));
+
+// A read of one cgroup subtree, where dump_task reads the whole node: the
+// cgroup iterator (attached to a cgroup of the key hierarchy, in
+// descendants-first order) calls this once per cgroup, which walks only
+// the tasks in that cgroup itself. Each task's unclaimed runtime is
+// claimed as dump_task claims it, but added to the cgroup's exit-map entry
+// rather than written out, so that the entry holds everything the
+// cgroup's tasks ran since it was made (the hooks add the ended tasks'
+// part there too) and one record per cgroup says it. The cost is that of
+// the subtree's tasks, whatever the node runs besides. Dying tasks are
+// not walked: they are their exit hooks'.
+SEC("iter/cgroup")
+int dump_cgroup(struct bpf_iter__cgroup *ctx)
+{
+	struct seq_file *seq = ctx->meta->seq;
+	struct cgroup *cgrp = ctx->cgroup;
+	struct bpf_iter_css_task it;
+	struct cgroup_rec rec = {};
+	struct task_struct *t;
+	struct counters *c;
+	__u64 runtime = 0, switches = 0;
+
+	if (!cgrp)
+		return 0;
+	rec.id = cgrp->kn->id;
+	bpf_iter_css_task_new(&it, &cgrp->self, 0);
+	while ((t = bpf_iter_css_task_next(&it))) {
+		struct reported *r;
+
+		if (t->pid == 0 || (t->exit_state & EXIT_DEAD))
+			continue;
+		r = bpf_task_storage_get(&reported, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (!r)
+			continue; // claimed by a later read or by its hooks
+		runtime += claim(&r->runtime, t->se.sum_exec_runtime);
+		switches += claim(&r->switches, t->nvcsw + t->nivcsw);
+		if (!r->home)
+			__sync_val_compare_and_swap(&r->home, 0, rec.id);
+	}
+	bpf_iter_css_task_destroy(&it);
+	if (runtime || switches)
+		add_cgroup(rec.id, runtime, switches);
+	c = bpf_map_lookup_elem(&exited_cgroups, &rec.id);
+	if (c) {
+		rec.runtime = c->runtime;
+		rec.switches = c->switches;
+	}
+	// A record that does not fit is shown again on the next read; what
+	// it says is kept in the map meanwhile.
+	bpf_seq_write(seq, &rec, sizeof(rec));
+	return 0;
+}
+
 // At exit, in the exiting task (PF_EXITING is set): everything it ran up to
 // here. The tail of do_exit is left to the free hook.
 SEC("tp_btf/sched_process_exit")

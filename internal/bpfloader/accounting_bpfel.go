@@ -13,6 +13,13 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type accountingCgroupRec struct {
+	_        structs.HostLayout
+	Id       uint64
+	Runtime  uint64
+	Switches uint64
+}
+
 type accountingCounters struct {
 	_        structs.HostLayout
 	Runtime  uint64
@@ -80,23 +87,25 @@ type accountingTaskRec struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	accountingMapCgroupStats   = "cgroup_stats"
-	accountingMapDrops         = "drops"
-	accountingMapExitedCgroups = "exited_cgroups"
-	accountingMapExitedProcs   = "exited_procs"
-	accountingMapPending       = "pending"
-	accountingMapProbeDrops    = "probe_drops"
-	accountingMapProcStats     = "proc_stats"
-	accountingMapReported      = "reported"
-	accountingProgDumpTask     = "dump_task"
-	accountingProgTaskDead     = "task_dead"
-	accountingProgTaskExit     = "task_exit"
-	accountingProgTaskFork     = "task_fork"
-	accountingProgTaskFree     = "task_free"
-	accountingProgTaskMove     = "task_move"
-	accountingVarHierarchy     = "hierarchy"
-	accountingVarUnusedTaskRec = "unused_task_rec"
-	accountingVarV1Subsys      = "v1_subsys"
+	accountingMapCgroupStats     = "cgroup_stats"
+	accountingMapDrops           = "drops"
+	accountingMapExitedCgroups   = "exited_cgroups"
+	accountingMapExitedProcs     = "exited_procs"
+	accountingMapPending         = "pending"
+	accountingMapProbeDrops      = "probe_drops"
+	accountingMapProcStats       = "proc_stats"
+	accountingMapReported        = "reported"
+	accountingProgDumpCgroup     = "dump_cgroup"
+	accountingProgDumpTask       = "dump_task"
+	accountingProgTaskDead       = "task_dead"
+	accountingProgTaskExit       = "task_exit"
+	accountingProgTaskFork       = "task_fork"
+	accountingProgTaskFree       = "task_free"
+	accountingProgTaskMove       = "task_move"
+	accountingVarHierarchy       = "hierarchy"
+	accountingVarUnusedCgroupRec = "unused_cgroup_rec"
+	accountingVarUnusedTaskRec   = "unused_task_rec"
+	accountingVarV1Subsys        = "v1_subsys"
 )
 
 // loadAccounting returns the embedded CollectionSpec for accounting.
@@ -141,12 +150,13 @@ type accountingSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type accountingProgramSpecs struct {
-	DumpTask *ebpf.ProgramSpec `ebpf:"dump_task"`
-	TaskDead *ebpf.ProgramSpec `ebpf:"task_dead"`
-	TaskExit *ebpf.ProgramSpec `ebpf:"task_exit"`
-	TaskFork *ebpf.ProgramSpec `ebpf:"task_fork"`
-	TaskFree *ebpf.ProgramSpec `ebpf:"task_free"`
-	TaskMove *ebpf.ProgramSpec `ebpf:"task_move"`
+	DumpCgroup *ebpf.ProgramSpec `ebpf:"dump_cgroup"`
+	DumpTask   *ebpf.ProgramSpec `ebpf:"dump_task"`
+	TaskDead   *ebpf.ProgramSpec `ebpf:"task_dead"`
+	TaskExit   *ebpf.ProgramSpec `ebpf:"task_exit"`
+	TaskFork   *ebpf.ProgramSpec `ebpf:"task_fork"`
+	TaskFree   *ebpf.ProgramSpec `ebpf:"task_free"`
+	TaskMove   *ebpf.ProgramSpec `ebpf:"task_move"`
 }
 
 // accountingMapSpecs contains maps before they are loaded into the kernel.
@@ -167,9 +177,10 @@ type accountingMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type accountingVariableSpecs struct {
-	Hierarchy     *ebpf.VariableSpec `ebpf:"hierarchy"`
-	UnusedTaskRec *ebpf.VariableSpec `ebpf:"unused_task_rec"`
-	V1Subsys      *ebpf.VariableSpec `ebpf:"v1_subsys"`
+	Hierarchy       *ebpf.VariableSpec `ebpf:"hierarchy"`
+	UnusedCgroupRec *ebpf.VariableSpec `ebpf:"unused_cgroup_rec"`
+	UnusedTaskRec   *ebpf.VariableSpec `ebpf:"unused_task_rec"`
+	V1Subsys        *ebpf.VariableSpec `ebpf:"v1_subsys"`
 }
 
 // accountingObjects contains all objects after they have been loaded into the kernel.
@@ -219,25 +230,28 @@ func (m *accountingMaps) Close() error {
 //
 // It can be passed to loadAccountingObjects or ebpf.CollectionSpec.LoadAndAssign.
 type accountingVariables struct {
-	Hierarchy     *ebpf.Variable `ebpf:"hierarchy"`
-	UnusedTaskRec *ebpf.Variable `ebpf:"unused_task_rec"`
-	V1Subsys      *ebpf.Variable `ebpf:"v1_subsys"`
+	Hierarchy       *ebpf.Variable `ebpf:"hierarchy"`
+	UnusedCgroupRec *ebpf.Variable `ebpf:"unused_cgroup_rec"`
+	UnusedTaskRec   *ebpf.Variable `ebpf:"unused_task_rec"`
+	V1Subsys        *ebpf.Variable `ebpf:"v1_subsys"`
 }
 
 // accountingPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to loadAccountingObjects or ebpf.CollectionSpec.LoadAndAssign.
 type accountingPrograms struct {
-	DumpTask *ebpf.Program `ebpf:"dump_task"`
-	TaskDead *ebpf.Program `ebpf:"task_dead"`
-	TaskExit *ebpf.Program `ebpf:"task_exit"`
-	TaskFork *ebpf.Program `ebpf:"task_fork"`
-	TaskFree *ebpf.Program `ebpf:"task_free"`
-	TaskMove *ebpf.Program `ebpf:"task_move"`
+	DumpCgroup *ebpf.Program `ebpf:"dump_cgroup"`
+	DumpTask   *ebpf.Program `ebpf:"dump_task"`
+	TaskDead   *ebpf.Program `ebpf:"task_dead"`
+	TaskExit   *ebpf.Program `ebpf:"task_exit"`
+	TaskFork   *ebpf.Program `ebpf:"task_fork"`
+	TaskFree   *ebpf.Program `ebpf:"task_free"`
+	TaskMove   *ebpf.Program `ebpf:"task_move"`
 }
 
 func (p *accountingPrograms) Close() error {
 	return _AccountingClose(
+		p.DumpCgroup,
 		p.DumpTask,
 		p.TaskDead,
 		p.TaskExit,

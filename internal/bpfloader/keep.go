@@ -53,6 +53,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -239,6 +240,13 @@ func openKept(dir string, spec *ebpf.CollectionSpec, uid int) (*ebpf.Collection,
 	used := map[ebpf.MapID]bool{}
 	for name, ps := range spec.Programs {
 		path := filepath.Join(dir, name)
+		if slices.Contains(optionalPrograms, name) {
+			// Kept without it: this kernel refused it when the copy
+			// was made.
+			if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+		}
 		if err := checkPin(path, uid); err != nil {
 			return fail(err)
 		}
@@ -372,7 +380,7 @@ func keep(root string, spec *ebpf.CollectionSpec, consts ...uint32) (*ebpf.Colle
 		if errors.As(note, &r) {
 			k.Note = "not keeping the BPF programs loaded for later measures: " + r.msg
 		}
-		coll, err := ebpf.NewCollection(spec)
+		coll, _, err := newCollection(spec)
 		return coll, k, nil, err
 	}
 	key, err := keepKey(consts...)
@@ -416,7 +424,7 @@ func keep(root string, spec *ebpf.CollectionSpec, consts ...uint32) (*ebpf.Colle
 		removeOthers(user, key, uid)
 	}
 
-	coll, err := ebpf.NewCollection(spec)
+	coll, _, err := newCollection(spec)
 	if err != nil {
 		return nil, Kept{}, nil, err
 	}
@@ -465,14 +473,7 @@ func (a *Accounting) assignKept(root string, spec *ebpf.CollectionSpec, consts .
 		return err
 	}
 	defer coll.Close() // what was not assigned
-	if err := coll.Assign(&a.objs.accountingPrograms); err != nil {
-		if lock != nil {
-			lock.Close()
-		}
-		return err
-	}
-	if err := coll.Assign(&a.objs.accountingMaps); err != nil {
-		a.objs.accountingPrograms.Close()
+	if err := a.assign(coll); err != nil {
 		if lock != nil {
 			lock.Close()
 		}

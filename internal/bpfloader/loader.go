@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -32,6 +34,9 @@ type Options struct {
 	// processes of the same user (keep.go); Accounting.Kept says how
 	// they were had.
 	Keep string
+	// editSpec, in tests, changes the object before it is loaded (a
+	// program the kernel refuses).
+	editSpec func(*ebpf.CollectionSpec)
 }
 
 // hierarchy values understood by the BPF programs (bpf/accounting.bpf.c).
@@ -74,10 +79,13 @@ func Load(o Options) (*Accounting, error) {
 	if err := spec.Variables[accountingVarV1Subsys].Set(subsys); err != nil {
 		return nil, fmt.Errorf("set v1_subsys: %w", err)
 	}
+	if o.editSpec != nil {
+		o.editSpec(spec)
+	}
 
 	a := &Accounting{log: log, state: newState(), kept: Kept{How: KeptNo}}
 	if o.Keep == "" {
-		err = spec.LoadAndAssign(&a.objs, nil)
+		err = a.assignLoaded(spec)
 	} else {
 		err = a.assignKept(o.Keep, spec, hier, subsys)
 	}
@@ -109,6 +117,9 @@ func Load(o Options) (*Accounting, error) {
 		a.objs.Close()
 		a.release()
 		return nil, explainLoadError(fmt.Errorf("attach iter/task: %w", err), log)
+	}
+	if a.refused != nil {
+		log.Debug("BPF accounting loaded without the scoped read", zap.Error(a.refused))
 	}
 	log.Info("BPF accounting loaded",
 		zap.String("hierarchy", string(o.Hierarchy.Kind)), zap.String("how", a.kept.How), zap.String("kept", a.kept.Dir),
@@ -205,6 +216,70 @@ func explainLoadError(err error, log *zap.Logger) error {
 	return fmt.Errorf("load BPF accounting: %w", err)
 }
 
+// newCollection loads spec. Where the kernel refuses it whole, the
+// optional programs (optionalPrograms) are left out and the others are
+// loaded without them; refused is then the first error, and err is that
+// error when the others fail too.
+func newCollection(spec *ebpf.CollectionSpec) (coll *ebpf.Collection, refused, err error) {
+	coll, err = ebpf.NewCollection(spec)
+	if err == nil {
+		return coll, nil, nil
+	}
+	without := spec.Copy()
+	for _, name := range optionalPrograms {
+		delete(without.Programs, name)
+	}
+	if len(without.Programs) == len(spec.Programs) {
+		return nil, nil, err
+	}
+	coll, err2 := ebpf.NewCollection(without)
+	if err2 != nil {
+		return nil, nil, err
+	}
+	return coll, err, nil
+}
+
+// optionalPrograms are the accounting's programs that a kernel may lack
+// the features of: the accounting works without them, and Load leaves
+// their field nil.
+var optionalPrograms = []string{accountingProgDumpCgroup}
+
+// assignLoaded loads spec (newCollection) into a's objects.
+func (a *Accounting) assignLoaded(spec *ebpf.CollectionSpec) error {
+	coll, refused, err := newCollection(spec)
+	if err != nil {
+		return err
+	}
+	a.refused = refused
+	defer coll.Close() // what was not assigned
+	return a.assign(coll)
+}
+
+// assign moves the collection's programs and maps into a's objects (as
+// Collection.Assign, which requires every program): an optional program
+// missing from coll stays nil.
+func (a *Accounting) assign(coll *ebpf.Collection) error {
+	progs := reflect.ValueOf(&a.objs.accountingPrograms).Elem()
+	for i := range progs.NumField() {
+		name := progs.Type().Field(i).Tag.Get("ebpf")
+		p := coll.Programs[name]
+		if p == nil {
+			if slices.Contains(optionalPrograms, name) {
+				continue
+			}
+			a.objs.accountingPrograms.Close()
+			return fmt.Errorf("missing program %q", name)
+		}
+		progs.Field(i).Set(reflect.ValueOf(p))
+		delete(coll.Programs, name)
+	}
+	if err := coll.Assign(&a.objs.accountingMaps); err != nil {
+		a.objs.accountingPrograms.Close()
+		return err
+	}
+	return nil
+}
+
 // Accounting is the BPF accounting source; it implements stats.Accounting.
 // Read must not be called concurrently.
 type Accounting struct {
@@ -225,6 +300,9 @@ type Accounting struct {
 	// copy's lock, held until Close.
 	kept     Kept
 	keepLock *os.File
+	// refused is why the kernel refused the optional programs, where it
+	// did (newCollection).
+	refused error
 	// walks counts the task iterator's complete walks. Each also folded
 	// the probes' per-task counters (bpf/fold.h), so the probes skip their
 	// own walk after one (Probes.read).
