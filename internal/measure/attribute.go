@@ -337,7 +337,7 @@ func zoneOrder(z string) int {
 
 // baseline measures the node's power over d with nothing of ours running.
 func (e *Env) baseline(ctx context.Context, d time.Duration, sleep func(time.Duration) bool) (Baseline, error) {
-	s0, err := e.read(ctx, true)
+	s0, err := e.readNode(ctx, true)
 	if err != nil {
 		return Baseline{}, err
 	}
@@ -347,7 +347,7 @@ func (e *Env) baseline(ctx context.Context, d time.Duration, sleep func(time.Dur
 	if !sleep(d) {
 		return Baseline{}, errInterrupted
 	}
-	s1, err := e.read(ctx, false)
+	s1, err := e.readNode(ctx, false)
 	if err != nil {
 		return Baseline{}, err
 	}

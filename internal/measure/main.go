@@ -161,17 +161,68 @@ func unwrapExec(err error) error {
 // setup opens the meter, the accounting and the placement, falling back
 // as the flags allow; the returned function closes what was opened.
 func setup(ctx context.Context, o *Options, e *Env, rep *Report, gpus func(node.Config, *zap.Logger) (*node.GPUs, error)) (func(), error) {
-	var closers []func()
-	closeAll := func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i]()
-		}
-	}
+	var cl closers
 	log := zap.NewNop()
+	if err := procfsReaders(o, e); err != nil {
+		return cl.closeAll, err
+	}
+	if err := carbonSource(o, rep); err != nil {
+		return cl.closeAll, err
+	}
+	src := openSources(ctx, o, rep, gpus, log)
+	join := func() error { return src.join(e, &cl) }
+	defer func() { _ = join() }() // never leave the meters open behind us
+	topology(o, e)
 
+	if o.Cgroup == PlaceNone || o.Accounting == AcctRusage && o.Cgroup == PlaceAuto {
+		if o.Cgroup == PlaceAuto {
+			rep.Warnings = append(rep.Warnings, "--accounting=rusage: the command runs without a cgroup of its own")
+		}
+		return cl.closeAll, join()
+	}
+	h, err := cgroup.Detect(o.ProcfsRoot, "", o.Hierarchy)
+	if err != nil {
+		return cl.closeAll, errors.Join(fallback(o, rep, fmt.Errorf("cgroup hierarchy: %w", err)), join())
+	}
+	place, how, err := placement(o, h)
+	if err != nil {
+		return cl.closeAll, errors.Join(fallback(o, rep, err), join())
+	}
+	if how == PlaceChild {
+		parent := o.CgroupParent
+		if parent == "" {
+			parent = h.Mount
+		}
+		rep.Warnings = append(rep.Warnings, sweepStale(parent)...)
+	}
+	if err := openAccounting(o, e, rep, h, how, &cl, log); err != nil {
+		return cl.closeAll, err
+	}
+	if err := cgroupFallback(o, e, rep, h); err != nil {
+		return cl.closeAll, err
+	}
+	e.Place = place
+	rep.Cgroup, rep.Hierarchy = how, string(h.Kind)
+	return cl.closeAll, join()
+}
+
+// closers close what setup opened, last first.
+type closers []func()
+
+func (c *closers) add(f func()) { *c = append(*c, f) }
+
+func (c *closers) closeAll() {
+	for i := len(*c) - 1; i >= 0; i-- {
+		(*c)[i]()
+	}
+}
+
+// procfsReaders reads the node's CPU time from /proc/stat: the rusage
+// fallback's node figure, and each CPU's for placing time on sockets.
+func procfsReaders(o *Options, e *Env) error {
 	pfs, err := procfs.NewFS(o.ProcfsRoot)
 	if err != nil {
-		return closeAll, fmt.Errorf("--path.procfs: %w", err)
+		return fmt.Errorf("--path.procfs: %w", err)
 	}
 	e.NodeCPU = func() (float64, error) {
 		st, err := pfs.Stat()
@@ -182,7 +233,6 @@ func setup(ctx context.Context, o *Options, e *Env, rep *Report, gpus func(node.
 		c := st.CPUTotal
 		return c.User + c.Nice + c.System + c.IRQ + c.SoftIRQ, nil
 	}
-
 	e.CPUBusy = func() (map[int]float64, error) {
 		st, err := pfs.Stat()
 		if err != nil {
@@ -194,54 +244,73 @@ func setup(ctx context.Context, o *Options, e *Env, rep *Report, gpus func(node.
 		}
 		return out, nil
 	}
+	return nil
+}
 
+// carbonSource sets the report's carbon intensity from the flags.
+func carbonSource(o *Options, rep *Report) error {
 	rep.GramsPerKWh, rep.CarbonSource = o.GramsPerKWh, "constant"
-	if o.Country != "" {
-		s, err := carbon.NewStatic(o.Country)
-		if err != nil {
-			return closeAll, fmt.Errorf("--emissions.country: %w", err)
-		}
-		rep.GramsPerKWh = s.Country.GramsPerKWh
-		rep.CarbonSource = fmt.Sprintf("static %s %d", s.Country.Alpha2, s.Country.Year)
+	if o.Country == "" {
+		return nil
 	}
+	s, err := carbon.NewStatic(o.Country)
+	if err != nil {
+		return fmt.Errorf("--emissions.country: %w", err)
+	}
+	rep.GramsPerKWh = s.Country.GramsPerKWh
+	rep.CarbonSource = fmt.Sprintf("static %s %d", s.Country.Alpha2, s.Country.Year)
+	return nil
+}
 
-	// The exporter's composition: the same meters and GPU sources, with
-	// the same exclusions between them. It opens while the cgroup and the
-	// BPF accounting are set up: a meter that must prove its counters
-	// advance (perf RAPL: up to 250 ms where a hypervisor's power PMU
-	// counts nothing) then costs no more than the longer of the two.
-	type opened struct {
-		n   *compose.Node
-		err error
-	}
-	sources := make(chan opened, 1)
+// sources are the meters and GPU sources being opened (openSources).
+type sources struct {
+	ch     chan openedSources
+	joined bool
+}
+
+type openedSources struct {
+	n   *compose.Node
+	err error
+}
+
+// openSources opens the exporter's composition: the same meters and GPU
+// sources, with the same exclusions between them. It opens while the
+// cgroup and the BPF accounting are set up: a meter that must prove its
+// counters advance (perf RAPL: up to 250 ms where a hypervisor's power PMU
+// counts nothing) then costs no more than the longer of the two.
+func openSources(ctx context.Context, o *Options, rep *Report, gpus func(node.Config, *zap.Logger) (*node.GPUs, error), log *zap.Logger) *sources {
+	src := &sources{ch: make(chan openedSources, 1)}
 	verdicts, why := verdictDir()
 	if why != "" {
 		rep.Warnings = append(rep.Warnings, why)
 	}
 	go func() {
 		n, err := compose.Open(ctx, composeConfig(o, verdicts, gpus), log)
-		sources <- opened{n, err}
+		src.ch <- openedSources{n, err}
 	}()
-	joined := false
-	join := func() error {
-		if joined {
-			return nil
-		}
-		joined = true
-		got := <-sources
-		if got.err != nil {
-			return got.err
-		}
-		closers = append(closers, func() { _ = got.n.Close() })
-		e.Meter = got.n.Meter
-		if got.n.GPUs != nil {
-			e.GPUs, e.GPUZone = got.n.GPUs, got.n.GPUZone
-		}
+	return src
+}
+
+// join waits for the sources and hands them to e; later calls do nothing.
+func (src *sources) join(e *Env, cl *closers) error {
+	if src.joined {
 		return nil
 	}
-	defer func() { _ = join() }() // never leave the meters open behind us
+	src.joined = true
+	got := <-src.ch
+	if got.err != nil {
+		return got.err
+	}
+	cl.add(func() { _ = got.n.Close() })
+	e.Meter = got.n.Meter
+	if got.n.GPUs != nil {
+		e.GPUs, e.GPUZone = got.n.GPUs, got.n.GPUZone
+	}
+	return nil
+}
 
+// topology reads the online CPUs and their sockets.
+func topology(o *Options, e *Env) {
 	if n, err := power.OnlineCPUs(o.SysfsRoot); err == nil && n > 0 {
 		e.CPUs = n
 	}
@@ -253,68 +322,88 @@ func setup(ctx context.Context, o *Options, e *Env, rep *Report, gpus func(node.
 		}
 		e.Sockets, e.NSockets = socks, max(1, len(n))
 	}
+}
 
-	if o.Cgroup == PlaceNone || o.Accounting == AcctRusage && o.Cgroup == PlaceAuto {
-		if o.Cgroup == PlaceAuto {
-			rep.Warnings = append(rep.Warnings, "--accounting=rusage: the command runs without a cgroup of its own")
-		}
-		return closeAll, join()
+// openAccounting opens the exporter's accounting, through the same
+// composition, where the flags ask for BPF; where BPF cannot load,
+// measure falls back to the command's own cgroup (cgroupFallback), not to
+// procfs. Runs in a child cgroup read it alone where they can (scopeRuns).
+func openAccounting(o *Options, e *Env, rep *Report, h cgroup.Hierarchy, how string, cl *closers, log *zap.Logger) error {
+	if o.Accounting != AcctAuto && o.Accounting != AcctBPF {
+		return nil
 	}
-	h, err := cgroup.Detect(o.ProcfsRoot, "", o.Hierarchy)
-	if err != nil {
-		return closeAll, errors.Join(fallback(o, rep, fmt.Errorf("cgroup hierarchy: %w", err)), join())
+	mode := compose.AcctAuto
+	if o.Accounting == AcctBPF {
+		mode = compose.AcctBPF
 	}
-	place, how, err := placement(o, h)
-	if err != nil {
-		return closeAll, errors.Join(fallback(o, rep, err), join())
+	a, err := compose.OpenAccounting(compose.AccountingConfig{Mode: mode, Hierarchy: h, NoProcfs: true, Keep: o.Keep}, log)
+	switch {
+	case err != nil:
+		return fmt.Errorf("BPF accounting: %w", err)
+	case a.BPF == nil:
+		rep.Warnings = append(rep.Warnings, "BPF accounting unavailable: "+a.Fallback.Error())
+		return nil
+	}
+	cl.add(func() { _ = a.BPF.Close() })
+	e.Acct = a.BPF
+	rep.Accounting = bpfloader.Mode
+	k := a.BPF.Kept()
+	rep.BPFPrograms = k.How
+	if k.Note != "" {
+		rep.Warnings = append(rep.Warnings, k.Note)
 	}
 	if how == PlaceChild {
-		parent := o.CgroupParent
-		if parent == "" {
-			parent = h.Mount
-		}
-		rep.Warnings = append(rep.Warnings, sweepStale(parent)...)
+		scopeRuns(o, e, rep, a.BPF, cl)
 	}
-	if o.Accounting == AcctAuto || o.Accounting == AcctBPF {
-		// The exporter's accounting, through the same composition; where
-		// BPF cannot load, measure falls back to the command's own cgroup
-		// (below), not to procfs.
-		mode := compose.AcctAuto
-		if o.Accounting == AcctBPF {
-			mode = compose.AcctBPF
-		}
-		a, err := compose.OpenAccounting(compose.AccountingConfig{Mode: mode, Hierarchy: h, NoProcfs: true, Keep: o.Keep}, log)
-		switch {
-		case err != nil:
-			return closeAll, fmt.Errorf("BPF accounting: %w", err)
-		case a.BPF != nil:
-			closers = append(closers, func() { _ = a.BPF.Close() })
-			e.Acct = a.BPF
-			rep.Accounting = bpfloader.Mode
-			k := a.BPF.Kept()
-			rep.BPFPrograms = k.How
-			if k.Note != "" {
-				rep.Warnings = append(rep.Warnings, k.Note)
-			}
-		default:
-			rep.Warnings = append(rep.Warnings, "BPF accounting unavailable: "+a.Fallback.Error())
-		}
+	return nil
+}
+
+// scopeRuns makes each run read its own cgroup alone, where the kernel
+// can (bpfloader.Scope) and the node's busy CPU is to be had as exactly
+// (rootCPUAcct), and the node has one socket (on several, each process's
+// CPU is placed on the socket it ran on, which takes the node's read).
+// Otherwise runs read the node's accounting, as the exporter does; the
+// report says which (Report.CPURead).
+func scopeRuns(o *Options, e *Env, rep *Report, a *bpfloader.Accounting, cl *closers) {
+	rep.CPURead = ReadNode
+	if e.NSockets > 1 || !a.CanScope() {
+		return
 	}
-	if e.Acct == nil && o.Accounting != AcctRusage {
-		if h.Kind == cgroup.CPU {
-			// v1 cpu keeps no usage counter.
-			if o.Accounting == AcctCgroupfs {
-				return closeAll, fmt.Errorf("--accounting=cgroupfs: hierarchy %s keeps no CPU usage", h.Kind)
-			}
-			rep.Warnings = append(rep.Warnings, "the command's CPU is its child tree's rusage: hierarchy cpu keeps no usage counter")
-		} else {
-			e.CgroupCPU = true
-			rep.Accounting = "cgroupfs+procfs"
-		}
+	node, closeIt, why := rootCPUAcct(o.ProcfsRoot)
+	if why != "" {
+		return
 	}
-	e.Place = place
-	rep.Cgroup, rep.Hierarchy = how, string(h.Kind)
-	return closeAll, join()
+	// This process's threads are older than the programs: where they ran
+	// is recorded now, so the one that starts a command from inside its
+	// cgroup (cgroup v1) takes out only what it ran there.
+	if err := a.ClaimProcess(os.Getpid()); err != nil {
+		closeIt()
+		rep.Warnings = append(rep.Warnings, "runs read the node's accounting: "+err.Error())
+		return
+	}
+	cl.add(closeIt)
+	e.NodeNs = node
+	e.Scope = func(dir string) (CgroupReader, error) { return a.Scope(dir) }
+	rep.CPURead = ReadCgroup
+}
+
+// cgroupFallback: without BPF, the command's CPU is its cgroup's own
+// counter, where the hierarchy keeps one, else its child tree's rusage.
+func cgroupFallback(o *Options, e *Env, rep *Report, h cgroup.Hierarchy) error {
+	if e.Acct != nil || o.Accounting == AcctRusage {
+		return nil
+	}
+	if h.Kind == cgroup.CPU {
+		// v1 cpu keeps no usage counter.
+		if o.Accounting == AcctCgroupfs {
+			return fmt.Errorf("--accounting=cgroupfs: hierarchy %s keeps no CPU usage", h.Kind)
+		}
+		rep.Warnings = append(rep.Warnings, "the command's CPU is its child tree's rusage: hierarchy cpu keeps no usage counter")
+		return nil
+	}
+	e.CgroupCPU = true
+	rep.Accounting = "cgroupfs+procfs"
+	return nil
 }
 
 // fallback decides whether a failure of the cgroup or BPF path is fatal

@@ -28,6 +28,13 @@ type Report struct {
 	// measures, --bpf.keep) or "reused" (kept by an earlier one); absent
 	// without BPF.
 	BPFPrograms string `json:"bpf_programs,omitempty"`
+	// CPURead says what each run's BPF reads walk: "cgroup" (the
+	// command's cgroup alone, whatever else the node runs) or "node"
+	// (every task on the node: the kernel lacks the cgroup read, the
+	// node's busy CPU is not to be had as exactly (no cpuacct hierarchy
+	// mounted), or the node has several sockets); absent without BPF or
+	// without a child cgroup.
+	CPURead string `json:"cpu_read,omitempty"`
 	// Cgroup is how the command was placed: child, systemd or none.
 	Cgroup       string   `json:"cgroup"`
 	Hierarchy    string   `json:"hierarchy,omitempty"`
@@ -43,6 +50,12 @@ type Report struct {
 	SelfCPUSeconds float64  `json:"self_cpu_seconds"`
 	Warnings       []string `json:"warnings,omitempty"`
 }
+
+// Report.CPURead's values.
+const (
+	ReadCgroup = "cgroup"
+	ReadNode   = "node"
+)
 
 var errInterrupted = errors.New("interrupted")
 

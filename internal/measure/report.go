@@ -101,8 +101,15 @@ func writeTable(w io.Writer, rep Report) error {
 		place += " cgroup (" + rep.Hierarchy + ")"
 	}
 	acct := rep.Accounting
+	var notes []string
 	if rep.BPFPrograms != "" {
-		acct += " (programs " + rep.BPFPrograms + ")"
+		notes = append(notes, "programs "+rep.BPFPrograms)
+	}
+	if rep.CPURead != "" {
+		notes = append(notes, "reads the "+rep.CPURead)
+	}
+	if len(notes) > 0 {
+		acct += " (" + strings.Join(notes, ", ") + ")"
 	}
 	fmt.Fprintf(b, "   accounting  %s, %s\n", acct, place)
 	fmt.Fprintf(b, "   meter       %s\n", rep.Meter)

@@ -24,6 +24,13 @@ type CPUReader interface {
 	Mode() string
 }
 
+// CgroupReader reads one cgroup and its descendants alone: their CPU time
+// since the cgroup was made (internal/bpfloader's Scope).
+type CgroupReader interface {
+	Read() (reading.CgroupUsage, error)
+	Close() error
+}
+
 // NodeCPU reads the node's cumulative busy CPU time in seconds
 // (/proc/stat), for the rusage fallback and the idle baseline.
 type NodeCPU func() (float64, error)
@@ -70,6 +77,12 @@ type Env struct {
 	// stopSig is the interrupt that stopped the measurement while no
 	// command ran.
 	stopSig os.Signal
+	// Scope, when set with NodeNs, reads a run's cgroup alone rather than
+	// the node's accounting (runReader); NodeNs is the node's cumulative
+	// busy CPU time in ns, as exact as the accounting's (the root cpuacct
+	// cgroup's usage).
+	Scope  func(dir string) (CgroupReader, error)
+	NodeNs func() (uint64, error)
 	// Settle bounds the wait, after the command exits, for its tasks'
 	// last slices: the dead hook claims them at each task's final context
 	// switch, the free hook an RCU grace period later (docs/kernel.md).
@@ -134,6 +147,10 @@ type sample struct {
 	sockBusy bySocket
 	nodeNs   float64 // node busy CPU, ns
 	zones    []reading.ZoneSample
+	// scoped: the accounting read the command's cgroup alone (runReader),
+	// whose CPU time (ns, since the cgroup was made) is cmd; cgCPU is nil.
+	scoped bool
+	cmd    float64
 }
 
 // read takes a sample: the accounting, the node's CPU and, withMeter, the
@@ -298,31 +315,159 @@ func (e *Env) runOnce(ctx context.Context, path string, argv []string) (r raw, _
 			}
 		}()
 	}
-	cmd := exec.Command(path, argv[1:]...)
-	cmd.Args[0] = argv[0]
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.Stdin, e.Stdout, e.Stderr
-	if e.OpenStdin != nil {
-		in, err := e.OpenStdin()
-		if err != nil {
-			return r, fmt.Errorf("--input: %w", err)
-		}
-		defer in.Close()
-		cmd.Stdin = in
+	cmd, closeIn, err := e.command(path, argv)
+	if err != nil {
+		return r, err
 	}
+	defer closeIn()
 	h := hooks{}
 	if place != nil {
-		var err error
 		if h, err = place.prepare(cmd, e.Self, e.HelperArgs); err != nil {
 			return r, err
 		}
 	}
-	// The first reading comes before the command runs.
-	start, err := e.read(ctx, true)
+	rd, err := e.runReader(ctx, place)
 	if err != nil {
 		if h.started != nil {
 			_ = h.started()
 		}
 		return r, err
+	}
+	defer func() {
+		if err := rd.close(); err != nil {
+			r.warnings = append(r.warnings, err.Error())
+		}
+	}()
+	if err := e.start(ctx, cmd, h, rd, argv[0], &r); err != nil {
+		return r, err
+	}
+	w := e.wait(ctx, cmd, place, rd, &r)
+	end := time.Now()
+	var ee *exec.ExitError
+	if w.err != nil && !errors.As(w.err, &ee) {
+		return r, fmt.Errorf("wait for %s: %w", argv[0], w.err)
+	}
+	st := cmd.ProcessState
+	r.exit = exitStatus(st)
+	if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
+		r.user = tv(ru.Utime)
+		r.sys = tv(ru.Stime)
+	}
+	return r, e.finish(ctx, place, rd, end, w, &r)
+}
+
+// command is the command to run, argv[0] as the user gave it, with its
+// stdin; the returned function closes what was opened for it.
+func (e *Env) command(path string, argv []string) (*exec.Cmd, func(), error) {
+	cmd := exec.Command(path, argv[1:]...)
+	cmd.Args[0] = argv[0]
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.Stdin, e.Stdout, e.Stderr
+	if e.OpenStdin == nil {
+		return cmd, func() {}, nil
+	}
+	in, err := e.OpenStdin()
+	if err != nil {
+		return nil, nil, fmt.Errorf("--input: %w", err)
+	}
+	cmd.Stdin = in
+	return cmd, func() { _ = in.Close() }, nil
+}
+
+// runReader reads one run's CPU: the node's accounting (Acct.Read, every
+// task on the node, read before, after and while settling), or, where
+// Env.Scope is set and the run has a cgroup of its own that lives until
+// the run ends (PlaceChild), that cgroup alone with the node's busy CPU
+// from Env.NodeNs, so that a run's cost does not grow with the tasks the
+// node runs besides.
+type runReader struct {
+	e *Env
+	// scoped: the node's CPU is NodeNs, and the command's is sc's (none
+	// for the idle baseline).
+	scoped bool
+	sc     CgroupReader
+}
+
+// scoped: runs read their cgroup alone where they have one.
+func (e *Env) scoped() bool { return e.Scope != nil && e.NodeNs != nil && !e.multiSocket() }
+
+func (e *Env) runReader(ctx context.Context, place *Placement) (runReader, error) {
+	rd := runReader{e: e}
+	if !e.scoped() || place == nil || place.How != PlaceChild {
+		return rd, nil
+	}
+	sc, err := e.Scope(place.Dir)
+	if err != nil {
+		return rd, fmt.Errorf("read cgroup %s: %w", place.Dir, err)
+	}
+	rd.scoped, rd.sc = true, sc
+	return rd, nil
+}
+
+// readNode samples the node with nothing of ours running (the idle
+// baseline): its busy CPU from NodeNs where runs read their cgroup alone,
+// else the accounting.
+func (e *Env) readNode(ctx context.Context, withMeter bool) (sample, error) {
+	return runReader{e: e, scoped: e.scoped()}.read(ctx, false, withMeter)
+}
+
+func (rd runReader) close() error {
+	if rd.sc == nil {
+		return nil
+	}
+	return rd.sc.Close()
+}
+
+// read takes a sample: the accounting, the node's CPU and, withMeter, the
+// meter, whose read ctx bounds and cancels. Where the run's cgroup is read
+// alone, cmd says whether to read it: at the start it is known to be new
+// and empty.
+func (rd runReader) read(ctx context.Context, cmd, withMeter bool) (sample, error) {
+	if !rd.scoped {
+		return rd.e.read(ctx, withMeter)
+	}
+	s := sample{at: time.Now(), scoped: true}
+	if cmd && rd.sc != nil {
+		u, err := rd.sc.Read()
+		if err != nil {
+			return s, fmt.Errorf("read %s accounting of the command's cgroup: %w", rd.e.Acct.Mode(), err)
+		}
+		s.cmd = float64(u.CPUNs)
+	}
+	ns, err := rd.e.NodeNs()
+	if err != nil {
+		return s, fmt.Errorf("read the node's CPU time: %w", err)
+	}
+	s.nodeNs = float64(ns)
+	if withMeter {
+		if err := rd.e.readMeter(ctx, &s); err != nil {
+			return s, err
+		}
+	}
+	return s, nil
+}
+
+// readCmd reads the command's CPU alone (a settling read).
+func (rd runReader) readCmd(ctx context.Context) (sample, error) {
+	if !rd.scoped {
+		return rd.e.read(ctx, false)
+	}
+	u, err := rd.sc.Read()
+	if err != nil {
+		return sample{}, fmt.Errorf("read %s accounting of the command's cgroup: %w", rd.e.Acct.Mode(), err)
+	}
+	return sample{at: time.Now(), scoped: true, cmd: float64(u.CPUNs)}, nil
+}
+
+// start takes the first reading and starts the command (h wraps the
+// start where the placement needs it).
+func (e *Env) start(ctx context.Context, cmd *exec.Cmd, h hooks, rd runReader, name string, r *raw) error {
+	// The first reading comes before the command runs.
+	start, err := rd.read(ctx, false, true)
+	if err != nil {
+		if h.started != nil {
+			_ = h.started()
+		}
+		return err
 	}
 	if h.start != nil {
 		err = h.start(cmd.Start)
@@ -335,7 +480,7 @@ func (e *Env) runOnce(ctx context.Context, path string, argv []string) (r raw, _
 			// end it and say why.
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
-			return r, serr
+			return serr
 		}
 	}
 	r.start = start
@@ -344,49 +489,47 @@ func (e *Env) runOnce(ctx context.Context, path string, argv []string) (r raw, _
 		if errors.Is(err, os.ErrNotExist) {
 			code = ExitNotFound
 		}
-		return r, startError{code, fmt.Errorf("%s: %w", argv[0], err)}
+		return startError{code, fmt.Errorf("%s: %w", name, err)}
 	}
+	return nil
+}
+
+// waited is what the wait for the command leaves for the end of the run:
+// its error, the last per-socket sample and the GPUs' membership test.
+type waited struct {
+	err    error
+	prev   sample
+	member func(int) bool
+}
+
+// wait waits for the command, forwarding signals and, on multi-socket
+// nodes or with GPUs, reading them each SocketTick.
+func (e *Env) wait(ctx context.Context, cmd *exec.Cmd, place *Placement, rd runReader, r *raw) waited {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	var waitErr error
+	w := waited{prev: r.start}
 	var tick <-chan time.Time
-	prev := start
 	sockets := e.multiSocket() && place != nil
 	if sockets {
 		r.cmdSock, r.restSock = bySocket{}, bySocket{}
 	}
-	var member func(int) bool
 	if e.GPUs != nil {
 		// The GPUs' interval starts with the command; their processes
 		// are read each tick, while they run.
-		member = gpuMember(place, cmd.Process.Pid)
-		_ = e.GPUs.Interval(ctx, start.at)
+		w.member = gpuMember(place, cmd.Process.Pid)
+		_ = e.GPUs.Interval(ctx, r.start.at)
 	}
 	if sockets || e.GPUs != nil {
 		t := time.NewTicker(SocketTick)
 		defer t.Stop()
 		tick = t.C
 	}
-wait:
 	for {
 		select {
-		case waitErr = <-done:
-			break wait
+		case w.err = <-done:
+			return w
 		case now := <-tick:
-			if e.GPUs != nil {
-				r.gpu = append(r.gpu, e.gpuRead(ctx, now, member)...)
-			}
-			if !sockets {
-				continue
-			}
-			cur, err := e.read(ctx, false)
-			if err != nil {
-				r.warnings = append(r.warnings, err.Error())
-				continue
-			}
-			ids := place.ids()
-			e.fold(prev, cur, func(id uint64) bool { return ids[id] }, r.cmdSock, r.restSock)
-			prev = cur
+			e.tick(ctx, now, place, rd, sockets, &w, r)
 		case sig := <-e.Signals:
 			r.signals = append(r.signals, sig.String())
 			if isInterrupt(sig) {
@@ -401,67 +544,98 @@ wait:
 			r.interrupted = true
 			_ = cmd.Process.Signal(syscall.SIGTERM)
 			select {
-			case waitErr = <-done:
+			case w.err = <-done:
 			case <-time.After(5 * time.Second):
 				_ = cmd.Process.Kill()
-				waitErr = <-done
+				w.err = <-done
 			}
-			break wait
+			return w
 		}
 	}
-	end := time.Now()
-	var ee *exec.ExitError
-	if waitErr != nil && !errors.As(waitErr, &ee) {
-		return r, fmt.Errorf("wait for %s: %w", argv[0], waitErr)
-	}
-	st := cmd.ProcessState
-	r.exit = exitStatus(st)
-	if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
-		r.user = tv(ru.Utime)
-		r.sys = tv(ru.Stime)
-	}
+}
 
+// tick reads the GPUs and, on multi-socket nodes, places the CPU time
+// since the last tick on sockets.
+func (e *Env) tick(ctx context.Context, now time.Time, place *Placement, rd runReader, sockets bool, w *waited, r *raw) {
+	if e.GPUs != nil {
+		r.gpu = append(r.gpu, e.gpuRead(ctx, now, w.member)...)
+	}
+	if !sockets {
+		return
+	}
+	cur, err := rd.read(ctx, true, false)
+	if err != nil {
+		r.warnings = append(r.warnings, err.Error())
+		return
+	}
+	ids := place.ids()
+	e.fold(w.prev, cur, func(id uint64) bool { return ids[id] }, r.cmdSock, r.restSock)
+	w.prev = cur
+}
+
+// finish reads the end of the run and the command's CPU time once its
+// tasks' last slices are claimed.
+func (e *Env) finish(ctx context.Context, place *Placement, rd runReader, end time.Time, w waited, r *raw) error {
 	// The node's CPU and energy end when the command does; the
 	// command's cgroup gets a second read after its tasks' last slices
 	// have been claimed.
-	fin, err := e.read(ctx, false)
+	fin, err := rd.read(ctx, true, false)
 	if err != nil {
-		return r, err
+		return err
 	}
 	fin.at = end
-	r.nodeNs = nodeDelta(start, fin)
+	r.nodeNs = nodeDelta(r.start, fin)
 	if e.GPUs != nil {
-		r.gpu = append(r.gpu, e.gpuRead(ctx, end, member)...)
+		r.gpu = append(r.gpu, e.gpuRead(ctx, end, w.member)...)
 	}
-	e.advance(start.at, r.nodeNs, end)
+	e.advance(r.start.at, r.nodeNs, end)
 	if err := e.readMeter(ctx, &fin); err != nil {
-		return r, err
+		return err
 	}
 	r.end = fin
 	r.bands = e.bands()
 	if place != nil && e.Acct != nil {
-		ids := place.ids()
-		in := func(id uint64) bool { return ids[id] }
-		late, err := e.settle(ctx, fin, in, place)
-		if err != nil {
-			return r, err
+		if err := e.settleCommand(ctx, place, rd, fin, w.prev, r); err != nil {
+			return err
 		}
-		r.cmdNs = cgDelta(start.cgCPU, late.cgCPU, in)
-		if r.cmdSock != nil {
-			e.fold(prev, late, in, r.cmdSock, r.restSock)
-			r.nodeSock = bySocket{}
-			for sock, v := range fin.sockBusy {
-				r.nodeSock[sock] = max(v-start.sockBusy[sock], 0)
-			}
-		}
-		// What the command's tasks were charged after the end read
-		// belongs to the interval too.
-		r.nodeNs += cgDelta(fin.cgCPU, late.cgCPU, in)
 	} else if place != nil && e.CgroupCPU {
 		// The cgroup is new: its counter is the command's CPU time, final
 		// once its tasks' last slices are charged.
 		e.settleKernel(place)
 	}
+	e.commandFigure(place, r)
+	return nil
+}
+
+// settleCommand reads the accounting until the command's CPU time stops
+// moving and takes it, and on multi-socket nodes places the last of it.
+func (e *Env) settleCommand(ctx context.Context, place *Placement, rd runReader, fin, prev sample, r *raw) error {
+	var in func(uint64) bool
+	if !rd.scoped {
+		ids := place.ids()
+		in = func(id uint64) bool { return ids[id] }
+	}
+	late, err := e.settle(ctx, rd, fin, in, place)
+	if err != nil {
+		return err
+	}
+	r.cmdNs = cmdDelta(r.start, late, in)
+	if r.cmdSock != nil {
+		e.fold(prev, late, in, r.cmdSock, r.restSock)
+		r.nodeSock = bySocket{}
+		for sock, v := range fin.sockBusy {
+			r.nodeSock[sock] = max(v-r.start.sockBusy[sock], 0)
+		}
+	}
+	// What the command's tasks were charged after the end read
+	// belongs to the interval too.
+	r.nodeNs += cmdDelta(fin, late, in)
+	return nil
+}
+
+// commandFigure settles which figure is the command's CPU time: the
+// accounting's, the cgroup's own counter, or the child tree's rusage.
+func (e *Env) commandFigure(place *Placement, r *raw) {
 	if place != nil {
 		r.kernelCPU, r.haveKernel = place.KernelCPU()
 		// The starting thread's time in the cgroup is in both figures
@@ -478,7 +652,16 @@ wait:
 	default:
 		r.cmdNs = (r.user + r.sys) * 1e9
 	}
-	return r, nil
+}
+
+// cmdDelta is the command's CPU time between two samples, in ns: its
+// cgroup's own figure where it is read alone, else the growth of the
+// cgroups in (cgDelta).
+func cmdDelta(a, b sample, in func(uint64) bool) float64 {
+	if b.scoped {
+		return max(b.cmd-a.cmd, 0)
+	}
+	return cgDelta(a.cgCPU, b.cgCPU, in)
 }
 
 // settleFirstPoll is the first gap between two reads while the
@@ -510,7 +693,7 @@ func nap(d time.Duration) {
 // counter, which the scheduler charges as the tasks run, shows no more
 // than ours (a dying task preempted before its last switch shows in the
 // kernel's counter first). The wait is bounded by Settle.
-func (e *Env) settle(ctx context.Context, fin sample, in func(uint64) bool, place *Placement) (sample, error) {
+func (e *Env) settle(ctx context.Context, rd runReader, fin sample, in func(uint64) bool, place *Placement) (sample, error) {
 	last := fin
 	deadline := time.Now().Add(e.Settle)
 	gap, quiet := settleFirstPoll, 0
@@ -520,11 +703,11 @@ func (e *Env) settle(ctx context.Context, fin sample, in func(uint64) bool, plac
 	}
 	for time.Now().Before(deadline) {
 		nap(gap)
-		cur, err := e.read(ctx, false)
+		cur, err := rd.readCmd(ctx)
 		if err != nil {
 			return last, err
 		}
-		if cgDelta(last.cgCPU, cur.cgCPU, in) > 0 {
+		if cmdDelta(last, cur, in) > 0 {
 			quiet = 0
 		} else {
 			quiet++
@@ -546,7 +729,7 @@ func (e *Env) behindKernel(place *Placement, s sample, in func(uint64) bool) boo
 	if !ok {
 		return false
 	}
-	ours := cgDelta(nil, s.cgCPU, in) / 1e9
+	ours := cmdDelta(sample{}, s, in) / 1e9
 	return ours < k*0.998-50e-6
 }
 
