@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/wattrace/wattrace/internal/bpfloader"
 	"github.com/wattrace/wattrace/internal/testenv"
 	"github.com/wattrace/wattrace/pkg/cgroup"
 	"github.com/wattrace/wattrace/pkg/reading"
@@ -187,4 +190,116 @@ func TestRunsReadTheirCgroup(t *testing.T) {
 	}
 	t.Logf("3 runs of 100 children: BPF %.6f s, kernel %.6f s", cmd, after-before)
 	within(t, "CPU of 3 × 100 children vs the kernel's", cmd, after-before, 0.01)
+}
+
+// On cgroup2 alone, the node's busy CPU is its parts: each child of the
+// root counted by its cpu.stat's growth (one made since from zero, one
+// removed keeping what it had, one made again by the same name from
+// zero), plus the root's own tasks; a root that is not the hierarchy's
+// (a cgroup namespace's: cgroup.events) is refused, and garbage rejected.
+func TestCgroup2NodeFromItsParts(t *testing.T) {
+	root := t.TempDir()
+	stat := func(child string, us int) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Join(root, child), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		data := "usage_usec " + strconv.Itoa(us) + "\nuser_usec 0\nsystem_usec 0\n"
+		if err := os.WriteFile(filepath.Join(root, child, "cpu.stat"), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stat("a", 1000)
+	stat("b", 2000)
+	own := &fakeScope{reads: []uint64{5_000, 7_000, 9_000, 9_000}}
+	n, why := cgroup2Node(root, own)
+	if why != "" {
+		t.Fatal(why)
+	}
+	defer n.close()
+	next := func(want uint64) {
+		t.Helper()
+		if v, err := n.read(); err != nil || v != want {
+			t.Errorf("read %d (%v), want %d", v, err, want)
+		}
+	}
+	// Made: 3,000 µs of children and 5 µs of the root's own.
+	stat("a", 1500)
+	stat("c", 100)
+	next(3_000_000 + 500_000 + 100_000 + 7_000)
+	if err := os.RemoveAll(filepath.Join(root, "b")); err != nil {
+		t.Fatal(err)
+	}
+	stat("a", 1600)
+	next(3_600_000 + 100_000 + 9_000)
+	stat("b", 40) // a new b
+	next(3_700_000 + 40_000 + 9_000)
+	if err := os.WriteFile(filepath.Join(root, "a", "cpu.stat"), []byte("nothing\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var rej *reading.Rejection
+	if _, err := n.read(); !errors.As(err, &rej) || rej.Reason != reading.Unreadable {
+		t.Errorf("garbage: %v, want rejected as unreadable", err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "cgroup.events"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	own2 := &fakeScope{reads: []uint64{0}}
+	if _, why := cgroup2Node(root, own2); why == "" || !own2.closed {
+		t.Errorf("a root with cgroup.events: %q (own closed %v), want refused and closed", why, own2.closed)
+	}
+}
+
+// The two ways to the node's busy CPU agree: over a second of a burner,
+// the cgroup2 parts (the hybrid host's cgroup2, where the root's own tasks
+// are most of the node, read by the real BPF accounting) grow as the root
+// cpuacct's usage does.
+func TestCgroup2NodeMatchesRootCPUAcct(t *testing.T) {
+	testenv.RequireRoot(t)
+	read1, close1, why := rootCPUAcct("/proc")
+	if why != "" {
+		testenv.NotApplicable(t, "no cpuacct hierarchy to compare with: %s", why)
+	}
+	defer close1()
+	h, err := cgroup.Detect("/proc", "", "v2")
+	if err != nil {
+		needCgroup2(t, err)
+	}
+	a, err := bpfloader.Load(bpfloader.Options{Hierarchy: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if !a.CanScope() {
+		testenv.Need(t, "%v", bpfloader.ErrNoScope)
+	}
+	own, err := a.ScopeOwn(h.Mount)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, why := cgroup2Node(h.Mount, own)
+	if why != "" {
+		t.Fatal(why)
+	}
+	defer n.close()
+	both := func() (uint64, uint64) {
+		t.Helper()
+		x, err := read1()
+		if err != nil {
+			t.Fatal(err)
+		}
+		y, err := n.read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x, y
+	}
+	x0, y0 := both()
+	burn := exec.Command("/bin/sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done")
+	if err := burn.Run(); err != nil {
+		t.Fatal(err)
+	}
+	x1, y1 := both()
+	t.Logf("root cpuacct %d ns, cgroup2 parts %d ns", x1-x0, y1-y0)
+	within(t, "cgroup2 parts vs root cpuacct", float64(y1-y0), float64(x1-x0), 0.01)
 }
