@@ -79,8 +79,7 @@ type Env struct {
 	stopSig os.Signal
 	// Scope, when set with NodeNs, reads a run's cgroup alone rather than
 	// the node's accounting (runReader); NodeNs is the node's cumulative
-	// busy CPU time in ns, as exact as the accounting's (the root cpuacct
-	// cgroup's usage).
+	// busy CPU time in ns, as exact as the accounting's (nodeCPU).
 	Scope  func(dir string) (CgroupReader, error)
 	NodeNs func() (uint64, error)
 	// Settle bounds the wait, after the command exits, for its tasks'
@@ -326,7 +325,7 @@ func (e *Env) runOnce(ctx context.Context, path string, argv []string) (r raw, _
 			return r, err
 		}
 	}
-	rd, err := e.runReader(ctx, place)
+	rd, err := e.runReader(place)
 	if err != nil {
 		if h.started != nil {
 			_ = h.started()
@@ -390,7 +389,7 @@ type runReader struct {
 // scoped: runs read their cgroup alone where they have one.
 func (e *Env) scoped() bool { return e.Scope != nil && e.NodeNs != nil && !e.multiSocket() }
 
-func (e *Env) runReader(ctx context.Context, place *Placement) (runReader, error) {
+func (e *Env) runReader(place *Placement) (runReader, error) {
 	rd := runReader{e: e}
 	if !e.scoped() || place == nil || place.How != PlaceChild {
 		return rd, nil

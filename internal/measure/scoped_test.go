@@ -96,12 +96,12 @@ func TestScopedRunReadsItsCgroupAlone(t *testing.T) {
 func TestMultiSocketRunsReadTheNode(t *testing.T) {
 	e := &Env{Acct: nodeRead{t}, NSockets: 2, Scope: func(string) (CgroupReader, error) { return &fakeScope{}, nil },
 		NodeNs: func() (uint64, error) { return 0, nil }}
-	rd, err := e.runReader(context.Background(), &Placement{How: PlaceChild, Dir: "/nonexistent"})
+	rd, err := e.runReader(&Placement{How: PlaceChild, Dir: "/nonexistent"})
 	if err != nil || rd.scoped || rd.sc != nil {
 		t.Errorf("reader %+v (%v), want the node's", rd, err)
 	}
 	e.NSockets = 1
-	if rd, err := e.runReader(context.Background(), &Placement{How: PlaceSystemd, Dir: "/nonexistent"}); err != nil || rd.scoped {
+	if rd, err := e.runReader(&Placement{How: PlaceSystemd, Dir: "/nonexistent"}); err != nil || rd.scoped {
 		t.Errorf("systemd scope: reader %+v (%v), want the node's (systemd may remove the cgroup first)", rd, err)
 	}
 }
