@@ -83,7 +83,7 @@ func Load(o Options) (*Accounting, error) {
 		o.editSpec(spec)
 	}
 
-	a := &Accounting{log: log, state: newState(), kept: Kept{How: KeptNo}}
+	a := &Accounting{log: log, state: newState(), kept: Kept{How: KeptNo}, hier: o.Hierarchy}
 	if o.Keep == "" {
 		err = a.assignLoaded(spec)
 	} else {
@@ -303,6 +303,9 @@ type Accounting struct {
 	// refused is why the kernel refused the optional programs, where it
 	// did (newCollection).
 	refused error
+	// hier is the hierarchy that keys workloads: a Scope reads one of its
+	// cgroups.
+	hier cgroup.Hierarchy
 	// walks counts the task iterator's complete walks. Each also folded
 	// the probes' per-task counters (bpf/fold.h), so the probes skip their
 	// own walk after one (Probes.read).

@@ -22,6 +22,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -80,6 +82,12 @@ func (a *Accounting) scope(dir string, order uint32) (*Scope, error) {
 			return nil, fmt.Errorf("%w: %w", ErrNoScope, a.refused)
 		}
 		return nil, ErrNoScope
+	}
+	// The programs key what they claim by the key hierarchy's cgroup: in
+	// another hierarchy's, the exit hooks' claims would be under other
+	// ids.
+	if rel, err := filepath.Rel(a.hier.Mount, dir); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return nil, fmt.Errorf("%s is not a cgroup of the %s hierarchy mounted at %s, which keys the accounting", dir, a.hier.Kind, a.hier.Mount)
 	}
 	cg, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {

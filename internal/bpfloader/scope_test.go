@@ -240,12 +240,16 @@ func BenchmarkScopedRead(b *testing.B) {
 		if _, err := a.Read(); err != nil {
 			b.Fatal(err)
 		}
+		procs := 0
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			if _, err := a.Read(); err != nil {
+			r, err := a.Read()
+			if err != nil {
 				b.Fatal(err)
 			}
+			procs = len(r.Processes)
 		}
+		b.ReportMetric(float64(procs), "processes")
 	})
 	b.Run("cgroup", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
@@ -291,5 +295,27 @@ func TestAccountingWithoutTheScopedRead(t *testing.T) {
 		res := cgroup.NewResolver(h)
 		exactShortProcesses(t, a, h, res, "noscope", 20)
 		a.Close()
+	}
+}
+
+// A Scope reads a cgroup of the hierarchy that keys the accounting, whose
+// ids the exit hooks credit; another hierarchy's is refused.
+func TestScopeOfAnotherHierarchyRefused(t *testing.T) {
+	a, h, _ := loadForTest(t)
+	if !a.CanScope() {
+		testenv.Need(t, "%v", ErrNoScope)
+	}
+	other := "/sys/fs/cgroup/unified"
+	if h.Kind == cgroup.V2 {
+		other = "/sys/fs/cgroup/cpuacct"
+	}
+	if _, err := os.Stat(other); err != nil {
+		testenv.NotApplicable(t, "no second hierarchy at %s", other)
+	}
+	if s, err := a.Scope(other); err == nil || !strings.Contains(err.Error(), "keys the accounting") {
+		if s != nil {
+			s.Close()
+		}
+		t.Errorf("Scope(%s) with the %s hierarchy at %s: %v, want refused", other, h.Kind, h.Mount, err)
 	}
 }
