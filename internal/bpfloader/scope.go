@@ -67,16 +67,6 @@ func (a *Accounting) CanScope() bool { return a.objs.DumpCgroup != nil }
 // Scope attaches a read of the cgroup at dir, a directory of the key
 // hierarchy, and its descendants. Close detaches it.
 func (a *Accounting) Scope(dir string) (*Scope, error) {
-	return a.scope(dir, unix.BPF_CGROUP_ITER_DESCENDANTS_PRE)
-}
-
-// ScopeOwn attaches a read of the tasks of the cgroup at dir itself, not
-// its descendants'. Close detaches it.
-func (a *Accounting) ScopeOwn(dir string) (*Scope, error) {
-	return a.scope(dir, unix.BPF_CGROUP_ITER_SELF_ONLY)
-}
-
-func (a *Accounting) scope(dir string, order uint32) (*Scope, error) {
 	if a.objs.DumpCgroup == nil {
 		if a.refused != nil {
 			return nil, fmt.Errorf("%w: %w", ErrNoScope, a.refused)
@@ -94,7 +84,7 @@ func (a *Accounting) scope(dir string, order uint32) (*Scope, error) {
 		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
 	}
 	defer unix.Close(cg)
-	fd, err := attachCgroupIter(a.objs.DumpCgroup.FD(), cg, order)
+	fd, err := attachCgroupIter(a.objs.DumpCgroup.FD(), cg, unix.BPF_CGROUP_ITER_DESCENDANTS_PRE)
 	if err != nil {
 		return nil, fmt.Errorf("attach iter/cgroup to %s: %w", dir, err)
 	}

@@ -353,23 +353,23 @@ func openAccounting(o *Options, e *Env, rep *Report, h cgroup.Hierarchy, how str
 		rep.Warnings = append(rep.Warnings, k.Note)
 	}
 	if how == PlaceChild {
-		scopeRuns(o, e, rep, a.BPF, h, cl)
+		scopeRuns(o, e, rep, a.BPF, cl)
 	}
 	return nil
 }
 
 // scopeRuns makes each run read its own cgroup alone, where the kernel
 // can (bpfloader.Scope) and the node's busy CPU is to be had as exactly
-// (nodeCPU), and the node has one socket (on several, each process's CPU
+// (rootCPUAcct), and the node has one socket (on several, each process's CPU
 // is placed on the socket it ran on, which takes the node's read).
 // Otherwise runs read the node's accounting, as the exporter does; the
 // report says which (Report.CPURead).
-func scopeRuns(o *Options, e *Env, rep *Report, a *bpfloader.Accounting, h cgroup.Hierarchy, cl *closers) {
+func scopeRuns(o *Options, e *Env, rep *Report, a *bpfloader.Accounting, cl *closers) {
 	rep.CPURead = ReadNode
 	if e.NSockets > 1 || !a.CanScope() {
 		return
 	}
-	node, closeIt, why := nodeCPU(o, a, h)
+	node, closeIt, why := rootCPUAcct(o.ProcfsRoot)
 	if why != "" {
 		return
 	}
@@ -385,25 +385,6 @@ func scopeRuns(o *Options, e *Env, rep *Report, a *bpfloader.Accounting, h cgrou
 	e.NodeNs = node
 	e.Scope = func(dir string) (CgroupReader, error) { return a.Scope(dir) }
 	rep.CPURead = ReadCgroup
-}
-
-// nodeCPU is the node's busy CPU time for runs that read their cgroup
-// alone: the root cpuacct's usage, else, on cgroup2, its parts
-// (cgroup2Node). why says why there is none.
-func nodeCPU(o *Options, a *bpfloader.Accounting, h cgroup.Hierarchy) (read func() (uint64, error), closeIt func(), why string) {
-	read, closeIt, why = rootCPUAcct(o.ProcfsRoot)
-	if why == "" || h.Kind != cgroup.V2 {
-		return read, closeIt, why
-	}
-	own, err := a.ScopeOwn(h.Mount)
-	if err != nil {
-		return nil, nil, err.Error()
-	}
-	n, why := cgroup2Node(h.Mount, own)
-	if why != "" {
-		return nil, nil, why
-	}
-	return n.read, n.close, ""
 }
 
 // cgroupFallback: without BPF, the command's CPU is its cgroup's own

@@ -31,8 +31,9 @@ type Report struct {
 	// CPURead says what each run's BPF reads walk: "cgroup" (the
 	// command's cgroup alone, whatever else the node runs) or "node"
 	// (every task on the node: the kernel lacks the cgroup read, the
-	// node's busy CPU is not to be had as exactly (nodeCPU), or the node
-	// has several sockets); absent without BPF or without a child cgroup.
+	// node's busy CPU is not to be had as exactly (rootCPUAcct), or the
+	// node has several sockets); absent without BPF or without a child
+	// cgroup.
 	CPURead string `json:"cpu_read,omitempty"`
 	// Cgroup is how the command was placed: child, systemd or none.
 	Cgroup       string   `json:"cgroup"`

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/wattrace/wattrace/pkg/cgroup"
 	"github.com/wattrace/wattrace/pkg/reading"
@@ -24,10 +23,11 @@ import (
 // the nanosecond. It is readable wherever a v1 cpuacct hierarchy is
 // mounted, which hybrid hosts (this project's test machines among them)
 // do. A cgroup2-only host has no such file, and its root's cpu.stat is
-// tick-sampled; there the node's figure is put together from its parts
-// (cgroup2Node): each child of the root's cpu.stat, which the kernel
-// charges from each task's runtime as it charges the task's own (to the
-// microsecond it prints), and the root's own tasks read alone.
+// tick-sampled: there runs read the node's accounting. (Its figure put
+// together from its parts, the root's children's cpu.stat and the root's
+// own tasks, was tried: it loses what a top-level cgroup made and removed
+// between two reads ran, such as another measure's run, 6-16% of the
+// node's CPU under other sessions' tests on the hybrid host's cgroup2.)
 
 // rootCPUAcct opens the root cpuacct cgroup's usage under the mounts of
 // procfsRoot. ok is false, with the reason, where there is none to be
@@ -82,114 +82,4 @@ func (u *usageFile) read() (uint64, error) {
 	}
 	u.last = v
 	return v, nil
-}
-
-// cgroup2Node reads the node's busy CPU time on cgroup2 mounted at root:
-// the sum of the root's children's usage_usec, each counted by its growth
-// (a child made since counts from zero, one removed keeps what it had),
-// and what own, a read of the root's own tasks (kernel threads, mostly),
-// says they ran. ok is false, with the reason, where root is not the
-// hierarchy's root (a cgroup namespace's). It closes own when it fails,
-// and v2Node.close does once it is done.
-func cgroup2Node(root string, own CgroupReader) (*v2Node, string) {
-	// cgroup.events is in every cgroup but the hierarchy's root.
-	if _, err := os.Stat(filepath.Join(root, "cgroup.events")); err == nil {
-		_ = own.Close()
-		return nil, fmt.Sprintf("%s is not the cgroup2 hierarchy's root", root)
-	}
-	n := &v2Node{root: root, own: own, children: map[string]*childUsage{}, buf: make([]byte, 512)}
-	if _, err := n.read(); err != nil {
-		n.close()
-		return nil, err.Error()
-	}
-	return n, ""
-}
-
-type v2Node struct {
-	root     string
-	own      CgroupReader
-	children map[string]*childUsage
-	// total is the children's usage as first read plus their growth
-	// since, in ns.
-	total uint64
-	pass  uint64
-	buf   []byte
-}
-
-// childUsage is a child's cpu.stat, held open, and its usage as last
-// read.
-type childUsage struct {
-	f    *os.File
-	last uint64
-	pass uint64
-}
-
-func (n *v2Node) read() (uint64, error) {
-	ents, err := os.ReadDir(n.root)
-	if err != nil {
-		return 0, err
-	}
-	n.pass++
-	for _, e := range ents {
-		if !e.IsDir() {
-			continue
-		}
-		c := n.children[e.Name()]
-		if c == nil {
-			f, err := os.Open(filepath.Join(n.root, e.Name(), "cpu.stat"))
-			if err != nil {
-				continue // removed since the listing
-			}
-			c = &childUsage{f: f}
-			n.children[e.Name()] = c
-		}
-		k, err := c.f.ReadAt(n.buf, 0)
-		if err != nil && !errors.Is(err, io.EOF) {
-			if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENODEV) {
-				continue // removed: keeps what it had
-			}
-			return 0, fmt.Errorf("read %s: %w", c.f.Name(), err)
-		}
-		us, ok := usageUsec(n.buf[:k])
-		if !ok {
-			return 0, fmt.Errorf("%s: %w", c.f.Name(), reading.Reject(reading.Unreadable, 0, "no usage_usec in %q", n.buf[:k]))
-		}
-		v := us * 1000
-		if v >= c.last {
-			n.total += v - c.last
-		} else {
-			// Another cgroup by that name since the last read.
-			n.total += v
-		}
-		c.last, c.pass = v, n.pass
-	}
-	for name, c := range n.children {
-		if c.pass != n.pass {
-			_ = c.f.Close()
-			delete(n.children, name)
-		}
-	}
-	u, err := n.own.Read()
-	if err != nil {
-		return 0, fmt.Errorf("read the root cgroup's own tasks: %w", err)
-	}
-	return n.total + u.CPUNs, nil
-}
-
-func (n *v2Node) close() {
-	for _, c := range n.children {
-		_ = c.f.Close()
-	}
-	_ = n.own.Close()
-}
-
-// usageUsec is cpu.stat's usage_usec (its first line).
-func usageUsec(b []byte) (uint64, bool) {
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
-			us, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-			return us, err == nil
-		}
-	}
-	return 0, false
 }

@@ -79,7 +79,7 @@ type Env struct {
 	stopSig os.Signal
 	// Scope, when set with NodeNs, reads a run's cgroup alone rather than
 	// the node's accounting (runReader); NodeNs is the node's cumulative
-	// busy CPU time in ns, as exact as the accounting's (nodeCPU).
+	// busy CPU time in ns, as exact as the accounting's (rootCPUAcct).
 	Scope  func(dir string) (CgroupReader, error)
 	NodeNs func() (uint64, error)
 	// Settle bounds the wait, after the command exits, for its tasks'
