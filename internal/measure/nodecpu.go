@@ -25,9 +25,9 @@ import (
 // do. A cgroup2-only host has no such file, and its root's cpu.stat is
 // tick-sampled: there runs read the node's accounting. (Its figure put
 // together from its parts, the root's children's cpu.stat and the root's
-// own tasks, was tried: it loses what a top-level cgroup made and removed
-// between two reads ran, such as another measure's run, 6-16% of the
-// node's CPU under other sessions' tests on the hybrid host's cgroup2.)
+// own tasks, was tried and came out 6-16% low while other sessions' tests
+// made and removed top-level cgroups: the kernel keeps nothing of what a
+// removed top-level cgroup ran, docs/measure.md.)
 
 // rootCPUAcct opens the root cpuacct cgroup's usage under the mounts of
 // procfsRoot. ok is false, with the reason, where there is none to be
