@@ -296,7 +296,7 @@ int dump_task(struct bpf_iter__task *ctx)
 
 // The css_task open-coded iterator (Linux 6.7 for iterator programs).
 // Weak: on a kernel without it dump_cgroup does not load, and the loader
-// loads the other programs without it (internal/bpfloader, scope.go).
+// loads the other programs without it (internal/bpfloader, newCollection).
 extern int bpf_iter_css_task_new(struct bpf_iter_css_task *it, struct cgroup_subsys_state *css,
 				 unsigned int flags) __weak __ksym;
 extern struct task_struct *bpf_iter_css_task_next(struct bpf_iter_css_task *it) __weak __ksym;
