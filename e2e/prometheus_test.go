@@ -131,6 +131,7 @@ remote_write:
 	checkRules(t, main)
 	// The fleet path: the agent's remote-written samples answer the same.
 	waitFor(t, recv, `wattrace_stats_intervals_total`, 30*time.Second)
+	waitLanded(t, recv, end)
 	checkConservation(t, "receiver", recv, end)
 	e.stop()
 }
@@ -524,6 +525,40 @@ func checkRules(t *testing.T, base string) {
 }
 
 // waitFor waits until expr returns data at base.
+// waitLanded waits until the samples of the window that checkConservation
+// reads at `at` have all landed in a remote-write receiver: the agent
+// sends its series in shards, so one family's latest samples may come
+// seconds after another's (the node's rate read 5% low against the
+// cgroups' once, load 4.7: the node's series lacked the window's last
+// sample). Landed is when every node series has a sample within two
+// scrape intervals of `at` and the window's sample count holds still over
+// two polls.
+func waitLanded(t *testing.T, base string, at time.Time) {
+	t.Helper()
+	const expr = `sum(count_over_time({__name__=~"wattrace_(node|cgroup)_(energy|unattributed)_joules_total"}[1m]))`
+	fresh := fmt.Sprintf(`min(timestamp(wattrace_node_energy_joules_total)) > %d`, at.Add(-2*scrapeEvery).Unix())
+	last, still := -1.0, 0
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(2 * time.Second) {
+		s, err := query(base, expr, at)
+		if err != nil || len(s) == 0 {
+			continue
+		}
+		if f, err := query(base, fresh, at); err != nil || len(f) == 0 {
+			last, still = -1, 0
+			continue
+		}
+		if v := s[0].value(); v == last {
+			if still++; still == 2 {
+				t.Logf("%s: %.0f samples in the window landed", base, v)
+				return
+			}
+		} else {
+			last, still = v, 0
+		}
+	}
+	t.Fatalf("%s: the window's samples still landing after a minute (%.0f so far)", base, last)
+}
+
 func waitFor(t *testing.T, base, expr string, limit time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
