@@ -60,7 +60,7 @@ func within(t *testing.T, what string, got, want, rel float64) {
 func TestCPUBoundCommandGetsItsShare(t *testing.T) {
 	testenv.RequireRoot(t)
 	sys := fixturePower(t, wattsPerCPU)
-	rep, code, _ := jsonReport(t, append([]string{"--path.sysfs", sys, "--accounting=bpf", "--"}, burner(t, 1.5)...)...)
+	rep, code, _ := jsonReport(t, append([]string{"--path.sysfs", sys, "--gpu=off", "--accounting=bpf", "--"}, burner(t, 1.5)...)...)
 	if code != 0 {
 		t.Fatalf("status %d, warnings %q", code, rep.Warnings)
 	}
@@ -110,7 +110,7 @@ func TestIdleBaselineSubtracted(t *testing.T) {
 	testenv.RequireRoot(t)
 	sys := fixturePower(t, wattsPerCPU)
 	argv := burner(t, 0.5)
-	rep, code, _ := jsonReport(t, append([]string{"--path.sysfs", sys, "--idle", "1", "--idle-policy", "cpu", "--"}, argv...)...)
+	rep, code, _ := jsonReport(t, append([]string{"--path.sysfs", sys, "--gpu=off", "--idle", "1", "--idle-policy", "cpu", "--"}, argv...)...)
 	if code != 0 {
 		t.Fatalf("status %d", code)
 	}
@@ -148,7 +148,7 @@ func TestForkHeavyMatchesKernelAccounting(t *testing.T) {
 		t.Fatalf("no kernel accounting in hierarchy %s", h.Kind)
 	}
 	sys := fixturePower(t, wattsPerCPU)
-	rep, code, _ := jsonReport(t, "--path.sysfs", sys, "--accounting=bpf", "--cgroup=child", "--cgroup.parent", parent,
+	rep, code, _ := jsonReport(t, "--path.sysfs", sys, "--gpu=off", "--accounting=bpf", "--cgroup=child", "--cgroup.parent", parent,
 		"--", "sh", "-c", "i=0; while [ $i -lt 1000 ]; do /bin/true; i=$((i+1)); done")
 	if code != 0 {
 		t.Fatalf("status %d", code)
@@ -183,7 +183,7 @@ func TestKeptProgramsStayExact(t *testing.T) {
 		if !ok {
 			t.Fatalf("no kernel accounting in hierarchy %s", h.Kind)
 		}
-		rep, code, _ := jsonReport(t, "--path.sysfs", sys, "--accounting=bpf", "--bpf.keep", keep, "--cgroup=child", "--cgroup.parent", parent,
+		rep, code, _ := jsonReport(t, "--path.sysfs", sys, "--gpu=off", "--accounting=bpf", "--bpf.keep", keep, "--cgroup=child", "--cgroup.parent", parent,
 			"--", "sh", "-c", "i=0; while [ $i -lt 300 ]; do /bin/true; i=$((i+1)); done")
 		if code != 0 {
 			t.Fatalf("measure %d: status %d, warnings %q", i, code, rep.Warnings)
@@ -203,7 +203,7 @@ func TestKeptProgramsStayExact(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	for i, s := range burns {
-		cmd := measureProcess(t, filepath.Join(dir, strconv.Itoa(i)), append([]string{"--path.sysfs", sys, "--accounting=bpf", "--bpf.keep", keep, "--"}, burner(t, s)...)...)
+		cmd := measureProcess(t, filepath.Join(dir, strconv.Itoa(i)), append([]string{"--path.sysfs", sys, "--gpu=off", "--accounting=bpf", "--bpf.keep", keep, "--"}, burner(t, s)...)...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		wg.Add(1)
@@ -243,7 +243,7 @@ func TestKeptProgramsStayExact(t *testing.T) {
 func TestRepeatsSummary(t *testing.T) {
 	testenv.RequireRoot(t)
 	sys := fixturePower(t, wattsPerCPU)
-	rep, code, _ := jsonReport(t, append([]string{"--path.sysfs", sys, "-r", "5", "--"}, burner(t, 0.2)...)...)
+	rep, code, _ := jsonReport(t, append([]string{"--path.sysfs", sys, "--gpu=off", "-r", "5", "--"}, burner(t, 0.2)...)...)
 	if code != 0 {
 		t.Fatalf("status %d", code)
 	}
@@ -321,7 +321,7 @@ func TestConcurrentMeasuresSeeOnlyTheirOwn(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	for i, s := range burns {
-		cmd := measureProcess(t, filepath.Join(dir, strconv.Itoa(i)), append([]string{"--path.sysfs", sys, "--accounting=bpf", "--"}, burner(t, s)...)...)
+		cmd := measureProcess(t, filepath.Join(dir, strconv.Itoa(i)), append([]string{"--path.sysfs", sys, "--gpu=off", "--accounting=bpf", "--"}, burner(t, s)...)...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		wg.Add(1)
@@ -352,7 +352,7 @@ func TestConcurrentMeasuresSeeOnlyTheirOwn(t *testing.T) {
 func TestExitStatusAndStdout(t *testing.T) {
 	testenv.RequireRoot(t)
 	sys := fixturePower(t, wattsPerCPU)
-	code, stdout, stderr := runMain(t, "--path.sysfs", sys, "--", "sh", "-c", `printf 'a\000b\nno newline at the end'; exit 3`)
+	code, stdout, stderr := runMain(t, "--path.sysfs", sys, "--gpu=off", "--", "sh", "-c", `printf 'a\000b\nno newline at the end'; exit 3`)
 	if code != 3 {
 		t.Errorf("status %d, want 3", code)
 	}
@@ -363,7 +363,7 @@ func TestExitStatusAndStdout(t *testing.T) {
 		t.Errorf("report on stderr:\n%s", stderr)
 	}
 	// A command killed by a signal: 128 + the signal, as shells say.
-	code, _, _ = runMain(t, "--path.sysfs", sys, "--", "sh", "-c", "kill -KILL $$")
+	code, _, _ = runMain(t, "--path.sysfs", sys, "--gpu=off", "--", "sh", "-c", "kill -KILL $$")
 	if code != 128+9 {
 		t.Errorf("killed command: status %d, want 137", code)
 	}
@@ -374,7 +374,7 @@ func TestSIGINTForwardedPartialReport(t *testing.T) {
 	testenv.RequireRoot(t)
 	sys := fixturePower(t, wattsPerCPU)
 	report := filepath.Join(t.TempDir(), "r.json")
-	cmd := measureProcess(t, report, "--path.sysfs", sys, "-r", "3", "--",
+	cmd := measureProcess(t, report, "--path.sysfs", sys, "--gpu=off", "-r", "3", "--",
 		"sh", "-c", `trap 'echo got-int; exit 7' INT; echo ready; while :; do sleep 0.05; done`)
 	var stdout bytes.Buffer
 	pr, pw, _ := os.Pipe()
@@ -417,7 +417,7 @@ func TestCgroup2CloneIntoCgroup(t *testing.T) {
 		needCgroup2(t, err)
 	}
 	sys := fixturePower(t, wattsPerCPU)
-	rep, code, _ := jsonReport(t, "--path.sysfs", sys, "--accounting=bpf", "--cgroup=child", "--cgroup.hierarchy=v2",
+	rep, code, _ := jsonReport(t, "--path.sysfs", sys, "--gpu=off", "--accounting=bpf", "--cgroup=child", "--cgroup.hierarchy=v2",
 		"--", "sh", "-c", "i=0; while [ $i -lt 300 ]; do /bin/true; i=$((i+1)); done")
 	if code != 0 {
 		t.Fatalf("status %d", code)
@@ -441,7 +441,7 @@ func TestPerSocketShare(t *testing.T) {
 	testenv.RequireRoot(t)
 	sys := fixture2Sockets(t, wattsPerCPU)
 	argv := append([]string{"taskset", "-c", "1"}, burner(t, 2.5)...)
-	rep, code, _ := jsonReport(t, append([]string{"--path.sysfs", sys, "--accounting=bpf", "--"}, argv...)...)
+	rep, code, _ := jsonReport(t, append([]string{"--path.sysfs", sys, "--gpu=off", "--accounting=bpf", "--"}, argv...)...)
 	if code != 0 {
 		t.Fatalf("status %d (warnings %q)", code, rep.Warnings)
 	}
@@ -471,7 +471,7 @@ func TestUnprivilegedFallback(t *testing.T) {
 	sys := fixturePower(t, wattsPerCPU)
 	dir, bin := nobodyCanRun(t, sys)
 	report := filepath.Join(dir, "r.json")
-	cmd := exec.Command(bin, "--json", "-o", report, "--path.sysfs", sys, "--",
+	cmd := exec.Command(bin, "--json", "-o", report, "--path.sysfs", sys, "--gpu=off", "--",
 		"env", envBurn+"=0.5", bin)
 	cmd.Env = append(os.Environ(), envMain+"=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
@@ -545,7 +545,7 @@ func TestLeftoverProcessIsReported(t *testing.T) {
 	testenv.RequireRoot(t)
 	sys := fixturePower(t, wattsPerCPU)
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	rep, code, _ := jsonReport(t, "--path.sysfs", sys, "--accounting=bpf", "--", "sh", "-c", "sleep 30 </dev/null >/dev/null 2>&1 & echo $! > "+pidFile)
+	rep, code, _ := jsonReport(t, "--path.sysfs", sys, "--gpu=off", "--accounting=bpf", "--", "sh", "-c", "sleep 30 </dev/null >/dev/null 2>&1 & echo $! > "+pidFile)
 	if b, err := os.ReadFile(pidFile); err == nil {
 		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
 			t.Cleanup(func() {
@@ -620,7 +620,7 @@ func TestDelegatedSubtree(t *testing.T) {
 	}
 	defer fd.Close()
 	report := filepath.Join(dir, "r.json")
-	cmd := exec.Command(bin, "--json", "-o", report, "--path.sysfs", sys, "--cgroup=child", "--cgroup.parent", deleg,
+	cmd := exec.Command(bin, "--json", "-o", report, "--path.sysfs", sys, "--gpu=off", "--cgroup=child", "--cgroup.parent", deleg,
 		"--cgroup.hierarchy=v2", "--", "env", envBurn+"=0.5", bin)
 	cmd.Env = append(os.Environ(), envMain+"=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534},

@@ -79,6 +79,9 @@ func burner(t testing.TB, secs float64) []string {
 // CPU of the node, read from /proc/stat every 5 ms, and nothing at idle.
 // So the dynamic energy of any interval is wattsPerCPU × the node's busy
 // CPU seconds in it, and a command's fair share is wattsPerCPU × its own.
+// Tests of the CPU's energy pass --gpu=off with it: on a host with a real
+// GPU (NVML finds the driver's device whatever the sysfs root), the GPU's
+// energy would join the node's and the fixture's figures would not hold.
 func fixturePower(t *testing.T, wattsPerCPU float64) string {
 	t.Helper()
 	root := testenv.CopyFixture(t, "../../pkg/power/testdata/rapl-1socket")

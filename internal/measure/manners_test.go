@@ -25,7 +25,7 @@ func TestArgv0AsGiven(t *testing.T) {
 	testenv.RequireRoot(t)
 	sys := fixturePower(t, wattsPerCPU)
 	for _, place := range []string{"child", "none"} {
-		code, stdout, stderr := runMain(t, "--path.sysfs", sys, "--cgroup="+place, "--", "cat", "/proc/self/cmdline")
+		code, stdout, stderr := runMain(t, "--path.sysfs", sys, "--gpu=off", "--cgroup="+place, "--", "cat", "/proc/self/cmdline")
 		if code != 0 {
 			t.Fatalf("--cgroup=%s: status %d: %s", place, code, stderr)
 		}
@@ -44,7 +44,7 @@ func TestArgv0AsGiven(t *testing.T) {
 func TestRusageIsTheCommandsOwn(t *testing.T) {
 	testenv.RequireRoot(t)
 	sys := fixturePower(t, wattsPerCPU)
-	code, _, stderr := runMain(t, "--path.sysfs", sys, "--json", "--accounting=bpf", "-r", "5", "--", "/bin/true")
+	code, _, stderr := runMain(t, "--path.sysfs", sys, "--gpu=off", "--json", "--accounting=bpf", "-r", "5", "--", "/bin/true")
 	if code != 0 {
 		t.Fatalf("status %d: %s", code, stderr)
 	}
@@ -103,7 +103,7 @@ func TestWarmupAndInput(t *testing.T) {
 	if err := os.WriteFile(in, []byte("12345"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := runMain(t, "--path.sysfs", sys, "--json", "--warmup", "2", "-r", "3", "--input", in,
+	code, stdout, stderr := runMain(t, "--path.sysfs", sys, "--gpu=off", "--json", "--warmup", "2", "-r", "3", "--input", in,
 		"--", "sh", "-c", "echo x >> "+count+"; wc -c")
 	if code != 0 {
 		t.Fatalf("status %d: %s", code, stderr)
@@ -119,7 +119,7 @@ func TestWarmupAndInput(t *testing.T) {
 	if got := strings.Fields(stdout); fmt.Sprint(got) != "[5 5 5 5 5]" {
 		t.Errorf("each run's stdin size %v, want 5 bytes each time", got)
 	}
-	code, stdout, _ = runMain(t, "--path.sysfs", sys, "--input", "null", "-r", "2", "--", "wc", "-c")
+	code, stdout, _ = runMain(t, "--path.sysfs", sys, "--gpu=off", "--input", "null", "-r", "2", "--", "wc", "-c")
 	if code != 0 || strings.Join(strings.Fields(stdout), " ") != "0 0" {
 		t.Errorf("--input null: status %d, stdout %q", code, stdout)
 	}
@@ -158,7 +158,7 @@ func TestStaleCgroupsSwept(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(busy, "cgroup.procs"), []byte(strconv.Itoa(sleeper.Process.Pid)), 0); err != nil {
 		t.Fatal(err)
 	}
-	code, _, stderr := runMain(t, "--path.sysfs", sys, "--json", "--cgroup=child", "--", "true")
+	code, _, stderr := runMain(t, "--path.sysfs", sys, "--gpu=off", "--json", "--cgroup=child", "--", "true")
 	if code != 0 {
 		t.Fatalf("status %d: %s", code, stderr)
 	}
@@ -282,7 +282,7 @@ func TestSharedStdinWarned(t *testing.T) {
 	}
 	defer f.Close()
 	var out, errb strings.Builder
-	code := Main(context.Background(), []string{"--path.sysfs", sys, "--json", "-r", "2", "--", "cat"}, f, &out, &errb, []string{"measure"})
+	code := Main(context.Background(), []string{"--path.sysfs", sys, "--gpu=off", "--json", "-r", "2", "--", "cat"}, f, &out, &errb, []string{"measure"})
 	if code != 0 {
 		t.Fatalf("status %d: %s", code, errb.String())
 	}
