@@ -397,14 +397,20 @@ func streamTasks(r io.Reader, buf []byte, fn func(*taskRec)) error {
 // which run in the kernel on their own, and the task iterator, which runs
 // on our reads and whose cost grows with the number of tasks.
 func (a *Accounting) ProgramStats() ([]reading.ProgramStat, error) {
-	return programStats(map[string]*ebpf.Program{
+	progs := map[string]*ebpf.Program{
 		"dump_task": a.objs.DumpTask,
 		"task_exit": a.objs.TaskExit,
 		"task_free": a.objs.TaskFree,
 		"task_fork": a.objs.TaskFork,
 		"task_move": a.objs.TaskMove,
 		"task_dead": a.objs.TaskDead,
-	})
+	}
+	// The scoped read's program, where the kernel took it: held, so its
+	// cost is said too (none where only the node is read).
+	if a.objs.DumpCgroup != nil {
+		progs["dump_cgroup"] = a.objs.DumpCgroup
+	}
+	return programStats(progs)
 }
 
 func programStats(progs map[string]*ebpf.Program) ([]reading.ProgramStat, error) {
