@@ -21,6 +21,13 @@ type existence interface {
 	Exists(id uint64, path string) bool
 }
 
+// goneReporter is a resolver that tells an id its walk did not find, and
+// so will never name, from one it has not looked for yet
+// (*cgroup.Resolver).
+type goneReporter interface {
+	Gone(id uint64) bool
+}
+
 // pathChecker is a resolver that answers from its cache without walking
 // (Known) and checks one path's id, remembering it (ID); *cgroup.Resolver.
 type pathChecker interface {
@@ -51,6 +58,12 @@ type cgSeries struct {
 	prevCPU, prevSw uint64
 	cpu             *reading.Counter // when the ledger validates CPU
 	w               *consumer
+	// ended: the id's cgroup was removed. The kernel never gives its id
+	// to another cgroup, so the id is neither resolved nor checked again,
+	// however long the source keeps reporting its final counters (its
+	// exit-map entry, for many reads): each resolution of an id cgroupfs
+	// no longer has could walk the whole hierarchy.
+	ended bool
 }
 
 // consumers is the ledger's view for the stages after it.
@@ -231,19 +244,10 @@ func (l *ledger) absorbReading(r reading.Usage, now time.Time, baseline bool) fl
 			d, dsw = l.history(c.CPUNs, "cgroup", c.ID), c.Switches
 		}
 		cs.prevCPU, cs.prevSw = c.CPUNs, c.Switches
-		path, named := l.resolve(c.ID)
-		alive := named
-		if ex, isEx := l.res.(existence); named && isEx {
-			// The resolver's cache outlives removed cgroups; a removed
-			// one is no longer alive, whatever its source still reports.
-			alive = ex.Exists(c.ID, path)
+		w, alive := cs.w, false
+		if !cs.ended || w == nil {
+			w, alive = l.place(cs, c.ID, now)
 		}
-		if !named {
-			// Removed before cgroupfs could name it: its path from when
-			// it was created, if known; it is not alive either way.
-			path, named = l.remembered(c.ID)
-		}
-		w := l.attach(cs, c.ID, path, named, now)
 		w.f.CPUSeconds += float64(d) / 1e9
 		w.f.ContextSwitches += dsw
 		w.seen = true
@@ -261,6 +265,27 @@ func (l *ledger) absorbReading(r reading.Usage, now time.Time, baseline bool) fl
 		use.spread(w, sec, cgSocket[c.ID])
 	}
 	return total
+}
+
+// place finds the consumer of a cgroup id the source reports, and whether
+// the cgroup is alive; it marks the series ended once the cgroup is known
+// to be gone.
+func (l *ledger) place(cs *cgSeries, id uint64, now time.Time) (*consumer, bool) {
+	path, named, gone := l.resolve(id)
+	alive := named
+	if ex, isEx := l.res.(existence); named && isEx {
+		// The resolver's cache outlives removed cgroups; a removed
+		// one is no longer alive, whatever its source still reports.
+		alive = ex.Exists(id, path)
+		gone = !alive
+	}
+	if !named {
+		// Removed before cgroupfs could name it: its path from when
+		// it was created, if known; it is not alive either way.
+		path, named = l.remembered(id)
+	}
+	cs.ended = gone
+	return l.attach(cs, id, path, named, now), alive
 }
 
 // history is a counter's value at the baseline read, what the consumer
@@ -314,9 +339,12 @@ func (l *ledger) attach(cs *cgSeries, id uint64, path string, ok bool, now time.
 	return target
 }
 
-func (l *ledger) resolve(id uint64) (string, bool) {
+// resolve names a cgroup id: its path, whether it has one, and whether
+// the id is known to belong to a removed cgroup, which no later call can
+// name (ids are not reused).
+func (l *ledger) resolve(id uint64) (path string, named, gone bool) {
 	if l.res == nil {
-		return fmt.Sprintf("id:%d", id), true
+		return fmt.Sprintf("id:%d", id), true, false
 	}
 	if c, ok := l.res.(pathChecker); ok && l.names != nil {
 		// A new cgroup: its name from cgroup_mkdir, confirmed by one
@@ -324,21 +352,25 @@ func (l *ledger) resolve(id uint64) (string, bool) {
 		// whose jobs or tests make cgroups all the time, a walk every
 		// step was the largest part of the step).
 		if p, ok := c.Known(id); ok {
-			return p, true
+			return p, true, false
 		}
 		if p, ok := l.names.Path(id); ok {
 			if got, err := c.ID(p); err == nil && got == id {
-				return p, true
+				return p, true, false
 			}
 			// Created while we ran, and no longer at the path it was
 			// created at: removed (short-lived cgroups, between two
 			// steps). A walk can't find it either; it is named from
 			// cgroup_mkdir as a gone cgroup. (A cgroup renamed in
 			// place would be taken for gone: no manager does that.)
-			return "", false
+			return "", false, true
 		}
 	}
-	return l.res.Path(id)
+	if p, ok := l.res.Path(id); ok {
+		return p, true, false
+	}
+	g, ok := l.res.(goneReporter)
+	return "", false, ok && g.Gone(id)
 }
 
 // remembered is the path names remembers for an id cgroupfs no longer has.
@@ -353,7 +385,7 @@ func (l *ledger) cgroupPath(id uint64) string {
 	if cs := l.cgIDs[id]; cs != nil && cs.w != nil {
 		return cs.w.w.Cgroup
 	}
-	if p, ok := l.resolve(id); ok {
+	if p, ok, _ := l.resolve(id); ok {
 		return p
 	}
 	if p, ok := l.remembered(id); ok {
