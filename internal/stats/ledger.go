@@ -114,7 +114,10 @@ type ledger struct {
 	// endedKept is how many ended processes stay published (the most
 	// energy first); < 0 keeps every one for the retention.
 	endedKept int
-	ended     []*consumer // forgetEnded's scratch
+	// forgetEnded's scratch, kept between steps: the ended processes, and
+	// those it would drop by PID (indices into ended).
+	ended    []endedProc
+	dropPIDs map[uint32][]int
 }
 
 func makeLedger(d *deps) (stage, error) {
@@ -461,56 +464,64 @@ func (l *ledger) forgetEnded() {
 		return
 	}
 	ended := l.ended[:0]
-	for _, w := range l.procs {
+	for k, w := range l.procs {
 		if !w.w.Alive && !w.seen {
-			ended = append(ended, w)
+			ended = append(ended, endedProc{key: k, w: w, total: energyTotal(w.f.Energy)})
 		}
 	}
 	l.ended = ended
+	defer clear(l.ended) // the scratch keeps no consumer alive
 	if len(ended) <= l.endedKept {
 		return
 	}
-	total := func(w *consumer) float64 {
-		var t float64
-		for _, z := range w.f.Energy {
-			t += z.DynamicJ + z.IdleJ
-		}
-		return t
+	sort.Slice(ended, func(i, j int) bool { return ended[i].total > ended[j].total })
+	// Those past the kept go, unless a live process has their labels.
+	// The live processes are checked against their PIDs first, a lookup
+	// of a number each (hashing every live process's comm and cgroup was
+	// most of this at 10,000 processes); one with the PID of a process
+	// to drop (a reused PID) is then compared in full. On a forking node
+	// the ended beyond the kept are about a step's exits.
+	if l.dropPIDs == nil {
+		l.dropPIDs = map[uint32][]int{}
 	}
-	sort.Slice(ended, func(i, j int) bool { return total(ended[i]) > total(ended[j]) })
-	// Those past the kept, unless a live process has their labels: a map
-	// of their label sets, which the live processes are checked against
-	// (on a forking node the ended processes beyond the kept are a step's
-	// exits; a map of every live process was rebuilt at every step).
-	type key struct {
-		pid    uint32
-		comm   string
-		cgroup string
-	}
-	drop := make(map[key][]*consumer, len(ended)-l.endedKept)
-	for _, w := range ended[l.endedKept:] {
-		k := key{w.w.PID, w.w.Comm, w.w.Cgroup}
-		drop[k] = append(drop[k], w)
+	drop := l.dropPIDs
+	defer clear(drop)
+	for i := l.endedKept; i < len(ended); i++ {
+		pid := ended[i].w.w.PID
+		drop[pid] = append(drop[pid], i)
 	}
 	for _, w := range l.procs {
-		if w.w.Alive || w.seen {
-			delete(drop, key{w.w.PID, w.w.Comm, w.w.Cgroup})
+		if !w.w.Alive && !w.seen {
+			continue
 		}
-	}
-	gone := make(map[*consumer]bool, len(drop))
-	for _, ws := range drop {
-		for _, w := range ws {
-			gone[w] = true
-		}
-	}
-	if len(gone) > 0 {
-		for k, w := range l.procs {
-			if gone[w] {
-				delete(l.procs, k)
+		for _, i := range drop[w.w.PID] {
+			if e := &ended[i]; e.w.w.Comm == w.w.Comm && e.w.w.Cgroup == w.w.Cgroup {
+				e.keep = true
 			}
 		}
 	}
-	clear(l.ended)
+	for i := l.endedKept; i < len(ended); i++ {
+		if !ended[i].keep {
+			delete(l.procs, ended[i].key)
+		}
+	}
+}
+
+// energyTotal is e summed over zones and modes.
+func energyTotal(e snapshot.Energy) float64 {
+	var t float64
+	for _, z := range e {
+		t += z.DynamicJ + z.IdleJ
+	}
+	return t
+}
+
+// endedProc is an ended process forgetEnded considers.
+type endedProc struct {
+	key   reading.ProcKey
+	w     *consumer
+	total float64 // its energy, every zone and mode
+	keep  bool    // a live process has its labels
 }
 
 // deadProcs lists the processes a reading reports for the last time.
