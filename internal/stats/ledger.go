@@ -58,6 +58,10 @@ type cgSeries struct {
 	prevCPU, prevSw uint64
 	cpu             *reading.Counter // when the ledger validates CPU
 	w               *consumer
+	// liveIn is the last read (ledger.reads) that reported a live process
+	// in the cgroup: then it existed at that read, a cgroup with a task
+	// in it can't be removed.
+	liveIn uint64
 	// ended: the id's cgroup was removed. The kernel never gives its id
 	// to another cgroup, so the id is neither resolved nor checked again,
 	// however long the source keeps reporting its final counters (its
@@ -114,6 +118,8 @@ type ledger struct {
 	// endedKept is how many ended processes stay published (the most
 	// energy first); < 0 keeps every one for the retention.
 	endedKept int
+	// reads counts the readings absorbed.
+	reads uint64
 	// forgetEnded's scratch, kept between steps: the ended processes, and
 	// those it would drop by PID (indices into ended).
 	ended    []endedProc
@@ -178,7 +184,9 @@ func (l *ledger) absorb(iv *interval) {
 func (l *ledger) absorbReading(r reading.Usage, now time.Time, baseline bool) float64 {
 	use := l.use
 	use.clear()
-	// Processes first: they say on which socket each cgroup ran.
+	l.reads++
+	// Processes first: they say on which socket each cgroup ran, and
+	// which cgroups held a live process.
 	cgSocket := map[uint64]map[int]float64{}
 	for _, w := range l.procs {
 		w.seen = false
@@ -207,7 +215,7 @@ func (l *ledger) absorbReading(r reading.Usage, now time.Time, baseline bool) fl
 		w.f.ContextSwitches += dsw
 		w.w.Comm, w.w.CgroupID, w.w.Alive, w.w.LastSeen = p.Comm, p.Cgroup, p.Alive, now
 		w.seen = true
-		w.w.Cgroup = l.cgroupPath(p.Cgroup)
+		w.w.Cgroup = l.cgroupPath(p.Cgroup, p.Alive)
 		if d > 0 {
 			s := use.socketOf(p.CPU)
 			use.at(use.proc, s)[w] += float64(d) / 1e9
@@ -249,7 +257,7 @@ func (l *ledger) absorbReading(r reading.Usage, now time.Time, baseline bool) fl
 		cs.prevCPU, cs.prevSw = c.CPUNs, c.Switches
 		w, alive := cs.w, false
 		if !cs.ended || w == nil {
-			w, alive = l.place(cs, c.ID, now)
+			w, alive = l.place(cs, c.ID, cs.liveIn == l.reads, now)
 		}
 		w.f.CPUSeconds += float64(d) / 1e9
 		w.f.ContextSwitches += dsw
@@ -272,13 +280,16 @@ func (l *ledger) absorbReading(r reading.Usage, now time.Time, baseline bool) fl
 
 // place finds the consumer of a cgroup id the source reports, and whether
 // the cgroup is alive; it marks the series ended once the cgroup is known
-// to be gone.
-func (l *ledger) place(cs *cgSeries, id uint64, now time.Time) (*consumer, bool) {
+// to be gone. held says a live process of this reading is in it.
+func (l *ledger) place(cs *cgSeries, id uint64, held bool, now time.Time) (*consumer, bool) {
 	path, named, gone := l.resolve(id)
 	alive := named
-	if ex, isEx := l.res.(existence); named && isEx {
+	if ex, isEx := l.res.(existence); named && isEx && !held {
 		// The resolver's cache outlives removed cgroups; a removed
 		// one is no longer alive, whatever its source still reports.
+		// A cgroup that holds a live process can't have been removed:
+		// only the others are looked up (a stat per cgroup per step
+		// was 1,000 syscalls a step at 1,000 cgroups).
 		alive = ex.Exists(id, path)
 		gone = !alive
 	}
@@ -384,8 +395,13 @@ func (l *ledger) remembered(id uint64) (string, bool) {
 	return l.names.Path(id)
 }
 
-func (l *ledger) cgroupPath(id uint64) string {
+// cgroupPath is the path of a process's cgroup; live says the process is,
+// so the cgroup existed at this read.
+func (l *ledger) cgroupPath(id uint64, live bool) string {
 	if cs := l.cgIDs[id]; cs != nil && cs.w != nil {
+		if live {
+			cs.liveIn = l.reads
+		}
 		return cs.w.w.Cgroup
 	}
 	if p, ok, _ := l.resolve(id); ok {

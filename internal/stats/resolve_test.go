@@ -137,3 +137,46 @@ func TestGoneCgroupAskedOnce(t *testing.T) {
 			res.paths[idJob], res.exists[idJob], res.paths[idShort], res.Walks())
 	}
 }
+
+// A cgroup that holds a live process of the reading exists (a cgroup with
+// a task in it can't be removed), so the ledger does not look it up in
+// cgroupfs at every step; one without a live process is, and is found
+// gone once removed.
+func TestHeldCgroupNotStatted(t *testing.T) {
+	root := t.TempDir()
+	held, empty := filepath.Join(root, "held"), filepath.Join(root, "empty")
+	for _, d := range []string{held, empty} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	idHeld, idEmpty := inodeOf(t, held), inodeOf(t, empty)
+	res := &countingResolver{Resolver: cgroup.NewResolver(cgroup.Hierarchy{Kind: cgroup.Kind("cpuacct"), Mount: root}),
+		paths: map[uint64]int{}, exists: map[uint64]int{}}
+	l := newLedger(res, time.Hour, newShares(nil))
+	r := reading.Usage{
+		Processes: []reading.ProcessUsage{{Key: reading.ProcKey{PID: 7, StartTime: 1}, Cgroup: idHeld, Alive: true, CPUNs: 1e9}},
+		Cgroups:   []reading.CgroupUsage{{ID: idHeld, CPUNs: 1e9}, {ID: idEmpty}},
+	}
+	now := time.Unix(0, 0)
+	for i := range 5 {
+		l.absorbReading(r, now.Add(time.Duration(i)*time.Second), i == 0)
+	}
+	if res.exists[idHeld] != 1 || res.exists[idEmpty] != 5 {
+		t.Errorf("over 5 reads: the cgroup with a live process looked up %d times, the empty one %d; want 1 (its first read) and 5",
+			res.exists[idHeld], res.exists[idEmpty])
+	}
+	if !l.cgroup(idHeld).w.Alive || !l.cgroup(idEmpty).w.Alive {
+		t.Error("a cgroup that exists is not alive")
+	}
+	// The process ends (reported dead for the last time) and its cgroup is
+	// removed: looked up again, and gone.
+	r.Processes[0].Alive = false
+	if err := os.Remove(held); err != nil {
+		t.Fatal(err)
+	}
+	l.absorbReading(r, now.Add(5*time.Second), false)
+	if w := l.cgroup(idHeld); w.w.Alive || !l.cgIDs[idHeld].ended || res.exists[idHeld] != 2 {
+		t.Errorf("removed after its process ended: alive %v, ended %v, looked up %d times; want false, true, 2", w.w.Alive, l.cgIDs[idHeld].ended, res.exists[idHeld])
+	}
+}

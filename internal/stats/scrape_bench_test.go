@@ -3,6 +3,9 @@ package stats
 import (
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -10,6 +13,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/wattrace/wattrace/internal/collector"
+	"github.com/wattrace/wattrace/pkg/cgroup"
 	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/workload"
 	"github.com/wattrace/wattrace/pkg/workload/ident"
@@ -20,26 +24,46 @@ import (
 // stats.interval), on a node of 10,000 processes in 1,000 cgroups, as
 // BenchmarkScale's largest population but with the accounting faked: a
 // different 1% of the processes works in each interval, 10 of them end and
-// 10 new ones start, and the collectors the exporter runs by default plus
-// the process families' top 20 render the snapshot in the text format. What
-// it leaves out is the source's own read (the kernel's task walk and its
-// decoding, bpfloader's BenchmarkDecodeTasks10k) and the HTTP round trip.
+// 10 new ones start, the real cgroup resolver names the cgroups (1,000
+// directories of a temporary directory) and the collectors the exporter
+// runs by default plus the process families' top 20 render the snapshot in
+// the text format. What it leaves out is the source's own read (the
+// kernel's task walk and its decoding, bpfloader's BenchmarkDecodeTasks)
+// and the HTTP round trip.
 func BenchmarkColdScrape10k(b *testing.B) {
 	const cgroups, perCgroup, churn = 1000, 10, 10
 	src := &fakeSource{}
 	m := &fakeMeter{samples: []reading.ZoneSample{{Zone: "package", Socket: 0}, {Zone: "dram", Socket: 0}}}
-	paths := names{}
-	for cg := uint64(1); cg <= cgroups; cg++ {
-		paths[cg] = fmt.Sprintf("/bench/job-%04d", cg)
+	// The cgroups are directories named and checked by the real resolver
+	// (ids are their inode numbers), in a temporary directory rather than
+	// cgroupfs.
+	root := b.TempDir()
+	res := cgroup.NewResolver(cgroup.Hierarchy{Kind: cgroup.Kind("cpuacct"), Mount: root})
+	ids := make([]uint64, 0, cgroups)
+	for n := range cgroups {
+		dir := filepath.Join(root, "bench", fmt.Sprintf("job-%04d", n))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		fi, err := os.Stat(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cg := fi.Sys().(*syscall.Stat_t).Ino
+		ids = append(ids, cg)
 		src.r.Cgroups = append(src.r.Cgroups, reading.CgroupUsage{ID: cg})
 		for i := range uint32(perCgroup) {
-			src.r.Processes = append(src.r.Processes, reading.ProcessUsage{Key: reading.ProcKey{PID: uint32(cg)*perCgroup + i, StartTime: 1},
+			src.r.Processes = append(src.r.Processes, reading.ProcessUsage{Key: reading.ProcKey{PID: uint32(n+1)*perCgroup + i, StartTime: 1},
 				Comm: fmt.Sprintf("proc-%d", i), Cgroup: cg, Alive: true})
 		}
 	}
-	ids := workload.NewResolver(workload.Options{EtcRoot: b.TempDir(), ProcRoot: b.TempDir()})
+	cgIndex := make(map[uint64]int, cgroups)
+	for i, id := range ids {
+		cgIndex[id] = i
+	}
+	units := workload.NewResolver(workload.Options{EtcRoot: b.TempDir(), ProcRoot: b.TempDir()})
 	l, err := New(Config{Interval: time.Second, Retention: 5 * time.Minute, IdlePolicy: "none", CPUs: 2, EndedProcesses: 20},
-		src, m, paths, nil, WithWorkloads(ids, ident.Levels()))
+		src, m, res, nil, WithWorkloads(units, ident.Levels()))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -67,14 +91,14 @@ func BenchmarkColdScrape10k(b *testing.B) {
 		}
 		for i := range churn {
 			nextPID++
-			cg := uint64(1 + (n*churn+i)%cgroups)
+			cg := ids[(n*churn+i)%cgroups]
 			procs = append(procs, reading.ProcessUsage{Key: reading.ProcKey{PID: nextPID, StartTime: uint64(n + 2)}, Comm: "short", Cgroup: cg, Alive: true})
 		}
 		src.r.Processes = procs
 		for i := n % 100; i < len(procs); i += 100 {
 			p := &procs[i]
 			p.CPUNs += 1e6
-			src.r.Cgroups[p.Cgroup-1].CPUNs += 1e6
+			src.r.Cgroups[cgIndex[p.Cgroup]].CPUNs += 1e6
 		}
 		for i := range churn {
 			procs[(n*7919+i*101)%len(procs)].Alive = false
