@@ -62,7 +62,7 @@ func TestResourceReadingsAtMostStaleScrapesOld(t *testing.T) {
 			// stays.
 			ts[0].root, ts[1].alive = "/slurm/job_0b", false
 			r.fill = fills + 1
-			lastOf1, readsOf1 := c.last[ts[1].key].res, r.reads["/slurm/job_1"]
+			lastOf1, readsOf1 := &c.last[ts[1].key].res, r.reads["/slurm/job_1"]
 			out := c.fill(ts)()
 			if r.reads["/slurm/job_0b"] != 1 || out[0].MemoryCurrent != fills+1 {
 				t.Errorf("a workload whose top cgroup changed: %d reads of the new one, reading of fill %d", r.reads["/slurm/job_0b"], out[0].MemoryCurrent)

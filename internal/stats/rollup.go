@@ -244,11 +244,12 @@ type resourceCache struct {
 	last  map[string]*resourceReading // by workload key
 }
 
-// resourceReading is a workload's last reading and when to read again.
+// resourceReading is a workload's last reading and when to read again;
+// never modified once stored: snapshots share res.
 type resourceReading struct {
-	res  *reading.Resources // never modified once stored: snapshots share it
-	root string             // the cgroup it was read from
-	due  uint64             // the fill that reads the files again
+	res  reading.Resources
+	root string // the cgroup it was read from
+	due  uint64 // the fill that reads the files again
 }
 
 func newResourceCache(r ResourceReader, stale int) *resourceCache {
@@ -280,7 +281,7 @@ func (c *resourceCache) fill(ts []resourceTarget) snapshot.ResourceFill {
 				}
 			}
 			if last != nil {
-				out[i] = last.res
+				out[i] = &last.res
 			}
 		}
 		for k := range c.last {
@@ -295,20 +296,18 @@ func (c *resourceCache) fill(ts []resourceTarget) snapshot.ResourceFill {
 // read reads t's cgroup and stores the reading; nil when nothing could be
 // read (the last reading stays, and is read again at the next fill).
 func (c *resourceCache) read(t resourceTarget, last *resourceReading) *resourceReading {
-	st := &reading.Resources{}
-	err := c.r.ReadInto(t.root, st)
-	if st.Available == 0 {
+	r := &resourceReading{root: t.root, due: c.fills + c.stale + 1}
+	err := c.r.ReadInto(t.root, &r.res)
+	if r.res.Available == 0 {
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			c.log.Debug("read cgroup resources", zap.String("cgroup", t.root), zap.Error(err))
 		}
 		return nil
 	}
-	due := c.fills + c.stale + 1
 	if last == nil {
-		due = c.fills + 1 + c.turn%(c.stale+1)
+		r.due = c.fills + 1 + c.turn%(c.stale+1)
 		c.turn++
 	}
-	r := &resourceReading{res: st, root: t.root, due: due}
 	c.last[t.key] = r
 	return r
 }
