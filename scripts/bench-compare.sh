@@ -30,6 +30,9 @@ benches=(
 	"internal/stats|^BenchmarkGPUStage8GPUs100Procs$|1000x"                 # GPU sources: the stats GPU stage
 	"pkg/gpu/sysfs|^BenchmarkRead8Cards100Procs$|200x"                 # GPU sources: DRM
 	"internal/units/guard|^BenchmarkGuardScope$|500x"                       # Query guard (2 ms budget)
+	"internal/stats|^BenchmarkResourceFill200$/^fixture$|100x"              # The memory files of 200 jobs (tmpfs fixture)
+	"internal/stats|^BenchmarkColdScrape10k$|30x"                           # A scrape that steps and renders, 10,000 processes
+	"internal/bpfloader|^BenchmarkDecodeTasks$|50x"                         # The task records' decode and fold
 )
 
 mkdir -p bin

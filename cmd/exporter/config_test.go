@@ -56,7 +56,7 @@ func TestDefaults(t *testing.T) {
 			ReadTimeout: 5 * time.Second},
 		Collector: collector.Selection{Enabled: map[string]bool{"node": true, "cgroup": true, "process": true, "bpf-stats": false, "probes": true, "perf": false, "gpu": true},
 			LevelOn: map[ident.Kind]bool{"container": true, "pod": true, "vm": true, "job": true, "pbs_job": true, "unit": true}},
-		Resources: cgroupstats.Settings{Resources: []string{"memory"}},
+		Resources: cgroupstats.Settings{Resources: []string{"memory"}, StaleScrapes: 1},
 		Perf: profiling.Config{EnvVars: []string{"WATTRACE_PROFILE"},
 			Hardware:     []string{"cpu_cycles", "instructions", "cache_references", "cache_misses", "branch_instructions", "branch_misses"},
 			Software:     []string{"task_clock", "context_switches", "cpu_migrations", "page_faults"},

@@ -322,7 +322,10 @@ func TestRealScrapeLintAndFamilies(t *testing.T) {
 		"--power.redfish.password-env=WATTRACE_TEST_BMC_PW", "--power.ipmi=off",
 		"--collector.probes.counters=cpu_clock", "--collector.perf", "--collector.probes.per-cgroup",
 		"--collector.probes.softirq-per-workload", "--collector.cgroup.workloads",
-		"--collector.resources=cpu,memory,io,pressure,tasks")
+		"--collector.resources=cpu,memory,io,pressure,tasks",
+		// Each workload's files read at every scrape: the loop below
+		// waits for the IO the workloads do after the baseline.
+		"--collector.resources.stale-scrapes=0")
 	// Two processes in two cgroups; one opts in to profiling through its
 	// environment. That one works until the test ends, so the profiler's
 	// scan finds it working however late it comes on a loaded machine; the

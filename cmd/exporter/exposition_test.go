@@ -127,8 +127,10 @@ const goldenInterval = time.Second
 // are pinned: procfs accounting (BPF reads the real kernel), IPMI, NVML and
 // the host share off (they look at /dev, the driver and /run), libvirt's
 // directories in the fixture, idle power fixed at 0 W (a learned idle
-// model depends on the interval's length), and a max-gap long enough that
-// the loop steps only when the test asks.
+// model depends on the interval's length), a max-gap long enough that
+// the loop steps only when the test asks, and every workload's cgroup
+// files read at every scrape (collector.resources.stale-scrapes=0: the
+// job's memory.current doubles between the two scrapes).
 func startAtSecondStep(t *testing.T, bin string) (root, url string, ok bool) {
 	t.Helper()
 	root = testenv.CopyFixture(t, "testdata/node")
@@ -147,6 +149,7 @@ func startAtSecondStep(t *testing.T, bin string) (root, url string, ok bool) {
 		"--power.idle-watts=package=0,dram=0",
 		"--stats.interval="+goldenInterval.String(),
 		"--stats.max-gap=1h",
+		"--collector.resources.stale-scrapes=0",
 	)
 	// /-/healthy answers once the baseline is published, without asking
 	// the loop for anything (a /metrics scrape would also read the

@@ -212,7 +212,7 @@ func openWorkloadsPart(cfg *Config, st *state, c *components) error {
 	r := cgroupstats.NewReaderWith(layout, cgroupstats.Options{
 		SysfsRoot: cfg.Path.Sysfs, CPUs: st.cpus, Log: c.log.Named("cgroupfs")})
 	r.Only(groups)
-	st.stats = append(st.stats, stats.WithResources(r))
+	st.stats = append(st.stats, stats.WithResources(r, cfg.Resources.StaleScrapes))
 	return nil
 }
 

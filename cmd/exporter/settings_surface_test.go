@@ -131,6 +131,8 @@ var badSettings = [][]string{
 	// collector.*
 	{"--collector.process.top=-1"},
 	{"--collector.resources=memory,disk"},
+	{"--collector.resources.stale-scrapes=-1"},
+	{"--collector.resources.stale-scrapes=11"},
 	{"--collector.perf.max-processes=-1"},
 	{"--collector.probes.disable=sched_swich"},
 	{"--collector.probes.counters=cycels"},

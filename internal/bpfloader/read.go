@@ -2,6 +2,7 @@ package bpfloader
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"unsafe"
 
@@ -11,37 +12,49 @@ import (
 // recSize is sizeof(struct task_rec) in bpf/accounting.bpf.c.
 const recSize = int(unsafe.Sizeof(accountingTaskRec{}))
 
-// eachTask decodes the iterator's records through bpf2go's twin of
-// struct task_rec and hands each to fn, which must not keep the pointer.
-// The objects are built for bpfel only and the generated struct has the
-// host's layout (structs.HostLayout), so a record's bytes are the struct's
-// memory; copying them into an aligned value avoids reading through a
-// misaligned pointer.
+// eachTask decodes the iterator's records, laid out as bpf2go's twin of
+// struct task_rec (accountingTaskRec, the host's layout: the objects are
+// built for bpfel only), and hands each to fn, which must not keep the
+// pointer. Each field is loaded from its offset in the record, as a
+// little-endian load (a plain load on the hosts the objects run on, and
+// safe whatever the buffer's alignment), straight into the taskRec, with
+// no copy of the record first.
 func eachTask(b []byte, fn func(*taskRec)) error {
 	if len(b)%recSize != 0 {
 		return fmt.Errorf("task iterator returned %d bytes, not a multiple of the %d-byte record", len(b), recSize)
 	}
-	var rec accountingTaskRec
 	var t taskRec
-	mem := unsafe.Slice((*byte)(unsafe.Pointer(&rec)), recSize)
 	for off := 0; off < len(b); off += recSize {
-		copy(mem, b[off:off+recSize])
+		r := b[off : off+recSize : off+recSize]
 		t = taskRec{
-			tid:         rec.Tid,
-			tgid:        rec.Tgid,
-			start:       rec.Start,
-			leaderStart: rec.LeaderStart,
-			cgroup:      rec.Cgroup,
-			c:           counters{runtime: rec.Runtime, switches: rec.Switches},
-			cpu:         rec.Cpu,
+			tid:         le.Uint32(r[offTid:]),
+			tgid:        le.Uint32(r[offTgid:]),
+			start:       le.Uint64(r[offStart:]),
+			leaderStart: le.Uint64(r[offLeaderStart:]),
+			cgroup:      le.Uint64(r[offCgroup:]),
+			c:           counters{runtime: le.Uint64(r[offRuntime:]), switches: le.Uint64(r[offSwitches:])},
+			cpu:         int32(le.Uint32(r[offCPU:])),
 		}
-		for i, c := range rec.Comm {
-			t.comm[i] = byte(c)
-		}
+		copy(t.comm[:], r[offComm:])
 		fn(&t)
 	}
 	return nil
 }
+
+// The fields' offsets in a record, from the generated struct.
+var le = binary.LittleEndian
+
+const (
+	offTid         = unsafe.Offsetof(accountingTaskRec{}.Tid)
+	offTgid        = unsafe.Offsetof(accountingTaskRec{}.Tgid)
+	offStart       = unsafe.Offsetof(accountingTaskRec{}.Start)
+	offLeaderStart = unsafe.Offsetof(accountingTaskRec{}.LeaderStart)
+	offCgroup      = unsafe.Offsetof(accountingTaskRec{}.Cgroup)
+	offRuntime     = unsafe.Offsetof(accountingTaskRec{}.Runtime)
+	offSwitches    = unsafe.Offsetof(accountingTaskRec{}.Switches)
+	offCPU         = unsafe.Offsetof(accountingTaskRec{}.Cpu)
+	offComm        = unsafe.Offsetof(accountingTaskRec{}.Comm)
+)
 
 func cString(b []byte) string {
 	if i := bytes.IndexByte(b, 0); i >= 0 {

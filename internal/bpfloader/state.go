@@ -76,6 +76,13 @@ type state struct {
 	procs        map[reading.ProcKey]*procState
 	procExitLast map[reading.ProcKey]counters
 	cgroups      map[uint64]*cgState
+	// The process and cgroup of the last record folded: the walk returns
+	// a process's threads one after another, mostly in the same cgroup,
+	// so at 100,000 threads in 2,000 processes most records need no map
+	// lookup. Valid within one read (begin clears them).
+	lastKey reading.ProcKey
+	lastPS  *procState
+	lastCG  *cgState
 }
 
 func newState() *state {
@@ -106,16 +113,23 @@ func (s *state) update(tasks []taskRec, procExits []procExitRec, cgExits []cgExi
 }
 
 // begin starts a read: task, once per iterator record, then finish.
-func (s *state) begin() { s.pass++ }
+func (s *state) begin() {
+	s.pass++
+	s.lastPS, s.lastCG = nil, nil
+}
 
 // task folds one record of the task iterator.
 func (s *state) task(t *taskRec) {
 	d := t.c
 	pk := reading.ProcKey{PID: t.tgid, StartTime: t.leaderStart}
-	ps := s.procs[pk]
-	if ps == nil {
-		ps = &procState{p: reading.ProcessUsage{Key: pk, Comm: cString(t.comm[:]), Cgroup: t.cgroup, CPU: int(t.cpu)}, comm: t.comm}
-		s.procs[pk] = ps
+	ps := s.lastPS
+	if ps == nil || pk != s.lastKey {
+		ps = s.procs[pk]
+		if ps == nil {
+			ps = &procState{p: reading.ProcessUsage{Key: pk, Comm: cString(t.comm[:]), Cgroup: t.cgroup, CPU: int(t.cpu)}, comm: t.comm}
+			s.procs[pk] = ps
+		}
+		s.lastKey, s.lastPS = pk, ps
 	}
 	if t.tid == t.tgid {
 		// The leader names the process and says where it lives.
@@ -129,7 +143,11 @@ func (s *state) task(t *taskRec) {
 	ps.livePass = s.pass
 	ps.grace = false
 
-	cg := s.cgroup(t.cgroup)
+	cg := s.lastCG
+	if cg == nil || cg.c.ID != t.cgroup {
+		cg = s.cgroup(t.cgroup)
+		s.lastCG = cg
+	}
 	cg.c.CPUNs += d.runtime
 	cg.c.Switches += d.switches
 	cg.livePass = s.pass

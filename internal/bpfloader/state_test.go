@@ -196,3 +196,35 @@ func TestStreamTasksAcrossReads(t *testing.T) {
 		t.Error("a stream ending inside a record was accepted")
 	}
 }
+
+// The fold remembers the last record's process and cgroup to skip their
+// map lookups; records of a process that are not adjacent, a thread in
+// another cgroup than its leader, and a PID of a new process (another start
+// time) after the old one's threads each go to their own counters, in
+// every read.
+func TestStateFoldsInterleavedThreads(t *testing.T) {
+	s := newState()
+	reused := task(30, 30, 2, 5) // PID 10 again, a later process
+	reused.tgid, reused.leaderStart = 10, 99000
+	tasks := []taskRec{task(10, 10, 1, 100), task(11, 10, 1, 10), task(20, 20, 1, 7), task(12, 10, 2, 1), task(13, 10, 1, 1000), reused}
+	for read := 1; read <= 2; read++ {
+		r, _, _ := s.update(tasks, nil, nil)
+		if p, _ := proc(r, 20); p.CPUNs != uint64(7*read) {
+			t.Errorf("read %d: process 20 %d ns, want %d", read, p.CPUNs, 7*read)
+		}
+		var old, newer uint64
+		for _, p := range r.Processes {
+			if p.Key == (reading.ProcKey{PID: 10, StartTime: 10000}) {
+				old = p.CPUNs
+			} else if p.Key == (reading.ProcKey{PID: 10, StartTime: 99000}) {
+				newer = p.CPUNs
+			}
+		}
+		if old != uint64(1111*read) || newer != uint64(5*read) {
+			t.Errorf("read %d: PID 10's first process %d ns, its second %d; want %d, %d", read, old, newer, 1111*read, 5*read)
+		}
+		if cg(r, 1) != uint64(1117*read) || cg(r, 2) != uint64(6*read) {
+			t.Errorf("read %d: cgroups %d and %d ns, want %d and %d", read, cg(r, 1), cg(r, 2), 1117*read, 6*read)
+		}
+	}
+}

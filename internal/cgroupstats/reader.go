@@ -179,8 +179,19 @@ const (
 	present
 )
 
-// read returns the contents of root/rel/name, valid until the next read.
+// read returns the contents of root/rel/name, a file the kernel writes as
+// one record (see readPath), valid until the next read.
 func (st *readState) read(root, name string) ([]byte, status) {
+	return st.readFile(root, name, true)
+}
+
+// readList is read for a file of one record per line that the kernel may
+// return a page at a time (tasks, cgroup.threads).
+func (st *readState) readList(root, name string) ([]byte, status) {
+	return st.readFile(root, name, false)
+}
+
+func (st *readState) readFile(root, name string, oneRecord bool) ([]byte, status) {
 	if root == "" {
 		return nil, absent
 	}
@@ -190,7 +201,7 @@ func (st *readState) read(root, name string) ([]byte, status) {
 	r.path = append(r.path, '/')
 	r.path = append(r.path, name...)
 	r.path = append(r.path, 0)
-	data, buf, err := readPath(r.path, r.buf)
+	data, buf, err := readPath(r.path, r.buf, oneRecord)
 	r.buf = buf
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -471,7 +482,7 @@ func (st *readState) tasks() {
 	// Without pids, count the threads of the cgroup itself in the first
 	// hierarchy that has it.
 	for _, root := range [...]string{st.r.cpuacct, st.r.cpu, st.r.memory, st.r.blkio} {
-		if data, stat := st.read(root, "tasks"); stat != absent {
+		if data, stat := st.readList(root, "tasks"); stat != absent {
 			if stat == present {
 				s.Tasks = countLines(data)
 				s.Available |= reading.FieldTasks
@@ -479,7 +490,7 @@ func (st *readState) tasks() {
 			return
 		}
 	}
-	if data, stat := st.read(st.r.v2Root, "cgroup.threads"); stat == present {
+	if data, stat := st.readList(st.r.v2Root, "cgroup.threads"); stat == present {
 		s.Tasks = countLines(data)
 		s.Available |= reading.FieldTasks
 	}
@@ -500,7 +511,7 @@ func (r *Reader) deviceName(maj, min uint32) string {
 	r.path = strconv.AppendUint(r.path, uint64(min), 10)
 	end := len(r.path)
 	r.path = append(r.path, "/uevent\x00"...)
-	data, buf, err := readPath(r.path, r.buf)
+	data, buf, err := readPath(r.path, r.buf, true)
 	r.buf = buf
 	if err == nil {
 		if name, ok := parseDevName(data); ok {

@@ -388,3 +388,30 @@ func TestReadOnlyGroups(t *testing.T) {
 		t.Errorf("memory only: %+v", got)
 	}
 }
+
+// A file longer than the read buffer is read whole, whether or not it is
+// taken for one record (which ends at the first short read), and a pid
+// list is read to its end.
+func TestReadPathLongerThanBuffer(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	want := strings.Repeat("1234567\n", 3000) // 24,000 bytes, three buffers
+	writeFile(t, p, want)
+	for _, one := range []bool{true, false} {
+		data, buf, err := readPath(append([]byte(p), 0), make([]byte, 8192), one)
+		if err != nil || string(data) != want || len(buf) < len(want) {
+			t.Errorf("oneRecord %v: %d bytes (%v), buffer %d; want %d", one, len(data), err, len(buf), len(want))
+		}
+	}
+	root := copyFixture(t)
+	l := fixtureLayout(root, false, "cpuacct")
+	dir := filepath.Join(l.V1Roots["cpuacct"], "long")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "tasks"), want)
+	r := NewReader(l, "")
+	r.Only(GroupTasks)
+	if s, err := r.Read("/long"); err != nil || s.Tasks != 3000 {
+		t.Errorf("tasks of a 24,000-byte list: %d (%v), want 3000", s.Tasks, err)
+	}
+}

@@ -14,7 +14,16 @@ import (
 // openat directly because os.Open and unix.Open copy the name and allocate
 // an *os.File per call, which a reader opening a dozen files per workload
 // per interval would pay on every Read.
-func readPath(path, buf []byte) ([]byte, []byte, error) {
+//
+// With oneRecord, a read that returns less than the buffer holds ends the
+// file, saving the read that would return 0 (one syscall of four per
+// file). That holds for a regular file and for a cgroup or sysfs file
+// that the kernel writes as one record (every cgroup file this package
+// reads but the pid lists, tasks and cgroup.threads): seq_file grows its
+// buffer until the record fits and copies as much of it as the read asks
+// for, so a short read was the whole record. A list of one record per
+// pid is returned a page at a time, short reads before its end.
+func readPath(path, buf []byte, oneRecord bool) ([]byte, []byte, error) {
 	var fd int
 	cwd := unix.AT_FDCWD // a variable: the constant -100 cannot convert to uintptr
 	for {
@@ -47,5 +56,8 @@ func readPath(path, buf []byte) ([]byte, []byte, error) {
 			return buf[:n], buf, nil
 		}
 		n += m
+		if oneRecord && n < len(buf) {
+			return buf[:n], buf, nil
+		}
 	}
 }

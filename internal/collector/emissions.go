@@ -119,9 +119,12 @@ func (c *emissionsCollector) update(ch chan<- prometheus.Metric, snap *snapshot.
 	}
 	if c.process != nil {
 		// The same series as the process collector's: its top N by energy.
-		keep := map[seriesKey]bool{}
-		for _, a := range topN(aggregate(candidates(snap.Processes, c.top), true), c.top) {
-			keep[a.key] = true
+		var keep keySet
+		if c.top > 0 {
+			keep = keySet{}
+			for _, a := range topN(aggregate(candidates(snap.Processes, c.top), true), c.top) {
+				keep.add(a.key)
+			}
 		}
 		for _, a := range mergeGrams(snap.Processes, true, keep, false) {
 			emitGrams(ch, c.process, a.grams, c.idle, strconv.FormatUint(uint64(a.key.pid), 10), a.key.comm, a.key.cgroup)
@@ -162,30 +165,41 @@ func providerOf(source string) string {
 type gramsAgg struct {
 	key   seriesKey
 	grams snapshot.Emissions
+	owned bool // grams is a copy this aggregate may modify
 }
 
 // mergeGrams sums consumers' grams by label set, as aggregate does their
-// energy; keep, when not nil, selects the label sets to export;
+// energy; keep, when not nil, selects the process label sets to export;
 // inWorkloads leaves out the cgroups exported at a workload level.
-func mergeGrams(ws []*snapshot.Consumer, withProcess bool, keep map[seriesKey]bool, inWorkloads bool) []*gramsAgg {
-	idx := map[seriesKey]*gramsAgg{}
-	var out []*gramsAgg
+func mergeGrams(ws []*snapshot.Consumer, withProcess bool, keep keySet, inWorkloads bool) []*gramsAgg {
+	n := len(ws)
+	if keep != nil {
+		n = len(keep)
+	}
+	idx := make(map[seriesKey]*gramsAgg, n)
+	out := make([]*gramsAgg, 0, n)
 	for _, w := range ws {
 		if inWorkloads && w.InWorkload {
+			continue
+		}
+		if keep != nil && !keep.has(w) {
 			continue
 		}
 		k := seriesKey{cgroup: w.Cgroup}
 		if withProcess {
 			k.pid, k.comm = w.PID, w.Comm
 		}
-		if keep != nil && !keep[k] {
-			continue
-		}
 		a := idx[k]
 		if a == nil {
-			a = &gramsAgg{key: k}
+			// Share the snapshot's slice (immutable, and sorted as Add
+			// keeps it); copy only if a second consumer is merged in.
+			a = &gramsAgg{key: k, grams: w.Grams}
 			idx[k] = a
 			out = append(out, a)
+			continue
+		}
+		if !a.owned {
+			a.grams, a.owned = append(snapshot.Emissions(nil), a.grams...), true
 		}
 		for _, g := range w.Grams {
 			a.grams = a.grams.Add(g.Provider, g.Zone, g.DynamicG, g.IdleG)

@@ -34,9 +34,24 @@ func withEmissions(s *snapshot.Snapshot) *snapshot.Snapshot {
 // Grams series carry the snapshot's values by zone, mode and provider:
 // merged cgroups sum, processes follow the process collector's top N, idle
 // is exported only when attributed; factors per provider and grid zone.
+// A scrape leaves the snapshot as it found it (a merged series' sum is
+// the scrape's own copy), so the next scrape of it says the same.
 func TestEmissionsCollector(t *testing.T) {
-	e := newExporter(t, withEmissions(testSnapshot()), Options{Enabled: on(NameNode, NameCgroup, NameProcess),
+	snap := withEmissions(testSnapshot())
+	e := newExporter(t, snap, Options{Enabled: on(NameNode, NameCgroup, NameProcess),
 		Settings: Settings{NameProcess: &ProcessSettings{Top: 2}}, Levels: []ident.Kind{ident.KindJob}, Emissions: true})
+	for range 2 {
+		scrapeEmissions(t, e)
+	}
+	for _, w := range snap.Cgroups {
+		if len(w.Grams) != 1 || w.Grams[0].DynamicG != 1 {
+			t.Errorf("cgroup %s's grams in the snapshot became %+v", w.Cgroup, w.Grams)
+		}
+	}
+}
+
+func scrapeEmissions(t *testing.T, e *Exporter) {
+	t.Helper()
 	gatherCompare(t, e, `
 # HELP wattrace_node_emissions_grams_total Grams of CO2-equivalent of the node's energy per zone, each accounting interval's joules priced at the carbon intensity in force in that interval; mode as for wattrace_node_energy_joules_total, provider is whose factor priced them. Zones overlap: do not sum across zones.
 # TYPE wattrace_node_emissions_grams_total counter

@@ -150,17 +150,34 @@ func candidates(ws []*snapshot.Consumer, n int) []*snapshot.Consumer {
 			heap.Fix(&h, 0)
 		}
 	}
-	keys := make(map[seriesKey]bool, n)
+	keys := make(keySet, n)
 	for _, r := range h {
-		keys[r.key] = true
+		keys.add(r.key)
 	}
 	out := make([]*snapshot.Consumer, 0, n)
 	for i := range ws {
-		if keys[seriesKey{pid: ws[i].PID, comm: ws[i].Comm, cgroup: ws[i].Cgroup}] {
+		if keys.has(ws[i]) {
 			out = append(out, ws[i])
 		}
 	}
 	return out
+}
+
+// keySet is a few process label sets, looked up by PID first: checking
+// thousands of processes against it costs a lookup of a number each, not
+// a hash of each one's comm and cgroup (which was most of candidates).
+type keySet map[uint32][]seriesKey
+
+func (s keySet) add(k seriesKey) { s[k.pid] = append(s[k.pid], k) }
+
+// has reports whether the process w's label set is in s.
+func (s keySet) has(w *snapshot.Consumer) bool {
+	for _, k := range s[w.PID] {
+		if k.comm == w.Comm && k.cgroup == w.Cgroup {
+			return true
+		}
+	}
+	return false
 }
 
 func energyTotal(e snapshot.Energy) float64 {

@@ -59,7 +59,7 @@ func (healthyResources) Health() []reading.SourceHealth {
 // The cgroup resource reader's rejections reach the snapshot's health.
 func TestResourceReaderHealth(t *testing.T) {
 	l, err := New(Config{Interval: time.Second, IdlePolicy: "none"}, &fakeSource{}, &fakeMeter{}, anyName{}, nil,
-		WithResources(healthyResources{}))
+		WithResources(healthyResources{}, 0))
 	if err != nil {
 		t.Fatal(err)
 	}

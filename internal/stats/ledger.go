@@ -21,6 +21,13 @@ type existence interface {
 	Exists(id uint64, path string) bool
 }
 
+// goneReporter is a resolver that tells an id its walk did not find, and
+// so will never name, from one it has not looked for yet
+// (*cgroup.Resolver).
+type goneReporter interface {
+	Gone(id uint64) bool
+}
+
 // pathChecker is a resolver that answers from its cache without walking
 // (Known) and checks one path's id, remembering it (ID); *cgroup.Resolver.
 type pathChecker interface {
@@ -51,6 +58,16 @@ type cgSeries struct {
 	prevCPU, prevSw uint64
 	cpu             *reading.Counter // when the ledger validates CPU
 	w               *consumer
+	// liveIn is the last read (ledger.reads) that reported a live process
+	// in the cgroup: then it existed at that read, a cgroup with a task
+	// in it can't be removed.
+	liveIn uint64
+	// ended: the id's cgroup was removed. The kernel never gives its id
+	// to another cgroup, so the id is neither resolved nor checked again,
+	// however long the source keeps reporting its final counters (its
+	// exit-map entry, for many reads): each resolution of an id cgroupfs
+	// no longer has could walk the whole hierarchy.
+	ended bool
 }
 
 // consumers is the ledger's view for the stages after it.
@@ -101,7 +118,12 @@ type ledger struct {
 	// endedKept is how many ended processes stay published (the most
 	// energy first); < 0 keeps every one for the retention.
 	endedKept int
-	ended     []*consumer // forgetEnded's scratch
+	// reads counts the readings absorbed.
+	reads uint64
+	// forgetEnded's scratch, kept between steps: the ended processes, and
+	// those it would drop by PID (indices into ended).
+	ended    []endedProc
+	dropPIDs map[uint32][]int
 }
 
 func makeLedger(d *deps) (stage, error) {
@@ -162,7 +184,9 @@ func (l *ledger) absorb(iv *interval) {
 func (l *ledger) absorbReading(r reading.Usage, now time.Time, baseline bool) float64 {
 	use := l.use
 	use.clear()
-	// Processes first: they say on which socket each cgroup ran.
+	l.reads++
+	// Processes first: they say on which socket each cgroup ran, and
+	// which cgroups held a live process.
 	cgSocket := map[uint64]map[int]float64{}
 	for _, w := range l.procs {
 		w.seen = false
@@ -191,7 +215,7 @@ func (l *ledger) absorbReading(r reading.Usage, now time.Time, baseline bool) fl
 		w.f.ContextSwitches += dsw
 		w.w.Comm, w.w.CgroupID, w.w.Alive, w.w.LastSeen = p.Comm, p.Cgroup, p.Alive, now
 		w.seen = true
-		w.w.Cgroup = l.cgroupPath(p.Cgroup)
+		w.w.Cgroup = l.cgroupPath(p.Cgroup, p.Alive)
 		if d > 0 {
 			s := use.socketOf(p.CPU)
 			use.at(use.proc, s)[w] += float64(d) / 1e9
@@ -231,19 +255,10 @@ func (l *ledger) absorbReading(r reading.Usage, now time.Time, baseline bool) fl
 			d, dsw = l.history(c.CPUNs, "cgroup", c.ID), c.Switches
 		}
 		cs.prevCPU, cs.prevSw = c.CPUNs, c.Switches
-		path, named := l.resolve(c.ID)
-		alive := named
-		if ex, isEx := l.res.(existence); named && isEx {
-			// The resolver's cache outlives removed cgroups; a removed
-			// one is no longer alive, whatever its source still reports.
-			alive = ex.Exists(c.ID, path)
+		w, alive := cs.w, false
+		if !cs.ended || w == nil {
+			w, alive = l.place(cs, c.ID, cs.liveIn == l.reads, now)
 		}
-		if !named {
-			// Removed before cgroupfs could name it: its path from when
-			// it was created, if known; it is not alive either way.
-			path, named = l.remembered(c.ID)
-		}
-		w := l.attach(cs, c.ID, path, named, now)
 		w.f.CPUSeconds += float64(d) / 1e9
 		w.f.ContextSwitches += dsw
 		w.seen = true
@@ -261,6 +276,30 @@ func (l *ledger) absorbReading(r reading.Usage, now time.Time, baseline bool) fl
 		use.spread(w, sec, cgSocket[c.ID])
 	}
 	return total
+}
+
+// place finds the consumer of a cgroup id the source reports, and whether
+// the cgroup is alive; it marks the series ended once the cgroup is known
+// to be gone. held says a live process of this reading is in it.
+func (l *ledger) place(cs *cgSeries, id uint64, held bool, now time.Time) (*consumer, bool) {
+	path, named, gone := l.resolve(id)
+	alive := named
+	if ex, isEx := l.res.(existence); named && isEx && !held {
+		// The resolver's cache outlives removed cgroups; a removed
+		// one is no longer alive, whatever its source still reports.
+		// A cgroup that holds a live process can't have been removed:
+		// only the others are looked up (a stat per cgroup per step
+		// was 1,000 syscalls a step at 1,000 cgroups).
+		alive = ex.Exists(id, path)
+		gone = !alive
+	}
+	if !named {
+		// Removed before cgroupfs could name it: its path from when
+		// it was created, if known; it is not alive either way.
+		path, named = l.remembered(id)
+	}
+	cs.ended = gone
+	return l.attach(cs, id, path, named, now), alive
 }
 
 // history is a counter's value at the baseline read, what the consumer
@@ -314,9 +353,12 @@ func (l *ledger) attach(cs *cgSeries, id uint64, path string, ok bool, now time.
 	return target
 }
 
-func (l *ledger) resolve(id uint64) (string, bool) {
+// resolve names a cgroup id: its path, whether it has one, and whether
+// the id is known to belong to a removed cgroup, which no later call can
+// name (ids are not reused).
+func (l *ledger) resolve(id uint64) (path string, named, gone bool) {
 	if l.res == nil {
-		return fmt.Sprintf("id:%d", id), true
+		return fmt.Sprintf("id:%d", id), true, false
 	}
 	if c, ok := l.res.(pathChecker); ok && l.names != nil {
 		// A new cgroup: its name from cgroup_mkdir, confirmed by one
@@ -324,21 +366,25 @@ func (l *ledger) resolve(id uint64) (string, bool) {
 		// whose jobs or tests make cgroups all the time, a walk every
 		// step was the largest part of the step).
 		if p, ok := c.Known(id); ok {
-			return p, true
+			return p, true, false
 		}
 		if p, ok := l.names.Path(id); ok {
 			if got, err := c.ID(p); err == nil && got == id {
-				return p, true
+				return p, true, false
 			}
 			// Created while we ran, and no longer at the path it was
 			// created at: removed (short-lived cgroups, between two
 			// steps). A walk can't find it either; it is named from
 			// cgroup_mkdir as a gone cgroup. (A cgroup renamed in
 			// place would be taken for gone: no manager does that.)
-			return "", false
+			return "", false, true
 		}
 	}
-	return l.res.Path(id)
+	if p, ok := l.res.Path(id); ok {
+		return p, true, false
+	}
+	g, ok := l.res.(goneReporter)
+	return "", false, ok && g.Gone(id)
 }
 
 // remembered is the path names remembers for an id cgroupfs no longer has.
@@ -349,11 +395,16 @@ func (l *ledger) remembered(id uint64) (string, bool) {
 	return l.names.Path(id)
 }
 
-func (l *ledger) cgroupPath(id uint64) string {
+// cgroupPath is the path of a process's cgroup; live says the process is,
+// so the cgroup existed at this read.
+func (l *ledger) cgroupPath(id uint64, live bool) string {
 	if cs := l.cgIDs[id]; cs != nil && cs.w != nil {
+		if live {
+			cs.liveIn = l.reads
+		}
 		return cs.w.w.Cgroup
 	}
-	if p, ok := l.resolve(id); ok {
+	if p, ok, _ := l.resolve(id); ok {
 		return p
 	}
 	if p, ok := l.remembered(id); ok {
@@ -429,56 +480,64 @@ func (l *ledger) forgetEnded() {
 		return
 	}
 	ended := l.ended[:0]
-	for _, w := range l.procs {
+	for k, w := range l.procs {
 		if !w.w.Alive && !w.seen {
-			ended = append(ended, w)
+			ended = append(ended, endedProc{key: k, w: w, total: energyTotal(w.f.Energy)})
 		}
 	}
 	l.ended = ended
+	defer clear(l.ended) // the scratch keeps no consumer alive
 	if len(ended) <= l.endedKept {
 		return
 	}
-	total := func(w *consumer) float64 {
-		var t float64
-		for _, z := range w.f.Energy {
-			t += z.DynamicJ + z.IdleJ
-		}
-		return t
+	sort.Slice(ended, func(i, j int) bool { return ended[i].total > ended[j].total })
+	// Those past the kept go, unless a live process has their labels.
+	// The live processes are checked against their PIDs first, a lookup
+	// of a number each (hashing every live process's comm and cgroup was
+	// most of this at 10,000 processes); one with the PID of a process
+	// to drop (a reused PID) is then compared in full. On a forking node
+	// the ended beyond the kept are about a step's exits.
+	if l.dropPIDs == nil {
+		l.dropPIDs = map[uint32][]int{}
 	}
-	sort.Slice(ended, func(i, j int) bool { return total(ended[i]) > total(ended[j]) })
-	// Those past the kept, unless a live process has their labels: a map
-	// of their label sets, which the live processes are checked against
-	// (on a forking node the ended processes beyond the kept are a step's
-	// exits; a map of every live process was rebuilt at every step).
-	type key struct {
-		pid    uint32
-		comm   string
-		cgroup string
-	}
-	drop := make(map[key][]*consumer, len(ended)-l.endedKept)
-	for _, w := range ended[l.endedKept:] {
-		k := key{w.w.PID, w.w.Comm, w.w.Cgroup}
-		drop[k] = append(drop[k], w)
+	drop := l.dropPIDs
+	defer clear(drop)
+	for i := l.endedKept; i < len(ended); i++ {
+		pid := ended[i].w.w.PID
+		drop[pid] = append(drop[pid], i)
 	}
 	for _, w := range l.procs {
-		if w.w.Alive || w.seen {
-			delete(drop, key{w.w.PID, w.w.Comm, w.w.Cgroup})
+		if !w.w.Alive && !w.seen {
+			continue
 		}
-	}
-	gone := make(map[*consumer]bool, len(drop))
-	for _, ws := range drop {
-		for _, w := range ws {
-			gone[w] = true
-		}
-	}
-	if len(gone) > 0 {
-		for k, w := range l.procs {
-			if gone[w] {
-				delete(l.procs, k)
+		for _, i := range drop[w.w.PID] {
+			if e := &ended[i]; e.w.w.Comm == w.w.Comm && e.w.w.Cgroup == w.w.Cgroup {
+				e.keep = true
 			}
 		}
 	}
-	clear(l.ended)
+	for i := l.endedKept; i < len(ended); i++ {
+		if !ended[i].keep {
+			delete(l.procs, ended[i].key)
+		}
+	}
+}
+
+// energyTotal is e summed over zones and modes.
+func energyTotal(e snapshot.Energy) float64 {
+	var t float64
+	for _, z := range e {
+		t += z.DynamicJ + z.IdleJ
+	}
+	return t
+}
+
+// endedProc is an ended process forgetEnded considers.
+type endedProc struct {
+	key   reading.ProcKey
+	w     *consumer
+	total float64 // its energy, every zone and mode
+	keep  bool    // a live process has its labels
 }
 
 // deadProcs lists the processes a reading reports for the last time.

@@ -39,9 +39,11 @@ type parts struct {
 	ids       WorkloadResolver
 	levels    []ident.Kind
 	resources ResourceReader
-	gpus      GPUSource
-	gpuCfg    *GPUConfig
-	intensity IntensitySource
+	// staleScrapes is how many later fills may export a resource reading.
+	staleScrapes int
+	gpus         GPUSource
+	gpuCfg       *GPUConfig
+	intensity    IntensitySource
 }
 
 // deps is what a stage's constructor may use: the loop's configuration and

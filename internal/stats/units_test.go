@@ -105,7 +105,7 @@ func TestUnitResources(t *testing.T) {
 	res := &fakeResources{m: map[string]reading.Resources{"/slurm_n1/uid_0/job_42": {MemoryCurrent: 1 << 20, Available: reading.FieldMemoryCurrent}}}
 	ids := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
 	l, err := New(Config{Interval: time.Second, Retention: time.Minute, IdlePolicy: "none"}, src, m, paths, nil,
-		WithWorkloads(ids, []ident.Kind{ident.KindJob}), WithResources(res))
+		WithWorkloads(ids, []ident.Kind{ident.KindJob}), WithResources(res, 0))
 	if err != nil {
 		t.Fatal(err)
 	}

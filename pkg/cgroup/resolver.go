@@ -41,11 +41,19 @@ type Resolver struct {
 	walkMu   sync.Mutex
 	lastWalk time.Time
 	walks    int
-	// misses are ids the latest walks did not find, and when.
-	misses map[uint64]time.Time
+	// misses are ids the latest walks did not find.
+	misses map[uint64]miss
 
 	mu    sync.RWMutex
 	paths map[uint64]string
+}
+
+// miss is an id a walk did not find: when, and whether that walk read
+// the whole hierarchy (a walk that could not read part of it may have
+// missed a live cgroup there).
+type miss struct {
+	at       time.Time
+	complete bool
 }
 
 // NewResolver returns a resolver for h with an empty cache; the first miss
@@ -74,25 +82,48 @@ func (r *Resolver) Path(id uint64) (string, bool) {
 	if !r.lastWalk.IsZero() && now.Sub(r.lastWalk) < r.minRescan {
 		return "", false
 	}
-	if t, ok := r.misses[id]; ok && now.Sub(t) < missRetry {
+	if m, ok := r.misses[id]; ok && now.Sub(m.at) < missRetry {
 		return "", false
 	}
-	if _, err := r.walkLocked(); err != nil {
+	_, complete, err := r.walk()
+	if err != nil {
 		return "", false
 	}
 	p, ok := r.lookup(id)
 	if !ok {
 		if r.misses == nil {
-			r.misses = map[uint64]time.Time{}
+			r.misses = map[uint64]miss{}
 		}
 		for m, t := range r.misses {
-			if now.Sub(t) >= missRetry {
+			if now.Sub(t.at) >= missRetry {
 				delete(r.misses, m)
 			}
 		}
-		r.misses[id] = now
+		r.misses[id] = miss{at: now, complete: complete}
 	}
 	return p, ok
+}
+
+// Gone reports whether a walk of the whole hierarchy, run by Path after
+// the id was asked for, did not find it (within the last missRetry). The
+// caller had the id from something the cgroup's existence preceded (a
+// task's record, a reading), and the kernel never gives a cgroup id to
+// another cgroup, so a gone id will never be named: a caller that keeps
+// being handed it (the accounting reports a removed cgroup's final
+// counters for many reads) should stop asking. False when Path has not
+// walked for it (the rate limit) or the walk could not read every cgroup.
+func (r *Resolver) Gone(id uint64) bool {
+	r.walkMu.Lock()
+	defer r.walkMu.Unlock()
+	m, ok := r.misses[id]
+	return ok && m.complete && r.now().Sub(m.at) < missRetry
+}
+
+// Walks is how many times the resolver has walked the hierarchy.
+func (r *Resolver) Walks() int {
+	r.walkMu.Lock()
+	defer r.walkMu.Unlock()
+	return r.walks
 }
 
 // Known returns the path of an id already in the cache, never walking.
@@ -190,20 +221,26 @@ type Node struct {
 func (r *Resolver) Scan() ([]Node, error) {
 	r.walkMu.Lock()
 	defer r.walkMu.Unlock()
-	return r.walkLocked()
+	nodes, _, err := r.walk()
+	return nodes, err
 }
 
-func (r *Resolver) walkLocked() ([]Node, error) {
+// walk rebuilds the cache from the hierarchy; walkMu must be held.
+// complete is false when some cgroup that exists could not be read.
+func (r *Resolver) walk() (nodes []Node, complete bool, err error) {
 	root := filepath.Clean(r.h.Mount)
-	var nodes []Node
+	complete = true
 	ids := map[string]uint64{}
 	paths := map[uint64]string{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if p == root {
 				return err
 			}
 			// A cgroup removed or unreadable mid-walk: leave out its subtree.
+			if !errors.Is(err, fs.ErrNotExist) {
+				complete = false
+			}
 			if d != nil && d.IsDir() {
 				return filepath.SkipDir
 			}
@@ -216,6 +253,9 @@ func (r *Resolver) walkLocked() ([]Node, error) {
 		if err != nil {
 			if p == root {
 				return err
+			}
+			if !errors.Is(err, fs.ErrNotExist) {
+				complete = false
 			}
 			return filepath.SkipDir
 		}
@@ -242,12 +282,12 @@ func (r *Resolver) walkLocked() ([]Node, error) {
 	r.lastWalk = r.now()
 	r.walks++
 	if err != nil {
-		return nil, fmt.Errorf("walk cgroup hierarchy %s: %w", root, err)
+		return nil, false, fmt.Errorf("walk cgroup hierarchy %s: %w", root, err)
 	}
 	r.mu.Lock()
 	r.paths = paths
 	r.mu.Unlock()
-	return nodes, nil
+	return nodes, complete, nil
 }
 
 func (r *Resolver) abs(rel string) string {

@@ -150,6 +150,37 @@ func TestResolverRemembersMisses(t *testing.T) {
 	}
 }
 
+// Gone tells an id a walk looked for and did not find (its cgroup was
+// removed: the kernel never gives the id to another) from one the rate
+// limit kept Path from looking for, and from a live one.
+func TestResolverGone(t *testing.T) {
+	h := hostHierarchy(t)
+	top := testenv.TempDir(t, h.Mount)
+	r := NewResolver(h)
+	now := time.Now()
+	r.now = func() time.Time { return now }
+	live := testenv.Mkdir(t, filepath.Join(top, "live"))
+	removed := testenv.Mkdir(t, filepath.Join(top, "removed"))
+	idLive, idRemoved := statIno(t, live), statIno(t, removed)
+	testenv.Remove(t, removed)
+	if _, ok := r.Path(idLive); !ok {
+		t.Fatal("live cgroup not found")
+	}
+	if _, ok := r.Path(idRemoved); ok {
+		t.Fatal("removed cgroup named")
+	}
+	if r.Gone(idRemoved) || r.Gone(idLive) {
+		t.Fatal("gone before any walk looked for it (the rate limit held the walk back)")
+	}
+	now = now.Add(minRescan)
+	if _, ok := r.Path(idRemoved); ok || !r.Gone(idRemoved) || r.Gone(idLive) {
+		t.Errorf("after a walk: removed gone %v, live gone %v; want true, false", r.Gone(idRemoved), r.Gone(idLive))
+	}
+	if r.Walks() != 2 {
+		t.Errorf("%d walks, want 2", r.Walks())
+	}
+}
+
 func TestResolverConcurrent(t *testing.T) {
 	h := hostHierarchy(t)
 	top := testenv.TempDir(t, h.Mount)
