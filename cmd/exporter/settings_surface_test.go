@@ -1,20 +1,14 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"os"
 	"path/filepath"
-	"reflect"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
-	"go.uber.org/zap"
 
-	"github.com/wattrace/wattrace/internal/cli"
+	"github.com/wattrace/wattrace/internal/cli/clitest"
 )
 
 // The exporter's settings surface, held whole: every flag with its type,
@@ -29,24 +23,8 @@ import (
 // environment may set it.
 func surfaceFlags() string {
 	fs := NewFlagSet("wattrace")
-	var names []string
-	fs.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
-	var b strings.Builder
-	for _, name := range slices.Sorted(slices.Values(names)) {
-		f := fs.Lookup(name)
-		one := pflag.NewFlagSet("one", pflag.ContinueOnError)
-		one.AddFlag(f)
-		b.WriteString(strings.TrimSpace(one.FlagUsagesWrapped(0)) + "\n")
-		from := "flag, file, env " + EnvVar(f.Name)
-		switch f.Name {
-		case "version":
-			from = "flag only"
-		case "config.file":
-			from = "flag, env " + EnvVar(f.Name)
-		}
-		fmt.Fprintf(&b, "    type %s, default %q, from %s\n", f.Value.Type(), f.DefValue, from)
-	}
-	return b.String()
+	fs.SortFlags = true
+	return clitest.SurfaceFlags(fs, EnvVar)
 }
 
 // stablePaths matches the temporary file a case writes.
@@ -165,72 +143,29 @@ var badSettings = [][]string{
 // its configuration and error.
 func loadCase(t *testing.T, c []string) (*Config, error) {
 	t.Helper()
-	var args []string
-	for _, a := range c {
-		switch {
-		case strings.HasPrefix(a, "file:"):
-			p := filepath.Join(t.TempDir(), "wattrace.yml")
-			if err := os.WriteFile(p, []byte(strings.TrimPrefix(a, "file:")), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			args = append(args, "--config.file="+p)
-		case strings.HasPrefix(a, "WATTRACE_"):
-			k, v, _ := strings.Cut(a, "=")
-			t.Setenv(k, v)
-		default:
-			args = append(args, a)
-		}
-	}
-	return Load(args)
+	return Load(clitest.Args(t, c, EnvPrefix, filepath.Join(t.TempDir(), "wattrace.yml")))
 }
 
 // surfaceErrors renders each bad case and its error, file paths made
 // stable.
 func surfaceErrors(t *testing.T) string {
-	var b strings.Builder
-	for _, c := range badSettings {
-		t.Run(strings.Join(c, " "), func(t *testing.T) {
-			_, err := loadCase(t, c)
-			msg := "no error"
-			if err != nil {
-				msg = err.Error()
+	return clitest.SurfaceErrors(t, badSettings, func(t *testing.T, _ int, c []string) (func(string) string, error) {
+		_, err := loadCase(t, c)
+		for _, a := range c {
+			if strings.HasPrefix(a, clitest.FilePrefix) {
+				return func(msg string) string { return stablePaths.ReplaceAllString(msg, "FILE") }, err
 			}
-			for _, a := range c {
-				if strings.HasPrefix(a, "file:") {
-					msg = stablePaths.ReplaceAllString(msg, "FILE")
-				}
-			}
-			fmt.Fprintf(&b, "%q\n    %s\n", c, strings.ReplaceAll(msg, "\n", "\n    "))
-		})
-	}
-	return b.String()
+		}
+		return nil, err
+	})
 }
 
 // TestSettingsSurface holds every key's flag, type, default, help and
 // environment variable, and every bad value's error, to the golden files
 // (go test -run TestSettingsSurface -update rewrites them).
 func TestSettingsSurface(t *testing.T) {
-	for name, got := range map[string]string{
-		"testdata/settings/flags.golden":  surfaceFlags(),
-		"testdata/settings/errors.golden": surfaceErrors(t),
-	} {
-		if *update {
-			if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(name, []byte(got), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		want, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got != string(want) {
-			t.Errorf("%s differs (go test -run TestSettingsSurface -update rewrites it):\n%s", name, lineDiff(string(want), got))
-		}
-	}
+	clitest.Golden(t, *update, "testdata/settings/flags.golden", surfaceFlags())
+	clitest.Golden(t, *update, "testdata/settings/errors.golden", surfaceErrors(t))
 }
 
 // goodValues gives each setting a valid value other than its default
@@ -293,81 +228,22 @@ var alsoNeeds = map[string][]string{
 	"guests.share.vsock-port": {"--guests.share.path=" + goodValues["guests.share.path"]},
 }
 
-// goodValue is a valid value of f other than its default.
-func goodValue(f *pflag.Flag) string {
-	if v, ok := goodValues[f.Name]; ok {
-		return v
-	}
-	switch f.Value.Type() {
-	case "bool":
-		if f.DefValue == "true" {
-			return "false"
-		}
-		return "true"
-	case "duration":
-		return "7m"
-	case "int":
-		return "3"
-	case "float64":
-		if f.DefValue == "0.5" {
-			return "0.25"
-		}
-		return "0.5"
-	case "stringSlice":
-		return "x,y"
-	}
-	return "/srv/" + strings.ReplaceAll(f.Name, ".", "-")
-}
-
 // TestEverySettingFromEachSource: every setting is read from its flag,
 // its environment variable and its file key (flat and nested), each
 // giving the same configuration, which differs from the defaults.
 func TestEverySettingFromEachSource(t *testing.T) {
-	def, err := Load(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	NewFlagSet("wattrace").VisitAll(func(f *pflag.Flag) {
-		if f.Name == "version" || f.Name == "config.file" {
-			return
-		}
-		v := goodValue(f)
-		t.Run(f.Name, func(t *testing.T) {
-			fromFlag, err := loadCase(t, append([]string{"--" + f.Name + "=" + v}, alsoNeeds[f.Name]...))
-			if err != nil {
-				t.Fatalf("--%s=%s: %v", f.Name, v, err)
+	clitest.EverySettingFromEachSource(t, clitest.Sources[Config]{
+		Flags:  NewFlagSet("wattrace"),
+		EnvVar: EnvVar,
+		Value:  func(f *pflag.Flag) string { return clitest.GoodValue(f, goodValues) },
+		Needs:  func(key string) []string { return alsoNeeds[key] },
+		Load: func(t *testing.T, _ string, c []string) (*Config, error) {
+			cfg, err := loadCase(t, c)
+			if cfg != nil {
+				cfg.ConfigFile = ""
 			}
-			// The settings it needs alone are the baseline the setting
-			// must change, so that they cannot stand in for it.
-			base := def
-			if needs := alsoNeeds[f.Name]; len(needs) > 0 {
-				if base, err = loadCase(t, needs); err != nil {
-					t.Fatalf("%q alone: %v", needs, err)
-				}
-			}
-			if reflect.DeepEqual(fromFlag, base) {
-				t.Fatalf("--%s=%s leaves the configuration at its defaults (with %q)", f.Name, v, alsoNeeds[f.Name])
-			}
-			nested := f.Name
-			if i := strings.IndexByte(nested, '.'); i > 0 {
-				nested = nested[:i] + ":\n  " + nested[i+1:]
-			}
-			for _, c := range [][]string{
-				{EnvVar(f.Name) + "=" + v},
-				{"file:" + f.Name + ": \"" + v + "\"\n"},
-				{"file:" + nested + ": \"" + v + "\"\n"},
-			} {
-				got, err := loadCase(t, append(c, alsoNeeds[f.Name]...))
-				if err != nil {
-					t.Errorf("%q: %v", c, err)
-					continue
-				}
-				got.ConfigFile = ""
-				if !reflect.DeepEqual(got, fromFlag) {
-					t.Errorf("%q gives another configuration than --%s=%s", c, f.Name, v)
-				}
-			}
-		})
+			return cfg, err
+		},
 	})
 }
 
@@ -387,28 +263,10 @@ func TestBadConfigurationStopsStartUp(t *testing.T) {
 		{[]string{"--guests.share.path=/srv/g", "WATTRACE_COLLECTOR_VM=false"}, `wattrace: invalid value "/srv/g" for guests.share.path: collector.vm is off`},
 	} {
 		t.Run(strings.Join(tt.in, " "), func(t *testing.T) {
-			var args []string
-			for _, a := range tt.in {
-				switch {
-				case strings.HasPrefix(a, "file:"):
-					p := filepath.Join(t.TempDir(), "wattrace.yml")
-					if err := os.WriteFile(p, []byte(strings.TrimPrefix(a, "file:")), 0o600); err != nil {
-						t.Fatal(err)
-					}
-					args = append(args, "--config.file="+p)
-				case strings.HasPrefix(a, "WATTRACE_"):
-					k, v, _ := strings.Cut(a, "=")
-					t.Setenv(k, v)
-				default:
-					args = append(args, a)
-				}
-			}
-			var stdout, stderr strings.Builder
-			ran := false
-			p := program
-			p.Run = func(context.Context, *Config, *zap.Logger) error { ran = true; return nil }
-			if code := cli.Main(p, args, &stdout, &stderr); code != 2 || ran || !strings.Contains(stderr.String(), tt.want) {
-				t.Errorf("exit %d, ran %v, stderr %q, want 2 and %q", code, ran, stderr.String(), tt.want)
+			args := clitest.Args(t, tt.in, EnvPrefix, filepath.Join(t.TempDir(), "wattrace.yml"))
+			code, ran, _, stderr := clitest.StopsStartUp(program, args)
+			if code != 2 || ran || !strings.Contains(stderr, tt.want) {
+				t.Errorf("exit %d, ran %v, stderr %q, want 2 and %q", code, ran, stderr, tt.want)
 			}
 		})
 	}

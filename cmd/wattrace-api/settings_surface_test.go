@@ -1,19 +1,15 @@
 package main
 
 import (
-	"context"
 	"flag"
-	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
-	"go.uber.org/zap"
 
-	"github.com/wattrace/wattrace/internal/cli"
+	"github.com/wattrace/wattrace/internal/cli/clitest"
 )
 
 // wattrace-api's settings surface, held whole: every flag in the order
@@ -30,21 +26,7 @@ var update = flag.Bool("update", false, "rewrite testdata/settings/*.golden from
 // the order of --help, with the environment variable and whether the
 // file and the environment may set it.
 func surfaceFlags() string {
-	var b strings.Builder
-	NewFlagSet("wattrace-api").VisitAll(func(f *pflag.Flag) {
-		one := pflag.NewFlagSet("one", pflag.ContinueOnError)
-		one.AddFlag(f)
-		b.WriteString(strings.TrimSpace(one.FlagUsagesWrapped(0)) + "\n")
-		from := "flag, file, env " + EnvVar(f.Name)
-		switch f.Name {
-		case "version":
-			from = "flag only"
-		case "config.file":
-			from = "flag, env " + EnvVar(f.Name)
-		}
-		fmt.Fprintf(&b, "    type %s, default %q, from %s\n", f.Value.Type(), f.DefValue, from)
-	})
-	return b.String()
+	return clitest.SurfaceFlags(NewFlagSet("wattrace-api"), EnvVar)
 }
 
 // badSettings are the bad values whose errors the surface holds: every
@@ -151,41 +133,22 @@ func loadCase(t *testing.T, c []string, withTSDB bool) (*Config, string, error) 
 	if withTSDB {
 		args = append(args, "--tsdb.url=http://tsdb:9090")
 	}
+	fill := strings.NewReplacer("$DSN", dsn, "$DIR", dir).Replace
+	var filled []string
 	for _, a := range c {
-		a = strings.NewReplacer("$DSN", dsn, "$DIR", dir).Replace(a)
-		switch {
-		case strings.HasPrefix(a, "file:"):
-			p := filepath.Join(dir, "wattrace.yml")
-			if err := os.WriteFile(p, []byte(strings.TrimPrefix(a, "file:")), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			args = append(args, "--config.file="+p)
-		case strings.HasPrefix(a, EnvPrefix+"_"):
-			k, v, _ := strings.Cut(a, "=")
-			t.Setenv(k, v)
-		default:
-			args = append(args, a)
-		}
+		filled = append(filled, fill(a))
 	}
-	cfg, err := Load(args)
+	cfg, err := Load(append(args, clitest.Args(t, filled, EnvPrefix, filepath.Join(dir, "wattrace.yml"))...))
 	return cfg, dir, err
 }
 
 // surfaceErrors renders each bad case and its error, the case's
 // directory made stable.
 func surfaceErrors(t *testing.T) string {
-	var b strings.Builder
-	for i, c := range badSettings {
-		t.Run(strings.Join(c, " "), func(t *testing.T) {
-			_, dir, err := loadCase(t, c, i > 0)
-			msg := "no error"
-			if err != nil {
-				msg = strings.ReplaceAll(err.Error(), dir, "$DIR")
-			}
-			fmt.Fprintf(&b, "%q\n    %s\n", c, strings.ReplaceAll(msg, "\n", "\n    "))
-		})
-	}
-	return b.String()
+	return clitest.SurfaceErrors(t, badSettings, func(t *testing.T, i int, c []string) (func(string) string, error) {
+		_, dir, err := loadCase(t, c, i > 0)
+		return func(msg string) string { return strings.ReplaceAll(msg, dir, "$DIR") }, err
+	})
 }
 
 // TestSettingsSurface holds every key's flag, type, default, help and
@@ -193,46 +156,8 @@ func surfaceErrors(t *testing.T) string {
 // error, to the golden files (go test -run TestSettingsSurface -update
 // rewrites them).
 func TestSettingsSurface(t *testing.T) {
-	for _, g := range []struct{ name, got string }{
-		{"testdata/settings/flags.golden", surfaceFlags()},
-		{"testdata/settings/errors.golden", surfaceErrors(t)},
-	} {
-		if *update {
-			if err := os.MkdirAll(filepath.Dir(g.name), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(g.name, []byte(g.got), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		want, err := os.ReadFile(g.name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if g.got != string(want) {
-			t.Errorf("%s differs (go test -run TestSettingsSurface -update rewrites it):\n%s", g.name, firstDiff(string(want), g.got))
-		}
-	}
-}
-
-// firstDiff shows where got first departs from want, line by line, so a
-// change of order shows as well as a changed line.
-func firstDiff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	for i := 0; i < len(w) || i < len(g); i++ {
-		var wl, gl string
-		if i < len(w) {
-			wl = w[i]
-		}
-		if i < len(g) {
-			gl = g[i]
-		}
-		if wl != gl {
-			return fmt.Sprintf("line %d:\n- %s\n+ %s", i+1, wl, gl)
-		}
-	}
-	return ""
+	clitest.Golden(t, *update, "testdata/settings/flags.golden", surfaceFlags())
+	clitest.Golden(t, *update, "testdata/settings/errors.golden", surfaceErrors(t))
 }
 
 // goodValues gives each setting a valid value other than its default
@@ -269,27 +194,6 @@ var alsoNeeds = map[string][]string{
 	"api.munge.enabled": {"--api.munge.audiences=https://api:9842"},
 }
 
-// goodValue is a valid value of f other than its default.
-func goodValue(f *pflag.Flag) string {
-	if v, ok := goodValues[f.Name]; ok {
-		return v
-	}
-	switch f.Value.Type() {
-	case "bool":
-		if f.DefValue == "true" {
-			return "false"
-		}
-		return "true"
-	case "duration":
-		return "7m"
-	case "int":
-		return "3"
-	case "stringSlice":
-		return "x,y"
-	}
-	return "/srv/" + strings.ReplaceAll(f.Name, ".", "-")
-}
-
 // TestEverySettingFromEachSource: every setting is read from its flag,
 // its environment variable and its file key (flat and nested), each
 // giving the same configuration, which differs from the defaults.
@@ -301,58 +205,26 @@ func TestEverySettingFromEachSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	fill := strings.NewReplacer("$DSN", dsn, "$DIR", dir).Replace
-	def, _, err := loadCase(t, nil, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	NewFlagSet("wattrace-api").VisitAll(func(f *pflag.Flag) {
-		if f.Name == "version" || f.Name == "config.file" {
-			return
-		}
-		v := fill(goodValue(f))
-		var needs []string
-		for _, n := range alsoNeeds[f.Name] {
-			needs = append(needs, fill(n))
-		}
+	clitest.EverySettingFromEachSource(t, clitest.Sources[Config]{
+		Flags:  NewFlagSet("wattrace-api"),
+		EnvVar: EnvVar,
+		Value:  func(f *pflag.Flag) string { return fill(clitest.GoodValue(f, goodValues)) },
+		Needs: func(key string) []string {
+			var needs []string
+			for _, n := range alsoNeeds[key] {
+				needs = append(needs, fill(n))
+			}
+			return needs
+		},
 		// tsdb.url is required: every case has it, but from a flag it
 		// would hide the source under test.
-		withTSDB := f.Name != "tsdb.url"
-		t.Run(f.Name, func(t *testing.T) {
-			fromFlag, _, err := loadCase(t, append([]string{"--" + f.Name + "=" + v}, needs...), withTSDB)
-			if err != nil {
-				t.Fatalf("--%s=%s: %v", f.Name, v, err)
+		Load: func(t *testing.T, key string, c []string) (*Config, error) {
+			cfg, _, err := loadCase(t, c, key != "tsdb.url")
+			if cfg != nil {
+				cfg.ConfigFile = ""
 			}
-			// The settings it needs alone are the baseline the setting
-			// must change, so that they cannot stand in for it.
-			base := def
-			if len(needs) > 0 {
-				if base, _, err = loadCase(t, needs, true); err != nil {
-					t.Fatalf("%q alone: %v", needs, err)
-				}
-			}
-			if reflect.DeepEqual(fromFlag, base) {
-				t.Fatalf("--%s=%s leaves the configuration at its defaults (with %q)", f.Name, v, needs)
-			}
-			nested := f.Name
-			if i := strings.IndexByte(nested, '.'); i > 0 {
-				nested = nested[:i] + ":\n  " + nested[i+1:]
-			}
-			for _, c := range [][]string{
-				{EnvVar(f.Name) + "=" + v},
-				{"file:" + f.Name + ": \"" + v + "\"\n"},
-				{"file:" + nested + ": \"" + v + "\"\n"},
-			} {
-				got, _, err := loadCase(t, append(c, needs...), withTSDB)
-				if err != nil {
-					t.Errorf("%q: %v", c, err)
-					continue
-				}
-				got.ConfigFile = ""
-				if !reflect.DeepEqual(got, fromFlag) {
-					t.Errorf("%q gives another configuration than --%s=%s:\n%+v\n%+v", c, f.Name, v, got, fromFlag)
-				}
-			}
-		})
+			return cfg, err
+		},
 	})
 }
 
@@ -374,29 +246,10 @@ func TestBadConfigurationStopsStartUp(t *testing.T) {
 		{[]string{"--version"}, 0, "wattrace-api, version"},
 	} {
 		t.Run(strings.Join(tt.in, " "), func(t *testing.T) {
-			var args []string
-			for _, a := range tt.in {
-				switch {
-				case strings.HasPrefix(a, "file:"):
-					p := filepath.Join(t.TempDir(), "api.yml")
-					if err := os.WriteFile(p, []byte(strings.TrimPrefix(a, "file:")), 0o600); err != nil {
-						t.Fatal(err)
-					}
-					args = append(args, "--config.file="+p)
-				case strings.HasPrefix(a, EnvPrefix+"_"):
-					k, v, _ := strings.Cut(a, "=")
-					t.Setenv(k, v)
-				default:
-					args = append(args, a)
-				}
-			}
-			var stdout, stderr strings.Builder
-			ran := false
-			p := program
-			p.Run = func(context.Context, *Config, *zap.Logger) error { ran = true; return nil }
-			code := cli.Main(p, args, &stdout, &stderr)
-			if code != tt.code || ran || !strings.Contains(stdout.String()+stderr.String(), tt.want) {
-				t.Errorf("exit %d, ran %v, stdout %q, stderr %q, want %d and %q", code, ran, stdout.String(), stderr.String(), tt.code, tt.want)
+			args := clitest.Args(t, tt.in, EnvPrefix, filepath.Join(t.TempDir(), "api.yml"))
+			code, ran, stdout, stderr := clitest.StopsStartUp(program, args)
+			if code != tt.code || ran || !strings.Contains(stdout+stderr, tt.want) {
+				t.Errorf("exit %d, ran %v, stdout %q, stderr %q, want %d and %q", code, ran, stdout, stderr, tt.code, tt.want)
 			}
 		})
 	}

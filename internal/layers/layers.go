@@ -74,9 +74,12 @@ var Layers = map[string]Layer{
 	"internal/cpulist":      Vocabulary,
 	// Loading and decoding the declared settings, the logger and main's
 	// shape, shared by both programs.
-	"internal/cli":     Vocabulary,
-	"internal/testenv": Vocabulary,
-	"internal/layers":  Vocabulary,
+	"internal/cli": Vocabulary,
+	// What the programs' tests share about settings loaded through
+	// internal/cli (see Only).
+	"internal/cli/clitest": Vocabulary,
+	"internal/testenv":     Vocabulary,
+	"internal/layers":      Vocabulary,
 	// The Grafana dashboard linter (the rules of Grafana's
 	// dashboard-linter): a tool, no module imports.
 	"internal/dashlint": Vocabulary,
@@ -144,6 +147,7 @@ var Only = map[string][]string{
 	// Vocabulary packages build on each other only where listed here.
 	"internal/sourcehealth": {"pkg/reading"},
 	"pkg/workload/ident":    {"pkg/reading"},
+	"internal/cli/clitest":  {"internal/cli"},
 	// The units side reads what the exporters published to the TSDB; it
 	// must not reach into the exporter's sources, loop or snapshot. The
 	// store, the updater and the feeders declare wattrace-api's settings
