@@ -166,9 +166,9 @@ func TestOneTaskWalkPerStep(t *testing.T) {
 	const steps = 5
 	before, tasks := runs(), 0
 	for i := range steps {
-		tasks += liveTasks(t)
+		tasks += testenv.LiveTasks(t)
 		st.loop.Step(time.Now().Add(time.Duration(i+1) * time.Second))
-		tasks += liveTasks(t)
+		tasks += testenv.LiveTasks(t)
 	}
 	perStep := float64(tasks) / 2 / steps
 	walks := (runs() - before) / steps / perStep
@@ -218,26 +218,6 @@ func iterPrograms(t *testing.T, pid int) map[string]bool {
 		}
 	}
 	return out
-}
-
-// liveTasks counts the node's tasks (every thread of every process), as a
-// task iterator visits them.
-func liveTasks(t *testing.T) int {
-	t.Helper()
-	procs, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, p := range procs {
-		if p.Name()[0] < '0' || p.Name()[0] > '9' {
-			continue
-		}
-		if tasks, err := os.ReadDir("/proc/" + p.Name() + "/task"); err == nil {
-			n += len(tasks)
-		}
-	}
-	return n
 }
 
 // partsExcept is parts without the named ones.

@@ -1,35 +1,14 @@
 package bpfloader
 
 import (
-	"os"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
 
+	"github.com/wattrace/wattrace/internal/testenv"
 	"github.com/wattrace/wattrace/pkg/reading"
 )
-
-// liveTasks counts the node's tasks (every thread of every process), as a
-// task iterator visits them.
-func liveTasks(t *testing.T) int {
-	t.Helper()
-	procs, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, p := range procs {
-		if p.Name()[0] < '0' || p.Name()[0] > '9' {
-			continue
-		}
-		// A process that ended since the listing has no tasks left.
-		if tasks, err := os.ReadDir("/proc/" + p.Name() + "/task"); err == nil {
-			n += len(tasks)
-		}
-	}
-	return n
-}
 
 // iterRuns sums the runs of every task-iterator program of the accounting
 // and the probes, as their program statistics (the exporter's
@@ -72,14 +51,14 @@ func TestOneTaskWalkPerRead(t *testing.T) {
 	before := iterRuns(t, a, p)
 	tasks := 0
 	for range reads {
-		tasks += liveTasks(t)
+		tasks += testenv.LiveTasks(t)
 		if _, err := a.Read(); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := p.Read(); err != nil {
 			t.Fatal(err)
 		}
-		tasks += liveTasks(t)
+		tasks += testenv.LiveTasks(t)
 	}
 	visits := float64(iterRuns(t, a, p) - before)
 	perRead := float64(tasks) / 2 / reads
@@ -97,7 +76,7 @@ func TestOneTaskWalkPerRead(t *testing.T) {
 	if _, err := p.Read(); err != nil {
 		t.Fatal(err)
 	}
-	if n := foldRuns(t, p) - own; n < uint64(liveTasks(t))/2 {
+	if n := foldRuns(t, p) - own; n < uint64(testenv.LiveTasks(t))/2 {
 		t.Errorf("a read of the probes alone ran their fold over %d tasks, want every task", n)
 	}
 }

@@ -246,6 +246,27 @@ func Inode(t testing.TB, dir string) uint64 {
 	return st.Ino
 }
 
+// LiveTasks counts the node's tasks (every thread of every process), as
+// a BPF task iterator visits them.
+func LiveTasks(t testing.TB) int {
+	t.Helper()
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, p := range procs {
+		if p.Name()[0] < '0' || p.Name()[0] > '9' {
+			continue
+		}
+		// A process that ended since the listing has no tasks left.
+		if tasks, err := os.ReadDir("/proc/" + p.Name() + "/task"); err == nil {
+			n += len(tasks)
+		}
+	}
+	return n
+}
+
 // RelDiff is |a−b| / b.
 func RelDiff(a, b float64) float64 {
 	if b == 0 {
