@@ -3,7 +3,6 @@ package updater
 import (
 	"context"
 	"math"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"testing"
@@ -12,7 +11,6 @@ import (
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 
-	"github.com/wattrace/wattrace/internal/units/store"
 	"github.com/wattrace/wattrace/pkg/units"
 )
 
@@ -73,13 +71,7 @@ func TestLastDigitDropIsNoReset(t *testing.T) {
 		job("5", 1, 5, f, 0.5, 2),
 	}}
 	ctx := context.Background()
-	var now time.Time
-	clock := func() time.Time { return now }
-	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "units.db"), Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, now, clock := clockedStore(t)
 	u, err := New(q, st, Config{Cluster: "c1", Lookback: 2 * time.Minute, Interval: time.Minute, Delay: time.Second, Now: clock}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +79,7 @@ func TestLastDigitDropIsNoReset(t *testing.T) {
 	// One cycle per sample, so that the drop comes in a window of its
 	// own as well as within one.
 	for i := 1; i <= 10; i++ {
-		now = base.Add(time.Duration(i)*15*time.Second + 2*time.Second)
+		*now = base.Add(time.Duration(i)*15*time.Second + 2*time.Second)
 		if r := u.Cycle(ctx); r.Err != nil {
 			t.Fatal(r.Err)
 		}

@@ -3,12 +3,10 @@ package updater
 import (
 	"context"
 	"math"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/wattrace/wattrace/internal/testenv"
-	"github.com/wattrace/wattrace/internal/units/store"
 	"github.com/wattrace/wattrace/pkg/units"
 )
 
@@ -52,18 +50,12 @@ func TestLabelsFilledInLater(t *testing.T) {
 	run := func(name string, lookback time.Duration, times []time.Time) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			var now time.Time
-			clock := func() time.Time { return now }
-			st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "units.db"), Now: clock})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
+			st, now, clock := clockedStore(t)
 			u, err := New(newQuerier(t, vm.URL), st, Config{Cluster: "c1", Lookback: lookback, Delay: time.Second, Now: clock}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, now = range times {
+			for _, *now = range times {
 				if r := u.Cycle(ctx); r.Err != nil {
 					t.Fatal(r.Err)
 				}

@@ -53,13 +53,7 @@ func TestSLUIDSeriesJoinTheirJob(t *testing.T) {
 	}{{"metadata first", 0}, {"metadata while running", 7}, {"metadata at the switch", 12}, {"metadata after the end", 50}} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			var now time.Time
-			clock := func() time.Time { return now }
-			st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "units.db"), Now: clock})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
+			st, now, clock := clockedStore(t)
 			u, err := New(newQuerier(t, vm.URL), st, Config{Cluster: "c1", Lookback: 2 * time.Minute, Delay: time.Second, Now: clock}, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -67,9 +61,9 @@ func TestSLUIDSeriesJoinTheirJob(t *testing.T) {
 			job := units.Unit{Cluster: "c1", Kind: units.KindJob, ID: "123", SLUID: sluid, User: "alice", Project: "proj_a",
 				State: "RUNNING", Start: at(0)}
 			for m := 1; m <= 55; m++ {
-				now = at(m).Add(3 * time.Second)
+				*now = at(m).Add(3 * time.Second)
 				if m == tc.meta || (tc.meta == 0 && m == 1) {
-					if err := st.UpsertJobs(ctx, "slurm", now, []units.Unit{job}); err != nil {
+					if err := st.UpsertJobs(ctx, "slurm", *now, []units.Unit{job}); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -143,19 +137,13 @@ func TestSLUIDFilledInLater(t *testing.T) {
 	vm := testenv.StartVictoriaMetrics(t)
 	vm.Import(t, append(before.jsonl(), after.jsonl()...))
 	ctx := context.Background()
-	var now time.Time
-	clock := func() time.Time { return now }
-	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "units.db"), Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, now, clock := clockedStore(t)
 	u, err := New(newQuerier(t, vm.URL), st, Config{Cluster: "c1", Lookback: 2 * time.Minute, Delay: time.Second, Now: clock}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for m := 1; m <= 25; m++ {
-		now = at(m).Add(3 * time.Second)
+		*now = at(m).Add(3 * time.Second)
 		if r := u.Cycle(ctx); r.Err != nil {
 			t.Fatal(r.Err)
 		}

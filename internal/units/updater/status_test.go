@@ -2,12 +2,10 @@ package updater
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/wattrace/wattrace/internal/testenv"
-	"github.com/wattrace/wattrace/internal/units/store"
 	"github.com/wattrace/wattrace/pkg/units"
 )
 
@@ -25,16 +23,11 @@ func TestStatusAfterCatchUp(t *testing.T) {
 	vm.Import(t, pod.jsonl())
 
 	ctx := context.Background()
-	now := at(1).Add(20 * time.Second)
-	clock := func() time.Time { return now }
-	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "units.db"), Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, now, clock := clockedStore(t)
+	*now = at(1).Add(20 * time.Second)
 	job := units.Unit{Cluster: "c1", Kind: units.KindJob, ID: "555", User: "alice", Project: "proj_a", State: "COMPLETED",
 		Start: at(0), End: at(30)}
-	if err := st.UpsertJobs(ctx, "slurm", now, []units.Unit{job}); err != nil {
+	if err := st.UpsertJobs(ctx, "slurm", *now, []units.Unit{job}); err != nil {
 		t.Fatal(err)
 	}
 	u, err := New(newQuerier(t, vm.URL), st, Config{Cluster: "c1", Lookback: 2 * time.Minute, Delay: time.Second, Now: clock}, nil)
@@ -53,7 +46,7 @@ func TestStatusAfterCatchUp(t *testing.T) {
 		t.Helper()
 		r := u.Cycle(ctx)
 		if r.Err != nil {
-			t.Fatalf("cycle at %v: %v", now, r.Err)
+			t.Fatalf("cycle at %v: %v", *now, r.Err)
 		}
 		return r
 	}
@@ -70,7 +63,7 @@ func TestStatusAfterCatchUp(t *testing.T) {
 	checkJob("after the first cycle")
 	// The TSDB is down for an hour: the pod is pending.
 	vm.Stop()
-	now = at(2)
+	*now = at(2)
 	if r := u.Cycle(ctx); r.Err == nil {
 		t.Fatal("a cycle with the TSDB down succeeded")
 	}
@@ -81,7 +74,7 @@ func TestStatusAfterCatchUp(t *testing.T) {
 	// Back: the first cycle reads an hour (MaxWindow), the second the
 	// 10 s left, (base+3679 s, base+3689 s], between two scrapes (every
 	// 15 s from base).
-	now = at(61).Add(30 * time.Second)
+	*now = at(61).Add(30 * time.Second)
 	if r := cycle(); r.CaughtUp || r.Running != 1 {
 		t.Fatalf("catch-up step: %+v", r)
 	}
@@ -97,7 +90,7 @@ func TestStatusAfterCatchUp(t *testing.T) {
 	// The pod goes on, then its series stop (at 170 min): final once
 	// no sample came for longer than a running unit goes without one.
 	for m := 62; m <= 175; m++ {
-		now = at(m)
+		*now = at(m)
 		cycle()
 		if p := unit("p-2"); m < 171 && p.Status != units.StatusRunning {
 			t.Fatalf("pod at %d min: %s", m, p.Status)

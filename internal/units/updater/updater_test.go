@@ -112,6 +112,21 @@ func newQuerier(t testing.TB, url string) *countingQuerier {
 	return &countingQuerier{Querier: v1.NewAPI(c)}
 }
 
+// clockedStore opens a store in t's directory whose clock, like the
+// updater's (clock), reads *now, which the test sets; it closes when t
+// ends.
+func clockedStore(t *testing.T) (st *store.Store, now *time.Time, clock func() time.Time) {
+	t.Helper()
+	now = new(time.Time)
+	clock = func() time.Time { return *now }
+	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "units.db"), Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st, now, clock
+}
+
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-6*math.Max(1, math.Abs(b)) }
 
 // TestUpdaterVictoriaMetrics drives the updater against a real
