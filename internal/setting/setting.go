@@ -102,6 +102,21 @@ func (s *Set) FillDefaults() {
 	}
 }
 
+// Try declares a block of settings on its own, gives every setting its
+// default (FillDefaults), lets set change the block, and checks it: how a
+// block's tests try its values (load := setting.Try[Settings]).
+func Try[B any, P interface {
+	*B
+	Declare(*Set)
+}](set func(P)) (P, error) {
+	c := P(new(B))
+	s := &Set{}
+	c.Declare(s)
+	s.FillDefaults()
+	set(c)
+	return c, s.Check()
+}
+
 // Invalid is the one shape of a configuration error: the value, the key,
 // why.
 func Invalid(key string, v any, why string) error {

@@ -138,3 +138,18 @@ func TestStringsOfAnyInt(t *testing.T) {
 		t.Fatalf("an empty list: %#v, want nil", levels)
 	}
 }
+
+func (v *values) Declare(s *Set) { declare(s, v) }
+
+// Try starts a block from its defaults, applies the change and checks
+// the result, naming the key of a bad value.
+func TestTry(t *testing.T) {
+	v, err := Try[values](func(*values) {})
+	if err != nil || *v != (values{n: 3, mode: "auto", path: "/run/x", wait: time.Second}) {
+		t.Fatalf("defaults: %+v %v", v, err)
+	}
+	v, err = Try[values](func(v *values) { v.n, v.path = 0, "/srv" })
+	if err == nil || err.Error() != `invalid value "0" for x.n: must be >= 1` || v.n != 0 || v.path != "/srv" || v.mode != "auto" {
+		t.Errorf("x.n 0: %+v %v, want the change kept, the rest defaults, x.n named", v, err)
+	}
+}

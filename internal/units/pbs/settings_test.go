@@ -13,14 +13,7 @@ import (
 // refused naming its key, and Open finds qstat or stops start-up naming
 // pbs.qstat.path.
 func TestSettingsCheckNamesTheKey(t *testing.T) {
-	load := func(set func(c *Settings)) (*Settings, error) {
-		c := &Settings{}
-		s := &setting.Set{}
-		c.Declare(s)
-		s.FillDefaults()
-		set(c)
-		return c, s.Check()
-	}
+	load := setting.Try[Settings]
 	c, err := load(func(*Settings) {})
 	if err != nil || c.Source != "none" || c.Interval != 15*time.Minute || c.QstatPath != "qstat" {
 		t.Fatalf("defaults: %+v %v", c, err)

@@ -9,14 +9,9 @@ import (
 	"github.com/wattrace/wattrace/internal/setting"
 )
 
-func loadSettings(set func(c *Settings)) (*Settings, error) {
-	c := &Settings{}
-	s := &setting.Set{}
-	c.Declare(s)
-	s.FillDefaults()
-	set(c)
-	return c, s.Check()
-}
+// loadSettings is the slurm.* block with its defaults, changed by set
+// and checked.
+var loadSettings = setting.Try[Settings]
 
 // The slurm.* block on its own: its defaults pass, and each bad value is
 // refused naming its key.

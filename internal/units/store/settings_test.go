@@ -19,14 +19,7 @@ func TestSettingsCheckNamesTheKey(t *testing.T) {
 	if err := os.WriteFile(dsn, []byte("  postgres://u@h/db\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	load := func(set func(c *Settings)) (*Settings, error) {
-		c := &Settings{}
-		s := &setting.Set{}
-		c.Declare(s)
-		s.FillDefaults()
-		set(c)
-		return c, s.Check()
-	}
+	load := setting.Try[Settings]
 	if c, err := load(func(*Settings) {}); err != nil || c.Driver != SQLite || c.Path != "/var/lib/wattrace/units.db" || c.Retention != 2*365*24*time.Hour || c.BackupKeep != 7 {
 		t.Fatalf("defaults: %+v %v", c, err)
 	}

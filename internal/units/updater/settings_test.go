@@ -11,14 +11,7 @@ import (
 // The updater.* block on its own: its defaults are New's, each bad value
 // is refused naming its key, and the kinds land as units.Kind.
 func TestSettingsCheckNamesTheKey(t *testing.T) {
-	load := func(set func(c *Config)) (*Config, error) {
-		c := &Config{}
-		s := &setting.Set{}
-		c.Declare(s)
-		s.FillDefaults()
-		set(c)
-		return c, s.Check()
-	}
+	load := setting.Try[Config]
 	c, err := load(func(*Config) {})
 	if err != nil || c.Interval != DefaultInterval || c.Delay != DefaultDelay || c.MaxWindow != DefaultMaxWindow ||
 		c.Lookback != DefaultLookback || c.SeriesRetention != DefaultSeriesRetention || c.Kinds != nil {
