@@ -10,13 +10,8 @@
 set -eu
 base=${1:-main}
 out=${OUT:-/tmp/wattrace-cost-figures}
-mkdir -p "$out"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-git archive "$base" | tar -x -C "$tmp"
-(cd "$tmp" && go build -o "$out/wattrace-base" ./cmd/exporter)
+"$(dirname "$0")/baseline-build.sh" "$base" "$out"
 go build -o "$out/footprint" ./scripts/footprint
-echo "baseline: $(git rev-parse --short "$base"); this build: $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (modified)')" | tee "$out/builds.txt"
 
 # run NAME ARGS: one footprint run, its output (and its exit status: a run
 # that fails, such as churn with RSS growing, says so) in $OUT/NAME.txt.

@@ -16,13 +16,8 @@ set -euo pipefail
 if [ "${1:-}" != --inside ]; then
 	base=${1:-main}
 	out=${OUT:-/tmp/wattrace-measure-figures}
-	mkdir -p "$out"
-	tmp=$(mktemp -d)
-	trap 'rm -rf "$tmp"' EXIT
-	git archive "$base" | tar -x -C "$tmp"
-	(cd "$tmp" && go build -o "$out/wattrace-base" ./cmd/exporter)
+	"$(dirname "$0")/baseline-build.sh" "$base" "$out"
 	go build -o "$out/wattrace" ./cmd/exporter
-	echo "baseline: $(git rev-parse --short "$base"); this build: $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (modified)')" | tee "$out/builds.txt"
 	exec unshare -m --propagation private "$0" --inside "$out"
 fi
 out=$2
