@@ -237,13 +237,8 @@ func TestEverySettingFromEachSource(t *testing.T) {
 		EnvVar: EnvVar,
 		Value:  func(f *pflag.Flag) string { return clitest.GoodValue(f, goodValues) },
 		Needs:  func(key string) []string { return alsoNeeds[key] },
-		Load: func(t *testing.T, _ string, c []string) (*Config, error) {
-			cfg, err := loadCase(t, c)
-			if cfg != nil {
-				cfg.ConfigFile = ""
-			}
-			return cfg, err
-		},
+		Load:   func(t *testing.T, _ string, c []string) (*Config, error) { return loadCase(t, c) },
+		Unfile: func(c *Config) { c.ConfigFile = "" },
 	})
 }
 

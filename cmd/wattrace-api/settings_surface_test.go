@@ -220,11 +220,9 @@ func TestEverySettingFromEachSource(t *testing.T) {
 		// would hide the source under test.
 		Load: func(t *testing.T, key string, c []string) (*Config, error) {
 			cfg, _, err := loadCase(t, c, key != "tsdb.url")
-			if cfg != nil {
-				cfg.ConfigFile = ""
-			}
 			return cfg, err
 		},
+		Unfile: func(c *Config) { c.ConfigFile = "" },
 	})
 }
 

@@ -175,9 +175,21 @@ type Sources[C any] struct {
 	// flags whichever source the setting under test comes from.
 	Needs func(key string) []string
 	// Load loads case c (Args' form) with key the setting under test, ""
-	// for the baselines, and returns its configuration without the
-	// configuration file's path.
+	// for the baselines.
 	Load func(t *testing.T, key string, c []string) (*C, error)
+	// Unfile clears the configuration file's path from a configuration,
+	// which a case from the file has and one from a flag has not.
+	Unfile func(*C)
+}
+
+// load is s.Load, the configuration's file path cleared.
+func (s Sources[C]) load(t *testing.T, key string, c []string) (*C, error) {
+	t.Helper()
+	cfg, err := s.Load(t, key, c)
+	if cfg != nil {
+		s.Unfile(cfg)
+	}
+	return cfg, err
 }
 
 // EverySettingFromEachSource: every setting of s.Flags (but the version
@@ -188,7 +200,7 @@ type Sources[C any] struct {
 // an environment variable one sets is gone before the next.
 func EverySettingFromEachSource[C any](t *testing.T, s Sources[C]) {
 	t.Helper()
-	def, err := s.Load(t, "", nil)
+	def, err := s.load(t, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +210,7 @@ func EverySettingFromEachSource[C any](t *testing.T, s Sources[C]) {
 		}
 		v, needs := s.Value(f), s.Needs(f.Name)
 		t.Run(f.Name, func(t *testing.T) {
-			fromFlag, err := s.Load(t, f.Name, append([]string{"--" + f.Name + "=" + v}, needs...))
+			fromFlag, err := s.load(t, f.Name, append([]string{"--" + f.Name + "=" + v}, needs...))
 			if err != nil {
 				t.Fatalf("--%s=%s: %v", f.Name, v, err)
 			}
@@ -206,7 +218,7 @@ func EverySettingFromEachSource[C any](t *testing.T, s Sources[C]) {
 			// must change, so that they cannot stand in for it.
 			base := def
 			if len(needs) > 0 {
-				if base, err = s.Load(t, "", needs); err != nil {
+				if base, err = s.load(t, "", needs); err != nil {
 					t.Fatalf("%q alone: %v", needs, err)
 				}
 			}
@@ -226,7 +238,7 @@ func EverySettingFromEachSource[C any](t *testing.T, s Sources[C]) {
 				{"file-nested", FilePrefix + nested + ": \"" + v + "\"\n"},
 			} {
 				t.Run(c.source, func(t *testing.T) {
-					got, err := s.Load(t, f.Name, append([]string{c.entry}, needs...))
+					got, err := s.load(t, f.Name, append([]string{c.entry}, needs...))
 					if err != nil {
 						t.Fatalf("%q: %v", c.entry, err)
 					}
