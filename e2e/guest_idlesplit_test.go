@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,11 +26,6 @@ import (
 // vcpus: 2:1; memory: 64:128 MiB) within 1%, whether it was busy or not,
 // and the daemon, busy as it is, gets none.
 func TestVMIdleSplitOnRealVMs(t *testing.T) {
-	requireRoot(t)
-	libvirtLock(t)
-	if _, err := os.Stat(filepath.Join(unified, "cgroup.controllers")); err != nil {
-		t.Fatalf("cgroup2 is expected at %s on this machine kind: %v", unified, err)
-	}
 	begin := time.Now()
 	const (
 		busyVCPUs, busyMiB = 2, 64
@@ -42,36 +36,8 @@ func TestVMIdleSplitOnRealVMs(t *testing.T) {
 		"IDLE_VCPUS": fmt.Sprint(idleVCPUs), "IDLE_MEM_MIB": fmt.Sprint(idleMiB), "BURN_QUOTA_US": "50000"} {
 		t.Setenv(k, v)
 	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			tailFile(t, "/tmp/wattrace-e2e-libvirt/libvirtd.log", 30)
-		}
-		if _, err := script(t, 3*time.Minute, "libvirt.sh", "teardown"); err != nil {
-			t.Errorf("libvirt.sh teardown: %v", err)
-		}
-		for _, n := range []string{burnVM, idleVM} {
-			if left, _ := filepath.Glob("/sys/fs/cgroup/*/machine/qemu-*-" + n + ".libvirt-qemu"); len(left) > 0 {
-				t.Errorf("VM cgroups left after teardown: %v", left)
-			}
-		}
-	})
-	if _, err := script(t, 15*time.Minute, "libvirt.sh", "setup"); err != nil {
-		t.Fatalf("libvirt.sh setup: %v", err)
-	}
+	vms := startLibvirtVMs(t)
 	t.Logf("VMs up after %v", time.Since(begin).Round(time.Millisecond))
-	env := []string{"LIBVIRT_DEFAULT_URI=qemu:///system"}
-	var vms []*vm
-	for _, n := range []string{burnVM, idleVM} {
-		uuid, err := run(30*time.Second, env, "virsh", "domuuid", n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dirs, _ := filepath.Glob(filepath.Join(unified, "machine", "qemu-*-"+n+".libvirt-qemu"))
-		if len(dirs) != 1 {
-			t.Fatalf("VM %s: want one cgroup2 dir machine/qemu-*-%s.libvirt-qemu, found %v", n, n, dirs)
-		}
-		vms = append(vms, &vm{name: n, uuid: uuid, cgroup: dirs[0], rel: strings.TrimPrefix(dirs[0], unified)})
-	}
 	busy, idle := vms[0], vms[1]
 
 	// The host daemon: about half a CPU, in its own cgroup.

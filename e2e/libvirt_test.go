@@ -71,20 +71,17 @@ func vmCgroups(vms ...*vm) func(*dto.Metric) bool {
 	}
 }
 
-// TestLibvirtVMs starts libvirtd and two real QEMU (TCG) domains, one
-// burning a CPU and one idle, and the exporter keyed by the cgroup2
-// hierarchy (where, on this hybrid host, libvirt's per-VM cgroups have
-// their CPU usage). Over a window of >= 12 s the exporter's per-VM CPU
-// seconds must match the VM cgroups' cpu.stat usage within 2%, name and
-// uuid must be libvirt's, and the burner must have more energy than the
-// idle VM.
-func TestLibvirtVMs(t *testing.T) {
+// startLibvirtVMs takes the libvirt bed's lock, starts libvirtd and
+// libvirt.sh's two domains (burnVM, then idleVM), registers their
+// teardown, and returns them with their uuids and cgroup2 directories.
+// The bed's settings (BURN_VCPUS, …) are the environment's.
+func startLibvirtVMs(t *testing.T) []*vm {
+	t.Helper()
 	requireRoot(t)
 	if _, err := os.Stat(filepath.Join(unified, "cgroup.controllers")); err != nil {
 		t.Fatalf("cgroup2 is expected at %s on this machine kind: %v", unified, err)
 	}
 	libvirtLock(t)
-	begin := time.Now()
 	t.Cleanup(func() {
 		if t.Failed() {
 			tailFile(t, "/tmp/wattrace-e2e-libvirt/libvirtd.log", 30)
@@ -101,8 +98,6 @@ func TestLibvirtVMs(t *testing.T) {
 	if _, err := script(t, 15*time.Minute, "libvirt.sh", "setup"); err != nil {
 		t.Fatalf("libvirt.sh setup: %v", err)
 	}
-	t.Logf("VMs up after %v", time.Since(begin).Round(time.Millisecond))
-
 	env := []string{"LIBVIRT_DEFAULT_URI=qemu:///system"}
 	var vms []*vm
 	for _, n := range []string{burnVM, idleVM} {
@@ -114,10 +109,23 @@ func TestLibvirtVMs(t *testing.T) {
 		if len(dirs) != 1 {
 			t.Fatalf("VM %s: want one cgroup2 dir machine/qemu-*-%s.libvirt-qemu, found %v", n, n, dirs)
 		}
-		v := &vm{name: n, uuid: uuid, cgroup: dirs[0], rel: strings.TrimPrefix(dirs[0], unified)}
-		vms = append(vms, v)
+		vms = append(vms, &vm{name: n, uuid: uuid, cgroup: dirs[0], rel: strings.TrimPrefix(dirs[0], unified)})
 		t.Logf("VM %s uuid %s cgroup %s", n, uuid, dirs[0])
 	}
+	return vms
+}
+
+// TestLibvirtVMs starts libvirtd and two real QEMU (TCG) domains, one
+// burning a CPU and one idle, and the exporter keyed by the cgroup2
+// hierarchy (where, on this hybrid host, libvirt's per-VM cgroups have
+// their CPU usage). Over a window of >= 12 s the exporter's per-VM CPU
+// seconds must match the VM cgroups' cpu.stat usage within 2%, name and
+// uuid must be libvirt's, and the burner must have more energy than the
+// idle VM.
+func TestLibvirtVMs(t *testing.T) {
+	begin := time.Now()
+	vms := startLibvirtVMs(t)
+	t.Logf("VMs up after %v", time.Since(begin).Round(time.Millisecond))
 	burn, idle := vms[0], vms[1]
 
 	e := startExporter(t, "--accounting.mode=bpf", "--cgroup.hierarchy=v2")
