@@ -7,9 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,46 +23,6 @@ const (
 	guestVsockPort = 5924
 	guestCID       = 3
 )
-
-// guestVsockDomainXML is the libvirt domain of the guest reading its
-// share over vsock: no shared directory, the guest's memory a shared
-// memfd (a vhost-user device reads the rings and buffers in it), and
-// QEMU's vhost-user-vsock-pci device connected to the backend at
-// backend. libvirt 9.0 (Debian 12) has no vhost-user vsock of its own
-// (its <vsock> is the kernel's vhost-vsock, which this machine lacks), so
-// the device comes in on QEMU's command line, as the user network does.
-func guestVsockDomainXML(work, backend string, port int) string {
-	return fmt.Sprintf(`<domain type='qemu' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>
-  <name>%s</name>
-  <uuid>%s</uuid>
-  <memory unit='MiB'>512</memory>
-  <memoryBacking><source type='memfd'/><access mode='shared'/></memoryBacking>
-  <vcpu>1</vcpu>
-  <os>
-    <type arch='x86_64' machine='pc'>hvm</type>
-    <kernel>%s/vmlinuz</kernel>
-    <initrd>%s/initrd.gz</initrd>
-    <cmdline>console=ttyS0 quiet panic=-1</cmdline>
-  </os>
-  <on_poweroff>destroy</on_poweroff>
-  <devices>
-    <emulator>/usr/bin/qemu-system-x86_64</emulator>
-    <serial type='file'><source path='%s/console.log'/><target port='0'/></serial>
-    <memballoon model='none'/>
-  </devices>
-  <qemu:commandline>
-    <qemu:arg value='-netdev'/>
-    <qemu:arg value='user,id=wtnet,hostfwd=tcp:127.0.0.1:%d-:9841'/>
-    <qemu:arg value='-device'/>
-    <qemu:arg value='virtio-net-pci,netdev=wtnet,bus=pci.0,addr=0x10'/>
-    <qemu:arg value='-chardev'/>
-    <qemu:arg value='socket,id=wtvsock,path=%s'/>
-    <qemu:arg value='-device'/>
-    <qemu:arg value='vhost-user-vsock-pci,chardev=wtvsock,bus=pci.0,addr=0x11'/>
-  </qemu:commandline>
-</domain>
-`, guestVM, guestUUID, work, work, work, port, backend)
-}
 
 // TestGuestHostShareVsock is TestGuestHostShare for a host that cannot
 // share a directory: the same real guest (Debian's kernel, the exporter
@@ -85,8 +43,6 @@ func TestGuestHostShareVsock(t *testing.T) {
 	requireRoot(t)
 	libvirtLock(t) // the guest bed's domain and daemons: one test at a time
 	begin := time.Now()
-	hostName, _ := os.Hostname()
-	hostSource := "host:" + hostName
 	work := t.TempDir()
 	// The domain's socket is <root>/uuid-<uuid>/vsock_<port>: at most
 	// 107 bytes, more than t.TempDir's long names leave room for.
@@ -95,27 +51,21 @@ func TestGuestHostShareVsock(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(shareRoot) })
-	share := filepath.Join(shareRoot, "uuid-"+strings.ToLower(guestUUID))
-	if err := os.MkdirAll(share, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	port := freePort(t)
-	bin := exporterBinary(t)
-
-	dev, backend := startVsockBackend(t, work, shareRoot, share)
-	startVsockGuest(t, work, bin, backend, port)
+	b := startGuestBed(t, work, shareRoot)
+	hostSource, share := b.hostSource, b.share
+	dev, backend := startVsockBackend(t, b)
+	b.bootDomain(t, guestDomain{memMiB: 512, vsockBackend: backend}, "--web.listen-address=:9841", "--stats.interval=1s", "--accounting.mode=procfs",
+		fmt.Sprintf("--power.host-share.vsock-port=%d", guestVsockPort),
+		"--power.host-share.staleness="+guestStaleness.String())
 	t.Logf("guest %s started after %v", guestVM, time.Since(begin).Round(time.Millisecond))
 
 	rapl := switchedRAPL(t, filepath.Join(work, "sys"), 20)
-	sysfs := rapl.root
 	addr := fmt.Sprintf("localhost:%d", freePort(t))
-	hostArgs := []string{"--accounting.mode=bpf", "--cgroup.hierarchy=v2", "--path.sysfs=" + sysfs, "--power.source=rapl",
-		"--power.idle-policy=even", "--guests.share.path=" + shareRoot, "--guests.share.interval=1s",
-		fmt.Sprintf("--guests.share.vsock-port=%d", guestVsockPort)}
+	hostArgs := b.hostArgs(rapl.root, fmt.Sprintf("--guests.share.vsock-port=%d", guestVsockPort))
 	h := startExporterAt(t, addr, hostArgs...)
 
-	g := &guestWatch{t: t, e: &exporter{url: fmt.Sprintf("http://127.0.0.1:%d", port)}, max: map[string]float64{}}
-	fams := waitGuestVsock(t, g, dev, hostSource)
+	g := b.watch(t)
+	fams := b.waitMeasured(t, g)
 	t.Logf("guest serving measured figures over vsock after %v", time.Since(begin).Round(time.Millisecond))
 	dump(t, fams, nil, "wattrace_node_energy_joules_total", "wattrace_source_up")
 	if _, err := os.Stat(filepath.Join(share, guestshare.VsockSocket(guestVsockPort))); err != nil {
@@ -155,15 +105,7 @@ func TestGuestHostShareVsock(t *testing.T) {
 		_, _ = g.scrape()
 	}
 	f2, g2, m2 := frozen()
-	if m2.Epoch != m1.Epoch || m2.Resets != 0 {
-		t.Errorf("epoch %q→%q, resets %d: a restart must not reset the share", m1.Epoch, m2.Epoch, m2.Resets)
-	}
-	host, guest := f2-f1, g2-g1
-	t.Logf("window %v: host's figure for the VM +%.4f J, guest's node energy +%.4f J (%+.4f%%)",
-		time.Since(t0).Round(time.Millisecond), host, guest, pct(guest, host))
-	if host <= 0 || !within(guest, host, 0.01) {
-		t.Errorf("over the window the guest's node energy grew %.4f J, the host's figure %.4f J: want within 1%%", guest, host)
-	}
+	checkWindow(t, t0, m1, m2, f2-f1, g2-g1)
 	hv2, fv2 := hostMatchesShare(t, h2, share)
 	t.Logf("the restarted host: %.6f J for the VM, share %.6f J", hv2, fv2)
 	fams = g.e.mustScrape(t)
@@ -179,7 +121,7 @@ func TestGuestHostShareVsock(t *testing.T) {
 	// With the host exporter gone (no socket for the domain: the backend
 	// resets the guest's connections), the host source is down, then
 	// the estimator stands in, named in the labels.
-	checkGuestEstimates(t, g, hostSource)
+	checkGuestEstimates(t, g, hostSource, "the host exporter gone")
 	if len(g.drops) > 0 {
 		t.Errorf("guest counters decreased: %v", g.drops)
 	}
@@ -189,25 +131,24 @@ func TestGuestHostShareVsock(t *testing.T) {
 	t.Logf("TestGuestHostShareVsock took %v", time.Since(begin).Round(time.Millisecond))
 }
 
-// startVsockBackend starts the vsock device's backend; QEMU connects to
-// it when the domain starts. A guest's connection to the host's port P
-// reaches <share>/vsock_P: the domain's own socket. Its cleanup tears the
-// domain down and waits for the backend to end.
-func startVsockBackend(t *testing.T, work, shareRoot, share string) (*vhostuser.Device, string) {
+// startVsockBackend starts the vsock device's backend, and the guest bed
+// b reads its share through it (over vsock); QEMU connects to it when the
+// domain starts. A guest's connection to the host's port P reaches
+// <share>/vsock_P: the domain's own socket. Once the bed's domain is torn
+// down, it waits for the backend to end.
+func startVsockBackend(t *testing.T, b *guestBed) (*vhostuser.Device, string) {
 	t.Helper()
-	backend := filepath.Join(shareRoot, "vhost-user-vsock.sock")
-	dev := &vhostuser.Device{GuestCID: guestCID, UDS: filepath.Join(share, "vsock"), Logf: t.Logf}
+	backend := filepath.Join(b.shareRoot, "vhost-user-vsock.sock")
+	dev := &vhostuser.Device{GuestCID: guestCID, UDS: filepath.Join(b.share, "vsock"), Logf: t.Logf}
 	ready, served := make(chan struct{}), make(chan error, 1)
 	go func() { served <- dev.Serve(backend, ready) }()
 	<-ready
 
-	t.Cleanup(func() {
-		if t.Failed() {
-			tailFile(t, filepath.Join(work, "guest", "console.log"), 40)
-		}
-		if _, err := script(t, 3*time.Minute, "libvirt.sh", "teardown"); err != nil {
-			t.Errorf("libvirt.sh teardown: %v", err)
-		}
+	b.over = " over vsock"
+	b.stuck = func() string {
+		return fmt.Sprintf("backend: %d connections forwarded, %d refused", dev.Stats().Connects.Load(), dev.Stats().Refused.Load())
+	}
+	b.torndown = append(b.torndown, func() {
 		select {
 		case err := <-served:
 			if err != nil {
@@ -221,147 +162,6 @@ func startVsockBackend(t *testing.T, work, shareRoot, share string) (*vhostuser.
 		}
 	})
 	return dev, backend
-}
-
-// startVsockGuest starts the libvirt daemons, builds the guest (the
-// exporter reading its share over vsock) and defines and starts its
-// domain with the vsock device's backend at backend.
-func startVsockGuest(t *testing.T, work, bin, backend string, port int) {
-	t.Helper()
-	if _, err := script(t, 15*time.Minute, "libvirt.sh", "daemons"); err != nil {
-		t.Fatalf("libvirt.sh daemons: %v", err)
-	}
-	if _, err := script(t, 10*time.Minute, "guest.sh", "build", filepath.Join(work, "guest"), bin,
-		"--web.listen-address=:9841", "--stats.interval=1s", "--accounting.mode=procfs",
-		fmt.Sprintf("--power.host-share.vsock-port=%d", guestVsockPort),
-		"--power.host-share.staleness="+guestStaleness.String()); err != nil {
-		t.Fatalf("guest.sh build: %v", err)
-	}
-	xml := filepath.Join(work, "guest", guestVM+".xml")
-	if err := os.WriteFile(xml, []byte(guestVsockDomainXML(filepath.Join(work, "guest"), backend, port)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	env := []string{"LIBVIRT_DEFAULT_URI=qemu:///system"}
-	for _, args := range [][]string{{"define", xml}, {"start", guestVM}} {
-		if _, err := run(time.Minute, env, "virsh", args...); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// waitGuestVsock waits (3 min at most) for the guest to serve measured
-// node energy from hostSource, read over vsock, and returns that scrape.
-func waitGuestVsock(t *testing.T, g *guestWatch, dev *vhostuser.Device, hostSource string) families {
-	t.Helper()
-	var fams families
-	var err error
-	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(time.Second) {
-		if fams, err = g.scrape(); err == nil {
-			ms := match(fams, "wattrace_node_energy_joules_total", labelsEq(map[string]string{"source": hostSource, "method": "measured"}))
-			if len(ms) > 0 && nodeJ(fams) > 0 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			if fams != nil {
-				dump(t, fams, nil, "wattrace_node_energy_joules_total", "wattrace_source_up", "wattrace_source_reads_total",
-					"wattrace_source_read_errors_total", "wattrace_source_rejected_readings_total")
-			}
-			t.Fatalf("the guest served no measured node energy from %s over vsock within 3 min (last error %v; backend: %d connections forwarded, %d refused)",
-				hostSource, err, dev.Stats().Connects.Load(), dev.Stats().Refused.Load())
-		}
-	}
-	return fams
-}
-
-// checkGuestEstimates holds the guest to what it does with the host
-// exporter gone (no socket for the domain: the backend resets the
-// guest's connections): the host source is down, then the estimator
-// stands in, named in the labels.
-func checkGuestEstimates(t *testing.T, g *guestWatch, hostSource string) {
-	t.Helper()
-	gone := time.Now()
-	var down, estimating time.Duration
-	estJ0 := -1.0
-	for deadline := time.Now().Add(guestStaleness + 40*time.Second); time.Now().Before(deadline) && estimating == 0; time.Sleep(500 * time.Millisecond) {
-		fams, err := g.scrape()
-		if err != nil {
-			continue
-		}
-		if up, ok := sum(fams, "wattrace_source_up", map[string]string{"source": hostSource}); ok && up == 0 && down == 0 {
-			down = time.Since(gone)
-		}
-		est, n := sumWhere(fams, "wattrace_node_energy_joules_total", labelsEq(map[string]string{"source": "estimator", "method": "estimated"}))
-		switch {
-		case n == 0:
-		case estJ0 < 0:
-			estJ0 = est
-		case est > estJ0:
-			estimating = time.Since(gone)
-		}
-	}
-	t.Logf("host exporter gone: host source down after %v, estimating after %v (staleness %v)", down.Round(time.Millisecond), estimating.Round(time.Millisecond), guestStaleness)
-	if down == 0 {
-		t.Errorf("wattrace_source_up{source=%q} never went to 0 with the host exporter gone", hostSource)
-	}
-	if estimating == 0 {
-		t.Errorf("no growing method=\"estimated\" source=\"estimator\" node energy after the host was reported down")
-	}
-}
-
-// switchedRAPL is a sysfs tree like raplFixture's whose package zone
-// counts watts W while on (from the start) and stands still while off:
-// the host's figures for the VM then stop growing, and a guest's reading
-// catches up with them, so a window's ends are exact.
-type raplSwitch struct {
-	root string
-	on   atomic.Bool
-}
-
-func (r *raplSwitch) set(on bool) { r.on.Store(on) }
-
-func switchedRAPL(t *testing.T, root string, watts float64) *raplSwitch {
-	t.Helper()
-	r := &raplSwitch{root: root}
-	r.on.Store(true)
-	zone := filepath.Join(root, "class", "powercap", "intel-rapl:0")
-	if err := os.MkdirAll(zone, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink("/sys/devices", filepath.Join(root, "devices")); err != nil {
-		t.Fatal(err)
-	}
-	write := func(name string, v string) {
-		tmp := filepath.Join(zone, "."+name)
-		if err := os.WriteFile(tmp, []byte(v+"\n"), 0o644); err == nil {
-			_ = os.Rename(tmp, filepath.Join(zone, name))
-		}
-	}
-	write("max_energy_range_uj", "262143328850")
-	write("name", "package-0")
-	write("energy_uj", "0")
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		var uj float64
-		last := time.Now()
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case now := <-tick.C:
-				if r.on.Load() {
-					uj += watts * now.Sub(last).Seconds() * 1e6
-					write("energy_uj", strconv.FormatUint(uint64(uj), 10))
-				}
-				last = now
-			}
-		}
-	}()
-	t.Cleanup(func() { close(stop); <-done })
-	return r
 }
 
 // TestVsockByContextIDInGuest runs internal/guestshare's TestVsockByContextID
