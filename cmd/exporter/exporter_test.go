@@ -41,7 +41,7 @@ func testConfig(t *testing.T) *Config {
 func TestHealthEndpoints(t *testing.T) {
 	src := &fakeSource{}
 	h := newHandlers(src)
-	mux, err := newMux(testConfig(t), prometheus.NewRegistry(), h, zap.NewNop())
+	mux, err := newMux(testConfig(t), registries{rest: prometheus.NewRegistry()}, h, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestLandingPage(t *testing.T) {
 	cfg.Collector.Enabled[collector.NameProcess], cfg.Collector.Settings.Process().Top = true, 20
 	cfg.Collector.LevelOn[ident.KindPod] = false
 	src := &fakeSource{}
-	mux, err := newMux(cfg, prometheus.NewRegistry(), newHandlers(src), zap.NewNop())
+	mux, err := newMux(cfg, registries{rest: prometheus.NewRegistry()}, newHandlers(src), zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
@@ -115,9 +114,10 @@ func (h *handlers) ready(w http.ResponseWriter, r *http.Request) {
 }
 
 // newMux routes the telemetry path, the health endpoints and the landing
-// page. reg is passed in: there is no global registry.
-func newMux(cfg *Config, reg *prometheus.Registry, h *handlers, log *zap.Logger) (*http.ServeMux, error) {
-	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+// page. The registries are passed in: there is no global registry.
+func newMux(cfg *Config, regs registries, h *handlers, log *zap.Logger) (*http.ServeMux, error) {
+	reg := regs.rest
+	metrics := promhttp.HandlerFor(regs.all(), promhttp.HandlerOpts{
 		ErrorLog: zap.NewStdLog(log.Named("promhttp")),
 		// One failing collector must not cost the others' series; its
 		// failure shows in wattrace_scrape_collector_success.
@@ -125,7 +125,10 @@ func newMux(cfg *Config, reg *prometheus.Registry, h *handlers, log *zap.Logger)
 		Registry:      reg,
 	})
 	mux := http.NewServeMux()
-	shared := newSharedMetrics(h.src, reg, metrics, log)
+	shared := newSharedMetrics(h.src, regs.all(), metrics, log)
+	if regs.exp != nil {
+		shared.text, shared.rest = regs.exp, regs.rest
+	}
 	if a, ok := h.src.(stepAheadSource); ok {
 		// Before the loop runs: build registers this before any service
 		// starts.

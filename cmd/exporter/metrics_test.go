@@ -5,15 +5,19 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/wattrace/wattrace/internal/collector"
 	"github.com/wattrace/wattrace/internal/snapshot"
+	"github.com/wattrace/wattrace/pkg/reading"
 )
 
 type snapSource struct {
@@ -136,5 +140,66 @@ func TestSharedMetricsPrepare(t *testing.T) {
 	rec := get()
 	if n := c.calls.Load(); n != 2 || rec.Header().Get("Content-Encoding") != "gzip" {
 		t.Errorf("the scrape after prepare gathered again (%d renders) or lost gzip (%q)", n, rec.Header().Get("Content-Encoding"))
+	}
+}
+
+// fixedGauge is a family of one series with a fixed value.
+type fixedGauge struct{ desc *prometheus.Desc }
+
+func (c fixedGauge) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c fixedGauge) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, 7)
+}
+
+// The text format served through the exporter's own text path is what
+// the registries' Gather and the text encoder give, the rest's families
+// merged in name order (before, between and after the exporter's); other
+// formats still go through Gather.
+func TestSharedMetricsTextPath(t *testing.T) {
+	src := &snapSource{}
+	snap := &snapshot.Snapshot{Time: time.Unix(1700000000, 0), Mode: "bpf", Hierarchy: "v2", Intervals: 3,
+		Zones: []snapshot.Zone{{ZoneID: reading.ZoneID{Name: "package", Socket: 0}, Source: "rapl", EnergyJ: 10, IdleJ: 4, DynamicJ: 6, PowerW: 2}},
+		Cgroups: []*snapshot.Consumer{{Cgroup: `/a"b\c`, CgroupID: 5, CPUSeconds: 1.5, Alive: true,
+			Energy: snapshot.Energy{{Zone: "package", Source: "rapl", ZoneJoules: snapshot.ZoneJoules{DynamicJ: 6}}}}},
+	}
+	src.s.Store(snap)
+	exp, err := collector.New(src, collector.Options{Enabled: map[string]bool{collector.NameNode: true, collector.NameCgroup: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, rest := prometheus.NewRegistry(), prometheus.NewRegistry()
+	own.MustRegister(exp)
+	for _, name := range []string{"aaa_first", "wattrace_m_between", "zzz_last"} {
+		rest.MustRegister(fixedGauge{prometheus.NewDesc(name, "Fixed.", nil, nil)})
+	}
+	regs := registries{exp: exp, own: own, rest: rest}
+	viaGather := newSharedMetrics(src, regs.all(), http.NotFoundHandler(), zap.NewNop())
+	viaText := newSharedMetrics(src, regs.all(), http.NotFoundHandler(), zap.NewNop())
+	viaText.text, viaText.rest = exp, rest
+	get := func(h http.Handler, accept string) (string, string) {
+		req := httptest.NewRequest("GET", "/metrics", nil)
+		req.Header.Set("Accept", accept)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Header().Get("Content-Type"), rec.Body.String()
+	}
+	durations := regexp.MustCompile(`(?m)^(wattrace_scrape_collector_duration_seconds\{[^}]*\}) .*$`)
+	for _, accept := range []string{"", "text/plain;version=0.0.4", "text/plain;version=1.0.0;escaping=underscores"} {
+		wantType, want := get(viaGather, accept)
+		gotType, got := get(viaText, accept)
+		want, got = durations.ReplaceAllString(want, "$1 D"), durations.ReplaceAllString(got, "$1 D")
+		if got != want || gotType != wantType {
+			t.Errorf("Accept %q: the text path served %s\n%s\nGather %s\n%s", accept, gotType, got, wantType, want)
+		}
+		first, between, last := strings.Index(got, "aaa_first 7"), strings.Index(got, "wattrace_m_between 7"), strings.Index(got, "zzz_last 7")
+		node := strings.Index(got, "wattrace_node_energy_joules_total{")
+		if first < 0 || !(first < strings.Index(got, "wattrace_cgroup_") && between > strings.Index(got, "wattrace_cgroup_") && between < node && node < last) {
+			t.Errorf("Accept %q: families out of order:\n%s", accept, got)
+		}
+	}
+	// Protobuf comes from Gather, the same figures.
+	ct, body := get(viaText, "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited")
+	if !strings.Contains(ct, "protobuf") || !strings.Contains(body, "wattrace_m_between") || !strings.Contains(body, `/a"b\c`) {
+		t.Errorf("protobuf: %s, %d bytes", ct, len(body))
 	}
 }

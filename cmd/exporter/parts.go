@@ -72,7 +72,7 @@ type state struct {
 	// when that part cannot run (probes, BPF statistics without BPF).
 	collectorOn map[string]bool
 	loop        *stats.Loop
-	reg         *prometheus.Registry
+	reg         registries
 }
 
 // build opens every part of parts in order. What needs closing is
@@ -340,16 +340,35 @@ func openCollectors(cfg *Config, st *state, c *components) error {
 	if err != nil {
 		return fmt.Errorf("building collectors: %w", err)
 	}
-	reg := prometheus.NewRegistry()
-	if err := reg.Register(exp); err != nil {
+	own := prometheus.NewRegistry()
+	if err := own.Register(exp); err != nil {
 		return fmt.Errorf("registering collectors: %w", err)
 	}
-	reg.MustRegister(
+	rest := prometheus.NewRegistry()
+	rest.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
-	st.reg = reg
+	st.reg = registries{exp: exp, own: own, rest: rest}
 	return nil
+}
+
+// registries are what the telemetry path serves: the exporter, in a
+// registry of its own so that the text format can be rendered by its own
+// text path (sharedMetrics.renderText), and the rest (the Go runtime, the
+// process, the handler's own counters).
+type registries struct {
+	exp  *collector.Exporter
+	own  prometheus.Gatherer
+	rest *prometheus.Registry
+}
+
+// all gathers every family, as one registry would.
+func (r registries) all() prometheus.Gatherer {
+	if r.own == nil {
+		return r.rest
+	}
+	return prometheus.Gatherers{r.own, r.rest}
 }
 
 // openHTTP adds the HTTP server: /metrics, the health endpoints and the

@@ -46,7 +46,7 @@ func TestEveryProgramHasItsCost(t *testing.T) {
 	if !st.acc.bpfMode() {
 		t.Fatal("accounting.mode=bpf did not run BPF accounting")
 	}
-	programs, reg := st.programs, st.reg
+	programs, reg := st.programs, st.reg.all()
 	if !st.collectorOn[collector.NameProbes] || len(programs) != 3 {
 		t.Fatalf("probes on = %v with %d program sources, want the probes and 3 sources (accounting, cgroup names, probes)", st.collectorOn[collector.NameProbes], len(programs))
 	}
@@ -145,7 +145,7 @@ func TestOneTaskWalkPerStep(t *testing.T) {
 	}
 	runs := func() float64 {
 		t.Helper()
-		mfs, err := st.reg.Gather()
+		mfs, err := st.reg.all().Gather()
 		if err != nil {
 			t.Fatal(err)
 		}

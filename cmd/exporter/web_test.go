@@ -39,7 +39,7 @@ func TestHealthWithoutCredentials(t *testing.T) {
 	cfg.Web.ConfigFile = webCfg
 	src := &fakeSource{}
 	h := newHandlers(src)
-	mux, err := newMux(cfg, prometheus.NewRegistry(), h, zap.NewNop())
+	mux, err := newMux(cfg, registries{rest: prometheus.NewRegistry()}, h, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

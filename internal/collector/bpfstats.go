@@ -23,7 +23,7 @@ func init() {
 // statistics are enabled (main does that when the collector is on).
 type bpfStatsCollector struct {
 	srcs          []ProgramStatsSource
-	runTime, runs *prometheus.Desc
+	runTime, runs *desc
 }
 
 func newBPFStatsCollector(srcs []ProgramStatsSource) *bpfStatsCollector {
@@ -39,7 +39,7 @@ func (c *bpfStatsCollector) describe(ch chan<- *prometheus.Desc) {
 }
 
 // update does not need the snapshot: it asks the kernel directly.
-func (c *bpfStatsCollector) update(ch chan<- prometheus.Metric, _ *snapshot.Snapshot) error {
+func (c *bpfStatsCollector) update(out *sink, _ *snapshot.Snapshot) error {
 	var ps []reading.ProgramStat
 	for _, src := range c.srcs {
 		p, err := src.ProgramStats()
@@ -68,8 +68,8 @@ func (c *bpfStatsCollector) update(ch chan<- prometheus.Metric, _ *snapshot.Snap
 	}
 	for _, name := range order {
 		a := byName[name]
-		ch <- metric(c.runTime, prometheus.CounterValue, a.seconds, name)
-		ch <- metric(c.runs, prometheus.CounterValue, float64(a.runs), name)
+		out.add(c.runTime, prometheus.CounterValue, a.seconds, name)
+		out.add(c.runs, prometheus.CounterValue, float64(a.runs), name)
 	}
 	return nil
 }

@@ -36,7 +36,7 @@ type cgroupSettings struct {
 // unless workloads is set (collector.cgroup.workloads): its series would
 // repeat the workload's.
 type cgroupCollector struct {
-	energy, cpu, switches *prometheus.Desc
+	energy, cpu, switches *desc
 	idle, workloads       bool
 }
 
@@ -54,16 +54,16 @@ func (c *cgroupCollector) describe(ch chan<- *prometheus.Desc) {
 	describeAll(ch, c.energy, c.cpu, c.switches)
 }
 
-func (c *cgroupCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) error {
+func (c *cgroupCollector) update(out *sink, snap *snapshot.Snapshot) error {
 	if snap == nil {
 		return errNoSnapshot
 	}
 	zl := newZoneLabels(snap.Zones)
 	for _, a := range aggregateExcept(snap.Cgroups, false, !c.workloads) {
 		cg := a.key.cgroup
-		emitEnergy(ch, c.energy, a, zl, c.idle, cg)
-		ch <- metric(c.cpu, prometheus.CounterValue, a.cpuSeconds, cg)
-		ch <- metric(c.switches, prometheus.CounterValue, float64(a.switches), cg)
+		emitEnergy(out, c.energy, a, zl, c.idle, cg)
+		out.add(c.cpu, prometheus.CounterValue, a.cpuSeconds, cg)
+		out.add(c.switches, prometheus.CounterValue, float64(a.switches), cg)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -79,8 +80,14 @@ type Exporter struct {
 	self       *selfCollector
 	log        *zap.Logger
 
-	scrapeSuccess  *prometheus.Desc
-	scrapeDuration *prometheus.Desc
+	scrapeSuccess  *desc
+	scrapeDuration *desc
+
+	// text is AppendText's, kept from one rendering to the next.
+	text struct {
+		sync.Mutex
+		t *textFamilies
+	}
 }
 
 // New builds the exporter from the enabled collectors.
@@ -133,12 +140,37 @@ func (e *Exporter) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
+	e.collect(&sink{ch: ch})
+}
+
+// AppendText renders what Collect gives, of the latest snapshot, in the
+// Prometheus text format, byte for byte as the registry's Gather and
+// expfmt's text encoder would, appending to buf. It returns the grown
+// buffer and where each family lies in it, sorted by name, so a caller can
+// merge other registries' families in order. The errors are those Gather
+// would report (a sample dropped); the rest is rendered.
+func (e *Exporter) AppendText(buf []byte) ([]byte, []TextFamily, []error) {
+	e.text.Lock()
+	defer e.text.Unlock()
+	if e.text.t == nil {
+		e.text.t = newTextFamilies()
+	}
+	t := e.text.t
+	t.reset()
+	e.collect(&sink{text: t})
+	buf, fams := t.appendTo(buf)
+	errs := t.errs
+	t.reset()
+	return buf, fams, errs
+}
+
+func (e *Exporter) collect(out *sink) {
 	// One snapshot for the whole scrape, so node and workload series agree.
 	snap := e.src.Snapshot()
-	e.self.update(ch, snap)
+	e.self.update(out, snap)
 	for _, c := range e.collectors {
 		start := time.Now()
-		err := c.c.update(ch, snap)
+		err := c.c.update(out, snap)
 		success := 1.0
 		if err != nil {
 			success = 0
@@ -148,8 +180,8 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 				e.log.Error("collector failed", zap.String("collector", c.name), zap.Error(err))
 			}
 		}
-		ch <- prometheus.MustNewConstMetric(e.scrapeDuration, prometheus.GaugeValue, time.Since(start).Seconds(), c.name)
-		ch <- prometheus.MustNewConstMetric(e.scrapeSuccess, prometheus.GaugeValue, success, c.name)
+		out.add(e.scrapeDuration, prometheus.GaugeValue, time.Since(start).Seconds(), c.name)
+		out.add(e.scrapeSuccess, prometheus.GaugeValue, success, c.name)
 	}
 }
 

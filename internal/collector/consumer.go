@@ -75,17 +75,12 @@ func aggregateExcept(ws []*snapshot.Consumer, withProcess, inWorkloads bool) []*
 // zone that changed source or method has one per label set it had, each
 // with its own joules); labels are the workload's own label values,
 // followed by zone, source, method and mode.
-func emitEnergy(ch chan<- prometheus.Metric, desc *prometheus.Desc, a *seriesAgg, zl zoneLabels, idle bool, labels ...string) {
-	// with copies the labels: appending to labels itself could write into
-	// a snapshot's backing array, which concurrent scrapes share.
-	with := func(z, src, m, mode string) []string {
-		return append(append(make([]string, 0, len(labels)+4), labels...), z, src, m, mode)
-	}
+func emitEnergy(out *sink, desc *desc, a *seriesAgg, zl zoneLabels, idle bool, labels ...string) {
 	for _, e := range zl.label(a.energy) { // sorted by zone
 		z, src, m := e.Zone, e.Source, method(e.Estimated)
-		ch <- metric(desc, prometheus.CounterValue, e.DynamicJ, with(z, src, m, modeDynamic)...)
+		out.addWith(desc, prometheus.CounterValue, e.DynamicJ, labels, z, src, m, modeDynamic)
 		if idle {
-			ch <- metric(desc, prometheus.CounterValue, e.IdleJ, with(z, src, m, modeIdle)...)
+			out.addWith(desc, prometheus.CounterValue, e.IdleJ, labels, z, src, m, modeIdle)
 		}
 	}
 }

@@ -28,9 +28,9 @@ func init() {
 // themselves are gauges per provider and grid zone ("grid_zone", because
 // "zone" is the energy zone).
 type emissionsCollector struct {
-	node, nodeUnattributed, cgroup, process *prometheus.Desc
-	levels                                  map[ident.Kind]*prometheus.Desc
-	factor, age, up, reads, failed          *prometheus.Desc
+	node, nodeUnattributed, cgroup, process *desc
+	levels                                  map[ident.Kind]*desc
+	factor, age, up, reads, failed          *desc
 	top                                     int
 	idle, cgroupWorkloads                   bool
 }
@@ -40,7 +40,7 @@ const gramsHelp = "Grams of CO2-equivalent of the energy attributed to the %s, e
 func newEmissionsCollector(o Options) *emissionsCollector {
 	help := func(what string) string { return fmt.Sprintf(gramsHelp, what) }
 	c := &emissionsCollector{top: settingsOf[ProcessSettings](o, NameProcess).Top, idle: o.IdleAttributed,
-		cgroupWorkloads: settingsOf[cgroupSettings](o, NameCgroup).Workloads, levels: map[ident.Kind]*prometheus.Desc{}}
+		cgroupWorkloads: settingsOf[cgroupSettings](o, NameCgroup).Workloads, levels: map[ident.Kind]*desc{}}
 	if o.Enabled[NameNode] {
 		c.node = newDesc("node", "emissions_grams_total", "Grams of CO2-equivalent of the node's energy per zone, each accounting interval's joules priced at the carbon intensity in force in that interval; mode as for wattrace_node_energy_joules_total, provider is whose factor priced them. Zones overlap: do not sum across zones.", "zone", "socket", "mode", "provider")
 		c.nodeUnattributed = newDesc("node", "unattributed_emissions_grams_total", "Grams of CO2-equivalent of wattrace_node_unattributed_joules_total: part of mode=\"dynamic\" of wattrace_node_emissions_grams_total.", "zone", "socket", "provider")
@@ -65,18 +65,18 @@ func newEmissionsCollector(o Options) *emissionsCollector {
 }
 
 func (c *emissionsCollector) describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.node, c.nodeUnattributed, c.cgroup, c.process} {
+	for _, d := range []*desc{c.node, c.nodeUnattributed, c.cgroup, c.process} {
 		if d != nil {
-			ch <- d
+			ch <- d.prom
 		}
 	}
 	for _, d := range c.levels {
-		ch <- d
+		ch <- d.prom
 	}
 	describeAll(ch, c.factor, c.age, c.up, c.reads, c.failed)
 }
 
-func (c *emissionsCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) error {
+func (c *emissionsCollector) update(out *sink, snap *snapshot.Snapshot) error {
 	if snap == nil {
 		return errNoSnapshot
 	}
@@ -107,14 +107,14 @@ func (c *emissionsCollector) update(ch chan<- prometheus.Metric, snap *snapshot.
 		}
 		for _, k := range order {
 			g, socket := sums[k], socketLabel(k.id.Socket)
-			ch <- metric(c.node, prometheus.CounterValue, g.IdleG, k.id.Name, socket, modeIdle, g.Provider)
-			ch <- metric(c.node, prometheus.CounterValue, g.DynamicG, k.id.Name, socket, modeDynamic, g.Provider)
-			ch <- metric(c.nodeUnattributed, prometheus.CounterValue, g.UnattributedG, k.id.Name, socket, g.Provider)
+			out.add(c.node, prometheus.CounterValue, g.IdleG, k.id.Name, socket, modeIdle, g.Provider)
+			out.add(c.node, prometheus.CounterValue, g.DynamicG, k.id.Name, socket, modeDynamic, g.Provider)
+			out.add(c.nodeUnattributed, prometheus.CounterValue, g.UnattributedG, k.id.Name, socket, g.Provider)
 		}
 	}
 	if c.cgroup != nil {
 		for _, a := range mergeGrams(snap.Cgroups, false, nil, !c.cgroupWorkloads) {
-			emitGrams(ch, c.cgroup, a.grams, c.idle, a.key.cgroup)
+			emitGrams(out, c.cgroup, a.grams, c.idle, a.key.cgroup)
 		}
 	}
 	if c.process != nil {
@@ -127,13 +127,13 @@ func (c *emissionsCollector) update(ch chan<- prometheus.Metric, snap *snapshot.
 			}
 		}
 		for _, a := range mergeGrams(snap.Processes, true, keep, false) {
-			emitGrams(ch, c.process, a.grams, c.idle, strconv.FormatUint(uint64(a.key.pid), 10), a.key.comm, a.key.cgroup)
+			emitGrams(out, c.process, a.grams, c.idle, strconv.FormatUint(uint64(a.key.pid), 10), a.key.comm, a.key.cgroup)
 		}
 	}
 	for i := range snap.Workloads {
 		u := &snap.Workloads[i]
 		if d, ok := c.levels[ident.Kind(u.Level)]; ok {
-			emitGrams(ch, d, u.Grams, c.idle, u.Labels...)
+			emitGrams(out, d, u.Grams, c.idle, u.Labels...)
 		}
 	}
 	for _, in := range snap.Intensities {
@@ -141,14 +141,14 @@ func (c *emissionsCollector) update(ch chan<- prometheus.Metric, snap *snapshot.
 		if in.Up {
 			up = 1
 		}
-		ch <- metric(c.factor, prometheus.GaugeValue, in.GramsPerKWh, in.Provider, in.Zone)
-		ch <- metric(c.age, prometheus.GaugeValue, in.Age.Seconds(), in.Provider, in.Zone)
-		ch <- metric(c.up, prometheus.GaugeValue, up, in.Provider, in.Zone)
+		out.add(c.factor, prometheus.GaugeValue, in.GramsPerKWh, in.Provider, in.Zone)
+		out.add(c.age, prometheus.GaugeValue, in.Age.Seconds(), in.Provider, in.Zone)
+		out.add(c.up, prometheus.GaugeValue, up, in.Provider, in.Zone)
 	}
 	for _, h := range snap.Carbon {
 		p := providerOf(h.Source)
-		ch <- metric(c.reads, prometheus.CounterValue, float64(h.Reads), p)
-		ch <- metric(c.failed, prometheus.CounterValue, float64(h.Errors), p)
+		out.add(c.reads, prometheus.CounterValue, float64(h.Reads), p)
+		out.add(c.failed, prometheus.CounterValue, float64(h.Errors), p)
 	}
 	return nil
 }
@@ -210,14 +210,11 @@ func mergeGrams(ws []*snapshot.Consumer, withProcess bool, keep keySet, inWorklo
 
 // emitGrams sends one consumer's or workload's grams; labels are its own
 // label values, followed by zone, mode and provider.
-func emitGrams(ch chan<- prometheus.Metric, desc *prometheus.Desc, e snapshot.Emissions, idle bool, labels ...string) {
-	with := func(z, mode, p string) []string {
-		return append(append(make([]string, 0, len(labels)+3), labels...), z, mode, p)
-	}
+func emitGrams(out *sink, desc *desc, e snapshot.Emissions, idle bool, labels ...string) {
 	for _, g := range e {
-		ch <- metric(desc, prometheus.CounterValue, g.DynamicG, with(g.Zone, modeDynamic, g.Provider)...)
+		out.addWith(desc, prometheus.CounterValue, g.DynamicG, labels, g.Zone, modeDynamic, g.Provider)
 		if idle {
-			ch <- metric(desc, prometheus.CounterValue, g.IdleG, with(g.Zone, modeIdle, g.Provider)...)
+			out.addWith(desc, prometheus.CounterValue, g.IdleG, labels, g.Zone, modeIdle, g.Provider)
 		}
 	}
 }

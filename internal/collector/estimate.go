@@ -10,7 +10,7 @@ import (
 // the estimate, its band and what it was built from. They exist only for
 // zones a model estimates (the estimator), one series each.
 type estimateFamilies struct {
-	watts, lower, upper, info *prometheus.Desc
+	watts, lower, upper, info *desc
 }
 
 func newEstimateFamilies() estimateFamilies {
@@ -28,13 +28,13 @@ func (f estimateFamilies) describe(ch chan<- *prometheus.Desc) {
 	describeAll(ch, f.watts, f.lower, f.upper, f.info)
 }
 
-func (f estimateFamilies) update(ch chan<- prometheus.Metric, est []reading.Estimate) {
+func (f estimateFamilies) update(out *sink, est []reading.Estimate) {
 	for _, e := range est {
 		socket := socketLabel(e.Socket)
 		m := method(true)
-		ch <- metric(f.watts, prometheus.GaugeValue, e.Watts, e.Name, socket, e.Source, m)
-		ch <- metric(f.lower, prometheus.GaugeValue, e.LowerW, e.Name, socket, e.Source, m)
-		ch <- metric(f.upper, prometheus.GaugeValue, e.UpperW, e.Name, socket, e.Source, m)
-		ch <- metric(f.info, prometheus.GaugeValue, 1, e.Name, socket, e.Source, e.Curve, e.Tier, e.CPU, e.Arch, e.Coefficients)
+		out.add(f.watts, prometheus.GaugeValue, e.Watts, e.Name, socket, e.Source, m)
+		out.add(f.lower, prometheus.GaugeValue, e.LowerW, e.Name, socket, e.Source, m)
+		out.add(f.upper, prometheus.GaugeValue, e.UpperW, e.Name, socket, e.Source, m)
+		out.add(f.info, prometheus.GaugeValue, 1, e.Name, socket, e.Source, e.Curve, e.Tier, e.CPU, e.Arch, e.Coefficients)
 	}
 }

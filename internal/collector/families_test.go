@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/wattrace/wattrace/internal/snapshot"
 	"github.com/wattrace/wattrace/internal/testenv"
 	"github.com/wattrace/wattrace/pkg/reading"
 	"github.com/wattrace/wattrace/pkg/workload/ident"
@@ -39,9 +40,17 @@ func normLabels(ls []string) string {
 // BPF statistics present.
 func fullRegistry(t *testing.T) *prometheus.Registry {
 	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(fullExporter(t, testSnapshot()))
+	return reg
+}
+
+// fullExporter exports every family of snap, with every probe and
+// resource figure made non-zero.
+func fullExporter(t *testing.T, snap *snapshot.Snapshot) *Exporter {
+	t.Helper()
 	// Every probe figure non-zero on every cgroup and workload: an all-zero
 	// family is left out.
-	snap := testSnapshot()
 	snap.Estimates = []reading.Estimate{{ZoneID: reading.ZoneID{Name: "platform", Socket: -1}, Source: "estimator",
 		Watts: 300, LowerW: 250, UpperW: 380, Curve: "server", Tier: "cpu", CPU: "xeon gold 6248", Arch: "Cascade Lake", Coefficients: "SPECpower_ssj2008 fit (cpu tier)"}}
 	full := reading.ProbeStats{}
@@ -64,9 +73,7 @@ func fullRegistry(t *testing.T) *prometheus.Registry {
 		Settings:       Settings{NameProcess: &ProcessSettings{Top: 20}, NameProbes: &probesSettings{PerCgroup: true, SoftirqWorkloads: true}},
 		IdleAttributed: true, Levels: ident.Levels(), MeterHealth: true, Emissions: true,
 		Programs: []ProgramStatsSource{fakePrograms{stats: []reading.ProgramStat{{Name: "handle_switch", RunTime: time.Millisecond, RunCount: 3}}}}})
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(e)
-	return reg
+	return e
 }
 
 func exposed(t *testing.T) map[string]family {

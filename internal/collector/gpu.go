@@ -25,7 +25,7 @@ func init() {
 // the per-GPU breakdown of a workload is the per-process series, or the
 // allocation series joined in PromQL.
 type gpuCollector struct {
-	energy, power, util, unattributed, procEnergy, allocation, idle, idleSeconds *prometheus.Desc
+	energy, power, util, unattributed, procEnergy, allocation, idle, idleSeconds *desc
 	top                                                                          int
 }
 
@@ -51,41 +51,41 @@ func (c *gpuCollector) describe(ch chan<- *prometheus.Desc) {
 	describeAll(ch, c.energy, c.power, c.util, c.unattributed, c.procEnergy, c.allocation, c.idle, c.idleSeconds)
 }
 
-func (c *gpuCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) error {
+func (c *gpuCollector) update(out *sink, snap *snapshot.Snapshot) error {
 	if snap == nil {
 		return errNoSnapshot
 	}
 	for i := range snap.GPUs {
 		g := &snap.GPUs[i]
 		idx := strconv.Itoa(g.Index)
-		ch <- metric(c.energy, prometheus.CounterValue, g.IdleJ, idx, g.UUID, g.Model, g.Source, g.Method, modeIdle)
-		ch <- metric(c.energy, prometheus.CounterValue, g.DynamicJ, idx, g.UUID, g.Model, g.Source, g.Method, modeDynamic)
-		ch <- metric(c.power, prometheus.GaugeValue, g.PowerW, idx, g.UUID, g.Model, g.Source, g.Method)
-		ch <- metric(c.unattributed, prometheus.CounterValue, g.UnattributedJ, idx, g.UUID, g.Model, g.Source, g.Method)
-		ch <- metric(c.util, prometheus.GaugeValue, g.Utilization, idx, g.UUID, g.Model)
+		out.add(c.energy, prometheus.CounterValue, g.IdleJ, idx, g.UUID, g.Model, g.Source, g.Method, modeIdle)
+		out.add(c.energy, prometheus.CounterValue, g.DynamicJ, idx, g.UUID, g.Model, g.Source, g.Method, modeDynamic)
+		out.add(c.power, prometheus.GaugeValue, g.PowerW, idx, g.UUID, g.Model, g.Source, g.Method)
+		out.add(c.unattributed, prometheus.CounterValue, g.UnattributedJ, idx, g.UUID, g.Model, g.Source, g.Method)
+		out.add(c.util, prometheus.GaugeValue, g.Utilization, idx, g.UUID, g.Model)
 		for _, p := range c.topProcs(g.Processes) {
-			ch <- metric(c.procEnergy, prometheus.CounterValue, p.DynamicJ, strconv.FormatUint(uint64(p.PID), 10), p.Comm,
+			out.add(c.procEnergy, prometheus.CounterValue, p.DynamicJ, strconv.FormatUint(uint64(p.PID), 10), p.Comm,
 				idx, g.UUID, g.Basis, p.Namespace, p.Pod, p.Container, p.JobID, p.VM)
 		}
 		for i := range g.Holders {
-			c.alloc(ch, idx, g.UUID, &g.Holders[i])
+			c.alloc(out, idx, g.UUID, &g.Holders[i])
 		}
 		if h := g.Holder; h != nil && len(g.Holders) == 0 {
-			c.alloc(ch, idx, g.UUID, h)
+			c.alloc(out, idx, g.UUID, h)
 		}
 		for i := range g.InstanceHolders {
-			c.alloc(ch, idx, g.UUID, &g.InstanceHolders[i])
+			c.alloc(out, idx, g.UUID, &g.InstanceHolders[i])
 		}
 	}
 	return nil
 }
 
-func (c *gpuCollector) alloc(ch chan<- prometheus.Metric, idx, uuid string, h *snapshot.GPUHolder) {
-	ch <- metric(c.allocation, prometheus.GaugeValue, 1, idx, uuid, h.Instance, h.Kind, h.JobID, h.Namespace, h.Pod, h.Container, h.VM,
+func (c *gpuCollector) alloc(out *sink, idx, uuid string, h *snapshot.GPUHolder) {
+	out.add(c.allocation, prometheus.GaugeValue, 1, idx, uuid, h.Instance, h.Kind, h.JobID, h.Namespace, h.Pod, h.Container, h.VM,
 		strconv.FormatBool(h.Whole))
 	if h.IdleObservable {
-		ch <- metric(c.idle, prometheus.GaugeValue, h.IdleRatio, idx, uuid, h.Instance, h.Kind, h.JobID, h.Namespace, h.Pod, h.Container, h.VM)
-		ch <- metric(c.idleSeconds, prometheus.CounterValue, h.IdleSeconds, idx, uuid, h.Instance, h.Kind, h.JobID, h.Namespace, h.Pod, h.Container, h.VM)
+		out.add(c.idle, prometheus.GaugeValue, h.IdleRatio, idx, uuid, h.Instance, h.Kind, h.JobID, h.Namespace, h.Pod, h.Container, h.VM)
+		out.add(c.idleSeconds, prometheus.CounterValue, h.IdleSeconds, idx, uuid, h.Instance, h.Kind, h.JobID, h.Namespace, h.Pod, h.Container, h.VM)
 	}
 }
 

@@ -20,7 +20,7 @@ func init() {
 
 // nodeCollector exports the node's energy per zone and socket.
 type nodeCollector struct {
-	energy, power, unattributed, clamps *prometheus.Desc
+	energy, power, unattributed, clamps *desc
 	estimates                           estimateFamilies
 }
 
@@ -40,7 +40,7 @@ func (c *nodeCollector) describe(ch chan<- *prometheus.Desc) {
 	c.estimates.describe(ch)
 }
 
-func (c *nodeCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) error {
+func (c *nodeCollector) update(out *sink, snap *snapshot.Snapshot) error {
 	if snap == nil {
 		return errNoSnapshot
 	}
@@ -56,16 +56,16 @@ func (c *nodeCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snaps
 		}
 		socket := socketLabel(z.Socket)
 		m := method(z.Estimated)
-		ch <- metric(c.energy, prometheus.CounterValue, z.IdleJ, z.Name, socket, z.Source, m, modeIdle)
-		ch <- metric(c.energy, prometheus.CounterValue, z.DynamicJ, z.Name, socket, z.Source, m, modeDynamic)
-		ch <- metric(c.power, prometheus.GaugeValue, z.PowerW, z.Name, socket, z.Source, m)
-		ch <- metric(c.unattributed, prometheus.CounterValue, z.UnattributedJ, z.Name, socket, z.Source, m)
+		out.add(c.energy, prometheus.CounterValue, z.IdleJ, z.Name, socket, z.Source, m, modeIdle)
+		out.add(c.energy, prometheus.CounterValue, z.DynamicJ, z.Name, socket, z.Source, m, modeDynamic)
+		out.add(c.power, prometheus.GaugeValue, z.PowerW, z.Name, socket, z.Source, m)
+		out.add(c.unattributed, prometheus.CounterValue, z.UnattributedJ, z.Name, socket, z.Source, m)
 		clamps = addCount(clamps, z.ZoneID, float64(z.IdleClamps))
 	}
 	for _, n := range clamps {
-		ch <- metric(c.clamps, prometheus.CounterValue, n.v, n.id.Name, socketLabel(n.id.Socket))
+		out.add(c.clamps, prometheus.CounterValue, n.v, n.id.Name, socketLabel(n.id.Socket))
 	}
-	c.estimates.update(ch, snap.Estimates)
+	c.estimates.update(out, snap.Estimates)
 	return nil
 }
 

@@ -23,11 +23,11 @@ func init() {
 // included. Clock events are nanoseconds, so they get their own family in
 // seconds.
 type perfCollector struct {
-	hardware, software, cache, clock *prometheus.Desc
+	hardware, software, cache, clock *desc
 }
 
 func newPerfCollector() *perfCollector {
-	d := func(name, help, label string) *prometheus.Desc {
+	d := func(name, help, label string) *desc {
 		return newDesc("cgroup", name, help, "cgroup", label)
 	}
 	return &perfCollector{
@@ -42,7 +42,7 @@ func (c *perfCollector) describe(ch chan<- *prometheus.Desc) {
 	describeAll(ch, c.hardware, c.software, c.cache, c.clock)
 }
 
-func (c *perfCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) error {
+func (c *perfCollector) update(out *sink, snap *snapshot.Snapshot) error {
 	if snap == nil {
 		return errNoSnapshot
 	}
@@ -63,13 +63,13 @@ func (c *perfCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snaps
 			v, e := w.Perf[n], kind[n]
 			switch {
 			case e.Unit == "ns":
-				ch <- metric(c.clock, prometheus.CounterValue, v/1e9, w.Cgroup, n)
+				out.add(c.clock, prometheus.CounterValue, v/1e9, w.Cgroup, n)
 			case e.Kind == reading.PerfKindHardware:
-				ch <- metric(c.hardware, prometheus.CounterValue, v, w.Cgroup, n)
+				out.add(c.hardware, prometheus.CounterValue, v, w.Cgroup, n)
 			case e.Kind == reading.PerfKindCache:
-				ch <- metric(c.cache, prometheus.CounterValue, v, w.Cgroup, n)
+				out.add(c.cache, prometheus.CounterValue, v, w.Cgroup, n)
 			default:
-				ch <- metric(c.software, prometheus.CounterValue, v, w.Cgroup, n)
+				out.add(c.software, prometheus.CounterValue, v, w.Cgroup, n)
 			}
 		}
 	}

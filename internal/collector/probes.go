@@ -44,16 +44,16 @@ type probesSettings struct {
 // some series of it is not zero, so a kernel without a hook, or a node
 // whose tasks never used the network, shows no wall of zeros.
 type probesCollector struct {
-	active                           *prometheus.Desc
+	active                           *desc
 	node, cgroup                     probeLevel
 	perCgroup                        bool
-	perf                             *prometheus.Desc
-	nodeSoftirqs, nodeSoftirqSeconds *prometheus.Desc
+	perf                             *desc
+	nodeSoftirqs, nodeSoftirqSeconds *desc
 }
 
 type probeFamily struct {
 	reading.ProbeFamily
-	desc *prometheus.Desc
+	desc *desc
 }
 
 // probeLevel is the probe families at one level: the node, the cgroups, or
@@ -77,7 +77,7 @@ func newProbeLevel(sub, of string, labels []string, softirq bool) probeLevel {
 
 func (p probeLevel) describe(ch chan<- *prometheus.Desc) {
 	for _, f := range p {
-		ch <- f.desc
+		ch <- f.desc.prom
 	}
 }
 
@@ -87,7 +87,7 @@ func (p probeLevel) describe(ch chan<- *prometheus.Desc) {
 // that used the network used to give every job on the node eight network
 // series of zeros (2,100 series of zeros for 200 jobs in the footprint
 // harness). A family appears for a thing once it has counted something.
-func (p probeLevel) emit(ch chan<- prometheus.Metric, on map[string]bool, n int, stats func(int) *reading.ProbeStats, labels func(int) []string) {
+func (p probeLevel) emit(out *sink, on map[string]bool, n int, stats func(int) *reading.ProbeStats, labels func(int) []string) {
 	for _, f := range p {
 		if !on[f.Probe] {
 			continue
@@ -99,7 +99,7 @@ func (p probeLevel) emit(ch chan<- prometheus.Metric, on map[string]bool, n int,
 			}
 			ls := labels(i)
 			for _, s := range f.Series {
-				ch <- metric(f.desc, prometheus.CounterValue, s.Value(st), append(append(make([]string, 0, len(ls)+len(s.Labels)), ls...), s.Labels...)...)
+				out.addWith(f.desc, prometheus.CounterValue, s.Value(st), ls, s.Labels...)
 			}
 		}
 	}
@@ -149,17 +149,17 @@ func (c *probesCollector) describe(ch chan<- *prometheus.Desc) {
 	c.cgroup.describe(ch)
 }
 
-func (c *probesCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) error {
+func (c *probesCollector) update(out *sink, snap *snapshot.Snapshot) error {
 	if snap == nil {
 		return errNoSnapshot
 	}
 	on := activeProbes(snap)
 	for _, p := range snap.Probes {
-		ch <- metric(c.active, prometheus.GaugeValue, 1, p)
+		out.add(c.active, prometheus.GaugeValue, 1, p)
 	}
 	for _, v := range snap.Softirqs {
-		ch <- metric(c.nodeSoftirqs, prometheus.CounterValue, float64(v.Count), v.Name)
-		ch <- metric(c.nodeSoftirqSeconds, prometheus.CounterValue, float64(v.Ns)/1e9, v.Name)
+		out.add(c.nodeSoftirqs, prometheus.CounterValue, float64(v.Count), v.Name)
+		out.add(c.nodeSoftirqSeconds, prometheus.CounterValue, float64(v.Ns)/1e9, v.Name)
 	}
 	aggs := aggregateProbes(snap.Cgroups)
 	// The node's counters are its cgroups' sum: each task counts in one.
@@ -168,10 +168,10 @@ func (c *probesCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Sna
 		node.Add(a.stats)
 	}
 	if len(aggs) > 0 {
-		c.node.emit(ch, on, 1, func(int) *reading.ProbeStats { return &node }, func(int) []string { return nil })
+		c.node.emit(out, on, 1, func(int) *reading.ProbeStats { return &node }, func(int) []string { return nil })
 	}
 	if c.perCgroup {
-		c.cgroup.emit(ch, on, len(aggs), func(i int) *reading.ProbeStats { return &aggs[i].stats }, func(i int) []string { return []string{aggs[i].cgroup} })
+		c.cgroup.emit(out, on, len(aggs), func(i int) *reading.ProbeStats { return &aggs[i].stats }, func(i int) []string { return []string{aggs[i].cgroup} })
 	}
 	if len(snap.Counters) == 0 {
 		return nil
@@ -179,7 +179,7 @@ func (c *probesCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Sna
 	for _, a := range aggs {
 		for i, name := range snap.Counters {
 			if i < len(a.stats.Counters) {
-				ch <- metric(c.perf, prometheus.CounterValue, float64(a.stats.Counters[i]), a.cgroup, name)
+				out.add(c.perf, prometheus.CounterValue, float64(a.stats.Counters[i]), a.cgroup, name)
 			}
 		}
 	}

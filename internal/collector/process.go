@@ -41,7 +41,7 @@ func (st Settings) Process() *ProcessSettings {
 // energy. Per-process series are high-cardinality, so the collector is off
 // by default and bounded by N when on.
 type processCollector struct {
-	energy, cpu, switches *prometheus.Desc
+	energy, cpu, switches *desc
 	top                   int
 	idle                  bool
 }
@@ -61,16 +61,16 @@ func (c *processCollector) describe(ch chan<- *prometheus.Desc) {
 	describeAll(ch, c.energy, c.cpu, c.switches)
 }
 
-func (c *processCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) error {
+func (c *processCollector) update(out *sink, snap *snapshot.Snapshot) error {
 	if snap == nil {
 		return errNoSnapshot
 	}
 	zl := newZoneLabels(snap.Zones)
 	for _, a := range topN(aggregate(candidates(snap.Processes, c.top), true), c.top) {
 		pid := strconv.FormatUint(uint64(a.key.pid), 10)
-		emitEnergy(ch, c.energy, a, zl, c.idle, pid, a.key.comm, a.key.cgroup)
-		ch <- metric(c.cpu, prometheus.CounterValue, a.cpuSeconds, pid, a.key.comm, a.key.cgroup)
-		ch <- metric(c.switches, prometheus.CounterValue, float64(a.switches), pid, a.key.comm, a.key.cgroup)
+		emitEnergy(out, c.energy, a, zl, c.idle, pid, a.key.comm, a.key.cgroup)
+		out.add(c.cpu, prometheus.CounterValue, a.cpuSeconds, pid, a.key.comm, a.key.cgroup)
+		out.add(c.switches, prometheus.CounterValue, float64(a.switches), pid, a.key.comm, a.key.cgroup)
 	}
 	return nil
 }

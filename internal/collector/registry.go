@@ -15,7 +15,7 @@ import (
 // uses (nil before the first interval).
 type subCollector interface {
 	describe(ch chan<- *prometheus.Desc)
-	update(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) error
+	update(out *sink, snap *snapshot.Snapshot) error
 }
 
 // Registration is one collector as its file registers it: a name (the
@@ -131,16 +131,4 @@ func (r Registration) enabled(o Options) bool {
 		return r.on(o)
 	}
 	return o.Enabled[r.Name]
-}
-
-// newDesc builds the descriptor of the family wattrace_<sub>_<name>.
-func newDesc(sub, name, help string, labels ...string) *prometheus.Desc {
-	return prometheus.NewDesc(prometheus.BuildFQName(namespace, sub, name), help, labels, nil)
-}
-
-// describeAll sends descriptors; collectors' describe methods list theirs.
-func describeAll(ch chan<- *prometheus.Desc, ds ...*prometheus.Desc) {
-	for _, d := range ds {
-		ch <- d
-	}
 }

@@ -10,14 +10,14 @@ import (
 // only for the units whose reading has the field: an unavailable counter
 // (no swap accounting, no PSI on v1) is absent, never a false zero.
 type resourceDescs struct {
-	cpuUser, cpuSystem                            *prometheus.Desc
-	memUsage, memLimit, memRSS, memCache, memSwap *prometheus.Desc
-	memFails, memOOMKills                         *prometheus.Desc
-	ioBytes, ioOps, pressure, tasks               *prometheus.Desc
+	cpuUser, cpuSystem                            *desc
+	memUsage, memLimit, memRSS, memCache, memSwap *desc
+	memFails, memOOMKills                         *desc
+	ioBytes, ioOps, pressure, tasks               *desc
 }
 
 func newResourceDescs(sub string, labels []string) resourceDescs {
-	d := func(name, help string, extra ...string) *prometheus.Desc {
+	d := func(name, help string, extra ...string) *desc {
 		return newDesc(sub, name, help, append(append([]string(nil), labels...), extra...)...)
 	}
 	return resourceDescs{
@@ -38,9 +38,9 @@ func newResourceDescs(sub string, labels []string) resourceDescs {
 }
 
 func (r resourceDescs) describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{r.cpuUser, r.cpuSystem, r.memUsage, r.memLimit, r.memRSS, r.memCache, r.memSwap,
+	for _, d := range []*desc{r.cpuUser, r.cpuSystem, r.memUsage, r.memLimit, r.memRSS, r.memCache, r.memSwap,
 		r.memFails, r.memOOMKills, r.ioBytes, r.ioOps, r.pressure, r.tasks} {
-		ch <- d
+		ch <- d.prom
 	}
 }
 
@@ -78,18 +78,15 @@ func nonZero(s *reading.Resources) reading.ResourceField {
 // emit exports the resource families of one workload: the fields read and
 // in show, the fields not zero for some workload of the level, so that no
 // family is all zeros (no swap, no OOM kill, no pressure on a calm node).
-func (r resourceDescs) emit(ch chan<- prometheus.Metric, s *reading.Resources, show reading.ResourceField, labels []string) {
-	with := func(extra ...string) []string {
-		return append(append(make([]string, 0, len(labels)+len(extra)), labels...), extra...)
-	}
-	gauge := func(d *prometheus.Desc, f reading.ResourceField, v float64) {
+func (r resourceDescs) emit(out *sink, s *reading.Resources, show reading.ResourceField, labels []string) {
+	gauge := func(d *desc, f reading.ResourceField, v float64) {
 		if s.Available.Has(f) && show.Has(f) {
-			ch <- metric(d, prometheus.GaugeValue, v, with()...)
+			out.addWith(d, prometheus.GaugeValue, v, labels)
 		}
 	}
-	counter := func(d *prometheus.Desc, f reading.ResourceField, v float64) {
+	counter := func(d *desc, f reading.ResourceField, v float64) {
 		if s.Available.Has(f) && show.Has(f) {
-			ch <- metric(d, prometheus.CounterValue, v, with()...)
+			out.addWith(d, prometheus.CounterValue, v, labels)
 		}
 	}
 	counter(r.cpuUser, reading.FieldCPU, s.CPUUserSeconds)
@@ -108,19 +105,19 @@ func (r resourceDescs) emit(ch chan<- prometheus.Metric, s *reading.Resources, s
 	counter(r.memOOMKills, reading.FieldMemoryOOMKills, float64(s.MemoryOOMKills))
 	if s.Available.Has(reading.FieldIO) && show.Has(reading.FieldIO) {
 		for _, io := range s.IO {
-			ch <- metric(r.ioBytes, prometheus.CounterValue, float64(io.ReadBytes), with(io.Device, "read")...)
-			ch <- metric(r.ioBytes, prometheus.CounterValue, float64(io.WriteBytes), with(io.Device, "write")...)
-			ch <- metric(r.ioOps, prometheus.CounterValue, float64(io.ReadOps), with(io.Device, "read")...)
-			ch <- metric(r.ioOps, prometheus.CounterValue, float64(io.WriteOps), with(io.Device, "write")...)
+			out.addWith(r.ioBytes, prometheus.CounterValue, float64(io.ReadBytes), labels, io.Device, "read")
+			out.addWith(r.ioBytes, prometheus.CounterValue, float64(io.WriteBytes), labels, io.Device, "write")
+			out.addWith(r.ioOps, prometheus.CounterValue, float64(io.ReadOps), labels, io.Device, "read")
+			out.addWith(r.ioOps, prometheus.CounterValue, float64(io.WriteOps), labels, io.Device, "write")
 		}
 	}
 	for i, p := range s.PSI {
 		res := reading.PSIResource(i)
 		if s.Available.Has(res.SomeField()) && show.Has(res.SomeField()) {
-			ch <- metric(r.pressure, prometheus.CounterValue, p.SomeSeconds, with(res.String(), "some")...)
+			out.addWith(r.pressure, prometheus.CounterValue, p.SomeSeconds, labels, res.String(), "some")
 		}
 		if s.Available.Has(res.FullField()) && show.Has(res.FullField()) {
-			ch <- metric(r.pressure, prometheus.CounterValue, p.FullSeconds, with(res.String(), "full")...)
+			out.addWith(r.pressure, prometheus.CounterValue, p.FullSeconds, labels, res.String(), "full")
 		}
 	}
 	gauge(r.tasks, reading.FieldTasks, float64(s.Tasks))

@@ -14,7 +14,7 @@ var accountingModes = []string{"bpf", "procfs"}
 // selfCollector exports facts about the exporter itself. It cannot fail and
 // is always on, so it is not one of the --collector.<name> collectors.
 type selfCollector struct {
-	buildInfo, mode, hierarchy, lastUpdate, intervals, mapDrops *prometheus.Desc
+	buildInfo, mode, hierarchy, lastUpdate, intervals, mapDrops *desc
 }
 
 func newSelfCollector() *selfCollector {
@@ -34,10 +34,10 @@ func (c *selfCollector) describe(ch chan<- *prometheus.Desc) {
 	describeAll(ch, c.buildInfo, c.mode, c.hierarchy, c.lastUpdate, c.intervals, c.mapDrops)
 }
 
-func (c *selfCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) {
-	ch <- metric(c.buildInfo, prometheus.GaugeValue, 1, version.Version, version.Revision, version.GoVersion)
+func (c *selfCollector) update(out *sink, snap *snapshot.Snapshot) {
+	out.add(c.buildInfo, prometheus.GaugeValue, 1, version.Version, version.Revision, version.GoVersion)
 	if snap == nil {
-		ch <- metric(c.intervals, prometheus.CounterValue, 0)
+		out.add(c.intervals, prometheus.CounterValue, 0)
 		return
 	}
 	seen := false
@@ -46,17 +46,17 @@ func (c *selfCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snaps
 		if m == snap.Mode {
 			v, seen = 1, true
 		}
-		ch <- metric(c.mode, prometheus.GaugeValue, v, m)
+		out.add(c.mode, prometheus.GaugeValue, v, m)
 	}
 	if !seen && snap.Mode != "" {
-		ch <- metric(c.mode, prometheus.GaugeValue, 1, snap.Mode)
+		out.add(c.mode, prometheus.GaugeValue, 1, snap.Mode)
 	}
 	if snap.Hierarchy != "" {
-		ch <- metric(c.hierarchy, prometheus.GaugeValue, 1, snap.Hierarchy)
+		out.add(c.hierarchy, prometheus.GaugeValue, 1, snap.Hierarchy)
 	}
-	ch <- metric(c.lastUpdate, prometheus.GaugeValue, float64(snap.Time.UnixNano())/1e9)
-	ch <- metric(c.intervals, prometheus.CounterValue, float64(snap.Intervals))
+	out.add(c.lastUpdate, prometheus.GaugeValue, float64(snap.Time.UnixNano())/1e9)
+	out.add(c.intervals, prometheus.CounterValue, float64(snap.Intervals))
 	for _, d := range snap.MapDrops {
-		ch <- metric(c.mapDrops, prometheus.CounterValue, float64(d.Drops), d.Map)
+		out.add(c.mapDrops, prometheus.CounterValue, float64(d.Drops), d.Map)
 	}
 }

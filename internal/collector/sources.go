@@ -24,7 +24,7 @@ func init() {
 // GPUs; and every source's rejected readings, the carbon providers'
 // included.
 type sourceCollector struct {
-	age, up, reads, failed, rejected, degraded *prometheus.Desc
+	age, up, reads, failed, rejected, degraded *desc
 }
 
 func newSourceCollector() *sourceCollector {
@@ -46,7 +46,7 @@ func (c *sourceCollector) describe(ch chan<- *prometheus.Desc) {
 	describeAll(ch, c.age, c.up, c.reads, c.failed, c.rejected, c.degraded)
 }
 
-func (c *sourceCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) error {
+func (c *sourceCollector) update(out *sink, snap *snapshot.Snapshot) error {
 	if snap == nil {
 		return errNoSnapshot
 	}
@@ -55,30 +55,30 @@ func (c *sourceCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Sna
 		if m.Up {
 			up = 1
 		}
-		ch <- metric(c.age, prometheus.GaugeValue, m.Age.Seconds(), m.Source)
-		ch <- metric(c.up, prometheus.GaugeValue, up, m.Source)
-		ch <- metric(c.reads, prometheus.CounterValue, float64(m.Reads), m.Source)
-		ch <- metric(c.failed, prometheus.CounterValue, float64(m.Errors), m.Source)
-		c.emitRejected(ch, m)
+		out.add(c.age, prometheus.GaugeValue, m.Age.Seconds(), m.Source)
+		out.add(c.up, prometheus.GaugeValue, up, m.Source)
+		out.add(c.reads, prometheus.CounterValue, float64(m.Reads), m.Source)
+		out.add(c.failed, prometheus.CounterValue, float64(m.Errors), m.Source)
+		c.emitRejected(out, m)
 		if m.Reason != "" {
-			ch <- metric(c.degraded, prometheus.GaugeValue, 1, m.Source, m.Reason)
+			out.add(c.degraded, prometheus.GaugeValue, 1, m.Source, m.Reason)
 		}
 	}
 	// Carbon-intensity providers' health is in the emissions families;
 	// their rejected readings join every other source's here.
 	for _, m := range snap.Carbon {
-		c.emitRejected(ch, m)
+		c.emitRejected(out, m)
 	}
 	return nil
 }
 
-func (c *sourceCollector) emitRejected(ch chan<- prometheus.Metric, m reading.SourceHealth) {
+func (c *sourceCollector) emitRejected(out *sink, m reading.SourceHealth) {
 	reasons := make([]string, 0, len(m.Rejected))
 	for r := range m.Rejected {
 		reasons = append(reasons, r)
 	}
 	sort.Strings(reasons)
 	for _, r := range reasons {
-		ch <- metric(c.rejected, prometheus.CounterValue, float64(m.Rejected[r]), m.Source, r)
+		out.add(c.rejected, prometheus.CounterValue, float64(m.Rejected[r]), m.Source, r)
 	}
 }

@@ -23,7 +23,7 @@ func init() {
 }
 
 type levelDescs struct {
-	energy, cpu, switches *prometheus.Desc
+	energy, cpu, switches *desc
 	res                   resourceDescs
 	probes                probeLevel
 }
@@ -33,7 +33,7 @@ type levelDescs struct {
 // pkg/workload for the scheme), and how many of each are running.
 type workloadsCollector struct {
 	levels  map[ident.Kind]levelDescs
-	running *prometheus.Desc
+	running *desc
 	idle    bool
 }
 
@@ -68,7 +68,7 @@ func newWorkloadsCollector(levels []ident.Kind, idleAttributed, probes, softirq 
 }
 
 func (c *workloadsCollector) describe(ch chan<- *prometheus.Desc) {
-	ch <- c.running
+	ch <- c.running.prom
 	for _, d := range c.levels {
 		describeAll(ch, d.energy, d.cpu, d.switches)
 		d.res.describe(ch)
@@ -76,7 +76,7 @@ func (c *workloadsCollector) describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-func (c *workloadsCollector) update(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) error {
+func (c *workloadsCollector) update(out *sink, snap *snapshot.Snapshot) error {
 	if snap == nil {
 		return errNoSnapshot
 	}
@@ -98,15 +98,15 @@ func (c *workloadsCollector) update(ch chan<- prometheus.Metric, snap *snapshot.
 		if u.Alive {
 			running[lm{u.Level, u.Manager}]++
 		}
-		emitEnergy(ch, d.energy, &seriesAgg{energy: u.Energy}, zl, c.idle, u.Labels...)
-		ch <- metric(d.cpu, prometheus.CounterValue, u.CPUSeconds, append([]string(nil), u.Labels...)...)
-		ch <- metric(d.switches, prometheus.CounterValue, float64(u.ContextSwitches), append([]string(nil), u.Labels...)...)
+		emitEnergy(out, d.energy, &seriesAgg{energy: u.Energy}, zl, c.idle, u.Labels...)
+		out.addWith(d.cpu, prometheus.CounterValue, u.CPUSeconds, u.Labels)
+		out.addWith(d.switches, prometheus.CounterValue, float64(u.ContextSwitches), u.Labels)
 		if r := snap.WorkloadResources(i); r != nil {
-			d.res.emit(ch, r, show[u.Level], u.Labels)
+			d.res.emit(out, r, show[u.Level], u.Labels)
 		}
 	}
 	if len(snap.Probes) > 0 {
-		c.emitProbes(ch, snap)
+		c.emitProbes(out, snap)
 	}
 	keys := make([]lm, 0, len(running))
 	for k := range running {
@@ -119,13 +119,13 @@ func (c *workloadsCollector) update(ch chan<- prometheus.Metric, snap *snapshot.
 		return keys[i].manager < keys[j].manager
 	})
 	for _, k := range keys {
-		ch <- metric(c.running, prometheus.GaugeValue, float64(running[k]), k.level, k.manager)
+		out.add(c.running, prometheus.GaugeValue, float64(running[k]), k.level, k.manager)
 	}
 	return nil
 }
 
 // emitProbes exports each level's probe families over its workloads.
-func (c *workloadsCollector) emitProbes(ch chan<- prometheus.Metric, snap *snapshot.Snapshot) {
+func (c *workloadsCollector) emitProbes(out *sink, snap *snapshot.Snapshot) {
 	on := activeProbes(snap)
 	byLevel := map[ident.Kind][]*snapshot.Workload{}
 	for i := range snap.Workloads {
@@ -135,7 +135,7 @@ func (c *workloadsCollector) emitProbes(ch chan<- prometheus.Metric, snap *snaps
 		}
 	}
 	for l, us := range byLevel {
-		c.levels[l].probes.emit(ch, on, len(us), func(i int) *reading.ProbeStats { return us[i].Probes },
+		c.levels[l].probes.emit(out, on, len(us), func(i int) *reading.ProbeStats { return us[i].Probes },
 			func(i int) []string { return us[i].Labels })
 	}
 }
