@@ -7,6 +7,7 @@ require (
 	github.com/cilium/ebpf v0.22.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/jsternberg/zap-logfmt v1.3.0
+	github.com/klauspost/compress v1.20.3
 	github.com/mdlayher/socket v0.6.0
 	github.com/mdlayher/vsock v1.3.0
 	github.com/oklog/run v1.2.0

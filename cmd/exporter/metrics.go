@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"net/http"
 	"strconv"
@@ -10,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/klauspost/compress/gzip"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 	"go.uber.org/zap"
@@ -49,7 +49,10 @@ type sharedMetrics struct {
 
 	// enc is the one gzip writer, reset for each rendering: a new writer
 	// allocates its compressor's tables (about 800 KiB, half of a scrape's
-	// garbage at 200 jobs) every time. sizes are the last rendering's
+	// garbage at 200 jobs) every time. It is klauspost/compress's, which
+	// promhttp already brings in: at its fastest level it compresses the
+	// 200 jobs' 240 kB in half the standard library's time (0.48 against
+	// 0.97 ms), a little smaller. sizes are the last rendering's
 	// lengths, so the next one's buffers are allocated once at about their
 	// final size instead of doubling their way there.
 	enc struct {
