@@ -75,12 +75,12 @@ func aggregateExcept(ws []*snapshot.Consumer, withProcess, inWorkloads bool) []*
 // zone that changed source or method has one per label set it had, each
 // with its own joules); labels are the workload's own label values,
 // followed by zone, source, method and mode.
-func emitEnergy(out *sink, desc *desc, a *seriesAgg, zl zoneLabels, idle bool, labels ...string) {
+func emitEnergy(out *sink, d *desc, a *seriesAgg, zl zoneLabels, idle bool, labels ...string) {
 	for _, e := range zl.label(a.energy) { // sorted by zone
 		z, src, m := e.Zone, e.Source, method(e.Estimated)
-		out.addWith(desc, prometheus.CounterValue, e.DynamicJ, labels, z, src, m, modeDynamic)
+		out.addWith(d, prometheus.CounterValue, e.DynamicJ, labels, z, src, m, modeDynamic)
 		if idle {
-			out.addWith(desc, prometheus.CounterValue, e.IdleJ, labels, z, src, m, modeIdle)
+			out.addWith(d, prometheus.CounterValue, e.IdleJ, labels, z, src, m, modeIdle)
 		}
 	}
 }

@@ -210,11 +210,11 @@ func mergeGrams(ws []*snapshot.Consumer, withProcess bool, keep keySet, inWorklo
 
 // emitGrams sends one consumer's or workload's grams; labels are its own
 // label values, followed by zone, mode and provider.
-func emitGrams(out *sink, desc *desc, e snapshot.Emissions, idle bool, labels ...string) {
+func emitGrams(out *sink, d *desc, e snapshot.Emissions, idle bool, labels ...string) {
 	for _, g := range e {
-		out.addWith(desc, prometheus.CounterValue, g.DynamicG, labels, g.Zone, modeDynamic, g.Provider)
+		out.addWith(d, prometheus.CounterValue, g.DynamicG, labels, g.Zone, modeDynamic, g.Provider)
 		if idle {
-			out.addWith(desc, prometheus.CounterValue, g.IdleG, labels, g.Zone, modeIdle, g.Provider)
+			out.addWith(d, prometheus.CounterValue, g.IdleG, labels, g.Zone, modeIdle, g.Provider)
 		}
 	}
 }
