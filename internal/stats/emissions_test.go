@@ -79,6 +79,7 @@ func (s *lcg) next() uint64 {
 // with the constant 436 g/kWh behind it once the grid's is 30 s old.
 type emissionsRun struct {
 	t      *testing.T
+	policy string // stats.idle-policy
 	now    time.Time
 	tree   *raplTree
 	grid   *gridFetcher
@@ -93,8 +94,8 @@ type emissionsRun struct {
 
 const emissionsStaleness = 30 * time.Second
 
-func newEmissionsRun(t *testing.T) *emissionsRun {
-	e := &emissionsRun{t: t, now: time.Unix(1_700_000_000, 0), tree: newRAPLTree(t, 1, 262143328850), grid: &gridFetcher{},
+func newEmissionsRun(t *testing.T, policy string) *emissionsRun {
+	e := &emissionsRun{t: t, policy: policy, now: time.Unix(1_700_000_000, 0), tree: newRAPLTree(t, 1, 262143328850), grid: &gridFetcher{},
 		src: &fakeSource{}, rnd: 11}
 	meter, err := power.NewRAPL(e.tree.root)
 	if err != nil {
@@ -114,7 +115,7 @@ func newEmissionsRun(t *testing.T) *emissionsRun {
 		4: "/user.slice/loose",
 	}
 	res := workload.NewResolver(workload.Options{EtcRoot: t.TempDir(), ProcRoot: t.TempDir()})
-	e.l, err = New(Config{Interval: time.Second, Retention: time.Hour, IdlePolicy: "none", CPUs: 2,
+	e.l, err = New(Config{Interval: time.Second, Retention: time.Hour, IdlePolicy: policy, CPUs: 2,
 		IdleWatts: map[string]float64{"package": 12, "dram": 3}}, e.src, meter, e.paths, nil,
 		WithWorkloads(res, []ident.Kind{ident.KindJob, ident.KindSystemdUnit}), WithEmissions(chain))
 	if err != nil {
@@ -139,8 +140,9 @@ func (e *emissionsRun) publish(gramsPerKWh float64) {
 
 // step runs interval i, 1 to 5 s long: the grid publishes a new factor
 // (except between intervals 40 and 59), each cgroup runs for a random
-// time or not at all, and the package and DRAM draw random power. It
-// says which provider's factor is in force, and the factor.
+// time or not at all (none runs in intervals 55 to 57, under the
+// constant factor, and 70 to 72, under the grid's: their dynamic energy is
+// nobody's, unattributed), and the package and DRAM draw random power. It says which provider's factor is in force, and the factor.
 func (e *emissionsRun) step(i int) (string, float64) {
 	dt := time.Duration(1+e.rnd.next()%5) * time.Second
 	e.now = e.now.Add(dt)
@@ -153,7 +155,7 @@ func (e *emissionsRun) step(i int) (string, float64) {
 		provider, f = "constant", 436
 	}
 	for id := uint64(1); id <= 4; id++ {
-		if e.rnd.next()%5 != 0 {
+		if e.rnd.next()%5 != 0 && !idleInterval(i) {
 			e.src.add(id, uint32(id), int(id%2), e.rnd.next()%2e9)
 		}
 	}
@@ -163,14 +165,22 @@ func (e *emissionsRun) step(i int) (string, float64) {
 	return provider, f
 }
 
+// idleInterval reports whether no cgroup runs in interval i.
+func idleInterval(i int) bool { return i >= 55 && i < 58 || i >= 70 && i < 73 }
+
 // accrue adds to want the grams of the interval from prev to s, each
-// cgroup's and the node's energy of the interval × f.
+// cgroup's and the node's energy of the interval × f. The idle of an
+// interval in which no cgroup got any energy is "unowned": under every
+// idle policy nobody had a share of it (under none, nobody has any idle).
 func accrue(want map[gramsKey]float64, prev, s *snapshot.Snapshot, provider string, f float64) {
+	var cgroupsJ float64
 	for _, c := range s.Cgroups {
 		p := cgroupByPath(prev, c.Cgroup)
 		for _, e := range c.Energy {
 			pe := p.Energy.Get(e.Zone)
-			want[gramsKey{c.Cgroup, provider}] += (e.DynamicJ - pe.DynamicJ + e.IdleJ - pe.IdleJ) * f / 3.6e6
+			dE := e.DynamicJ - pe.DynamicJ + e.IdleJ - pe.IdleJ
+			want[gramsKey{c.Cgroup, provider}] += dE * f / 3.6e6
+			cgroupsJ += dE
 		}
 	}
 	for zi, z := range s.Zones {
@@ -178,13 +188,19 @@ func accrue(want map[gramsKey]float64, prev, s *snapshot.Snapshot, provider stri
 		want[gramsKey{"node", provider}] += (z.EnergyJ - pz.EnergyJ) * f / 3.6e6
 		want[gramsKey{"idle", provider}] += (z.IdleJ - pz.IdleJ) * f / 3.6e6
 		want[gramsKey{"unattributed", provider}] += (z.UnattributedJ - pz.UnattributedJ) * f / 3.6e6
+		if cgroupsJ == 0 {
+			want[gramsKey{"unowned idle", provider}] += (z.IdleJ - pz.IdleJ) * f / 3.6e6
+		}
 	}
 }
 
 // checkGrams checks one provider's grams in s against want, to 1e-9
 // relative: each cgroup's (each must have some), process's, job 42's
 // (its two cgroups), the nginx unit's and the node's (all, idle,
-// unattributed), and that Σ cgroups + unattributed + idle = node.
+// unattributed, each of which must be some), and that the parts add up to
+// the node: Σ cgroups + unattributed + the idle nobody owns = node, where
+// under idle policy none nobody owns any idle, and under the others the
+// cgroups own all of it but that of the intervals in which nothing ran.
 func (e *emissionsRun) checkGrams(s *snapshot.Snapshot, want map[gramsKey]float64, provider string, intervals int) {
 	t := e.t
 	t.Helper()
@@ -218,8 +234,29 @@ func (e *emissionsRun) checkGrams(s *snapshot.Snapshot, want map[gramsKey]float6
 		t.Errorf("node %s: %.12g g (idle %.12g, unattributed %.12g), want %.12g (idle %.12g, unattributed %.12g)",
 			provider, node, idle, unattr, wNode, wIdle, wUnattr)
 	}
-	if sum := sumCgroups + unattr + idle; relErr(sum, node) > 1e-9 {
-		t.Errorf("%s: cgroups %.12g + unattributed %.12g + idle %.12g = %.12g g, node %.12g", provider, sumCgroups, unattr, idle, sum, node)
+	if wUnattr <= 0 || wIdle <= 0 {
+		t.Errorf("%s: unattributed %.12g g, idle %.12g g: the scenario must have both", provider, wUnattr, wIdle)
+	}
+	unowned := idle // idle grams no consumer has
+	if e.policy != "none" {
+		unowned = want[gramsKey{"unowned idle", provider}]
+		if unowned <= 0 || unowned >= idle {
+			t.Errorf("%s, idle policy %s: the idle of the intervals in which nothing ran is %.12g g of %.12g", provider, e.policy, unowned, idle)
+		}
+		var cgroupIdle float64
+		for _, c := range s.Cgroups {
+			for _, g := range c.Grams {
+				if g.Provider == provider {
+					cgroupIdle += g.IdleG
+				}
+			}
+		}
+		if relErr(cgroupIdle, idle-unowned) > 1e-9 {
+			t.Errorf("%s, idle policy %s: the cgroups' idle %.12g g, the node's %.12g less the unowned %.12g", provider, e.policy, cgroupIdle, idle, unowned)
+		}
+	}
+	if sum := sumCgroups + unattr + unowned; relErr(sum, node) > 1e-9 {
+		t.Errorf("%s: cgroups %.12g + unattributed %.12g + unowned idle %.12g = %.12g g, node %.12g", provider, sumCgroups, unattr, unowned, sum, node)
 	}
 	t.Logf("%s: %d intervals, node %.6f g, idle %.6f g, job 42 %.6f g", provider, intervals, node, idle, gramsOf(job.Grams, provider))
 }
@@ -252,10 +289,18 @@ func (e *emissionsRun) checkNoRepricing(s *snapshot.Snapshot) {
 // stale for 40 s (the chain falls back to the constant 436 g/kWh) and
 // comes back: every cgroup's, process's, workload's and the node's grams
 // equal Σ over intervals of its ΔE × the factor the test put in force for
-// that interval, to 1e-9 relative, per provider; Σ cgroups + unattributed
-// + idle = node grams; and a factor that arrives later re-prices nothing.
+// that interval, to 1e-9 relative, per provider; the parts add up to the
+// node's grams; and a factor that arrives later re-prices nothing. Under
+// each idle policy, with intervals in which nothing ran: the idle and
+// unattributed terms are both there to get wrong.
 func TestEmissionsExactWithChangingFactor(t *testing.T) {
-	e := newEmissionsRun(t)
+	for _, policy := range []string{"none", "cpu", "even"} {
+		t.Run(policy, func(t *testing.T) { emissionsExact(t, policy) })
+	}
+}
+
+func emissionsExact(t *testing.T, policy string) {
+	e := newEmissionsRun(t, policy)
 	want := map[gramsKey]float64{}
 	prev := e.l.Snapshot()
 	providers := map[string]int{}
