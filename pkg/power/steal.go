@@ -1,12 +1,17 @@
 package power
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"math"
+	"os"
+	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
-	"github.com/prometheus/procfs"
 	"go.uber.org/zap"
 
 	"github.com/wattrace/wattrace/pkg/reading"
@@ -18,23 +23,55 @@ import (
 type StealReader func() (time.Duration, error)
 
 // ProcStatSteal reads the steal column of procfsRoot/stat's "cpu" line
-// (USER_HZ ticks, which procfs converts to seconds).
+// (USER_HZ ticks, 100 a second on every architecture that exports them).
+// It reads the first line only: procfs's Stat parses every line (a line
+// per CPU and the interrupt counters, thousands of numbers on a large
+// cloud VM) at every step, for one number.
 func ProcStatSteal(procfsRoot string) (StealReader, error) {
-	fs, err := procfs.NewFS(procfsRoot)
-	if err != nil {
+	path := filepath.Join(procfsRoot, "stat")
+	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("steal: %w", err)
 	}
 	return func() (time.Duration, error) {
-		st, err := fs.Stat()
+		ticks, err := readStealTicks(path)
 		if err != nil {
 			return 0, err
 		}
-		s := st.CPUTotal.Steal
-		if math.IsNaN(s) || math.IsInf(s, 0) || s < 0 || s > float64(math.MaxInt64)/1e9 {
-			return 0, reading.Reject(reading.OutOfRange, s, "steal seconds in %s/stat", procfsRoot)
+		// Ticks are whole numbers: the check is of their range, as
+		// seconds then as nanoseconds.
+		s := float64(ticks) / 100
+		if s > float64(math.MaxInt64)/1e9 {
+			return 0, reading.Reject(reading.OutOfRange, s, "steal seconds in %s", path)
 		}
-		return time.Duration(s * 1e9), nil
+		return time.Duration(ticks) * 10 * time.Millisecond, nil
 	}, nil
+}
+
+// readStealTicks returns the eighth number of path's first line, which
+// must be the all-CPU "cpu" line: user nice system idle iowait irq softirq
+// steal.
+func readStealTicks(path string) (uint64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, fmt.Errorf("steal: %w", err)
+	}
+	defer f.Close()
+	// The line is 10 numbers of at most 20 digits: it fits, with its name.
+	var b [512]byte
+	n, err := io.ReadFull(f, b[:])
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return 0, fmt.Errorf("steal: read %s: %w", path, err)
+	}
+	line, _, found := bytes.Cut(b[:n], []byte{'\n'})
+	fields := bytes.Fields(line)
+	if !found || len(fields) < 9 || string(fields[0]) != "cpu" {
+		return 0, fmt.Errorf("steal: %s does not start with a cpu line of at least 8 numbers: %q", path, line)
+	}
+	ticks, err := strconv.ParseUint(string(fields[8]), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("steal: %s: %w", path, err)
+	}
+	return ticks, nil
 }
 
 // steal turns a StealReader's counter into each interval's stolen

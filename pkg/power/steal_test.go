@@ -3,12 +3,16 @@ package power
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/procfs"
 
 	"github.com/wattrace/wattrace/pkg/power/curves"
 	"github.com/wattrace/wattrace/pkg/reading"
@@ -118,13 +122,26 @@ func TestEstimatorSteal(t *testing.T) {
 	}
 }
 
-// ProcStatSteal reads /proc/stat's steal column (USER_HZ ticks).
+// ProcStatSteal reads /proc/stat's steal column (USER_HZ ticks) from the
+// first line only, whatever follows it (here 96 CPUs and 4,000 interrupt
+// counters); a garbled, misplaced or out-of-range figure is an error, the
+// last a rejected reading.
 func TestProcStatSteal(t *testing.T) {
 	root := t.TempDir()
-	stat := "cpu  100 0 50 1000 0 0 0 1234 0 0\ncpu0 100 0 50 1000 0 0 0 1234 0 0\nintr 0\nctxt 0\nbtime 0\nprocesses 1\nprocs_running 1\nprocs_blocked 0\n"
-	if err := os.WriteFile(filepath.Join(root, "stat"), []byte(stat), 0o644); err != nil {
-		t.Fatal(err)
+	var big strings.Builder
+	big.WriteString("cpu  100 0 50 1000 0 0 0 1234 0 0\n")
+	for i := range 96 {
+		fmt.Fprintf(&big, "cpu%d 100 0 50 1000 0 0 0 99 0 0\n", i)
 	}
+	big.WriteString("intr 123" + strings.Repeat(" 7", 4000) + "\nctxt 0\nbtime 0\nprocesses 1\nprocs_running 1\nprocs_blocked 0\n")
+	stat := big.String()
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(root, "stat"), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(stat)
 	read, err := ProcStatSteal(root)
 	if err != nil {
 		t.Fatal(err)
@@ -132,10 +149,94 @@ func TestProcStatSteal(t *testing.T) {
 	if v, err := read(); err != nil || v != 12340*time.Millisecond {
 		t.Errorf("steal %v %v, want 12.34 s", v, err)
 	}
-	if err := os.WriteFile(filepath.Join(root, "stat"), []byte(strings.Replace(stat, "1234", "x", 1)), 0o644); err != nil {
+	for name, bad := range map[string]string{
+		"garbled":                strings.Replace(stat, "1234", "x", 1),
+		"short line":             "cpu  100 0 50 1000 0 0 0\n",
+		"per-CPU first":          "cpu0 100 0 50 1000 0 0 0 1234 0 0\n" + stat,
+		"negative":               strings.Replace(stat, "1234", "-1234", 1),
+		"no line end":            "cpu  100 0 50 1000 0 0 0 1234" + strings.Repeat(" 0", 300),
+		"empty":                  "",
+		"over, uint64's largest": strings.Replace(stat, "1234", "18446744073709551615", 1),
+		"past uint64":            strings.Replace(stat, "1234", "18446744073709551616", 1),
+		"over int64 ns":          strings.Replace(stat, "1234", "922337203686", 1),
+	} {
+		write(bad)
+		v, err := read()
+		if err == nil {
+			t.Errorf("%s: read %v", name, v)
+		}
+		var rej *reading.Rejection
+		if strings.HasPrefix(name, "over") != errors.As(err, &rej) {
+			t.Errorf("%s: %v, a rejected reading only when over the range", name, err)
+		}
+	}
+	if _, err := ProcStatSteal(t.TempDir()); err == nil {
+		t.Error("a procfs without stat accepted")
+	}
+}
+
+// On this machine's /proc, the first-line reader agrees with procfs's
+// parse of the whole file, to the tick the two reads are apart.
+func TestProcStatStealMatchesProcfs(t *testing.T) {
+	read, err := ProcStatSteal("/proc")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := read(); err == nil {
-		t.Error("a garbled stat read")
+	fs, err := procfs.NewFS("/proc")
+	if err != nil {
+		t.Fatal(err)
 	}
+	for range 3 {
+		st, err := fs.Stat()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := time.Duration(st.CPUTotal.Steal * 1e9)
+		if d := got - want; d < 0 || d > time.Duration(runtime.NumCPU())*20*time.Millisecond {
+			t.Errorf("steal %v, procfs %v", got, want)
+		}
+	}
+}
+
+// BenchmarkStealRead reads a 96-CPU VM's /proc/stat (4,000 interrupt
+// counters) both ways: its first line, and procfs's parse of it all.
+func BenchmarkStealRead(b *testing.B) {
+	root := b.TempDir()
+	var st strings.Builder
+	st.WriteString("cpu  100 0 50 1000 0 0 0 1234 0 0\n")
+	for i := range 96 {
+		fmt.Fprintf(&st, "cpu%d 100 0 50 1000 0 0 0 99 0 0\n", i)
+	}
+	st.WriteString("intr 123" + strings.Repeat(" 7", 4000) + "\nctxt 0\nbtime 0\nprocesses 1\nprocs_running 1\nprocs_blocked 0\nsoftirq 1 0 0 0 0 0 0 0 0 0 0\n")
+	if err := os.WriteFile(filepath.Join(root, "stat"), []byte(st.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("first-line", func(b *testing.B) {
+		read, err := ProcStatSteal(root)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := read(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("procfs", func(b *testing.B) {
+		fs, err := procfs.NewFS(root)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := fs.Stat(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
