@@ -122,19 +122,25 @@ func TestEstimatorSteal(t *testing.T) {
 	}
 }
 
+// bigProcStat is a 96-vCPU VM's /proc/stat: 12.34 s stolen on the
+// all-CPU line, a line per CPU and 4,000 interrupt counters.
+func bigProcStat() string {
+	var st strings.Builder
+	st.WriteString("cpu  100 0 50 1000 0 0 0 1234 0 0\n")
+	for i := range 96 {
+		fmt.Fprintf(&st, "cpu%d 100 0 50 1000 0 0 0 99 0 0\n", i)
+	}
+	st.WriteString("intr 123" + strings.Repeat(" 7", 4000) + "\nctxt 0\nbtime 0\nprocesses 1\nprocs_running 1\nprocs_blocked 0\nsoftirq 1 0 0 0 0 0 0 0 0 0 0\n")
+	return st.String()
+}
+
 // ProcStatSteal reads /proc/stat's steal column (USER_HZ ticks) from the
 // first line only, whatever follows it (here 96 CPUs and 4,000 interrupt
 // counters); a garbled, misplaced or out-of-range figure is an error, the
 // last a rejected reading.
 func TestProcStatSteal(t *testing.T) {
 	root := t.TempDir()
-	var big strings.Builder
-	big.WriteString("cpu  100 0 50 1000 0 0 0 1234 0 0\n")
-	for i := range 96 {
-		fmt.Fprintf(&big, "cpu%d 100 0 50 1000 0 0 0 99 0 0\n", i)
-	}
-	big.WriteString("intr 123" + strings.Repeat(" 7", 4000) + "\nctxt 0\nbtime 0\nprocesses 1\nprocs_running 1\nprocs_blocked 0\n")
-	stat := big.String()
+	stat := bigProcStat()
 	write := func(s string) {
 		t.Helper()
 		if err := os.WriteFile(filepath.Join(root, "stat"), []byte(s), 0o644); err != nil {
@@ -206,13 +212,7 @@ func TestProcStatStealMatchesProcfs(t *testing.T) {
 // counters) both ways: its first line, and procfs's parse of it all.
 func BenchmarkStealRead(b *testing.B) {
 	root := b.TempDir()
-	var st strings.Builder
-	st.WriteString("cpu  100 0 50 1000 0 0 0 1234 0 0\n")
-	for i := range 96 {
-		fmt.Fprintf(&st, "cpu%d 100 0 50 1000 0 0 0 99 0 0\n", i)
-	}
-	st.WriteString("intr 123" + strings.Repeat(" 7", 4000) + "\nctxt 0\nbtime 0\nprocesses 1\nprocs_running 1\nprocs_blocked 0\nsoftirq 1 0 0 0 0 0 0 0 0 0 0\n")
-	if err := os.WriteFile(filepath.Join(root, "stat"), []byte(st.String()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(root, "stat"), []byte(bigProcStat()), 0o644); err != nil {
 		b.Fatal(err)
 	}
 	b.Run("first-line", func(b *testing.B) {
