@@ -52,7 +52,7 @@ type sharedMetrics struct {
 	// garbage at 200 jobs) every time. It is klauspost/compress's, which
 	// promhttp already brings in: at its fastest level it compresses the
 	// 200 jobs' 240 kB in half the standard library's time (0.48 against
-	// 0.97 ms), a little smaller. sizes are the last rendering's
+	// 0.97 ms), a little smaller. body and gzLen are the last rendering's
 	// lengths, so the next one's buffers are allocated once at about their
 	// final size instead of doubling their way there.
 	enc struct {
